@@ -1,0 +1,17 @@
+// AdamW as torch.optim.AdamW (decoupled weight decay, bias correction).
+#pragma once
+#include <cstdint>
+
+namespace mt {
+
+struct AdamWHyper {
+  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.f;
+};
+
+// step is 1-based. param, m, v updated in place:
+// param *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g²;
+// param -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
+void adamw_step(float* param, const float* grad, float* m, float* v, int64_t n,
+                const AdamWHyper& h, int64_t step);
+
+}  // namespace mt

@@ -1,0 +1,40 @@
+// Causal multi-head self-attention core: softmax(q kᵀ / sqrt(d) + causal mask),
+// dropout on the probabilities, times v. Blocked over query rows: for each
+// block of kBlockQ queries, all (b, a) heads at once as one batched oneDNN
+// matmul over the causal key range; only (b·a, kBlockQ, s) scores live at a
+// time, never (b·a, s, s). Forward saves the row log-sum-exp; backward
+// recomputes the probabilities from it (as FlashAttention does).
+#pragma once
+#include <cstdint>
+
+#include "core/rng.h"
+
+namespace mt {
+
+inline constexpr int64_t kAttentionBlockQ = 128;
+
+// Dropout on probabilities: element (bi, j, qi, ki) has the global index
+// (((sample0 + bi) * a_global + head0 + j) * s + qi) * s + ki.
+struct AttentionDropout {
+  RngStream rng;
+  float p = 0.f;
+  int64_t sample0 = 0, a_global = 0, head0 = 0;
+};
+
+struct AttentionDims {
+  int64_t b = 0, a = 0, s = 0, d = 0;  // micro-batch, local heads, sequence, head dim
+};
+
+// Floats of scratch space forward and backward need (caller plans it once).
+int64_t attention_workspace_floats(const AttentionDims& dims);
+
+// q, k, v, ctx: (b, a, s, d) contiguous; lse: (b, a, s).   [ctx, lse: =]
+void attention_forward(float* ctx, float* lse, const float* q, const float* k, const float* v,
+                       const AttentionDims& dims, const AttentionDropout& drop, float* workspace);
+// dq, dk, dv: (b, a, s, d)   [=]
+void attention_backward(float* dq, float* dk, float* dv, const float* dctx, const float* q,
+                        const float* k, const float* v, const float* ctx, const float* lse,
+                        const AttentionDims& dims, const AttentionDropout& drop,
+                        float* workspace);
+
+}  // namespace mt

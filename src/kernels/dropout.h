@@ -1,0 +1,38 @@
+// Dropout whose mask is a pure function of (seed, site, iteration, global
+// element index), so every parallel layout, and recompute, draws the same mask.
+// Masks are regenerated in backward, never stored.
+#pragma once
+#include <cstdint>
+
+#include "core/rng.h"
+
+namespace mt {
+
+// Activation (s_local, b, h) rows; element (t, bi, j) has the global index
+// ((sample0 + bi) * s_global + t0 + t) * h_global + h0 + j, where sample0 is the
+// global index of the micro-batch's first sample in the run, t0 the first
+// sequence position of this (sequence-parallel) shard, h0 the first hidden
+// column of this shard.
+struct DropoutSpec {
+  RngStream rng;  // key = (seed, site name), step = iteration
+  float p = 0.f;
+  int64_t s_global = 0, t0 = 0, h_global = 0, h0 = 0;
+  int64_t sample0 = 0;
+};
+
+// out (s_local, b, h_local) = residual + dropout(x)         [out: =; may alias residual]
+void dropout_add_forward(float* out, const float* x, const float* residual, int64_t s_local,
+                         int64_t b, int64_t h_local, const DropoutSpec& d);
+// out = dropout(x)                                          [out: =; may alias x]
+void dropout_forward(float* out, const float* x, int64_t s_local, int64_t b, int64_t h_local,
+                     const DropoutSpec& d);
+// dx = mask * dout / (1 - p)                                [dx: =; may alias dout]
+void dropout_backward(float* dx, const float* dout, int64_t s_local, int64_t b, int64_t h_local,
+                      const DropoutSpec& d);
+
+// True if element `index` is kept (the one definition of the mask).
+inline bool dropout_keep(const RngStream& rng, float p, uint64_t index) {
+  return rng.uniform(index) >= p;
+}
+
+}  // namespace mt
