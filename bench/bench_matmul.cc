@@ -1,0 +1,119 @@
+// Matmul and attention throughput on the shapes of GPT-2 small (s=1024, b=1,
+// h=768, a=12). One JSON line per shape: best-of-N milliseconds and GFLOP/s.
+// Run with OMP_NUM_THREADS=<cores>; ONEDNN_VERBOSE=1 shows which oneDNN
+// implementation each shape gets.
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "kernels/matmul.h"
+
+namespace {
+
+// Best wall time in ms of `fn` over enough repetitions for ~`budget_s` seconds
+// (at least 3), after one warm-up call (primitive creation, first touch).
+double best_ms(const std::function<void()>& fn, double budget_s = 0.3) {
+  fn();
+  double best = 1e30, total = 0;
+  for (int rep = 0; rep < 3 || (total < budget_s && rep < 200); ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::min(best, sec);
+    total += sec;
+  }
+  return best * 1e3;
+}
+
+void report(const std::string& name, int64_t m, int64_t n, int64_t k, double flop, double ms) {
+  std::printf(
+      "{\"bench\":\"matmul\",\"name\":\"%s\",\"m\":%lld,\"n\":%lld,\"k\":%lld,\"threads\":%d,"
+      "\"ms\":%.3f,\"gflops\":%.1f}\n",
+      name.c_str(), (long long)m, (long long)n, (long long)k, omp_get_max_threads(), ms,
+      flop / (ms * 1e-3) / 1e9);
+  std::fflush(stdout);
+}
+
+std::vector<float> filled(int64_t n, float scale) {
+  std::vector<float> x(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) x[size_t(i)] = scale * float((i * 7919) % 23 - 11);
+  return x;
+}
+
+void bench_square(int64_t size) {
+  auto a = filled(size * size, 0.01f), b = filled(size * size, 0.01f);
+  std::vector<float> c(static_cast<size_t>(size * size));
+  mt::MatmulShape s;
+  s.m = s.n = s.k = size;
+  const double ms = best_ms([&] { mt::matmul(c.data(), a.data(), b.data(), nullptr, s); });
+  report("square " + std::to_string(size), size, size, size, 2.0 * size * size * size, ms);
+}
+
+void bench_linear(int64_t rows, int64_t in, int64_t out) {
+  auto inp = filled(rows * in, 0.01f), w = filled(out * in, 0.01f), bias = filled(out, 0.1f);
+  auto dout = filled(rows * out, 0.01f);
+  std::vector<float> y(static_cast<size_t>(rows * out)), dinp(static_cast<size_t>(rows * in));
+  std::vector<float> dw(static_cast<size_t>(out * in)), db(static_cast<size_t>(out));
+  const double flop = 2.0 * rows * in * out;
+  const std::string shape = std::to_string(in) + "->" + std::to_string(out);
+  report("linear_fwd " + shape, rows, out, in, flop, best_ms([&] {
+           mt::linear_forward(y.data(), inp.data(), w.data(), bias.data(), rows, in, out);
+         }));
+  report("linear_bwd_data " + shape, rows, in, out, flop, best_ms([&] {
+           mt::linear_backward(dinp.data(), nullptr, nullptr, dout.data(), inp.data(), w.data(),
+                               rows, in, out);
+         }));
+  report("linear_bwd_weight " + shape, out, in, rows, flop, best_ms([&] {
+           mt::linear_backward(nullptr, dw.data(), nullptr, dout.data(), inp.data(), w.data(), rows,
+                               in, out);
+         }));
+}
+
+// Effective FLOPs as FlashAttention counts them: causal forward 2·b·a·s²·d
+// (half of the two s×s×d products), backward 2.5× forward (recompute not counted).
+void bench_attention(int64_t b, int64_t a, int64_t s, int64_t d, float p) {
+  const mt::AttentionDims dims{b, a, s, d};
+  const int64_t n = b * a * s * d;
+  auto q = filled(n, 0.05f), k = filled(n, 0.05f), v = filled(n, 0.05f), dctx = filled(n, 0.01f);
+  std::vector<float> ctx(static_cast<size_t>(n)), lse(static_cast<size_t>(b * a * s));
+  std::vector<float> dq(static_cast<size_t>(n)), dk(dq), dv(dq);
+  std::vector<float> ws(static_cast<size_t>(mt::attention_workspace_floats(dims)));
+  mt::AttentionDropout drop;
+  drop.rng = mt::RngStream::make(1, "bench_attention");
+  drop.p = p;
+  const double fwd_flop = 2.0 * b * a * s * s * d;
+  const std::string shape = "b=" + std::to_string(b) + " a=" + std::to_string(a) +
+                            " s=" + std::to_string(s) + " d=" + std::to_string(d) +
+                            " p=" + std::to_string(p).substr(0, 3);
+  report("attention_fwd " + shape, b * a, s, d, fwd_flop, best_ms([&] {
+           mt::attention_forward(ctx.data(), lse.data(), q.data(), k.data(), v.data(), dims, drop,
+                                 ws.data());
+         }));
+  report("attention_bwd " + shape, b * a, s, d, 2.5 * fwd_flop, best_ms([&] {
+           mt::attention_backward(dq.data(), dk.data(), dv.data(), dctx.data(), q.data(), k.data(),
+                                  v.data(), ctx.data(), lse.data(), dims, drop, ws.data());
+         }));
+}
+
+}  // namespace
+
+int main() {
+  bench_square(2048);
+  const int64_t rows = 1024;      // s·b tokens of GPT-2 small at b=1
+  bench_linear(rows, 768, 2304);  // QKV
+  bench_linear(rows, 768, 768);   // attention projection
+  bench_linear(rows, 768, 3072);  // FC1
+  bench_linear(rows, 3072, 768);  // FC2
+  bench_attention(1, 12, 1024, 64, 0.f);
+  bench_attention(1, 12, 1024, 64, 0.1f);
+  std::printf("{\"bench\":\"matmul\",\"name\":\"peak\",\"threads\":%d,\"gflops\":%.1f}\n",
+              omp_get_max_threads(), mt::measure_matmul_peak_flops() / 1e9);
+  return 0;
+}

@@ -1,0 +1,16 @@
+// The subcommands of the `megatron` binary. Each registers its flags on a
+// CLI11 subcommand and returns the function that runs it.
+#pragma once
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace mt {
+
+using Command = std::function<int()>;
+
+Command add_train_command(CLI::App& app);
+Command add_generate_command(CLI::App& app);
+Command add_preprocess_command(CLI::App& app);
+
+}  // namespace mt

@@ -1,0 +1,84 @@
+// `megatron generate`: load a checkpoint, stream text from a prompt.
+#include <cstdio>
+
+#include "checkpoint/atomic_file.h"
+#include "cli/commands.h"
+#include "core/error.h"
+#include "data/char_tokenizer.h"
+#include "dist/mpi_env.h"
+#include "dist/parallel_state.h"
+#include "model/gpt_decoder.h"
+#include "model/sampling.h"
+#include "train/checkpoint_io.h"
+
+namespace mt {
+
+namespace {
+struct GenerateArgs {
+  std::string load, prompt = "\n";
+  int64_t max_new_tokens = 200;
+  SamplingConfig sampling;
+  uint64_t seed = 1234;
+};
+}  // namespace
+
+Command add_generate_command(CLI::App& app) {
+  auto a = std::make_shared<GenerateArgs>();
+  app.add_option("--load", a->load, "checkpoint directory (a --save of megatron train)")->required();
+  app.add_option("--prompt", a->prompt, "text to continue");
+  app.add_option("--max-new-tokens", a->max_new_tokens, "tokens to generate");
+  app.add_option("--temperature", a->sampling.temperature, "softmax temperature (0: greedy)");
+  app.add_option("--top-k", a->sampling.top_k, "sample among the k most likely (0: off)");
+  app.add_option("--top-p", a->sampling.top_p, "nucleus sampling mass (0: off)");
+  app.add_option("--seed", a->seed, "sampling seed");
+  return [a]() {
+    MpiEnv mpi;
+    MT_CHECK(mpi.world_size() == 1, "generate runs on one process; launch it without mpirun");
+    ParallelState ps(ParallelConfig{});
+    const nlohmann::json meta = read_checkpoint_meta(a->load);
+    const nlohmann::json& args = meta.at("args");
+    ModelConfig cfg = model_config_from_json(args.at("model"));
+    cfg.finalize(1);
+    const nlohmann::json& tj = args.at("tokenizer");
+    MT_CHECK(tj.at("type") == "char", "generate needs a text tokenizer; this checkpoint was "
+             "trained with ", tj.at("type").get<std::string>(), " (token ids only)");
+    const CharTokenizer tok = CharTokenizer::from_json(tj.at("vocab").dump(), a->load);
+    ParamRegistry reg(cfg, StageLayout{0, 1, 0, cfg.num_layers, true, true});
+    HostBuffer params(size_t(reg.total_floats()) * sizeof(float));
+    float* p = reinterpret_cast<float*>(params.data());
+    const RunState st = load_checkpoint(a->load, reg, p, nullptr, ps);
+    std::fprintf(stderr, "generate: %s, iteration %lld, %s\n", a->load.c_str(),
+                 static_cast<long long>(st.iteration), cfg.summary().c_str());
+
+    GptDecoder dec(reg, p);
+    std::vector<int32_t> context = tok.tokenize(a->prompt);
+    MT_CHECK(!context.empty(), "--prompt is empty; give at least one character");
+    const RngStream rng = RngStream::make(a->seed, "generate");
+    std::vector<float> scratch;
+    std::fputs(a->prompt.c_str(), stdout);
+    const float* logits = nullptr;
+    for (int32_t t : context) {
+      if (dec.position() == dec.capacity()) break;
+      logits = dec.step(t);
+    }
+    for (int64_t i = 0; i < a->max_new_tokens; ++i) {
+      const int32_t next = sample_token(logits, cfg.vocab_size, a->sampling, rng, uint64_t(i), scratch);
+      if (next == tok.eod()) break;
+      const std::string piece = tok.detokenize(std::span<const int32_t>(&next, 1));
+      std::fputs(piece.c_str(), stdout);
+      std::fflush(stdout);
+      context.push_back(next);
+      if (dec.position() == dec.capacity()) {  // slide: keep the last half, re-encode it
+        dec.reset();
+        const size_t keep = size_t(dec.capacity() / 2);
+        for (size_t j = context.size() - keep; j < context.size(); ++j) logits = dec.step(context[j]);
+      } else {
+        logits = dec.step(next);
+      }
+    }
+    std::fputs("\n", stdout);
+    return 0;
+  };
+}
+
+}  // namespace mt

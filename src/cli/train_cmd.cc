@@ -1,0 +1,86 @@
+// `megatron train`: Megatron-LM's flag names, or a config file of them.
+#include "cli/commands.h"
+#include "dist/mpi_env.h"
+#include "dist/parallel_state.h"
+#include "train/trainer.h"
+
+namespace mt {
+
+Command add_train_command(CLI::App& app) {
+  auto a = std::make_shared<TrainArgs>();
+  ModelConfig& m = a->model;
+  app.set_config("--config", "", "read flags from a file of `flag-name = value` lines (TOML)");
+  auto group = [&](const char* name) { return app.add_option_group(name); };
+
+  CLI::Option_group* model = group("model");
+  model->add_option("--num-layers", m.num_layers, "transformer layers");
+  model->add_option("--hidden-size", m.hidden_size, "hidden size h");
+  model->add_option("--ffn-hidden-size", m.ffn_hidden_size, "MLP hidden size (default 4h)");
+  model->add_option("--num-attention-heads", m.num_attention_heads, "attention heads");
+  model->add_option("--seq-length", m.seq_length, "sequence length");
+  model->add_option("--max-position-embeddings", m.max_position_embeddings,
+                    "position embeddings (default seq-length)");
+  model->add_option("--make-vocab-size-divisible-by", m.make_vocab_size_divisible_by,
+                    "pad the vocabulary to a multiple of this (times TP)");
+  model->add_option("--init-method-std", m.init_method_std, "std of the normal weight init");
+  model->add_option("--hidden-dropout", m.hidden_dropout, "dropout on hidden states");
+  model->add_option("--attention-dropout", m.attention_dropout, "dropout on attention probabilities");
+  model->add_option("--layernorm-epsilon", m.layernorm_epsilon, "LayerNorm epsilon");
+
+  CLI::Option_group* par = group("parallelism");
+  par->add_option("--tensor-model-parallel-size", a->tensor_model_parallel_size, "TP size");
+  par->add_option("--pipeline-model-parallel-size", a->pipeline_model_parallel_size, "PP size");
+
+  CLI::Option_group* opt = group("optimizer");
+  opt->add_option("--lr", a->lr, "peak learning rate");
+  opt->add_option("--min-lr", a->min_lr, "learning rate at the end of decay");
+  opt->add_option("--lr-warmup-iters", a->lr_warmup_iters, "linear warm-up iterations");
+  opt->add_option("--lr-warmup-fraction", a->lr_warmup_fraction, "warm-up as a fraction of decay iters");
+  opt->add_option("--lr-decay-iters", a->lr_decay_iters, "decay iterations (default train-iters)");
+  opt->add_option("--lr-decay-style", a->lr_decay_style, "constant|linear|cosine|WSD");
+  opt->add_option("--lr-wsd-decay-iters", a->lr_wsd_decay_iters, "WSD: iterations of the final decay");
+  opt->add_option("--lr-wsd-decay-style", a->lr_wsd_decay_style, "WSD: linear|cosine|exponential|minus_sqrt");
+  opt->add_option("--weight-decay", a->optim.weight_decay, "AdamW weight decay (not on biases/norms)");
+  opt->add_option("--adam-beta1", a->optim.beta1, "Adam beta1");
+  opt->add_option("--adam-beta2", a->optim.beta2, "Adam beta2");
+  opt->add_option("--adam-eps", a->optim.eps, "Adam epsilon");
+  opt->add_option("--clip-grad", a->optim.clip_grad, "clip the global gradient L2 norm (0: off)");
+
+  CLI::Option_group* run = group("run");
+  run->add_option("--micro-batch-size", a->micro_batch_size, "sequences per micro-batch");
+  run->add_option("--global-batch-size", a->global_batch_size, "sequences per iteration");
+  run->add_option("--train-iters", a->train_iters, "iterations to train")->required();
+  run->add_option("--seed", a->seed, "seed of init, dropout and data order");
+
+  CLI::Option_group* data = group("data");
+  data->add_option("--data-path", a->data_path, "prefix of the .bin/.idx dataset");
+  data->add_option("--split", a->split, "train,valid,test weights");
+  data->add_option("--tokenizer-type", a->tokenizer_type, "char | NullTokenizer");
+  data->add_option("--vocab-file", a->vocab_file, "char vocabulary (JSON) from preprocess");
+  data->add_option("--vocab-size", a->vocab_size, "NullTokenizer vocabulary size");
+
+  CLI::Option_group* log = group("logging and checkpoints");
+  log->add_option("--log-interval", a->log_interval, "iterations between log lines");
+  log->add_option("--eval-interval", a->eval_interval, "iterations between evaluations (0: off)");
+  log->add_option("--eval-iters", a->eval_iters, "global batches per evaluation");
+  log->add_option("--log-json", a->log_json, "append JSON lines of the logged numbers here");
+  log->add_option("--peak-tflops", a->peak_tflops, "MFU denominator per rank (default: measured)");
+  log->add_option("--save", a->save, "checkpoint directory to save to");
+  log->add_option("--save-interval", a->save_interval, "iterations between checkpoints");
+  log->add_option("--load", a->load, "checkpoint directory to resume from");
+  log->add_flag("--no-load-optim", a->no_load_optim, "do not load the optimizer state");
+  log->add_option("--exit-interval", a->exit_interval, "save and exit at iterations divisible by N");
+  log->add_option("--exit-duration-in-mins", a->exit_duration_in_mins, "save and exit after N minutes");
+
+  return [a]() {
+    MpiEnv mpi;
+    ParallelConfig pc;
+    pc.tp = a->tensor_model_parallel_size;
+    pc.pp = a->pipeline_model_parallel_size;
+    check_parallel_config(mpi.world_size(), pc);
+    ParallelState ps(pc);
+    return run_training(*a, ps);
+  };
+}
+
+}  // namespace mt

@@ -1,0 +1,307 @@
+#include "dist/communicator.h"
+
+#include <climits>
+#include <cstdio>
+#include <cstring>
+
+#include "core/error.h"
+#include "dist/mpi_env.h"
+
+namespace mt {
+namespace {
+
+bool mpi_running() {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  return init && !fin;
+}
+
+bool overlaps(const void* a, size_t abytes, const void* b, size_t bbytes) {
+  const char* pa = static_cast<const char*>(a);
+  const char* pb = static_cast<const char*>(b);
+  return pa < pb + bbytes && pb < pa + abytes;
+}
+
+}  // namespace
+
+void check_mpi(int rc, const char* op, const std::string& group) {
+  if (rc == MPI_SUCCESS) return;
+  char msg[MPI_MAX_ERROR_STRING] = {0};
+  int len = 0;
+  if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS)
+    std::snprintf(msg, sizeof(msg), "code %d", rc);
+  MT_FAIL("MPI ", op, " on group '", group, "' failed: ", msg,
+          "; fix: see the first error of the job (another rank may have failed first)");
+}
+
+// ---------------------------------------------------------------- CommHandle
+
+CommHandle::~CommHandle() {
+  if (!pending()) return;
+  try {
+    wait();
+  } catch (const Error& e) {
+    abort_job(e.what());  // a destructor cannot throw; end the job instead
+  }
+}
+
+CommHandle::CommHandle(CommHandle&& o) noexcept
+    : req_(std::exchange(o.req_, MPI_REQUEST_NULL)), op_(o.op_), group_(std::move(o.group_)) {}
+
+CommHandle& CommHandle::operator=(CommHandle&& o) noexcept {
+  if (this != &o) {
+    if (pending()) {
+      try {
+        wait();
+      } catch (const Error& e) {
+        abort_job(e.what());
+      }
+    }
+    req_ = std::exchange(o.req_, MPI_REQUEST_NULL);
+    op_ = o.op_;
+    group_ = std::move(o.group_);
+  }
+  return *this;
+}
+
+void CommHandle::wait() {
+  if (!pending()) return;
+  const int rc = MPI_Wait(&req_, MPI_STATUS_IGNORE);
+  req_ = MPI_REQUEST_NULL;
+  check_mpi(rc, op_, group_);
+}
+
+bool CommHandle::test() {
+  if (!pending()) return true;
+  int done = 0;
+  const int rc = MPI_Test(&req_, &done, MPI_STATUS_IGNORE);
+  if (rc != MPI_SUCCESS) req_ = MPI_REQUEST_NULL;
+  check_mpi(rc, op_, group_);
+  return done != 0;
+}
+
+// ---------------------------------------------------------------- Communicator
+
+Communicator::Communicator(MPI_Comm comm, std::string name, bool owns)
+    : comm_(comm), name_(std::move(name)), owns_(owns) {
+  if (comm_ == MPI_COMM_NULL) return;
+  check_mpi(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "Comm_set_errhandler", name_);
+  check_mpi(MPI_Comm_rank(comm_, &rank_), "Comm_rank", name_);
+  check_mpi(MPI_Comm_size(comm_, &size_), "Comm_size", name_);
+  void* ub = nullptr;
+  int flag = 0;
+  check_mpi(MPI_Comm_get_attr(comm_, MPI_TAG_UB, &ub, &flag), "Comm_get_attr(TAG_UB)", name_);
+  if (flag && ub) tag_ub_ = *static_cast<int*>(ub);
+}
+
+Communicator Communicator::world() {
+  MT_CHECK(mpi_running(), "Communicator::world() needs MPI; fix: construct mt::MpiEnv first");
+  MPI_Comm dup = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &dup), "Comm_dup", "world");
+  return Communicator(dup, "world", true);
+}
+
+Communicator::~Communicator() {
+  if (owns_ && comm_ != MPI_COMM_NULL && mpi_running()) MPI_Comm_free(&comm_);
+}
+
+Communicator::Communicator(Communicator&& o) noexcept
+    : comm_(std::exchange(o.comm_, MPI_COMM_NULL)),
+      name_(std::move(o.name_)),
+      rank_(std::exchange(o.rank_, -1)),
+      size_(std::exchange(o.size_, 0)),
+      tag_ub_(o.tag_ub_),
+      owns_(std::exchange(o.owns_, false)) {}
+
+Communicator& Communicator::operator=(Communicator&& o) noexcept {
+  if (this != &o) {
+    if (owns_ && comm_ != MPI_COMM_NULL && mpi_running()) MPI_Comm_free(&comm_);
+    comm_ = std::exchange(o.comm_, MPI_COMM_NULL);
+    name_ = std::move(o.name_);
+    rank_ = std::exchange(o.rank_, -1);
+    size_ = std::exchange(o.size_, 0);
+    tag_ub_ = o.tag_ub_;
+    owns_ = std::exchange(o.owns_, false);
+  }
+  return *this;
+}
+
+void Communicator::check_member(const char* op) const {
+  MT_CHECK(size_ > 0, op, " on group '", name_,
+           "': this rank is not a member of the group (null communicator); fix: guard the call "
+           "with is_member()");
+}
+
+int Communicator::count(const char* op, int64_t n) const {
+  MT_CHECK(n >= 0 && n <= INT_MAX, op, " on group '", name_, "': element count ", n,
+           " is not in [0, ", INT_MAX, "]; fix: split the buffer into smaller calls");
+  return int(n);
+}
+
+void Communicator::check_peer(const char* op, int peer, int tag) const {
+  check_member(op);
+  MT_CHECK(peer >= 0 && peer < size_, op, " on group '", name_, "': peer ", peer,
+           " is not a rank of this group of size ", size_);
+  MT_CHECK(tag >= 0 && tag <= tag_ub_, op, " on group '", name_, "': tag ", tag, " not in [0, ",
+           tag_ub_, "]");
+}
+
+void Communicator::all_reduce(void* x, int64_t n, MPI_Datatype type, MPI_Op op,
+                              const char* what) const {
+  check_member(what);
+  MT_CHECK(n >= 0, what, " on group '", name_, "': negative element count ", n);
+  if (size_ == 1 || n == 0) return;
+  int type_size = 0;
+  MPI_Type_size(type, &type_size);
+  // MPI counts are int: reduce in chunks of at most 2^30 elements.
+  constexpr int64_t kChunk = int64_t(1) << 30;
+  char* p = static_cast<char*>(x);
+  for (int64_t done = 0; done < n; done += kChunk) {
+    const int c = int(n - done < kChunk ? n - done : kChunk);
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, p + done * type_size, c, type, op, comm_), what, name_);
+  }
+}
+
+void Communicator::all_reduce_sum(float* x, int64_t n) const {
+  all_reduce(x, n, MPI_FLOAT, MPI_SUM, "all_reduce_sum(float)");
+}
+void Communicator::all_reduce_sum(double* x, int64_t n) const {
+  all_reduce(x, n, MPI_DOUBLE, MPI_SUM, "all_reduce_sum(double)");
+}
+void Communicator::all_reduce_sum(int64_t* x, int64_t n) const {
+  all_reduce(x, n, MPI_INT64_T, MPI_SUM, "all_reduce_sum(int64)");
+}
+void Communicator::all_reduce_max(float* x, int64_t n) const {
+  all_reduce(x, n, MPI_FLOAT, MPI_MAX, "all_reduce_max(float)");
+}
+void Communicator::all_reduce_max(double* x, int64_t n) const {
+  all_reduce(x, n, MPI_DOUBLE, MPI_MAX, "all_reduce_max(double)");
+}
+void Communicator::all_reduce_max(int* x, int64_t n) const {
+  all_reduce(x, n, MPI_INT, MPI_MAX, "all_reduce_max(int)");
+}
+
+void Communicator::all_gather(float* out, const float* in, int64_t n) const {
+  check_member("all_gather");
+  const int c = count("all_gather", n * size_);
+  const bool in_place = in == out + int64_t(rank_) * n;
+  if (size_ == 1 || c == 0) {
+    if (!in_place && n > 0) std::memmove(out, in, size_t(n) * sizeof(float));
+    return;
+  }
+  MT_CHECK(in_place || !overlaps(out, size_t(c) * 4, in, size_t(n) * 4), "all_gather on group '",
+           name_,
+           "': input overlaps the output but is not this rank's chunk; fix: pass "
+           "in == out + rank * n or separate buffers");
+  check_mpi(
+      MPI_Allgather(in_place ? MPI_IN_PLACE : in, int(n), MPI_FLOAT, out, int(n), MPI_FLOAT, comm_),
+      "all_gather", name_);
+}
+
+void Communicator::reduce_scatter_sum(float* out, const float* in, int64_t n) const {
+  check_member("reduce_scatter_sum");
+  const int c = count("reduce_scatter_sum", n * size_);
+  MT_CHECK(!overlaps(out, size_t(n) * 4, in, size_t(c) * 4) || (size_ == 1 && out == in),
+           "reduce_scatter_sum on group '", name_,
+           "': input and output overlap; fix: reduce into a separate buffer");
+  if (size_ == 1 || c == 0) {
+    if (out != in && n > 0) std::memcpy(out, in, size_t(n) * sizeof(float));
+    return;
+  }
+  check_mpi(MPI_Reduce_scatter_block(in, out, int(n), MPI_FLOAT, MPI_SUM, comm_),
+            "reduce_scatter_sum", name_);
+}
+
+void Communicator::broadcast(void* data, size_t bytes, int root) const {
+  check_member("broadcast");
+  MT_CHECK(root >= 0 && root < size_, "broadcast on group '", name_, "': root ", root,
+           " is not a rank of this group of size ", size_);
+  if (size_ == 1) return;
+  constexpr size_t kChunk = size_t(1) << 30;
+  char* p = static_cast<char*>(data);
+  for (size_t done = 0; done < bytes; done += kChunk) {
+    const int c = int(bytes - done < kChunk ? bytes - done : kChunk);
+    check_mpi(MPI_Bcast(p + done, c, MPI_BYTE, root, comm_), "broadcast", name_);
+  }
+}
+
+void Communicator::barrier() const {
+  check_member("barrier");
+  if (size_ == 1) return;
+  check_mpi(MPI_Barrier(comm_), "barrier", name_);
+}
+
+void Communicator::send(const float* x, int64_t n, int peer, int tag) const {
+  check_peer("send", peer, tag);
+  check_mpi(MPI_Send(x, count("send", n), MPI_FLOAT, peer, tag, comm_), "send", name_);
+}
+
+void Communicator::recv(float* x, int64_t n, int peer, int tag) const {
+  check_peer("recv", peer, tag);
+  MPI_Status status;
+  check_mpi(MPI_Recv(x, count("recv", n), MPI_FLOAT, peer, tag, comm_, &status), "recv", name_);
+  int got = 0;
+  MPI_Get_count(&status, MPI_FLOAT, &got);
+  MT_CHECK(got == n, "recv on group '", name_, "' from rank ", peer, " tag ", tag, ": got ", got,
+           " floats, expected ", n, "; fix: sender and receiver must agree on the message size");
+}
+
+CommHandle Communicator::start_all_reduce_sum(float* x, int64_t n) const {
+  const char* op = "start_all_reduce_sum(float)";
+  check_member(op);
+  const int c = count(op, n);
+  if (size_ == 1 || c == 0) return CommHandle();
+  MPI_Request req;
+  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, x, c, MPI_FLOAT, MPI_SUM, comm_, &req), op, name_);
+  return CommHandle(req, op, name_);
+}
+
+CommHandle Communicator::start_all_gather(float* out, const float* in, int64_t n) const {
+  const char* op = "start_all_gather";
+  check_member(op);
+  const int c = count(op, n * size_);
+  const bool in_place = in == out + int64_t(rank_) * n;
+  if (size_ == 1 || c == 0) {
+    if (!in_place && n > 0) std::memmove(out, in, size_t(n) * sizeof(float));
+    return CommHandle();
+  }
+  MT_CHECK(in_place || !overlaps(out, size_t(c) * 4, in, size_t(n) * 4), op, " on group '", name_,
+           "': input overlaps the output but is not this rank's chunk");
+  MPI_Request req;
+  check_mpi(MPI_Iallgather(in_place ? MPI_IN_PLACE : in, int(n), MPI_FLOAT, out, int(n), MPI_FLOAT,
+                           comm_, &req),
+            op, name_);
+  return CommHandle(req, op, name_);
+}
+
+CommHandle Communicator::start_reduce_scatter_sum(float* out, const float* in, int64_t n) const {
+  const char* op = "start_reduce_scatter_sum";
+  check_member(op);
+  const int c = count(op, n * size_);
+  MT_CHECK(!overlaps(out, size_t(n) * 4, in, size_t(c) * 4) || (size_ == 1 && out == in), op,
+           " on group '", name_, "': input and output overlap");
+  if (size_ == 1 || c == 0) {
+    if (out != in && n > 0) std::memcpy(out, in, size_t(n) * sizeof(float));
+    return CommHandle();
+  }
+  MPI_Request req;
+  check_mpi(MPI_Ireduce_scatter_block(in, out, int(n), MPI_FLOAT, MPI_SUM, comm_, &req), op, name_);
+  return CommHandle(req, op, name_);
+}
+
+CommHandle Communicator::isend(const float* x, int64_t n, int peer, int tag) const {
+  check_peer("isend", peer, tag);
+  MPI_Request req;
+  check_mpi(MPI_Isend(x, count("isend", n), MPI_FLOAT, peer, tag, comm_, &req), "isend", name_);
+  return CommHandle(req, "isend", name_);
+}
+
+CommHandle Communicator::irecv(float* x, int64_t n, int peer, int tag) const {
+  check_peer("irecv", peer, tag);
+  MPI_Request req;
+  check_mpi(MPI_Irecv(x, count("irecv", n), MPI_FLOAT, peer, tag, comm_, &req), "irecv", name_);
+  return CommHandle(req, "irecv", name_);
+}
+
+}  // namespace mt

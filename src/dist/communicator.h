@@ -1,0 +1,120 @@
+// Communicator: one MPI communicator for one process group (tp, dp, pp, mp,
+// embd, world), with a name for error messages. Every collective of the
+// training code is a named call on one of these (DESIGN.md principle 4).
+//
+// - Every MPI call is checked: the communicators use MPI_ERRORS_RETURN, and a
+//   failure throws mt::Error naming the operation, the group and MPI's own
+//   error string. (The CLI turns that into abort_job(), see mpi_env.h.)
+// - A group of size 1 short-circuits: reductions and broadcasts return at
+//   once, gathers / scatters become a copy; no MPI call is made.
+// - A rank that is not a member of a group (e.g. a middle pipeline stage and
+//   the embedding group) holds a null Communicator: size() == 0, and any
+//   operation on it throws.
+// - Results: all_reduce_* are in place (`=`, the reduced value replaces the
+//   input); gathers and scatters write their output (`=`).
+#pragma once
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+namespace mt {
+
+// Handle of a non-blocking operation (start_* / isend / irecv). wait()
+// completes it (and throws on error); the destructor waits too, so the
+// buffers must outlive the handle. Move-only; a default handle is complete.
+class CommHandle {
+ public:
+  CommHandle() = default;
+  CommHandle(MPI_Request req, const char* op, std::string group)
+      : req_(req), op_(op), group_(std::move(group)) {}
+  ~CommHandle();
+  CommHandle(CommHandle&& o) noexcept;
+  CommHandle& operator=(CommHandle&& o) noexcept;
+  CommHandle(const CommHandle&) = delete;
+  CommHandle& operator=(const CommHandle&) = delete;
+
+  void wait();
+  // True once the operation has finished (then wait() returns at once).
+  bool test();
+  bool pending() const { return req_ != MPI_REQUEST_NULL; }
+
+ private:
+  MPI_Request req_ = MPI_REQUEST_NULL;
+  const char* op_ = "";
+  std::string group_;  // name of the Communicator, for messages
+};
+
+class Communicator {
+ public:
+  // A null group (this rank is not a member): size() == 0.
+  Communicator() = default;
+  // Wraps `comm` (MPI_COMM_NULL gives a null group). With owns == true the
+  // communicator is freed on destruction (if MPI is still running). Sets
+  // MPI_ERRORS_RETURN on it.
+  Communicator(MPI_Comm comm, std::string name, bool owns);
+  // A duplicate of MPI_COMM_WORLD named "world" (MPI must be initialised).
+  static Communicator world();
+
+  ~Communicator();
+  Communicator(Communicator&& o) noexcept;
+  Communicator& operator=(Communicator&& o) noexcept;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  const std::string& name() const { return name_; }
+  int rank() const { return rank_; }  // -1 in a null group
+  int size() const { return size_; }  // 0 in a null group
+  bool is_member() const { return size_ > 0; }
+  MPI_Comm comm() const { return comm_; }
+
+  // In place: x[i] = sum (or max) over the group of x[i]. x: (n)
+  void all_reduce_sum(float* x, int64_t n) const;
+  void all_reduce_sum(double* x, int64_t n) const;
+  void all_reduce_sum(int64_t* x, int64_t n) const;
+  void all_reduce_max(float* x, int64_t n) const;
+  void all_reduce_max(double* x, int64_t n) const;
+  void all_reduce_max(int* x, int64_t n) const;
+
+  // out = concat over ranks of in. in: (n), out: (size * n); `in` may be the
+  // rank's own chunk of `out` (in == out + rank * n), otherwise no overlap.
+  void all_gather(float* out, const float* in, int64_t n) const;
+  // out = chunk `rank` of the sum over ranks of in. in: (size * n), out: (n);
+  // in and out must not overlap.
+  void reduce_scatter_sum(float* out, const float* in, int64_t n) const;
+  // The `bytes` bytes at data on `root` are copied to every rank.
+  void broadcast(void* data, size_t bytes, int root) const;
+  void barrier() const;
+
+  // Point-to-point within the group; `peer` is a rank in this group.
+  void send(const float* x, int64_t n, int peer, int tag) const;  // x: (n)
+  void recv(float* x, int64_t n, int peer, int tag) const;        // x: (n), `=`
+
+  // Non-blocking variants; buffers must stay valid until the handle completes.
+  CommHandle start_all_reduce_sum(float* x, int64_t n) const;
+  CommHandle start_all_gather(float* out, const float* in, int64_t n) const;
+  CommHandle start_reduce_scatter_sum(float* out, const float* in, int64_t n) const;
+  CommHandle isend(const float* x, int64_t n, int peer, int tag) const;
+  CommHandle irecv(float* x, int64_t n, int peer, int tag) const;
+
+ private:
+  void check_member(const char* op) const;
+  int count(const char* op, int64_t n) const;  // n as an MPI count, checked
+  void check_peer(const char* op, int peer, int tag) const;
+  void all_reduce(void* x, int64_t n, MPI_Datatype type, MPI_Op op, const char* what) const;
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  std::string name_ = "null";
+  int rank_ = -1;
+  int size_ = 0;
+  int tag_ub_ = 32767;  // largest valid tag (MPI_TAG_UB), at least 32767
+  bool owns_ = false;
+};
+
+// Throws mt::Error "<op> on group '<group>' failed: <MPI error string>" unless
+// rc == MPI_SUCCESS. For code that makes its own MPI calls.
+void check_mpi(int rc, const char* op, const std::string& group);
+
+}  // namespace mt

@@ -1,0 +1,193 @@
+#include "dist/parallel_state.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace mt {
+
+const char* group_kind_name(GroupKind kind) {
+  switch (kind) {
+    case GroupKind::kTp:
+      return "tp";
+    case GroupKind::kDp:
+      return "dp";
+    case GroupKind::kPp:
+      return "pp";
+    case GroupKind::kModelParallel:
+      return "mp";
+    case GroupKind::kEmbedding:
+      return "embd";
+    case GroupKind::kWorld:
+      return "world";
+  }
+  return "?";
+}
+
+void check_parallel_config(int world, const ParallelConfig& cfg) {
+  MT_CHECK(world >= 1, "world size ", world, " must be at least 1");
+  MT_CHECK(cfg.tp >= 1 && cfg.pp >= 1 && cfg.vpp >= 1,
+           "parallel sizes must be >= 1, got TP=", cfg.tp, " PP=", cfg.pp, " VPP=", cfg.vpp,
+           "; fix: pass positive --tensor-model-parallel-size / --pipeline-model-parallel-size");
+  const int mp = cfg.tp * cfg.pp;
+  MT_CHECK(world % mp == 0, "world size ", world, " is not divisible by TP(", cfg.tp, ") x PP(",
+           cfg.pp, ") = ", mp, "; fix: launch a multiple of ", mp, " ranks (e.g. mpirun -n ",
+           mp * std::max(1, (world + mp - 1) / mp), ") or choose TP and PP whose product divides ",
+           world);
+  MT_CHECK(cfg.vpp == 1 || cfg.pp > 1, "virtual pipeline stages VPP=", cfg.vpp,
+           " need pipeline parallelism, but PP=", cfg.pp,
+           "; fix: use PP >= 2 with interleaving, or VPP=1");
+}
+
+std::vector<std::vector<int>> group_ranks(GroupKind kind, int world, int tp, int pp) {
+  check_parallel_config(world, ParallelConfig{tp, pp, 1});
+  const int dp = world / (tp * pp);
+  std::vector<std::vector<int>> groups;
+  switch (kind) {
+    case GroupKind::kTp:
+      for (int p = 0; p < pp; ++p)
+        for (int d = 0; d < dp; ++d) {
+          std::vector<int> g;
+          for (int t = 0; t < tp; ++t) g.push_back(mesh_rank(t, d, p, tp, dp));
+          groups.push_back(g);
+        }
+      break;
+    case GroupKind::kDp:
+      for (int p = 0; p < pp; ++p)
+        for (int t = 0; t < tp; ++t) {
+          std::vector<int> g;
+          for (int d = 0; d < dp; ++d) g.push_back(mesh_rank(t, d, p, tp, dp));
+          groups.push_back(g);
+        }
+      break;
+    case GroupKind::kPp:
+    case GroupKind::kEmbedding:
+      for (int d = 0; d < dp; ++d)
+        for (int t = 0; t < tp; ++t) {
+          std::vector<int> g;
+          for (int p = 0; p < pp; ++p) g.push_back(mesh_rank(t, d, p, tp, dp));
+          if (kind == GroupKind::kEmbedding && pp > 1) g = {g.front(), g.back()};
+          groups.push_back(g);
+        }
+      break;
+    case GroupKind::kModelParallel:
+      for (int d = 0; d < dp; ++d) {
+        std::vector<int> g;
+        for (int p = 0; p < pp; ++p)
+          for (int t = 0; t < tp; ++t) g.push_back(mesh_rank(t, d, p, tp, dp));
+        groups.push_back(g);
+      }
+      break;
+    case GroupKind::kWorld: {
+      std::vector<int> g(static_cast<size_t>(world));
+      for (int r = 0; r < world; ++r) g[size_t(r)] = r;
+      groups.push_back(g);
+      break;
+    }
+  }
+  return groups;
+}
+
+namespace {
+
+// Builds this rank's communicator of `kind` with MPI_Comm_split of `world`
+// (collective: every rank calls it). Ranks in no group get a null one.
+Communicator split(const Communicator& world, GroupKind kind, int tp, int pp) {
+  const auto groups = group_ranks(kind, world.size(), tp, pp);
+  int color = MPI_UNDEFINED, key = 0;
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    const auto& g = groups[gi];
+    auto it = std::find(g.begin(), g.end(), world.rank());
+    if (it != g.end()) {
+      color = int(gi);
+      key = int(it - g.begin());
+    }
+  }
+  MPI_Comm comm = MPI_COMM_NULL;
+  const std::string name = group_kind_name(kind);
+  check_mpi(MPI_Comm_split(world.comm(), color, key, &comm), "Comm_split", name);
+  return Communicator(comm, name, true);
+}
+
+}  // namespace
+
+ParallelState::ParallelState(const ParallelConfig& cfg) {
+  int size = 1;
+  check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &size), "Comm_size", "world");
+  check_parallel_config(size, cfg);  // before any communication
+  world_comm = Communicator::world();
+  world_rank = world_comm.rank();
+  world_size = world_comm.size();
+  tp_size = cfg.tp;
+  pp_size = cfg.pp;
+  vpp_size = cfg.vpp;
+  dp_size = world_size / (tp_size * pp_size);
+  tp_rank = world_rank % tp_size;
+  dp_rank = (world_rank / tp_size) % dp_size;
+  pp_rank = world_rank / (tp_size * dp_size);
+  pp_is_first_stage = pp_rank == 0;
+  pp_is_last_stage = pp_rank == pp_size - 1;
+  pp_next_rank = mesh_rank(tp_rank, dp_rank, (pp_rank + 1) % pp_size, tp_size, dp_size);
+  pp_prev_rank = mesh_rank(tp_rank, dp_rank, (pp_rank + pp_size - 1) % pp_size, tp_size, dp_size);
+  in_embedding_group = pp_is_first_stage || pp_is_last_stage;
+
+  tp_comm = split(world_comm, GroupKind::kTp, tp_size, pp_size);
+  dp_comm = split(world_comm, GroupKind::kDp, tp_size, pp_size);
+  pp_comm = split(world_comm, GroupKind::kPp, tp_size, pp_size);
+  mp_comm = split(world_comm, GroupKind::kModelParallel, tp_size, pp_size);
+  embd_comm = split(world_comm, GroupKind::kEmbedding, tp_size, pp_size);
+
+  // The split must agree with the arithmetic above.
+  MT_CHECK(tp_comm.rank() == tp_rank && dp_comm.rank() == dp_rank && pp_comm.rank() == pp_rank &&
+               embd_comm.is_member() == in_embedding_group,
+           "ParallelState: communicator ranks disagree with the mesh (tp ", tp_comm.rank(), "/",
+           tp_rank, ", dp ", dp_comm.rank(), "/", dp_rank, ", pp ", pp_comm.rank(), "/", pp_rank,
+           ")");
+}
+
+std::string ParallelState::layout() const {
+  std::ostringstream os;
+  os << "TP(" << tp_size << ")-PP(" << pp_size << ")";
+  if (vpp_size > 1) os << "-VPP(" << vpp_size << ")";
+  os << "-DP(" << dp_size << ")";
+  return os.str();
+}
+
+const Communicator& ParallelState::comm(GroupKind kind) const {
+  switch (kind) {
+    case GroupKind::kTp:
+      return tp_comm;
+    case GroupKind::kDp:
+      return dp_comm;
+    case GroupKind::kPp:
+      return pp_comm;
+    case GroupKind::kModelParallel:
+      return mp_comm;
+    case GroupKind::kEmbedding:
+      return embd_comm;
+    case GroupKind::kWorld:
+      return world_comm;
+  }
+  MT_FAIL("unknown group kind ", int(kind));
+}
+
+std::string ParallelState::describe_groups() const {
+  std::ostringstream os;
+  os << layout() << " world " << world_size << ", rank " << world_rank << " (tp " << tp_rank
+     << ", dp " << dp_rank << ", pp " << pp_rank << ")\n";
+  for (GroupKind kind : {GroupKind::kTp, GroupKind::kDp, GroupKind::kPp, GroupKind::kModelParallel,
+                         GroupKind::kEmbedding, GroupKind::kWorld}) {
+    os << group_kind_name(kind) << ":";
+    for (const auto& g : group_ranks(kind, world_size, tp_size, pp_size)) {
+      const bool mine = std::find(g.begin(), g.end(), world_rank) != g.end();
+      os << " " << (mine ? "*" : "") << "[";
+      for (size_t i = 0; i < g.size(); ++i) os << (i ? "," : "") << g[i];
+      os << "]";
+    }
+    os << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace mt

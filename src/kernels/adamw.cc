@@ -1,0 +1,50 @@
+// AdamW with the element-wise arithmetic of torch.optim.AdamW (single-tensor
+// path, amsgrad=False, maximize=False). torch evaluates the scalar factors in
+// Python (double) and applies them to float32 tensors as float scalars:
+//   param.mul_(1 - lr*wd)
+//   exp_avg.lerp_(grad, 1 - beta1)           # m + w (g - m), w < 0.5
+//   exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+//   denom = (exp_avg_sq.sqrt() / sqrt(1 - beta2**t)).add_(eps)
+//   param.addcdiv_(exp_avg, denom, value=-lr / (1 - beta1**t))
+// Each line below mirrors one of these, in the same operation order.
+#include "kernels/adamw.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace mt {
+
+// param, m, v (n): updated in place (=). grad (n): read only.
+void adamw_step(float* param, const float* grad, float* m, float* v, int64_t n,
+                const AdamWHyper& h, int64_t step) {
+  MT_CHECK(step >= 1, "adamw_step: step=", step,
+           " must be >= 1 (1-based); fix: pass iteration + 1");
+  MT_CHECK(h.beta1 >= 0.f && h.beta1 < 1.f && h.beta2 >= 0.f && h.beta2 < 1.f,
+           "adamw_step: betas (", h.beta1, ", ", h.beta2, ") must be in [0, 1)");
+  const double lr = h.lr, wd = h.weight_decay, b1 = h.beta1, b2 = h.beta2;
+  const double bias_correction1 = 1.0 - std::pow(b1, double(step));
+  const double bias_correction2 = 1.0 - std::pow(b2, double(step));
+  const float decay = float(1.0 - lr * wd);
+  const float w1 = float(1.0 - b1);  // lerp weight
+  const float beta2 = h.beta2;
+  const float one_minus_b2 = float(1.0 - b2);
+  const float bc2_sqrt = float(std::sqrt(bias_correction2));
+  const float eps = h.eps;
+  const float neg_step_size = float(-(lr / bias_correction1));
+  // torch's lerp switches formula at |w| = 0.5 for accuracy; so do we.
+  const bool lerp_low = std::fabs(w1) < 0.5f;
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = grad[i];
+    const float p = param[i] * decay;
+    const float mi = lerp_low ? m[i] + w1 * (g - m[i]) : g - (g - m[i]) * (1.f - w1);
+    const float vi = v[i] * beta2 + one_minus_b2 * g * g;
+    const float denom = std::sqrt(vi) / bc2_sqrt + eps;
+    param[i] = p + neg_step_size * mi / denom;
+    m[i] = mi;
+    v[i] = vi;
+  }
+}
+
+}  // namespace mt

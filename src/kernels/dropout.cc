@@ -1,0 +1,127 @@
+// Dropout with a counter-based mask: element (t, bi, j) of a local
+// (s_local, b, h_local) activation is kept iff dropout_keep(rng, p, g) with
+//   g = ((sample0 + bi) * s_global + t0 + t) * h_global + h0 + j,
+// so a sequence shard, a column shard, a micro-batch or a recompute draws the
+// same mask as the whole tensor. Kept elements are scaled by 1 / (1 - p).
+//
+// For speed each row draws its Philox blocks in vectorised runs and uses each
+// block for four consecutive global indices; the bits used per element are
+// exactly those of RngStream::uniform, which the tests check against
+// dropout_keep element by element.
+#include "kernels/dropout.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace mt {
+
+namespace {
+
+void check_spec(const char* who, int64_t s_local, int64_t b, int64_t h_local,
+                const DropoutSpec& d) {
+  MT_CHECK(d.p >= 0.f && d.p < 1.f, who, ": dropout p=", d.p,
+           " is not in [0, 1); fix: use a probability below 1");
+  MT_CHECK(s_local >= 0 && b >= 0 && h_local >= 0, who, ": negative shape (", s_local, ", ", b,
+           ", ", h_local, ")");
+  if (d.p == 0.f) return;  // identity: the index layout is not used
+  MT_CHECK(d.t0 >= 0 && d.t0 + s_local <= d.s_global, who, ": sequence shard [", d.t0, ", ",
+           d.t0 + s_local, ") is outside s_global=", d.s_global,
+           "; fix: set DropoutSpec.s_global / t0 for this shard");
+  MT_CHECK(d.h0 >= 0 && d.h0 + h_local <= d.h_global, who, ": column shard [", d.h0, ", ",
+           d.h0 + h_local, ") is outside h_global=", d.h_global,
+           "; fix: set DropoutSpec.h_global / h0 for this shard");
+  MT_CHECK(d.sample0 >= 0, who, ": sample0=", d.sample0, " is negative");
+}
+
+// Philox blocks drawn per step of a row: 128 elements, small enough for the
+// stack, long enough for the block loop to vectorise (vpmuludq lanes).
+constexpr int64_t kChunkBlocks = 32;
+
+// Calls op(k0, mul, len) for consecutive runs of elements, k0 the local offset
+// of the run and mul[e] either 1/(1-p) (kept) or 0 (dropped) for element
+// k0 + e. Rows (t, bi) are split across threads.
+template <typename Op>
+void for_each_masked(int64_t s_local, int64_t b, int64_t h_local, const DropoutSpec& d, Op op) {
+  const float scale = float(1.0 / (1.0 - double(d.p)));
+  const float p = d.p;
+  const RngStream rng = d.rng;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t t = 0; t < s_local; ++t) {
+    for (int64_t bi = 0; bi < b; ++bi) {
+      const int64_t row = (t * b + bi) * h_local;
+      const uint64_t base =
+          uint64_t(((d.sample0 + bi) * d.s_global + d.t0 + t) * d.h_global + d.h0);
+      alignas(64) uint32_t words[kChunkBlocks * 4];
+      alignas(64) float mul[kChunkBlocks * 4];
+      for (int64_t j0 = 0; j0 < h_local;) {
+        const uint64_t g0 = base + uint64_t(j0);
+        const uint64_t blk0 = g0 >> 2;
+        const int64_t off = int64_t(g0 & 3);  // position of g0 inside its block
+        const int64_t len = std::min(h_local - j0, kChunkBlocks * 4 - off);
+        const int64_t nblk = (off + len + 3) >> 2;
+#pragma omp simd
+        for (int64_t k = 0; k < nblk; ++k) {
+          const Philox4 r = rng.block(blk0 + uint64_t(k));
+          for (int w = 0; w < 4; ++w) words[4 * k + w] = r.v[w];
+        }
+        // Word (g & 3) of block (g >> 2), mapped to [0, 1) as RngStream::uniform,
+        // compared as dropout_keep: the tests check this equals dropout_keep.
+#pragma omp simd
+        for (int64_t e = 0; e < len; ++e)
+          mul[e] = float(words[off + e] >> 8) * (1.0f / 16777216.0f) >= p ? scale : 0.f;
+        op(row + j0, mul, len);
+        j0 += len;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+// out (s_local, b, h_local) = residual + dropout(x)         [out: =; may alias residual]
+void dropout_add_forward(float* out, const float* x, const float* residual, int64_t s_local,
+                         int64_t b, int64_t h_local, const DropoutSpec& d) {
+  check_spec("dropout_add_forward", s_local, b, h_local, d);
+  if (d.p == 0.f) {
+    const int64_t n = s_local * b * h_local;
+#pragma omp parallel for simd schedule(static)
+    for (int64_t k = 0; k < n; ++k) out[k] = residual[k] + x[k];
+    return;
+  }
+  for_each_masked(s_local, b, h_local, d, [=](int64_t k0, const float* mul, int64_t len) {
+#pragma omp simd
+    for (int64_t e = 0; e < len; ++e) out[k0 + e] = residual[k0 + e] + x[k0 + e] * mul[e];
+  });
+}
+
+// out = dropout(x)                                          [out: =; may alias x]
+void dropout_forward(float* out, const float* x, int64_t s_local, int64_t b, int64_t h_local,
+                     const DropoutSpec& d) {
+  check_spec("dropout_forward", s_local, b, h_local, d);
+  if (d.p == 0.f) {
+    if (out != x) std::memcpy(out, x, size_t(s_local * b * h_local) * sizeof(float));
+    return;
+  }
+  for_each_masked(s_local, b, h_local, d, [=](int64_t k0, const float* mul, int64_t len) {
+#pragma omp simd
+    for (int64_t e = 0; e < len; ++e) out[k0 + e] = x[k0 + e] * mul[e];
+  });
+}
+
+// dx = mask * dout / (1 - p)                                [dx: =; may alias dout]
+void dropout_backward(float* dx, const float* dout, int64_t s_local, int64_t b, int64_t h_local,
+                      const DropoutSpec& d) {
+  check_spec("dropout_backward", s_local, b, h_local, d);
+  if (d.p == 0.f) {
+    if (dx != dout) std::memcpy(dx, dout, size_t(s_local * b * h_local) * sizeof(float));
+    return;
+  }
+  for_each_masked(s_local, b, h_local, d, [=](int64_t k0, const float* mul, int64_t len) {
+#pragma omp simd
+    for (int64_t e = 0; e < len; ++e) dx[k0 + e] = dout[k0 + e] * mul[e];
+  });
+}
+
+}  // namespace mt

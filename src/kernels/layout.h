@@ -1,0 +1,19 @@
+// Layout changes between the sequence-first activations (s, b, ...) and the
+// per-head layout (b, a, s, d) the attention core works in.
+#pragma once
+#include <cstdint>
+
+namespace mt {
+
+// qkv (s, b, a, 3, d) [Megatron's per-head interleave] → q, k, v (b, a, s, d)   [=]
+void qkv_to_heads(float* q, float* k, float* v, const float* qkv, int64_t s, int64_t b,
+                  int64_t a, int64_t d);
+// dq, dk, dv (b, a, s, d) → dqkv (s, b, a, 3, d)                                 [=]
+void heads_to_qkv(float* dqkv, const float* dq, const float* dk, const float* dv, int64_t s,
+                  int64_t b, int64_t a, int64_t d);
+// x (b, a, s, d) → out (s, b, a·d)                                               [=]
+void heads_to_sbh(float* out, const float* x, int64_t s, int64_t b, int64_t a, int64_t d);
+// x (s, b, a·d) → out (b, a, s, d)                                               [=]
+void sbh_to_heads(float* out, const float* x, int64_t s, int64_t b, int64_t a, int64_t d);
+
+}  // namespace mt

@@ -1,0 +1,239 @@
+// Matrix multiply through cached oneDNN matmul primitives (oneDNN 2.x API).
+//
+// Every MatmulShape is first resolved (0 = dense leading dims / batch strides
+// made explicit) and that resolved shape, plus whether a bias is present, keys a
+// function-local cache of {primitive, memory objects}. A call after the first
+// swaps the data pointers of the cached memory objects and executes through the
+// C API with a stack array of arguments, so it allocates nothing.
+//
+// Measured on this machine (AVX-512 EPYC, oneDNN 2.6.3): every shape the model
+// uses (linear forward / backward, the strided batched attention products)
+// gets a brgemm implementation, never "ref:any"; check with ONEDNN_VERBOSE=1.
+#include "kernels/matmul.h"
+
+#include <algorithm>
+#include <chrono>
+#include <compare>
+#include <map>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <vector>
+
+#include "core/error.h"
+
+namespace mt {
+namespace {
+
+using dnnl::memory;
+
+// A MatmulShape with every stride explicit, plus bias presence.
+struct MatmulKey {
+  int64_t batch, m, n, k;
+  bool trans_a, trans_b;
+  int64_t lda, ldb, ldc;
+  int64_t bsa, bsb, bsc;
+  bool accumulate, has_bias;
+  auto operator<=>(const MatmulKey&) const = default;
+};
+
+struct MatmulEntry {
+  dnnl::matmul prim;
+  memory a_mem, b_mem, c_mem, bias_mem;  // data handles swapped per call
+};
+
+// Engine, stream and the primitive cache: one per process, created on first use.
+struct MatmulCache {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  std::mutex mu;  // guards `entries` and the handles of the cached memory objects
+  std::map<MatmulKey, MatmulEntry> entries;
+};
+
+MatmulCache& matmul_cache() {
+  static MatmulCache cache;
+  return cache;
+}
+
+MatmulKey resolve(const MatmulShape& s, bool has_bias) {
+  MT_CHECK(s.batch >= 1 && s.m >= 1 && s.n >= 1 && s.k >= 1,
+           "matmul: sizes must be positive, got batch=", s.batch, " m=", s.m, " n=", s.n,
+           " k=", s.k, "; fix: skip empty products in the caller");
+  // Stored shapes: A is (m, k) or (k, m) when trans_a; B is (k, n) or (n, k).
+  const int64_t a_rows = s.trans_a ? s.k : s.m, a_cols = s.trans_a ? s.m : s.k;
+  const int64_t b_rows = s.trans_b ? s.n : s.k, b_cols = s.trans_b ? s.k : s.n;
+  MatmulKey key{};
+  key.batch = s.batch;
+  key.m = s.m;
+  key.n = s.n;
+  key.k = s.k;
+  key.trans_a = s.trans_a;
+  key.trans_b = s.trans_b;
+  key.lda = s.lda ? s.lda : a_cols;
+  key.ldb = s.ldb ? s.ldb : b_cols;
+  key.ldc = s.ldc ? s.ldc : s.n;
+  MT_CHECK(key.lda >= a_cols && key.ldb >= b_cols && key.ldc >= s.n,
+           "matmul: leading dimension smaller than the stored row, lda=", key.lda, " (row ", a_cols,
+           ") ldb=", key.ldb, " (row ", b_cols, ") ldc=", key.ldc, " (row ", s.n,
+           "); fix: pass the row stride of the stored matrix, or 0 for dense");
+  const bool one = s.batch == 1;  // batch strides are irrelevant then: share the entry
+  key.bsa = (one || s.batch_stride_a == 0) ? a_rows * key.lda : s.batch_stride_a;
+  key.bsb = (one || s.batch_stride_b == 0) ? b_rows * key.ldb : s.batch_stride_b;
+  key.bsc = (one || s.batch_stride_c == 0) ? s.m * key.ldc : s.batch_stride_c;
+  MT_CHECK(key.bsa > 0 && key.bsb > 0 && key.bsc > 0, "matmul: negative batch stride (a=", key.bsa,
+           " b=", key.bsb, " c=", key.bsc, "); fix: pass 0 for dense");
+  key.accumulate = s.accumulate;
+  key.has_bias = has_bias;
+  return key;
+}
+
+MatmulEntry create_entry(const MatmulKey& key, const dnnl::engine& engine) {
+  using dt = memory::data_type;
+  // Logical dims (batch, rows, cols); transposition lives in the strides.
+  const memory::desc a_md(
+      {key.batch, key.m, key.k}, dt::f32,
+      key.trans_a ? memory::dims{key.bsa, 1, key.lda} : memory::dims{key.bsa, key.lda, 1});
+  const memory::desc b_md(
+      {key.batch, key.k, key.n}, dt::f32,
+      key.trans_b ? memory::dims{key.bsb, 1, key.ldb} : memory::dims{key.bsb, key.ldb, 1});
+  const memory::desc c_md({key.batch, key.m, key.n}, dt::f32, memory::dims{key.bsc, key.ldc, 1});
+  const memory::desc bias_md({1, 1, key.n}, dt::f32, memory::dims{key.n, key.n, 1});
+  dnnl::primitive_attr attr;
+  if (key.accumulate) {
+    dnnl::post_ops ops;
+    ops.append_sum(1.0f);
+    attr.set_post_ops(ops);
+  }
+  try {
+    const auto desc = key.has_bias ? dnnl::matmul::desc(a_md, b_md, bias_md, c_md)
+                                   : dnnl::matmul::desc(a_md, b_md, c_md);
+    const dnnl::matmul::primitive_desc pd(desc, attr, engine);
+    MatmulEntry e;
+    e.prim = dnnl::matmul(pd);
+    e.a_mem = memory(a_md, engine, nullptr);
+    e.b_mem = memory(b_md, engine, nullptr);
+    e.c_mem = memory(c_md, engine, nullptr);
+    if (key.has_bias) e.bias_mem = memory(bias_md, engine, nullptr);
+    return e;
+  } catch (const dnnl::error& err) {
+    MT_FAIL("matmul: oneDNN could not create a primitive for batch=", key.batch, " m=", key.m,
+            " n=", key.n, " k=", key.k, " trans_a=", key.trans_a, " trans_b=", key.trans_b,
+            " lda=", key.lda, " ldb=", key.ldb, " ldc=", key.ldc, ": ", err.what(), " (status ",
+            int(err.status), "); fix: use dense strides");
+  }
+}
+
+}  // namespace
+
+void matmul(float* c, const float* a, const float* b, const float* bias, const MatmulShape& s) {
+  MT_CHECK(c && a && b, "matmul: null pointer (c=", c, " a=", a, " b=", b,
+           "); fix: pass allocated buffers");
+  const MatmulKey key = resolve(s, bias != nullptr);
+  MatmulCache& cache = matmul_cache();
+  std::lock_guard<std::mutex> lock(cache.mu);
+  auto it = cache.entries.find(key);
+  if (it == cache.entries.end())
+    it = cache.entries.emplace(key, create_entry(key, cache.engine)).first;
+  MatmulEntry& e = it->second;
+  e.a_mem.set_data_handle(const_cast<float*>(a));
+  e.b_mem.set_data_handle(const_cast<float*>(b));
+  e.c_mem.set_data_handle(c);
+  dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, e.a_mem.get()},
+                             {DNNL_ARG_WEIGHTS, e.b_mem.get()},
+                             {DNNL_ARG_DST, e.c_mem.get()},
+                             {DNNL_ARG_BIAS, nullptr}};
+  int nargs = 3;
+  if (bias) {
+    e.bias_mem.set_data_handle(const_cast<float*>(bias));
+    args[3].memory = e.bias_mem.get();
+    nargs = 4;
+  }
+  const dnnl_status_t st = dnnl_primitive_execute(e.prim.get(), cache.stream.get(), nargs, args);
+  MT_CHECK(st == dnnl_success, "matmul: oneDNN execute failed with status ", int(st),
+           " for m=", s.m, " n=", s.n, " k=", s.k, "; fix: check the buffers and strides");
+  cache.stream.wait();
+}
+
+int64_t matmul_primitive_count() {
+  MatmulCache& cache = matmul_cache();
+  std::lock_guard<std::mutex> lock(cache.mu);
+  return int64_t(cache.entries.size());
+}
+
+void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t n,
+                    int64_t in, int64_t out_features) {
+  // out (n, out) = inp (n, in) · W (out, in)ᵀ + bias
+  MatmulShape s;
+  s.m = n;
+  s.n = out_features;
+  s.k = in;
+  s.trans_b = true;
+  matmul(out, inp, weight, bias, s);
+}
+
+void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, int64_t n, int64_t in, int64_t out_features,
+                     bool accumulate_dinp) {
+  if (dinp) {
+    // dinp (n, in) = dout (n, out) · W (out, in)
+    MatmulShape s;
+    s.m = n;
+    s.n = in;
+    s.k = out_features;
+    s.accumulate = accumulate_dinp;
+    matmul(dinp, dout, weight, nullptr, s);
+  }
+  if (dweight) {
+    // dweight (out, in) += dout (n, out)ᵀ · inp (n, in)
+    MatmulShape s;
+    s.m = out_features;
+    s.n = in;
+    s.k = n;
+    s.trans_a = true;
+    s.accumulate = true;
+    matmul(dweight, dout, inp, nullptr, s);
+  }
+  if (dbias) bias_backward(dbias, dout, n, out_features);
+}
+
+void bias_backward(float* dbias, const float* dout, int64_t n, int64_t c) {
+  // Threads own disjoint column chunks and sum their rows in order, so the
+  // result does not depend on the thread count.
+  constexpr int64_t kChunk = 64;
+  const int64_t chunks = (c + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static)
+  for (int64_t ch = 0; ch < chunks; ++ch) {
+    const int64_t c0 = ch * kChunk, w = std::min(kChunk, c - c0);
+    float acc[kChunk] = {};
+    for (int64_t r = 0; r < n; ++r) {
+      const float* row = dout + r * c + c0;
+#pragma omp simd
+      for (int64_t j = 0; j < w; ++j) acc[j] += row[j];
+    }
+    for (int64_t j = 0; j < w; ++j) dbias[c0 + j] += acc[j];
+  }
+}
+
+double measure_matmul_peak_flops(int64_t size) {
+  MT_CHECK(size >= 64, "measure_matmul_peak_flops: size ", size,
+           " is too small to measure a peak; fix: use >= 64 (default 2048)");
+  const size_t nel = size_t(size * size);
+  std::vector<float> a(nel), b(nel), c(nel);
+  for (size_t i = 0; i < nel; ++i) {
+    a[i] = float(i % 13) * 0.01f;
+    b[i] = float(i % 7) * 0.02f;
+  }
+  MatmulShape s;
+  s.m = s.n = s.k = size;
+  matmul(c.data(), a.data(), b.data(), nullptr, s);  // warm-up: create + first touch
+  const double flop = 2.0 * double(size) * double(size) * double(size);
+  double best = 0;
+  for (int rep = 0; rep < 4; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    matmul(c.data(), a.data(), b.data(), nullptr, s);
+    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, flop / sec);
+  }
+  return best;
+}
+
+}  // namespace mt

@@ -1,0 +1,58 @@
+// Flat-buffer reductions for gradient clipping and NaN/Inf checks.
+// sum_squares is deterministic for a given thread count: each thread sums a
+// fixed static slice in double and the per-thread partials are added in
+// thread order (not via OpenMP's reduction, whose combine order is unspecified).
+#include "kernels/reduce.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace mt {
+
+namespace {
+
+constexpr int kMaxThreads = 256;
+
+}  // namespace
+
+double sum_squares(const float* x, int64_t n) {
+  double partial[kMaxThreads] = {};
+  const int nt = std::max(1, std::min(omp_get_max_threads(), kMaxThreads));
+  int used = 1;
+#pragma omp parallel num_threads(nt)
+  {
+    const int tid = omp_get_thread_num(), count = omp_get_num_threads();
+    const int64_t lo = n * tid / count, hi = n * (tid + 1) / count;
+    double acc = 0.0;
+#pragma omp simd reduction(+ : acc)
+    for (int64_t i = lo; i < hi; ++i) acc += double(x[i]) * double(x[i]);
+    partial[tid] = acc;
+    if (tid == 0) used = count;
+  }
+  double total = 0.0;
+  for (int t = 0; t < used; ++t) total += partial[t];
+  return total;
+}
+
+// x (n) *= alpha
+void scale_inplace(float* x, int64_t n, float alpha) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) x[i] *= alpha;
+}
+
+// True iff no element is NaN or +-Inf (exponent bits all ones), tested on the
+// bit pattern so it holds even under -ffast-math.
+bool all_finite(const float* x, int64_t n) {
+  int bad = 0;
+#pragma omp parallel for simd schedule(static) reduction(| : bad)
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &x[i], sizeof bits);
+    bad |= int((bits & 0x7f800000u) == 0x7f800000u);
+  }
+  return bad == 0;
+}
+
+}  // namespace mt

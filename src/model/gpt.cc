@@ -1,0 +1,196 @@
+// The stage-level GPT pass: embedding (first stage), the stage's layers, and
+// the fused loss head (last stage): final LayerNorm → tied output layer →
+// softmax cross-entropy, whose logits gradient is consumed in forward.
+#include "model/gpt.h"
+
+#include <algorithm>
+
+#include "core/divide.h"
+#include "kernels/attention.h"
+#include "kernels/cross_entropy.h"
+#include "kernels/dropout.h"
+#include "kernels/embedding.h"
+#include "kernels/layernorm.h"
+#include "kernels/matmul.h"
+#include "model/dropout_sites.h"
+
+namespace mt {
+
+GptWeights bind_weights(const ParamRegistry& reg, float* base) {
+  auto at = [&](const std::string& name) { return base + reg.get(name).offset; };
+  const StageLayout& st = reg.stage();
+  GptWeights w;
+  if (st.has_embedding || st.has_output) w.wte = at("embedding.word_embeddings.weight");
+  if (st.has_embedding) w.wpe = at("embedding.position_embeddings.weight");
+  for (int64_t l = st.layer_begin; l < st.layer_end; ++l) {
+    const std::string p = layer_prefix(l);
+    LayerWeights lw;
+    lw.ln1_w = at(p + "input_layernorm.weight");
+    lw.ln1_b = at(p + "input_layernorm.bias");
+    lw.qkv_w = at(p + "self_attention.linear_qkv.weight");
+    lw.qkv_b = at(p + "self_attention.linear_qkv.bias");
+    lw.proj_w = at(p + "self_attention.linear_proj.weight");
+    lw.proj_b = at(p + "self_attention.linear_proj.bias");
+    lw.ln2_w = at(p + "pre_mlp_layernorm.weight");
+    lw.ln2_b = at(p + "pre_mlp_layernorm.bias");
+    lw.fc1_w = at(p + "mlp.linear_fc1.weight");
+    lw.fc1_b = at(p + "mlp.linear_fc1.bias");
+    lw.fc2_w = at(p + "mlp.linear_fc2.weight");
+    lw.fc2_b = at(p + "mlp.linear_fc2.bias");
+    w.layers.push_back(lw);
+  }
+  if (st.has_output) {
+    w.lnf_w = at("decoder.final_layernorm.weight");
+    w.lnf_b = at("decoder.final_layernorm.bias");
+  }
+  return w;
+}
+
+GptShapes make_shapes(const ParamRegistry& reg, int64_t micro_batch) {
+  const ModelConfig& c = reg.config();
+  const StageLayout& st = reg.stage();
+  GptShapes sh;
+  sh.s = c.seq_length;
+  sh.b = micro_batch;
+  sh.h = c.hidden_size;
+  sh.a_global = c.num_attention_heads;
+  sh.a = divide(c.num_attention_heads, st.tp_size, "--num-attention-heads by TP");
+  sh.head0 = sh.a * st.tp_rank;
+  sh.d = c.head_dim();
+  sh.f = divide(c.ffn_hidden_size, st.tp_size, "--ffn-hidden-size by TP");
+  sh.v = divide(c.padded_vocab_size, st.tp_size, "padded vocabulary by TP");
+  sh.v_start = sh.v * st.tp_rank;
+  sh.max_pos = c.max_position_embeddings;
+  sh.vocab_size = c.vocab_size;
+  sh.num_layers = st.layer_end - st.layer_begin;
+  sh.layer_begin = st.layer_begin;
+  sh.total_layers = c.num_layers;
+  sh.has_embedding = st.has_embedding;
+  sh.has_output = st.has_output;
+  sh.eps = c.layernorm_epsilon;
+  sh.hidden_dropout = c.hidden_dropout;
+  sh.attention_dropout = c.attention_dropout;
+  return sh;
+}
+
+GptActivations carve_activations(Arena& arena, const GptShapes& sh) {
+  const int64_t n = sh.tokens(), h = sh.h, hl = sh.a * sh.d;
+  const int64_t heads = sh.b * sh.a * sh.s * sh.d;
+  GptActivations act;
+  act.ids = static_cast<int32_t*>(arena.alloc(DType::kF32, {n}).data);  // 4-byte slots
+  act.positions = static_cast<int32_t*>(arena.alloc(DType::kF32, {n}).data);
+  act.labels = static_cast<int32_t*>(arena.alloc(DType::kF32, {n}).data);
+  act.hidden = arena.alloc_f32((sh.num_layers + 1) * n * h);
+  for (int64_t l = 0; l < sh.num_layers; ++l) {
+    LayerActivations la;
+    if (!arena.counting()) {
+      la.input = act.hidden + l * n * h;
+      la.output = act.hidden + (l + 1) * n * h;
+    }
+    la.ln1 = arena.alloc_f32(n * h);
+    la.ln1_mean = arena.alloc_f32(n);
+    la.ln1_rstd = arena.alloc_f32(n);
+    la.q = arena.alloc_f32(heads);
+    la.k = arena.alloc_f32(heads);
+    la.v = arena.alloc_f32(heads);
+    la.ctx = arena.alloc_f32(heads);
+    la.lse = arena.alloc_f32(sh.b * sh.a * sh.s);
+    la.ctx_sbh = arena.alloc_f32(n * hl);
+    la.mid = arena.alloc_f32(n * h);
+    la.ln2 = arena.alloc_f32(n * h);
+    la.ln2_mean = arena.alloc_f32(n);
+    la.ln2_rstd = arena.alloc_f32(n);
+    la.fc1 = arena.alloc_f32(n * sh.f);
+    la.gelu = arena.alloc_f32(n * sh.f);
+    act.layers.push_back(la);
+  }
+  if (sh.has_output) {
+    act.lnf = arena.alloc_f32(n * h);
+    act.lnf_mean = arena.alloc_f32(n);
+    act.lnf_rstd = arena.alloc_f32(n);
+    act.dlnf = arena.alloc_f32(n * h);
+    act.losses = arena.alloc_f32(n);
+  }
+  return act;
+}
+
+GptWorkspace carve_workspace(Arena& arena, const GptShapes& sh) {
+  const int64_t n = sh.tokens(), h = sh.h, hl = sh.a * sh.d;
+  const int64_t heads = sh.b * sh.a * sh.s * sh.d;
+  GptWorkspace ws;
+  ws.qkv = arena.alloc_f32(n * 3 * hl);
+  ws.hbuf = arena.alloc_f32(n * h);
+  if (sh.has_output) ws.logits = arena.alloc_f32(n * sh.v);
+  ws.attn = arena.alloc_f32(attention_workspace_floats({sh.b, sh.a, sh.s, sh.d}));
+  ws.dres = arena.alloc_f32(n * h);
+  ws.dln = arena.alloc_f32(n * h);
+  ws.dq = arena.alloc_f32(heads);
+  ws.dk = arena.alloc_f32(heads);
+  ws.dv = arena.alloc_f32(heads);
+  ws.dctx = arena.alloc_f32(heads);
+  ws.dctx_sbh = arena.alloc_f32(n * hl);
+  ws.dfc = arena.alloc_f32(n * sh.f);
+  return ws;
+}
+
+double gpt_forward(const GptWeights& w, const GptWeights* grads, GptActivations& act,
+                   GptWorkspace& ws, const GptShapes& sh, const int32_t* tokens,
+                   const int32_t* labels, const PassContext& ctx) {
+  const int64_t n = sh.tokens(), h = sh.h;
+  if (sh.has_embedding) {
+    // Tokens arrive (b, s); activations are sequence-first (s, b).
+    for (int64_t t = 0; t < sh.s; ++t)
+      for (int64_t bi = 0; bi < sh.b; ++bi) {
+        act.ids[t * sh.b + bi] = tokens[bi * sh.s + t];
+        act.positions[t * sh.b + bi] = int32_t(t);
+      }
+    for (int64_t i = 0; i < n; ++i)
+      MT_CHECK(act.ids[i] >= 0 && act.ids[i] < sh.vocab_size, "token id ", act.ids[i],
+               " at sequence position ", i / sh.b, " is outside the vocabulary of ", sh.vocab_size,
+               "; fix: preprocess the data with the tokenizer of this model, or pass the right "
+               "--vocab-size");
+    embedding_forward(act.hidden, act.ids, w.wte, n, h, sh.v_start, sh.v, false);
+    embedding_forward(act.hidden, act.positions, w.wpe, n, h, 0, sh.max_pos, true);
+    dropout_forward(act.hidden, act.hidden, sh.s, sh.b, h,
+                    hidden_dropout_spec(sh, ctx, "embedding", act.sample0));
+  }
+  for (int64_t l = 0; l < sh.num_layers; ++l)
+    layer_forward(w.layers[size_t(l)], act.layers[size_t(l)], ws, sh, sh.layer_begin + l,
+                  act.sample0, ctx);
+  if (!sh.has_output) return 0.0;
+
+  const float* last = act.hidden + sh.num_layers * n * h;
+  layernorm_forward(act.lnf, act.lnf_mean, act.lnf_rstd, last, w.lnf_w, w.lnf_b, n, h, sh.eps);
+  linear_forward(ws.logits, act.lnf, w.wte, nullptr, n, h, sh.v);
+  for (int64_t t = 0; t < sh.s; ++t)
+    for (int64_t bi = 0; bi < sh.b; ++bi) act.labels[t * sh.b + bi] = labels[bi * sh.s + t];
+  const bool grad = ctx.training && grads != nullptr;
+  softmax_cross_entropy(act.losses, ws.logits, act.labels, n, sh.v, grad ? ctx.grad_scale : 0.f);
+  if (grad)  // logits now hold their gradient: finish the output layer here.
+    linear_backward(act.dlnf, grads->wte, nullptr, ws.logits, act.lnf, w.wte, n, h, sh.v);
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += act.losses[i];
+  return sum;
+}
+
+void gpt_backward(const GptWeights& w, const GptWeights& grads, GptActivations& act,
+                  GptWorkspace& ws, const GptShapes& sh, const PassContext& ctx) {
+  const int64_t n = sh.tokens(), h = sh.h;
+  if (sh.has_output) {
+    std::fill(ws.dres, ws.dres + n * h, 0.f);
+    const float* last = act.hidden + sh.num_layers * n * h;
+    layernorm_backward(ws.dres, grads.lnf_w, grads.lnf_b, act.dlnf, last, w.lnf_w, act.lnf_mean,
+                       act.lnf_rstd, n, h);
+  }  // else the caller has put the gradient from the next stage into ws.dres
+  for (int64_t l = sh.num_layers - 1; l >= 0; --l)
+    layer_backward(w.layers[size_t(l)], grads.layers[size_t(l)], act.layers[size_t(l)], ws, sh,
+                   sh.layer_begin + l, act.sample0, ctx);
+  if (sh.has_embedding) {
+    dropout_backward(ws.dln, ws.dres, sh.s, sh.b, h,
+                     hidden_dropout_spec(sh, ctx, "embedding", act.sample0));
+    embedding_backward(grads.wte, ws.dln, act.ids, n, h, sh.v_start, sh.v);
+    embedding_backward(grads.wpe, ws.dln, act.positions, n, h, 0, sh.max_pos);
+  }
+}
+
+}  // namespace mt

@@ -1,0 +1,142 @@
+// GPT-2 forward and backward for the part of the model one rank holds (its
+// pipeline stage and tensor-parallel shard). Weights are views into the flat
+// parameter (or gradient) buffer, bound by name from the ParamRegistry; what
+// backward needs is saved in a GptActivations record that the caller owns, one
+// per micro-batch in flight; scratch lives in a GptWorkspace reused by all.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/arena.h"
+#include "model/params.h"
+
+namespace mt {
+
+struct LayerWeights {
+  float* ln1_w = nullptr;   // (h)
+  float* ln1_b = nullptr;   // (h)
+  float* qkv_w = nullptr;   // (3h/tp, h)   rows: (a_local, 3, d)
+  float* qkv_b = nullptr;   // (3h/tp)
+  float* proj_w = nullptr;  // (h, h/tp)
+  float* proj_b = nullptr;  // (h)
+  float* ln2_w = nullptr;   // (h)
+  float* ln2_b = nullptr;   // (h)
+  float* fc1_w = nullptr;   // (f/tp, h)
+  float* fc1_b = nullptr;   // (f/tp)
+  float* fc2_w = nullptr;   // (h, f/tp)
+  float* fc2_b = nullptr;   // (h)
+};
+
+struct GptWeights {
+  float* wte = nullptr;    // (v/tp, h)   word embedding, tied output layer
+  float* wpe = nullptr;    // (max_pos, h)
+  std::vector<LayerWeights> layers;  // this stage's layers
+  float* lnf_w = nullptr;  // (h)
+  float* lnf_b = nullptr;  // (h)
+};
+
+// Views of the registry's parameters in `base` (the value or gradient buffer).
+GptWeights bind_weights(const ParamRegistry& reg, float* base);
+
+// Local sizes of one micro-batch on this rank.
+struct GptShapes {
+  int64_t s = 0, b = 0, h = 0;  // sequence, micro-batch, hidden
+  int64_t a = 0, d = 0;          // local heads, head dim
+  int64_t f = 0, v = 0;          // local ffn, local (padded) vocab
+  int64_t v_start = 0;           // first vocab row of this shard
+  int64_t max_pos = 0;
+  int64_t vocab_size = 0;        // real (unpadded) vocabulary: ids must be below it
+  int64_t num_layers = 0;        // layers on this stage
+  int64_t layer_begin = 0;       // global index of the first one
+  int64_t total_layers = 0;      // in the whole model
+  int64_t a_global = 0, head0 = 0;
+  bool has_embedding = true, has_output = true;
+  float eps = 1e-5f, hidden_dropout = 0.f, attention_dropout = 0.f;
+  int64_t tokens() const { return s * b; }
+};
+GptShapes make_shapes(const ParamRegistry& reg, int64_t micro_batch);
+
+struct LayerActivations {
+  float* input = nullptr;     // (s, b, h)  residual stream in (= previous layer's output)
+  float* ln1 = nullptr;       // (s, b, h)
+  float* ln1_mean = nullptr;  // (s, b)
+  float* ln1_rstd = nullptr;  // (s, b)
+  float* q = nullptr;         // (b, a, s, d)
+  float* k = nullptr;         // (b, a, s, d)
+  float* v = nullptr;         // (b, a, s, d)
+  float* ctx = nullptr;       // (b, a, s, d)  attention output
+  float* lse = nullptr;       // (b, a, s)     softmax log-sum-exp
+  float* ctx_sbh = nullptr;   // (s, b, a·d)   projection input
+  float* mid = nullptr;       // (s, b, h)     residual after attention
+  float* ln2 = nullptr;       // (s, b, h)
+  float* ln2_mean = nullptr;  // (s, b)
+  float* ln2_rstd = nullptr;  // (s, b)
+  float* fc1 = nullptr;       // (s, b, f)     pre-GELU
+  float* gelu = nullptr;      // (s, b, f)
+  float* output = nullptr;    // (s, b, h)     residual stream out
+};
+
+// Everything backward needs for one micro-batch.
+struct GptActivations {
+  int32_t* ids = nullptr;        // (s, b) token ids, sequence-first
+  int32_t* positions = nullptr;  // (s, b)
+  int32_t* labels = nullptr;     // (s, b)
+  float* hidden = nullptr;       // (L_local + 1, s, b, h) residual stream at each layer boundary
+  std::vector<LayerActivations> layers;
+  float* lnf = nullptr;          // (s, b, h)
+  float* lnf_mean = nullptr;     // (s, b)
+  float* lnf_rstd = nullptr;     // (s, b)
+  float* dlnf = nullptr;         // (s, b, h) gradient of lnf, computed in forward (fused loss head)
+  float* losses = nullptr;       // (s, b) per-token loss
+  int64_t sample0 = 0;           // global index of the micro-batch's first sample
+};
+
+// Scratch shared by every micro-batch and layer.
+struct GptWorkspace {
+  float* qkv = nullptr;       // (s, b, 3h/tp)
+  float* hbuf = nullptr;      // (s, b, h)   projection / FC2 output, then their gradients
+  float* logits = nullptr;    // (s, b, v/tp) logits, then their gradient (in place)
+  float* attn = nullptr;      // attention_workspace_floats
+  float* dres = nullptr;      // (s, b, h)   gradient of the residual stream
+  float* dln = nullptr;       // (s, b, h)
+  float* dq = nullptr;        // (b, a, s, d)
+  float* dk = nullptr;        // (b, a, s, d)
+  float* dv = nullptr;        // (b, a, s, d)
+  float* dctx = nullptr;      // (b, a, s, d)
+  float* dctx_sbh = nullptr;  // (s, b, a·d)
+  float* dfc = nullptr;       // (s, b, f)
+};
+
+GptActivations carve_activations(Arena& arena, const GptShapes& sh);
+GptWorkspace carve_workspace(Arena& arena, const GptShapes& sh);
+
+// What a forward/backward pass needs to know about the step.
+struct PassContext {
+  uint64_t seed = 0;
+  int64_t iteration = 0;   // dropout masks are keyed by it
+  bool training = true;    // dropout on, loss-head gradient computed
+  float grad_scale = 1.f;  // d(total loss)/d(token loss): 1 / tokens averaged over
+};
+
+// Forward of this stage for one micro-batch. First stage: `tokens` (b, s) row-major
+// as the dataset gives them (else the caller has filled act.hidden[0]). Last
+// stage: `labels` (b, s); returns the sum of token losses, and in training also
+// accumulates the output layer's weight gradient into `grads` and leaves the
+// gradient of the final norm's output in act.dlnf.
+double gpt_forward(const GptWeights& w, const GptWeights* grads, GptActivations& act,
+                   GptWorkspace& ws, const GptShapes& sh, const int32_t* tokens,
+                   const int32_t* labels, const PassContext& ctx);
+// Backward of this stage; parameter gradients accumulate (+=) into `grads`.
+// Leaves the gradient of the stage input in ws.dres (sent to the previous stage).
+void gpt_backward(const GptWeights& w, const GptWeights& grads, GptActivations& act,
+                  GptWorkspace& ws, const GptShapes& sh, const PassContext& ctx);
+
+// One transformer layer (gpt_layer.cc).
+void layer_forward(const LayerWeights& w, LayerActivations& act, GptWorkspace& ws,
+                   const GptShapes& sh, int64_t layer, int64_t sample0, const PassContext& ctx);
+// In: ws.dres = d output. Out: ws.dres = d input. Weight gradients +=.
+void layer_backward(const LayerWeights& w, const LayerWeights& g, const LayerActivations& act,
+                    GptWorkspace& ws, const GptShapes& sh, int64_t layer, int64_t sample0,
+                    const PassContext& ctx);
+
+}  // namespace mt

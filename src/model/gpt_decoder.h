@@ -1,0 +1,34 @@
+// Incremental decoding with a KV cache: one token at a time, each layer's keys
+// and values for past positions kept, so a step costs O(position), not a full
+// forward over the context. Same kernels and weights as training (TP = PP = 1).
+#pragma once
+#include <cstdint>
+
+#include "core/arena.h"
+#include "model/gpt.h"
+
+namespace mt {
+
+class GptDecoder {
+ public:
+  GptDecoder(const ParamRegistry& reg, const float* params);
+
+  // Feeds `token` at the next position; returns the logits (padded vocab) for
+  // the token after it. Throws if the context is full (see reset()).
+  const float* step(int32_t token);
+  void reset() { pos_ = 0; }
+  int64_t position() const { return pos_; }
+  int64_t capacity() const { return sh_.max_pos; }
+  int64_t vocab_size() const { return sh_.vocab_size; }
+
+ private:
+  GptShapes sh_;
+  GptWeights w_;
+  HostBuffer buf_;
+  float* k_cache_ = nullptr;  // (L, max_pos, h)
+  float* v_cache_ = nullptr;  // (L, max_pos, h)
+  float *x_, *ln_, *mean_, *rstd_, *qkv_, *ctx_, *tmp_, *fc_, *logits_, *scores_;
+  int64_t pos_ = 0;
+};
+
+}  // namespace mt

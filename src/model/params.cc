@@ -1,0 +1,105 @@
+#include "model/params.h"
+
+#include <cmath>
+
+#include "core/divide.h"
+#include "core/error.h"
+#include "core/rng.h"
+
+namespace mt {
+
+std::string layer_prefix(int64_t layer) { return "decoder.layers." + std::to_string(layer) + "."; }
+
+ParamRegistry::ParamRegistry(const ModelConfig& cfg, const StageLayout& stage)
+    : cfg_(cfg), stage_(stage) {
+  const int64_t h = cfg.hidden_size, f = cfg.ffn_hidden_size, v = cfg.padded_vocab_size;
+  const float std = cfg.init_method_std;
+  // GPT-2 / Megatron: output projections of each block scaled by 1/sqrt(2L).
+  const float out_std = std / std::sqrt(2.0f * float(cfg.num_layers));
+  if (stage.has_embedding || stage.has_output) {
+    // Tied: the last stage holds a copy of the (vocab-parallel) word embedding.
+    add("embedding.word_embeddings.weight", v, h, 2, 0, Init::kNormal, std, true);
+  }
+  if (stage.has_embedding) {
+    add("embedding.position_embeddings.weight", cfg.max_position_embeddings, h, 2, -1,
+        Init::kNormal, std, true);
+  }
+  for (int64_t l = stage.layer_begin; l < stage.layer_end; ++l) {
+    const std::string p = layer_prefix(l);
+    add(p + "input_layernorm.weight", h, 1, 1, -1, Init::kOnes, 0, false);
+    add(p + "input_layernorm.bias", h, 1, 1, -1, Init::kZeros, 0, false);
+    add(p + "self_attention.linear_qkv.weight", 3 * h, h, 2, 0, Init::kNormal, std, true);
+    add(p + "self_attention.linear_qkv.bias", 3 * h, 1, 1, 0, Init::kZeros, 0, false);
+    add(p + "self_attention.linear_proj.weight", h, h, 2, 1, Init::kNormal, out_std, true);
+    add(p + "self_attention.linear_proj.bias", h, 1, 1, -1, Init::kZeros, 0, false);
+    add(p + "pre_mlp_layernorm.weight", h, 1, 1, -1, Init::kOnes, 0, false);
+    add(p + "pre_mlp_layernorm.bias", h, 1, 1, -1, Init::kZeros, 0, false);
+    add(p + "mlp.linear_fc1.weight", f, h, 2, 0, Init::kNormal, std, true);
+    add(p + "mlp.linear_fc1.bias", f, 1, 1, 0, Init::kZeros, 0, false);
+    add(p + "mlp.linear_fc2.weight", h, f, 2, 1, Init::kNormal, out_std, true);
+    add(p + "mlp.linear_fc2.bias", h, 1, 1, -1, Init::kZeros, 0, false);
+  }
+  if (stage.has_output) {
+    add("decoder.final_layernorm.weight", h, 1, 1, -1, Init::kOnes, 0, false);
+    add("decoder.final_layernorm.bias", h, 1, 1, -1, Init::kZeros, 0, false);
+  }
+}
+
+void ParamRegistry::add(std::string name, int64_t rows, int64_t cols, int ndim, int partition_dim,
+                        Init init, float std, bool decay) {
+  ParamSpec p;
+  p.name = std::move(name);
+  p.global_rows = rows;
+  p.global_cols = cols;
+  p.ndim = ndim;
+  p.partition_dim = partition_dim;
+  p.rows = rows;
+  p.cols = cols;
+  if (partition_dim == 0) {
+    p.rows = divide(rows, stage_.tp_size, "rows of a tensor-parallel weight by TP");
+    p.row_offset = p.rows * stage_.tp_rank;
+  } else if (partition_dim == 1) {
+    p.cols = divide(cols, stage_.tp_size, "columns of a tensor-parallel weight by TP");
+    p.col_offset = p.cols * stage_.tp_rank;
+  }
+  p.init = init;
+  p.init_std = std;
+  p.weight_decay = decay;
+  p.offset = total_floats_;
+  total_floats_ += (p.numel() + 15) / 16 * 16;  // 64-byte aligned starts
+  params_.push_back(std::move(p));
+}
+
+const ParamSpec& ParamRegistry::get(const std::string& name) const {
+  for (const ParamSpec& p : params_)
+    if (p.name == name) return p;
+  MT_FAIL("no parameter named '", name, "' on this rank");
+}
+
+bool ParamRegistry::has(const std::string& name) const {
+  for (const ParamSpec& p : params_)
+    if (p.name == name) return true;
+  return false;
+}
+
+void ParamRegistry::initialize(float* values, uint64_t seed) const {
+  for (const ParamSpec& p : params_) {
+    float* dst = values + p.offset;
+    if (p.init != Init::kNormal) {
+      const float x = p.init == Init::kOnes ? 1.f : 0.f;
+      for (int64_t i = 0; i < p.numel(); ++i) dst[i] = x;
+      continue;
+    }
+    const RngStream rng = RngStream::make(seed, p.name);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < p.rows; ++r) {
+      const uint64_t grow = uint64_t(r + p.row_offset);
+      for (int64_t c = 0; c < p.cols; ++c) {
+        const uint64_t gidx = grow * uint64_t(p.global_cols) + uint64_t(c + p.col_offset);
+        dst[r * p.cols + c] = p.init_std * rng.normal(gidx);
+      }
+    }
+  }
+}
+
+}  // namespace mt

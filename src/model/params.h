@@ -1,0 +1,68 @@
+// The parameter list: one entry per tensor this rank holds, in a fixed order.
+// It drives everything that touches parameters — allocation (one flat buffer
+// each for values and gradients), initialisation (counter-based RNG keyed by
+// name and *global* element index, so a shard draws exactly its slice),
+// checkpoint names, weight-decay groups, and later DP buckets and ZeRO shards.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+
+namespace mt {
+
+enum class Init : uint8_t { kNormal, kOnes, kZeros };
+
+struct ParamSpec {
+  std::string name;               // Megatron-core name, e.g. decoder.layers.3.mlp.linear_fc1.weight
+  int64_t global_rows = 0;        // global shape (rows, cols); cols = 1 for vectors
+  int64_t global_cols = 1;
+  int ndim = 2;                   // 1 for vectors (biases, norms), 2 for matrices
+  int partition_dim = -1;         // -1 replicated over TP; 0 rows split; 1 cols split
+  int64_t rows = 0, cols = 1;     // local shape
+  int64_t row_offset = 0, col_offset = 0;  // this shard's first global row / col
+  Init init = Init::kZeros;
+  float init_std = 0.f;
+  bool weight_decay = false;      // Megatron: no decay for biases and 1-D params
+  int64_t offset = 0;             // first float in the flat buffers (aligned)
+
+  int64_t numel() const { return rows * cols; }
+  bool tp_replicated() const { return partition_dim < 0; }
+};
+
+// Which part of the model this rank holds.
+struct StageLayout {
+  int64_t tp_rank = 0, tp_size = 1;
+  int64_t layer_begin = 0, layer_end = 0;  // global layer indices [begin, end)
+  bool has_embedding = true;               // first pipeline stage
+  bool has_output = true;                  // last pipeline stage (final norm + tied output)
+};
+
+class ParamRegistry {
+ public:
+  ParamRegistry(const ModelConfig& cfg, const StageLayout& stage);
+
+  const std::vector<ParamSpec>& params() const { return params_; }
+  const ParamSpec& get(const std::string& name) const;
+  bool has(const std::string& name) const;
+  int64_t total_floats() const { return total_floats_; }
+  const ModelConfig& config() const { return cfg_; }
+  const StageLayout& stage() const { return stage_; }
+
+  // Writes every parameter's initial values into `values` (total_floats()).
+  void initialize(float* values, uint64_t seed) const;
+
+ private:
+  void add(std::string name, int64_t rows, int64_t cols, int ndim, int partition_dim, Init init,
+           float std, bool decay);
+
+  ModelConfig cfg_;
+  StageLayout stage_;
+  std::vector<ParamSpec> params_;
+  int64_t total_floats_ = 0;
+};
+
+std::string layer_prefix(int64_t layer);  // "decoder.layers.<l>."
+
+}  // namespace mt

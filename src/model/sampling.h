@@ -1,0 +1,22 @@
+// Picking the next token from logits: greedy (temperature 0), or sampling
+// with temperature, top-k and top-p (nucleus), from a seeded counter RNG.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/rng.h"
+
+namespace mt {
+
+struct SamplingConfig {
+  float temperature = 1.0f;  // 0 → greedy
+  int64_t top_k = 0;         // 0 → off
+  float top_p = 0.f;         // 0 or 1 → off
+};
+
+// logits (v); only ids < vocab_size are candidates (padding excluded).
+// `draw` indexes the RNG stream so a seed gives the same text every time.
+int32_t sample_token(const float* logits, int64_t vocab_size, const SamplingConfig& cfg,
+                     const RngStream& rng, uint64_t draw, std::vector<float>& scratch);
+
+}  // namespace mt

@@ -1,0 +1,65 @@
+#include "train/args.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace mt {
+
+LrSchedule TrainArgs::lr_schedule() const {
+  LrSchedule s;
+  s.max_lr = lr;
+  s.min_lr = min_lr;
+  s.decay_iters = lr_decay_iters > 0 ? lr_decay_iters : train_iters;
+  s.warmup_iters = lr_warmup_fraction >= 0
+                       ? int64_t(std::llround(lr_warmup_fraction * double(s.decay_iters)))
+                       : lr_warmup_iters;
+  s.style = parse_lr_decay_style(lr_decay_style);
+  s.wsd_decay_iters = lr_wsd_decay_iters;
+  s.wsd_style = parse_wsd_decay_style(lr_wsd_decay_style);
+  return s;
+}
+
+void TrainArgs::validate(int world_size) {
+  const int64_t tp = tensor_model_parallel_size, pp = pipeline_model_parallel_size;
+  MT_CHECK(tp >= 1 && pp >= 1, "--tensor-model-parallel-size ", tp,
+           " and --pipeline-model-parallel-size ", pp, " must be >= 1");
+  MT_CHECK(world_size % (tp * pp) == 0, "world size ", world_size,
+           " is not divisible by TP ", tp, " x PP ", pp, " = ", tp * pp,
+           "; fix: launch a multiple of ", tp * pp, " ranks or change the sizes");
+  MT_CHECK(tp == 1 && pp == 1, "--tensor-model-parallel-size ", tp,
+           " / --pipeline-model-parallel-size ", pp,
+           ": tensor and pipeline parallelism are not in this build yet; fix: use 1 and scale "
+           "with data parallelism (more ranks)");
+  dp_size = world_size / (tp * pp);
+  MT_CHECK(model.num_attention_heads % tp == 0, "--num-attention-heads ",
+           model.num_attention_heads, " is not divisible by TP ", tp);
+  MT_CHECK(micro_batch_size > 0, "--micro-batch-size ", micro_batch_size, " must be > 0");
+  if (global_batch_size == 0) global_batch_size = micro_batch_size * dp_size;
+  MT_CHECK(global_batch_size % (micro_batch_size * dp_size) == 0, "--global-batch-size ",
+           global_batch_size, " is not divisible by --micro-batch-size ", micro_batch_size,
+           " x DP ", dp_size, " = ", micro_batch_size * dp_size,
+           "; fix: make the global batch a multiple of micro-batch x data-parallel size");
+  MT_CHECK(train_iters > 0, "--train-iters ", train_iters, " must be > 0");
+  MT_CHECK(lr_warmup_fraction < 0 || lr_warmup_iters == 0,
+           "--lr-warmup-fraction and --lr-warmup-iters are both set; use one");
+  MT_CHECK(log_interval > 0, "--log-interval ", log_interval, " must be > 0");
+  MT_CHECK(eval_interval >= 0 && eval_iters >= 0, "--eval-interval ", eval_interval,
+           " and --eval-iters ", eval_iters, " must be >= 0");
+  MT_CHECK(save_interval == 0 || !save.empty(), "--save-interval ", save_interval,
+           " needs --save DIR");
+  MT_CHECK(!data_path.empty(), "--data-path is required (the prefix of a .bin/.idx pair, e.g. "
+           "data/corpus_text_document); fix: run `megatron preprocess` first");
+  MT_CHECK(tokenizer_type == "char" || tokenizer_type == "NullTokenizer", "--tokenizer-type '",
+           tokenizer_type, "' is not supported; use char or NullTokenizer");
+  MT_CHECK(tokenizer_type != "char" || !vocab_file.empty(),
+           "--tokenizer-type char needs --vocab-file (written by megatron preprocess as "
+           "<prefix>_vocab.json)");
+  MT_CHECK(tokenizer_type != "NullTokenizer" || vocab_size > 0,
+           "--tokenizer-type NullTokenizer needs --vocab-size N");
+  MT_CHECK(optim.clip_grad >= 0, "--clip-grad ", optim.clip_grad, " must be >= 0");
+  MT_CHECK(optim.weight_decay >= 0, "--weight-decay ", optim.weight_decay, " must be >= 0");
+  lr_schedule().validate();
+}
+
+}  // namespace mt

@@ -1,0 +1,64 @@
+// Everything `megatron train` is told, named as Megatron-LM's flags
+// (--num-layers → num_layers). Parsed by src/cli, validated in validate().
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "model/config.h"
+#include "optim/lr_schedule.h"
+#include "optim/optimizer.h"
+
+namespace mt {
+
+struct TrainArgs {
+  ModelConfig model;
+  OptimizerConfig optim;
+
+  // Parallel layout.
+  int tensor_model_parallel_size = 1;
+  int pipeline_model_parallel_size = 1;
+
+  // Batch and iterations.
+  int64_t micro_batch_size = 1;
+  int64_t global_batch_size = 0;  // 0 → micro_batch_size * DP
+  int64_t train_iters = 0;
+  uint64_t seed = 1234;
+
+  // Learning rate.
+  double lr = 1e-3, min_lr = 0.0;
+  int64_t lr_warmup_iters = 0;
+  double lr_warmup_fraction = -1;  // < 0: unset
+  int64_t lr_decay_iters = 0;      // 0 → train_iters
+  std::string lr_decay_style = "linear";
+  int64_t lr_wsd_decay_iters = 0;
+  std::string lr_wsd_decay_style = "exponential";
+
+  // Data.
+  std::string data_path;  // prefix of .bin/.idx
+  std::string split = "969,30,1";
+  std::string tokenizer_type = "char";  // char | NullTokenizer
+  std::string vocab_file;               // char: the vocab JSON written by preprocess
+  int64_t vocab_size = 0;               // NullTokenizer
+
+  // Logging, evaluation, checkpoints, exit.
+  int64_t log_interval = 100;
+  int64_t eval_interval = 1000;
+  int64_t eval_iters = 100;
+  std::string log_json;
+  double peak_tflops = 0;  // 0 → measure at start-up
+  std::string save;
+  int64_t save_interval = 0;
+  std::string load;
+  bool no_load_optim = false;
+  int64_t exit_interval = 0;
+  double exit_duration_in_mins = 0;
+
+  // Derived.
+  int64_t dp_size = 1;
+  int64_t num_micro_batches() const { return global_batch_size / (micro_batch_size * dp_size); }
+  LrSchedule lr_schedule() const;
+  // Checks every layout-dependent constraint; every rank calls it.
+  void validate(int world_size);
+};
+
+}  // namespace mt

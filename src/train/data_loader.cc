@@ -1,0 +1,40 @@
+#include "train/data_loader.h"
+
+#include "core/error.h"
+
+namespace mt {
+
+DataLoader::DataLoader(const TrainArgs& args, int64_t dp_rank)
+    : args_(args), dp_rank_(dp_rank), vocab_size_(args.model.vocab_size), data_(args.data_path) {
+  const auto ranges = split_ranges(args.split, data_.num_sequences());
+  MT_CHECK(ranges[0].present && ranges[0].size() > 0, "--split ", args.split, " leaves no ",
+           "training documents out of ", data_.num_sequences(), "; fix: give the first weight > 0");
+  train_docs_ = ranges[0].size();
+  const int64_t g = args.global_batch_size;
+  train_ = std::make_unique<GptDataset>(data_, ranges[0], args.model.seq_length,
+                                        args.train_iters * g, args.seed, "train");
+  if (ranges[1].present && ranges[1].size() > 0 && args.eval_iters > 0 && args.eval_interval > 0)
+    valid_ = std::make_unique<GptDataset>(data_, ranges[1], args.model.seq_length,
+                                          args.eval_iters * g, args.seed, "valid");
+}
+
+MicroBatchRef DataLoader::fill(const GptDataset& ds, int64_t batch_index, int64_t k,
+                               int32_t* tokens, int32_t* labels) const {
+  const int64_t first = micro_batch_first_sample(batch_index, args_.global_batch_size,
+                                                 args_.micro_batch_size, args_.dp_size, dp_rank_, k);
+  fill_micro_batch(ds, first, args_.micro_batch_size, tokens, labels, vocab_size_);
+  return {first};
+}
+
+MicroBatchRef DataLoader::train_batch(int64_t iteration, int64_t k, int32_t* tokens,
+                                      int32_t* labels) const {
+  return fill(*train_, iteration - 1, k, tokens, labels);
+}
+
+MicroBatchRef DataLoader::valid_batch(int64_t eval_iter, int64_t k, int32_t* tokens,
+                                      int32_t* labels) const {
+  MT_CHECK(valid_ != nullptr, "no validation split (internal error)");
+  return fill(*valid_, eval_iter, k, tokens, labels);
+}
+
+}  // namespace mt

@@ -1,0 +1,43 @@
+// The training and validation data of a run: the indexed dataset, its
+// train/valid splits as GPTDatasets, and which samples each micro-batch of
+// each DP rank reads (Megatron's MegatronPretrainingSampler order, so a step's
+// global batch is the same whatever the layout).
+#pragma once
+#include <cstdint>
+#include <memory>
+
+#include "data/gpt_dataset.h"
+#include "data/indexed_dataset.h"
+#include "train/args.h"
+
+namespace mt {
+
+struct MicroBatchRef {
+  int64_t first_sample = 0;  // global index of its first sample (keys dropout)
+};
+
+class DataLoader {
+ public:
+  DataLoader(const TrainArgs& args, int64_t dp_rank);
+
+  // Fills tokens/labels (b, s) of micro-batch k of iteration `iteration` (1-based).
+  MicroBatchRef train_batch(int64_t iteration, int64_t k, int32_t* tokens, int32_t* labels) const;
+  // Evaluation batch `eval_iter` (0-based) of the validation split; every
+  // evaluation reads the same eval_iters batches, so curves compare.
+  MicroBatchRef valid_batch(int64_t eval_iter, int64_t k, int32_t* tokens, int32_t* labels) const;
+  bool has_valid() const { return valid_ != nullptr; }
+  int64_t train_documents() const { return train_docs_; }
+
+ private:
+  MicroBatchRef fill(const GptDataset& ds, int64_t batch_index, int64_t k, int32_t* tokens,
+                     int32_t* labels) const;
+
+  const TrainArgs& args_;
+  int64_t dp_rank_;
+  int64_t vocab_size_;
+  IndexedDataset data_;
+  std::unique_ptr<GptDataset> train_, valid_;
+  int64_t train_docs_ = 0;
+};
+
+}  // namespace mt

@@ -1,0 +1,44 @@
+#include "train/metrics.h"
+
+#include <cstdio>
+
+namespace mt {
+
+double flops_per_iteration(const ModelConfig& c, int64_t global_batch) {
+  const double h = double(c.hidden_size), s = double(c.seq_length), L = double(c.num_layers);
+  const double attention = 1.0 + 1.0 + s / h / 2.0;
+  const double mlp = double(c.ffn_hidden_size) / h;
+  const double logit = double(c.padded_vocab_size) / (2.0 * L * h);
+  return 12.0 * double(global_batch) * s * L * h * h * (attention + mlp + logit);
+}
+
+std::string human_bytes(size_t bytes) {
+  char buf[32];
+  const double b = double(bytes);
+  if (b >= 1e9)
+    std::snprintf(buf, sizeof buf, "%.2f GB", b / 1e9);
+  else if (b >= 1e6)
+    std::snprintf(buf, sizeof buf, "%.2f MB", b / 1e6);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f KB", b / 1e3);
+  return buf;
+}
+
+std::string human_duration(double seconds) {
+  const long t = long(seconds + 0.5);
+  char buf[32];
+  if (t >= 3600)
+    std::snprintf(buf, sizeof buf, "%ldh %02ldm %02lds", t / 3600, (t / 60) % 60, t % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%ldm %02lds", t / 60, t % 60);
+  return buf;
+}
+
+std::string MemoryReport::line() const {
+  return "memory per rank: parameters " + human_bytes(params) + " | gradients " +
+         human_bytes(grads) + " | optimizer state " + human_bytes(optimizer) +
+         " | activations " + human_bytes(activations) + " | total " +
+         human_bytes(params + grads + optimizer + activations);
+}
+
+}  // namespace mt

@@ -1,0 +1,264 @@
+#include "train/trainer.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <vector>
+
+#include "core/log.h"
+#include "data/char_tokenizer.h"
+#include "kernels/matmul.h"
+#include "model/gpt.h"
+#include "train/checkpoint_io.h"
+#include "train/data_loader.h"
+#include "train/metrics.h"
+#include "train/signals.h"
+
+namespace mt {
+
+namespace {
+
+// The tokenizer part of the run's recorded arguments; sets the model's vocabulary.
+nlohmann::json tokenizer_json(TrainArgs& args) {
+  if (args.tokenizer_type == "char") {
+    const CharTokenizer tok = CharTokenizer::load(args.vocab_file);
+    args.model.vocab_size = tok.vocab_size();
+    return {{"type", "char"}, {"vocab", nlohmann::json::parse(tok.to_json())}};
+  }
+  // Megatron's NullTokenizer: ids used as they are, eod = N, vocabulary N + 1.
+  args.model.vocab_size = args.vocab_size + 1;
+  return {{"type", "NullTokenizer"}, {"vocab_size", args.vocab_size}};
+}
+
+// Everything one rank holds for the run, planned and touched once.
+struct RunMemory {
+  HostBuffer params_buf, grads_buf, act_buf;
+  float* params = nullptr;
+  float* grads = nullptr;
+  GptActivations act;
+  GptWorkspace ws;
+  std::vector<int32_t> tokens, labels;  // (b, s)
+  size_t activation_bytes = 0;
+
+  RunMemory(const ParamRegistry& reg, const GptShapes& sh) {
+    params_buf = HostBuffer(size_t(reg.total_floats()) * sizeof(float));
+    grads_buf = HostBuffer(size_t(reg.total_floats()) * sizeof(float));
+    params = reinterpret_cast<float*>(params_buf.data());
+    grads = reinterpret_cast<float*>(grads_buf.data());
+    Arena plan;
+    carve_activations(plan, sh);
+    carve_workspace(plan, sh);
+    act_buf = HostBuffer(plan.used());
+    Arena real(act_buf.data(), act_buf.size());
+    act = carve_activations(real, sh);
+    ws = carve_workspace(real, sh);
+    activation_bytes = plan.used();
+    tokens.resize(size_t(sh.tokens()));
+    labels.resize(size_t(sh.tokens()));
+  }
+};
+
+class JsonLog {
+ public:
+  JsonLog(const std::string& path, bool enabled) {
+    if (enabled && !path.empty()) {
+      out_.open(path, std::ios::app);
+      MT_CHECK(out_.good(), "cannot open --log-json ", path, " for writing");
+    }
+  }
+  void write(const nlohmann::json& j) {
+    if (out_.is_open()) out_ << j.dump() << "\n" << std::flush;
+  }
+
+ private:
+  std::ofstream out_;
+};
+
+}  // namespace
+
+int run_training(TrainArgs args, ParallelState& ps) {
+  Timer run_timer;
+  const bool rank0 = ps.world_rank == 0;
+  const bool tty = rank0 && isatty(STDOUT_FILENO);
+  args.validate(ps.world_size);
+  nlohmann::json run_args = {{"tokenizer", tokenizer_json(args)}};
+  args.model.finalize(ps.tp_size);
+  run_args["model"] = model_config_to_json(args.model);
+  run_args["seed"] = args.seed;
+  install_exit_signal_handlers();
+
+  const ModelConfig& mc = args.model;
+  StageLayout stage{ps.tp_rank, ps.tp_size, 0, mc.num_layers, ps.pp_is_first_stage,
+                    ps.pp_is_last_stage};
+  ParamRegistry reg(mc, stage);
+  const GptShapes sh = make_shapes(reg, args.micro_batch_size);
+  RunMemory mem(reg, sh);
+  AdamWOptimizer opt(reg, args.optim);
+  const GptWeights w = bind_weights(reg, mem.params), g = bind_weights(reg, mem.grads);
+  const LrSchedule schedule = args.lr_schedule();
+  const int64_t m = args.num_micro_batches();
+  const int64_t tokens_per_iter = args.global_batch_size * mc.seq_length;
+
+  log_line(rank0, "megatron.cpp | %s | world %d | model: %s | %lld parameters\n",
+           ps.layout().c_str(), ps.world_size, mc.summary().c_str(),
+           static_cast<long long>(count_parameters(mc)));
+  log_line(rank0, "batch: micro %lld x %lld micro-batches x DP %d = global %lld sequences of %lld\n",
+           static_cast<long long>(args.micro_batch_size), static_cast<long long>(m), ps.dp_size,
+           static_cast<long long>(args.global_batch_size), static_cast<long long>(mc.seq_length));
+
+  RunState state;
+  state.args = run_args;
+  if (!args.load.empty() && latest_iteration(args.load) >= 0) {
+    state = load_checkpoint(args.load, reg, mem.params, args.no_load_optim ? nullptr : &opt, ps);
+    MT_CHECK(state.args.at("model") == run_args["model"], "checkpoint in ", args.load,
+             " was trained with model ", state.args.at("model").dump(), " but this run asks for ",
+             run_args["model"].dump(), "; fix: pass the same model flags (or another --load)");
+    state.args = run_args;
+    log_line(rank0, "loaded checkpoint from %s at iteration %lld\n", args.load.c_str(),
+             static_cast<long long>(state.iteration));
+  } else {
+    reg.initialize(mem.params, args.seed);
+    if (!args.load.empty())
+      log_line(rank0, "no checkpoint in %s; starting from scratch\n", args.load.c_str());
+  }
+  MT_CHECK(state.iteration <= args.train_iters, "checkpoint is at iteration ", state.iteration,
+           " beyond --train-iters ", args.train_iters, "; fix: raise --train-iters");
+
+  DataLoader data(args, ps.dp_rank);
+  const double peak = args.peak_tflops > 0 ? args.peak_tflops * 1e12 : measure_matmul_peak_flops();
+  log_line(rank0, "peak fp32 matmul: %.1f GFLOP/s per rank (%s)\n", peak / 1e9,
+           args.peak_tflops > 0 ? "--peak-tflops" : "measured, 2048^3 oneDNN");
+  MemoryReport memrep{size_t(reg.total_floats()) * 4, size_t(reg.total_floats()) * 4,
+                      opt.state_bytes(), mem.activation_bytes};
+  log_line(rank0, "%s\n", memrep.line().c_str());
+  JsonLog jlog(args.log_json, rank0);
+  const double flops_iter = flops_per_iteration(mc, args.global_batch_size);
+
+  auto evaluate = [&](int64_t iteration) {
+    if (!data.has_valid()) return;
+    double sum = 0;
+    PassContext ctx;
+    ctx.training = false;
+    ctx.seed = args.seed;
+    for (int64_t e = 0; e < args.eval_iters; ++e)
+      for (int64_t k = 0; k < m; ++k) {
+        mem.act.sample0 = data.valid_batch(e, k, mem.tokens.data(), mem.labels.data()).first_sample;
+        sum += gpt_forward(w, nullptr, mem.act, mem.ws, sh, mem.tokens.data(), mem.labels.data(),
+                           ctx);
+      }
+    ps.dp_comm.all_reduce_sum(&sum, 1);
+    const double loss = sum / double(args.eval_iters * tokens_per_iter);
+    const double ppl = std::exp(std::min(loss, 20.0));
+    if (tty) std::printf("\r\033[K");
+    log_line(rank0, "%svalidation at iteration %lld | lm loss: %.6E | lm loss PPL: %.6E\n",
+             timestamp().c_str(), static_cast<long long>(iteration), loss, ppl);
+    jlog.write({{"iteration", iteration}, {"val_loss", loss}, {"val_ppl", ppl}});
+  };
+  auto save = [&]() {
+    if (args.save.empty()) return;
+    Timer t;
+    save_checkpoint(args.save, state, reg, mem.params, &opt, ps);
+    if (tty) std::printf("\r\033[K");
+    log_line(rank0, "saved checkpoint at iteration %lld to %s (%.2f s)\n",
+             static_cast<long long>(state.iteration), args.save.c_str(), t.seconds());
+  };
+
+  Timer interval_timer;
+  double interval_loss = 0;
+  int64_t interval_iters = 0;
+  const int64_t start_iteration = state.iteration;
+  bool saved_at_exit = false;
+  while (state.iteration < args.train_iters) {
+    const int64_t it = state.iteration + 1;
+    const double lr = schedule.lr_at(it - 1);
+    std::fill(mem.grads, mem.grads + reg.total_floats(), 0.f);
+    PassContext ctx;
+    ctx.seed = args.seed;
+    ctx.iteration = it;
+    ctx.grad_scale = float(1.0 / double(sh.tokens() * m));
+    double loss_sum = 0;
+    for (int64_t k = 0; k < m; ++k) {
+      mem.act.sample0 = data.train_batch(it, k, mem.tokens.data(), mem.labels.data()).first_sample;
+      loss_sum += gpt_forward(w, &g, mem.act, mem.ws, sh, mem.tokens.data(), mem.labels.data(), ctx);
+      gpt_backward(w, g, mem.act, mem.ws, sh, ctx);
+    }
+    if (ps.dp_size > 1) {  // average gradients over DP (bucketed overlap arrives with issue 3)
+      ps.dp_comm.all_reduce_sum(mem.grads, reg.total_floats());
+      const float inv = 1.f / float(ps.dp_size);
+      for (int64_t i = 0; i < reg.total_floats(); ++i) mem.grads[i] *= inv;
+    }
+    ps.dp_comm.all_reduce_sum(&loss_sum, 1);
+    const double loss = loss_sum / double(tokens_per_iter);
+    const double norm = opt.grad_norm(mem.grads, ps.mp_comm.size() > 1 ? &ps.mp_comm : nullptr);
+    MT_CHECK(std::isfinite(loss) && std::isfinite(norm), "iteration ", it, ": loss ", loss,
+             ", grad norm ", norm, " is not finite; stopping without saving (the last good ",
+             "checkpoint, if any, is untouched); fix: lower --lr, raise --lr-warmup-iters or set "
+             "--clip-grad");
+    opt.clip(mem.grads, norm);
+    opt.step(mem.params, mem.grads, lr);
+    state.iteration = it;
+    state.consumed_samples += args.global_batch_size;
+    interval_loss += loss;
+    ++interval_iters;
+
+    if (it % args.log_interval == 0 || it == args.train_iters) {
+      const double secs = interval_timer.seconds();
+      const double ms = 1e3 * secs / double(interval_iters);
+      const double tps = double(tokens_per_iter) * double(interval_iters) / secs;
+      const double tflops = flops_iter / (ms * 1e-3) / double(ps.world_size) / 1e12;
+      const double mfu = tflops * 1e12 / peak;
+      const double mean_loss = interval_loss / double(interval_iters);
+      const double eta = (run_timer.seconds() / double(it - start_iteration)) *
+                         double(args.train_iters - it);
+      if (tty) std::printf("\r\033[K");
+      log_line(rank0,
+               "%s iteration %8lld/%8lld | consumed samples: %10lld | elapsed time per "
+               "iteration (ms): %.1f | learning rate: %.6E | lm loss: %.6E | grad norm: %.3f | "
+               "tokens/s: %.0f | TFLOP/s per rank: %.3f | MFU: %.1f%% | ETA %s\n",
+               timestamp().c_str(), static_cast<long long>(it),
+               static_cast<long long>(args.train_iters),
+               static_cast<long long>(state.consumed_samples), ms, lr, mean_loss, norm, tps,
+               tflops, 100 * mfu, human_duration(eta).c_str());
+      jlog.write({{"iteration", it}, {"consumed_samples", state.consumed_samples},
+                  {"loss", mean_loss}, {"lr", lr}, {"grad_norm", norm}, {"ms_per_iter", ms},
+                  {"tokens_per_s", tps}, {"tflops", tflops}, {"mfu", mfu}});
+      interval_timer.reset();
+      interval_loss = 0;
+      interval_iters = 0;
+    } else if (tty) {
+      const double eta = (run_timer.seconds() / double(it - start_iteration)) *
+                         double(args.train_iters - it);
+      std::printf("\r\033[K iteration %lld/%lld | lm loss %.4f | ETA %s",
+                  static_cast<long long>(it), static_cast<long long>(args.train_iters), loss,
+                  human_duration(eta).c_str());
+      std::fflush(stdout);
+    }
+    if (args.eval_interval > 0 && it % args.eval_interval == 0 && it != args.train_iters)
+      evaluate(it);
+    if (args.save_interval > 0 && it % args.save_interval == 0 && it != args.train_iters) save();
+
+    int stop = exit_signal_received() ? 1 : 0;
+    if (args.exit_duration_in_mins > 0 && run_timer.seconds() / 60.0 >= args.exit_duration_in_mins)
+      stop = 1;
+    ps.world_comm.all_reduce_max(&stop, 1);  // every rank stops at the same iteration
+    if (args.exit_interval > 0 && it % args.exit_interval == 0) stop = 1;
+    if (stop && it != args.train_iters) {
+      log_line(rank0, "exiting at iteration %lld as asked (signal, --exit-interval or "
+               "--exit-duration-in-mins)\n", static_cast<long long>(it));
+      save();
+      saved_at_exit = true;
+      break;
+    }
+  }
+  if (!saved_at_exit) {
+    if (data.has_valid() && args.eval_interval > 0) evaluate(state.iteration);
+    if (state.iteration > start_iteration) save();
+  }
+  log_line(rank0, "done: %lld iterations in %s\n", static_cast<long long>(state.iteration - start_iteration),
+           human_duration(run_timer.seconds()).c_str());
+  return 0;
+}
+
+}  // namespace mt

@@ -1,0 +1,65 @@
+// Helpers shared by the data tests: a self-removing temp directory, whole-file
+// reads/writes, and the shared-data location.
+#pragma once
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "core/error.h"
+
+namespace mt::test {
+
+class TempDir {
+ public:
+  TempDir() {
+    static std::atomic<int> counter{0};
+    path_ = std::filesystem::temp_directory_path() /
+            ("mt_data_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in.good()) << "cannot open " << path;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+inline void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), std::streamsize(bytes.size()));
+  ASSERT_TRUE(out.good()) << "cannot write " << path;
+}
+
+inline std::string shared_data(const std::string& rel) { return std::string(MT_SHARED_DATA) + "/" + rel; }
+
+inline bool shared_file_exists(const std::string& rel) {
+  return std::filesystem::exists(shared_data(rel));
+}
+
+// The message of the mt::Error that `f` throws ("" and a test failure if none).
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const mt::Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected mt::Error, nothing thrown";
+  return "";
+}
+
+}  // namespace mt::test

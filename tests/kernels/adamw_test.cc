@@ -1,0 +1,74 @@
+#include "kernels/adamw.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/kernel_test_util.h"
+
+namespace mt {
+namespace {
+
+TEST(AdamW, FirstStepByHand) {
+  // m = v = 0, step 1: m_hat = g, v_hat = g^2, so the update is lr * g / (|g| + eps).
+  AdamWHyper h;
+  h.lr = 0.1f;
+  h.weight_decay = 0.1f;
+  float p = 1.f, g = 0.5f, m = 0.f, v = 0.f;
+  adamw_step(&p, &g, &m, &v, 1, h, 1);
+  EXPECT_NEAR(p, 1.0 * (1 - 0.01) - 0.1 * 0.5 / (0.5 + 1e-8), 1e-7);  // 0.89
+  // Betas are floats: 1 - 0.9f and 1 - 0.999f are off by ~1e-7 absolute.
+  EXPECT_NEAR(m, 0.05, 5e-8);
+  EXPECT_NEAR(v, 0.00025, 1e-8);
+}
+
+// Three steps with weight decay against the formula evaluated in double.
+TEST(AdamW, ThreeStepsMatchDoubleReference) {
+  const int64_t n = 1000;
+  AdamWHyper h;
+  h.lr = 3e-3f;
+  h.beta1 = 0.9f;
+  h.beta2 = 0.95f;
+  h.eps = 1e-8f;
+  h.weight_decay = 0.1f;
+  auto p = test::randn(n, "adam.p", 0.5f);
+  std::vector<float> m(n, 0.f), v(n, 0.f);
+  std::vector<double> pd = test::to_double(p), md(n, 0.0), vd(n, 0.0);
+  const double lr = h.lr, b1 = h.beta1, b2 = h.beta2, eps = h.eps, wd = h.weight_decay;
+  for (int step = 1; step <= 3; ++step) {
+    auto g = test::randn(n, "adam.g" + std::to_string(step), 1e-2f);
+    g[0] = 0.f;    // pure decay and momentum
+    g[1] = 50.f;   // large gradient
+    g[2] = -1e-6f; // tiny gradient, eps matters
+    adamw_step(p.data(), g.data(), m.data(), v.data(), n, h, step);
+    for (int64_t i = 0; i < n; ++i) {
+      pd[i] *= 1 - lr * wd;
+      md[i] = b1 * md[i] + (1 - b1) * g[i];
+      vd[i] = b2 * vd[i] + (1 - b2) * double(g[i]) * g[i];
+      const double m_hat = md[i] / (1 - std::pow(b1, step));
+      const double v_hat = vd[i] / (1 - std::pow(b2, step));
+      pd[i] -= lr * m_hat / (std::sqrt(v_hat) + eps);
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_NEAR(p[i], pd[i], 2e-6 * (1 + std::fabs(pd[i]))) << "param " << i << " step " << step;
+      ASSERT_NEAR(m[i], md[i], 1e-5 * std::fabs(md[i]) + 1e-9) << "m " << i << " step " << step;
+      ASSERT_NEAR(v[i], vd[i], 1e-5 * std::fabs(vd[i]) + 1e-13) << "v " << i << " step " << step;
+    }
+  }
+  // The reference moved the parameters by more than the tolerance (test has teeth).
+  auto p0 = test::randn(n, "adam.p", 0.5f);
+  double moved = 0;
+  for (int64_t i = 0; i < n; ++i) moved += std::fabs(pd[i] - p0[i]) / n;
+  EXPECT_GT(moved, 1e-3);
+}
+
+TEST(AdamW, RejectsStepZero) {
+  float p = 0, g = 0, m = 0, v = 0;
+  EXPECT_THROW(adamw_step(&p, &g, &m, &v, 1, AdamWHyper{}, 0), Error);
+}
+
+}  // namespace
+}  // namespace mt

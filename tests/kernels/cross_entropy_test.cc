@@ -1,0 +1,94 @@
+#include "kernels/cross_entropy.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/kernel_test_util.h"
+
+namespace mt {
+namespace {
+
+// Double reference: sum over rows of -log softmax(z)[target].
+double loss_ref(const std::vector<double>& z, const std::vector<int32_t>& t, int64_t v,
+                std::vector<double>* per_row = nullptr) {
+  double total = 0;
+  for (size_t i = 0; i < t.size(); ++i) {
+    const double* r = z.data() + i * v;
+    const double mx = *std::max_element(r, r + v);
+    double s = 0;
+    for (int64_t j = 0; j < v; ++j) s += std::exp(r[j] - mx);
+    const double l = std::log(s) + mx - r[t[i]];
+    if (per_row) per_row->push_back(l);
+    total += l;
+  }
+  return total;
+}
+
+TEST(CrossEntropy, LossMatchesDoubleReferenceWithoutTouchingLogits) {
+  const int64_t n = 6, v = 1000;
+  auto z = test::randn(n * v, "ce.z", 3.f);
+  for (int64_t j = 0; j < v; ++j) z[2 * v + j] += 1000.f;  // exp would overflow unshifted
+  const std::vector<int32_t> t = {0, 999, 17, 500, 3, 3};
+  std::vector<double> want;
+  loss_ref(test::to_double(z), t, v, &want);
+  const auto z0 = z;
+  std::vector<float> losses(n);
+  softmax_cross_entropy(losses.data(), z.data(), t.data(), n, v, 0.f);
+  for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(losses[i], want[i], 1e-5 * (1 + want[i]));
+  EXPECT_EQ(z, z0) << "grad_scale == 0 must leave the logits unchanged";
+  // Uniform logits: loss = log v exactly-ish.
+  std::vector<float> flat(v, 0.25f);
+  int32_t t0 = 42;
+  float l;
+  softmax_cross_entropy(&l, flat.data(), &t0, 1, v, 0.f);
+  EXPECT_NEAR(l, std::log(double(v)), 1e-6);
+}
+
+// d(grad_scale * sum(losses)) / dz against central differences in double.
+TEST(CrossEntropy, GradientFiniteDifference) {
+  const int64_t n = 4, v = 37;
+  const float grad_scale = 0.25f;  // e.g. 1 / n for a mean loss
+  auto z = test::randn(n * v, "ceg.z", 2.f);
+  const std::vector<int32_t> t = {5, 0, 36, 5};
+  std::vector<double> want;
+  loss_ref(test::to_double(z), t, v, &want);
+  auto num = test::numeric_grad(
+      [&](const std::vector<double>& zd) { return grad_scale * loss_ref(zd, t, v); },
+      test::to_double(z));
+  std::vector<float> losses(n);
+  softmax_cross_entropy(losses.data(), z.data(), t.data(), n, v, grad_scale);
+  for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(losses[i], want[i], 1e-5 * (1 + want[i]));
+  test::expect_grad_close(z, num, 1e-6, 1e-4, "dlogits");
+  // Each row of softmax - onehot sums to zero.
+  for (int64_t i = 0; i < n; ++i) {
+    double s = 0;
+    for (int64_t j = 0; j < v; ++j) s += z[i * v + j];
+    EXPECT_NEAR(s, 0.0, 1e-6);
+  }
+}
+
+TEST(CrossEntropy, RejectsOutOfRangeTargetNamingIt) {
+  const int64_t n = 3, v = 10;
+  std::vector<float> z(n * v, 0.f), losses(n);
+  for (int32_t bad : {10, -1}) {
+    const std::vector<int32_t> t = {1, bad, 2};
+    try {
+      softmax_cross_entropy(losses.data(), z.data(), t.data(), n, v, 1.f);
+      ADD_FAILURE() << "target " << bad << " was accepted";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("target id " + std::to_string(bad)), std::string::npos) << msg;
+      EXPECT_NE(msg.find("row 1"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("[0, 10)"), std::string::npos) << msg;
+    }
+  }
+  EXPECT_EQ(z, std::vector<float>(n * v, 0.f)) << "logits modified before the check";
+}
+
+}  // namespace
+}  // namespace mt

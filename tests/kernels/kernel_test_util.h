@@ -1,0 +1,65 @@
+// Helpers shared by the kernel tests: deterministic random inputs and a
+// finite-difference gradient checker on a double-precision reference.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/rng.h"
+
+namespace mt::test {
+
+// n standard-normal floats (times scale, plus shift), keyed by name.
+inline std::vector<float> randn(int64_t n, std::string_view name, float scale = 1.f,
+                                float shift = 0.f) {
+  RngStream r = RngStream::make(42, name);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) x[size_t(i)] = shift + scale * r.normal(uint64_t(i));
+  return x;
+}
+
+inline std::vector<double> to_double(const std::vector<float>& x) {
+  return std::vector<double>(x.begin(), x.end());
+}
+
+// Central differences of a scalar double function f at x (each coordinate).
+inline std::vector<double> numeric_grad(const std::function<double(const std::vector<double>&)>& f,
+                                        std::vector<double> x, double step = 1e-5) {
+  std::vector<double> g(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double keep = x[i];
+    x[i] = keep + step;
+    const double fp = f(x);
+    x[i] = keep - step;
+    const double fm = f(x);
+    x[i] = keep;
+    g[i] = (fp - fm) / (2 * step);
+  }
+  return g;
+}
+
+// Expects |analytic - numeric| <= atol + rtol * |numeric| elementwise, and that
+// the gradient is not trivially zero (so a kernel that writes nothing fails).
+inline void expect_grad_close(const std::vector<float>& analytic,
+                              const std::vector<double>& numeric, double atol, double rtol,
+                              const std::string& what) {
+  ASSERT_EQ(analytic.size(), numeric.size()) << what;
+  double norm = 0;
+  int bad = 0;
+  for (size_t i = 0; i < numeric.size(); ++i) {
+    norm += numeric[i] * numeric[i];
+    const double err = std::fabs(double(analytic[i]) - numeric[i]);
+    if (err > atol + rtol * std::fabs(numeric[i]) && bad++ < 5)
+      ADD_FAILURE() << what << "[" << i << "]: analytic " << analytic[i] << " vs numeric "
+                    << numeric[i];
+  }
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << numeric.size() << " entries differ";
+  EXPECT_GT(norm, 1e-6) << what << ": reference gradient is ~0, the test checks nothing";
+}
+
+}  // namespace mt::test
