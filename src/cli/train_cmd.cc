@@ -9,6 +9,8 @@ namespace mt {
 Command add_train_command(CLI::App& app) {
   auto a = std::make_shared<TrainArgs>();
   ModelConfig& m = a->model;
+  // Like argparse in Megatron-LM: a repeated flag takes its last value.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.set_config("--config", "", "read flags from a file of `flag-name = value` lines (TOML)");
   auto group = [&](const char* name) { return app.add_option_group(name); };
 

@@ -23,8 +23,8 @@ namespace {
 
 // exp(x) for the softmax, written so that the compiler vectorises it:
 // x = k·ln2 + r with |r| <= ln2/2, exp(r) by its degree-6 Taylor polynomial
-// (relative error < 2e-7), 2^k through the exponent bits. Below -87 (where
-// float exp underflows anyway) it returns 0.
+// (max relative error 2.3e-7 over [-87, 1], checked against exp in double),
+// 2^k through the exponent bits. Below -87 (float exp's underflow) it returns 0.
 inline float fast_exp(float x) {
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kLn2Hi = 0.693145751953125f, kLn2Lo = 1.428606765330187e-06f;

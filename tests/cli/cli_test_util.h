@@ -1,0 +1,126 @@
+// Helpers for tests that run the `megatron` binary as a user would: a
+// self-removing temp directory, a synthetic English-like corpus, running a
+// command and capturing its output and exit code, and reading --log-json.
+#pragma once
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace mt::test {
+
+class TempDir {
+ public:
+  TempDir() {
+    static std::atomic<int> counter{0};
+    path_ = std::filesystem::temp_directory_path() /
+            ("mt_cli_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+struct RunResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs `args` through the shell with stderr merged into stdout.
+inline RunResult run(const std::string& args) {
+  RunResult r;
+  FILE* p = ::popen((args + " 2>&1").c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  const int status = ::pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+inline std::string megatron() { return std::string("env OMP_NUM_THREADS=1 ") + MT_BINARY; }
+
+// Sentences from a tiny grammar: structured enough that a small model learns
+// far more than the character unigram distribution.
+inline std::string synthetic_corpus(int paragraphs, unsigned seed = 5) {
+  const std::vector<std::string> subj = {"the cat", "a dog", "my friend", "the old king",
+                                         "her brother", "the queen"};
+  const std::vector<std::string> verb = {"sees", "likes", "follows", "calls", "finds", "helps"};
+  const std::vector<std::string> obj = {"the river", "a small bird", "the castle", "his horse",
+                                        "the garden", "a red apple"};
+  std::mt19937 gen(seed);
+  std::string text;
+  for (int p = 0; p < paragraphs; ++p) {
+    for (int s = 0; s < 4; ++s) {
+      std::string sentence = subj[gen() % subj.size()] + " " + verb[gen() % verb.size()] + " " +
+                             obj[gen() % obj.size()] + ".";
+      sentence[0] = char(std::toupper(sentence[0]));
+      text += sentence + (s < 3 ? " " : "\n");
+    }
+    text += "\n";
+  }
+  return text;
+}
+
+inline void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+}
+
+// Preprocesses `text` into dir; returns the flags that point train at it.
+inline std::string prepare_data(const TempDir& dir, const std::string& text) {
+  write_text(dir.file("corpus.txt"), text);
+  const RunResult r = run(megatron() + " preprocess --input " + dir.file("corpus.txt") +
+                          " --output-prefix " + dir.file("corpus"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return " --data-path " + dir.file("corpus_text_document") + " --vocab-file " +
+         dir.file("corpus_vocab.json");
+}
+
+// A tiny model and schedule, fast on one thread.
+inline std::string tiny_model_flags() {
+  return " --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32"
+         " --micro-batch-size 4 --global-batch-size 8 --lr 3e-3 --min-lr 3e-4"
+         " --lr-decay-style cosine --lr-warmup-iters 5 --weight-decay 0.1 --clip-grad 1.0"
+         " --split 90,10,0 --peak-tflops 1 --log-interval 1";
+}
+
+// The JSON lines of a --log-json file: training entries by iteration, and evaluations.
+struct JsonLogLines {
+  std::map<int64_t, nlohmann::json> train;
+  std::vector<nlohmann::json> eval;
+};
+
+inline JsonLogLines read_log_json(const std::string& path) {
+  JsonLogLines out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    nlohmann::json j = nlohmann::json::parse(line);
+    if (j.contains("val_loss"))
+      out.eval.push_back(j);
+    else
+      out.train[j.at("iteration").get<int64_t>()] = j;
+  }
+  return out;
+}
+
+inline bool exists(const std::string& path) { return std::filesystem::exists(path); }
+
+}  // namespace mt::test
