@@ -7,7 +7,6 @@
 #include "kernels/attention.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -17,31 +16,10 @@
 
 #include "core/error.h"
 #include "kernels/matmul.h"
+#include "kernels/vec_math.h"
 
 namespace mt {
 namespace {
-
-// exp(x) for the softmax, written so that the compiler vectorises it:
-// x = k·ln2 + r with |r| <= ln2/2, exp(r) by its degree-6 Taylor polynomial
-// (max relative error 2.3e-7 over [-87, 1], checked against exp in double),
-// 2^k through the exponent bits. Below -87 (float exp's underflow) it returns 0.
-inline float fast_exp(float x) {
-  constexpr float kLog2e = 1.44269504088896341f;
-  constexpr float kLn2Hi = 0.693145751953125f, kLn2Lo = 1.428606765330187e-06f;
-  constexpr float kRound = 12582912.f;  // 1.5 * 2^23: adding it rounds to an integer
-  const float xc = std::max(x, -87.f);
-  const float kf = (xc * kLog2e + kRound) - kRound;
-  const float r = (xc - kf * kLn2Hi) - kf * kLn2Lo;
-  float p = 1.f / 720.f;
-  p = p * r + 1.f / 120.f;
-  p = p * r + 1.f / 24.f;
-  p = p * r + 1.f / 6.f;
-  p = p * r + 0.5f;
-  p = p * r + 1.f;
-  p = p * r + 1.f;
-  const float two_k = std::bit_cast<float>((int32_t(kf) + 127) << 23);
-  return x < -87.f ? 0.f : p * two_k;
-}
 
 // Elements per call of dropout_multipliers: with any alignment of `base` they
 // fall into at most kDropBlocks Philox blocks of four words.
@@ -235,7 +213,7 @@ void attention_forward(float* ctx, float* lse, const float* q, const float* k, c
       float sum = 0.f;
 #pragma omp simd reduction(+ : sum)
       for (int64_t j = 0; j < nk; ++j) {
-        const float e = fast_exp(row[j] * pl.scale - shift);
+        const float e = exp_f32(row[j] * pl.scale - shift);
         row[j] = e;
         sum += e;
       }
@@ -294,7 +272,7 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dctx, cons
       if (!dropout) {
 #pragma omp simd
         for (int64_t j = 0; j < nk; ++j) {
-          const float pr = fast_exp(p_row[j] * pl.scale - row_lse);
+          const float pr = exp_f32(p_row[j] * pl.scale - row_lse);
           p_row[j] = pr;
           dp_row[j] = pl.scale * pr * (dp_row[j] - dsum);
         }
@@ -306,7 +284,7 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dctx, cons
           dropout_multipliers(mult, w, base + uint64_t(j0), drop.rng, drop.p, keep_scale);
 #pragma omp simd
           for (int64_t j = 0; j < w; ++j) {
-            const float pr = fast_exp(p_row[j0 + j] * pl.scale - row_lse);
+            const float pr = exp_f32(p_row[j0 + j] * pl.scale - row_lse);
             p_row[j0 + j] = pr * mult[j];
             dp_row[j0 + j] = pl.scale * pr * (dp_row[j0 + j] * mult[j] - dsum);
           }

@@ -111,10 +111,11 @@ int run_training(TrainArgs args, ParallelState& ps) {
   RunState state;
   state.args = run_args;
   if (!args.load.empty() && latest_iteration(args.load) >= 0) {
+    const nlohmann::json saved = read_checkpoint_meta(args.load).at("args").at("model");
+    MT_CHECK(saved == run_args["model"], "--load ", args.load, ": the checkpoint's model ",
+             saved.dump(), " differs from this run's ", run_args["model"].dump(),
+             "; fix: pass the same model flags (or another --load)");
     state = load_checkpoint(args.load, reg, mem.params, args.no_load_optim ? nullptr : &opt, ps);
-    MT_CHECK(state.args.at("model") == run_args["model"], "checkpoint in ", args.load,
-             " was trained with model ", state.args.at("model").dump(), " but this run asks for ",
-             run_args["model"].dump(), "; fix: pass the same model flags (or another --load)");
     state.args = run_args;
     log_line(rank0, "loaded checkpoint from %s at iteration %lld\n", args.load.c_str(),
              static_cast<long long>(state.iteration));

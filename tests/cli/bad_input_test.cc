@@ -1,0 +1,115 @@
+// The bad-input list of DEVELOPERS.md: each case must end with a clear
+// one-line error naming the value (checked by a substring), a non-zero exit,
+// and — where a checkpoint is involved — no lost data.
+#include <filesystem>
+
+#include "cli_test_util.h"
+
+namespace mt::test {
+namespace {
+
+struct BadInputCase {
+  const char* name;
+  std::string args;      // appended to `megatron`; {data}, {dir} substituted
+  const char* expected;  // substring of the output
+};
+
+std::string substitute(std::string s, const std::string& data, const std::string& dir) {
+  for (size_t p; (p = s.find("{data}")) != std::string::npos;) s.replace(p, 6, data);
+  for (size_t p; (p = s.find("{dir}")) != std::string::npos;) s.replace(p, 5, dir);
+  return s;
+}
+
+class BadInput : public ::testing::Test {
+ protected:
+  TempDir dir;
+  std::string data;
+  void SetUp() override { data = prepare_data(dir, synthetic_corpus(50)); }
+  std::string train(const std::string& extra) const {
+    return " train" + data + tiny_model_flags() + " --train-iters 8 --eval-interval 0" + extra;
+  }
+  void expect_fails(const BadInputCase& c) const {
+    const RunResult r = run(megatron() + substitute(c.args, data, dir.file("")));
+    EXPECT_NE(r.exit_code, 0) << c.name << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.expected), std::string::npos)
+        << c.name << ": expected '" << c.expected << "' in:\n" << r.output;
+    int error_lines = 0;
+    std::istringstream lines(r.output);
+    for (std::string line; std::getline(lines, line);) error_lines += line.find("error") != std::string::npos;
+    EXPECT_EQ(error_lines, 1) << c.name << ": the error is not one line\n" << r.output;
+  }
+};
+
+TEST_F(BadInput, FlagsAndLayout) {
+  const BadInputCase cases[] = {
+      {"misspelled flag", train(" --num-layer 3"), "--num-layer"},
+      {"missing --train-iters", " train" + data, "--train-iters"},
+      {"TP does not divide world", train(" --tensor-model-parallel-size 2"), "world size 1"},
+      {"global batch misfit", train(" --global-batch-size 10"), "--global-batch-size 10"},
+      {"heads do not divide hidden", train(" --num-attention-heads 5"), "--num-attention-heads 5"},
+      {"sequence beyond positions", train(" --max-position-embeddings 16"),
+       "--max-position-embeddings 16"},
+      {"unknown decay style", train(" --lr-decay-style cosinus"), "cosinus"},
+      {"min-lr above lr", train(" --min-lr 1"), "--min-lr"},
+      {"unknown tokenizer", train(" --tokenizer-type GPT2BPETokenizer"), "GPT2BPETokenizer"},
+      {"dropout of 1", train(" --hidden-dropout 1"), "--hidden-dropout"},
+  };
+  for (const BadInputCase& c : cases) expect_fails(c);
+}
+
+TEST_F(BadInput, DataFiles) {
+  const BadInputCase missing{"missing dataset", train(" --data-path {dir}nope_text_document"),
+                             "nope_text_document.idx"};
+  expect_fails(missing);
+  const BadInputCase vocab{"missing vocabulary", train(" --vocab-file {dir}nope.json"), "nope.json"};
+  expect_fails(vocab);
+  // Token ids beyond the vocabulary: the data has 30-odd distinct characters.
+  const BadInputCase ids{"token id out of range",
+                         train(" --tokenizer-type NullTokenizer --vocab-size 10"), "token id"};
+  expect_fails(ids);
+  // A truncated index.
+  const std::string idx = dir.file("corpus_text_document.idx");
+  std::filesystem::resize_file(idx, std::filesystem::file_size(idx) - 9);
+  const BadInputCase trunc{"truncated .idx", train(""), "corpus_text_document.idx"};
+  expect_fails(trunc);
+  const BadInputCase pre{"preprocess of a missing file",
+                         " preprocess --input {dir}absent.txt --output-prefix {dir}x", "absent.txt"};
+  expect_fails(pre);
+  write_text(dir.file("bad.txt"), "ok text\n\n\xff\xfe broken utf-8\n");
+  const BadInputCase utf{"invalid UTF-8", " preprocess --input {dir}bad.txt --output-prefix {dir}x",
+                         "bad.txt"};
+  expect_fails(utf);
+}
+
+TEST_F(BadInput, Checkpoints) {
+  const RunResult ok = run(megatron() + train(" --save " + dir.file("ckpt")));
+  ASSERT_EQ(ok.exit_code, 0) << ok.output;
+  const BadInputCase other{"load into another model", train(" --hidden-size 64 --load {dir}ckpt"),
+                           "--load"};
+  expect_fails(other);
+  const BadInputCase none{"generate without a checkpoint",
+                          " generate --load {dir}empty --prompt hi", "no checkpoint in"};
+  expect_fails(none);
+  const std::string model = dir.file("ckpt/iter_0000008/mp_rank_00_000/model.safetensors");
+  std::filesystem::resize_file(model, std::filesystem::file_size(model) / 2);
+  const BadInputCase corrupt{"truncated checkpoint", train(" --train-iters 12 --load {dir}ckpt"),
+                             "model.safetensors"};
+  expect_fails(corrupt);
+  const BadInputCase gen{"generate from a truncated checkpoint",
+                         " generate --load {dir}ckpt --prompt hi", "model.safetensors"};
+  expect_fails(gen);
+}
+
+TEST(BadInputMpi, EveryRankReportsAMisfitAndTheJobEnds) {
+  TempDir dir;
+  const std::string data = prepare_data(dir, synthetic_corpus(50));
+  const RunResult r =
+      run("timeout 60 mpirun --oversubscribe -n 2 " + std::string(MT_BINARY) + " train" + data +
+          tiny_model_flags() + " --train-iters 8 --global-batch-size 6");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.exit_code, 124) << "job hung\n" << r.output;
+  EXPECT_NE(r.output.find("--global-batch-size 6"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace mt::test
