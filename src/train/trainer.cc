@@ -11,10 +11,12 @@
 #include "data/char_tokenizer.h"
 #include "kernels/matmul.h"
 #include "model/gpt.h"
+#include "pipeline/model_runtime.h"
 #include "train/checkpoint_io.h"
 #include "train/data_loader.h"
 #include "train/metrics.h"
 #include "train/signals.h"
+#include "train/train_step.h"
 
 namespace mt {
 
@@ -31,34 +33,6 @@ nlohmann::json tokenizer_json(TrainArgs& args) {
   args.model.vocab_size = args.vocab_size + 1;
   return {{"type", "NullTokenizer"}, {"vocab_size", args.vocab_size}};
 }
-
-// Everything one rank holds for the run, planned and touched once.
-struct RunMemory {
-  HostBuffer params_buf, grads_buf, act_buf;
-  float* params = nullptr;
-  float* grads = nullptr;
-  GptActivations act;
-  GptWorkspace ws;
-  std::vector<int32_t> tokens, labels;  // (b, s)
-  size_t activation_bytes = 0;
-
-  RunMemory(const ParamRegistry& reg, const GptShapes& sh) {
-    params_buf = HostBuffer(size_t(reg.total_floats()) * sizeof(float));
-    grads_buf = HostBuffer(size_t(reg.total_floats()) * sizeof(float));
-    params = reinterpret_cast<float*>(params_buf.data());
-    grads = reinterpret_cast<float*>(grads_buf.data());
-    Arena plan;
-    carve_activations(plan, sh);
-    carve_workspace(plan, sh);
-    act_buf = HostBuffer(plan.used());
-    Arena real(act_buf.data(), act_buf.size());
-    act = carve_activations(real, sh);
-    ws = carve_workspace(real, sh);
-    activation_bytes = plan.used();
-    tokens.resize(size_t(sh.tokens()));
-    labels.resize(size_t(sh.tokens()));
-  }
-};
 
 class JsonLog {
  public:
@@ -93,10 +67,8 @@ int run_training(TrainArgs args, ParallelState& ps) {
   StageLayout stage{ps.tp_rank, ps.tp_size, 0, mc.num_layers, ps.pp_is_first_stage,
                     ps.pp_is_last_stage};
   ParamRegistry reg(mc, stage);
-  const GptShapes sh = make_shapes(reg, args.micro_batch_size);
-  RunMemory mem(reg, sh);
+  ModelRuntime rt(reg, args.micro_batch_size);
   AdamWOptimizer opt(reg, args.optim);
-  const GptWeights w = bind_weights(reg, mem.params), g = bind_weights(reg, mem.grads);
   const LrSchedule schedule = args.lr_schedule();
   const int64_t m = args.num_micro_batches();
   const int64_t tokens_per_iter = args.global_batch_size * mc.seq_length;
@@ -115,12 +87,12 @@ int run_training(TrainArgs args, ParallelState& ps) {
     MT_CHECK(saved == run_args["model"], "--load ", args.load, ": the checkpoint's model ",
              saved.dump(), " differs from this run's ", run_args["model"].dump(),
              "; fix: pass the same model flags (or another --load)");
-    state = load_checkpoint(args.load, reg, mem.params, args.no_load_optim ? nullptr : &opt, ps);
+    state = load_checkpoint(args.load, reg, rt.params, args.no_load_optim ? nullptr : &opt, ps);
     state.args = run_args;
     log_line(rank0, "loaded checkpoint from %s at iteration %lld\n", args.load.c_str(),
              static_cast<long long>(state.iteration));
   } else {
-    reg.initialize(mem.params, args.seed);
+    reg.initialize(rt.params, args.seed);
     if (!args.load.empty())
       log_line(rank0, "no checkpoint in %s; starting from scratch\n", args.load.c_str());
   }
@@ -131,24 +103,22 @@ int run_training(TrainArgs args, ParallelState& ps) {
   const double peak = args.peak_tflops > 0 ? args.peak_tflops * 1e12 : measure_matmul_peak_flops();
   log_line(rank0, "peak fp32 matmul: %.1f GFLOP/s per rank (%s)\n", peak / 1e9,
            args.peak_tflops > 0 ? "--peak-tflops" : "measured, 2048^3 oneDNN");
-  MemoryReport memrep{size_t(reg.total_floats()) * 4, size_t(reg.total_floats()) * 4,
-                      opt.state_bytes(), mem.activation_bytes};
+  MemoryReport memrep{rt.param_bytes(), rt.param_bytes(), opt.state_bytes(),
+                      rt.activation_bytes()};
   log_line(rank0, "%s\n", memrep.line().c_str());
   JsonLog jlog(args.log_json, rank0);
   const double flops_iter = flops_per_iteration(mc, args.global_batch_size);
 
   auto evaluate = [&](int64_t iteration) {
     if (!data.has_valid()) return;
-    double sum = 0;
     PassContext ctx;
     ctx.training = false;
     ctx.seed = args.seed;
+    double sum = 0;
     for (int64_t e = 0; e < args.eval_iters; ++e)
-      for (int64_t k = 0; k < m; ++k) {
-        mem.act.sample0 = data.valid_batch(e, k, mem.tokens.data(), mem.labels.data()).first_sample;
-        sum += gpt_forward(w, nullptr, mem.act, mem.ws, sh, mem.tokens.data(), mem.labels.data(),
-                           ctx);
-      }
+      sum += forward_only(rt, m, ctx, [&](int64_t k, int32_t* tokens, int32_t* labels) {
+        return data.valid_batch(e, k, tokens, labels).first_sample;
+      });
     ps.dp_comm.all_reduce_sum(&sum, 1);
     const double loss = sum / double(args.eval_iters * tokens_per_iter);
     const double ppl = std::exp(std::min(loss, 20.0));
@@ -160,7 +130,7 @@ int run_training(TrainArgs args, ParallelState& ps) {
   auto save = [&]() {
     if (args.save.empty()) return;
     Timer t;
-    save_checkpoint(args.save, state, reg, mem.params, &opt, ps);
+    save_checkpoint(args.save, state, reg, rt.params, &opt, ps);
     if (tty) std::printf("\r\033[K");
     log_line(rank0, "saved checkpoint at iteration %lld to %s (%.2f s)\n",
              static_cast<long long>(state.iteration), args.save.c_str(), t.seconds());
@@ -174,31 +144,11 @@ int run_training(TrainArgs args, ParallelState& ps) {
   while (state.iteration < args.train_iters) {
     const int64_t it = state.iteration + 1;
     const double lr = schedule.lr_at(it - 1);
-    std::fill(mem.grads, mem.grads + reg.total_floats(), 0.f);
-    PassContext ctx;
-    ctx.seed = args.seed;
-    ctx.iteration = it;
-    ctx.grad_scale = float(1.0 / double(sh.tokens() * m));
-    double loss_sum = 0;
-    for (int64_t k = 0; k < m; ++k) {
-      mem.act.sample0 = data.train_batch(it, k, mem.tokens.data(), mem.labels.data()).first_sample;
-      loss_sum += gpt_forward(w, &g, mem.act, mem.ws, sh, mem.tokens.data(), mem.labels.data(), ctx);
-      gpt_backward(w, g, mem.act, mem.ws, sh, ctx);
-    }
-    if (ps.dp_size > 1) {  // average gradients over DP (bucketed overlap arrives with issue 3)
-      ps.dp_comm.all_reduce_sum(mem.grads, reg.total_floats());
-      const float inv = 1.f / float(ps.dp_size);
-      for (int64_t i = 0; i < reg.total_floats(); ++i) mem.grads[i] *= inv;
-    }
-    ps.dp_comm.all_reduce_sum(&loss_sum, 1);
-    const double loss = loss_sum / double(tokens_per_iter);
-    const double norm = opt.grad_norm(mem.grads, ps.mp_comm.size() > 1 ? &ps.mp_comm : nullptr);
-    MT_CHECK(std::isfinite(loss) && std::isfinite(norm), "iteration ", it, ": loss ", loss,
-             ", grad norm ", norm, " is not finite; stopping without saving (the last good ",
-             "checkpoint, if any, is untouched); fix: lower --lr, raise --lr-warmup-iters or set "
-             "--clip-grad");
-    opt.clip(mem.grads, norm);
-    opt.step(mem.params, mem.grads, lr);
+    const StepResult r = train_step(rt, opt, ps, it, lr, m, tokens_per_iter, args.seed,
+                                    [&](int64_t k, int32_t* tokens, int32_t* labels) {
+                                      return data.train_batch(it, k, tokens, labels).first_sample;
+                                    });
+    const double loss = r.loss, norm = r.grad_norm;
     state.iteration = it;
     state.consumed_samples += args.global_batch_size;
     interval_loss += loss;

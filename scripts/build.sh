@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Configures and builds megatron.cpp (Release, -march=native) into build/.
+# Extra arguments go to CMake, e.g. scripts/build.sh -DMT_NATIVE=OFF
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+cmake --build build -j"$(nproc)"
+echo "build: ok (build/megatron)"

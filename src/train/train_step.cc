@@ -1,0 +1,36 @@
+#include "train/train_step.h"
+
+#include <cmath>
+
+#include "kernels/reduce.h"
+
+namespace mt {
+
+StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, ParallelState& ps,
+                      int64_t iteration, double lr, int64_t num_micro_batches,
+                      int64_t tokens_per_iteration, uint64_t seed, const MicroBatchFn& next) {
+  rt.zero_grads();
+  PassContext ctx;
+  ctx.seed = seed;
+  ctx.iteration = iteration;
+  ctx.grad_scale = float(1.0 / double(rt.sh.tokens() * num_micro_batches));
+  double loss_sum = forward_backward_no_pipelining(rt, num_micro_batches, ctx, next);
+  const int64_t n = rt.reg.total_floats();
+  if (ps.dp_size > 1) {  // average over DP (bucketed, overlapped reduction: issue 3)
+    ps.dp_comm.all_reduce_sum(rt.grads, n);
+    scale_inplace(rt.grads, n, 1.f / float(ps.dp_size));
+  }
+  ps.dp_comm.all_reduce_sum(&loss_sum, 1);
+  StepResult r;
+  r.loss = loss_sum / double(tokens_per_iteration);
+  r.grad_norm = opt.grad_norm(rt.grads, ps.mp_comm.size() > 1 ? &ps.mp_comm : nullptr);
+  MT_CHECK(std::isfinite(r.loss) && std::isfinite(r.grad_norm), "iteration ", iteration,
+           ": loss ", r.loss, ", grad norm ", r.grad_norm,
+           " is not finite; stopped before the update, without saving (the last good checkpoint, "
+           "if any, is untouched); fix: lower --lr, raise --lr-warmup-iters or set --clip-grad");
+  opt.clip(rt.grads, r.grad_norm);
+  opt.step(rt.params, rt.grads, lr);
+  return r;
+}
+
+}  // namespace mt
