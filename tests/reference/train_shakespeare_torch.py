@@ -15,7 +15,10 @@ Shakespeare); the first 90% of the characters train, the last 10% validate
 The validation loss is the mean over every token of all non-overlapping
 windows of the validation split (deterministic, the whole split).
 
-Run:  OMP_WAIT_POLICY=passive /usr/bin/python3 tests/reference/train_shakespeare_torch.py
+Run (about 2 minutes with OpenBLAS on one core; see bench/pytorch_gpt.py for
+why LD_LIBRARY_PATH):
+  OMP_WAIT_POLICY=passive LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread \
+      /usr/bin/python3 tests/reference/train_shakespeare_torch.py
 """
 
 import argparse
@@ -29,7 +32,7 @@ import torch
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO_ROOT, "bench"))
-from pytorch_gpt import Gpt, make_optimizer  # noqa: E402  (same model as the benchmark)
+from pytorch_gpt import Gpt, loaded_blas, make_optimizer  # noqa: E402  (same model as the benchmark)
 
 
 def megatron_lr(it, max_lr, min_lr, warmup, decay_iters):
@@ -74,6 +77,7 @@ def main():
         sys.exit(f"data file {args.data} not found; fix: pass --data path/to/tinyshakespeare.txt")
 
     torch.set_num_threads(args.threads)
+    blas = loaded_blas(args.threads)  # also sets OpenBLAS's thread count
     torch.manual_seed(args.seed)
     text = open(args.data, encoding="utf-8").read()
     chars = sorted(set(text))
@@ -114,7 +118,7 @@ def main():
             print(f"iter {it + 1:5d}  val_loss {val_loss:.4f}", flush=True)
     print(json.dumps({"impl": "pytorch", "task": "tinyshakespeare_char", "iters": args.iters,
                       "final_val_loss": round(val_loss, 4), "seconds": round(time.perf_counter() - t0, 1),
-                      "threads": args.threads, **cfg}))
+                      "threads": args.threads, "blas": blas, **cfg}))
 
 
 if __name__ == "__main__":
