@@ -1,10 +1,12 @@
 // megatron: train | generate | preprocess. Every error becomes one line on
 // stderr and a non-zero exit; in a multi-rank job the whole job is aborted so
 // that no rank waits for one that died.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 
 #include "cli/commands.h"
+#include "cli/config_file.h"
 #include "core/error.h"
 #include "dist/mpi_env.h"
 
@@ -20,7 +22,12 @@ int main(int argc, char** argv) {
   CLI::App* pre = app.add_subcommand("preprocess", "tokenize text into a Megatron .bin/.idx dataset");
   commands[pre] = mt::add_preprocess_command(*pre);
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> args = mt::expand_config_args(argc, argv);
+    std::reverse(args.begin(), args.end());  // CLI11 takes a vector last-first
+    app.parse(std::move(args));
+  } catch (const mt::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);
     std::fprintf(stderr, "error: %s; see `megatron %s --help`\n", e.what(),

@@ -11,7 +11,8 @@ Command add_train_command(CLI::App& app) {
   ModelConfig& m = a->model;
   // Like argparse in Megatron-LM: a repeated flag takes its last value.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.set_config("--config", "", "read flags from a file of `flag-name = value` lines (TOML)");
+  app.add_option("--config", "read flags from a TOML file of `flag-name = value` lines "
+                 "(expanded before the other flags, which win)");
   auto group = [&](const char* name) { return app.add_option_group(name); };
 
   CLI::Option_group* model = group("model");

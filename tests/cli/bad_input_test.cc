@@ -53,6 +53,7 @@ TEST_F(BadInput, FlagsAndLayout) {
       {"min-lr above lr", train(" --min-lr 1"), "--min-lr"},
       {"unknown tokenizer", train(" --tokenizer-type GPT2BPETokenizer"), "GPT2BPETokenizer"},
       {"dropout of 1", train(" --hidden-dropout 1"), "--hidden-dropout"},
+      {"missing config file", train(" --config {dir}nope.toml"), "nope.toml"},
   };
   for (const BadInputCase& c : cases) expect_fails(c);
 }

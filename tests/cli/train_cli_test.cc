@@ -138,5 +138,26 @@ TEST(TrainCli, GenerateFromTrainedCheckpointStreamsText) {
   EXPECT_GT(g3.output.size(), 100u);
 }
 
+
+TEST(TrainCli, ConfigFileStandsInForFlags) {
+  TempDir dir;
+  const std::string data = prepare_data(dir, synthetic_corpus(100));
+  write_text(dir.file("run.toml"),
+             "num-layers = 2\nhidden-size = 32\nnum-attention-heads = 4\nseq-length = 32\n"
+             "micro-batch-size = 4\nglobal-batch-size = 8\nlr = 3e-3\nmin-lr = 3e-4\n"
+             "lr-decay-style = \"cosine\"\nlr-warmup-iters = 5\nweight-decay = 0.1\n"
+             "clip-grad = 1.0\nsplit = \"90,10,0\"\npeak-tflops = 1\nlog-interval = 1\n");
+  const RunResult flags = run(megatron() + " train" + data + tiny_model_flags() +
+                              " --train-iters 6 --eval-interval 0 --log-json " + dir.file("a.json"));
+  ASSERT_EQ(flags.exit_code, 0) << flags.output;
+  const RunResult file = run(megatron() + " train --config " + dir.file("run.toml") + data +
+                             " --train-iters 6 --eval-interval 0 --log-json " + dir.file("b.json"));
+  ASSERT_EQ(file.exit_code, 0) << file.output;
+  const JsonLogLines a = read_log_json(dir.file("a.json")), b = read_log_json(dir.file("b.json"));
+  ASSERT_EQ(a.train.size(), 6u);
+  for (int64_t it = 1; it <= 6; ++it)
+    EXPECT_EQ(a.train.at(it).at("loss").get<double>(), b.train.at(it).at("loss").get<double>());
+}
+
 }  // namespace
 }  // namespace mt::test

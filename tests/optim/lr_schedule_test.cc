@@ -1,0 +1,67 @@
+#include "optim/lr_schedule.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace mt {
+namespace {
+
+LrSchedule make(LrDecayStyle style) {
+  LrSchedule s;
+  s.max_lr = 1e-3;
+  s.min_lr = 1e-4;
+  s.warmup_iters = 10;
+  s.decay_iters = 110;
+  s.style = style;
+  return s;
+}
+
+TEST(LrSchedule, LinearWarmupFromZero) {
+  const LrSchedule s = make(LrDecayStyle::kCosine);
+  EXPECT_EQ(s.lr_at(0), 0.0);  // Megatron: the first iteration trains with lr 0
+  EXPECT_NEAR(s.lr_at(5), 5e-4, 1e-12);
+  EXPECT_NEAR(s.lr_at(10), 1e-3, 1e-12);
+}
+
+TEST(LrSchedule, CosineLinearConstantAndMinLr) {
+  const LrSchedule cos = make(LrDecayStyle::kCosine), lin = make(LrDecayStyle::kLinear);
+  const LrSchedule con = make(LrDecayStyle::kConstant);
+  EXPECT_NEAR(cos.lr_at(60), 1e-4 + 0.5 * 9e-4, 1e-12);  // half-way: cos(pi/2) = 0
+  EXPECT_NEAR(cos.lr_at(35), 1e-4 + 9e-4 * 0.5 * (std::cos(M_PI * 0.25) + 1), 1e-12);
+  EXPECT_NEAR(lin.lr_at(35), 1e-4 + 9e-4 * 0.75, 1e-12);
+  EXPECT_NEAR(cos.lr_at(110), 1e-4, 1e-12);
+  EXPECT_EQ(cos.lr_at(111), 1e-4);
+  EXPECT_EQ(lin.lr_at(500), 1e-4);
+  EXPECT_EQ(con.lr_at(500), 1e-3);
+  EXPECT_NEAR(con.lr_at(5), 5e-4, 1e-12);
+}
+
+TEST(LrSchedule, WarmupStableDecay) {
+  LrSchedule s = make(LrDecayStyle::kWsd);
+  s.wsd_decay_iters = 20;
+  s.wsd_style = WsdDecayStyle::kLinear;
+  EXPECT_EQ(s.lr_at(50), 1e-3);  // stable phase
+  EXPECT_EQ(s.lr_at(90), 1e-3);  // anneal starts at 110 - 20
+  EXPECT_NEAR(s.lr_at(100), 1e-4 + 9e-4 * 0.5, 1e-12);
+  s.wsd_style = WsdDecayStyle::kExponential;
+  EXPECT_NEAR(s.lr_at(100), 1e-4 + 9e-4 * (2 * std::pow(0.5, 0.5) - 1), 1e-12);
+  s.wsd_style = WsdDecayStyle::kMinusSqrt;
+  EXPECT_NEAR(s.lr_at(110), 1e-4, 1e-12);
+}
+
+TEST(LrSchedule, RejectsBadSettings) {
+  LrSchedule s = make(LrDecayStyle::kCosine);
+  s.warmup_iters = 200;
+  EXPECT_THROW(s.validate(), Error);
+  s = make(LrDecayStyle::kCosine);
+  s.min_lr = 1.0;
+  EXPECT_THROW(s.validate(), Error);
+  EXPECT_THROW(parse_lr_decay_style("cosinus"), Error);
+  EXPECT_EQ(parse_lr_decay_style("WSD"), LrDecayStyle::kWsd);
+}
+
+}  // namespace
+}  // namespace mt
