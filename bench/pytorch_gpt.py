@@ -145,7 +145,9 @@ def main():
     ap.add_argument("--make-vocab-size-divisible-by", type=int, default=128)
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1, help="torch intra-op (OpenMP) threads")
+    ap.add_argument("--blas-threads", type=int, default=None,
+                    help="OpenBLAS threads (default: --threads)")
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--no-foreach", dest="foreach", action="store_false",
@@ -156,7 +158,8 @@ def main():
                  f"{args.num_attention_heads}; fix: pick heads dividing hidden")
 
     torch.set_num_threads(args.threads)
-    blas = loaded_blas(args.threads)
+    blas_threads = args.blas_threads or args.threads
+    blas = loaded_blas(blas_threads)
     torch.manual_seed(args.seed)
     div = args.make_vocab_size_divisible_by
     cfg = {
@@ -196,6 +199,7 @@ def main():
     print(json.dumps({
         "impl": "pytorch",
         "threads": args.threads,
+        "blas_threads": blas_threads,
         "tokens_per_s": round(b * s * args.iters / total, 1),
         "ms_per_iter": round(1e3 * total / args.iters, 3),
         "ms_per_iter_median": round(1e3 * statistics.median(times), 3),

@@ -16,6 +16,8 @@
 #include <algorithm>
 #include <chrono>
 #include <compare>
+#include <omp.h>
+
 #include <map>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -28,13 +30,14 @@ namespace {
 
 using dnnl::memory;
 
-// A MatmulShape with every stride explicit, plus bias presence.
+// A MatmulShape with every stride explicit, plus bias presence and thread count.
 struct MatmulKey {
   int64_t batch, m, n, k;
   bool trans_a, trans_b;
   int64_t lda, ldb, ldc;
   int64_t bsa, bsb, bsc;
   bool accumulate, has_bias;
+  int threads;  // oneDNN fixes a primitive's parallel split at creation
   auto operator<=>(const MatmulKey&) const = default;
 };
 
@@ -85,6 +88,7 @@ MatmulKey resolve(const MatmulShape& s, bool has_bias) {
            " b=", key.bsb, " c=", key.bsc, "); fix: pass 0 for dense");
   key.accumulate = s.accumulate;
   key.has_bias = has_bias;
+  key.threads = omp_get_max_threads();
   return key;
 }
 
