@@ -83,9 +83,15 @@ int run_training(TrainArgs args, ParallelState& ps) {
   RunState state;
   state.args = run_args;
   if (!args.load.empty() && latest_iteration(args.load) >= 0) {
-    const nlohmann::json saved = read_checkpoint_meta(args.load).at("args").at("model");
-    MT_CHECK(saved == run_args["model"], "--load ", args.load, ": the checkpoint's model ",
-             saved.dump(), " differs from this run's ", run_args["model"].dump(),
+    // The architecture must match; dropout and init may change on resume, as in Megatron.
+    auto architecture = [](nlohmann::json j) {
+      for (const char* k : {"hidden_dropout", "attention_dropout", "init_method_std"}) j.erase(k);
+      return j;
+    };
+    const nlohmann::json saved = architecture(read_checkpoint_meta(args.load).at("args").at("model"));
+    MT_CHECK(saved == architecture(run_args["model"]), "--load ", args.load,
+             ": the checkpoint's model ", saved.dump(), " differs from this run's ",
+             architecture(run_args["model"]).dump(),
              "; fix: pass the same model flags (or another --load)");
     state = load_checkpoint(args.load, reg, rt.params, args.no_load_optim ? nullptr : &opt, ps);
     state.args = run_args;
@@ -136,7 +142,7 @@ int run_training(TrainArgs args, ParallelState& ps) {
              static_cast<long long>(state.iteration), args.save.c_str(), t.seconds());
   };
 
-  Timer interval_timer;
+  double interval_secs = 0;  // time in training steps only: evaluation and saving excluded
   double interval_loss = 0;
   int64_t interval_iters = 0;
   const int64_t start_iteration = state.iteration;
@@ -144,18 +150,20 @@ int run_training(TrainArgs args, ParallelState& ps) {
   while (state.iteration < args.train_iters) {
     const int64_t it = state.iteration + 1;
     const double lr = schedule.lr_at(it - 1);
+    Timer step_timer;
     const StepResult r = train_step(rt, opt, ps, it, lr, m, tokens_per_iter, args.seed,
                                     [&](int64_t k, int32_t* tokens, int32_t* labels) {
                                       return data.train_batch(it, k, tokens, labels).first_sample;
                                     });
     const double loss = r.loss, norm = r.grad_norm;
+    interval_secs += step_timer.seconds();
     state.iteration = it;
     state.consumed_samples += args.global_batch_size;
     interval_loss += loss;
     ++interval_iters;
 
     if (it % args.log_interval == 0 || it == args.train_iters) {
-      const double secs = interval_timer.seconds();
+      const double secs = interval_secs;
       const double ms = 1e3 * secs / double(interval_iters);
       const double tps = double(tokens_per_iter) * double(interval_iters) / secs;
       const double tflops = flops_iter / (ms * 1e-3) / double(ps.world_size) / 1e12;
@@ -175,7 +183,7 @@ int run_training(TrainArgs args, ParallelState& ps) {
       jlog.write({{"iteration", it}, {"consumed_samples", state.consumed_samples},
                   {"loss", mean_loss}, {"lr", lr}, {"grad_norm", norm}, {"ms_per_iter", ms},
                   {"tokens_per_s", tps}, {"tflops", tflops}, {"mfu", mfu}});
-      interval_timer.reset();
+      interval_secs = 0;
       interval_loss = 0;
       interval_iters = 0;
     } else if (tty) {
