@@ -10,13 +10,6 @@
 namespace mt {
 namespace {
 
-bool mpi_running() {
-  int init = 0, fin = 0;
-  MPI_Initialized(&init);
-  MPI_Finalized(&fin);
-  return init && !fin;
-}
-
 bool overlaps(const void* a, size_t abytes, const void* b, size_t bbytes) {
   const char* pa = static_cast<const char*>(a);
   const char* pb = static_cast<const char*>(b);

@@ -10,7 +10,6 @@
 #include "dist/communicator.h"
 
 namespace mt {
-namespace {
 
 bool mpi_running() {
   int init = 0, fin = 0;
@@ -18,6 +17,8 @@ bool mpi_running() {
   MPI_Finalized(&fin);
   return init && !fin;
 }
+namespace {
+
 
 }  // namespace
 

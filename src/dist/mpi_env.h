@@ -51,6 +51,9 @@ class MpiEnv {
 };
 
 // Rank in MPI_COMM_WORLD, or 0 when MPI is not running.
+// True between MPI_Init and MPI_Finalize.
+bool mpi_running();
+
 int world_rank_or_zero();
 
 // "[rank R] error: <message>" on stderr as one line (a message with newlines

@@ -89,9 +89,11 @@ TEST_F(Golden, LogitsLossAndGradients) {
     const auto ref = read_all(fx, "grad." + p.name);
     ASSERT_EQ(int64_t(ref.size()), p.numel()) << p.name;
     EXPECT_LT(rel_err(m.grads + p.offset, ref.data(), p.numel()), 1e-5) << p.name;
-    if (p.name.find("linear_qkv.bias") != std::string::npos)
-      for (int64_t r = 0; r < p.numel(); ++r)
+    if (p.name.find("linear_qkv.bias") != std::string::npos) {
+      for (int64_t r = 0; r < p.numel(); ++r) {
         if ((r / cfg.head_dim()) % 3 == 1) EXPECT_LT(std::abs(m.grads[p.offset + r]), 1e-7f);
+      }
+    }
   }
 }
 
