@@ -91,7 +91,9 @@ TEST_F(Golden, LogitsLossAndGradients) {
     EXPECT_LT(rel_err(m.grads + p.offset, ref.data(), p.numel()), 1e-5) << p.name;
     if (p.name.find("linear_qkv.bias") != std::string::npos) {
       for (int64_t r = 0; r < p.numel(); ++r) {
-        if ((r / cfg.head_dim()) % 3 == 1) EXPECT_LT(std::abs(m.grads[p.offset + r]), 1e-7f);
+        if ((r / cfg.head_dim()) % 3 == 1) {
+          EXPECT_LT(std::abs(m.grads[p.offset + r]), 1e-7f);
+        }
       }
     }
   }
