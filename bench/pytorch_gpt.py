@@ -27,6 +27,9 @@ of the output says which library was loaded; its thread count is set to
 (that directory comes with Debian's libopenblas0-pthread; without installing it,
 `dpkg-deb -x libopenblas0-pthread_*.deb DIR` and use DIR/usr/lib/... instead).
 Leave OPENBLAS_CORETYPE unset so OpenBLAS picks its AVX-512 kernels.
+With 2 threads, torch's OpenMP threads and OpenBLAS's pthreads compete for the
+cores; --blas-threads 1 keeps the matmuls single-threaded (with
+OMP_WAIT_POLICY=active that was the fastest 2-thread setting measured).
 """
 
 import argparse
