@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
-bash scripts/build.sh
+MT_BUILD_TARGET=megatron bash scripts/build.sh
 mkdir -p runs/quickstart
 if [ ! -f runs/quickstart/fortunes_text_document.idx ]; then
   bash scripts/prepare_fortunes.sh runs/quickstart/fortunes.txt

@@ -33,6 +33,9 @@ Command add_train_command(CLI::App& app) {
   CLI::Option_group* par = group("parallelism");
   par->add_option("--tensor-model-parallel-size", a->tensor_model_parallel_size, "TP size");
   par->add_option("--pipeline-model-parallel-size", a->pipeline_model_parallel_size, "PP size");
+  par->add_flag("--sequence-parallel", a->sequence_parallel,
+                "shard LayerNorm, dropout and residuals along the sequence over TP");
+  par->add_flag("--log-parallel-layout", a->log_parallel_layout, "print every group's ranks");
 
   CLI::Option_group* opt = group("optimizer");
   opt->add_option("--lr", a->lr, "peak learning rate");

@@ -1,12 +1,38 @@
-// Softmax cross-entropy fused with the output softmax: the logits buffer is
-// turned into its own gradient in place, so no (n, v) probability tensor is kept.
+// Softmax cross-entropy fused with the output softmax, over a vocabulary that
+// may be sharded (Megatron's vocab-parallel cross-entropy): a shard holds the
+// logits of vocabulary columns [v_start, v_start + v_local). Three phases with
+// an all-reduce between each (done by parallel/vocab_parallel_cross_entropy):
+// row max → (max) → sum of exponentials and target logit → (sum) → loss and,
+// in place, the logits' own gradient. Full logits are never gathered and no
+// (n, v) probability tensor is kept.
 #pragma once
 #include <cstdint>
 
 namespace mt {
 
-// logits (n, v), targets (n) in [0, v).
-// losses (n) = -log softmax(logits)[target]                      [=]
+// row_max (n) = max over the shard's columns                          [=]
+void cross_entropy_shard_max(float* row_max, const float* logits, int64_t n, int64_t v_local);
+
+// sum_exp (n) = Σ_j exp(logits - row_max); target_logit (n) = logits[t - v_start] - row_max
+// when the target t is in this shard, else 0                          [=, both]
+// With keep_exp the logits are replaced by exp(logits - row_max) (for the gradient).
+void cross_entropy_shard_sums(double* sum_exp, double* target_logit, float* logits,
+                              const float* row_max, const int32_t* targets, int64_t n,
+                              int64_t v_local, int64_t v_start, bool keep_exp);
+
+// losses (n) = log(sum_exp) - target_logit                            [=]
+// if grad_scale != 0 (logits hold exp from keep_exp):
+//   logits = grad_scale * (softmax - onehot(target))                  [in place]
+void cross_entropy_shard_finish(float* losses, float* logits, const double* sum_exp,
+                                const double* target_logit, const int32_t* targets, int64_t n,
+                                int64_t v_local, int64_t v_start, float grad_scale);
+
+// Checks every target is in [0, v); the error names the id, row and v.
+void check_targets(const int32_t* targets, int64_t n, int64_t v);
+
+// The unsharded case in one call (allocates its scratch: for tests and tools,
+// not the training loop).
+// losses (n) = -log softmax(logits)[target]                            [=]
 // if grad_scale != 0: logits (n, v) = grad_scale * (softmax - onehot(target))  [in place]
 void softmax_cross_entropy(float* losses, float* logits, const int32_t* targets, int64_t n,
                            int64_t v, float grad_scale);

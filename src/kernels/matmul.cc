@@ -201,6 +201,15 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
   if (dbias) bias_backward(dbias, dout, n, out_features);
 }
 
+void bias_add(float* x, const float* bias, int64_t n, int64_t c) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < n; ++r) {
+    float* row = x + r * c;
+#pragma omp simd
+    for (int64_t j = 0; j < c; ++j) row[j] += bias[j];
+  }
+}
+
 void bias_backward(float* dbias, const float* dout, int64_t n, int64_t c) {
   // Threads own disjoint column chunks and sum their rows in order, so the
   // result does not depend on the thread count.

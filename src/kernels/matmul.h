@@ -32,6 +32,8 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
 
 // dbias (c) += column sums of dout (n, c)
 void bias_backward(float* dbias, const float* dout, int64_t n, int64_t c);
+// x (n, c) += bias (c) on every row
+void bias_add(float* x, const float* bias, int64_t n, int64_t c);
 
 // Achieved fp32 FLOP/s of a size³ oneDNN matmul on the current thread count
 // (the MFU denominator). Runs ~0.3 s.

@@ -16,7 +16,7 @@ inline DropoutSpec hidden_dropout_spec(const GptShapes& sh, const PassContext& c
   d.rng = RngStream::make(ctx.seed, "dropout." + site, uint64_t(ctx.iteration));
   d.p = ctx.training ? sh.hidden_dropout : 0.f;
   d.s_global = sh.s;
-  d.t0 = 0;
+  d.t0 = sh.t0;
   d.h_global = sh.h;
   d.h0 = 0;
   d.sample0 = sample0;

@@ -13,6 +13,8 @@
 #include "kernels/layernorm.h"
 #include "kernels/matmul.h"
 #include "model/dropout_sites.h"
+#include "parallel/mappings.h"
+#include "parallel/vocab_parallel_cross_entropy.h"
 
 namespace mt {
 
@@ -46,11 +48,19 @@ GptWeights bind_weights(const ParamRegistry& reg, float* base) {
   return w;
 }
 
-GptShapes make_shapes(const ParamRegistry& reg, int64_t micro_batch) {
+GptShapes make_shapes(const ParamRegistry& reg, int64_t micro_batch, const TensorParallel& tp) {
   const ModelConfig& c = reg.config();
   const StageLayout& st = reg.stage();
+  MT_CHECK(tp.size() == st.tp_size, "TP group of size ", tp.size(), " for a parameter list built ",
+           "for TP ", st.tp_size, " (internal error)");
   GptShapes sh;
+  sh.tp = tp;
+  if (tp.size() == 1) sh.tp.sequence_parallel = false;
   sh.s = c.seq_length;
+  sh.s_local = sh.tp.sequence_parallel
+                   ? divide(c.seq_length, tp.size(), "--seq-length by TP (sequence parallelism)")
+                   : c.seq_length;
+  sh.t0 = sh.tp.sequence_parallel ? sh.s_local * st.tp_rank : 0;
   sh.b = micro_batch;
   sh.h = c.hidden_size;
   sh.a_global = c.num_attention_heads;
@@ -74,56 +84,63 @@ GptShapes make_shapes(const ParamRegistry& reg, int64_t micro_batch) {
 }
 
 GptActivations carve_activations(Arena& arena, const GptShapes& sh) {
-  const int64_t n = sh.tokens(), h = sh.h, hl = sh.a * sh.d;
+  const int64_t n = sh.tokens(), nl = sh.local_tokens(), h = sh.h, hl = sh.a * sh.d;
   const int64_t heads = sh.b * sh.a * sh.s * sh.d;
   GptActivations act;
   act.ids = static_cast<int32_t*>(arena.alloc(DType::kF32, {n}).data);  // 4-byte slots
   act.positions = static_cast<int32_t*>(arena.alloc(DType::kF32, {n}).data);
   act.labels = static_cast<int32_t*>(arena.alloc(DType::kF32, {n}).data);
-  act.hidden = arena.alloc_f32((sh.num_layers + 1) * n * h);
+  act.hidden = arena.alloc_f32((sh.num_layers + 1) * nl * h);
   for (int64_t l = 0; l < sh.num_layers; ++l) {
     LayerActivations la;
     if (!arena.counting()) {
-      la.input = act.hidden + l * n * h;
-      la.output = act.hidden + (l + 1) * n * h;
+      la.input = act.hidden + l * nl * h;
+      la.output = act.hidden + (l + 1) * nl * h;
     }
-    la.ln1 = arena.alloc_f32(n * h);
-    la.ln1_mean = arena.alloc_f32(n);
-    la.ln1_rstd = arena.alloc_f32(n);
+    la.ln1 = arena.alloc_f32(nl * h);
+    la.ln1_mean = arena.alloc_f32(nl);
+    la.ln1_rstd = arena.alloc_f32(nl);
     la.q = arena.alloc_f32(heads);
     la.k = arena.alloc_f32(heads);
     la.v = arena.alloc_f32(heads);
     la.ctx = arena.alloc_f32(heads);
     la.lse = arena.alloc_f32(sh.b * sh.a * sh.s);
     la.ctx_sbh = arena.alloc_f32(n * hl);
-    la.mid = arena.alloc_f32(n * h);
-    la.ln2 = arena.alloc_f32(n * h);
-    la.ln2_mean = arena.alloc_f32(n);
-    la.ln2_rstd = arena.alloc_f32(n);
+    la.mid = arena.alloc_f32(nl * h);
+    la.ln2 = arena.alloc_f32(nl * h);
+    la.ln2_mean = arena.alloc_f32(nl);
+    la.ln2_rstd = arena.alloc_f32(nl);
     la.fc1 = arena.alloc_f32(n * sh.f);
     la.gelu = arena.alloc_f32(n * sh.f);
     act.layers.push_back(la);
   }
   if (sh.has_output) {
-    act.lnf = arena.alloc_f32(n * h);
-    act.lnf_mean = arena.alloc_f32(n);
-    act.lnf_rstd = arena.alloc_f32(n);
-    act.dlnf = arena.alloc_f32(n * h);
+    act.lnf = arena.alloc_f32(nl * h);
+    act.lnf_mean = arena.alloc_f32(nl);
+    act.lnf_rstd = arena.alloc_f32(nl);
+    act.dlnf = arena.alloc_f32(nl * h);
     act.losses = arena.alloc_f32(n);
   }
   return act;
 }
 
 GptWorkspace carve_workspace(Arena& arena, const GptShapes& sh) {
-  const int64_t n = sh.tokens(), h = sh.h, hl = sh.a * sh.d;
+  const int64_t n = sh.tokens(), nl = sh.local_tokens(), h = sh.h, hl = sh.a * sh.d;
   const int64_t heads = sh.b * sh.a * sh.s * sh.d;
   GptWorkspace ws;
   ws.qkv = arena.alloc_f32(n * 3 * hl);
-  ws.hbuf = arena.alloc_f32(n * h);
-  if (sh.has_output) ws.logits = arena.alloc_f32(n * sh.v);
+  ws.hbuf = arena.alloc_f32(nl * h);
+  ws.full_a = arena.alloc_f32(n * h);
+  ws.full_b = arena.alloc_f32(n * h);
+  if (sh.has_output) {
+    ws.logits = arena.alloc_f32(n * sh.v);
+    ws.ce_max = arena.alloc_f32(n);
+    ws.ce_sum = reinterpret_cast<double*>(arena.alloc_f32(2 * n));
+    ws.ce_target = reinterpret_cast<double*>(arena.alloc_f32(2 * n));
+  }
   ws.attn = arena.alloc_f32(attention_workspace_floats({sh.b, sh.a, sh.s, sh.d}));
-  ws.dres = arena.alloc_f32(n * h);
-  ws.dln = arena.alloc_f32(n * h);
+  ws.dres = arena.alloc_f32(nl * h);
+  ws.dln = arena.alloc_f32(nl * h);
   ws.dq = arena.alloc_f32(heads);
   ws.dk = arena.alloc_f32(heads);
   ws.dv = arena.alloc_f32(heads);
@@ -136,7 +153,8 @@ GptWorkspace carve_workspace(Arena& arena, const GptShapes& sh) {
 double gpt_forward(const GptWeights& w, const GptWeights* grads, GptActivations& act,
                    GptWorkspace& ws, const GptShapes& sh, const int32_t* tokens,
                    const int32_t* labels, const PassContext& ctx) {
-  const int64_t n = sh.tokens(), h = sh.h;
+  const int64_t n = sh.tokens(), nl = sh.local_tokens(), h = sh.h;
+  const bool sp = sh.tp.sequence_parallel;
   if (sh.has_embedding) {
     // Tokens arrive (b, s); activations are sequence-first (s, b).
     for (int64_t t = 0; t < sh.s; ++t)
@@ -149,9 +167,16 @@ double gpt_forward(const GptWeights& w, const GptWeights* grads, GptActivations&
                " at sequence position ", i / sh.b, " is outside the vocabulary of ", sh.vocab_size,
                "; fix: preprocess the data with the tokenizer of this model, or pass the right "
                "--vocab-size");
-    embedding_forward(act.hidden, act.ids, w.wte, n, h, sh.v_start, sh.v, false);
-    embedding_forward(act.hidden, act.positions, w.wpe, n, h, 0, sh.max_pos, true);
-    dropout_forward(act.hidden, act.hidden, sh.s, sh.b, h,
+    // VocabParallelEmbedding: rows outside this shard are zero, summed over TP
+    // (reduce_from_tp_region), or with SP reduce-scattered into this rank's slab.
+    float* words = sp ? ws.full_a : act.hidden;
+    embedding_forward(words, act.ids, w.wte, n, h, sh.v_start, sh.v, false);
+    if (sp)
+      reduce_scatter_to_sp_region_forward(act.hidden, ws.full_a, nl * h, *sh.tp.tp);
+    else if (sh.tp.size() > 1)
+      reduce_from_tp_region_forward(act.hidden, n * h, *sh.tp.tp);
+    embedding_forward(act.hidden, act.positions + sh.t0 * sh.b, w.wpe, nl, h, 0, sh.max_pos, true);
+    dropout_forward(act.hidden, act.hidden, sh.s_local, sh.b, h,
                     hidden_dropout_spec(sh, ctx, "embedding", act.sample0));
   }
   for (int64_t l = 0; l < sh.num_layers; ++l)
@@ -159,15 +184,23 @@ double gpt_forward(const GptWeights& w, const GptWeights* grads, GptActivations&
                   act.sample0, ctx);
   if (!sh.has_output) return 0.0;
 
-  const float* last = act.hidden + sh.num_layers * n * h;
-  layernorm_forward(act.lnf, act.lnf_mean, act.lnf_rstd, last, w.lnf_w, w.lnf_b, n, h, sh.eps);
-  linear_forward(ws.logits, act.lnf, w.wte, nullptr, n, h, sh.v);
+  // Loss head: final LayerNorm, then the output layer — a column-parallel
+  // linear with the (vocab-sharded) word embedding as its weight — and the
+  // vocab-parallel cross-entropy. Its backward runs here, so the logits
+  // never outlive this micro-batch's forward.
+  const float* last = act.hidden + sh.num_layers * nl * h;
+  layernorm_forward(act.lnf, act.lnf_mean, act.lnf_rstd, last, w.lnf_w, w.lnf_b, nl, h, sh.eps);
+  column_parallel_linear_forward(ws.logits, ws.full_a, act.lnf, w.wte, nullptr, n, h, sh.v, sh.tp);
   for (int64_t t = 0; t < sh.s; ++t)
     for (int64_t bi = 0; bi < sh.b; ++bi) act.labels[t * sh.b + bi] = labels[bi * sh.s + t];
   const bool grad = ctx.training && grads != nullptr;
-  softmax_cross_entropy(act.losses, ws.logits, act.labels, n, sh.v, grad ? ctx.grad_scale : 0.f);
-  if (grad)  // logits now hold their gradient: finish the output layer here.
-    linear_backward(act.dlnf, grads->wte, nullptr, ws.logits, act.lnf, w.wte, n, h, sh.v);
+  vocab_parallel_cross_entropy(act.losses, ws.logits, act.labels, n, sh.v, sh.v_start,
+                               sh.v * sh.tp.size(), grad ? ctx.grad_scale : 0.f,
+                               {ws.ce_max, ws.ce_sum, ws.ce_target},
+                               sh.tp.tp);
+  if (grad)  // logits now hold their gradient
+    column_parallel_linear_backward(act.dlnf, grads->wte, nullptr, ws.full_a, ws.full_b,
+                                    ws.logits, act.lnf, w.wte, n, h, sh.v, sh.tp);
   double sum = 0;
   for (int64_t i = 0; i < n; ++i) sum += act.losses[i];
   return sum;
@@ -175,21 +208,26 @@ double gpt_forward(const GptWeights& w, const GptWeights* grads, GptActivations&
 
 void gpt_backward(const GptWeights& w, const GptWeights& grads, GptActivations& act,
                   GptWorkspace& ws, const GptShapes& sh, const PassContext& ctx) {
-  const int64_t n = sh.tokens(), h = sh.h;
+  const int64_t n = sh.tokens(), nl = sh.local_tokens(), h = sh.h;
   if (sh.has_output) {
-    std::fill(ws.dres, ws.dres + n * h, 0.f);
-    const float* last = act.hidden + sh.num_layers * n * h;
+    std::fill(ws.dres, ws.dres + nl * h, 0.f);
+    const float* last = act.hidden + sh.num_layers * nl * h;
     layernorm_backward(ws.dres, grads.lnf_w, grads.lnf_b, act.dlnf, last, w.lnf_w, act.lnf_mean,
-                       act.lnf_rstd, n, h);
+                       act.lnf_rstd, nl, h);
   }  // else the caller has put the gradient from the next stage into ws.dres
   for (int64_t l = sh.num_layers - 1; l >= 0; --l)
     layer_backward(w.layers[size_t(l)], grads.layers[size_t(l)], act.layers[size_t(l)], ws, sh,
                    sh.layer_begin + l, act.sample0, ctx);
   if (sh.has_embedding) {
-    dropout_backward(ws.dln, ws.dres, sh.s, sh.b, h,
+    dropout_backward(ws.dln, ws.dres, sh.s_local, sh.b, h,
                      hidden_dropout_spec(sh, ctx, "embedding", act.sample0));
-    embedding_backward(grads.wte, ws.dln, act.ids, n, h, sh.v_start, sh.v);
-    embedding_backward(grads.wpe, ws.dln, act.positions, n, h, 0, sh.max_pos);
+    embedding_backward(grads.wpe, ws.dln, act.positions + sh.t0 * sh.b, nl, h, 0, sh.max_pos);
+    const float* dwords = ws.dln;
+    if (sh.tp.sequence_parallel) {  // backward of the reduce-scatter: all-gather the slabs
+      reduce_scatter_to_sp_region_backward(ws.full_a, ws.dln, nl * h, *sh.tp.tp);
+      dwords = ws.full_a;
+    }
+    embedding_backward(grads.wte, dwords, act.ids, n, h, sh.v_start, sh.v);
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include "core/arena.h"
 #include "model/params.h"
+#include "parallel/tensor_parallel_linear.h"
 
 namespace mt {
 
@@ -38,9 +39,12 @@ struct GptWeights {
 // Views of the registry's parameters in `base` (the value or gradient buffer).
 GptWeights bind_weights(const ParamRegistry& reg, float* base);
 
-// Local sizes of one micro-batch on this rank.
+// Local sizes of one micro-batch on this rank, and its tensor-parallel group.
+// With sequence parallelism the residual stream, LayerNorms and dropout work
+// on this rank's slab of s_local = s/tp positions starting at t0.
 struct GptShapes {
   int64_t s = 0, b = 0, h = 0;  // sequence, micro-batch, hidden
+  int64_t s_local = 0, t0 = 0;   // residual-stream rows on this rank (s/tp with SP)
   int64_t a = 0, d = 0;          // local heads, head dim
   int64_t f = 0, v = 0;          // local ffn, local (padded) vocab
   int64_t v_start = 0;           // first vocab row of this shard
@@ -52,28 +56,32 @@ struct GptShapes {
   int64_t a_global = 0, head0 = 0;
   bool has_embedding = true, has_output = true;
   float eps = 1e-5f, hidden_dropout = 0.f, attention_dropout = 0.f;
+  TensorParallel tp;             // TP group (null or size 1: no tensor parallelism)
   int64_t tokens() const { return s * b; }
+  int64_t local_tokens() const { return s_local * b; }
 };
-GptShapes make_shapes(const ParamRegistry& reg, int64_t micro_batch);
+GptShapes make_shapes(const ParamRegistry& reg, int64_t micro_batch,
+                      const TensorParallel& tp = TensorParallel{});
 
 struct LayerActivations {
-  float* input = nullptr;     // (s, b, h)  residual stream in (= previous layer's output)
-  float* ln1 = nullptr;       // (s, b, h)
-  float* ln1_mean = nullptr;  // (s, b)
-  float* ln1_rstd = nullptr;  // (s, b)
+  // Shapes with s_local rows are sequence slabs under SP (= s otherwise).
+  float* input = nullptr;     // (s_local, b, h)  residual stream in (= previous layer's output)
+  float* ln1 = nullptr;       // (s_local, b, h)
+  float* ln1_mean = nullptr;  // (s_local, b)
+  float* ln1_rstd = nullptr;  // (s_local, b)
   float* q = nullptr;         // (b, a, s, d)
   float* k = nullptr;         // (b, a, s, d)
   float* v = nullptr;         // (b, a, s, d)
   float* ctx = nullptr;       // (b, a, s, d)  attention output
   float* lse = nullptr;       // (b, a, s)     softmax log-sum-exp
   float* ctx_sbh = nullptr;   // (s, b, a·d)   projection input
-  float* mid = nullptr;       // (s, b, h)     residual after attention
-  float* ln2 = nullptr;       // (s, b, h)
-  float* ln2_mean = nullptr;  // (s, b)
-  float* ln2_rstd = nullptr;  // (s, b)
+  float* mid = nullptr;       // (s_local, b, h) residual after attention
+  float* ln2 = nullptr;       // (s_local, b, h)
+  float* ln2_mean = nullptr;  // (s_local, b)
+  float* ln2_rstd = nullptr;  // (s_local, b)
   float* fc1 = nullptr;       // (s, b, f)     pre-GELU
   float* gelu = nullptr;      // (s, b, f)
-  float* output = nullptr;    // (s, b, h)     residual stream out
+  float* output = nullptr;    // (s_local, b, h) residual stream out
 };
 
 // Everything backward needs for one micro-batch.
@@ -81,12 +89,12 @@ struct GptActivations {
   int32_t* ids = nullptr;        // (s, b) token ids, sequence-first
   int32_t* positions = nullptr;  // (s, b)
   int32_t* labels = nullptr;     // (s, b)
-  float* hidden = nullptr;       // (L_local + 1, s, b, h) residual stream at each layer boundary
+  float* hidden = nullptr;       // (L_local + 1, s_local, b, h) residual stream at layer boundaries
   std::vector<LayerActivations> layers;
-  float* lnf = nullptr;          // (s, b, h)
-  float* lnf_mean = nullptr;     // (s, b)
-  float* lnf_rstd = nullptr;     // (s, b)
-  float* dlnf = nullptr;         // (s, b, h) gradient of lnf, computed in forward (fused loss head)
+  float* lnf = nullptr;          // (s_local, b, h)
+  float* lnf_mean = nullptr;     // (s_local, b)
+  float* lnf_rstd = nullptr;     // (s_local, b)
+  float* dlnf = nullptr;         // (s_local, b, h) gradient of lnf, computed in forward (fused loss head)
   float* losses = nullptr;       // (s, b) per-token loss
   int64_t sample0 = 0;           // global index of the micro-batch's first sample
 };
@@ -94,11 +102,16 @@ struct GptActivations {
 // Scratch shared by every micro-batch and layer.
 struct GptWorkspace {
   float* qkv = nullptr;       // (s, b, 3h/tp)
-  float* hbuf = nullptr;      // (s, b, h)   projection / FC2 output, then their gradients
+  float* hbuf = nullptr;      // (s_local, b, h) projection / FC2 output, then their gradients
+  float* full_a = nullptr;    // (s, b, h)  SP all-gathers, row-parallel partial sums
+  float* full_b = nullptr;    // (s, b, h)  SP input-gradient before its reduce-scatter
   float* logits = nullptr;    // (s, b, v/tp) logits, then their gradient (in place)
+  float* ce_max = nullptr;    // (s, b)     vocab-parallel cross-entropy scratch
+  double* ce_sum = nullptr;   // (s, b)
+  double* ce_target = nullptr;  // (s, b)
   float* attn = nullptr;      // attention_workspace_floats
-  float* dres = nullptr;      // (s, b, h)   gradient of the residual stream
-  float* dln = nullptr;       // (s, b, h)
+  float* dres = nullptr;      // (s_local, b, h) gradient of the residual stream
+  float* dln = nullptr;       // (s_local, b, h)
   float* dq = nullptr;        // (b, a, s, d)
   float* dk = nullptr;        // (b, a, s, d)
   float* dv = nullptr;        // (b, a, s, d)

@@ -4,8 +4,8 @@
 
 namespace mt {
 
-ModelRuntime::ModelRuntime(const ParamRegistry& r, int64_t micro_batch)
-    : reg(r), sh(make_shapes(r, micro_batch)) {
+ModelRuntime::ModelRuntime(const ParamRegistry& r, int64_t micro_batch, const TensorParallel& tp)
+    : reg(r), sh(make_shapes(r, micro_batch, tp)) {
   params_buf_ = HostBuffer(param_bytes());
   grads_buf_ = HostBuffer(param_bytes());
   params = reinterpret_cast<float*>(params_buf_.data());

@@ -14,7 +14,8 @@ namespace mt {
 
 class ModelRuntime {
  public:
-  ModelRuntime(const ParamRegistry& reg, int64_t micro_batch);
+  ModelRuntime(const ParamRegistry& reg, int64_t micro_batch,
+               const TensorParallel& tp = TensorParallel{});
 
   const ParamRegistry& reg;
   const GptShapes sh;

@@ -27,13 +27,20 @@ void TrainArgs::validate(int world_size) {
   MT_CHECK(world_size % (tp * pp) == 0, "world size ", world_size,
            " is not divisible by TP ", tp, " x PP ", pp, " = ", tp * pp,
            "; fix: launch a multiple of ", tp * pp, " ranks or change the sizes");
-  MT_CHECK(tp == 1 && pp == 1, "--tensor-model-parallel-size ", tp,
-           " / --pipeline-model-parallel-size ", pp,
-           ": tensor and pipeline parallelism are not in this build yet; fix: use 1 and scale "
-           "with data parallelism (more ranks)");
+  MT_CHECK(pp == 1, "--pipeline-model-parallel-size ", pp,
+           ": pipeline parallelism is not in this build yet; fix: use 1 and scale with tensor "
+           "and data parallelism");
+  MT_CHECK(!sequence_parallel || tp > 1, "--sequence-parallel needs --tensor-model-parallel-size "
+           "> 1 (it is a mode of the tensor-parallel layers); got TP ", tp);
   dp_size = world_size / (tp * pp);
   MT_CHECK(model.num_attention_heads % tp == 0, "--num-attention-heads ",
-           model.num_attention_heads, " is not divisible by TP ", tp);
+           model.num_attention_heads, " is not divisible by TP ", tp,
+           "; fix: choose a TP size that divides the heads");
+  const int64_t ffn = model.ffn_hidden_size > 0 ? model.ffn_hidden_size : 4 * model.hidden_size;
+  MT_CHECK(ffn % tp == 0, "--ffn-hidden-size ", ffn, " is not divisible by TP ", tp,
+           "; fix: choose a TP size that divides it");
+  MT_CHECK(!sequence_parallel || model.seq_length % tp == 0, "--seq-length ", model.seq_length,
+           " is not divisible by TP ", tp, " (needed by --sequence-parallel)");
   MT_CHECK(micro_batch_size > 0, "--micro-batch-size ", micro_batch_size, " must be > 0");
   if (global_batch_size == 0) global_batch_size = micro_batch_size * dp_size;
   MT_CHECK(global_batch_size % (micro_batch_size * dp_size) == 0, "--global-batch-size ",

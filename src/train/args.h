@@ -17,6 +17,8 @@ struct TrainArgs {
   // Parallel layout.
   int tensor_model_parallel_size = 1;
   int pipeline_model_parallel_size = 1;
+  bool sequence_parallel = false;
+  bool log_parallel_layout = false;
 
   // Batch and iterations.
   int64_t micro_batch_size = 1;

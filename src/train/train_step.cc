@@ -15,6 +15,12 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, ParallelState& ps,
   ctx.iteration = iteration;
   ctx.grad_scale = float(1.0 / double(rt.sh.tokens() * num_micro_batches));
   double loss_sum = forward_backward_no_pipelining(rt, num_micro_batches, ctx, next);
+  if (rt.sh.tp.sequence_parallel) {
+    // Parameters replicated over TP (LayerNorms, row-parallel biases, position
+    // embeddings) saw only this rank's sequence slab: sum their gradients over TP.
+    for (const ParamSpec& p : rt.reg.params())
+      if (p.tp_replicated()) rt.sh.tp.tp->all_reduce_sum(rt.grads + p.offset, p.numel());
+  }
   const int64_t n = rt.reg.total_floats();
   if (ps.dp_size > 1) {  // average over DP (bucketed, overlapped reduction: issue 3)
     ps.dp_comm.all_reduce_sum(rt.grads, n);

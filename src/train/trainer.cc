@@ -67,7 +67,8 @@ int run_training(TrainArgs args, ParallelState& ps) {
   StageLayout stage{ps.tp_rank, ps.tp_size, 0, mc.num_layers, ps.pp_is_first_stage,
                     ps.pp_is_last_stage};
   ParamRegistry reg(mc, stage);
-  ModelRuntime rt(reg, args.micro_batch_size);
+  ModelRuntime rt(reg, args.micro_batch_size,
+                  TensorParallel{&ps.tp_comm, args.sequence_parallel});
   AdamWOptimizer opt(reg, args.optim);
   const LrSchedule schedule = args.lr_schedule();
   const int64_t m = args.num_micro_batches();
@@ -76,6 +77,7 @@ int run_training(TrainArgs args, ParallelState& ps) {
   log_line(rank0, "megatron.cpp | %s | world %d | model: %s | %lld parameters\n",
            ps.layout().c_str(), ps.world_size, mc.summary().c_str(),
            static_cast<long long>(count_parameters(mc)));
+  if (args.log_parallel_layout) log_line(rank0, "%s\n", ps.describe_groups().c_str());
   log_line(rank0, "batch: micro %lld x %lld micro-batches x DP %d = global %lld sequences of %lld\n",
            static_cast<long long>(args.micro_batch_size), static_cast<long long>(m), ps.dp_size,
            static_cast<long long>(args.global_batch_size), static_cast<long long>(mc.seq_length));

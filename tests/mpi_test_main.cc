@@ -1,4 +1,4 @@
-// MPI for the dist tests. GTest::gtest_main owns main(), so MPI is brought up
+// MPI for the multi-rank test binaries (dist, parallel). GTest::gtest_main owns main(), so MPI is brought up
 // by a global test environment registered at static-initialisation time:
 // SetUp initialises MPI (a plain run is a singleton world of 1, under
 // `mpirun -n 2` every rank runs every test), TearDown finalises it.

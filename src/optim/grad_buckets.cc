@@ -1,0 +1,130 @@
+#include "optim/grad_buckets.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "kernels/reduce.h"
+
+namespace mt {
+
+std::vector<GradBucket> plan_grad_buckets(const ParamRegistry& reg, int64_t bucket_size_floats) {
+  MT_CHECK(bucket_size_floats > 0, "DP bucket size is ", bucket_size_floats,
+           " floats; fix: pass a positive --ddp-bucket-size (Megatron's default is "
+           "max(40000000, 1000000 * dp))");
+  const std::vector<ParamSpec>& ps = reg.params();
+  std::vector<GradBucket> out;
+  GradBucket cur;
+  auto close = [&] {
+    if (!cur.params.empty()) out.push_back(std::move(cur));
+    cur = GradBucket();
+  };
+  for (size_t i = ps.size(); i-- > 0;) {
+    // Parameter i owns [offset, next offset): its floats and the alignment
+    // padding after them, so that the buckets tile the buffer.
+    const int64_t begin = ps[i].offset;
+    const int64_t end = i + 1 < ps.size() ? ps[i + 1].offset : reg.total_floats();
+    MT_CHECK(end >= begin, "parameter '", ps[i].name, "' at offset ", begin,
+             " comes after the next one at ", end,
+             "; fix: ParamRegistry must lay out parameters in registry order");
+    if (!cur.params.empty() && cur.end - begin > bucket_size_floats) close();
+    if (cur.params.empty()) cur.end = end;
+    cur.begin = begin;
+    cur.params.push_back(i);
+    if (cur.numel() >= bucket_size_floats) close();
+  }
+  close();
+  return out;
+}
+
+GradBuckets::GradBuckets(const ParamRegistry& reg, float* grads, const Communicator& dp,
+                         int64_t bucket_size_floats, bool overlap)
+    : buckets_(plan_grad_buckets(reg, bucket_size_floats)),
+      grads_(grads),
+      dp_(&dp),
+      overlap_(overlap),
+      communicate_(dp.size() > 1) {
+  MT_CHECK(dp.is_member(), "GradBuckets on group '", dp.name(),
+           "', which this rank is not a member of; fix: pass this rank's data-parallel group");
+  MT_CHECK(grads != nullptr || reg.total_floats() == 0,
+           "GradBuckets got a null gradient buffer for ", reg.total_floats(),
+           " floats; fix: allocate the gradients before building the buckets");
+  const size_t n = reg.params().size();
+  names_.reserve(n);
+  for (const ParamSpec& p : reg.params()) names_.push_back(p.name);
+  bucket_of_.assign(n, 0);
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    for (size_t i : buckets_[b].params) bucket_of_[i] = b;
+  ready_.assign(n, 0);
+  missing_.resize(buckets_.size());
+  for (size_t b = 0; b < buckets_.size(); ++b) missing_[b] = buckets_[b].params.size();
+  handles_.resize(buckets_.size());
+}
+
+GradBuckets::~GradBuckets() = default;  // each pending CommHandle waits in its destructor
+
+void GradBuckets::mark_ready(size_t param_index) {
+  MT_CHECK(param_index < ready_.size(), "mark_ready(", param_index, ") but the registry has ",
+           ready_.size(), " parameters; fix: pass an index into ParamRegistry::params()");
+  MT_CHECK(!ready_[param_index], "gradient of '", names_[param_index],
+           "' (parameter ", param_index,
+           ") marked ready twice in one iteration; fix: call mark_ready once per parameter, in "
+           "the last micro-batch's backward, and finish() before the next iteration");
+  ready_[param_index] = 1;
+  const size_t b = bucket_of_[param_index];
+  --missing_[b];
+  if (!overlap_) return;
+  if (missing_[b] == 0 && b == next_launch_) launch_queued();
+  poll();
+}
+
+void GradBuckets::launch_queued() {
+  while (next_launch_ < buckets_.size() && missing_[next_launch_] == 0) {
+    const GradBucket& bk = buckets_[next_launch_];
+    if (communicate_) {
+      Timer t;
+      handles_[next_launch_] = dp_->start_all_reduce_sum(grads_ + bk.begin, bk.numel());
+      comm_seconds_ += t.seconds();
+    }
+    ++next_launch_;
+  }
+}
+
+void GradBuckets::poll() {
+  if (!communicate_ || next_done_ == next_launch_) return;
+  Timer t;
+  // Testing the oldest request lets Open MPI progress all of them.
+  while (next_done_ < next_launch_ && handles_[next_done_].test()) ++next_done_;
+  comm_seconds_ += t.seconds();
+}
+
+void GradBuckets::finish() {
+  const float inv_dp = 1.f / float(dp_->size());
+  if (communicate_ && overlap_) {
+    Timer t;
+    for (size_t b = next_launch_; b < buckets_.size(); ++b) {  // the rest, in order
+      handles_[b] = dp_->start_all_reduce_sum(grads_ + buckets_[b].begin, buckets_[b].numel());
+    }
+    comm_seconds_ += t.seconds();
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      t.reset();
+      handles_[b].wait();
+      comm_seconds_ += t.seconds();
+      scale_inplace(grads_ + buckets_[b].begin, buckets_[b].numel(), inv_dp);
+    }
+  } else if (communicate_) {
+    for (const GradBucket& bk : buckets_) {
+      Timer t;
+      dp_->all_reduce_sum(grads_ + bk.begin, bk.numel());
+      comm_seconds_ += t.seconds();
+      scale_inplace(grads_ + bk.begin, bk.numel(), inv_dp);
+    }
+  }
+  // Next iteration.
+  std::fill(ready_.begin(), ready_.end(), char(0));
+  for (size_t b = 0; b < buckets_.size(); ++b) missing_[b] = buckets_[b].params.size();
+  next_launch_ = 0;
+  next_done_ = 0;
+}
+
+}  // namespace mt
