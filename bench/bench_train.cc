@@ -42,6 +42,7 @@ void run(const BenchConfig& bc, int threads, mt::ParallelState& ps, int64_t iter
   mt::ModelRuntime rt(reg, bc.micro_batch);
   reg.initialize(rt.params, 1234);
   mt::AdamWOptimizer opt(reg, mt::OptimizerConfig{});
+  mt::GradSync sync(rt, ps, 40'000'000, false);
   std::mt19937 gen(1);
   auto next = [&](int64_t, int32_t* tokens, int32_t* labels) {
     for (int64_t i = 0; i < rt.sh.tokens(); ++i) {
@@ -51,9 +52,9 @@ void run(const BenchConfig& bc, int threads, mt::ParallelState& ps, int64_t iter
     return int64_t(0);
   };
   const int64_t tokens = bc.seq * bc.micro_batch;
-  for (int i = 0; i < 2; ++i) mt::train_step(rt, opt, ps, i + 1, 1e-4, 1, tokens, 1, next);  // warm-up
+  for (int i = 0; i < 2; ++i) mt::train_step(rt, opt, sync, ps, i + 1, 1e-4, 1, tokens, 1, next);  // warm-up
   mt::Timer t;
-  for (int64_t i = 0; i < iters; ++i) mt::train_step(rt, opt, ps, i + 3, 1e-4, 1, tokens, 1, next);
+  for (int64_t i = 0; i < iters; ++i) mt::train_step(rt, opt, sync, ps, i + 3, 1e-4, 1, tokens, 1, next);
   const double sec = t.seconds() / double(iters);
   const double flops = mt::flops_per_iteration(c, bc.micro_batch);
   std::printf(

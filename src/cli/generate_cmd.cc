@@ -39,6 +39,7 @@ Command add_generate_command(CLI::App& app) {
     const nlohmann::json& args = meta.at("args");
     ModelConfig cfg = model_config_from_json(args.at("model"));
     cfg.finalize(1);
+    cfg.padded_vocab_size = args.at("model").at("padded_vocab_size");  // as trained, any TP
     const nlohmann::json& tj = args.at("tokenizer");
     MT_CHECK(tj.at("type") == "char", "generate needs a text tokenizer; this checkpoint was "
              "trained with ", tj.at("type").get<std::string>(), " (token ids only)");

@@ -214,10 +214,13 @@ void gpt_backward(const GptWeights& w, const GptWeights& grads, GptActivations& 
     const float* last = act.hidden + sh.num_layers * nl * h;
     layernorm_backward(ws.dres, grads.lnf_w, grads.lnf_b, act.dlnf, last, w.lnf_w, act.lnf_mean,
                        act.lnf_rstd, nl, h);
+    if (ctx.grads_ready) (*ctx.grads_ready)(sh.total_layers);
   }  // else the caller has put the gradient from the next stage into ws.dres
-  for (int64_t l = sh.num_layers - 1; l >= 0; --l)
+  for (int64_t l = sh.num_layers - 1; l >= 0; --l) {
     layer_backward(w.layers[size_t(l)], grads.layers[size_t(l)], act.layers[size_t(l)], ws, sh,
                    sh.layer_begin + l, act.sample0, ctx);
+    if (ctx.grads_ready) (*ctx.grads_ready)(sh.layer_begin + l);
+  }
   if (sh.has_embedding) {
     dropout_backward(ws.dln, ws.dres, sh.s_local, sh.b, h,
                      hidden_dropout_spec(sh, ctx, "embedding", act.sample0));
@@ -228,6 +231,7 @@ void gpt_backward(const GptWeights& w, const GptWeights& grads, GptActivations& 
       dwords = ws.full_a;
     }
     embedding_backward(grads.wte, dwords, act.ids, n, h, sh.v_start, sh.v);
+    if (ctx.grads_ready) (*ctx.grads_ready)(-1);
   }
 }
 

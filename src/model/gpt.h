@@ -5,6 +5,7 @@
 // per micro-batch in flight; scratch lives in a GptWorkspace reused by all.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "core/arena.h"
@@ -129,6 +130,10 @@ struct PassContext {
   int64_t iteration = 0;   // dropout masks are keyed by it
   bool training = true;    // dropout on, loss-head gradient computed
   float grad_scale = 1.f;  // d(total loss)/d(token loss): 1 / tokens averaged over
+  // Called in backward when a part's parameter gradients are final (set by the
+  // schedule for the last micro-batch only): layer index, total_layers for the
+  // final norm, -1 for the embeddings.
+  const std::function<void(int64_t)>* grads_ready = nullptr;
 };
 
 // Forward of this stage for one micro-batch. First stage: `tokens` (b, s) row-major

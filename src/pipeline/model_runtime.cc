@@ -26,12 +26,15 @@ ModelRuntime::ModelRuntime(const ParamRegistry& r, int64_t micro_batch, const Te
 void ModelRuntime::zero_grads() { std::fill(grads, grads + reg.total_floats(), 0.f); }
 
 double forward_backward_no_pipelining(ModelRuntime& rt, int64_t num_micro_batches,
-                                      const PassContext& ctx, const MicroBatchFn& next) {
+                                      const PassContext& ctx, const MicroBatchFn& next,
+                                      const std::function<void(int64_t)>* grads_ready) {
   double loss_sum = 0;
+  PassContext c = ctx;
   for (int64_t k = 0; k < num_micro_batches; ++k) {
     rt.act.sample0 = next(k, rt.tokens.data(), rt.labels.data());
-    loss_sum += gpt_forward(rt.w, &rt.g, rt.act, rt.ws, rt.sh, rt.tokens.data(), rt.labels.data(), ctx);
-    gpt_backward(rt.w, rt.g, rt.act, rt.ws, rt.sh, ctx);
+    c.grads_ready = k + 1 == num_micro_batches ? grads_ready : nullptr;
+    loss_sum += gpt_forward(rt.w, &rt.g, rt.act, rt.ws, rt.sh, rt.tokens.data(), rt.labels.data(), c);
+    gpt_backward(rt.w, rt.g, rt.act, rt.ws, rt.sh, c);
   }
   return loss_sum;
 }

@@ -39,10 +39,12 @@ class ModelRuntime {
 using MicroBatchFn = std::function<int64_t(int64_t k, int32_t* tokens, int32_t* labels)>;
 
 // Megatron's forward_backward_no_pipelining: forward and backward of each of
-// num_micro_batches micro-batches in turn, gradients accumulating (+=).
-// Returns the sum of token losses.
+// num_micro_batches micro-batches in turn, gradients accumulating (+=); the
+// last micro-batch's backward reports final gradients through `grads_ready`
+// (may be null). Returns the sum of token losses.
 double forward_backward_no_pipelining(ModelRuntime& rt, int64_t num_micro_batches,
-                                      const PassContext& ctx, const MicroBatchFn& next);
+                                      const PassContext& ctx, const MicroBatchFn& next,
+                                      const std::function<void(int64_t)>* grads_ready = nullptr);
 
 // Forward only, no gradients (evaluation). Returns the sum of token losses.
 double forward_only(ModelRuntime& rt, int64_t num_micro_batches, const PassContext& ctx,

@@ -18,6 +18,8 @@ struct TrainArgs {
   int tensor_model_parallel_size = 1;
   int pipeline_model_parallel_size = 1;
   bool sequence_parallel = false;
+  bool overlap_grad_reduce = false;
+  int64_t ddp_bucket_size = 0;  // elements; 0 → Megatron's max(40M, 1M · DP)
   bool log_parallel_layout = false;
 
   // Batch and iterations.

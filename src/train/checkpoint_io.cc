@@ -1,5 +1,6 @@
 #include "train/checkpoint_io.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -142,32 +143,71 @@ nlohmann::json read_checkpoint_meta(const std::string& dir) {
   return meta;
 }
 
+namespace {
+
+// Reads tensor `tensor` of parameter `p` from file `file` of every saved TP
+// shard (saved_tp of them), assembles the full tensor and writes this rank's
+// slice of it (p's rows/cols at p's offsets) into dst: re-sharding on load.
+void read_resharded(const std::string& iter_dir, const std::string& file, const std::string& tensor,
+                    const ParamSpec& p, int saved_tp, int pp_rank, float* dst) {
+  const int64_t R = p.global_rows, C = p.global_cols;
+  std::vector<float> full(static_cast<size_t>(R * C));
+  const int64_t sr = p.partition_dim == 0 ? R / saved_tp : R;
+  const int64_t sc = p.partition_dim == 1 ? C / saved_tp : C;
+  const int shards = p.partition_dim < 0 ? 1 : saved_tp;  // replicated: rank 0's copy
+  std::vector<float> shard(static_cast<size_t>(sr * sc));
+  for (int t = 0; t < shards; ++t) {
+    SafetensorsReader r(iter_dir + "/" + rank_dir_name(t, pp_rank) + "/" + file);
+    MT_CHECK(r.has(tensor), r.path(), " has no tensor '", tensor,
+             "'; fix: load a checkpoint of the same model configuration");
+    r.read_f32(tensor, shard.data(), sr * sc);
+    const int64_t r0 = p.partition_dim == 0 ? t * sr : 0, c0 = p.partition_dim == 1 ? t * sc : 0;
+    for (int64_t i = 0; i < sr; ++i)
+      std::copy(shard.begin() + i * sc, shard.begin() + (i + 1) * sc,
+                full.begin() + (r0 + i) * C + c0);
+  }
+  for (int64_t i = 0; i < p.rows; ++i)
+    std::copy(full.begin() + (p.row_offset + i) * C + p.col_offset,
+              full.begin() + (p.row_offset + i) * C + p.col_offset + p.cols, dst + i * p.cols);
+}
+
+}  // namespace
+
 RunState load_checkpoint(const std::string& dir, const ParamRegistry& reg, float* params,
                          AdamWOptimizer* opt, const ParallelState& ps) {
   const nlohmann::json meta = read_checkpoint_meta(dir);
   const int64_t it = meta.at("iteration").get<int64_t>();
   const int tp = meta.at("tensor_model_parallel_size").get<int>();
   const int pp = meta.at("pipeline_model_parallel_size").get<int>();
-  MT_CHECK(tp == ps.tp_size && pp == ps.pp_size, "checkpoint ", iteration_dir(dir, it),
-           " was saved with TP ", tp, " PP ", pp, " but this run has TP ", ps.tp_size, " PP ",
-           ps.pp_size, "; fix: load with the same sizes (re-sharding is not in this build yet)");
-  const std::string rank_dir = iteration_dir(dir, it) + "/" + rank_dir_name(ps.tp_rank, ps.pp_rank);
-  SafetensorsReader model(rank_dir + "/model.safetensors");
-  for (const ParamSpec& p : reg.params()) {
-    MT_CHECK(model.has(p.name), rank_dir, "/model.safetensors has no tensor '", p.name,
-             "'; fix: load a checkpoint of the same model configuration");
-    model.read_f32(p.name, params + p.offset, local_shape(p));
-  }
+  MT_CHECK(pp == ps.pp_size, "checkpoint ", iteration_dir(dir, it), " was saved with PP ", pp,
+           " but this run has PP ", ps.pp_size, "; fix: load with the same PP size");
+  const std::string iter = iteration_dir(dir, it);
+  const int64_t saved_vocab = meta.at("args").at("model").at("padded_vocab_size").get<int64_t>();
+  MT_CHECK(saved_vocab == reg.config().padded_vocab_size, "checkpoint ", iter,
+           " has a padded vocabulary of ", saved_vocab, " rows but this run pads to ",
+           reg.config().padded_vocab_size, "; fix: use a TP size that divides ", saved_vocab);
+  // Same TP: every rank reads its own shard; another TP: assemble and slice.
+  auto load = [&](const std::string& file, const std::string& prefix, float* base) {
+    if (tp == ps.tp_size) {
+      SafetensorsReader r(iter + "/" + rank_dir_name(ps.tp_rank, ps.pp_rank) + "/" + file);
+      for (const ParamSpec& p : reg.params()) {
+        MT_CHECK(r.has(prefix + p.name), r.path(), " has no tensor '", prefix + p.name,
+                 "'; fix: load a checkpoint of the same model configuration");
+        r.read_f32(prefix + p.name, base + p.offset, local_shape(p));
+      }
+    } else {
+      for (const ParamSpec& p : reg.params())
+        read_resharded(iter, file, prefix + p.name, p, tp, ps.pp_rank, base + p.offset);
+    }
+  };
+  load("model.safetensors", "", params);
   if (opt != nullptr) {
-    const std::string path = rank_dir + "/optim_dp_000.safetensors";
+    const std::string path = iter + "/" + rank_dir_name(0, ps.pp_rank) + "/optim_dp_000.safetensors";
     MT_CHECK(fs::exists(path), "checkpoint has no optimizer state (", path,
              "); fix: pass --no-load-optim to start the optimizer afresh");
-    SafetensorsReader os(path);
-    for (const ParamSpec& p : reg.params()) {
-      os.read_f32("exp_avg." + p.name, opt->exp_avg() + p.offset, local_shape(p));
-      os.read_f32("exp_avg_sq." + p.name, opt->exp_avg_sq() + p.offset, local_shape(p));
-    }
-    opt->set_steps(std::stoll(os.metadata_or("steps", "0")));
+    load("optim_dp_000.safetensors", "exp_avg.", opt->exp_avg());
+    load("optim_dp_000.safetensors", "exp_avg_sq.", opt->exp_avg_sq());
+    opt->set_steps(std::stoll(SafetensorsReader(path).metadata_or("steps", "0")));
   }
   RunState st;
   st.iteration = it;

@@ -2,11 +2,10 @@
 
 #include <cmath>
 
-#include "kernels/reduce.h"
 
 namespace mt {
 
-StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, ParallelState& ps,
+StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, ParallelState& ps,
                       int64_t iteration, double lr, int64_t num_micro_batches,
                       int64_t tokens_per_iteration, uint64_t seed, const MicroBatchFn& next) {
   rt.zero_grads();
@@ -14,18 +13,9 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, ParallelState& ps,
   ctx.seed = seed;
   ctx.iteration = iteration;
   ctx.grad_scale = float(1.0 / double(rt.sh.tokens() * num_micro_batches));
-  double loss_sum = forward_backward_no_pipelining(rt, num_micro_batches, ctx, next);
-  if (rt.sh.tp.sequence_parallel) {
-    // Parameters replicated over TP (LayerNorms, row-parallel biases, position
-    // embeddings) saw only this rank's sequence slab: sum their gradients over TP.
-    for (const ParamSpec& p : rt.reg.params())
-      if (p.tp_replicated()) rt.sh.tp.tp->all_reduce_sum(rt.grads + p.offset, p.numel());
-  }
-  const int64_t n = rt.reg.total_floats();
-  if (ps.dp_size > 1) {  // average over DP (bucketed, overlapped reduction: issue 3)
-    ps.dp_comm.all_reduce_sum(rt.grads, n);
-    scale_inplace(rt.grads, n, 1.f / float(ps.dp_size));
-  }
+  double loss_sum =
+      forward_backward_no_pipelining(rt, num_micro_batches, ctx, next, &sync.hook());
+  sync.finish();  // TP sum of sequence-parallel grads, DP average
   ps.dp_comm.all_reduce_sum(&loss_sum, 1);
   StepResult r;
   r.loss = loss_sum / double(tokens_per_iteration);

@@ -7,6 +7,7 @@
 #include "dist/parallel_state.h"
 #include "optim/optimizer.h"
 #include "pipeline/model_runtime.h"
+#include "train/grad_sync.h"
 
 namespace mt {
 
@@ -15,7 +16,7 @@ struct StepResult {
   double grad_norm = 0;  // before clipping
 };
 
-StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, ParallelState& ps,
+StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, ParallelState& ps,
                       int64_t iteration, double lr, int64_t num_micro_batches,
                       int64_t tokens_per_iteration, uint64_t seed, const MicroBatchFn& next);
 

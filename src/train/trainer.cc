@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -59,6 +60,13 @@ int run_training(TrainArgs args, ParallelState& ps) {
   args.validate(ps.world_size);
   nlohmann::json run_args = {{"tokenizer", tokenizer_json(args)}};
   args.model.finalize(ps.tp_size);
+  const bool resume = !args.load.empty() && latest_iteration(args.load) >= 0;
+  if (resume) {  // keep the checkpoint's vocabulary padding when this TP size divides it
+    const int64_t saved = read_checkpoint_meta(args.load).at("args").at("model").at(
+        "padded_vocab_size");
+    if (saved % ps.tp_size == 0 && saved >= args.model.vocab_size)
+      args.model.padded_vocab_size = saved;
+  }
   run_args["model"] = model_config_to_json(args.model);
   run_args["seed"] = args.seed;
   install_exit_signal_handlers();
@@ -70,6 +78,10 @@ int run_training(TrainArgs args, ParallelState& ps) {
   ModelRuntime rt(reg, args.micro_batch_size,
                   TensorParallel{&ps.tp_comm, args.sequence_parallel});
   AdamWOptimizer opt(reg, args.optim);
+  const int64_t bucket = args.ddp_bucket_size > 0
+                             ? args.ddp_bucket_size
+                             : std::max<int64_t>(40'000'000, 1'000'000 * int64_t(ps.dp_size));
+  GradSync sync(rt, ps, bucket, args.overlap_grad_reduce);
   const LrSchedule schedule = args.lr_schedule();
   const int64_t m = args.num_micro_batches();
   const int64_t tokens_per_iter = args.global_batch_size * mc.seq_length;
@@ -84,7 +96,7 @@ int run_training(TrainArgs args, ParallelState& ps) {
 
   RunState state;
   state.args = run_args;
-  if (!args.load.empty() && latest_iteration(args.load) >= 0) {
+  if (resume) {
     // The architecture must match; dropout and init may change on resume, as in Megatron.
     auto architecture = [](nlohmann::json j) {
       for (const char* k : {"hidden_dropout", "attention_dropout", "init_method_std"}) j.erase(k);
@@ -153,7 +165,7 @@ int run_training(TrainArgs args, ParallelState& ps) {
     const int64_t it = state.iteration + 1;
     const double lr = schedule.lr_at(it - 1);
     Timer step_timer;
-    const StepResult r = train_step(rt, opt, ps, it, lr, m, tokens_per_iter, args.seed,
+    const StepResult r = train_step(rt, opt, sync, ps, it, lr, m, tokens_per_iter, args.seed,
                                     [&](int64_t k, int32_t* tokens, int32_t* labels) {
                                       return data.train_batch(it, k, tokens, labels).first_sample;
                                     });

@@ -1,0 +1,131 @@
+// Tensor, sequence and data parallelism under mpirun equal one rank: the
+// losses of every iteration (1e-5 relative) and the final weights gathered
+// from the TP shards (1e-4), with dropout on. The one-rank reference pads the
+// vocabulary to the same size (Megatron pads to a multiple of 128·TP, so the
+// TP runs use --make-vocab-size-divisible-by 128/TP).
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/safetensors.h"
+#include "cli_test_util.h"
+
+namespace mt::test {
+namespace {
+
+std::string mpirun(int n) {
+  return "timeout 300 mpirun --oversubscribe --bind-to none -n " + std::to_string(n) +
+         " -x OMP_NUM_THREADS=1 " + std::string(MT_BINARY);
+}
+
+// The full tensor `name` of a checkpoint saved with TP `tp`, assembled from its shards.
+std::vector<float> gathered(const std::string& iter_dir, const std::string& name, int tp) {
+  std::vector<SafetensorsReader> shards;
+  for (int t = 0; t < tp; ++t) {
+    char dir[32];
+    std::snprintf(dir, sizeof dir, "/mp_rank_%02d_000", t);
+    shards.emplace_back(iter_dir + dir + "/model.safetensors");
+  }
+  const auto layout = nlohmann::json::parse(shards[0].metadata_or("params", "{}"));
+  const int dim = layout.at(name).at("partition_dim").get<int>();
+  const auto shape = layout.at(name).at("global_shape").get<std::vector<int64_t>>();
+  const int64_t rows = shape[0], cols = shape.size() > 1 ? shape[1] : 1;
+  std::vector<float> full(static_cast<size_t>(rows * cols));
+  const int parts = dim < 0 ? 1 : tp;
+  const int64_t sr = dim == 0 ? rows / tp : rows, sc = dim == 1 ? cols / tp : cols;
+  std::vector<float> s(static_cast<size_t>(sr * sc));
+  for (int t = 0; t < parts; ++t) {
+    shards[size_t(t)].read_f32(name, s.data(), sr * sc);
+    for (int64_t r = 0; r < sr; ++r)
+      for (int64_t c = 0; c < sc; ++c)
+        full[size_t((r + (dim == 0 ? t * sr : 0)) * cols + c + (dim == 1 ? t * sc : 0))] =
+            s[size_t(r * sc + c)];
+  }
+  return full;
+}
+
+double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    den += double(a[i]) * a[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+struct Layout {
+  int tp, dp;
+  bool sp;
+  const char* extra;
+};
+
+TEST(TensorParallel, LayoutsMatchOneRank) {
+  TempDir dir;
+  const std::string data = prepare_data(dir, synthetic_corpus(200));
+  const std::string flags = " train" + data + tiny_model_flags() +
+                            " --micro-batch-size 2 --global-batch-size 8 --train-iters 8"
+                            " --hidden-dropout 0.1 --attention-dropout 0.1 --eval-interval 0";
+  const RunResult one = run(megatron() + flags + " --save " + dir.file("ref") + " --log-json " +
+                            dir.file("ref.json"));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const JsonLogLines ref = read_log_json(dir.file("ref.json"));
+  SafetensorsReader ref_model(dir.file("ref/iter_0000008/mp_rank_00_000/model.safetensors"));
+  const Layout layouts[] = {{2, 1, false, ""},
+                            {2, 1, true, " --overlap-grad-reduce"},
+                            {1, 2, false, " --overlap-grad-reduce --ddp-bucket-size 5000"},
+                            {2, 2, true, " --overlap-grad-reduce --ddp-bucket-size 5000"},
+                            {4, 1, true, ""}};
+  for (const Layout& l : layouts) {
+    const std::string tag = "tp" + std::to_string(l.tp) + "dp" + std::to_string(l.dp) +
+                            (l.sp ? "sp" : "");
+    const RunResult r =
+        run(mpirun(l.tp * l.dp) + flags + " --tensor-model-parallel-size " + std::to_string(l.tp) +
+            " --make-vocab-size-divisible-by " + std::to_string(128 / l.tp) +
+            (l.sp ? " --sequence-parallel" : "") + l.extra + " --save " + dir.file(tag) +
+            " --log-json " + dir.file(tag + ".json"));
+    ASSERT_EQ(r.exit_code, 0) << tag << "\n" << r.output;
+    const JsonLogLines got = read_log_json(dir.file(tag + ".json"));
+    ASSERT_EQ(got.train.size(), ref.train.size()) << tag;
+    for (const auto& [it, j] : ref.train) {
+      const double a = j.at("loss").get<double>(), b = got.train.at(it).at("loss").get<double>();
+      EXPECT_NEAR(b, a, 1e-5 * std::abs(a)) << tag << " iteration " << it;
+    }
+    for (const std::string& name : ref_model.names()) {
+      std::vector<float> a(static_cast<size_t>(ref_model.info(name).numel()));
+      ref_model.read_f32(name, a.data(), int64_t(a.size()));
+      EXPECT_LT(rel_diff(a, gathered(dir.file(tag + "/iter_0000008"), name, l.tp)), 1e-4)
+          << tag << " " << name;
+    }
+  }
+}
+
+TEST(TensorParallel, CheckpointReshardsAcrossTpForResumeAndGenerate) {
+  TempDir dir;
+  const std::string data = prepare_data(dir, synthetic_corpus(200));
+  const std::string flags = " train" + data + tiny_model_flags() +
+                            " --micro-batch-size 2 --global-batch-size 8 --train-iters 12"
+                            " --hidden-dropout 0 --attention-dropout 0 --eval-interval 0";
+  // Continuing at TP=2 is the reference for resuming at TP=1.
+  const RunResult a = run(mpirun(2) + flags + " --tensor-model-parallel-size 2 --sequence-parallel"
+                          " --exit-interval 6 --save " + dir.file("c2"));
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  const RunResult b = run(mpirun(2) + flags + " --tensor-model-parallel-size 2 --sequence-parallel"
+                          " --load " + dir.file("c2") + " --log-json " + dir.file("tp2.json"));
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  const RunResult c = run(megatron() + flags + " --load " + dir.file("c2") + " --log-json " +
+                          dir.file("tp1.json"));
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  const JsonLogLines l2 = read_log_json(dir.file("tp2.json")), l1 = read_log_json(dir.file("tp1.json"));
+  ASSERT_EQ(l1.train.size(), 6u);
+  for (int64_t it = 7; it <= 12; ++it) {
+    const double x = l2.train.at(it).at("loss").get<double>();
+    EXPECT_NEAR(l1.train.at(it).at("loss").get<double>(), x, 1e-5 * x) << "iteration " << it;
+  }
+  // Generation from the TP=2 checkpoint, re-sharded to one process.
+  const RunResult g = run(megatron() + " generate --load " + dir.file("c2") +
+                          " --prompt 'The cat' --max-new-tokens 20 --temperature 0");
+  ASSERT_EQ(g.exit_code, 0) << g.output;
+  EXPECT_NE(g.output.find("The cat"), std::string::npos) << g.output;
+}
+
+}  // namespace
+}  // namespace mt::test
