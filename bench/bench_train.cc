@@ -3,10 +3,14 @@
 // matmul peak measured in the same run. One JSON line per (config, threads).
 //   config a: 4 layers, 4 heads, hidden 128, seq 64, micro-batch 12, vocab 65
 //   config b: GPT-2 small: 12 layers, 12 heads, hidden 768, seq 1024, micro-batch 1, vocab 50304
-// Usage: bench_train [a|b|all] [iters]
+// Usage: bench_train [a|b|all] [iters] [--tp N] [--sp] [--threads T] [--bucket FLOATS] [--overlap]
+// Under mpirun the world is split TP x DP (DP = world / TP); each DP rank
+// trains on its own micro-batch (the global batch grows with DP), rank 0
+// prints, adding the layout and the communication time per iteration.
 #include <omp.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -27,7 +31,8 @@ struct BenchConfig {
   int64_t layers, heads, hidden, seq, micro_batch, vocab, iters;
 };
 
-void run(const BenchConfig& bc, int threads, mt::ParallelState& ps, int64_t iters) {
+void run(const BenchConfig& bc, int threads, mt::ParallelState& ps, int64_t iters, bool sp,
+         int64_t bucket_floats, bool overlap) {
   omp_set_num_threads(threads);
   const double peak = mt::measure_matmul_peak_flops();
   mt::ModelConfig c;
@@ -37,13 +42,13 @@ void run(const BenchConfig& bc, int threads, mt::ParallelState& ps, int64_t iter
   c.seq_length = bc.seq;
   c.vocab_size = bc.vocab;
   c.hidden_dropout = c.attention_dropout = 0.f;
-  c.finalize(1);
-  mt::ParamRegistry reg(c, mt::StageLayout{0, 1, 0, c.num_layers, true, true});
-  mt::ModelRuntime rt(reg, bc.micro_batch);
+  c.finalize(ps.tp_size);
+  mt::ParamRegistry reg(c, mt::StageLayout{ps.tp_rank, ps.tp_size, 0, c.num_layers, true, true});
+  mt::ModelRuntime rt(reg, bc.micro_batch, mt::TensorParallel{&ps.tp_comm, sp});
   reg.initialize(rt.params, 1234);
   mt::AdamWOptimizer opt(reg, mt::OptimizerConfig{});
-  mt::GradSync sync(rt, ps, 40'000'000, false);
-  std::mt19937 gen(1);
+  mt::GradSync sync(rt, ps, bucket_floats, overlap);
+  std::mt19937 gen(1 + unsigned(ps.dp_rank));  // the same tokens on every TP rank
   auto next = [&](int64_t, int32_t* tokens, int32_t* labels) {
     for (int64_t i = 0; i < rt.sh.tokens(); ++i) {
       tokens[i] = int32_t(gen() % uint32_t(bc.vocab));
@@ -51,20 +56,27 @@ void run(const BenchConfig& bc, int threads, mt::ParallelState& ps, int64_t iter
     }
     return int64_t(0);
   };
-  const int64_t tokens = bc.seq * bc.micro_batch;
+  const int64_t tokens = bc.seq * bc.micro_batch * ps.dp_size;  // per iteration, all DP ranks
   for (int i = 0; i < 2; ++i) mt::train_step(rt, opt, sync, ps, i + 1, 1e-4, 1, tokens, 1, next);  // warm-up
+  ps.world_comm.barrier();
+  sync.reset_timers();
   mt::Timer t;
   for (int64_t i = 0; i < iters; ++i) mt::train_step(rt, opt, sync, ps, i + 3, 1e-4, 1, tokens, 1, next);
   const double sec = t.seconds() / double(iters);
-  const double flops = mt::flops_per_iteration(c, bc.micro_batch);
+  const double comm_ms = 1e3 * sync.comm_seconds() / double(iters);
+  const double flops = mt::flops_per_iteration(c, bc.micro_batch * ps.dp_size);
+  if (ps.world_rank != 0) return;
   std::printf(
-      "{\"bench\":\"train\",\"impl\":\"megatron.cpp\",\"config\":\"%s\",\"threads\":%d,"
+      "{\"bench\":\"train\",\"impl\":\"megatron.cpp\",\"config\":\"%s\",\"layout\":\"%s%s\","
+      "\"ranks\":%d,\"threads\":%d,\"comm_ms_per_iter\":%.2f,"
       "\"layers\":%lld,\"hidden\":%lld,\"heads\":%lld,\"seq\":%lld,\"micro_batch\":%lld,"
       "\"vocab\":%lld,\"iters\":%lld,\"ms_per_iter\":%.2f,\"tokens_per_s\":%.1f,"
       "\"tflops\":%.4f,\"peak_tflops\":%.4f,\"mfu\":%.4f}\n",
-      bc.name, threads, (long long)bc.layers, (long long)bc.hidden, (long long)bc.heads,
+      bc.name, ps.layout().c_str(), sp ? "-SP" : "", ps.world_size, threads, comm_ms,
+      (long long)bc.layers, (long long)bc.hidden, (long long)bc.heads,
       (long long)bc.seq, (long long)bc.micro_batch, (long long)bc.vocab, (long long)iters,
-      sec * 1e3, double(tokens) / sec, flops / sec / 1e12, peak / 1e12, flops / sec / peak);
+      sec * 1e3, double(tokens) / sec, flops / sec / 1e12 / ps.world_size, peak / 1e12,
+      flops / sec / ps.world_size / peak);
   std::fflush(stdout);
 }
 
@@ -72,14 +84,34 @@ void run(const BenchConfig& bc, int threads, mt::ParallelState& ps, int64_t iter
 
 int main(int argc, char** argv) {
   mt::MpiEnv mpi(&argc, &argv);
-  mt::ParallelState ps(mt::ParallelConfig{});
-  const std::string which = argc > 1 ? argv[1] : "all";
+  std::string which = "all";
+  int64_t iters = 0;
+  int tp = 1, threads = 0;
+  bool sp = false, overlap = false;
+  int64_t bucket = 1'000'000;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--tp" && i + 1 < argc) tp = std::atoi(argv[++i]);
+    else if (a == "--sp") sp = true;
+    else if (a == "--overlap") overlap = true;
+    else if (a == "--bucket" && i + 1 < argc) bucket = std::stoll(argv[++i]);
+    else if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
+    else if (a == "a" || a == "b" || a == "all") which = a;
+    else iters = std::stoll(a);
+  }
+  mt::ParallelConfig pc;
+  pc.tp = tp;
+  mt::ParallelState ps(pc);
   const BenchConfig a{"a", 4, 4, 128, 64, 12, 65, 200};
   const BenchConfig b{"b", 12, 12, 768, 1024, 1, 50304, 5};
   for (const BenchConfig* bc : {&a, &b}) {
     if (which != "all" && which != bc->name) continue;
-    const int64_t iters = argc > 2 ? std::stoll(argv[2]) : bc->iters;
-    for (int threads : {1, 2}) run(*bc, threads, ps, iters);
+    const int64_t n = iters > 0 ? iters : bc->iters;
+    if (threads > 0) {
+      run(*bc, threads, ps, n, sp, bucket, overlap);
+    } else {
+      for (int t : {1, 2}) run(*bc, t, ps, n, sp, bucket, overlap);
+    }
   }
   return 0;
 }

@@ -38,7 +38,7 @@ Command add_train_command(CLI::App& app) {
   par->add_flag("--overlap-grad-reduce", a->overlap_grad_reduce,
                 "start each DP gradient bucket's all-reduce as soon as it is complete");
   par->add_option("--ddp-bucket-size", a->ddp_bucket_size,
-                  "DP gradient bucket size in elements (default max(40M, 1M x DP))");
+                  "DP gradient bucket size in elements (default 1M; see bench/README.md)");
   par->add_flag("--log-parallel-layout", a->log_parallel_layout, "print every group's ranks");
 
   CLI::Option_group* opt = group("optimizer");

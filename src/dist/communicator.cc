@@ -1,5 +1,6 @@
 #include "dist/communicator.h"
 
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstring>
@@ -9,6 +10,19 @@
 
 namespace mt {
 namespace {
+
+// Adds the wall time of its scope to a counter.
+class BusyTimer {
+ public:
+  explicit BusyTimer(double& acc) : acc_(acc), t0_(std::chrono::steady_clock::now()) {}
+  ~BusyTimer() {
+    acc_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  }
+
+ private:
+  double& acc_;
+  std::chrono::steady_clock::time_point t0_;
+};
 
 bool overlaps(const void* a, size_t abytes, const void* b, size_t bbytes) {
   const char* pa = static_cast<const char*>(a);
@@ -142,6 +156,7 @@ void Communicator::check_peer(const char* op, int peer, int tag) const {
 
 void Communicator::all_reduce(void* x, int64_t n, MPI_Datatype type, MPI_Op op,
                               const char* what) const {
+  BusyTimer busy(busy_seconds_);
   check_member(what);
   MT_CHECK(n >= 0, what, " on group '", name_, "': negative element count ", n);
   if (size_ == 1 || n == 0) return;
@@ -176,6 +191,7 @@ void Communicator::all_reduce_max(int* x, int64_t n) const {
 }
 
 void Communicator::all_gather(float* out, const float* in, int64_t n) const {
+  BusyTimer busy(busy_seconds_);
   check_member("all_gather");
   const int c = count("all_gather", n * size_);
   const bool in_place = in == out + int64_t(rank_) * n;
@@ -193,6 +209,7 @@ void Communicator::all_gather(float* out, const float* in, int64_t n) const {
 }
 
 void Communicator::reduce_scatter_sum(float* out, const float* in, int64_t n) const {
+  BusyTimer busy(busy_seconds_);
   check_member("reduce_scatter_sum");
   const int c = count("reduce_scatter_sum", n * size_);
   MT_CHECK(!overlaps(out, size_t(n) * 4, in, size_t(c) * 4) || (size_ == 1 && out == in),
@@ -207,6 +224,7 @@ void Communicator::reduce_scatter_sum(float* out, const float* in, int64_t n) co
 }
 
 void Communicator::broadcast(void* data, size_t bytes, int root) const {
+  BusyTimer busy(busy_seconds_);
   check_member("broadcast");
   MT_CHECK(root >= 0 && root < size_, "broadcast on group '", name_, "': root ", root,
            " is not a rank of this group of size ", size_);
@@ -220,17 +238,20 @@ void Communicator::broadcast(void* data, size_t bytes, int root) const {
 }
 
 void Communicator::barrier() const {
+  BusyTimer busy(busy_seconds_);
   check_member("barrier");
   if (size_ == 1) return;
   check_mpi(MPI_Barrier(comm_), "barrier", name_);
 }
 
 void Communicator::send(const float* x, int64_t n, int peer, int tag) const {
+  BusyTimer busy(busy_seconds_);
   check_peer("send", peer, tag);
   check_mpi(MPI_Send(x, count("send", n), MPI_FLOAT, peer, tag, comm_), "send", name_);
 }
 
 void Communicator::recv(float* x, int64_t n, int peer, int tag) const {
+  BusyTimer busy(busy_seconds_);
   check_peer("recv", peer, tag);
   MPI_Status status;
   check_mpi(MPI_Recv(x, count("recv", n), MPI_FLOAT, peer, tag, comm_, &status), "recv", name_);

@@ -99,6 +99,12 @@ class Communicator {
   CommHandle isend(const float* x, int64_t n, int peer, int tag) const;
   CommHandle irecv(float* x, int64_t n, int peer, int tag) const;
 
+ public:
+  // Wall time spent inside this group's blocking collectives and send/recv
+  // since the last reset (non-blocking work is timed by whoever waits on it).
+  double busy_seconds() const { return busy_seconds_; }
+  void reset_busy_seconds() const { busy_seconds_ = 0; }
+
  private:
   void check_member(const char* op) const;
   int count(const char* op, int64_t n) const;  // n as an MPI count, checked
@@ -106,6 +112,7 @@ class Communicator {
   void all_reduce(void* x, int64_t n, MPI_Datatype type, MPI_Op op, const char* what) const;
 
   MPI_Comm comm_ = MPI_COMM_NULL;
+  mutable double busy_seconds_ = 0;  // wall time inside blocking MPI calls
   std::string name_ = "null";
   int rank_ = -1;
   int size_ = 0;

@@ -2,7 +2,6 @@
 
 #include <string>
 
-#include "core/log.h"
 
 namespace mt {
 
@@ -34,12 +33,10 @@ void GradSync::part_ready(int64_t part) {
   if (part_done_[slot]) return;
   part_done_[slot] = true;
   if (rt_.sh.tp.sequence_parallel) {
-    Timer t;
     for (size_t i : params_of_part_[slot]) {
       const ParamSpec& p = rt_.reg.params()[i];
       if (p.tp_replicated()) ps_.tp_comm.all_reduce_sum(rt_.grads + p.offset, p.numel());
     }
-    tp_seconds_ += t.seconds();
   }
   for (size_t i : params_of_part_[slot]) buckets_->mark_ready(i);
 }
@@ -50,10 +47,16 @@ void GradSync::finish() {
   part_done_.assign(part_done_.size(), false);
 }
 
-double GradSync::comm_seconds() const { return tp_seconds_ + buckets_->comm_seconds(); }
+double GradSync::comm_seconds() const {
+  // Blocking calls are timed by the communicators themselves; overlapped
+  // buckets by the time spent launching, testing and waiting on them.
+  return ps_.tp_comm.busy_seconds() + ps_.dp_comm.busy_seconds() +
+         (buckets_->overlap() ? buckets_->comm_seconds() : 0.0);
+}
 
 void GradSync::reset_timers() {
-  tp_seconds_ = 0;
+  ps_.tp_comm.reset_busy_seconds();
+  ps_.dp_comm.reset_busy_seconds();
   buckets_->reset_timers();
 }
 

@@ -26,7 +26,9 @@ class GradSync {
   const std::function<void(int64_t)>& hook() const { return hook_; }
   // Completes whatever the hook did not: after backward, before the grad norm.
   void finish();
-  double comm_seconds() const;  // since the last reset_timers()
+  // Seconds in TP and DP communication (the model's TP collectives included)
+  // since the last reset_timers().
+  double comm_seconds() const;
   void reset_timers();
   const GradBuckets& buckets() const { return *buckets_; }
 
@@ -39,7 +41,6 @@ class GradSync {
   std::vector<std::vector<size_t>> params_of_part_;  // index: part + 1 (part -1 = embedding)
   std::vector<bool> part_done_;
   std::function<void(int64_t)> hook_;
-  double tp_seconds_ = 0;
 };
 
 }  // namespace mt
