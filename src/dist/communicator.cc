@@ -4,6 +4,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 
 #include "core/error.h"
 #include "dist/mpi_env.h"
@@ -110,6 +111,9 @@ Communicator Communicator::world() {
 }
 
 Communicator::~Communicator() {
+  // MPI_Comm_free is collective: while an error unwinds this rank alone, the
+  // others are not here, so freeing would hang; the job is about to be aborted.
+  if (std::uncaught_exceptions() > 0) return;
   if (owns_ && comm_ != MPI_COMM_NULL && mpi_running()) MPI_Comm_free(&comm_);
 }
 

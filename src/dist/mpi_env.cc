@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 
 #include "core/error.h"
 #include "dist/communicator.h"
@@ -47,6 +48,9 @@ MpiEnv::MpiEnv(int* argc, char*** argv) {
 }
 
 MpiEnv::~MpiEnv() {
+  // MPI_Finalize is collective: skip it while an error unwinds (the caller
+  // aborts the job with abort_job, which needs MPI still running).
+  if (std::uncaught_exceptions() > 0) return;
   if (owns_ && mpi_running()) MPI_Finalize();
 }
 

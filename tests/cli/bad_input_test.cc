@@ -1,6 +1,7 @@
 // The bad-input list of DEVELOPERS.md: each case must end with a clear
 // one-line error naming the value (checked by a substring), a non-zero exit,
 // and — where a checkpoint is involved — no lost data.
+#include <chrono>
 #include <filesystem>
 
 #include "cli_test_util.h"
@@ -110,6 +111,39 @@ TEST(BadInputMpi, EveryRankReportsAMisfitAndTheJobEnds) {
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.exit_code, 124) << "job hung\n" << r.output;
   EXPECT_NE(r.output.find("--global-batch-size 6"), std::string::npos) << r.output;
+}
+
+TEST(BadInputMpi, HeadsNotDivisibleByTensorParallelSize) {
+  TempDir dir;
+  const std::string data = prepare_data(dir, synthetic_corpus(50));
+  const RunResult r = run("timeout 60 mpirun --oversubscribe -n 2 " + std::string(MT_BINARY) +
+                          " train" + data + tiny_model_flags() +
+                          " --train-iters 8 --tensor-model-parallel-size 2 --num-attention-heads 1");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.exit_code, 124) << "job hung\n" << r.output;
+  EXPECT_NE(r.output.find("--num-attention-heads 1 is not divisible by TP 2"), std::string::npos)
+      << r.output;
+}
+
+// One rank fails (its data file is missing) while the other goes on into the
+// first collective: the failing rank's MPI_Abort must end the whole job with
+// its message, quickly, instead of leaving the other rank waiting.
+TEST(BadInputMpi, ARankThatFailsBringsDownTheJob) {
+  TempDir dir;
+  const std::string data = prepare_data(dir, synthetic_corpus(50));
+  const std::string flags = " train" + tiny_model_flags() + " --train-iters 8 --eval-interval 0";
+  const auto t0 = std::chrono::steady_clock::now();
+  const RunResult r = run("timeout 60 mpirun --oversubscribe -n 1 " + std::string(MT_BINARY) +
+                          flags + data + " : -n 1 " + std::string(MT_BINARY) + flags +
+                          " --vocab-file " + dir.file("corpus_vocab.json") + " --data-path " +
+                          dir.file("missing_text_document"));
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.exit_code, 124) << "job hung\n" << r.output;
+  EXPECT_LT(secs, 30.0) << r.output;
+  EXPECT_NE(r.output.find("[rank 1] error"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("missing_text_document.idx"), std::string::npos) << r.output;
 }
 
 }  // namespace
