@@ -19,6 +19,7 @@ struct GenerateArgs {
   int64_t max_new_tokens = 200;
   SamplingConfig sampling;
   uint64_t seed = 1234;
+  int tp = 1;
 };
 }  // namespace
 
@@ -31,32 +32,46 @@ Command add_generate_command(CLI::App& app) {
   app.add_option("--top-k", a->sampling.top_k, "sample among the k most likely (0: off)");
   app.add_option("--top-p", a->sampling.top_p, "nucleus sampling mass (0: off)");
   app.add_option("--seed", a->seed, "sampling seed");
+  app.add_option("--tensor-model-parallel-size", a->tp,
+                 "TP size to decode with (launch that many ranks with mpirun); the checkpoint "
+                 "is re-sharded if it was saved with another");
   return [a]() {
     MpiEnv mpi;
-    MT_CHECK(mpi.world_size() == 1, "generate runs on one process; launch it without mpirun");
-    ParallelState ps(ParallelConfig{});
+    MT_CHECK(mpi.world_size() == a->tp, "generate with --tensor-model-parallel-size ", a->tp,
+             " needs exactly that many ranks; got world size ", mpi.world_size(),
+             "; fix: mpirun -n ", a->tp, " megatron generate ...");
+    ParallelConfig pc;
+    pc.tp = a->tp;
+    ParallelState ps(pc);
+    const bool rank0 = ps.world_rank == 0;
     const nlohmann::json meta = read_checkpoint_meta(a->load);
     const nlohmann::json& args = meta.at("args");
     ModelConfig cfg = model_config_from_json(args.at("model"));
-    cfg.finalize(1);
-    cfg.padded_vocab_size = args.at("model").at("padded_vocab_size");  // as trained, any TP
+    cfg.finalize(a->tp);
+    cfg.padded_vocab_size = args.at("model").at("padded_vocab_size");  // as trained
+    MT_CHECK(cfg.padded_vocab_size % a->tp == 0 && cfg.num_attention_heads % a->tp == 0,
+             "--tensor-model-parallel-size ", a->tp, " does not divide the checkpoint's ",
+             cfg.num_attention_heads, " heads and ", cfg.padded_vocab_size, " vocabulary rows");
     const nlohmann::json& tj = args.at("tokenizer");
     MT_CHECK(tj.at("type") == "char", "generate needs a text tokenizer; this checkpoint was "
              "trained with ", tj.at("type").get<std::string>(), " (token ids only)");
     const CharTokenizer tok = CharTokenizer::from_json(tj.at("vocab").dump(), a->load);
-    ParamRegistry reg(cfg, StageLayout{0, 1, 0, cfg.num_layers, true, true});
+    ParamRegistry reg(cfg, StageLayout{ps.tp_rank, ps.tp_size, 0, cfg.num_layers, true, true});
     HostBuffer params(size_t(reg.total_floats()) * sizeof(float));
     float* p = reinterpret_cast<float*>(params.data());
     const RunState st = load_checkpoint(a->load, reg, p, nullptr, ps);
-    std::fprintf(stderr, "generate: %s, iteration %lld, %s\n", a->load.c_str(),
-                 static_cast<long long>(st.iteration), cfg.summary().c_str());
+    if (rank0)
+      std::fprintf(stderr, "generate: %s, iteration %lld, %s, %s\n", a->load.c_str(),
+                   static_cast<long long>(st.iteration), cfg.summary().c_str(),
+                   ps.layout().c_str());
 
-    GptDecoder dec(reg, p);
+    GptDecoder dec(reg, p, TensorParallel{&ps.tp_comm, false});
     std::vector<int32_t> context = tok.tokenize(a->prompt);
     MT_CHECK(!context.empty(), "--prompt is empty; give at least one character");
     const RngStream rng = RngStream::make(a->seed, "generate");
     std::vector<float> scratch;
-    std::fputs(a->prompt.c_str(), stdout);
+    FILE* out = rank0 ? stdout : nullptr;  // every rank decodes; rank 0 prints
+    if (out) std::fputs(a->prompt.c_str(), out);
     const float* logits = nullptr;
     for (int32_t t : context) {
       if (dec.position() == dec.capacity()) break;
@@ -65,9 +80,10 @@ Command add_generate_command(CLI::App& app) {
     for (int64_t i = 0; i < a->max_new_tokens; ++i) {
       const int32_t next = sample_token(logits, cfg.vocab_size, a->sampling, rng, uint64_t(i), scratch);
       if (next == tok.eod()) break;
-      const std::string piece = tok.detokenize(std::span<const int32_t>(&next, 1));
-      std::fputs(piece.c_str(), stdout);
-      std::fflush(stdout);
+      if (out) {
+        std::fputs(tok.detokenize(std::span<const int32_t>(&next, 1)).c_str(), out);
+        std::fflush(out);
+      }
       context.push_back(next);
       if (dec.position() == dec.capacity()) {  // slide: keep the last half, re-encode it
         dec.reset();
@@ -77,7 +93,7 @@ Command add_generate_command(CLI::App& app) {
         logits = dec.step(next);
       }
     }
-    std::fputs("\n", stdout);
+    if (out) std::fputs("\n", out);
     return 0;
   };
 }

@@ -10,23 +10,25 @@
 
 namespace mt {
 
-GptDecoder::GptDecoder(const ParamRegistry& reg, const float* params)
-    : sh_(make_shapes(reg, 1)), w_(bind_weights(reg, const_cast<float*>(params))) {
-  MT_CHECK(reg.stage().tp_size == 1 && sh_.has_embedding && sh_.has_output,
-           "the decoder needs the whole model on one rank");
-  const int64_t h = sh_.h, L = sh_.num_layers;
+GptDecoder::GptDecoder(const ParamRegistry& reg, const float* params, const TensorParallel& tp)
+    : sh_(make_shapes(reg, 1, TensorParallel{tp.tp, false})),
+      w_(bind_weights(reg, const_cast<float*>(params))) {
+  MT_CHECK(sh_.has_embedding && sh_.has_output,
+           "the decoder needs every layer on each rank (no pipeline parallelism)");
+  const int64_t h = sh_.h, hl = sh_.a * sh_.d, L = sh_.num_layers;
   auto carve = [&](Arena& a) {
-    k_cache_ = a.alloc_f32(L * sh_.max_pos * h);
-    v_cache_ = a.alloc_f32(L * sh_.max_pos * h);
+    k_cache_ = a.alloc_f32(L * sh_.max_pos * hl);
+    v_cache_ = a.alloc_f32(L * sh_.max_pos * hl);
     x_ = a.alloc_f32(h);
     ln_ = a.alloc_f32(h);
     mean_ = a.alloc_f32(1);
     rstd_ = a.alloc_f32(1);
-    qkv_ = a.alloc_f32(3 * h);
-    ctx_ = a.alloc_f32(h);
+    qkv_ = a.alloc_f32(3 * hl);
+    ctx_ = a.alloc_f32(hl);
     tmp_ = a.alloc_f32(h);
     fc_ = a.alloc_f32(sh_.f);
-    logits_ = a.alloc_f32(sh_.v);
+    logits_local_ = a.alloc_f32(sh_.v);
+    logits_ = a.alloc_f32(sh_.v * sh_.tp.size());
     scores_ = a.alloc_f32(sh_.max_pos);
   };
   Arena plan;
@@ -40,27 +42,29 @@ const float* GptDecoder::step(int32_t token) {
   MT_CHECK(pos_ < sh_.max_pos, "decoder context of ", sh_.max_pos, " positions is full");
   MT_CHECK(token >= 0 && token < sh_.vocab_size, "token id ", token,
            " is outside the vocabulary of ", sh_.vocab_size);
-  const int64_t h = sh_.h, d = sh_.d, a = sh_.a, f = sh_.f;
+  const int64_t h = sh_.h, d = sh_.d, a = sh_.a, hl = a * d, f = sh_.f;
+  const Communicator* tp = sh_.tp.size() > 1 ? sh_.tp.tp : nullptr;
   const int32_t position = int32_t(pos_);
-  embedding_forward(x_, &token, w_.wte, 1, h, 0, sh_.v, false);
+  embedding_forward(x_, &token, w_.wte, 1, h, sh_.v_start, sh_.v, false);
+  if (tp) tp->all_reduce_sum(x_, h);  // vocab-parallel embedding
   embedding_forward(x_, &position, w_.wpe, 1, h, 0, sh_.max_pos, true);
   const float scale = 1.0f / std::sqrt(float(d));
   for (int64_t l = 0; l < sh_.num_layers; ++l) {
     const LayerWeights& lw = w_.layers[size_t(l)];
-    float* kc = k_cache_ + l * sh_.max_pos * h;
-    float* vc = v_cache_ + l * sh_.max_pos * h;
+    float* kc = k_cache_ + l * sh_.max_pos * hl;
+    float* vc = v_cache_ + l * sh_.max_pos * hl;
     layernorm_forward(ln_, mean_, rstd_, x_, lw.ln1_w, lw.ln1_b, 1, h, sh_.eps);
-    linear_forward(qkv_, ln_, lw.qkv_w, lw.qkv_b, 1, h, 3 * h);
-    for (int64_t j = 0; j < a; ++j) {  // qkv rows are (a, 3, d)
-      std::memcpy(kc + pos_ * h + j * d, qkv_ + j * 3 * d + d, size_t(d) * 4);
-      std::memcpy(vc + pos_ * h + j * d, qkv_ + j * 3 * d + 2 * d, size_t(d) * 4);
+    linear_forward(qkv_, ln_, lw.qkv_w, lw.qkv_b, 1, h, 3 * hl);  // column-parallel
+    for (int64_t j = 0; j < a; ++j) {  // qkv rows are (a_local, 3, d)
+      std::memcpy(kc + pos_ * hl + j * d, qkv_ + j * 3 * d + d, size_t(d) * 4);
+      std::memcpy(vc + pos_ * hl + j * d, qkv_ + j * 3 * d + 2 * d, size_t(d) * 4);
     }
     for (int64_t j = 0; j < a; ++j) {
       const float* q = qkv_ + j * 3 * d;
       float mx = -INFINITY;
       for (int64_t t = 0; t <= pos_; ++t) {
         float dot = 0;
-        for (int64_t e = 0; e < d; ++e) dot += q[e] * kc[t * h + j * d + e];
+        for (int64_t e = 0; e < d; ++e) dot += q[e] * kc[t * hl + j * d + e];
         scores_[t] = dot * scale;
         mx = std::max(mx, scores_[t]);
       }
@@ -70,19 +74,23 @@ const float* GptDecoder::step(int32_t token) {
       std::fill(out, out + d, 0.f);
       for (int64_t t = 0; t <= pos_; ++t) {
         const float p = scores_[t] / sum;
-        for (int64_t e = 0; e < d; ++e) out[e] += p * vc[t * h + j * d + e];
+        for (int64_t e = 0; e < d; ++e) out[e] += p * vc[t * hl + j * d + e];
       }
     }
-    linear_forward(tmp_, ctx_, lw.proj_w, lw.proj_b, 1, h, h);
+    row_parallel_linear_forward(tmp_, tmp_, ctx_, lw.proj_w, lw.proj_b, 1, hl, h, sh_.tp);
     for (int64_t i = 0; i < h; ++i) x_[i] += tmp_[i];
     layernorm_forward(ln_, mean_, rstd_, x_, lw.ln2_w, lw.ln2_b, 1, h, sh_.eps);
-    linear_forward(fc_, ln_, lw.fc1_w, lw.fc1_b, 1, h, f);
+    linear_forward(fc_, ln_, lw.fc1_w, lw.fc1_b, 1, h, f);  // column-parallel
     gelu_forward(fc_, fc_, f);
-    linear_forward(tmp_, fc_, lw.fc2_w, lw.fc2_b, 1, f, h);
+    row_parallel_linear_forward(tmp_, tmp_, fc_, lw.fc2_w, lw.fc2_b, 1, f, h, sh_.tp);
     for (int64_t i = 0; i < h; ++i) x_[i] += tmp_[i];
   }
   layernorm_forward(ln_, mean_, rstd_, x_, w_.lnf_w, w_.lnf_b, 1, h, sh_.eps);
-  linear_forward(logits_, ln_, w_.wte, nullptr, 1, h, sh_.v);
+  linear_forward(logits_local_, ln_, w_.wte, nullptr, 1, h, sh_.v);
+  if (tp)  // gather the vocabulary shards: every rank samples the same token
+    tp->all_gather(logits_, logits_local_, sh_.v);
+  else
+    std::memcpy(logits_, logits_local_, size_t(sh_.v) * 4);
   ++pos_;
   return logits_;
 }

@@ -1,6 +1,9 @@
 // Incremental decoding with a KV cache: one token at a time, each layer's keys
 // and values for past positions kept, so a step costs O(position), not a full
-// forward over the context. Same kernels and weights as training (TP = PP = 1).
+// forward over the context. Same kernels and weights as training; with a TP
+// group every rank holds its heads' cache and its weight shards, the
+// row-parallel outputs are all-reduced and the vocab-sharded logits
+// all-gathered, so every rank gets the full logits (PP = 1).
 #pragma once
 #include <cstdint>
 
@@ -11,7 +14,8 @@ namespace mt {
 
 class GptDecoder {
  public:
-  GptDecoder(const ParamRegistry& reg, const float* params);
+  GptDecoder(const ParamRegistry& reg, const float* params,
+             const TensorParallel& tp = TensorParallel{});
 
   // Feeds `token` at the next position; returns the logits (padded vocab) for
   // the token after it. Throws if the context is full (see reset()).
@@ -25,9 +29,11 @@ class GptDecoder {
   GptShapes sh_;
   GptWeights w_;
   HostBuffer buf_;
-  float* k_cache_ = nullptr;  // (L, max_pos, h)
-  float* v_cache_ = nullptr;  // (L, max_pos, h)
-  float *x_, *ln_, *mean_, *rstd_, *qkv_, *ctx_, *tmp_, *fc_, *logits_, *scores_;
+  float* k_cache_ = nullptr;  // (L, max_pos, h/tp)  this rank's heads
+  float* v_cache_ = nullptr;  // (L, max_pos, h/tp)
+  float *x_, *ln_, *mean_, *rstd_, *qkv_, *ctx_, *tmp_, *fc_, *scores_;
+  float* logits_local_ = nullptr;  // (v/tp)
+  float* logits_ = nullptr;        // (v)
   int64_t pos_ = 0;
 };
 

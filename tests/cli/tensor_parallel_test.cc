@@ -120,11 +120,19 @@ TEST(TensorParallel, CheckpointReshardsAcrossTpForResumeAndGenerate) {
     const double x = l2.train.at(it).at("loss").get<double>();
     EXPECT_NEAR(l1.train.at(it).at("loss").get<double>(), x, 1e-5 * x) << "iteration " << it;
   }
-  // Generation from the TP=2 checkpoint, re-sharded to one process.
-  const RunResult g = run(megatron() + " generate --load " + dir.file("c2") +
-                          " --prompt 'The cat' --max-new-tokens 20 --temperature 0");
-  ASSERT_EQ(g.exit_code, 0) << g.output;
-  EXPECT_NE(g.output.find("The cat"), std::string::npos) << g.output;
+  // Generation from the TP=2 checkpoint, re-sharded to one process, and on two
+  // ranks with TP=2: the same logits, so the same seeded sample.
+  const std::string gen = " generate --load " + dir.file("c2") +
+                          " --prompt 'The cat' --max-new-tokens 40 --seed 3";
+  const RunResult g1 = run(megatron() + gen);
+  ASSERT_EQ(g1.exit_code, 0) << g1.output;
+  EXPECT_NE(g1.output.find("The cat"), std::string::npos) << g1.output;
+  EXPECT_GT(g1.output.size(), 40u) << g1.output;
+  const RunResult g2 = run(mpirun(2) + gen + " --tensor-model-parallel-size 2");
+  ASSERT_EQ(g2.exit_code, 0) << g2.output;
+  auto text = [](const std::string& out) { return out.substr(out.find("The cat")); };
+  EXPECT_EQ(text(g1.output), text(g2.output));
+  EXPECT_NE(text(g1.output).find_first_not_of(" \n", 7), std::string::npos) << g1.output;
 }
 
 }  // namespace
