@@ -55,6 +55,8 @@ TEST_F(BadInput, FlagsAndLayout) {
       {"unknown tokenizer", train(" --tokenizer-type GPT2BPETokenizer"), "GPT2BPETokenizer"},
       {"dropout of 1", train(" --hidden-dropout 1"), "--hidden-dropout"},
       {"missing config file", train(" --config {dir}nope.toml"), "nope.toml"},
+      {"sequence parallel without TP", train(" --sequence-parallel"), "--sequence-parallel"},
+      {"PP does not divide world", train(" --pipeline-model-parallel-size 2"), "PP(2)"},
   };
   for (const BadInputCase& c : cases) expect_fails(c);
 }
