@@ -27,9 +27,9 @@ void TrainArgs::validate(int world_size) {
   MT_CHECK(world_size % (tp * pp) == 0, "world size ", world_size,
            " is not divisible by TP ", tp, " x PP ", pp, " = ", tp * pp,
            "; fix: launch a multiple of ", tp * pp, " ranks or change the sizes");
-  MT_CHECK(pp == 1, "--pipeline-model-parallel-size ", pp,
-           ": pipeline parallelism is not in this build yet; fix: use 1 and scale with tensor "
-           "and data parallelism");
+  MT_CHECK(model.num_layers % pp == 0, "--num-layers ", model.num_layers,
+           " is not divisible by --pipeline-model-parallel-size ", pp,
+           "; fix: choose a PP size that divides the layers");
   MT_CHECK(!sequence_parallel || tp > 1, "--sequence-parallel needs --tensor-model-parallel-size "
            "> 1 (it is a mode of the tensor-parallel layers); got TP ", tp);
   dp_size = world_size / (tp * pp);

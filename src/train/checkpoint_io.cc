@@ -146,10 +146,11 @@ nlohmann::json read_checkpoint_meta(const std::string& dir) {
 namespace {
 
 // Reads tensor `tensor` of parameter `p` from file `file` of every saved TP
-// shard (saved_tp of them), assembles the full tensor and writes this rank's
-// slice of it (p's rows/cols at p's offsets) into dst: re-sharding on load.
+// shard (saved_tp of them) of pipeline stage saved_pp_rank, assembles the full
+// tensor and writes this rank's slice of it (p's rows/cols at p's offsets)
+// into dst: re-sharding on load.
 void read_resharded(const std::string& iter_dir, const std::string& file, const std::string& tensor,
-                    const ParamSpec& p, int saved_tp, int pp_rank, float* dst) {
+                    const ParamSpec& p, int saved_tp, int saved_pp_rank, float* dst) {
   const int64_t R = p.global_rows, C = p.global_cols;
   std::vector<float> full(static_cast<size_t>(R * C));
   const int64_t sr = p.partition_dim == 0 ? R / saved_tp : R;
@@ -157,7 +158,7 @@ void read_resharded(const std::string& iter_dir, const std::string& file, const 
   const int shards = p.partition_dim < 0 ? 1 : saved_tp;  // replicated: rank 0's copy
   std::vector<float> shard(static_cast<size_t>(sr * sc));
   for (int t = 0; t < shards; ++t) {
-    SafetensorsReader r(iter_dir + "/" + rank_dir_name(t, pp_rank) + "/" + file);
+    SafetensorsReader r(iter_dir + "/" + rank_dir_name(t, saved_pp_rank) + "/" + file);
     MT_CHECK(r.has(tensor), r.path(), " has no tensor '", tensor,
              "'; fix: load a checkpoint of the same model configuration");
     r.read_f32(tensor, shard.data(), sr * sc);
@@ -171,6 +172,15 @@ void read_resharded(const std::string& iter_dir, const std::string& file, const 
               full.begin() + (p.row_offset + i) * C + p.col_offset + p.cols, dst + i * p.cols);
 }
 
+// The saved pipeline stage that holds parameter `name` (layer names are global;
+// embeddings live on the first stage, the final norm on the last).
+int saved_stage_of(const std::string& name, int64_t num_layers, int saved_pp) {
+  if (name.rfind("decoder.layers.", 0) == 0)
+    return int(std::stoll(name.substr(15)) / (num_layers / saved_pp));
+  if (name.rfind("decoder.final_layernorm", 0) == 0) return saved_pp - 1;
+  return 0;
+}
+
 }  // namespace
 
 RunState load_checkpoint(const std::string& dir, const ParamRegistry& reg, float* params,
@@ -179,16 +189,14 @@ RunState load_checkpoint(const std::string& dir, const ParamRegistry& reg, float
   const int64_t it = meta.at("iteration").get<int64_t>();
   const int tp = meta.at("tensor_model_parallel_size").get<int>();
   const int pp = meta.at("pipeline_model_parallel_size").get<int>();
-  MT_CHECK(pp == ps.pp_size, "checkpoint ", iteration_dir(dir, it), " was saved with PP ", pp,
-           " but this run has PP ", ps.pp_size, "; fix: load with the same PP size");
   const std::string iter = iteration_dir(dir, it);
   const int64_t saved_vocab = meta.at("args").at("model").at("padded_vocab_size").get<int64_t>();
   MT_CHECK(saved_vocab == reg.config().padded_vocab_size, "checkpoint ", iter,
            " has a padded vocabulary of ", saved_vocab, " rows but this run pads to ",
            reg.config().padded_vocab_size, "; fix: use a TP size that divides ", saved_vocab);
-  // Same TP: every rank reads its own shard; another TP: assemble and slice.
+  // Same TP and PP: every rank reads its own shard; else assemble and slice.
   auto load = [&](const std::string& file, const std::string& prefix, float* base) {
-    if (tp == ps.tp_size) {
+    if (tp == ps.tp_size && pp == ps.pp_size) {
       SafetensorsReader r(iter + "/" + rank_dir_name(ps.tp_rank, ps.pp_rank) + "/" + file);
       for (const ParamSpec& p : reg.params()) {
         MT_CHECK(r.has(prefix + p.name), r.path(), " has no tensor '", prefix + p.name,
@@ -197,12 +205,13 @@ RunState load_checkpoint(const std::string& dir, const ParamRegistry& reg, float
       }
     } else {
       for (const ParamSpec& p : reg.params())
-        read_resharded(iter, file, prefix + p.name, p, tp, ps.pp_rank, base + p.offset);
+        read_resharded(iter, file, prefix + p.name, p, tp,
+                       saved_stage_of(p.name, reg.config().num_layers, pp), base + p.offset);
     }
   };
   load("model.safetensors", "", params);
   if (opt != nullptr) {
-    const std::string path = iter + "/" + rank_dir_name(0, ps.pp_rank) + "/optim_dp_000.safetensors";
+    const std::string path = iter + "/" + rank_dir_name(0, 0) + "/optim_dp_000.safetensors";
     MT_CHECK(fs::exists(path), "checkpoint has no optimizer state (", path,
              "); fix: pass --no-load-optim to start the optimizer afresh");
     load("optim_dp_000.safetensors", "exp_avg.", opt->exp_avg());

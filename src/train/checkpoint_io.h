@@ -36,7 +36,7 @@ int64_t latest_iteration(const std::string& dir);
 nlohmann::json read_checkpoint_meta(const std::string& dir);
 
 // Loads the latest checkpoint of `dir` into params (and opt, if non-null),
-// re-sharding on the fly when it was saved with another TP size.
+// re-sharding on the fly when it was saved with another TP or PP size.
 RunState load_checkpoint(const std::string& dir, const ParamRegistry& reg, float* params,
                          AdamWOptimizer* opt, const ParallelState& ps);
 

@@ -5,6 +5,10 @@
 
 namespace mt {
 
+namespace {
+const char* kWordEmbedding = "embedding.word_embeddings.weight";
+}  // namespace
+
 GradSync::GradSync(const ModelRuntime& rt, const ParallelState& ps, int64_t bucket_size_floats,
                    bool overlap)
     : rt_(rt), ps_(ps) {
@@ -45,18 +49,25 @@ void GradSync::finish() {
   for (int64_t part = int64_t(part_done_.size()) - 2; part >= -1; --part) part_ready(part);
   buckets_->finish();
   part_done_.assign(part_done_.size(), false);
+  // Tied input/output embedding on different stages: the first and the last
+  // stage each hold a copy; summing their gradients keeps the copies equal.
+  if (ps_.pp_size > 1 && ps_.embd_comm.size() > 1 && rt_.reg.has(kWordEmbedding)) {
+    const ParamSpec& p = rt_.reg.get(kWordEmbedding);
+    ps_.embd_comm.all_reduce_sum(rt_.grads + p.offset, p.numel());
+  }
 }
 
 double GradSync::comm_seconds() const {
   // Blocking calls are timed by the communicators themselves; overlapped
   // buckets by the time spent launching, testing and waiting on them.
-  return ps_.tp_comm.busy_seconds() + ps_.dp_comm.busy_seconds() +
+  return ps_.tp_comm.busy_seconds() + ps_.dp_comm.busy_seconds() + ps_.embd_comm.busy_seconds() +
          (buckets_->overlap() ? buckets_->comm_seconds() : 0.0);
 }
 
 void GradSync::reset_timers() {
   ps_.tp_comm.reset_busy_seconds();
   ps_.dp_comm.reset_busy_seconds();
+  ps_.embd_comm.reset_busy_seconds();
   buckets_->reset_timers();
 }
 

@@ -2,8 +2,11 @@
 
 #include <cmath>
 
-
 namespace mt {
+
+PipelineLinks pipeline_links(const ParallelState& ps) {
+  return PipelineLinks{&ps.pp_comm, ps.pp_rank, ps.pp_size};
+}
 
 StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, ParallelState& ps,
                       int64_t iteration, double lr, int64_t num_micro_batches,
@@ -13,11 +16,13 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, Par
   ctx.seed = seed;
   ctx.iteration = iteration;
   ctx.grad_scale = float(1.0 / double(rt.sh.tokens() * num_micro_batches));
-  double loss_sum =
-      forward_backward_no_pipelining(rt, num_micro_batches, ctx, next, &sync.hook());
-  sync.finish();  // TP sum of sequence-parallel grads, DP average
-  ps.dp_comm.all_reduce_sum(&loss_sum, 1);
   StepResult r;
+  const auto ops = schedule_1f1b(ps.pp_size, ps.pp_rank, num_micro_batches);
+  double loss_sum = run_pipeline_schedule(rt, pipeline_links(ps), ops, ctx, next, &sync.hook(),
+                                          &r.wait_seconds);
+  sync.finish();  // TP sum of sequence-parallel grads, DP average, tied embedding
+  if (ps.pp_size > 1) ps.pp_comm.all_reduce_sum(&loss_sum, 1);  // the last stage's loss
+  ps.dp_comm.all_reduce_sum(&loss_sum, 1);
   r.loss = loss_sum / double(tokens_per_iteration);
   r.grad_norm = opt.grad_norm(rt.grads, ps.mp_comm.size() > 1 ? &ps.mp_comm : nullptr);
   MT_CHECK(std::isfinite(r.loss) && std::isfinite(r.grad_norm), "iteration ", iteration,

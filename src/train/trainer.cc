@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <string>
 #include <vector>
 
 #include "core/log.h"
@@ -72,11 +73,14 @@ int run_training(TrainArgs args, ParallelState& ps) {
   install_exit_signal_handlers();
 
   const ModelConfig& mc = args.model;
-  StageLayout stage{ps.tp_rank, ps.tp_size, 0, mc.num_layers, ps.pp_is_first_stage,
-                    ps.pp_is_last_stage};
+  const int64_t m = args.num_micro_batches();
+  const int64_t layers_per_stage = mc.num_layers / ps.pp_size;
+  StageLayout stage{ps.tp_rank, ps.tp_size, ps.pp_rank * layers_per_stage,
+                    (ps.pp_rank + 1) * layers_per_stage, ps.pp_is_first_stage, ps.pp_is_last_stage};
   ParamRegistry reg(mc, stage);
-  ModelRuntime rt(reg, args.micro_batch_size,
-                  TensorParallel{&ps.tp_comm, args.sequence_parallel});
+  ModelRuntime rt(reg, args.micro_batch_size, TensorParallel{&ps.tp_comm, args.sequence_parallel},
+                  max_in_flight_1f1b(ps.pp_size, ps.pp_rank, m));
+  const PipelineLinks links = pipeline_links(ps);
   AdamWOptimizer opt(reg, args.optim);
   // Megatron's default bucket is max(40M, 1M·DP) elements (tuned for NCCL);
   // over Open MPI shared memory here 1M-element (4 MB) buckets all-reduce 1.8x
@@ -84,7 +88,6 @@ int run_training(TrainArgs args, ParallelState& ps) {
   const int64_t bucket = args.ddp_bucket_size > 0 ? args.ddp_bucket_size : 1'000'000;
   GradSync sync(rt, ps, bucket, args.overlap_grad_reduce);
   const LrSchedule schedule = args.lr_schedule();
-  const int64_t m = args.num_micro_batches();
   const int64_t tokens_per_iter = args.global_batch_size * mc.seq_length;
 
   log_line(rank0, "megatron.cpp | %s | world %d | model: %s | %lld parameters\n",
@@ -137,9 +140,11 @@ int run_training(TrainArgs args, ParallelState& ps) {
     ctx.seed = args.seed;
     double sum = 0;
     for (int64_t e = 0; e < args.eval_iters; ++e)
-      sum += forward_only(rt, m, ctx, [&](int64_t k, int32_t* tokens, int32_t* labels) {
-        return data.valid_batch(e, k, tokens, labels).first_sample;
-      });
+      sum += forward_only_pipelined(rt, links, m, ctx,
+                                    [&](int64_t k, int32_t* tokens, int32_t* labels) {
+                                      return data.valid_batch(e, k, tokens, labels).first_sample;
+                                    });
+    if (ps.pp_size > 1) ps.pp_comm.all_reduce_sum(&sum, 1);  // the last stage's loss
     ps.dp_comm.all_reduce_sum(&sum, 1);
     const double loss = sum / double(args.eval_iters * tokens_per_iter);
     const double ppl = std::exp(std::min(loss, 20.0));
@@ -158,6 +163,7 @@ int run_training(TrainArgs args, ParallelState& ps) {
   };
 
   double interval_secs = 0;  // time in training steps only: evaluation and saving excluded
+  double interval_wait = 0;  // time blocked on pipeline neighbours
   double interval_loss = 0;
   int64_t interval_iters = 0;
   const int64_t start_iteration = state.iteration;
@@ -172,6 +178,7 @@ int run_training(TrainArgs args, ParallelState& ps) {
                                     });
     const double loss = r.loss, norm = r.grad_norm;
     interval_secs += step_timer.seconds();
+    interval_wait += r.wait_seconds;
     state.iteration = it;
     state.consumed_samples += args.global_batch_size;
     interval_loss += loss;
@@ -186,22 +193,38 @@ int run_training(TrainArgs args, ParallelState& ps) {
       const double mean_loss = interval_loss / double(interval_iters);
       const double comm_ms = 1e3 * sync.comm_seconds() / double(interval_iters);
       sync.reset_timers();
+      // Pipeline bubble per stage: time blocked on neighbours / step time.
+      std::string bubble;
+      if (ps.pp_size > 1) {
+        std::vector<float> per_stage(size_t(ps.pp_size));
+        const float mine = float(interval_wait / interval_secs);
+        ps.pp_comm.all_gather(per_stage.data(), &mine, 1);
+        char buf[32];
+        bubble = " | bubble per stage:";
+        for (float b : per_stage) {
+          std::snprintf(buf, sizeof buf, " %.0f%%", 100.0 * b);
+          bubble += buf;
+        }
+        std::snprintf(buf, sizeof buf, " (theory %.0f%%)", 100.0 * (ps.pp_size - 1) / double(m));
+        bubble += buf;
+      }
       const double eta = (run_timer.seconds() / double(it - start_iteration)) *
                          double(args.train_iters - it);
       if (tty) std::printf("\r\033[K");
       log_line(rank0,
                "%s iteration %8lld/%8lld | consumed samples: %10lld | elapsed time per "
                "iteration (ms): %.1f | learning rate: %.6E | lm loss: %.6E | grad norm: %.3f | "
-               "tokens/s: %.0f | TFLOP/s per rank: %.3f | MFU: %.1f%% | comm ms/iter: %.1f | ETA %s\n",
+               "tokens/s: %.0f | TFLOP/s per rank: %.3f | MFU: %.1f%% | comm ms/iter: %.1f%s | ETA %s\n",
                timestamp().c_str(), static_cast<long long>(it),
                static_cast<long long>(args.train_iters),
                static_cast<long long>(state.consumed_samples), ms, lr, mean_loss, norm, tps,
-               tflops, 100 * mfu, comm_ms, human_duration(eta).c_str());
+               tflops, 100 * mfu, comm_ms, bubble.c_str(), human_duration(eta).c_str());
       jlog.write({{"iteration", it}, {"consumed_samples", state.consumed_samples},
                   {"loss", mean_loss}, {"lr", lr}, {"grad_norm", norm}, {"ms_per_iter", ms},
                   {"tokens_per_s", tps}, {"tflops", tflops}, {"mfu", mfu},
                   {"comm_ms_per_iter", comm_ms}});
       interval_secs = 0;
+      interval_wait = 0;
       interval_loss = 0;
       interval_iters = 0;
     } else if (tty) {

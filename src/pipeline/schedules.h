@@ -1,0 +1,67 @@
+// Pipeline schedules as Megatron-LM runs them, over the stages of a pipeline
+// (the pp group: stage i is pp_comm rank i). A schedule is first built as a
+// list of steps (so it can be checked against Megatron's order in a test),
+// then executed: receives block, sends are non-blocking (isend) and waited on
+// before their buffer is reused, which makes 1F1B deadlock-free.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "dist/communicator.h"
+#include "pipeline/model_runtime.h"
+
+namespace mt {
+
+enum class PipeStep : uint8_t {
+  kRecvForward,   // activation of micro-batch k from the previous stage
+  kForward,
+  kSendForward,   // activation of k to the next stage
+  kRecvBackward,  // gradient of k's output from the next stage
+  kBackward,
+  kSendBackward,  // gradient of k's input to the previous stage
+};
+
+struct PipeOp {
+  PipeStep step;
+  int64_t micro_batch;
+  bool operator==(const PipeOp&) const = default;
+};
+
+// "F3", "RB0", ... for tests and logs.
+std::string describe(const std::vector<PipeOp>& ops);
+
+// Megatron's 1F1B (forward_backward_pipelining_without_interleaving) for stage
+// `rank` of `stages`: warm-up of min(stages − rank − 1, m) forwards, then one
+// forward / one backward in steady state, then the cool-down backwards. No
+// receive on the first stage, no send on the last. With one stage it is
+// Megatron's forward_backward_no_pipelining (F0 B0 F1 B1 ...: gradient
+// accumulation).
+std::vector<PipeOp> schedule_1f1b(int stages, int rank, int64_t num_micro_batches);
+
+// Most micro-batches a stage holds activations for under 1F1B.
+int64_t max_in_flight_1f1b(int stages, int rank, int64_t num_micro_batches);
+
+struct PipelineLinks {
+  const Communicator* pp = nullptr;  // the pipeline group, ranks ordered by stage
+  int stage = 0, stages = 1;
+  bool first() const { return stage == 0; }
+  bool last() const { return stage == stages - 1; }
+};
+
+// Runs `ops` for one iteration. Returns the sum of token losses (last stage;
+// 0 elsewhere). `grads_ready` is passed to the backward of the last
+// micro-batch. Seconds spent blocked in receives are added to *wait_seconds.
+double run_pipeline_schedule(ModelRuntime& rt, const PipelineLinks& links,
+                             const std::vector<PipeOp>& ops, const PassContext& ctx,
+                             const MicroBatchFn& next,
+                             const std::function<void(int64_t)>* grads_ready,
+                             double* wait_seconds);
+
+// Forward only over the pipeline (evaluation). Returns the last stage's loss sum.
+double forward_only_pipelined(ModelRuntime& rt, const PipelineLinks& links,
+                              int64_t num_micro_batches, const PassContext& ctx,
+                              const MicroBatchFn& next);
+
+}  // namespace mt

@@ -1,0 +1,141 @@
+// Pipeline parallelism (1F1B) with TP, SP and DP under mpirun equals one
+// rank: per-iteration losses (1e-5) and final weights gathered from every
+// (TP, PP) shard (1e-4), dropout on; and checkpoints re-shard across TP/PP.
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/safetensors.h"
+#include "cli_test_util.h"
+
+namespace mt::test {
+namespace {
+
+std::string mpirun(int n) {
+  return "timeout 300 mpirun --oversubscribe --bind-to none -n " + std::to_string(n) +
+         " -x OMP_NUM_THREADS=1 " + std::string(MT_BINARY);
+}
+
+// Parameter `name` assembled from the TP shards of whichever PP stage holds it.
+std::vector<float> gathered(const std::string& iter_dir, const std::string& name, int tp, int pp) {
+  for (int stage = 0; stage < pp; ++stage) {
+    char dir[32];
+    std::snprintf(dir, sizeof dir, "/mp_rank_00_%03d", stage);
+    SafetensorsReader first(iter_dir + dir + "/model.safetensors");
+    if (!first.has(name)) continue;
+    const auto layout = nlohmann::json::parse(first.metadata_or("params", "{}"));
+    const int pdim = layout.at(name).at("partition_dim").get<int>();
+    const auto shape = layout.at(name).at("global_shape").get<std::vector<int64_t>>();
+    const int64_t rows = shape[0], cols = shape.size() > 1 ? shape[1] : 1;
+    const int64_t sr = pdim == 0 ? rows / tp : rows, sc = pdim == 1 ? cols / tp : cols;
+    std::vector<float> full(static_cast<size_t>(rows * cols)), s(static_cast<size_t>(sr * sc));
+    for (int t = 0; t < (pdim < 0 ? 1 : tp); ++t) {
+      std::snprintf(dir, sizeof dir, "/mp_rank_%02d_%03d", t, stage);
+      SafetensorsReader r(iter_dir + dir + "/model.safetensors");
+      r.read_f32(name, s.data(), sr * sc);
+      for (int64_t i = 0; i < sr; ++i)
+        for (int64_t j = 0; j < sc; ++j)
+          full[size_t((i + (pdim == 0 ? t * sr : 0)) * cols + j + (pdim == 1 ? t * sc : 0))] =
+              s[size_t(i * sc + j)];
+    }
+    return full;
+  }
+  ADD_FAILURE() << name << " in no stage of " << iter_dir;
+  return {};
+}
+
+double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return 1e30;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    den += double(a[i]) * a[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+struct Layout {
+  int tp, pp, dp;
+  bool sp;
+  int m;  // micro-batches per DP rank
+};
+
+TEST(PipelineParallel, LayoutsMatchOneRank) {
+  TempDir dir;
+  const std::string data = prepare_data(dir, synthetic_corpus(200));
+  const Layout layouts[] = {{1, 2, 1, false, 4}, {1, 4, 1, false, 8}, {2, 2, 1, true, 4},
+                            {1, 2, 2, false, 4}, {2, 2, 2, true, 4}};
+  for (const Layout& l : layouts) {
+    const int global = 2 * l.m * l.dp;  // micro-batch 2
+    const std::string flags = " train" + data + tiny_model_flags() +
+                              " --num-layers 4 --micro-batch-size 2 --global-batch-size " +
+                              std::to_string(global) +
+                              " --train-iters 6 --hidden-dropout 0.1 --attention-dropout 0.1"
+                              " --eval-interval 3 --eval-iters 2";
+    const std::string tag = "tp" + std::to_string(l.tp) + "pp" + std::to_string(l.pp) + "dp" +
+                            std::to_string(l.dp) + (l.sp ? "sp" : "");
+    const RunResult one = run(megatron() + flags + " --make-vocab-size-divisible-by 128 --save " +
+                              dir.file(tag + "_ref") + " --log-json " + dir.file(tag + "_ref.json"));
+    ASSERT_EQ(one.exit_code, 0) << one.output;
+    const RunResult r = run(
+        mpirun(l.tp * l.pp * l.dp) + flags + " --tensor-model-parallel-size " +
+        std::to_string(l.tp) + " --pipeline-model-parallel-size " + std::to_string(l.pp) +
+        " --make-vocab-size-divisible-by " + std::to_string(128 / l.tp) +
+        (l.sp ? " --sequence-parallel" : "") + " --save " + dir.file(tag) + " --log-json " +
+        dir.file(tag + ".json"));
+    ASSERT_EQ(r.exit_code, 0) << tag << "\n" << r.output;
+    EXPECT_NE(r.output.find("bubble per stage"), std::string::npos) << r.output;
+    const JsonLogLines ref = read_log_json(dir.file(tag + "_ref.json"));
+    const JsonLogLines got = read_log_json(dir.file(tag + ".json"));
+    ASSERT_EQ(got.train.size(), 6u) << tag;
+    for (const auto& [it, j] : ref.train) {
+      const double a = j.at("loss").get<double>(), b = got.train.at(it).at("loss").get<double>();
+      EXPECT_NEAR(b, a, 1e-5 * std::abs(a)) << tag << " iteration " << it;
+    }
+    ASSERT_EQ(got.eval.size(), ref.eval.size()) << tag;
+    for (size_t e = 0; e < ref.eval.size(); ++e) {
+      const double a = ref.eval[e].at("val_loss").get<double>();
+      EXPECT_NEAR(got.eval[e].at("val_loss").get<double>(), a, 1e-5 * a) << tag;
+    }
+    SafetensorsReader ref_model(dir.file(tag + "_ref/iter_0000006/mp_rank_00_000/model.safetensors"));
+    for (const std::string& name : ref_model.names()) {
+      std::vector<float> a(static_cast<size_t>(ref_model.info(name).numel()));
+      ref_model.read_f32(name, a.data(), int64_t(a.size()));
+      EXPECT_LT(rel_diff(a, gathered(dir.file(tag + "/iter_0000006"), name, l.tp, l.pp)), 1e-4)
+          << tag << " " << name;
+    }
+  }
+}
+
+TEST(PipelineParallel, SaveAtTp2Pp2ResumeAtOtherLayouts) {
+  TempDir dir;
+  const std::string data = prepare_data(dir, synthetic_corpus(200));
+  const std::string flags = " train" + data + tiny_model_flags() +
+                            " --num-layers 4 --micro-batch-size 2 --global-batch-size 8"
+                            " --train-iters 10 --make-vocab-size-divisible-by 64"
+                            " --hidden-dropout 0.1 --attention-dropout 0.1 --eval-interval 0";
+  const std::string tp2pp2 = " --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2";
+  const RunResult save = run(mpirun(4) + flags + tp2pp2 + " --exit-interval 5 --save " +
+                             dir.file("c"));
+  ASSERT_EQ(save.exit_code, 0) << save.output;
+  const RunResult cont = run(mpirun(4) + flags + tp2pp2 + " --load " + dir.file("c") +
+                             " --log-json " + dir.file("cont.json"));
+  ASSERT_EQ(cont.exit_code, 0) << cont.output;
+  const JsonLogLines ref = read_log_json(dir.file("cont.json"));
+  ASSERT_EQ(ref.train.size(), 5u);
+  const std::pair<std::string, std::string> others[] = {
+      {"tp1pp4", mpirun(4) + flags + " --pipeline-model-parallel-size 4"},
+      {"tp1pp1", megatron() + flags}};
+  for (const auto& [tag, cmd] : others) {
+    const RunResult r = run(cmd + " --load " + dir.file("c") + " --log-json " + dir.file(tag + ".json"));
+    ASSERT_EQ(r.exit_code, 0) << tag << "\n" << r.output;
+    const JsonLogLines got = read_log_json(dir.file(tag + ".json"));
+    ASSERT_EQ(got.train.size(), 5u) << tag;
+    for (int64_t it = 6; it <= 10; ++it) {
+      const double a = ref.train.at(it).at("loss").get<double>();
+      EXPECT_NEAR(got.train.at(it).at("loss").get<double>(), a, 1e-5 * a) << tag << " it " << it;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mt::test
