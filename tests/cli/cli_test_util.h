@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +19,16 @@
 #include <vector>
 
 namespace mt::test {
+
+// Open MPI refuses root and more ranks than cores unless told; inside CI
+// containers the tests run as root on 2 cores. Set before any mpirun starts
+// (children of popen inherit it), whatever launched the test binary.
+inline const bool kMpiEnvironmentSet = [] {
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+  ::setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 0);
+  return true;
+}();
 
 class TempDir {
  public:
