@@ -14,3 +14,5 @@ for p in 2 4; do
 done
 ./build/bench/bench_train b 3 --threads 2 --m 4
 run 2 b 3 --threads 1 --pp 2 --m 4
+run 2 b 3 --threads 1 --pp 2 --m 4 --last-stage-layers 3  # the output layer balances 3 layers
+run 2 b 2 --threads 1 --pp 2 --m 8 --last-stage-layers 3

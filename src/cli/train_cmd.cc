@@ -33,6 +33,10 @@ Command add_train_command(CLI::App& app) {
   CLI::Option_group* par = group("parallelism");
   par->add_option("--tensor-model-parallel-size", a->tensor_model_parallel_size, "TP size");
   par->add_option("--pipeline-model-parallel-size", a->pipeline_model_parallel_size, "PP size");
+  par->add_option("--decoder-first-pipeline-num-layers", a->decoder_first_pipeline_num_layers,
+                  "layers on the first pipeline stage (default: even split)");
+  par->add_option("--decoder-last-pipeline-num-layers", a->decoder_last_pipeline_num_layers,
+                  "layers on the last pipeline stage, which also runs the output layer");
   par->add_flag("--sequence-parallel", a->sequence_parallel,
                 "shard LayerNorm, dropout and residuals along the sequence over TP");
   par->add_flag("--overlap-grad-reduce", a->overlap_grad_reduce,

@@ -8,6 +8,36 @@
 
 namespace mt {
 
+std::pair<int64_t, int64_t> stage_layer_range(int64_t num_layers, int pp_size, int pp_rank,
+                                              int64_t first_stage_layers,
+                                              int64_t last_stage_layers) {
+  MT_CHECK(first_stage_layers >= 0 && last_stage_layers >= 0, "stage layer counts ",
+           first_stage_layers, ", ", last_stage_layers, " must be >= 0");
+  if (pp_size == 1) {
+    MT_CHECK(first_stage_layers == 0 && last_stage_layers == 0,
+             "--decoder-first/last-pipeline-num-layers need --pipeline-model-parallel-size > 1");
+    return {0, num_layers};
+  }
+  const int64_t first = first_stage_layers, last = last_stage_layers;
+  const int64_t fixed = (first > 0) + (last > 0);
+  const int64_t rest = num_layers - first - last;
+  const int64_t middle_stages = pp_size - fixed;
+  MT_CHECK(rest >= 0 && (middle_stages == 0 ? rest == 0 : rest % middle_stages == 0),
+           "--num-layers ", num_layers, " minus the first/last stage's ", first, " + ", last,
+           " layers does not split evenly over the other ", middle_stages,
+           " pipeline stages; fix: change --decoder-first/last-pipeline-num-layers or the sizes");
+  const int64_t per = middle_stages > 0 ? rest / middle_stages : 0;
+  MT_CHECK(middle_stages == 0 || per > 0, "pipeline stages would get no layers: --num-layers ",
+           num_layers, " over ", pp_size, " stages");
+  int64_t begin = 0;
+  for (int r = 0; r < pp_rank; ++r)
+    begin += (r == 0 && first > 0) ? first : per;
+  const int64_t count = (pp_rank == 0 && first > 0) ? first
+                        : (pp_rank == pp_size - 1 && last > 0) ? last
+                                                               : per;
+  return {begin, begin + count};
+}
+
 std::string layer_prefix(int64_t layer) { return "decoder.layers." + std::to_string(layer) + "."; }
 
 ParamRegistry::ParamRegistry(const ModelConfig& cfg, const StageLayout& stage)

@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/config.h"
@@ -38,6 +39,14 @@ struct StageLayout {
   bool has_embedding = true;               // first pipeline stage
   bool has_output = true;                  // last pipeline stage (final norm + tied output)
 };
+
+// The layers pipeline stage `pp_rank` of `pp_size` owns: an even split, or
+// Megatron's uneven one when first_stage_layers / last_stage_layers (> 0) fix
+// the first / last stage and the others share the rest evenly. Throws when
+// the numbers do not fit.
+std::pair<int64_t, int64_t> stage_layer_range(int64_t num_layers, int pp_size, int pp_rank,
+                                              int64_t first_stage_layers = 0,
+                                              int64_t last_stage_layers = 0);
 
 class ParamRegistry {
  public:

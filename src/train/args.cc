@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "model/params.h"
 
 namespace mt {
 
@@ -27,9 +28,13 @@ void TrainArgs::validate(int world_size) {
   MT_CHECK(world_size % (tp * pp) == 0, "world size ", world_size,
            " is not divisible by TP ", tp, " x PP ", pp, " = ", tp * pp,
            "; fix: launch a multiple of ", tp * pp, " ranks or change the sizes");
-  MT_CHECK(model.num_layers % pp == 0, "--num-layers ", model.num_layers,
-           " is not divisible by --pipeline-model-parallel-size ", pp,
-           "; fix: choose a PP size that divides the layers");
+  if (decoder_first_pipeline_num_layers == 0 && decoder_last_pipeline_num_layers == 0)
+    MT_CHECK(model.num_layers % pp == 0, "--num-layers ", model.num_layers,
+             " is not divisible by --pipeline-model-parallel-size ", pp,
+             "; fix: choose a PP size that divides the layers, or set "
+             "--decoder-first/last-pipeline-num-layers");
+  stage_layer_range(model.num_layers, int(pp), 0, decoder_first_pipeline_num_layers,
+                    decoder_last_pipeline_num_layers);  // throws if they do not fit
   MT_CHECK(!sequence_parallel || tp > 1, "--sequence-parallel needs --tensor-model-parallel-size "
            "> 1 (it is a mode of the tensor-parallel layers); got TP ", tp);
   dp_size = world_size / (tp * pp);

@@ -18,6 +18,8 @@ struct TrainArgs {
   int tensor_model_parallel_size = 1;
   int pipeline_model_parallel_size = 1;
   bool sequence_parallel = false;
+  int64_t decoder_first_pipeline_num_layers = 0;  // 0: even split
+  int64_t decoder_last_pipeline_num_layers = 0;
   bool overlap_grad_reduce = false;
   int64_t ddp_bucket_size = 0;  // elements; 0 → 1M (measured best here; Megatron: max(40M, 1M·DP))
   bool log_parallel_layout = false;

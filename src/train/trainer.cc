@@ -70,13 +70,23 @@ int run_training(TrainArgs args, ParallelState& ps) {
   }
   run_args["model"] = model_config_to_json(args.model);
   run_args["seed"] = args.seed;
+  nlohmann::json stage_layers = nlohmann::json::array();  // for re-sharding on load
+  for (int r = 0; r < ps.pp_size; ++r) {
+    const auto range = stage_layer_range(args.model.num_layers, ps.pp_size, r,
+                                         args.decoder_first_pipeline_num_layers,
+                                         args.decoder_last_pipeline_num_layers);
+    stage_layers.push_back({range.first, range.second});
+  }
+  run_args["pipeline_stage_layers"] = stage_layers;
   install_exit_signal_handlers();
 
   const ModelConfig& mc = args.model;
   const int64_t m = args.num_micro_batches();
-  const int64_t layers_per_stage = mc.num_layers / ps.pp_size;
-  StageLayout stage{ps.tp_rank, ps.tp_size, ps.pp_rank * layers_per_stage,
-                    (ps.pp_rank + 1) * layers_per_stage, ps.pp_is_first_stage, ps.pp_is_last_stage};
+  const auto [layer_begin, layer_end] =
+      stage_layer_range(mc.num_layers, ps.pp_size, ps.pp_rank, args.decoder_first_pipeline_num_layers,
+                        args.decoder_last_pipeline_num_layers);
+  StageLayout stage{ps.tp_rank, ps.tp_size, layer_begin, layer_end, ps.pp_is_first_stage,
+                    ps.pp_is_last_stage};
   ParamRegistry reg(mc, stage);
   ModelRuntime rt(reg, args.micro_batch_size, TensorParallel{&ps.tp_comm, args.sequence_parallel},
                   max_in_flight_1f1b(ps.pp_size, ps.pp_rank, m));

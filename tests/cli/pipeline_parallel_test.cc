@@ -56,14 +56,19 @@ double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
 struct Layout {
   int tp, pp, dp;
   bool sp;
-  int m;  // micro-batches per DP rank
+  int m;              // micro-batches per DP rank
+  const char* extra;  // more flags for the parallel run
 };
 
 TEST(PipelineParallel, LayoutsMatchOneRank) {
   TempDir dir;
   const std::string data = prepare_data(dir, synthetic_corpus(200));
-  const Layout layouts[] = {{1, 2, 1, false, 4}, {1, 4, 1, false, 8}, {2, 2, 1, true, 4},
-                            {1, 2, 2, false, 4}, {2, 2, 2, true, 4}};
+  const Layout layouts[] = {{1, 2, 1, false, 4, ""},
+                            {1, 4, 1, false, 8, ""},
+                            {2, 2, 1, true, 4, ""},
+                            {1, 2, 2, false, 4, ""},
+                            {2, 2, 2, true, 4, ""},
+                            {1, 2, 1, false, 4, " --decoder-last-pipeline-num-layers 1"}};
   for (const Layout& l : layouts) {
     const int global = 2 * l.m * l.dp;  // micro-batch 2
     const std::string flags = " train" + data + tiny_model_flags() +
@@ -72,7 +77,7 @@ TEST(PipelineParallel, LayoutsMatchOneRank) {
                               " --train-iters 6 --hidden-dropout 0.1 --attention-dropout 0.1"
                               " --eval-interval 3 --eval-iters 2";
     const std::string tag = "tp" + std::to_string(l.tp) + "pp" + std::to_string(l.pp) + "dp" +
-                            std::to_string(l.dp) + (l.sp ? "sp" : "");
+                            std::to_string(l.dp) + (l.sp ? "sp" : "") + (*l.extra ? "uneven" : "");
     const RunResult one = run(megatron() + flags + " --make-vocab-size-divisible-by 128 --save " +
                               dir.file(tag + "_ref") + " --log-json " + dir.file(tag + "_ref.json"));
     ASSERT_EQ(one.exit_code, 0) << one.output;
@@ -80,7 +85,7 @@ TEST(PipelineParallel, LayoutsMatchOneRank) {
         mpirun(l.tp * l.pp * l.dp) + flags + " --tensor-model-parallel-size " +
         std::to_string(l.tp) + " --pipeline-model-parallel-size " + std::to_string(l.pp) +
         " --make-vocab-size-divisible-by " + std::to_string(128 / l.tp) +
-        (l.sp ? " --sequence-parallel" : "") + " --save " + dir.file(tag) + " --log-json " +
+        (l.sp ? " --sequence-parallel" : "") + l.extra + " --save " + dir.file(tag) + " --log-json " +
         dir.file(tag + ".json"));
     ASSERT_EQ(r.exit_code, 0) << tag << "\n" << r.output;
     EXPECT_NE(r.output.find("bubble per stage"), std::string::npos) << r.output;
@@ -124,6 +129,8 @@ TEST(PipelineParallel, SaveAtTp2Pp2ResumeAtOtherLayouts) {
   ASSERT_EQ(ref.train.size(), 5u);
   const std::pair<std::string, std::string> others[] = {
       {"tp1pp4", mpirun(4) + flags + " --pipeline-model-parallel-size 4"},
+      {"tp1pp2uneven", mpirun(2) + flags + " --pipeline-model-parallel-size 2"
+                                           " --decoder-first-pipeline-num-layers 3"},
       {"tp1pp1", megatron() + flags}};
   for (const auto& [tag, cmd] : others) {
     const RunResult r = run(cmd + " --load " + dir.file("c") + " --log-json " + dir.file(tag + ".json"));

@@ -79,5 +79,19 @@ TEST(ParamRegistry, TensorParallelShardsAreSlicesOfTheFullTensor) {
   }
 }
 
+TEST(StageLayerRange, EvenAndUnevenSplits) {
+  using R = std::pair<int64_t, int64_t>;
+  EXPECT_EQ(stage_layer_range(12, 1, 0), R(0, 12));
+  EXPECT_EQ(stage_layer_range(12, 4, 2), R(6, 9));
+  EXPECT_EQ(stage_layer_range(12, 2, 0, 0, 3), R(0, 9));  // a light last stage
+  EXPECT_EQ(stage_layer_range(12, 2, 1, 0, 3), R(9, 12));
+  EXPECT_EQ(stage_layer_range(12, 4, 0, 2, 4), R(0, 2));
+  EXPECT_EQ(stage_layer_range(12, 4, 1, 2, 4), R(2, 5));
+  EXPECT_EQ(stage_layer_range(12, 4, 2, 2, 4), R(5, 8));
+  EXPECT_EQ(stage_layer_range(12, 4, 3, 2, 4), R(8, 12));
+  EXPECT_THROW(stage_layer_range(12, 4, 0, 2, 3), Error);  // 7 over 2 stages
+  EXPECT_THROW(stage_layer_range(12, 1, 0, 2, 0), Error);  // needs PP > 1
+}
+
 }  // namespace
 }  // namespace mt
