@@ -33,6 +33,9 @@ Command add_train_command(CLI::App& app) {
   CLI::Option_group* par = group("parallelism");
   par->add_option("--tensor-model-parallel-size", a->tensor_model_parallel_size, "TP size");
   par->add_option("--pipeline-model-parallel-size", a->pipeline_model_parallel_size, "PP size");
+  par->add_option("--num-layers-per-virtual-pipeline-stage",
+                  a->num_layers_per_virtual_pipeline_stage,
+                  "layers per model chunk: interleaved 1F1B with L/(PP x this) chunks per rank");
   par->add_option("--decoder-first-pipeline-num-layers", a->decoder_first_pipeline_num_layers,
                   "layers on the first pipeline stage (default: even split)");
   par->add_option("--decoder-last-pipeline-num-layers", a->decoder_last_pipeline_num_layers,

@@ -18,13 +18,16 @@
 
 namespace mt {
 
-GptWeights bind_weights(const ParamRegistry& reg, float* base) {
+GptWeights bind_chunk_weights(const ParamRegistry& reg, float* base, int chunk) {
   auto at = [&](const std::string& name) { return base + reg.get(name).offset; };
   const StageLayout& st = reg.stage();
+  const auto ranges = st.chunk_ranges();
+  const bool embedding = st.has_embedding && chunk == 0;
+  const bool output = st.has_output && chunk == int(ranges.size()) - 1;
   GptWeights w;
-  if (st.has_embedding || st.has_output) w.wte = at("embedding.word_embeddings.weight");
-  if (st.has_embedding) w.wpe = at("embedding.position_embeddings.weight");
-  for (int64_t l = st.layer_begin; l < st.layer_end; ++l) {
+  if (embedding || output) w.wte = at("embedding.word_embeddings.weight");
+  if (embedding) w.wpe = at("embedding.position_embeddings.weight");
+  for (int64_t l = ranges[size_t(chunk)].first; l < ranges[size_t(chunk)].second; ++l) {
     const std::string p = layer_prefix(l);
     LayerWeights lw;
     lw.ln1_w = at(p + "input_layernorm.weight");
@@ -41,16 +44,24 @@ GptWeights bind_weights(const ParamRegistry& reg, float* base) {
     lw.fc2_b = at(p + "mlp.linear_fc2.bias");
     w.layers.push_back(lw);
   }
-  if (st.has_output) {
+  if (output) {
     w.lnf_w = at("decoder.final_layernorm.weight");
     w.lnf_b = at("decoder.final_layernorm.bias");
   }
   return w;
 }
 
-GptShapes make_shapes(const ParamRegistry& reg, int64_t micro_batch, const TensorParallel& tp) {
+GptWeights bind_weights(const ParamRegistry& reg, float* base) {
+  MT_CHECK(reg.stage().chunk_ranges().size() == 1,
+           "bind_weights of a rank with virtual pipeline chunks; use bind_chunk_weights");
+  return bind_chunk_weights(reg, base, 0);
+}
+
+GptShapes make_shapes(const ParamRegistry& reg, int64_t micro_batch, const TensorParallel& tp,
+                      int chunk) {
   const ModelConfig& c = reg.config();
   const StageLayout& st = reg.stage();
+  const auto ranges = st.chunk_ranges();
   MT_CHECK(tp.size() == st.tp_size, "TP group of size ", tp.size(), " for a parameter list built ",
            "for TP ", st.tp_size, " (internal error)");
   GptShapes sh;
@@ -72,11 +83,11 @@ GptShapes make_shapes(const ParamRegistry& reg, int64_t micro_batch, const Tenso
   sh.v_start = sh.v * st.tp_rank;
   sh.max_pos = c.max_position_embeddings;
   sh.vocab_size = c.vocab_size;
-  sh.num_layers = st.layer_end - st.layer_begin;
-  sh.layer_begin = st.layer_begin;
+  sh.num_layers = ranges[size_t(chunk)].second - ranges[size_t(chunk)].first;
+  sh.layer_begin = ranges[size_t(chunk)].first;
   sh.total_layers = c.num_layers;
-  sh.has_embedding = st.has_embedding;
-  sh.has_output = st.has_output;
+  sh.has_embedding = st.has_embedding && chunk == 0;
+  sh.has_output = st.has_output && chunk == int(ranges.size()) - 1;
   sh.eps = c.layernorm_epsilon;
   sh.hidden_dropout = c.hidden_dropout;
   sh.attention_dropout = c.attention_dropout;

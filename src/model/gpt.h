@@ -37,7 +37,10 @@ struct GptWeights {
   float* lnf_b = nullptr;  // (h)
 };
 
-// Views of the registry's parameters in `base` (the value or gradient buffer).
+// Views of the registry's parameters in `base` (the value or gradient buffer):
+// of model chunk `chunk` (virtual pipeline stage) of this rank, or of the
+// whole stage when it has one chunk.
+GptWeights bind_chunk_weights(const ParamRegistry& reg, float* base, int chunk);
 GptWeights bind_weights(const ParamRegistry& reg, float* base);
 
 // Local sizes of one micro-batch on this rank, and its tensor-parallel group.
@@ -62,7 +65,7 @@ struct GptShapes {
   int64_t local_tokens() const { return s_local * b; }
 };
 GptShapes make_shapes(const ParamRegistry& reg, int64_t micro_batch,
-                      const TensorParallel& tp = TensorParallel{});
+                      const TensorParallel& tp = TensorParallel{}, int chunk = 0);
 
 struct LayerActivations {
   // Shapes with s_local rows are sequence slabs under SP (= s otherwise).

@@ -38,6 +38,18 @@ std::pair<int64_t, int64_t> stage_layer_range(int64_t num_layers, int pp_size, i
   return {begin, begin + count};
 }
 
+std::vector<std::pair<int64_t, int64_t>> virtual_stage_chunks(int64_t num_layers, int pp_size,
+                                                              int pp_rank, int64_t vpp) {
+  const int64_t k = divide(num_layers, int64_t(pp_size) * vpp,
+                           "--num-layers by PP x virtual stages");
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (int64_t c = 0; c < vpp; ++c) {
+    const int64_t begin = c * (num_layers / vpp) + pp_rank * k;
+    out.push_back({begin, begin + k});
+  }
+  return out;
+}
+
 std::string layer_prefix(int64_t layer) { return "decoder.layers." + std::to_string(layer) + "."; }
 
 ParamRegistry::ParamRegistry(const ModelConfig& cfg, const StageLayout& stage)
@@ -54,20 +66,22 @@ ParamRegistry::ParamRegistry(const ModelConfig& cfg, const StageLayout& stage)
     add("embedding.position_embeddings.weight", cfg.max_position_embeddings, h, 2, -1,
         Init::kNormal, std, true);
   }
-  for (int64_t l = stage.layer_begin; l < stage.layer_end; ++l) {
-    const std::string p = layer_prefix(l);
-    add(p + "input_layernorm.weight", h, 1, 1, -1, Init::kOnes, 0, false);
-    add(p + "input_layernorm.bias", h, 1, 1, -1, Init::kZeros, 0, false);
-    add(p + "self_attention.linear_qkv.weight", 3 * h, h, 2, 0, Init::kNormal, std, true);
-    add(p + "self_attention.linear_qkv.bias", 3 * h, 1, 1, 0, Init::kZeros, 0, false);
-    add(p + "self_attention.linear_proj.weight", h, h, 2, 1, Init::kNormal, out_std, true);
-    add(p + "self_attention.linear_proj.bias", h, 1, 1, -1, Init::kZeros, 0, false);
-    add(p + "pre_mlp_layernorm.weight", h, 1, 1, -1, Init::kOnes, 0, false);
-    add(p + "pre_mlp_layernorm.bias", h, 1, 1, -1, Init::kZeros, 0, false);
-    add(p + "mlp.linear_fc1.weight", f, h, 2, 0, Init::kNormal, std, true);
-    add(p + "mlp.linear_fc1.bias", f, 1, 1, 0, Init::kZeros, 0, false);
-    add(p + "mlp.linear_fc2.weight", h, f, 2, 1, Init::kNormal, out_std, true);
-    add(p + "mlp.linear_fc2.bias", h, 1, 1, -1, Init::kZeros, 0, false);
+  for (const auto& [chunk_begin, chunk_end] : stage.chunk_ranges()) {
+    for (int64_t l = chunk_begin; l < chunk_end; ++l) {
+      const std::string p = layer_prefix(l);
+      add(p + "input_layernorm.weight", h, 1, 1, -1, Init::kOnes, 0, false);
+      add(p + "input_layernorm.bias", h, 1, 1, -1, Init::kZeros, 0, false);
+      add(p + "self_attention.linear_qkv.weight", 3 * h, h, 2, 0, Init::kNormal, std, true);
+      add(p + "self_attention.linear_qkv.bias", 3 * h, 1, 1, 0, Init::kZeros, 0, false);
+      add(p + "self_attention.linear_proj.weight", h, h, 2, 1, Init::kNormal, out_std, true);
+      add(p + "self_attention.linear_proj.bias", h, 1, 1, -1, Init::kZeros, 0, false);
+      add(p + "pre_mlp_layernorm.weight", h, 1, 1, -1, Init::kOnes, 0, false);
+      add(p + "pre_mlp_layernorm.bias", h, 1, 1, -1, Init::kZeros, 0, false);
+      add(p + "mlp.linear_fc1.weight", f, h, 2, 0, Init::kNormal, std, true);
+      add(p + "mlp.linear_fc1.bias", f, 1, 1, 0, Init::kZeros, 0, false);
+      add(p + "mlp.linear_fc2.weight", h, f, 2, 1, Init::kNormal, out_std, true);
+      add(p + "mlp.linear_fc2.bias", h, 1, 1, -1, Init::kZeros, 0, false);
+    }
   }
   if (stage.has_output) {
     add("decoder.final_layernorm.weight", h, 1, 1, -1, Init::kOnes, 0, false);

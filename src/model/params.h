@@ -38,6 +38,14 @@ struct StageLayout {
   int64_t layer_begin = 0, layer_end = 0;  // global layer indices [begin, end)
   bool has_embedding = true;               // first pipeline stage
   bool has_output = true;                  // last pipeline stage (final norm + tied output)
+  // Interleaved pipelines: the model chunks (virtual stages) this rank holds,
+  // in order; empty means one chunk [layer_begin, layer_end). The embedding
+  // belongs to the first chunk, the output layer to the last.
+  std::vector<std::pair<int64_t, int64_t>> chunks;
+  std::vector<std::pair<int64_t, int64_t>> chunk_ranges() const {
+    return chunks.empty() ? std::vector<std::pair<int64_t, int64_t>>{{layer_begin, layer_end}}
+                          : chunks;
+  }
 };
 
 // The layers pipeline stage `pp_rank` of `pp_size` owns: an even split, or
@@ -47,6 +55,11 @@ struct StageLayout {
 std::pair<int64_t, int64_t> stage_layer_range(int64_t num_layers, int pp_size, int pp_rank,
                                               int64_t first_stage_layers = 0,
                                               int64_t last_stage_layers = 0);
+
+// Megatron's interleaved layout: with v virtual stages of K = L/(P·v) layers,
+// chunk c of stage p holds layers [c·L/v + p·K, c·L/v + (p+1)·K).
+std::vector<std::pair<int64_t, int64_t>> virtual_stage_chunks(int64_t num_layers, int pp_size,
+                                                              int pp_rank, int64_t vpp);
 
 class ParamRegistry {
  public:

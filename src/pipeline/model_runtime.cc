@@ -6,26 +6,36 @@ namespace mt {
 
 ModelRuntime::ModelRuntime(const ParamRegistry& r, int64_t micro_batch, const TensorParallel& tp,
                            int64_t in_flight)
-    : reg(r), sh(make_shapes(r, micro_batch, tp)) {
+    : reg(r), sh(make_shapes(r, micro_batch, tp, 0)) {
   MT_CHECK(in_flight >= 1, "in-flight micro-batches ", in_flight, " must be >= 1");
   params_buf_ = HostBuffer(param_bytes());
   grads_buf_ = HostBuffer(param_bytes());
   params = reinterpret_cast<float*>(params_buf_.data());
   grads = reinterpret_cast<float*>(grads_buf_.data());
-  w = bind_weights(reg, params);
-  g = bind_weights(reg, grads);
+  const int num_chunks = int(r.stage().chunk_ranges().size());
+  chunks.resize(size_t(num_chunks));
+  GptShapes ws_shapes = sh;  // the workspace serves every chunk: logits if any has the output
+  for (int c = 0; c < num_chunks; ++c) {
+    chunks[size_t(c)].sh = make_shapes(r, micro_batch, tp, c);
+    chunks[size_t(c)].w = bind_chunk_weights(r, params, c);
+    chunks[size_t(c)].g = bind_chunk_weights(r, grads, c);
+    ws_shapes.has_output = ws_shapes.has_output || chunks[size_t(c)].sh.has_output;
+  }
   Arena plan;
-  for (int64_t i = 0; i < in_flight; ++i) carve_activations(plan, sh);
-  carve_workspace(plan, sh);
+  for (const ModelChunk& ch : chunks)
+    for (int64_t i = 0; i < in_flight; ++i) carve_activations(plan, ch.sh);
+  carve_workspace(plan, ws_shapes);
   act_buf_ = HostBuffer(plan.used());
   Arena real(act_buf_.data(), act_buf_.size());
-  slots.resize(size_t(in_flight));
-  for (MicroBatchSlot& s : slots) {
-    s.act = carve_activations(real, sh);
-    s.tokens.resize(size_t(sh.tokens()));
-    s.labels.resize(size_t(sh.tokens()));
+  for (ModelChunk& ch : chunks) {
+    ch.slots.resize(size_t(in_flight));
+    for (MicroBatchSlot& s : ch.slots) {
+      s.act = carve_activations(real, ch.sh);
+      s.tokens.resize(size_t(ch.sh.tokens()));
+      s.labels.resize(size_t(ch.sh.tokens()));
+    }
   }
-  ws = carve_workspace(real, sh);
+  ws = carve_workspace(real, ws_shapes);
 }
 
 void ModelRuntime::zero_grads() { std::fill(grads, grads + reg.total_floats(), 0.f); }

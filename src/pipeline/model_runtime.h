@@ -19,20 +19,32 @@ struct MicroBatchSlot {
   std::vector<int32_t> tokens, labels;  // (b, s)
 };
 
+// One model chunk (virtual pipeline stage) of this rank: its shapes, weight
+// and gradient views, and the activation records of its micro-batches in flight.
+struct ModelChunk {
+  GptShapes sh;
+  GptWeights w, g;
+  std::vector<MicroBatchSlot> slots;
+};
+
 class ModelRuntime {
  public:
-  // `in_flight`: activation records to plan (1 without pipelining; with 1F1B
-  // a stage keeps up to PP − pp_rank micro-batches in flight).
+  // `in_flight`: activation records to plan per chunk (1 without pipelining;
+  // with 1F1B a stage keeps up to PP − pp_rank micro-batches in flight).
   ModelRuntime(const ParamRegistry& reg, int64_t micro_batch,
                const TensorParallel& tp = TensorParallel{}, int64_t in_flight = 1);
 
   const ParamRegistry& reg;
-  const GptShapes sh;
+  const GptShapes sh;       // chunk 0's shapes (sizes and groups are the same for all)
   float* params = nullptr;  // (total_floats)
   float* grads = nullptr;   // (total_floats)
-  GptWeights w, g;          // views of params / grads
-  std::vector<MicroBatchSlot> slots;
-  GptWorkspace ws;
+  std::vector<ModelChunk> chunks;  // one unless the pipeline is interleaved
+  GptWorkspace ws;          // shared by every chunk and micro-batch
+
+  // The single chunk's views (ranks without virtual stages).
+  const GptWeights& w() const { return chunks[0].w; }
+  const GptWeights& g() const { return chunks[0].g; }
+  std::vector<MicroBatchSlot>& slots() { return chunks[0].slots; }
 
   size_t param_bytes() const { return size_t(reg.total_floats()) * sizeof(float); }
   size_t activation_bytes() const { return act_buf_.size(); }

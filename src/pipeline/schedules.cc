@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/error.h"
 #include "core/log.h"
 
 namespace mt {
@@ -16,7 +17,12 @@ std::string describe(const std::vector<PipeOp>& ops) {
   std::string s;
   for (const PipeOp& op : ops) {
     if (!s.empty()) s += ' ';
-    s += names[int(op.step)] + std::to_string(op.micro_batch);
+    s += names[int(op.step)];
+    s += std::to_string(op.micro_batch);
+    if (op.chunk != 0) {
+      s += '.';
+      s += std::to_string(op.chunk);
+    }
   }
   return s;
 }
@@ -48,6 +54,67 @@ int64_t max_in_flight_1f1b(int stages, int rank, int64_t m) {
   return std::min<int64_t>(stages - rank, m);
 }
 
+namespace {
+
+int64_t interleaved_warmup(int stages, int rank, int chunks, int64_t m) {
+  const int64_t total = m * chunks;
+  if (m == stages) return total;  // Megatron: all warm-up
+  return std::min<int64_t>((stages - rank - 1) * 2 + int64_t(chunks - 1) * stages, total);
+}
+
+}  // namespace
+
+std::vector<PipeOp> schedule_interleaved(int stages, int rank, int chunks, int64_t m) {
+  MT_CHECK(m % stages == 0, "the interleaved schedule needs the micro-batches per step (", m,
+           ") to be divisible by --pipeline-model-parallel-size ", stages,
+           "; fix: change --global-batch-size or --micro-batch-size");
+  const int64_t group = int64_t(stages) * chunks, total = m * chunks;
+  const int64_t warmup = interleaved_warmup(stages, rank, chunks, m);
+  auto micro_batch = [&](int64_t k) { return (k / group) * stages + k % stages; };
+  std::vector<PipeOp> ops;
+  auto forward = [&](int64_t k) {
+    const int c = int((k % group) / stages);
+    const int64_t j = micro_batch(k);
+    if (!(rank == 0 && c == 0)) ops.push_back({PipeStep::kRecvForward, j, c});
+    ops.push_back({PipeStep::kForward, j, c});
+    if (!(rank == stages - 1 && c == chunks - 1)) ops.push_back({PipeStep::kSendForward, j, c});
+  };
+  auto backward = [&](int64_t k) {
+    const int c = chunks - 1 - int((k % group) / stages);
+    const int64_t j = micro_batch(k);
+    if (!(rank == stages - 1 && c == chunks - 1)) ops.push_back({PipeStep::kRecvBackward, j, c});
+    ops.push_back({PipeStep::kBackward, j, c});
+    if (!(rank == 0 && c == 0)) ops.push_back({PipeStep::kSendBackward, j, c});
+  };
+  for (int64_t k = 0; k < warmup; ++k) forward(k);
+  for (int64_t k = warmup; k < total; ++k) {
+    forward(k);
+    backward(k - warmup);
+  }
+  for (int64_t k = total - warmup; k < total; ++k) backward(k);
+  return ops;
+}
+
+int64_t max_in_flight_interleaved(int stages, int rank, int chunks, int64_t m) {
+  // Every forward step before a chunk's backward may be that chunk's.
+  return std::min<int64_t>(interleaved_warmup(stages, rank, chunks, m) + 1, m);
+}
+
+std::vector<PipeOp> schedule_forward_only(int stages, int rank, int chunks, int64_t m) {
+  std::vector<PipeOp> ops;
+  for (int64_t j = 0; j < m; ++j)
+    for (int c = 0; c < chunks; ++c) {
+      if (!(rank == 0 && c == 0)) ops.push_back({PipeStep::kRecvForward, j, c});
+      ops.push_back({PipeStep::kForward, j, c});
+      if (!(rank == stages - 1 && c == chunks - 1)) ops.push_back({PipeStep::kSendForward, j, c});
+    }
+  return ops;
+}
+
+std::vector<PipeOp> training_schedule(int stages, int rank, int chunks, int64_t m) {
+  return chunks > 1 ? schedule_interleaved(stages, rank, chunks, m) : schedule_1f1b(stages, rank, m);
+}
+
 double run_pipeline_schedule(ModelRuntime& rt, const PipelineLinks& links,
                              const std::vector<PipeOp>& ops, const PassContext& ctx,
                              const MicroBatchFn& next,
@@ -55,75 +122,78 @@ double run_pipeline_schedule(ModelRuntime& rt, const PipelineLinks& links,
                              double* wait_seconds) {
   const GptShapes& sh = rt.sh;
   const int64_t n = sh.local_tokens() * sh.h;  // one boundary activation (s_local, b, h)
-  const size_t slots = rt.slots.size();
+  const int chunks = int(rt.chunks.size()), stages = links.stages;
+  const int next_rank = (links.stage + 1) % stages, prev_rank = (links.stage + stages - 1) % stages;
   int64_t m = 0;
   for (const PipeOp& op : ops) m = std::max(m, op.micro_batch + 1);
-  // Pending sends per slot: a slot's output activation and its input gradient
-  // (kept in the slot's layer-0 input buffer, which backward no longer needs).
-  std::vector<CommHandle> fwd_sends(slots), bwd_sends(slots);
+  // Tags name the receiving chunk, so each (peer, chunk) pair is its own
+  // in-order stream: chunk c of the last stage feeds chunk c + 1 of the first.
+  auto fwd_tag = [&](int receiver_chunk) { return kTagForward * 64 + receiver_chunk; };
+  auto bwd_tag = [&](int receiver_chunk) { return kTagBackward * 64 + receiver_chunk; };
+  // Pending sends per (chunk, slot): the slot's output activation and its
+  // input gradient (kept in the slot's layer-0 input buffer, which backward no
+  // longer needs).
+  std::vector<std::vector<CommHandle>> fwd_sends(static_cast<size_t>(chunks)),
+      bwd_sends(static_cast<size_t>(chunks));
+  for (int c = 0; c < chunks; ++c) {
+    fwd_sends[size_t(c)].resize(rt.chunks[size_t(c)].slots.size());
+    bwd_sends[size_t(c)].resize(rt.chunks[size_t(c)].slots.size());
+  }
   double loss = 0;
   for (const PipeOp& op : ops) {
-    const size_t i = size_t(op.micro_batch) % slots;
-    MicroBatchSlot& s = rt.slots[i];
+    ModelChunk& ch = rt.chunks[size_t(op.chunk)];
+    const size_t i = size_t(op.micro_batch) % ch.slots.size();
+    MicroBatchSlot& s = ch.slots[i];
+    CommHandle& fwd_send = fwd_sends[size_t(op.chunk)][i];
+    CommHandle& bwd_send = bwd_sends[size_t(op.chunk)][i];
     float* input = s.act.hidden;                               // layer-0 input
-    float* output = s.act.hidden + sh.num_layers * n;          // last layer's output
+    float* output = s.act.hidden + ch.sh.num_layers * n;       // last layer's output
     switch (op.step) {
       case PipeStep::kRecvForward: {
-        fwd_sends[i].wait();
-        bwd_sends[i].wait();
+        fwd_send.wait();
+        bwd_send.wait();
         Timer t;
-        links.pp->recv(input, n, links.stage - 1, kTagForward);
+        links.pp->recv(input, n, prev_rank, fwd_tag(op.chunk));
         *wait_seconds += t.seconds();
         break;
       }
       case PipeStep::kForward: {
-        fwd_sends[i].wait();
-        if (links.first()) bwd_sends[i].wait();
+        fwd_send.wait();
+        bwd_send.wait();
         s.act.sample0 = next(op.micro_batch, s.tokens.data(), s.labels.data());
-        loss += gpt_forward(rt.w, &rt.g, s.act, rt.ws, sh, s.tokens.data(), s.labels.data(), ctx);
+        loss += gpt_forward(ch.w, ctx.training ? &ch.g : nullptr, s.act, rt.ws, ch.sh,
+                            s.tokens.data(), s.labels.data(), ctx);
         break;
       }
-      case PipeStep::kSendForward:
-        fwd_sends[i] = links.pp->isend(output, n, links.stage + 1, kTagForward);
+      case PipeStep::kSendForward: {
+        const int receiver_chunk = links.stage == stages - 1 ? op.chunk + 1 : op.chunk;
+        fwd_send = links.pp->isend(output, n, next_rank, fwd_tag(receiver_chunk));
         break;
+      }
       case PipeStep::kRecvBackward: {
         Timer t;
-        links.pp->recv(rt.ws.dres, n, links.stage + 1, kTagBackward);
+        links.pp->recv(rt.ws.dres, n, next_rank, bwd_tag(op.chunk));
         *wait_seconds += t.seconds();
         break;
       }
       case PipeStep::kBackward: {
         PassContext c = ctx;
         c.grads_ready = op.micro_batch + 1 == m ? grads_ready : nullptr;
-        gpt_backward(rt.w, rt.g, s.act, rt.ws, sh, c);
+        gpt_backward(ch.w, ch.g, s.act, rt.ws, ch.sh, c);
         break;
       }
-      case PipeStep::kSendBackward:
+      case PipeStep::kSendBackward: {
+        const int receiver_chunk = links.stage == 0 ? op.chunk - 1 : op.chunk;
         std::memcpy(input, rt.ws.dres, size_t(n) * sizeof(float));
-        bwd_sends[i] = links.pp->isend(input, n, links.stage - 1, kTagBackward);
+        bwd_send = links.pp->isend(input, n, prev_rank, bwd_tag(receiver_chunk));
         break;
+      }
     }
   }
-  for (size_t i = 0; i < slots; ++i) {
-    fwd_sends[i].wait();
-    bwd_sends[i].wait();
-  }
-  return loss;
-}
-
-double forward_only_pipelined(ModelRuntime& rt, const PipelineLinks& links,
-                              int64_t num_micro_batches, const PassContext& ctx,
-                              const MicroBatchFn& next) {
-  const GptShapes& sh = rt.sh;
-  const int64_t n = sh.local_tokens() * sh.h;
-  MicroBatchSlot& s = rt.slots[0];
-  double loss = 0;
-  for (int64_t k = 0; k < num_micro_batches; ++k) {
-    if (!links.first()) links.pp->recv(s.act.hidden, n, links.stage - 1, kTagForward);
-    s.act.sample0 = next(k, s.tokens.data(), s.labels.data());
-    loss += gpt_forward(rt.w, nullptr, s.act, rt.ws, sh, s.tokens.data(), s.labels.data(), ctx);
-    if (!links.last()) links.pp->send(s.act.hidden + sh.num_layers * n, n, links.stage + 1, kTagForward);
-  }
+  for (auto& per_chunk : fwd_sends)
+    for (CommHandle& h : per_chunk) h.wait();
+  for (auto& per_chunk : bwd_sends)
+    for (CommHandle& h : per_chunk) h.wait();
   return loss;
 }
 

@@ -26,10 +26,11 @@ enum class PipeStep : uint8_t {
 struct PipeOp {
   PipeStep step;
   int64_t micro_batch;
+  int chunk = 0;  // model chunk (virtual stage) of this rank
   bool operator==(const PipeOp&) const = default;
 };
 
-// "F3", "RB0", ... for tests and logs.
+// "F3", "RB0", ... for tests and logs; a chunk other than 0 adds ".c" ("F3.1").
 std::string describe(const std::vector<PipeOp>& ops);
 
 // Megatron's 1F1B (forward_backward_pipelining_without_interleaving) for stage
@@ -43,6 +44,20 @@ std::vector<PipeOp> schedule_1f1b(int stages, int rank, int64_t num_micro_batche
 // Most micro-batches a stage holds activations for under 1F1B.
 int64_t max_in_flight_1f1b(int stages, int rank, int64_t num_micro_batches);
 
+// Megatron's interleaved 1F1B (forward_backward_pipelining_with_interleaving)
+// with `chunks` model chunks per rank: virtual step k runs chunk
+// (k mod P·v) / P (reversed for backward) on micro-batch (k / P·v)·P + k mod P;
+// warm-up of (P − rank − 1)·2 + (v − 1)·P steps (all steps when m == P).
+// Needs m divisible by P, as Megatron does.
+std::vector<PipeOp> schedule_interleaved(int stages, int rank, int chunks,
+                                         int64_t num_micro_batches);
+// Activation records per chunk the interleaved schedule needs at most.
+int64_t max_in_flight_interleaved(int stages, int rank, int chunks, int64_t num_micro_batches);
+
+// Forward only (evaluation): each micro-batch through every chunk in order.
+std::vector<PipeOp> schedule_forward_only(int stages, int rank, int chunks,
+                                          int64_t num_micro_batches);
+
 struct PipelineLinks {
   const Communicator* pp = nullptr;  // the pipeline group, ranks ordered by stage
   int stage = 0, stages = 1;
@@ -50,18 +65,20 @@ struct PipelineLinks {
   bool last() const { return stage == stages - 1; }
 };
 
-// Runs `ops` for one iteration. Returns the sum of token losses (last stage;
-// 0 elsewhere). `grads_ready` is passed to the backward of the last
-// micro-batch. Seconds spent blocked in receives are added to *wait_seconds.
+// Runs `ops` for one iteration over rt's chunks; activations flow from chunk
+// c of stage P − 1 to chunk c + 1 of stage 0. Returns the sum of token losses
+// (the rank with the last chunk; 0 elsewhere). `grads_ready` is passed to each
+// chunk's backward of the last micro-batch. With ctx.training false only
+// forwards run and no gradients are touched. Seconds blocked in receives are
+// added to *wait_seconds.
 double run_pipeline_schedule(ModelRuntime& rt, const PipelineLinks& links,
                              const std::vector<PipeOp>& ops, const PassContext& ctx,
                              const MicroBatchFn& next,
                              const std::function<void(int64_t)>* grads_ready,
                              double* wait_seconds);
 
-// Forward only over the pipeline (evaluation). Returns the last stage's loss sum.
-double forward_only_pipelined(ModelRuntime& rt, const PipelineLinks& links,
-                              int64_t num_micro_batches, const PassContext& ctx,
-                              const MicroBatchFn& next);
+// The schedule this rank runs for training: interleaved with several chunks,
+// else 1F1B (which is no pipelining with one stage).
+std::vector<PipeOp> training_schedule(int stages, int rank, int chunks, int64_t num_micro_batches);
 
 }  // namespace mt

@@ -35,6 +35,18 @@ void TrainArgs::validate(int world_size) {
              "--decoder-first/last-pipeline-num-layers");
   stage_layer_range(model.num_layers, int(pp), 0, decoder_first_pipeline_num_layers,
                     decoder_last_pipeline_num_layers);  // throws if they do not fit
+  if (num_layers_per_virtual_pipeline_stage > 0) {
+    const int64_t k = num_layers_per_virtual_pipeline_stage;
+    MT_CHECK(pp > 1, "--num-layers-per-virtual-pipeline-stage needs "
+             "--pipeline-model-parallel-size > 1; got PP ", pp);
+    MT_CHECK(model.num_layers % (pp * k) == 0, "--num-layers ", model.num_layers,
+             " is not divisible by PP ", pp, " x --num-layers-per-virtual-pipeline-stage ", k);
+    MT_CHECK(model.num_layers / (pp * k) > 1, "--num-layers-per-virtual-pipeline-stage ", k,
+             " gives one model chunk per rank (", model.num_layers, " layers / PP ", pp,
+             "); fix: lower it, or drop it for plain 1F1B");
+    MT_CHECK(decoder_first_pipeline_num_layers == 0 && decoder_last_pipeline_num_layers == 0,
+             "--decoder-first/last-pipeline-num-layers do not combine with virtual stages");
+  }
   MT_CHECK(!sequence_parallel || tp > 1, "--sequence-parallel needs --tensor-model-parallel-size "
            "> 1 (it is a mode of the tensor-parallel layers); got TP ", tp);
   dp_size = world_size / (tp * pp);
@@ -53,6 +65,9 @@ void TrainArgs::validate(int world_size) {
            " x DP ", dp_size, " = ", micro_batch_size * dp_size,
            "; fix: make the global batch a multiple of micro-batch x data-parallel size");
   MT_CHECK(train_iters > 0, "--train-iters ", train_iters, " must be > 0");
+  MT_CHECK(num_layers_per_virtual_pipeline_stage == 0 || num_micro_batches() % pp == 0,
+           "the interleaved schedule needs the micro-batches per step (", num_micro_batches(),
+           ") to be divisible by PP ", pp, "; fix: change --global-batch-size");
   MT_CHECK(lr_warmup_fraction < 0 || lr_warmup_iters == 0,
            "--lr-warmup-fraction and --lr-warmup-iters are both set; use one");
   MT_CHECK(log_interval > 0, "--log-interval ", log_interval, " must be > 0");

@@ -18,6 +18,7 @@ struct TrainArgs {
   int tensor_model_parallel_size = 1;
   int pipeline_model_parallel_size = 1;
   bool sequence_parallel = false;
+  int64_t num_layers_per_virtual_pipeline_stage = 0;  // 0: no interleaving
   int64_t decoder_first_pipeline_num_layers = 0;  // 0: even split
   int64_t decoder_last_pipeline_num_layers = 0;
   bool overlap_grad_reduce = false;
@@ -62,6 +63,13 @@ struct TrainArgs {
   // Derived.
   int64_t dp_size = 1;
   int64_t num_micro_batches() const { return global_batch_size / (micro_batch_size * dp_size); }
+  // Model chunks per pipeline rank (Megatron's virtual pipeline size).
+  int64_t virtual_stages() const {
+    return num_layers_per_virtual_pipeline_stage > 0
+               ? model.num_layers / (pipeline_model_parallel_size *
+                                     num_layers_per_virtual_pipeline_stage)
+               : 1;
+  }
   LrSchedule lr_schedule() const;
   // Checks every layout-dependent constraint; every rank calls it.
   void validate(int world_size);

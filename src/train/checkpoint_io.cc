@@ -172,18 +172,11 @@ void read_resharded(const std::string& iter_dir, const std::string& file, const 
               full.begin() + (p.row_offset + i) * C + p.col_offset + p.cols, dst + i * p.cols);
 }
 
-// The saved pipeline stage that holds parameter `name` (layer names are global;
-// embeddings live on the first stage, the final norm on the last). `stages`
-// holds each saved stage's [begin, end) layers (an even split if absent).
-int saved_stage_of(const std::string& name, int64_t num_layers, int saved_pp,
-                   const nlohmann::json& stages) {
-  if (name.rfind("decoder.layers.", 0) == 0) {
-    const int64_t layer = std::stoll(name.substr(15));
-    for (int s = 0; s < int(stages.size()); ++s)
-      if (layer >= stages[size_t(s)][0].get<int64_t>() && layer < stages[size_t(s)][1].get<int64_t>())
-        return s;
-    return int(layer / (num_layers / saved_pp));
-  }
+// The saved pipeline stage that holds parameter `name`: layer names are
+// global and `layer_stage` maps each layer to its stage; embeddings live on
+// the first stage, the final norm on the last.
+int saved_stage_of(const std::string& name, int saved_pp, const std::vector<int>& layer_stage) {
+  if (name.rfind("decoder.layers.", 0) == 0) return layer_stage.at(size_t(std::stoll(name.substr(15))));
   if (name.rfind("decoder.final_layernorm", 0) == 0) return saved_pp - 1;
   return 0;
 }
@@ -201,14 +194,16 @@ RunState load_checkpoint(const std::string& dir, const ParamRegistry& reg, float
   MT_CHECK(saved_vocab == reg.config().padded_vocab_size, "checkpoint ", iter,
            " has a padded vocabulary of ", saved_vocab, " rows but this run pads to ",
            reg.config().padded_vocab_size, "; fix: use a TP size that divides ", saved_vocab);
-  const nlohmann::json stages =
-      meta.at("args").value("pipeline_stage_layers", nlohmann::json::array());
-  // Same TP and PP: every rank reads its own shard; else assemble and slice.
+  const std::vector<int> saved_layer_stage =
+      meta.at("args").at("layer_stage").get<std::vector<int>>();
+  bool same_layers = pp == ps.pp_size;  // does this rank hold exactly the saved stage's layers?
+  for (size_t l = 0; l < saved_layer_stage.size(); ++l) {
+    bool mine = false;
+    for (const auto& [b, e] : reg.stage().chunk_ranges()) mine = mine || (int64_t(l) >= b && int64_t(l) < e);
+    same_layers = same_layers && (mine == (saved_layer_stage[l] == ps.pp_rank));
+  }
+  // Same TP and layers: every rank reads its own shard; else assemble and slice.
   auto load = [&](const std::string& file, const std::string& prefix, float* base) {
-    const bool same_layers =
-        pp == ps.pp_size &&
-        (stages.empty() || (stages[size_t(ps.pp_rank)][0].get<int64_t>() == reg.stage().layer_begin &&
-                            stages[size_t(ps.pp_rank)][1].get<int64_t>() == reg.stage().layer_end));
     if (tp == ps.tp_size && same_layers) {
       SafetensorsReader r(iter + "/" + rank_dir_name(ps.tp_rank, ps.pp_rank) + "/" + file);
       for (const ParamSpec& p : reg.params()) {
@@ -219,8 +214,7 @@ RunState load_checkpoint(const std::string& dir, const ParamRegistry& reg, float
     } else {
       for (const ParamSpec& p : reg.params())
         read_resharded(iter, file, prefix + p.name, p, tp,
-                       saved_stage_of(p.name, reg.config().num_layers, pp, stages),
-                       base + p.offset);
+                       saved_stage_of(p.name, pp, saved_layer_stage), base + p.offset);
     }
   };
   load("model.safetensors", "", params);

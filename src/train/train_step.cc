@@ -17,7 +17,8 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, Par
   ctx.iteration = iteration;
   ctx.grad_scale = float(1.0 / double(rt.sh.tokens() * num_micro_batches));
   StepResult r;
-  const auto ops = schedule_1f1b(ps.pp_size, ps.pp_rank, num_micro_batches);
+  const auto ops =
+      training_schedule(ps.pp_size, ps.pp_rank, int(rt.chunks.size()), num_micro_batches);
   double loss_sum = run_pipeline_schedule(rt, pipeline_links(ps), ops, ctx, next, &sync.hook(),
                                           &r.wait_seconds);
   sync.finish();  // TP sum of sequence-parallel grads, DP average, tied embedding

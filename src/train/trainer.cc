@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/log.h"
@@ -70,26 +71,36 @@ int run_training(TrainArgs args, ParallelState& ps) {
   }
   run_args["model"] = model_config_to_json(args.model);
   run_args["seed"] = args.seed;
-  nlohmann::json stage_layers = nlohmann::json::array();  // for re-sharding on load
+  // Which pipeline rank holds each layer, for re-sharding on load.
+  std::vector<int> layer_stage(size_t(args.model.num_layers), 0);
   for (int r = 0; r < ps.pp_size; ++r) {
-    const auto range = stage_layer_range(args.model.num_layers, ps.pp_size, r,
-                                         args.decoder_first_pipeline_num_layers,
-                                         args.decoder_last_pipeline_num_layers);
-    stage_layers.push_back({range.first, range.second});
+    StageLayout st;
+    std::tie(st.layer_begin, st.layer_end) =
+        stage_layer_range(args.model.num_layers, ps.pp_size, r,
+                          args.decoder_first_pipeline_num_layers,
+                          args.decoder_last_pipeline_num_layers);
+    if (args.virtual_stages() > 1)
+      st.chunks = virtual_stage_chunks(args.model.num_layers, ps.pp_size, r, args.virtual_stages());
+    for (const auto& [b, e] : st.chunk_ranges())
+      for (int64_t l = b; l < e; ++l) layer_stage[size_t(l)] = r;
   }
-  run_args["pipeline_stage_layers"] = stage_layers;
+  run_args["layer_stage"] = layer_stage;
   install_exit_signal_handlers();
 
   const ModelConfig& mc = args.model;
   const int64_t m = args.num_micro_batches();
+  const int64_t vpp = args.virtual_stages();
   const auto [layer_begin, layer_end] =
       stage_layer_range(mc.num_layers, ps.pp_size, ps.pp_rank, args.decoder_first_pipeline_num_layers,
                         args.decoder_last_pipeline_num_layers);
   StageLayout stage{ps.tp_rank, ps.tp_size, layer_begin, layer_end, ps.pp_is_first_stage,
                     ps.pp_is_last_stage};
+  if (vpp > 1) stage.chunks = virtual_stage_chunks(mc.num_layers, ps.pp_size, ps.pp_rank, vpp);
   ParamRegistry reg(mc, stage);
+  const int64_t in_flight = vpp > 1 ? max_in_flight_interleaved(ps.pp_size, ps.pp_rank, int(vpp), m)
+                                    : max_in_flight_1f1b(ps.pp_size, ps.pp_rank, m);
   ModelRuntime rt(reg, args.micro_batch_size, TensorParallel{&ps.tp_comm, args.sequence_parallel},
-                  max_in_flight_1f1b(ps.pp_size, ps.pp_rank, m));
+                  in_flight);
   const PipelineLinks links = pipeline_links(ps);
   AdamWOptimizer opt(reg, args.optim);
   // Megatron's default bucket is max(40M, 1M·DP) elements (tuned for NCCL);
@@ -148,12 +159,14 @@ int run_training(TrainArgs args, ParallelState& ps) {
     PassContext ctx;
     ctx.training = false;
     ctx.seed = args.seed;
-    double sum = 0;
+    double sum = 0, eval_wait = 0;
     for (int64_t e = 0; e < args.eval_iters; ++e)
-      sum += forward_only_pipelined(rt, links, m, ctx,
-                                    [&](int64_t k, int32_t* tokens, int32_t* labels) {
-                                      return data.valid_batch(e, k, tokens, labels).first_sample;
-                                    });
+      sum += run_pipeline_schedule(
+          rt, links, schedule_forward_only(ps.pp_size, ps.pp_rank, int(vpp), m), ctx,
+          [&](int64_t k, int32_t* tokens, int32_t* labels) {
+            return data.valid_batch(e, k, tokens, labels).first_sample;
+          },
+          nullptr, &eval_wait);
     if (ps.pp_size > 1) ps.pp_comm.all_reduce_sum(&sum, 1);  // the last stage's loss
     ps.dp_comm.all_reduce_sum(&sum, 1);
     const double loss = sum / double(args.eval_iters * tokens_per_iter);
@@ -215,7 +228,8 @@ int run_training(TrainArgs args, ParallelState& ps) {
           std::snprintf(buf, sizeof buf, " %.0f%%", 100.0 * b);
           bubble += buf;
         }
-        std::snprintf(buf, sizeof buf, " (theory %.0f%%)", 100.0 * (ps.pp_size - 1) / double(m));
+        std::snprintf(buf, sizeof buf, " (theory %.0f%%)",
+                      100.0 * (ps.pp_size - 1) / double(vpp * m));
         bubble += buf;
       }
       const double eta = (run_timer.seconds() / double(it - start_iteration)) *

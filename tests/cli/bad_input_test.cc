@@ -57,6 +57,8 @@ TEST_F(BadInput, FlagsAndLayout) {
       {"missing config file", train(" --config {dir}nope.toml"), "nope.toml"},
       {"sequence parallel without TP", train(" --sequence-parallel"), "--sequence-parallel"},
       {"PP does not divide world", train(" --pipeline-model-parallel-size 2"), "PP(2)"},
+      {"virtual stages without PP", train(" --num-layers-per-virtual-pipeline-stage 1"),
+       "--num-layers-per-virtual-pipeline-stage needs"},
   };
   for (const BadInputCase& c : cases) expect_fails(c);
 }

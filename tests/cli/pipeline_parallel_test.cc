@@ -1,4 +1,5 @@
-// Pipeline parallelism (1F1B) with TP, SP and DP under mpirun equals one
+// Pipeline parallelism (1F1B, interleaved, uneven splits) with TP, SP and DP
+// under mpirun equals one
 // rank: per-iteration losses (1e-5) and final weights gathered from every
 // (TP, PP) shard (1e-4), dropout on; and checkpoints re-shard across TP/PP.
 #include <cmath>
@@ -68,7 +69,9 @@ TEST(PipelineParallel, LayoutsMatchOneRank) {
                             {2, 2, 1, true, 4, ""},
                             {1, 2, 2, false, 4, ""},
                             {2, 2, 2, true, 4, ""},
-                            {1, 2, 1, false, 4, " --decoder-last-pipeline-num-layers 1"}};
+                            {1, 2, 1, false, 4, " --decoder-last-pipeline-num-layers 1"},
+                            {1, 2, 1, false, 4, " --num-layers-per-virtual-pipeline-stage 1"},
+                            {2, 2, 1, true, 4, " --num-layers-per-virtual-pipeline-stage 1"}};
   for (const Layout& l : layouts) {
     const int global = 2 * l.m * l.dp;  // micro-batch 2
     const std::string flags = " train" + data + tiny_model_flags() +
@@ -77,7 +80,9 @@ TEST(PipelineParallel, LayoutsMatchOneRank) {
                               " --train-iters 6 --hidden-dropout 0.1 --attention-dropout 0.1"
                               " --eval-interval 3 --eval-iters 2";
     const std::string tag = "tp" + std::to_string(l.tp) + "pp" + std::to_string(l.pp) + "dp" +
-                            std::to_string(l.dp) + (l.sp ? "sp" : "") + (*l.extra ? "uneven" : "");
+                            std::to_string(l.dp) + (l.sp ? "sp" : "") + (std::string(l.extra).find("virtual") != std::string::npos ? "v2"
+                             : *l.extra                                               ? "uneven"
+                                                                                      : "");
     const RunResult one = run(megatron() + flags + " --make-vocab-size-divisible-by 128 --save " +
                               dir.file(tag + "_ref") + " --log-json " + dir.file(tag + "_ref.json"));
     ASSERT_EQ(one.exit_code, 0) << one.output;
@@ -131,6 +136,7 @@ TEST(PipelineParallel, SaveAtTp2Pp2ResumeAtOtherLayouts) {
       {"tp1pp4", mpirun(4) + flags + " --pipeline-model-parallel-size 4"},
       {"tp1pp2uneven", mpirun(2) + flags + " --pipeline-model-parallel-size 2"
                                            " --decoder-first-pipeline-num-layers 3"},
+      {"tp2pp2v2", mpirun(4) + flags + tp2pp2 + " --num-layers-per-virtual-pipeline-stage 1"},
       {"tp1pp1", megatron() + flags}};
   for (const auto& [tag, cmd] : others) {
     const RunResult r = run(cmd + " --load " + dir.file("c") + " --log-json " + dir.file(tag + ".json"));

@@ -30,9 +30,9 @@ struct TinyGpt {
               PassContext ctx, bool backward) {
     const double n = double(sh.tokens());
     ctx.grad_scale = float(1.0 / n);
-    const double sum = gpt_forward(rt.w, backward ? &rt.g : nullptr, rt.slots[0].act, rt.ws, sh,
+    const double sum = gpt_forward(rt.w(), backward ? &rt.chunks[0].g : nullptr, rt.slots()[0].act, rt.ws, sh,
                                    tokens.data(), labels.data(), ctx);
-    if (backward) gpt_backward(rt.w, rt.g, rt.slots[0].act, rt.ws, sh, ctx);
+    if (backward) gpt_backward(rt.w(), rt.g(), rt.slots()[0].act, rt.ws, sh, ctx);
     return sum / n;
   }
 };
