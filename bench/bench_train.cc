@@ -3,7 +3,7 @@
 // matmul peak measured in the same run. One JSON line per (config, threads).
 //   config a: 4 layers, 4 heads, hidden 128, seq 64, micro-batch 12, vocab 65
 //   config b: GPT-2 small: 12 layers, 12 heads, hidden 768, seq 1024, micro-batch 1, vocab 50304
-// Usage: bench_train [a|b|all] [iters] [--tp N] [--sp] [--pp P] [--m M] [--last-stage-layers K] [--threads T]
+// Usage: bench_train [a|b|all] [iters] [--tp N] [--sp] [--pp P] [--m M] [--last-stage-layers K] [--vpp V] [--threads T]
 //                    [--bucket FLOATS] [--overlap]
 // With --pp the iteration runs M micro-batches through the 1F1B schedule and
 // the measured bubble (time blocked on neighbours / step time) is reported per
@@ -38,7 +38,7 @@ struct BenchConfig {
 };
 
 void run(const BenchConfig& bc, int threads, mt::ParallelState& ps, int64_t iters, bool sp,
-         int64_t bucket_floats, bool overlap, int64_t m, int64_t last_stage_layers) {
+         int64_t bucket_floats, bool overlap, int64_t m, int64_t last_stage_layers, int64_t vpp) {
   omp_set_num_threads(threads);
   const double peak = mt::measure_matmul_peak_flops();
   mt::ModelConfig c;
@@ -51,10 +51,12 @@ void run(const BenchConfig& bc, int threads, mt::ParallelState& ps, int64_t iter
   c.finalize(ps.tp_size);
   const auto [lb, le] =
       mt::stage_layer_range(c.num_layers, ps.pp_size, ps.pp_rank, 0, last_stage_layers);
-  mt::ParamRegistry reg(c, mt::StageLayout{ps.tp_rank, ps.tp_size, lb, le, ps.pp_is_first_stage,
-                                           ps.pp_is_last_stage});
+  mt::StageLayout stage{ps.tp_rank, ps.tp_size, lb, le, ps.pp_is_first_stage, ps.pp_is_last_stage};
+  if (vpp > 1) stage.chunks = mt::virtual_stage_chunks(c.num_layers, ps.pp_size, ps.pp_rank, vpp);
+  mt::ParamRegistry reg(c, stage);
   mt::ModelRuntime rt(reg, bc.micro_batch, mt::TensorParallel{&ps.tp_comm, sp},
-                      mt::max_in_flight_1f1b(ps.pp_size, ps.pp_rank, m));
+                      vpp > 1 ? mt::max_in_flight_interleaved(ps.pp_size, ps.pp_rank, int(vpp), m)
+                              : mt::max_in_flight_1f1b(ps.pp_size, ps.pp_rank, m));
   reg.initialize(rt.params, 1234);
   mt::AdamWOptimizer opt(reg, mt::OptimizerConfig{});
   mt::GradSync sync(rt, ps, bucket_floats, overlap);
@@ -96,7 +98,7 @@ void run(const BenchConfig& bc, int threads, mt::ParallelState& ps, int64_t iter
       "\"vocab\":%lld,\"iters\":%lld,\"ms_per_iter\":%.2f,\"tokens_per_s\":%.1f,"
       "\"tflops\":%.4f,\"peak_tflops\":%.4f,\"mfu\":%.4f}\n",
       bc.name, ps.layout().c_str(), sp ? "-SP" : "", ps.world_size, threads, comm_ms,
-      (long long)m, bubbles.c_str(), double(ps.pp_size - 1) / double(m),
+      (long long)m, bubbles.c_str(), double(ps.pp_size - 1) / double(vpp * m),
       (long long)bc.layers, (long long)bc.hidden, (long long)bc.heads,
       (long long)bc.seq, (long long)bc.micro_batch, (long long)bc.vocab, (long long)iters,
       sec * 1e3, double(tokens) / sec, flops / sec / 1e12 / ps.world_size, peak / 1e12,
@@ -111,7 +113,7 @@ int main(int argc, char** argv) {
   std::string which = "all";
   int64_t iters = 0;
   int tp = 1, pp = 1, threads = 0;
-  int64_t m = 1, last_stage_layers = 0;
+  int64_t m = 1, last_stage_layers = 0, vpp = 1;
   bool sp = false, overlap = false;
   int64_t bucket = 1'000'000;
   for (int i = 1; i < argc; ++i) {
@@ -120,6 +122,7 @@ int main(int argc, char** argv) {
     else if (a == "--pp" && i + 1 < argc) pp = std::atoi(argv[++i]);
     else if (a == "--m" && i + 1 < argc) m = std::stoll(argv[++i]);
     else if (a == "--last-stage-layers" && i + 1 < argc) last_stage_layers = std::stoll(argv[++i]);
+    else if (a == "--vpp" && i + 1 < argc) vpp = std::stoll(argv[++i]);
     else if (a == "--sp") sp = true;
     else if (a == "--overlap") overlap = true;
     else if (a == "--bucket" && i + 1 < argc) bucket = std::stoll(argv[++i]);
@@ -137,9 +140,9 @@ int main(int argc, char** argv) {
     if (which != "all" && which != bc->name) continue;
     const int64_t n = iters > 0 ? iters : bc->iters;
     if (threads > 0) {
-      run(*bc, threads, ps, n, sp, bucket, overlap, m, last_stage_layers);
+      run(*bc, threads, ps, n, sp, bucket, overlap, m, last_stage_layers, vpp);
     } else {
-      for (int t : {1, 2}) run(*bc, t, ps, n, sp, bucket, overlap, m, last_stage_layers);
+      for (int t : {1, 2}) run(*bc, t, ps, n, sp, bucket, overlap, m, last_stage_layers, vpp);
     }
   }
   return 0;

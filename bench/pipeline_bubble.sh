@@ -12,6 +12,9 @@ for p in 2 4; do
     run "$p" a 20 --threads 1 --pp "$p" --m "$m"
   done
 done
+for m in 4 8; do  # interleaved, 2 chunks of 1 layer per rank
+  run 2 a 20 --threads 1 --pp 2 --vpp 2 --m "$m"
+done
 ./build/bench/bench_train b 3 --threads 2 --m 4
 run 2 b 3 --threads 1 --pp 2 --m 4
 run 2 b 3 --threads 1 --pp 2 --m 4 --last-stage-layers 3  # the output layer balances 3 layers
