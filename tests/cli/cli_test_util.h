@@ -6,7 +6,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <cstdio>
 #include <filesystem>
@@ -65,6 +67,23 @@ inline RunResult run(const std::string& args) {
 }
 
 inline std::string megatron() { return std::string("env OMP_NUM_THREADS=1 ") + MT_BINARY; }
+
+// `megatron` on n ranks, one thread each, never hanging the test for long.
+inline std::string mpirun(int n) {
+  return "timeout 300 mpirun --oversubscribe --bind-to none -n " + std::to_string(n) +
+         " -x OMP_NUM_THREADS=1 " + std::string(MT_BINARY);
+}
+
+// ||a − b|| / ||a||
+inline double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return 1e30;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    den += double(a[i]) * a[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
 
 // Sentences from a tiny grammar: structured enough that a small model learns
 // far more than the character unigram distribution.

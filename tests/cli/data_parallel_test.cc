@@ -9,11 +9,6 @@
 namespace mt::test {
 namespace {
 
-std::string mpirun(int n) {
-  return "timeout 300 mpirun --oversubscribe --bind-to none -n " + std::to_string(n) +
-         " -x OMP_NUM_THREADS=1 " + std::string(MT_BINARY);
-}
-
 TEST(DataParallel, LossesAndWeightsMatchOneRank) {
   TempDir dir;
   const std::string data = prepare_data(dir, synthetic_corpus(200));

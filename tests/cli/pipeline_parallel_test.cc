@@ -6,53 +6,11 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/safetensors.h"
+#include "checkpoint_test_util.h"
 #include "cli_test_util.h"
 
 namespace mt::test {
 namespace {
-
-std::string mpirun(int n) {
-  return "timeout 300 mpirun --oversubscribe --bind-to none -n " + std::to_string(n) +
-         " -x OMP_NUM_THREADS=1 " + std::string(MT_BINARY);
-}
-
-// Parameter `name` assembled from the TP shards of whichever PP stage holds it.
-std::vector<float> gathered(const std::string& iter_dir, const std::string& name, int tp, int pp) {
-  for (int stage = 0; stage < pp; ++stage) {
-    char dir[32];
-    std::snprintf(dir, sizeof dir, "/mp_rank_00_%03d", stage);
-    SafetensorsReader first(iter_dir + dir + "/model.safetensors");
-    if (!first.has(name)) continue;
-    const auto layout = nlohmann::json::parse(first.metadata_or("params", "{}"));
-    const int pdim = layout.at(name).at("partition_dim").get<int>();
-    const auto shape = layout.at(name).at("global_shape").get<std::vector<int64_t>>();
-    const int64_t rows = shape[0], cols = shape.size() > 1 ? shape[1] : 1;
-    const int64_t sr = pdim == 0 ? rows / tp : rows, sc = pdim == 1 ? cols / tp : cols;
-    std::vector<float> full(static_cast<size_t>(rows * cols)), s(static_cast<size_t>(sr * sc));
-    for (int t = 0; t < (pdim < 0 ? 1 : tp); ++t) {
-      std::snprintf(dir, sizeof dir, "/mp_rank_%02d_%03d", t, stage);
-      SafetensorsReader r(iter_dir + dir + "/model.safetensors");
-      r.read_f32(name, s.data(), sr * sc);
-      for (int64_t i = 0; i < sr; ++i)
-        for (int64_t j = 0; j < sc; ++j)
-          full[size_t((i + (pdim == 0 ? t * sr : 0)) * cols + j + (pdim == 1 ? t * sc : 0))] =
-              s[size_t(i * sc + j)];
-    }
-    return full;
-  }
-  ADD_FAILURE() << name << " in no stage of " << iter_dir;
-  return {};
-}
-
-double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return 1e30;
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(a[i]) * a[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-30));
-}
 
 struct Layout {
   int tp, pp, dp;

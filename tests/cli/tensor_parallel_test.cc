@@ -7,50 +7,11 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/safetensors.h"
+#include "checkpoint_test_util.h"
 #include "cli_test_util.h"
 
 namespace mt::test {
 namespace {
-
-std::string mpirun(int n) {
-  return "timeout 300 mpirun --oversubscribe --bind-to none -n " + std::to_string(n) +
-         " -x OMP_NUM_THREADS=1 " + std::string(MT_BINARY);
-}
-
-// The full tensor `name` of a checkpoint saved with TP `tp`, assembled from its shards.
-std::vector<float> gathered(const std::string& iter_dir, const std::string& name, int tp) {
-  std::vector<SafetensorsReader> shards;
-  for (int t = 0; t < tp; ++t) {
-    char dir[32];
-    std::snprintf(dir, sizeof dir, "/mp_rank_%02d_000", t);
-    shards.emplace_back(iter_dir + dir + "/model.safetensors");
-  }
-  const auto layout = nlohmann::json::parse(shards[0].metadata_or("params", "{}"));
-  const int dim = layout.at(name).at("partition_dim").get<int>();
-  const auto shape = layout.at(name).at("global_shape").get<std::vector<int64_t>>();
-  const int64_t rows = shape[0], cols = shape.size() > 1 ? shape[1] : 1;
-  std::vector<float> full(static_cast<size_t>(rows * cols));
-  const int parts = dim < 0 ? 1 : tp;
-  const int64_t sr = dim == 0 ? rows / tp : rows, sc = dim == 1 ? cols / tp : cols;
-  std::vector<float> s(static_cast<size_t>(sr * sc));
-  for (int t = 0; t < parts; ++t) {
-    shards[size_t(t)].read_f32(name, s.data(), sr * sc);
-    for (int64_t r = 0; r < sr; ++r)
-      for (int64_t c = 0; c < sc; ++c)
-        full[size_t((r + (dim == 0 ? t * sr : 0)) * cols + c + (dim == 1 ? t * sc : 0))] =
-            s[size_t(r * sc + c)];
-  }
-  return full;
-}
-
-double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(a[i]) * a[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-30));
-}
 
 struct Layout {
   int tp, dp;
@@ -92,7 +53,7 @@ TEST(TensorParallel, LayoutsMatchOneRank) {
     for (const std::string& name : ref_model.names()) {
       std::vector<float> a(static_cast<size_t>(ref_model.info(name).numel()));
       ref_model.read_f32(name, a.data(), int64_t(a.size()));
-      EXPECT_LT(rel_diff(a, gathered(dir.file(tag + "/iter_0000008"), name, l.tp)), 1e-4)
+      EXPECT_LT(rel_diff(a, gathered(dir.file(tag + "/iter_0000008"), name, l.tp, 1)), 1e-4)
           << tag << " " << name;
     }
   }

@@ -16,19 +16,12 @@
 #include <random>
 #include <vector>
 
+#include "parallel_test_util.h"
+
 namespace mt {
 namespace {
 
 constexpr int64_t kS = 8, kB = 2, kH = 12;  // activations (s, b, h); s divisible by 1, 2, 4
-
-// n values uniform in [-1, 1) from `seed`.
-std::vector<float> random_vec(int64_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-1.f, 1.f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(gen);
-  return v;
-}
 
 // One tensor per rank (rank r's from seed + r), known to every rank.
 std::vector<std::vector<float>> per_rank(int tp, int64_t n, uint32_t seed) {

@@ -13,6 +13,7 @@
 // Parameter gradients are pre-filled to check they accumulate (`+=`); dinput
 // and outputs are pre-filled with garbage to check they are overwritten (`=`).
 // All ranks make the same collective calls whatever fails.
+#include "parallel_test_util.h"
 #include "parallel/tensor_parallel_linear.h"
 
 #include <gtest/gtest.h>
@@ -29,60 +30,15 @@
 namespace mt {
 namespace {
 
-using Vec = std::vector<float>;
-
 constexpr int64_t kS = 8, kB = 2, kN = kS * kB;  // tokens, sequence-first (s, b)
 constexpr int64_t kIn = 12, kOut = 16;           // divisible by 1, 2, 4
-constexpr float kGarbage = 777.f;                // pre-fill of `=` outputs
-
-// n values uniform in [-1, 1) from `seed`.
-Vec random_vec(int64_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-1.f, 1.f);
-  Vec v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(gen);
-  return v;
-}
 
 Vec filled(int64_t n, float value) { return Vec(static_cast<size_t>(n), value); }
-
-// Rows [r0, r0 + nr) of m (·, cols).
-Vec rows_of(const Vec& m, int64_t cols, int64_t r0, int64_t nr) {
-  return Vec(m.begin() + r0 * cols, m.begin() + (r0 + nr) * cols);
-}
-
-// Columns [c0, c0 + nc) of m (rows, cols), as a dense (rows, nc).
-Vec cols_of(const Vec& m, int64_t rows, int64_t cols, int64_t c0, int64_t nc) {
-  Vec out;
-  for (int64_t i = 0; i < rows; ++i)
-    out.insert(out.end(), m.begin() + i * cols + c0, m.begin() + i * cols + c0 + nc);
-  return out;
-}
 
 Vec plus(const Vec& a, const Vec& b) {
   Vec c(a.size());
   for (size_t i = 0; i < a.size(); ++i) c[i] = a[i] + b[i];
   return c;
-}
-
-// got ≈ want within rtol of want's largest magnitude.
-void expect_close(const Vec& got, const Vec& want, const char* what, double rtol = 1e-5) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  double scale = 0;
-  for (float w : want) scale = std::max(scale, std::fabs(double(w)));
-  const double tol = rtol * std::max(scale, 1e-30);
-  int64_t bad = 0, worst = -1;
-  double worst_err = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double err = std::fabs(double(got[i]) - double(want[i]));
-    if (!(err <= tol)) {
-      ++bad;
-      if (!(err <= worst_err)) worst_err = err, worst = int64_t(i);
-    }
-  }
-  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " differ; worst at "
-                    << worst << ": got " << (worst >= 0 ? got[worst] : 0.f) << " want "
-                    << (worst >= 0 ? want[worst] : 0.f) << " (tol " << tol << ")";
 }
 
 // One unsharded linear layer and its gradients, computed on every rank.

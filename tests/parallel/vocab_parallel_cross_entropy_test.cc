@@ -6,6 +6,7 @@
 // that the losses equal the full ones on every rank and that its shard's
 // in-place gradient equals the column block of the full gradient.
 // All ranks make the same collective calls whatever fails.
+#include "parallel_test_util.h"
 #include "parallel/vocab_parallel_cross_entropy.h"
 
 #include <gtest/gtest.h>
@@ -23,38 +24,7 @@
 namespace mt {
 namespace {
 
-using Vec = std::vector<float>;
-
 constexpr int64_t kN = 16, kV = 32;  // rows (s·b), vocabulary; kV divisible by 1, 2, 4
-constexpr float kGarbage = 777.f;
-
-// Columns [c0, c0 + nc) of m (rows, cols), as a dense (rows, nc).
-Vec cols_of(const Vec& m, int64_t rows, int64_t cols, int64_t c0, int64_t nc) {
-  Vec out;
-  for (int64_t i = 0; i < rows; ++i)
-    out.insert(out.end(), m.begin() + i * cols + c0, m.begin() + i * cols + c0 + nc);
-  return out;
-}
-
-// got ≈ want within rtol of want's largest magnitude.
-void expect_close(const Vec& got, const Vec& want, const char* what, double rtol = 1e-5) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  double scale = 0;
-  for (float w : want) scale = std::max(scale, std::fabs(double(w)));
-  const double tol = rtol * std::max(scale, 1e-30);
-  int64_t bad = 0, worst = -1;
-  double worst_err = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double err = std::fabs(double(got[i]) - double(want[i]));
-    if (!(err <= tol)) {
-      ++bad;
-      if (!(err <= worst_err)) worst_err = err, worst = int64_t(i);
-    }
-  }
-  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " differ; worst at "
-                    << worst << ": got " << (worst >= 0 ? got[worst] : 0.f) << " want "
-                    << (worst >= 0 ? want[worst] : 0.f) << " (tol " << tol << ")";
-}
 
 // Logits (n, v) in [-3, 3), with a per-quarter offset so that the shards'
 // local row maxima differ widely (a shard using its own max instead of the

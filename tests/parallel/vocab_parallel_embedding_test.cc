@@ -13,45 +13,14 @@
 #include <random>
 #include <vector>
 
+#include "parallel_test_util.h"
 #include "dist/communicator.h"
 #include "kernels/embedding.h"
 
 namespace mt {
 namespace {
 
-using Vec = std::vector<float>;
-
 constexpr int64_t kN = 16, kV = 32, kH = 12;  // tokens (s·b), vocabulary, hidden
-constexpr float kGarbage = 777.f;
-
-// n values uniform in [-1, 1) from `seed`.
-Vec random_vec(int64_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-1.f, 1.f);
-  Vec v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(gen);
-  return v;
-}
-
-// got ≈ want within rtol of want's largest magnitude.
-void expect_close(const Vec& got, const Vec& want, const char* what, double rtol = 1e-5) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  double scale = 0;
-  for (float w : want) scale = std::max(scale, std::fabs(double(w)));
-  const double tol = rtol * std::max(scale, 1e-30);
-  int64_t bad = 0, worst = -1;
-  double worst_err = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double err = std::fabs(double(got[i]) - double(want[i]));
-    if (!(err <= tol)) {
-      ++bad;
-      if (!(err <= worst_err)) worst_err = err, worst = int64_t(i);
-    }
-  }
-  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " differ; worst at "
-                    << worst << ": got " << (worst >= 0 ? got[worst] : 0.f) << " want "
-                    << (worst >= 0 ? want[worst] : 0.f) << " (tol " << tol << ")";
-}
 
 // Ids spread over the whole vocabulary (every quarter) with repeats, so the
 // backward must accumulate several tokens into one row, within a shard.

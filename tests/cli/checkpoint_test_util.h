@@ -1,0 +1,44 @@
+// Reading a checkpoint's parameters back as full tensors, whatever TP/PP
+// layout saved them: for equivalence tests against a one-rank run.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "checkpoint/safetensors.h"
+
+namespace mt::test {
+
+// Parameter `name` assembled from the TP shards of whichever PP stage holds it.
+inline std::vector<float> gathered(const std::string& iter_dir, const std::string& name, int tp,
+                                   int pp) {
+  for (int stage = 0; stage < pp; ++stage) {
+    char dir[32];
+    std::snprintf(dir, sizeof dir, "/mp_rank_00_%03d", stage);
+    SafetensorsReader first(iter_dir + dir + "/model.safetensors");
+    if (!first.has(name)) continue;
+    const auto layout = nlohmann::json::parse(first.metadata_or("params", "{}"));
+    const int pdim = layout.at(name).at("partition_dim").get<int>();
+    const auto shape = layout.at(name).at("global_shape").get<std::vector<int64_t>>();
+    const int64_t rows = shape[0], cols = shape.size() > 1 ? shape[1] : 1;
+    const int64_t sr = pdim == 0 ? rows / tp : rows, sc = pdim == 1 ? cols / tp : cols;
+    std::vector<float> full(static_cast<size_t>(rows * cols)), s(static_cast<size_t>(sr * sc));
+    for (int t = 0; t < (pdim < 0 ? 1 : tp); ++t) {
+      std::snprintf(dir, sizeof dir, "/mp_rank_%02d_%03d", t, stage);
+      SafetensorsReader r(iter_dir + dir + "/model.safetensors");
+      r.read_f32(name, s.data(), sr * sc);
+      for (int64_t i = 0; i < sr; ++i)
+        for (int64_t j = 0; j < sc; ++j)
+          full[size_t((i + (pdim == 0 ? t * sr : 0)) * cols + j + (pdim == 1 ? t * sc : 0))] =
+              s[size_t(i * sc + j)];
+    }
+    return full;
+  }
+  ADD_FAILURE() << name << " in no stage of " << iter_dir;
+  return {};
+}
+
+}  // namespace mt::test
