@@ -2,6 +2,7 @@
 #include "cli/commands.h"
 #include "dist/mpi_env.h"
 #include "dist/parallel_state.h"
+#include "train/signals.h"
 #include "train/trainer.h"
 
 namespace mt {
@@ -90,6 +91,7 @@ Command add_train_command(CLI::App& app) {
   log->add_option("--exit-duration-in-mins", a->exit_duration_in_mins, "save and exit after N minutes");
 
   return [a]() {
+    install_exit_signal_handlers();  // first: a SIGTERM during start-up still saves-and-exits
     MpiEnv mpi;
     ParallelConfig pc;
     pc.tp = a->tensor_model_parallel_size;

@@ -67,7 +67,7 @@ TEST(TrainCli, StopSaveAndResumeGivesIdenticalLosses) {
 TEST(TrainCli, SigtermSavesAndExitsZero) {
   TempDir dir;
   const std::string data = prepare_data(dir, synthetic_corpus(100));
-  const RunResult r = run("timeout --preserve-status -s TERM 3 " + megatron() + " train" + data +
+  const RunResult r = run("timeout --preserve-status -s TERM 5 " + megatron() + " train" + data +
                           tiny_model_flags() + " --train-iters 1000000 --eval-interval 0 --save " +
                           dir.file("ckpt"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
