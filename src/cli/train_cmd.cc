@@ -31,6 +31,14 @@ Command add_train_command(CLI::App& app) {
   model->add_option("--attention-dropout", m.attention_dropout, "dropout on attention probabilities");
   model->add_option("--layernorm-epsilon", m.layernorm_epsilon, "LayerNorm epsilon");
 
+  CLI::Option_group* mem = group("memory");
+  mem->add_option("--recompute-granularity", a->recompute_granularity,
+                  "full: keep only layer inputs, re-run forward in backward; selective: the "
+                  "attention core (always the case here: probabilities are never stored)");
+  mem->add_option("--recompute-method", a->recompute_method,
+                  "full recompute: uniform (groups of N layers) or block (the first N layers)");
+  mem->add_option("--recompute-num-layers", a->recompute_num_layers, "N for --recompute-method");
+
   CLI::Option_group* par = group("parallelism");
   par->add_option("--tensor-model-parallel-size", a->tensor_model_parallel_size, "TP size");
   par->add_option("--pipeline-model-parallel-size", a->pipeline_model_parallel_size, "PP size");

@@ -94,35 +94,65 @@ GptShapes make_shapes(const ParamRegistry& reg, int64_t micro_batch, const Tenso
   return sh;
 }
 
-GptActivations carve_activations(Arena& arena, const GptShapes& sh) {
+void set_full_recompute(GptShapes& sh, const std::string& method, int64_t num_layers) {
+  sh.recompute_group.assign(size_t(sh.num_layers), -1);
+  sh.recompute_group_size = 0;
+  if (method.empty() || num_layers <= 0) return;
+  MT_CHECK(method == "uniform" || method == "block", "--recompute-method '", method,
+           "' is not one of uniform, block");
+  if (method == "uniform") {
+    for (int64_t l = 0; l < sh.num_layers; ++l) sh.recompute_group[size_t(l)] = l / num_layers * num_layers;
+    sh.recompute_group_size = std::min(num_layers, sh.num_layers);
+  } else {
+    for (int64_t l = 0; l < std::min(num_layers, sh.num_layers); ++l) sh.recompute_group[size_t(l)] = l;
+    sh.recompute_group_size = 1;
+  }
+}
+
+namespace {
+// Per-layer tensors of one LayerActivations (not input/output).
+void carve_layer(Arena& arena, const GptShapes& sh, LayerActivations& la) {
   const int64_t n = sh.tokens(), nl = sh.local_tokens(), h = sh.h, hl = sh.a * sh.d;
   const int64_t heads = sh.b * sh.a * sh.s * sh.d;
+  la.ln1 = arena.alloc_f32(nl * h);
+  la.ln1_mean = arena.alloc_f32(nl);
+  la.ln1_rstd = arena.alloc_f32(nl);
+  la.q = arena.alloc_f32(heads);
+  la.k = arena.alloc_f32(heads);
+  la.v = arena.alloc_f32(heads);
+  la.ctx = arena.alloc_f32(heads);
+  la.lse = arena.alloc_f32(sh.b * sh.a * sh.s);
+  la.ctx_sbh = arena.alloc_f32(n * hl);
+  la.mid = arena.alloc_f32(nl * h);
+  la.ln2 = arena.alloc_f32(nl * h);
+  la.ln2_mean = arena.alloc_f32(nl);
+  la.ln2_rstd = arena.alloc_f32(nl);
+  la.fc1 = arena.alloc_f32(n * sh.f);
+  la.gelu = arena.alloc_f32(n * sh.f);
+}
+}  // namespace
+
+GptActivations carve_activations(Arena& arena, const GptShapes& sh) {
+  const int64_t n = sh.tokens(), nl = sh.local_tokens(), h = sh.h;
   GptActivations act;
   act.ids = static_cast<int32_t*>(arena.alloc(DType::kF32, {n}).data);  // 4-byte slots
   act.positions = static_cast<int32_t*>(arena.alloc(DType::kF32, {n}).data);
   act.labels = static_cast<int32_t*>(arena.alloc(DType::kF32, {n}).data);
   act.hidden = arena.alloc_f32((sh.num_layers + 1) * nl * h);
+  // Recomputed layers share scratch records, one per layer of a group.
+  std::vector<LayerActivations> scratch(size_t(sh.recompute_group_size));
+  for (LayerActivations& la : scratch) carve_layer(arena, sh, la);
   for (int64_t l = 0; l < sh.num_layers; ++l) {
+    const int64_t group = sh.recompute_group.empty() ? -1 : sh.recompute_group[size_t(l)];
     LayerActivations la;
+    if (group >= 0)
+      la = scratch[size_t(l - group)];
+    else
+      carve_layer(arena, sh, la);
     if (!arena.counting()) {
       la.input = act.hidden + l * nl * h;
       la.output = act.hidden + (l + 1) * nl * h;
     }
-    la.ln1 = arena.alloc_f32(nl * h);
-    la.ln1_mean = arena.alloc_f32(nl);
-    la.ln1_rstd = arena.alloc_f32(nl);
-    la.q = arena.alloc_f32(heads);
-    la.k = arena.alloc_f32(heads);
-    la.v = arena.alloc_f32(heads);
-    la.ctx = arena.alloc_f32(heads);
-    la.lse = arena.alloc_f32(sh.b * sh.a * sh.s);
-    la.ctx_sbh = arena.alloc_f32(n * hl);
-    la.mid = arena.alloc_f32(nl * h);
-    la.ln2 = arena.alloc_f32(nl * h);
-    la.ln2_mean = arena.alloc_f32(nl);
-    la.ln2_rstd = arena.alloc_f32(nl);
-    la.fc1 = arena.alloc_f32(n * sh.f);
-    la.gelu = arena.alloc_f32(n * sh.f);
     act.layers.push_back(la);
   }
   if (sh.has_output) {
@@ -228,6 +258,13 @@ void gpt_backward(const GptWeights& w, const GptWeights& grads, GptActivations& 
     if (ctx.grads_ready) (*ctx.grads_ready)(sh.total_layers);
   }  // else the caller has put the gradient from the next stage into ws.dres
   for (int64_t l = sh.num_layers - 1; l >= 0; --l) {
+    const int64_t group = sh.recompute_group.empty() ? -1 : sh.recompute_group[size_t(l)];
+    if (group >= 0 && (l + 1 == sh.num_layers || sh.recompute_group[size_t(l + 1)] != group)) {
+      // Last layer of a recomputed group: re-run the group's forward first.
+      for (int64_t r = group; r <= l; ++r)
+        layer_forward(w.layers[size_t(r)], act.layers[size_t(r)], ws, sh, sh.layer_begin + r,
+                      act.sample0, ctx);
+    }
     layer_backward(w.layers[size_t(l)], grads.layers[size_t(l)], act.layers[size_t(l)], ws, sh,
                    sh.layer_begin + l, act.sample0, ctx);
     if (ctx.grads_ready) (*ctx.grads_ready)(sh.layer_begin + l);

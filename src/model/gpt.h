@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "core/arena.h"
@@ -61,11 +62,24 @@ struct GptShapes {
   bool has_embedding = true, has_output = true;
   float eps = 1e-5f, hidden_dropout = 0.f, attention_dropout = 0.f;
   TensorParallel tp;             // TP group (null or size 1: no tensor parallelism)
+  // Full activation recompute (Megatron's --recompute-granularity full):
+  // recompute_group[l] (local layer l) is the first local layer of the group
+  // it is recomputed with, or -1 when its activations are kept. A group keeps
+  // only its layers' inputs (the residual stream); backward re-runs its
+  // forward into shared scratch records first (the same dropout masks: they
+  // are keyed by iteration, sample and layer).
+  std::vector<int64_t> recompute_group;
+  int64_t recompute_group_size = 0;  // layers per group (scratch records planned)
   int64_t tokens() const { return s * b; }
   int64_t local_tokens() const { return s_local * b; }
 };
 GptShapes make_shapes(const ParamRegistry& reg, int64_t micro_batch,
                       const TensorParallel& tp = TensorParallel{}, int chunk = 0);
+
+// Megatron's --recompute-method over this chunk's layers: "uniform" makes
+// groups of `num_layers` consecutive layers, "block" recomputes the first
+// `num_layers` layers one by one; "" (or num_layers 0) recomputes nothing.
+void set_full_recompute(GptShapes& sh, const std::string& method, int64_t num_layers);
 
 struct LayerActivations {
   // Shapes with s_local rows are sequence slabs under SP (= s otherwise).

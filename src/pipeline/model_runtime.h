@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "core/arena.h"
@@ -31,8 +32,11 @@ class ModelRuntime {
  public:
   // `in_flight`: activation records to plan per chunk (1 without pipelining;
   // with 1F1B a stage keeps up to PP − pp_rank micro-batches in flight).
+  // recompute_method / recompute_num_layers: full activation recompute per
+  // chunk (set_full_recompute in model/gpt.h); "" keeps every activation.
   ModelRuntime(const ParamRegistry& reg, int64_t micro_batch,
-               const TensorParallel& tp = TensorParallel{}, int64_t in_flight = 1);
+               const TensorParallel& tp = TensorParallel{}, int64_t in_flight = 1,
+               const std::string& recompute_method = "", int64_t recompute_num_layers = 0);
 
   const ParamRegistry& reg;
   const GptShapes sh;       // chunk 0's shapes (sizes and groups are the same for all)
@@ -47,11 +51,13 @@ class ModelRuntime {
   std::vector<MicroBatchSlot>& slots() { return chunks[0].slots; }
 
   size_t param_bytes() const { return size_t(reg.total_floats()) * sizeof(float); }
-  size_t activation_bytes() const { return act_buf_.size(); }
+  // Planned bytes of activation records and workspace (before page rounding).
+  size_t activation_bytes() const { return activation_bytes_; }
   void zero_grads();
 
  private:
   HostBuffer params_buf_, grads_buf_, act_buf_;
+  size_t activation_bytes_ = 0;
 };
 
 // Fills tokens/labels (b, s) of micro-batch k; returns the global index of its

@@ -65,6 +65,20 @@ void TrainArgs::validate(int world_size) {
            " x DP ", dp_size, " = ", micro_batch_size * dp_size,
            "; fix: make the global batch a multiple of micro-batch x data-parallel size");
   MT_CHECK(train_iters > 0, "--train-iters ", train_iters, " must be > 0");
+  MT_CHECK(recompute_granularity.empty() || recompute_granularity == "full" ||
+               recompute_granularity == "selective",
+           "--recompute-granularity '", recompute_granularity, "' is not one of full, selective");
+  if (recompute_granularity == "full") {
+    MT_CHECK(recompute_method == "uniform" || recompute_method == "block",
+             "--recompute-granularity full needs --recompute-method uniform or block (got '",
+             recompute_method, "')");
+    MT_CHECK(recompute_num_layers >= 1 && recompute_num_layers <= model.num_layers / pp,
+             "--recompute-num-layers ", recompute_num_layers, " must be between 1 and the layers "
+             "per pipeline stage (", model.num_layers / pp, ")");
+  } else {
+    MT_CHECK(recompute_method.empty(), "--recompute-method ", recompute_method,
+             " needs --recompute-granularity full (selective recompute has no method)");
+  }
   MT_CHECK(num_layers_per_virtual_pipeline_stage == 0 || num_micro_batches() % pp == 0,
            "the interleaved schedule needs the micro-batches per step (", num_micro_batches(),
            ") to be divisible by PP ", pp, "; fix: change --global-batch-size");

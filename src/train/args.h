@@ -25,6 +25,11 @@ struct TrainArgs {
   int64_t ddp_bucket_size = 0;  // elements; 0 → 1M (measured best here; Megatron: max(40M, 1M·DP))
   bool log_parallel_layout = false;
 
+  // Activation recompute (Megatron's flags).
+  std::string recompute_granularity;  // "", "full", "selective"
+  std::string recompute_method;       // "", "uniform", "block" (full only)
+  int64_t recompute_num_layers = 0;
+
   // Batch and iterations.
   int64_t micro_batch_size = 1;
   int64_t global_batch_size = 0;  // 0 → micro_batch_size * DP

@@ -100,7 +100,8 @@ int run_training(TrainArgs args, ParallelState& ps) {
   const int64_t in_flight = vpp > 1 ? max_in_flight_interleaved(ps.pp_size, ps.pp_rank, int(vpp), m)
                                     : max_in_flight_1f1b(ps.pp_size, ps.pp_rank, m);
   ModelRuntime rt(reg, args.micro_batch_size, TensorParallel{&ps.tp_comm, args.sequence_parallel},
-                  in_flight);
+                  in_flight, args.recompute_granularity == "full" ? args.recompute_method : "",
+                  args.recompute_num_layers);
   const PipelineLinks links = pipeline_links(ps);
   AdamWOptimizer opt(reg, args.optim);
   // Megatron's default bucket is max(40M, 1M·DP) elements (tuned for NCCL);

@@ -59,6 +59,11 @@ TEST_F(BadInput, FlagsAndLayout) {
       {"PP does not divide world", train(" --pipeline-model-parallel-size 2"), "PP(2)"},
       {"virtual stages without PP", train(" --num-layers-per-virtual-pipeline-stage 1"),
        "--num-layers-per-virtual-pipeline-stage needs"},
+      {"full recompute without a method", train(" --recompute-granularity full"),
+       "needs --recompute-method"},
+      {"recompute method with selective",
+       train(" --recompute-granularity selective --recompute-method block"),
+       "--recompute-method block needs"},
   };
   for (const BadInputCase& c : cases) expect_fails(c);
 }
