@@ -1,6 +1,7 @@
 #include "train/args.h"
 
 #include <cmath>
+#include <tuple>
 
 #include "core/error.h"
 #include "model/params.h"
@@ -19,6 +20,20 @@ LrSchedule TrainArgs::lr_schedule() const {
   s.wsd_decay_iters = lr_wsd_decay_iters;
   s.wsd_style = parse_wsd_decay_style(lr_wsd_decay_style);
   return s;
+}
+
+StageLayout TrainArgs::stage_layout(int tp_rank, int tp_size, int pp_rank, int pp_size) const {
+  StageLayout st;
+  st.tp_rank = tp_rank;
+  st.tp_size = tp_size;
+  std::tie(st.layer_begin, st.layer_end) =
+      stage_layer_range(model.num_layers, pp_size, pp_rank, decoder_first_pipeline_num_layers,
+                        decoder_last_pipeline_num_layers);
+  st.has_embedding = pp_rank == 0;
+  st.has_output = pp_rank == pp_size - 1;
+  if (virtual_stages() > 1)
+    st.chunks = virtual_stage_chunks(model.num_layers, pp_size, pp_rank, virtual_stages());
+  return st;
 }
 
 void TrainArgs::validate(int world_size) {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "model/config.h"
+#include "model/params.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 
@@ -76,6 +77,8 @@ struct TrainArgs {
                : 1;
   }
   LrSchedule lr_schedule() const;
+  // The layers (and model chunks) pipeline rank pp_rank holds, for a TP shard.
+  StageLayout stage_layout(int tp_rank, int tp_size, int pp_rank, int pp_size) const;
   // Checks every layout-dependent constraint; every rank calls it.
   void validate(int world_size);
 };

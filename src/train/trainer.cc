@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "core/log.h"
@@ -73,30 +72,16 @@ int run_training(TrainArgs args, ParallelState& ps) {
   run_args["seed"] = args.seed;
   // Which pipeline rank holds each layer, for re-sharding on load.
   std::vector<int> layer_stage(size_t(args.model.num_layers), 0);
-  for (int r = 0; r < ps.pp_size; ++r) {
-    StageLayout st;
-    std::tie(st.layer_begin, st.layer_end) =
-        stage_layer_range(args.model.num_layers, ps.pp_size, r,
-                          args.decoder_first_pipeline_num_layers,
-                          args.decoder_last_pipeline_num_layers);
-    if (args.virtual_stages() > 1)
-      st.chunks = virtual_stage_chunks(args.model.num_layers, ps.pp_size, r, args.virtual_stages());
-    for (const auto& [b, e] : st.chunk_ranges())
+  for (int r = 0; r < ps.pp_size; ++r)
+    for (const auto& [b, e] : args.stage_layout(0, 1, r, ps.pp_size).chunk_ranges())
       for (int64_t l = b; l < e; ++l) layer_stage[size_t(l)] = r;
-  }
   run_args["layer_stage"] = layer_stage;
   install_exit_signal_handlers();
 
   const ModelConfig& mc = args.model;
   const int64_t m = args.num_micro_batches();
   const int64_t vpp = args.virtual_stages();
-  const auto [layer_begin, layer_end] =
-      stage_layer_range(mc.num_layers, ps.pp_size, ps.pp_rank, args.decoder_first_pipeline_num_layers,
-                        args.decoder_last_pipeline_num_layers);
-  StageLayout stage{ps.tp_rank, ps.tp_size, layer_begin, layer_end, ps.pp_is_first_stage,
-                    ps.pp_is_last_stage};
-  if (vpp > 1) stage.chunks = virtual_stage_chunks(mc.num_layers, ps.pp_size, ps.pp_rank, vpp);
-  ParamRegistry reg(mc, stage);
+  ParamRegistry reg(mc, args.stage_layout(ps.tp_rank, ps.tp_size, ps.pp_rank, ps.pp_size));
   const int64_t in_flight = vpp > 1 ? max_in_flight_interleaved(ps.pp_size, ps.pp_rank, int(vpp), m)
                                     : max_in_flight_1f1b(ps.pp_size, ps.pp_rank, m);
   ModelRuntime rt(reg, args.micro_batch_size, TensorParallel{&ps.tp_comm, args.sequence_parallel},
