@@ -69,13 +69,15 @@ void run(const BenchConfig& bc, int threads, mt::ParallelState& ps, int64_t iter
     return int64_t(0);
   };
   const int64_t tokens = bc.seq * bc.micro_batch * ps.dp_size * m;  // per iteration, all DP ranks
-  for (int i = 0; i < 2; ++i) mt::train_step(rt, opt, sync, ps, i + 1, 1e-4, m, tokens, 1, next);  // warm-up
+  const auto ops = mt::training_schedule(ps.pp_size, ps.pp_rank, int(vpp), m);
+  for (int i = 0; i < 2; ++i)  // warm-up
+    mt::train_step(rt, opt, sync, ps, ops, i + 1, 1e-4, m, tokens, 1, next);
   ps.world_comm.barrier();
   sync.reset_timers();
   mt::Timer t;
   double wait = 0;
   for (int64_t i = 0; i < iters; ++i)
-    wait += mt::train_step(rt, opt, sync, ps, i + 3, 1e-4, m, tokens, 1, next).wait_seconds;
+    wait += mt::train_step(rt, opt, sync, ps, ops, i + 3, 1e-4, m, tokens, 1, next).wait_seconds;
   const double sec = t.seconds() / double(iters);
   std::vector<float> bubble(size_t(ps.pp_size));
   const float mine = float(wait / double(iters) / sec);

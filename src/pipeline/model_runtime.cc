@@ -32,6 +32,8 @@ ModelRuntime::ModelRuntime(const ParamRegistry& r, int64_t micro_batch, const Te
   Arena real(act_buf_.data(), act_buf_.size());
   for (ModelChunk& ch : chunks) {
     ch.slots.resize(size_t(in_flight));
+    ch.fwd_sends.resize(size_t(in_flight));
+    ch.bwd_sends.resize(size_t(in_flight));
     for (MicroBatchSlot& s : ch.slots) {
       s.act = carve_activations(real, ch.sh);
       s.tokens.resize(size_t(ch.sh.tokens()));

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/arena.h"
+#include "dist/communicator.h"
 #include "model/gpt.h"
 #include "model/params.h"
 
@@ -26,6 +27,9 @@ struct ModelChunk {
   GptShapes sh;
   GptWeights w, g;
   std::vector<MicroBatchSlot> slots;
+  // Per slot: the pending send of its output activation and of its input
+  // gradient (schedules wait on them before reusing the slot's buffers).
+  std::vector<CommHandle> fwd_sends, bwd_sends;
 };
 
 class ModelRuntime {

@@ -122,7 +122,7 @@ double run_pipeline_schedule(ModelRuntime& rt, const PipelineLinks& links,
                              double* wait_seconds) {
   const GptShapes& sh = rt.sh;
   const int64_t n = sh.local_tokens() * sh.h;  // one boundary activation (s_local, b, h)
-  const int chunks = int(rt.chunks.size()), stages = links.stages;
+  const int stages = links.stages;
   const int next_rank = (links.stage + 1) % stages, prev_rank = (links.stage + stages - 1) % stages;
   int64_t m = 0;
   for (const PipeOp& op : ops) m = std::max(m, op.micro_batch + 1);
@@ -130,22 +130,15 @@ double run_pipeline_schedule(ModelRuntime& rt, const PipelineLinks& links,
   // in-order stream: chunk c of the last stage feeds chunk c + 1 of the first.
   auto fwd_tag = [&](int receiver_chunk) { return kTagForward * 64 + receiver_chunk; };
   auto bwd_tag = [&](int receiver_chunk) { return kTagBackward * 64 + receiver_chunk; };
-  // Pending sends per (chunk, slot): the slot's output activation and its
-  // input gradient (kept in the slot's layer-0 input buffer, which backward no
-  // longer needs).
-  std::vector<std::vector<CommHandle>> fwd_sends(static_cast<size_t>(chunks)),
-      bwd_sends(static_cast<size_t>(chunks));
-  for (int c = 0; c < chunks; ++c) {
-    fwd_sends[size_t(c)].resize(rt.chunks[size_t(c)].slots.size());
-    bwd_sends[size_t(c)].resize(rt.chunks[size_t(c)].slots.size());
-  }
+  // The input gradient is sent from the slot's layer-0 input buffer, which
+  // backward no longer needs.
   double loss = 0;
   for (const PipeOp& op : ops) {
     ModelChunk& ch = rt.chunks[size_t(op.chunk)];
     const size_t i = size_t(op.micro_batch) % ch.slots.size();
     MicroBatchSlot& s = ch.slots[i];
-    CommHandle& fwd_send = fwd_sends[size_t(op.chunk)][i];
-    CommHandle& bwd_send = bwd_sends[size_t(op.chunk)][i];
+    CommHandle& fwd_send = ch.fwd_sends[i];
+    CommHandle& bwd_send = ch.bwd_sends[i];
     float* input = s.act.hidden;                               // layer-0 input
     float* output = s.act.hidden + ch.sh.num_layers * n;       // last layer's output
     switch (op.step) {
@@ -190,10 +183,10 @@ double run_pipeline_schedule(ModelRuntime& rt, const PipelineLinks& links,
       }
     }
   }
-  for (auto& per_chunk : fwd_sends)
-    for (CommHandle& h : per_chunk) h.wait();
-  for (auto& per_chunk : bwd_sends)
-    for (CommHandle& h : per_chunk) h.wait();
+  for (ModelChunk& ch : rt.chunks) {
+    for (CommHandle& h : ch.fwd_sends) h.wait();
+    for (CommHandle& h : ch.bwd_sends) h.wait();
+  }
   return loss;
 }
 

@@ -9,18 +9,17 @@ PipelineLinks pipeline_links(const ParallelState& ps) {
 }
 
 StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, ParallelState& ps,
-                      int64_t iteration, double lr, int64_t num_micro_batches,
-                      int64_t tokens_per_iteration, uint64_t seed, const MicroBatchFn& next) {
+                      const std::vector<PipeOp>& schedule, int64_t iteration, double lr,
+                      int64_t num_micro_batches, int64_t tokens_per_iteration, uint64_t seed,
+                      const MicroBatchFn& next) {
   rt.zero_grads();
   PassContext ctx;
   ctx.seed = seed;
   ctx.iteration = iteration;
   ctx.grad_scale = float(1.0 / double(rt.sh.tokens() * num_micro_batches));
   StepResult r;
-  const auto ops =
-      training_schedule(ps.pp_size, ps.pp_rank, int(rt.chunks.size()), num_micro_batches);
-  double loss_sum = run_pipeline_schedule(rt, pipeline_links(ps), ops, ctx, next, &sync.hook(),
-                                          &r.wait_seconds);
+  double loss_sum = run_pipeline_schedule(rt, pipeline_links(ps), schedule, ctx, next,
+                                          &sync.hook(), &r.wait_seconds);
   sync.finish();  // TP sum of sequence-parallel grads, DP average, tied embedding
   if (ps.pp_size > 1) ps.pp_comm.all_reduce_sum(&loss_sum, 1);  // the last stage's loss
   ps.dp_comm.all_reduce_sum(&loss_sum, 1);

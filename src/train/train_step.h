@@ -20,9 +20,11 @@ struct StepResult {
   double wait_seconds = 0;  // this rank's time blocked on pipeline neighbours
 };
 
+// `schedule`: this rank's op list (training_schedule), built once per run.
 StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, ParallelState& ps,
-                      int64_t iteration, double lr, int64_t num_micro_batches,
-                      int64_t tokens_per_iteration, uint64_t seed, const MicroBatchFn& next);
+                      const std::vector<PipeOp>& schedule, int64_t iteration, double lr,
+                      int64_t num_micro_batches, int64_t tokens_per_iteration, uint64_t seed,
+                      const MicroBatchFn& next);
 
 // The pipeline neighbours of this rank.
 PipelineLinks pipeline_links(const ParallelState& ps);

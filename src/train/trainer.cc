@@ -88,6 +88,8 @@ int run_training(TrainArgs args, ParallelState& ps) {
                   in_flight, args.recompute_granularity == "full" ? args.recompute_method : "",
                   args.recompute_num_layers);
   const PipelineLinks links = pipeline_links(ps);
+  const std::vector<PipeOp> train_ops = training_schedule(ps.pp_size, ps.pp_rank, int(vpp), m);
+  const std::vector<PipeOp> eval_ops = schedule_forward_only(ps.pp_size, ps.pp_rank, int(vpp), m);
   AdamWOptimizer opt(reg, args.optim);
   // Megatron's default bucket is max(40M, 1M·DP) elements (tuned for NCCL);
   // over Open MPI shared memory here 1M-element (4 MB) buckets all-reduce 1.8x
@@ -148,7 +150,7 @@ int run_training(TrainArgs args, ParallelState& ps) {
     double sum = 0, eval_wait = 0;
     for (int64_t e = 0; e < args.eval_iters; ++e)
       sum += run_pipeline_schedule(
-          rt, links, schedule_forward_only(ps.pp_size, ps.pp_rank, int(vpp), m), ctx,
+          rt, links, eval_ops, ctx,
           [&](int64_t k, int32_t* tokens, int32_t* labels) {
             return data.valid_batch(e, k, tokens, labels).first_sample;
           },
@@ -181,10 +183,11 @@ int run_training(TrainArgs args, ParallelState& ps) {
     const int64_t it = state.iteration + 1;
     const double lr = schedule.lr_at(it - 1);
     Timer step_timer;
-    const StepResult r = train_step(rt, opt, sync, ps, it, lr, m, tokens_per_iter, args.seed,
-                                    [&](int64_t k, int32_t* tokens, int32_t* labels) {
-                                      return data.train_batch(it, k, tokens, labels).first_sample;
-                                    });
+    const StepResult r =
+        train_step(rt, opt, sync, ps, train_ops, it, lr, m, tokens_per_iter, args.seed,
+                   [&](int64_t k, int32_t* tokens, int32_t* labels) {
+                     return data.train_batch(it, k, tokens, labels).first_sample;
+                   });
     const double loss = r.loss, norm = r.grad_norm;
     interval_secs += step_timer.seconds();
     interval_wait += r.wait_seconds;
