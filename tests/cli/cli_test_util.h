@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "temp_dir.h"
+
 namespace mt::test {
 
 // Open MPI refuses root and more ranks than cores unless told; inside CI
@@ -31,22 +33,6 @@ inline const bool kMpiEnvironmentSet = [] {
   ::setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 0);
   return true;
 }();
-
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = std::filesystem::temp_directory_path() /
-            ("mt_cli_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
 
 struct RunResult {
   int exit_code = -1;

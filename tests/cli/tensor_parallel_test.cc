@@ -33,6 +33,7 @@ TEST(TensorParallel, LayoutsMatchOneRank) {
   const Layout layouts[] = {{2, 1, false, ""},
                             {2, 1, true, " --overlap-grad-reduce"},
                             {1, 2, false, " --overlap-grad-reduce --ddp-bucket-size 5000"},
+                            {1, 4, false, ""},
                             {2, 2, true, " --overlap-grad-reduce --ddp-bucket-size 5000"},
                             {4, 1, true, ""}};
   for (const Layout& l : layouts) {
