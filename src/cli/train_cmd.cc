@@ -52,6 +52,9 @@ Command add_train_command(CLI::App& app) {
   mem->add_option("--loss-scale-window", a->loss_scale_window,
                   "fp16: clean steps before the scale doubles");
   mem->add_option("--hysteresis", a->hysteresis, "fp16: overflows tolerated before backing off");
+  mem->add_flag("--skip-memory-check", a->skip_memory_check,
+                "start even when the predicted memory of a host's ranks exceeds its available "
+                "memory");
   mem->add_flag("--log-memory", a->log_memory,
                 "after the first step print bytes per class per rank, predicted and measured");
 
@@ -111,6 +114,9 @@ Command add_train_command(CLI::App& app) {
   log->add_option("--save-interval", a->save_interval, "iterations between checkpoints");
   log->add_option("--load", a->load, "checkpoint directory to resume from");
   log->add_flag("--no-load-optim", a->no_load_optim, "do not load the optimizer state");
+  log->add_flag("--overwrite-checkpoints", a->overwrite_checkpoints,
+                "save even though --save holds checkpoints this run did not load (they may be "
+                "overwritten; without it that is an error)");
   log->add_option("--exit-interval", a->exit_interval, "save and exit at iterations divisible by N");
   log->add_option("--exit-duration-in-mins", a->exit_duration_in_mins, "save and exit after N minutes");
 

@@ -76,6 +76,8 @@ struct TrainArgs {
   int64_t save_interval = 0;
   std::string load;
   bool no_load_optim = false;
+  bool overwrite_checkpoints = false;  // let --save hold checkpoints this run did not load
+  bool skip_memory_check = false;      // start even if the planned memory exceeds the host's
   int64_t exit_interval = 0;
   double exit_duration_in_mins = 0;
 

@@ -1,6 +1,8 @@
 #include "train/checkpoint_io.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -11,15 +13,13 @@
 #include "checkpoint/atomic_file.h"
 #include "checkpoint/safetensors.h"
 #include "core/error.h"
+#include "train/checkpoint_dir.h"
 
 namespace mt {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-constexpr int kFormatVersion = 1;
-const char* kLatest = "latest_checkpointed_iteration.txt";
 
 std::vector<int64_t> local_shape(const ParamSpec& p) {
   return p.ndim == 1 ? std::vector<int64_t>{p.rows} : std::vector<int64_t>{p.rows, p.cols};
@@ -44,12 +44,6 @@ void make_dir(const std::string& path) {
 
 }  // namespace
 
-std::string iteration_dir(const std::string& dir, int64_t iteration) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "iter_%07lld", static_cast<long long>(iteration));
-  return dir + "/" + buf;
-}
-
 std::string rank_dir_name(int tp_rank, int pp_rank) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "mp_rank_%02d_%03d", tp_rank, pp_rank);
@@ -58,8 +52,7 @@ std::string rank_dir_name(int tp_rank, int pp_rank) {
 
 void save_checkpoint(const std::string& dir, const RunState& state, const ParamRegistry& reg,
                      const float* params, const AdamWOptimizer* opt, const ParallelState& ps) {
-  const std::string final_dir = iteration_dir(dir, state.iteration);
-  const std::string tmp_dir = final_dir + ".tmp";
+  const std::string tmp_dir = iteration_dir(dir, state.iteration) + ".tmp";
   const std::string rank_dir = tmp_dir + "/" + rank_dir_name(ps.tp_rank, ps.pp_rank);
   if (ps.world_rank == 0) {
     std::error_code ec;
@@ -110,7 +103,7 @@ void save_checkpoint(const std::string& dir, const RunState& state, const ParamR
   }
   if (ps.world_rank == 0) {
     nlohmann::json meta = {{"format", "megatron.cpp checkpoint"},
-                           {"version", kFormatVersion},
+                           {"version", kCheckpointFormatVersion},
                            {"iteration", state.iteration},
                            {"consumed_samples", state.consumed_samples},
                            {"tensor_model_parallel_size", ps.tp_size},
@@ -122,47 +115,8 @@ void save_checkpoint(const std::string& dir, const RunState& state, const ParamR
     atomic_write_text(tmp_dir + "/meta.json", meta.dump(2) + "\n");
   }
   ps.world_comm.barrier();  // every shard is on disk before the checkpoint becomes visible
-  if (ps.world_rank == 0) {
-    std::error_code ec;
-    fs::remove_all(final_dir, ec);
-    fs::rename(tmp_dir, final_dir, ec);
-    MT_CHECK(!ec, "cannot rename ", tmp_dir, " to ", final_dir, ": ", ec.message());
-    fsync_dir(dir);
-    atomic_write_text(dir + "/" + kLatest, std::to_string(state.iteration) + "\n");
-  }
+  if (ps.world_rank == 0) commit_iteration(dir, state.iteration);  // never without a complete copy
   ps.world_comm.barrier();
-}
-
-int64_t latest_iteration(const std::string& dir) {
-  const std::string path = dir + "/" + kLatest;
-  if (!fs::exists(path)) return -1;
-  const std::string text = read_text_file(path);
-  try {
-    size_t used = 0;
-    const long long it = std::stoll(text, &used);
-    MT_CHECK(it >= 0, "negative iteration");
-    return it;
-  } catch (const std::exception&) {
-    MT_FAIL(path, " holds '", text, "', not an iteration number; fix: write the number of a ",
-            "complete iter_NNNNNNN directory into it");
-  }
-}
-
-nlohmann::json read_checkpoint_meta(const std::string& dir) {
-  const int64_t it = latest_iteration(dir);
-  MT_CHECK(it >= 0, "no checkpoint in ", dir, " (", kLatest,
-           " is missing); fix: pass the --save directory of a run that saved");
-  const std::string path = iteration_dir(dir, it) + "/meta.json";
-  nlohmann::json meta;
-  try {
-    meta = nlohmann::json::parse(read_text_file(path));
-  } catch (const nlohmann::json::exception& e) {
-    MT_FAIL("corrupt checkpoint metadata ", path, ": ", e.what());
-  }
-  MT_CHECK(meta.value("format", "") == "megatron.cpp checkpoint" &&
-               meta.value("version", 0) == kFormatVersion,
-           path, " is not a megatron.cpp checkpoint of format version ", kFormatVersion);
-  return meta;
 }
 
 namespace {
@@ -192,6 +146,21 @@ void read_resharded(const std::string& iter_dir, const ShardSource& read, const 
   for (int64_t i = 0; i < p.rows; ++i)
     std::copy(full.begin() + (p.row_offset + i) * C + p.col_offset,
               full.begin() + (p.row_offset + i) * C + p.col_offset + p.cols, dst + i * p.cols);
+}
+
+// A loaded tensor with NaN or Inf would train (or generate) garbage that is
+// reported far from its cause; name it instead.
+void check_finite(const float* x, int64_t n, const std::string& what, const std::string& iter) {
+  int64_t bad = 0, first = -1;
+#pragma omp parallel for reduction(+ : bad) schedule(static)
+  for (int64_t i = 0; i < n; ++i) bad += !std::isfinite(x[i]);
+  if (bad == 0) return;
+  for (int64_t i = 0; i < n && first < 0; ++i)
+    if (!std::isfinite(x[i])) first = i;
+  MT_FAIL("checkpoint ", iter, ": ", what, " holds ", bad, " non-finite values of ", n,
+          " (first at element ", first, ": ", x[first], "); fix: load an earlier iteration (write "
+          "its number into ", kTrackerFile, "), or this one with --no-load-optim if only the "
+          "optimizer state is affected");
 }
 
 // The saved pipeline stage that holds parameter `name`: layer names are
@@ -239,7 +208,12 @@ class OptimStateDir {
                 "); fix: pass --no-load-optim to start the optimizer afresh");
       }
     }
-    steps_ = std::stoll(files_.front().metadata_or("steps", "0"));
+    const std::string steps = files_.front().metadata_or("steps", "0");
+    char* end = nullptr;
+    steps_ = std::strtoll(steps.c_str(), &end, 10);
+    MT_CHECK(!steps.empty() && *end == '\0' && steps_ >= 0, files_.front().path(),
+             ": optimizer metadata \"steps\" is '", steps, "', not a step count; fix: pass "
+             "--no-load-optim to start the optimizer afresh");
   }
 
   int64_t steps() const { return steps_; }
@@ -295,7 +269,7 @@ RunState load_checkpoint(const std::string& dir, const ParamRegistry& reg, float
   const int64_t it = meta.at("iteration").get<int64_t>();
   const int tp = meta.at("tensor_model_parallel_size").get<int>();
   const int pp = meta.at("pipeline_model_parallel_size").get<int>();
-  const std::string iter = iteration_dir(dir, it);
+  const std::string iter = checkpoint_iteration_dir(dir, it);
   const int64_t saved_vocab = meta.at("args").at("model").at("padded_vocab_size").get<int64_t>();
   MT_CHECK(saved_vocab == reg.config().padded_vocab_size, "checkpoint ", iter,
            " has a padded vocabulary of ", saved_vocab, " rows but this run pads to ",
@@ -326,6 +300,7 @@ RunState load_checkpoint(const std::string& dir, const ParamRegistry& reg, float
         MT_CHECK(r.has(p.name), r.path(), " has no tensor '", p.name,
                  "'; fix: load a checkpoint of the same model configuration");
         r.read_f32(p.name, params + p.offset, local_shape(p));
+        check_finite(params + p.offset, p.numel(), "tensor '" + p.name + "'", iter);
         continue;
       }
       load_param(p, [&](const std::string& rank_dir, float* dst, int64_t n) {
@@ -335,6 +310,7 @@ RunState load_checkpoint(const std::string& dir, const ParamRegistry& reg, float
                  "'; fix: load a checkpoint of the same model configuration");
         r.read_f32(p.name, dst, n);
       }, params + p.offset);
+      check_finite(params + p.offset, p.numel(), "tensor '" + p.name + "'", iter);
     }
   }
   if (opt != nullptr) {
@@ -359,6 +335,8 @@ RunState load_checkpoint(const std::string& dir, const ParamRegistry& reg, float
       load_param(p, [&](const std::string& rank_dir, float* dst, int64_t n) {
         state_dir(rank_dir).read("exp_avg_sq.", p.name, dst, n);
       }, v.data());
+      check_finite(m.data(), p.numel(), "optimizer state exp_avg." + p.name, iter);
+      check_finite(v.data(), p.numel(), "optimizer state exp_avg_sq." + p.name, iter);
       opt->set_param_state(i, m.data(), v.data());
     }
   }

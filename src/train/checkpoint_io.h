@@ -28,6 +28,7 @@
 #include "dist/parallel_state.h"
 #include "model/params.h"
 #include "optim/optimizer.h"
+#include "train/checkpoint_dir.h"
 
 namespace mt {
 
@@ -39,18 +40,12 @@ struct RunState {
   int64_t skipped_iterations = 0;  // fp16 overflows: no update, the LR schedule did not advance
 };
 
-std::string iteration_dir(const std::string& dir, int64_t iteration);
 std::string rank_dir_name(int tp_rank, int pp_rank);  // "mp_rank_TT_PPP"
 
 // Every rank calls it (collective over the world). `params` must be complete
 // (distributed optimizer: no parameter all-gather in flight).
 void save_checkpoint(const std::string& dir, const RunState& state, const ParamRegistry& reg,
                      const float* params, const AdamWOptimizer* opt, const ParallelState& ps);
-
-// Iteration named by <dir>/latest_checkpointed_iteration.txt, or -1 if none.
-int64_t latest_iteration(const std::string& dir);
-// Reads meta.json of the latest checkpoint (throws if there is none).
-nlohmann::json read_checkpoint_meta(const std::string& dir);
 
 // Loads the latest checkpoint of `dir` into params (and opt, if non-null),
 // re-sharding on the fly when it was saved with another TP or PP size.

@@ -199,13 +199,18 @@ nlohmann::json memory_report_json(const MemoryClasses& predicted, const MemoryCl
   return j;
 }
 
-MemoryPlan memory_plan(const ModelRuntime& rt, int64_t dp, bool distributed_optimizer) {
-  const GptShapes& sh = rt.sh;
+namespace {
+
+// The plan of a rank whose model chunks have shapes `chunks` (recompute and
+// math set), with `in_flight` activation records per chunk.
+MemoryPlan plan_of_chunks(const ParamRegistry& reg, const std::vector<const GptShapes*>& chunks,
+                          int64_t in_flight, int64_t dp, bool distributed_optimizer) {
+  const GptShapes& sh = *chunks[0];
   MemoryPlan p;
-  p.params_local = rt.reg.total_floats();
+  p.params_local = reg.total_floats();
   p.dp = dp;
   p.distributed_optimizer = distributed_optimizer;
-  p.math = math_mode_name(rt.math());
+  p.math = math_mode_name(sh.cm.math);
   p.s = sh.s;
   p.b = sh.b;
   p.h = sh.h;
@@ -214,19 +219,43 @@ MemoryPlan memory_plan(const ModelRuntime& rt, int64_t dp, bool distributed_opti
   p.v_local = sh.v;
   p.tp = sh.tp.size();
   p.sequence_parallel = sh.tp.sequence_parallel;
-  p.chunks = int64_t(rt.chunks.size());
-  p.in_flight = int64_t(rt.chunks[0].slots.size());
-  p.has_embedding = rt.reg.stage().has_embedding;
-  p.has_output = rt.reg.stage().has_output;
+  p.chunks = int64_t(chunks.size());
+  p.in_flight = in_flight;
+  p.has_embedding = reg.stage().has_embedding;
+  p.has_output = reg.stage().has_output;
   int64_t kept = 0;
-  for (const ModelChunk& c : rt.chunks) {
-    p.layers += c.sh.num_layers;
-    for (int64_t l = 0; l < c.sh.num_layers; ++l)
-      kept += c.sh.recompute_group.empty() || c.sh.recompute_group[size_t(l)] < 0;
+  for (const GptShapes* c : chunks) {
+    p.layers += c->num_layers;
+    for (int64_t l = 0; l < c->num_layers; ++l)
+      kept += c->recompute_group.empty() || c->recompute_group[size_t(l)] < 0;
   }
   p.recompute_layers_kept = kept == p.layers ? -1 : kept;
-  p.recompute_group_size = kept == p.layers ? 0 : rt.chunks[0].sh.recompute_group_size;
+  p.recompute_group_size = kept == p.layers ? 0 : sh.recompute_group_size;
   return p;
+}
+
+}  // namespace
+
+MemoryPlan memory_plan(const ModelRuntime& rt, int64_t dp, bool distributed_optimizer) {
+  std::vector<const GptShapes*> chunks;
+  for (const ModelChunk& c : rt.chunks) chunks.push_back(&c.sh);
+  return plan_of_chunks(rt.reg, chunks, int64_t(rt.chunks[0].slots.size()), dp,
+                        distributed_optimizer);
+}
+
+MemoryPlan memory_plan(const ParamRegistry& reg, int64_t micro_batch, const TensorParallel& tp,
+                       int64_t in_flight, const std::string& recompute_method,
+                       int64_t recompute_num_layers, MathMode math, int64_t dp,
+                       bool distributed_optimizer) {
+  std::vector<GptShapes> shapes;
+  for (int c = 0; c < int(reg.stage().chunk_ranges().size()); ++c) {
+    shapes.push_back(make_shapes(reg, micro_batch, tp, c));  // as ModelRuntime makes them
+    shapes.back().cm.math = math;
+    set_full_recompute(shapes.back(), recompute_method, recompute_num_layers);
+  }
+  std::vector<const GptShapes*> chunks;
+  for (const GptShapes& s : shapes) chunks.push_back(&s);
+  return plan_of_chunks(reg, chunks, in_flight, dp, distributed_optimizer);
 }
 
 MemoryClasses measure_memory(const ModelRuntime& rt, const HostBuffer& optimizer_state) {

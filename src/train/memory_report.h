@@ -16,10 +16,14 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "kernels/precision.h"
+
 namespace mt {
 
 class HostBuffer;
 class ModelRuntime;
+class ParamRegistry;
+struct TensorParallel;
 
 // What the prediction needs to know about this rank.
 struct MemoryPlan {
@@ -65,6 +69,12 @@ double bytes_per_param(const MemoryPlan& plan);
 // The plan of the rank `rt` describes (its shapes, chunks, recompute groups,
 // activation records in flight), with its optimizer's sharding.
 MemoryPlan memory_plan(const ModelRuntime& rt, int64_t dp, bool distributed_optimizer);
+// The same plan before any memory exists, from what ModelRuntime's constructor
+// takes (so a model too large for the host is refused before it is allocated).
+MemoryPlan memory_plan(const ParamRegistry& reg, int64_t micro_batch, const TensorParallel& tp,
+                       int64_t in_flight, const std::string& recompute_method,
+                       int64_t recompute_num_layers, MathMode math, int64_t dp,
+                       bool distributed_optimizer);
 // What the rank holds: the resident bytes each class's buffers added when
 // they were first touched (HostBuffer::resident_bytes).
 MemoryClasses measure_memory(const ModelRuntime& rt, const HostBuffer& optimizer_state);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -17,6 +18,7 @@
 #include "pipeline/model_runtime.h"
 #include "train/checkpoint_io.h"
 #include "train/data_loader.h"
+#include "train/host_memory.h"
 #include "train/memory_report.h"
 #include "train/metrics.h"
 #include "train/signals.h"
@@ -36,6 +38,41 @@ nlohmann::json tokenizer_json(TrainArgs& args) {
   // Megatron's NullTokenizer: ids used as they are, eod = N, vocabulary N + 1.
   args.model.vocab_size = args.vocab_size + 1;
   return {{"type", "NullTokenizer"}, {"vocab_size", args.vocab_size}};
+}
+
+// Before anything is read or trained: refuse a --save that holds checkpoints
+// this run did not load, repair what a crash left there, and find out now if
+// it cannot be written (checkpoint_dir.h).
+void prepare_save_dir(const TrainArgs& args, int64_t loaded_iteration, const ParallelState& ps) {
+  if (args.save.empty()) return;
+  if (ps.world_rank == 0) {
+    check_save_target(args.save, args.load, loaded_iteration, args.overwrite_checkpoints);
+    check_writable_dir(args.save, "0");
+    for (const std::string& line : recover_checkpoint_dir(args.save))
+      log_line(true, "checkpoint directory: %s\n", line.c_str());
+  }
+  ps.world_comm.barrier();  // the directory exists and is repaired before anyone reads it
+  if (ps.world_rank != 0) check_writable_dir(args.save, std::to_string(ps.world_rank));
+}
+
+// A different tokenizer on resume would map the trained ids to other text.
+void check_same_tokenizer(const nlohmann::json& saved, const nlohmann::json& run,
+                          const TrainArgs& args) {
+  if (saved == run) return;
+  std::string diff;
+  if (saved.value("type", "") == "char" && run.value("type", "") == "char") {
+    const nlohmann::json &a = saved.at("vocab"), &b = run.at("vocab");
+    size_t i = 0;
+    while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+    diff = " (" + std::to_string(a.size()) + " vs " + std::to_string(b.size()) +
+           " entries; first difference at id " + std::to_string(i) + ": " +
+           (i < a.size() ? a[i].dump() : std::string("none")) + " vs " +
+           (i < b.size() ? b[i].dump() : std::string("none")) + ")";
+  }
+  MT_FAIL("--load ", args.load, ": the checkpoint was trained with another tokenizer than this "
+          "run's (", run.value("type", ""), args.vocab_file.empty() ? "" : " from --vocab-file ",
+          args.vocab_file, ")", diff, "; the ids would mean other text; fix: pass the vocabulary "
+          "the checkpoint was trained with");
 }
 
 class JsonLog {
@@ -63,7 +100,9 @@ int run_training(TrainArgs args, ParallelState& ps) {
   args.validate(ps.world_size);
   nlohmann::json run_args = {{"tokenizer", tokenizer_json(args)}};
   args.model.finalize(ps.tp_size);
-  const bool resume = !args.load.empty() && latest_iteration(args.load) >= 0;
+  const int64_t loaded_iteration = args.load.empty() ? -1 : latest_iteration(args.load);
+  const bool resume = loaded_iteration >= 0;
+  prepare_save_dir(args, loaded_iteration, ps);
   if (resume) {  // keep the checkpoint's vocabulary padding when this TP size divides it
     const int64_t saved = read_checkpoint_meta(args.load).at("args").at("model").at(
         "padded_vocab_size");
@@ -86,8 +125,16 @@ int run_training(TrainArgs args, ParallelState& ps) {
   ParamRegistry reg(mc, args.stage_layout(ps.tp_rank, ps.tp_size, ps.pp_rank, ps.pp_size));
   const int64_t in_flight = vpp > 1 ? max_in_flight_interleaved(ps.pp_size, ps.pp_rank, int(vpp), m)
                                     : max_in_flight_1f1b(ps.pp_size, ps.pp_rank, m);
+  const std::string recompute_method = args.recompute_granularity == "full" ? args.recompute_method : "";
+  // Planned bytes per class, known before anything is allocated: a model too
+  // large for the host is refused here, with the numbers.
+  const MemoryClasses predicted = predict_memory(memory_plan(
+      reg, args.micro_batch_size, TensorParallel{&ps.tp_comm, args.sequence_parallel}, in_flight,
+      recompute_method, args.recompute_num_layers, args.math_mode(), ps.dp_size,
+      args.use_distributed_optimizer));
+  const std::string host_line = check_host_memory(predicted.total(), ps, args.skip_memory_check);
   ModelRuntime rt(reg, args.micro_batch_size, TensorParallel{&ps.tp_comm, args.sequence_parallel},
-                  in_flight, args.recompute_granularity == "full" ? args.recompute_method : "",
+                  in_flight, recompute_method,
                   args.recompute_num_layers, args.math_mode());
   const PipelineLinks links = pipeline_links(ps);
   const std::vector<PipeOp> train_ops = training_schedule(ps.pp_size, ps.pp_rank, int(vpp), m);
@@ -119,11 +166,13 @@ int run_training(TrainArgs args, ParallelState& ps) {
       for (const char* k : {"hidden_dropout", "attention_dropout", "init_method_std"}) j.erase(k);
       return j;
     };
-    const nlohmann::json saved = architecture(read_checkpoint_meta(args.load).at("args").at("model"));
+    const nlohmann::json saved_args = read_checkpoint_meta(args.load).at("args");
+    const nlohmann::json saved = architecture(saved_args.at("model"));
     MT_CHECK(saved == architecture(run_args["model"]), "--load ", args.load,
              ": the checkpoint's model ", saved.dump(), " differs from this run's ",
              architecture(run_args["model"]).dump(),
              "; fix: pass the same model flags (or another --load)");
+    check_same_tokenizer(saved_args.at("tokenizer"), run_args.at("tokenizer"), args);
     state = load_checkpoint(args.load, reg, rt.params, args.no_load_optim ? nullptr : &opt, ps);
     state.args = run_args;
     log_line(rank0, "loaded checkpoint from %s at iteration %lld\n", args.load.c_str(),
@@ -158,13 +207,12 @@ int run_training(TrainArgs args, ParallelState& ps) {
                                            : measure_matmul_peak_flops(2048, peak_math);
   log_line(rank0, "peak %s matmul: %.1f GFLOP/s per rank (%s)\n", math_mode_name(peak_math),
            peak / 1e9, args.peak_tflops > 0 ? "--peak-tflops" : "measured, 2048^3 oneDNN");
-  const MemoryClasses predicted =
-      predict_memory(memory_plan(rt, ps.dp_size, args.use_distributed_optimizer));
   const MemoryReport memrep{size_t(predicted.params), size_t(predicted.grads),
                             size_t(predicted.optimizer), size_t(predicted.activations),
                             size_t(predicted.workspace)};
   log_line(rank0, "%s%s\n", memrep.line().c_str(),
            args.log_memory ? " (measured after the first step)" : "");
+  log_line(rank0, "%s\n", host_line.c_str());
   // fp16: Megatron's loss scaler (dynamic unless --loss-scale), resumed from
   // the checkpoint when it has one.
   std::optional<GradScaler> scaler;
@@ -201,11 +249,19 @@ int run_training(TrainArgs args, ParallelState& ps) {
              timestamp().c_str(), static_cast<long long>(iteration), loss, ppl);
     jlog.write({{"iteration", iteration}, {"val_loss", loss}, {"val_ppl", ppl}});
   };
+  // The iteration whose complete checkpoint --save already holds: saving it
+  // again (a stop on a save point) would only rewrite the same bytes.
+  std::error_code same_ec;
+  int64_t last_saved = resume && !args.save.empty() &&
+                               std::filesystem::equivalent(args.load, args.save, same_ec)
+                           ? state.iteration
+                           : -1;
   auto save = [&]() {
-    if (args.save.empty()) return;
+    if (args.save.empty() || state.iteration == last_saved) return;
     Timer t;
     sync.wait_params();
     save_checkpoint(args.save, state, reg, rt.params, &opt, ps);
+    last_saved = state.iteration;
     if (tty) std::printf("\r\033[K");
     log_line(rank0, "saved checkpoint at iteration %lld to %s (%.2f s)\n",
              static_cast<long long>(state.iteration), args.save.c_str(), t.seconds());

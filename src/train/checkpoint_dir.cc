@@ -1,0 +1,272 @@
+#include "train/checkpoint_dir.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <set>
+
+#include "checkpoint/atomic_file.h"
+#include "core/error.h"
+
+namespace mt {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// "iter_NNNNNNN" + suffix → N, or -1 when `name` is not of that form.
+int64_t parse_iter_name(const std::string& name, const std::string& suffix) {
+  if (name.rfind("iter_", 0) != 0 || name.size() <= 5 + suffix.size()) return -1;
+  if (name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) return -1;
+  const std::string digits = name.substr(5, name.size() - 5 - suffix.size());
+  if (digits.empty() || digits.size() > 18) return -1;
+  for (char c : digits)
+    if (!std::isdigit(static_cast<unsigned char>(c))) return -1;
+  return std::stoll(digits);
+}
+
+// Entries of `dir` named iter_N<suffix> that are directories, as N.
+std::set<int64_t> iter_entries(const std::string& dir, const std::string& suffix) {
+  std::set<int64_t> out;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return out;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const int64_t it = parse_iter_name(e.path().filename().string(), suffix);
+    if (it >= 0 && e.is_directory(ec)) out.insert(it);
+  }
+  return out;
+}
+
+// "iter_0000010, iter_0000020" or "iter_0000005, ..., iter_0000020 (4 in all)" for messages.
+std::string describe_iterations(const std::string& dir, const std::vector<int64_t>& its) {
+  auto name = [&](int64_t it) { return fs::path(iteration_dir(dir, it)).filename().string(); };
+  if (its.empty()) return "none";
+  if (its.size() <= 3) {
+    std::string s;
+    for (size_t i = 0; i < its.size(); ++i) s += (i ? ", " : "") + name(its[i]);
+    return s;
+  }
+  return name(its.front()) + ", ..., " + name(its[its.size() - 2]) + ", " + name(its.back()) +
+         " (" + std::to_string(its.size()) + " in all)";
+}
+
+int64_t meta_int(const nlohmann::json& j, const char* key, const std::string& path,
+                 int64_t min_value) {
+  MT_CHECK(j.contains(key), "checkpoint metadata ", path, " has no '", key,
+           "'; the file is damaged; fix: load an earlier iteration (write its number into ",
+           kTrackerFile, ")");
+  const nlohmann::json& v = j.at(key);
+  MT_CHECK(v.is_number_integer() && v.get<int64_t>() >= min_value, "checkpoint metadata ", path,
+           ": '", key, "' is ", v.dump(), ", not an integer >= ", min_value,
+           "; the file is damaged; fix: load an earlier iteration (write its number into ",
+           kTrackerFile, ")");
+  return v.get<int64_t>();
+}
+
+}  // namespace
+
+std::string iteration_dir(const std::string& dir, int64_t iteration) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "iter_%07lld", static_cast<long long>(iteration));
+  return dir + "/" + buf;
+}
+
+int64_t latest_iteration(const std::string& dir) {
+  const std::string path = dir + "/" + kTrackerFile;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return -1;
+  MT_CHECK(fs::is_regular_file(path, ec), path, " is not a regular file; fix: remove it, or ",
+           "write the number of a complete iter_NNNNNNN directory into a file of that name");
+  const std::string text = read_text_file(path);
+  size_t b = 0, e = text.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(text[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(text[e - 1]))) --e;
+  const std::string body = text.substr(b, e - b);
+  bool digits = !body.empty() && body.size() <= 18;
+  for (char c : body) digits = digits && std::isdigit(static_cast<unsigned char>(c));
+  MT_CHECK(digits, path, " holds '", body.substr(0, 40), "', not an iteration number; fix: write ",
+           "the number of a complete iter_NNNNNNN directory of ", dir, " into it");
+  return std::stoll(body);
+}
+
+std::vector<int64_t> saved_iterations(const std::string& dir) {
+  std::set<int64_t> its = iter_entries(dir, "");
+  for (int64_t it : iter_entries(dir, ".old")) its.insert(it);
+  return {its.begin(), its.end()};
+}
+
+std::string checkpoint_iteration_dir(const std::string& dir, int64_t it) {
+  const std::string d = iteration_dir(dir, it);
+  std::error_code ec;
+  if (fs::is_directory(d, ec)) return d;
+  if (fs::is_directory(d + ".old", ec)) return d + ".old";
+  MT_FAIL(dir, "/", kTrackerFile, " names iteration ", it, " but ", d,
+          " does not exist; fix: write the number of a complete iter_NNNNNNN directory of ", dir,
+          " into ", kTrackerFile, " (complete ones: ", describe_iterations(dir, saved_iterations(dir)),
+          ")");
+}
+
+nlohmann::json parse_checkpoint_meta(const std::string& text, const std::string& path,
+                                     int64_t dir_iteration) {
+  nlohmann::json meta;
+  try {
+    meta = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    MT_FAIL("corrupt checkpoint metadata ", path, ": ", e.what(),
+            "; fix: load an earlier iteration (write its number into ", kTrackerFile, ")");
+  }
+  MT_CHECK(meta.is_object() && meta.value("format", nlohmann::json()) == "megatron.cpp checkpoint" &&
+               meta.value("version", nlohmann::json()) == kCheckpointFormatVersion,
+           path, " is not a megatron.cpp checkpoint of format version ", kCheckpointFormatVersion);
+  const int64_t it = meta_int(meta, "iteration", path, 0);
+  MT_CHECK(it == dir_iteration, "checkpoint metadata ", path, " says iteration ", it,
+           " but lies in the directory of iteration ", dir_iteration,
+           "; the checkpoint is damaged or was moved; fix: load another iteration");
+  meta_int(meta, "consumed_samples", path, 0);
+  meta_int(meta, "tensor_model_parallel_size", path, 1);
+  const int64_t pp = meta_int(meta, "pipeline_model_parallel_size", path, 1);
+  meta_int(meta, "data_parallel_size", path, 1);
+  if (meta.contains("skipped_iterations")) meta_int(meta, "skipped_iterations", path, 0);
+  MT_CHECK(!meta.contains("grad_scaler") || meta.at("grad_scaler").is_object(),
+           "checkpoint metadata ", path, ": 'grad_scaler' is not an object; the file is damaged");
+  MT_CHECK(meta.contains("args") && meta.at("args").is_object(), "checkpoint metadata ", path,
+           " has no 'args' object; the file is damaged");
+  const nlohmann::json& args = meta.at("args");
+  MT_CHECK(args.contains("model") && args.at("model").is_object(), "checkpoint metadata ", path,
+           " has no 'args.model' object; the file is damaged");
+  const nlohmann::json& model = args.at("model");
+  const int64_t layers = meta_int(model, "num_layers", path, 1);
+  for (const char* k : {"hidden_size", "ffn_hidden_size", "num_attention_heads", "seq_length",
+                        "max_position_embeddings", "vocab_size", "padded_vocab_size",
+                        "make_vocab_size_divisible_by"})
+    meta_int(model, k, path, 1);
+  for (const char* k : {"init_method_std", "hidden_dropout", "attention_dropout",
+                        "layernorm_epsilon"})
+    MT_CHECK(model.contains(k) && model.at(k).is_number(), "checkpoint metadata ", path,
+             ": 'args.model.", k, "' is missing or not a number; the file is damaged");
+  MT_CHECK(args.contains("tokenizer") && args.at("tokenizer").is_object() &&
+               args.at("tokenizer").contains("type") && args.at("tokenizer").at("type").is_string(),
+           "checkpoint metadata ", path, " has no 'args.tokenizer' with a 'type'; the file is damaged");
+  MT_CHECK(args.contains("layer_stage") && args.at("layer_stage").is_array() &&
+               int64_t(args.at("layer_stage").size()) == layers,
+           "checkpoint metadata ", path, ": 'args.layer_stage' is not a list of ", layers,
+           " pipeline ranks; the file is damaged");
+  for (const nlohmann::json& s : args.at("layer_stage"))
+    MT_CHECK(s.is_number_integer() && s.get<int64_t>() >= 0 && s.get<int64_t>() < pp,
+             "checkpoint metadata ", path, ": 'args.layer_stage' holds ", s.dump(),
+             ", not a pipeline rank below ", pp, "; the file is damaged");
+  return meta;
+}
+
+nlohmann::json read_checkpoint_meta(const std::string& dir) {
+  const int64_t it = latest_iteration(dir);
+  MT_CHECK(it >= 0, "no checkpoint in ", dir, " (", kTrackerFile,
+           " is missing); fix: pass the --save directory of a run that saved");
+  const std::string path = checkpoint_iteration_dir(dir, it) + "/meta.json";
+  return parse_checkpoint_meta(read_text_file(path), path, it);
+}
+
+void check_save_target(const std::string& save, const std::string& load,
+                       int64_t loaded_iteration, bool overwrite) {
+  if (save.empty() || overwrite) return;
+  const std::vector<int64_t> held = saved_iterations(save);
+  std::error_code ec;
+  const bool tracker = fs::exists(save + "/" + kTrackerFile, ec);
+  if (held.empty() && !tracker) return;
+  const std::string what =
+      held.empty() ? std::string(kTrackerFile) : describe_iterations(save, held);
+  const char* flag = "; or pass --overwrite-checkpoints to save over them";
+  MT_CHECK(!load.empty(), "--save ", save, " holds checkpoints (", what,
+           ") and this run loads none, so it would start from scratch and overwrite them; fix: "
+           "--load ", save, " to resume, or another --save directory", flag);
+  MT_CHECK(fs::exists(load, ec), "--load ", load, " does not exist, and --save ", save,
+           " holds checkpoints (", what, ") that this run would overwrite from scratch; fix: "
+           "correct --load (to resume: --load ", save, ")", flag);
+  const bool same_dir = fs::equivalent(load, save, ec);
+  if (loaded_iteration < 0) {
+    MT_CHECK(!same_dir, "--load ", load, " has no ", kTrackerFile, " but holds checkpoints (",
+             what, "), so this run would start from scratch and overwrite them; fix: write the "
+             "iteration to resume from into ", load, "/", kTrackerFile, flag);
+    MT_FAIL("--load ", load, " holds no checkpoint (no ", kTrackerFile, "), and --save ", save,
+            " holds checkpoints (", what, ") that this run would overwrite from scratch; fix: "
+            "correct --load, or another --save directory", flag);
+  }
+  MT_CHECK(same_dir, "--save ", save, " holds checkpoints (", what, ") of another run than --load ",
+           load, "; fix: save into a new directory, or resume with --load ", save, flag);
+  std::vector<int64_t> newer;
+  for (int64_t it : held)
+    if (it > loaded_iteration) newer.push_back(it);
+  MT_CHECK(newer.empty(), "--save ", save, " holds ", describe_iterations(save, newer),
+           ", newer than the iteration ", loaded_iteration, " named by ", kTrackerFile,
+           " (a rolled-back tracker, or a crash between a save and the tracker update); this "
+           "run would overwrite them; fix: write ", newer.back(), " into ", save, "/",
+           kTrackerFile, " to resume from it", flag);
+}
+
+std::vector<std::string> recover_checkpoint_dir(const std::string& dir) {
+  std::vector<std::string> done;
+  std::error_code ec;
+  for (int64_t it : iter_entries(dir, ".old")) {
+    const std::string d = iteration_dir(dir, it);
+    if (fs::is_directory(d, ec)) {
+      fs::remove_all(d + ".old", ec);
+      MT_CHECK(!ec, "cannot remove ", d, ".old: ", ec.message());
+      done.push_back("removed " + d + ".old (the previous copy of a completed re-save)");
+    } else {
+      fs::rename(d + ".old", d, ec);
+      MT_CHECK(!ec, "cannot rename ", d, ".old back to ", d, ": ", ec.message(),
+               "; fix: rename it by hand");
+      done.push_back("restored " + d + " from " + d + ".old (a re-save interrupted by a crash)");
+    }
+  }
+  for (int64_t it : iter_entries(dir, ".tmp")) {
+    const std::string d = iteration_dir(dir, it) + ".tmp";
+    fs::remove_all(d, ec);
+    MT_CHECK(!ec, "cannot remove the incomplete save ", d, ": ", ec.message(),
+             "; fix: remove it by hand");
+    done.push_back("removed " + d + " (a save interrupted by a crash; incomplete)");
+  }
+  if (!done.empty()) fsync_dir(dir);
+  return done;
+}
+
+void check_writable_dir(const std::string& dir, const std::string& tag) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  MT_CHECK(!ec && fs::is_directory(dir, ec), "cannot create the --save directory ", dir, ": ",
+           ec ? ec.message() : "exists and is not a directory",
+           "; fix: check the path and its permissions");
+  const std::string probe = dir + "/.write_probe_" + tag + "_" + std::to_string(::getpid());
+  FILE* f = std::fopen(probe.c_str(), "wb");
+  const bool ok = f != nullptr && std::fputs("probe\n", f) >= 0;
+  const bool closed = f != nullptr && std::fclose(f) == 0;
+  std::remove(probe.c_str());
+  MT_CHECK(ok && closed, "the --save directory ", dir,
+           " is not writable; fix: check its permissions and free space, or choose another --save");
+}
+
+void commit_iteration(const std::string& dir, int64_t iteration) {
+  const std::string final_dir = iteration_dir(dir, iteration);
+  const std::string tmp_dir = final_dir + ".tmp", old_dir = final_dir + ".old";
+  std::error_code ec;
+  const bool replacing = fs::is_directory(final_dir, ec);
+  if (replacing) {  // keep the complete copy until the new one is in place
+    fs::remove_all(old_dir, ec);
+    fs::rename(final_dir, old_dir, ec);
+    MT_CHECK(!ec, "cannot rename ", final_dir, " aside to ", old_dir, ": ", ec.message());
+  }
+  fs::rename(tmp_dir, final_dir, ec);
+  MT_CHECK(!ec, "cannot rename ", tmp_dir, " to ", final_dir, ": ", ec.message());
+  fsync_dir(dir);
+  atomic_write_text(dir + "/" + kTrackerFile, std::to_string(iteration) + "\n");
+  if (replacing) {
+    fs::remove_all(old_dir, ec);
+    MT_CHECK(!ec, "cannot remove ", old_dir, " after saving ", final_dir, ": ", ec.message());
+    fsync_dir(dir);
+  }
+}
+
+}  // namespace mt
