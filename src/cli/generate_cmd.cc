@@ -3,6 +3,7 @@
 
 #include "checkpoint/atomic_file.h"
 #include "cli/commands.h"
+#include "cli/strict_numbers.h"
 #include "core/error.h"
 #include "data/char_tokenizer.h"
 #include "dist/mpi_env.h"
@@ -35,6 +36,7 @@ Command add_generate_command(CLI::App& app) {
   app.add_option("--tensor-model-parallel-size", a->tp,
                  "TP size to decode with (launch that many ranks with mpirun); the checkpoint "
                  "is re-sharded if it was saved with another");
+  make_integer_options_strict(app);
   return [a]() {
     MpiEnv mpi;
     MT_CHECK(mpi.world_size() == a->tp, "generate with --tensor-model-parallel-size ", a->tp,

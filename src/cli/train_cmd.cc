@@ -1,5 +1,6 @@
 // `megatron train`: Megatron-LM's flag names, or a config file of them.
 #include "cli/commands.h"
+#include "cli/strict_numbers.h"
 #include "dist/mpi_env.h"
 #include "dist/parallel_state.h"
 #include "train/signals.h"
@@ -119,6 +120,8 @@ Command add_train_command(CLI::App& app) {
                 "overwritten; without it that is an error)");
   log->add_option("--exit-interval", a->exit_interval, "save and exit at iterations divisible by N");
   log->add_option("--exit-duration-in-mins", a->exit_duration_in_mins, "save and exit after N minutes");
+
+  make_integer_options_strict(app);
 
   return [a]() {
     install_exit_signal_handlers();  // first: a SIGTERM during start-up still saves-and-exits

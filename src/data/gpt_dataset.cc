@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <limits>
 
+#include "core/checked_math.h"
 #include "core/error.h"
 #include "core/rng.h"
 
@@ -94,9 +95,13 @@ GptDataset::GptDataset(const IndexedDataset& data, SplitRange range, int64_t seq
            " tokens; fix: give this split more documents (--split) or add data");
 
   // Epochs: enough tokens for num_samples samples of s + 1 tokens (overlapping by one).
-  const int64_t tokens_needed = num_samples_ > 0 ? num_samples_ * seq_length_ + 1 : 0;
-  num_epochs_ = 1;
-  while (num_epochs_ * tokens_per_epoch_ < tokens_needed) ++num_epochs_;
+  constexpr std::string_view flags =
+      "samples x --seq-length (train: --train-iters x --global-batch-size; valid: --eval-iters "
+      "x --global-batch-size)";
+  const int64_t tokens_needed =
+      num_samples_ > 0 ? checked_add(checked_mul(num_samples_, seq_length_, flags), 1, flags) : 0;
+  num_epochs_ = tokens_needed > 0 ? (tokens_needed - 1) / tokens_per_epoch_ + 1 : 1;
+  check_index_memory(what);
   int64_t samples_sans_final = 0;
   if (num_epochs_ > 1) {
     samples_sans_final = ((num_epochs_ - 1) * tokens_per_epoch_ - 1) / seq_length_;
@@ -146,6 +151,23 @@ GptDataset::GptDataset(const IndexedDataset& data, SplitRange range, int64_t seq
   } else {
     shuffle(shuffle_index_.data(), samples, shuf_rng);
   }
+}
+
+// The document, sample and shuffle indices (4 + 12 + 8 bytes per entry) must
+// fit this machine: an absurd --train-iters fails here with the numbers, not
+// in an allocation (std::bad_alloc) with none.
+void GptDataset::check_index_memory(const std::string& what) const {
+  constexpr std::string_view flags = "GPT dataset indices (--train-iters x --global-batch-size)";
+  const int64_t docs = checked_mul(range_.size(), num_epochs_, flags);
+  const int64_t samples = checked_mul(num_epochs_, tokens_per_epoch_, flags) / seq_length_;
+  const int64_t bytes = checked_add(checked_mul(docs, 4, flags), checked_mul(samples, 20, flags),
+                                    flags);
+  const int64_t have = physical_memory_bytes();
+  MT_CHECK(have == 0 || bytes <= have / 2, what, ": ", num_samples_, " samples of ", seq_length_,
+           " tokens (", num_epochs_, " epochs of ", tokens_per_epoch_, " tokens) need ",
+           double(bytes) / 1e9, " GB of sample index, more than half this machine's ",
+           double(have) / 1e9, " GB; fix: lower --train-iters or --global-batch-size (or "
+           "--eval-iters for validation)");
 }
 
 int64_t GptDataset::shuffled(int64_t i) const {

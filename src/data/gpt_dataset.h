@@ -73,6 +73,8 @@ class GptDataset {
   std::pair<int64_t, int64_t> sample_start(int64_t k) const;
 
  private:
+  void check_index_memory(const std::string& what) const;
+
   const IndexedDataset* data_;
   SplitRange range_;
   int64_t seq_length_;

@@ -24,6 +24,9 @@ struct ModelConfig {
   // Fills defaults and the padded vocabulary, checks every constraint that
   // does not depend on the parallel layout; throws mt::Error naming the fix.
   void finalize(int64_t tp_size);
+  // The range of every flag on its own (before defaults are filled): > 0
+  // sizes, dropout in [0, 1), ...; throws mt::Error naming the Megatron flag.
+  void check_flag_ranges() const;
   std::string summary() const;
 };
 
@@ -31,7 +34,11 @@ struct ModelConfig {
 // make_vocab_size_divisible_by * tp_size.
 int64_t padded_vocab_size(int64_t vocab_size, int64_t divisible_by, int64_t tp_size);
 
-// Parameters in the whole model (all stages, unsharded).
+// Parameters in the whole model (all stages, unsharded); throws mt::Error
+// naming the flags if the count overflows int64.
 int64_t count_parameters(const ModelConfig& c);
+// The same without the word embedding, with ffn hidden size `ffn` (usable
+// before finalize(): positions counted as max(max_position_embeddings, seq)).
+int64_t parameters_without_vocab(const ModelConfig& c, int64_t ffn);
 
 }  // namespace mt

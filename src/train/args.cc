@@ -3,6 +3,7 @@
 #include <cmath>
 #include <tuple>
 
+#include "core/checked_math.h"
 #include "core/error.h"
 #include "model/params.h"
 
@@ -36,10 +37,102 @@ StageLayout TrainArgs::stage_layout(int tp_rank, int tp_size, int pp_rank, int p
   return st;
 }
 
+namespace {
+
+bool finite_at_least(double v, double lo) { return std::isfinite(v) && v >= lo; }
+
+}  // namespace
+
+void TrainArgs::check_flag_ranges() const {
+  model.check_flag_ranges();
+  MT_CHECK(tensor_model_parallel_size >= 1, "--tensor-model-parallel-size ",
+           tensor_model_parallel_size, " must be >= 1");
+  MT_CHECK(pipeline_model_parallel_size >= 1, "--pipeline-model-parallel-size ",
+           pipeline_model_parallel_size, " must be >= 1");
+  MT_CHECK(num_layers_per_virtual_pipeline_stage >= 0, "--num-layers-per-virtual-pipeline-stage ",
+           num_layers_per_virtual_pipeline_stage, " must be > 0 (or left out: no interleaving)");
+  MT_CHECK(decoder_first_pipeline_num_layers >= 0, "--decoder-first-pipeline-num-layers ",
+           decoder_first_pipeline_num_layers, " must be >= 0");
+  MT_CHECK(decoder_last_pipeline_num_layers >= 0, "--decoder-last-pipeline-num-layers ",
+           decoder_last_pipeline_num_layers, " must be >= 0");
+  MT_CHECK(ddp_bucket_size >= 0, "--ddp-bucket-size ", ddp_bucket_size,
+           " must be > 0 elements (or left out: 1M)");
+  MT_CHECK(recompute_num_layers >= 0, "--recompute-num-layers ", recompute_num_layers,
+           " must be >= 1");
+  MT_CHECK(micro_batch_size > 0, "--micro-batch-size ", micro_batch_size, " must be > 0");
+  MT_CHECK(global_batch_size >= 0, "--global-batch-size ", global_batch_size,
+           " must be > 0 (or left out: micro-batch size x DP)");
+  MT_CHECK(train_iters > 0, "--train-iters ", train_iters, " must be > 0");
+  MT_CHECK(finite_at_least(lr, 0), "--lr ", lr, " must be a finite number >= 0");
+  MT_CHECK(finite_at_least(min_lr, 0), "--min-lr ", min_lr, " must be a finite number >= 0");
+  MT_CHECK(lr_warmup_iters >= 0, "--lr-warmup-iters ", lr_warmup_iters, " must be >= 0");
+  MT_CHECK(lr_warmup_fraction == -1 || (lr_warmup_fraction >= 0 && lr_warmup_fraction <= 1),
+           "--lr-warmup-fraction ", lr_warmup_fraction, " must be in [0, 1]");
+  MT_CHECK(lr_decay_iters >= 0, "--lr-decay-iters ", lr_decay_iters,
+           " must be > 0 (or left out: --train-iters)");
+  MT_CHECK(lr_wsd_decay_iters >= 0, "--lr-wsd-decay-iters ", lr_wsd_decay_iters, " must be >= 0");
+  MT_CHECK(finite_at_least(optim.weight_decay, 0), "--weight-decay ", optim.weight_decay,
+           " must be a finite number >= 0");
+  MT_CHECK(optim.beta1 >= 0 && optim.beta1 < 1, "--adam-beta1 ", optim.beta1,
+           " must be in [0, 1) (e.g. 0.9)");
+  MT_CHECK(optim.beta2 >= 0 && optim.beta2 < 1, "--adam-beta2 ", optim.beta2,
+           " must be in [0, 1) (e.g. 0.999)");
+  MT_CHECK(std::isfinite(optim.eps) && optim.eps > 0, "--adam-eps ", optim.eps,
+           " must be a finite number > 0 (e.g. 1e-8)");
+  MT_CHECK(finite_at_least(optim.clip_grad, 0), "--clip-grad ", optim.clip_grad,
+           " must be a finite number >= 0 (0: off)");
+  MT_CHECK(vocab_size >= 0, "--vocab-size ", vocab_size, " must be > 0");
+  MT_CHECK(log_interval > 0, "--log-interval ", log_interval, " must be > 0");
+  MT_CHECK(eval_interval >= 0, "--eval-interval ", eval_interval, " must be >= 0 (0: off)");
+  MT_CHECK(eval_iters >= 0, "--eval-iters ", eval_iters, " must be >= 0");
+  MT_CHECK(finite_at_least(peak_tflops, 0), "--peak-tflops ", peak_tflops,
+           " must be a finite number >= 0 (0: measure)");
+  MT_CHECK(save_interval >= 0, "--save-interval ", save_interval, " must be >= 0 (0: off)");
+  MT_CHECK(exit_interval >= 0, "--exit-interval ", exit_interval, " must be >= 0 (0: off)");
+  MT_CHECK(finite_at_least(exit_duration_in_mins, 0), "--exit-duration-in-mins ",
+           exit_duration_in_mins, " must be a finite number >= 0 (0: off)");
+  MT_CHECK(std::isfinite(loss_scale) && loss_scale >= 0 && std::isfinite(initial_loss_scale) &&
+               initial_loss_scale > 0 && std::isfinite(min_loss_scale) && min_loss_scale > 0 &&
+               loss_scale_window > 0 && hysteresis > 0,
+           "loss scaling: --loss-scale ", loss_scale, " must be >= 0, --initial-loss-scale ",
+           initial_loss_scale, " and --min-loss-scale ", min_loss_scale,
+           " > 0, --loss-scale-window ", loss_scale_window, " and --hysteresis ", hysteresis,
+           " >= 1");
+}
+
+// A lower bound of one rank's memory (fp32 weights and gradients of its
+// shard, the layer inputs of one micro-batch) against the machine's: sizes
+// that fit int64 but not any machine fail here, with the flags, instead of in
+// an allocation deep inside.
+void TrainArgs::check_fits_memory() const {
+  const ModelConfig& m = model;
+  const int64_t ffn = m.ffn_hidden_size > 0 ? m.ffn_hidden_size : 4 * m.hidden_size;
+  const int64_t vocab = tokenizer_type == "NullTokenizer" ? vocab_size + 1 : 0;
+  const int64_t params = checked_add(
+      parameters_without_vocab(m, ffn),
+      checked_mul(vocab, m.hidden_size, "word embedding (--vocab-size x --hidden-size)"),
+      "parameter count");
+  const int64_t model_parallel = tensor_model_parallel_size * pipeline_model_parallel_size;
+  const int64_t weight_bytes = params / model_parallel * 8;
+  constexpr const char* act = "activations (--micro-batch-size x --seq-length x --hidden-size x "
+                              "--num-layers)";
+  const int64_t act_bytes = checked_mul(
+      checked_mul(checked_mul(micro_batch_size, m.seq_length, act), m.hidden_size, act),
+      checked_mul(m.num_layers / pipeline_model_parallel_size, 4, act), act) /
+      (sequence_parallel ? tensor_model_parallel_size : 1);
+  const int64_t need = checked_add(weight_bytes, act_bytes, "memory per rank");
+  const int64_t have = physical_memory_bytes();
+  MT_CHECK(have == 0 || need <= have, "the model needs at least ", double(need) / 1e9,
+           " GB per rank (", params, " parameters, ", double(weight_bytes) / 1e9,
+           " GB of fp32 weights and gradients over TP x PP = ", model_parallel, ", and ",
+           double(act_bytes) / 1e9, " GB of layer inputs for one micro-batch), more than this "
+           "machine's ", double(have) / 1e9, " GB; fix: lower --num-layers, --hidden-size, "
+           "--ffn-hidden-size, --seq-length or --micro-batch-size, or raise TP/PP");
+}
+
 void TrainArgs::validate(int world_size) {
+  check_flag_ranges();
   const int64_t tp = tensor_model_parallel_size, pp = pipeline_model_parallel_size;
-  MT_CHECK(tp >= 1 && pp >= 1, "--tensor-model-parallel-size ", tp,
-           " and --pipeline-model-parallel-size ", pp, " must be >= 1");
   MT_CHECK(world_size % (tp * pp) == 0, "world size ", world_size,
            " is not divisible by TP ", tp, " x PP ", pp, " = ", tp * pp,
            "; fix: launch a multiple of ", tp * pp, " ranks or change the sizes");
@@ -54,6 +147,7 @@ void TrainArgs::validate(int world_size) {
     const int64_t k = num_layers_per_virtual_pipeline_stage;
     MT_CHECK(pp > 1, "--num-layers-per-virtual-pipeline-stage needs "
              "--pipeline-model-parallel-size > 1; got PP ", pp);
+    checked_mul(pp, k, "PP x --num-layers-per-virtual-pipeline-stage");
     MT_CHECK(model.num_layers % (pp * k) == 0, "--num-layers ", model.num_layers,
              " is not divisible by PP ", pp, " x --num-layers-per-virtual-pipeline-stage ", k);
     MT_CHECK(model.num_layers / (pp * k) > 1, "--num-layers-per-virtual-pipeline-stage ", k,
@@ -73,13 +167,19 @@ void TrainArgs::validate(int world_size) {
            "; fix: choose a TP size that divides it");
   MT_CHECK(!sequence_parallel || model.seq_length % tp == 0, "--seq-length ", model.seq_length,
            " is not divisible by TP ", tp, " (needed by --sequence-parallel)");
-  MT_CHECK(micro_batch_size > 0, "--micro-batch-size ", micro_batch_size, " must be > 0");
-  if (global_batch_size == 0) global_batch_size = micro_batch_size * dp_size;
+  const int64_t per_step = checked_mul(micro_batch_size, dp_size, "--micro-batch-size x DP");
+  if (global_batch_size == 0) global_batch_size = per_step;
   MT_CHECK(global_batch_size % (micro_batch_size * dp_size) == 0, "--global-batch-size ",
            global_batch_size, " is not divisible by --micro-batch-size ", micro_batch_size,
            " x DP ", dp_size, " = ", micro_batch_size * dp_size,
            "; fix: make the global batch a multiple of micro-batch x data-parallel size");
-  MT_CHECK(train_iters > 0, "--train-iters ", train_iters, " must be > 0");
+  // Samples and tokens of the whole run must fit int64 (the data loader's indices).
+  const int64_t samples = checked_mul(train_iters, global_batch_size,
+                                      "samples to train (--train-iters x --global-batch-size)");
+  checked_mul(samples, checked_add(model.seq_length, 1, "--seq-length + 1"),
+              "tokens to train (--train-iters x --global-batch-size x --seq-length)");
+  checked_mul(eval_iters, global_batch_size,
+              "samples to evaluate (--eval-iters x --global-batch-size)");
   MT_CHECK(recompute_granularity.empty() || recompute_granularity == "full" ||
                recompute_granularity == "selective",
            "--recompute-granularity '", recompute_granularity, "' is not one of full, selective");
@@ -99,9 +199,6 @@ void TrainArgs::validate(int world_size) {
            ") to be divisible by PP ", pp, "; fix: change --global-batch-size");
   MT_CHECK(lr_warmup_fraction < 0 || lr_warmup_iters == 0,
            "--lr-warmup-fraction and --lr-warmup-iters are both set; use one");
-  MT_CHECK(log_interval > 0, "--log-interval ", log_interval, " must be > 0");
-  MT_CHECK(eval_interval >= 0 && eval_iters >= 0, "--eval-interval ", eval_interval,
-           " and --eval-iters ", eval_iters, " must be >= 0");
   MT_CHECK(save_interval == 0 || !save.empty(), "--save-interval ", save_interval,
            " needs --save DIR");
   MT_CHECK(!data_path.empty(), "--data-path is required (the prefix of a .bin/.idx pair, e.g. "
@@ -117,15 +214,8 @@ void TrainArgs::validate(int world_size) {
   MT_CHECK(!overlap_param_gather || use_distributed_optimizer,
            "--overlap-param-gather needs --use-distributed-optimizer (it overlaps the all-gather "
            "of the updated parameter shards)");
-  MT_CHECK(loss_scale >= 0 && initial_loss_scale > 0 && min_loss_scale > 0 &&
-               loss_scale_window > 0 && hysteresis > 0,
-           "loss scaling: --loss-scale ", loss_scale, " must be >= 0, --initial-loss-scale ",
-           initial_loss_scale, " and --min-loss-scale ", min_loss_scale,
-           " > 0, --loss-scale-window ", loss_scale_window, " and --hysteresis ", hysteresis,
-           " >= 1");
-  MT_CHECK(optim.clip_grad >= 0, "--clip-grad ", optim.clip_grad, " must be >= 0");
-  MT_CHECK(optim.weight_decay >= 0, "--weight-decay ", optim.weight_decay, " must be >= 0");
   lr_schedule().validate();
+  check_fits_memory();
 }
 
 }  // namespace mt

@@ -53,7 +53,7 @@ struct TrainArgs {
   // Learning rate.
   double lr = 1e-3, min_lr = 0.0;
   int64_t lr_warmup_iters = 0;
-  double lr_warmup_fraction = -1;  // < 0: unset
+  double lr_warmup_fraction = -1;  // -1: unset
   int64_t lr_decay_iters = 0;      // 0 → train_iters
   std::string lr_decay_style = "linear";
   int64_t lr_wsd_decay_iters = 0;
@@ -97,8 +97,14 @@ struct TrainArgs {
   }
   // The layers (and model chunks) pipeline rank pp_rank holds, for a TP shard.
   StageLayout stage_layout(int tp_rank, int tp_size, int pp_rank, int pp_size) const;
-  // Checks every layout-dependent constraint; every rank calls it.
+  // Checks every flag's range and every layout-dependent constraint (sizes
+  // with checked arithmetic, naming the flags); every rank calls it.
   void validate(int world_size);
+  // Each flag's own range (> 0 sizes, betas in [0, 1), ...), before any use.
+  void check_flag_ranges() const;
+  // Fails (naming the flags) if one rank's weights, gradients and one
+  // micro-batch's layer inputs exceed this machine's physical memory.
+  void check_fits_memory() const;
 };
 
 }  // namespace mt

@@ -1,5 +1,6 @@
 #include "train/data_loader.h"
 
+#include "core/checked_math.h"
 #include "core/error.h"
 
 namespace mt {
@@ -12,10 +13,14 @@ DataLoader::DataLoader(const TrainArgs& args, int64_t dp_rank)
   train_docs_ = ranges[0].size();
   const int64_t g = args.global_batch_size;
   train_ = std::make_unique<GptDataset>(data_, ranges[0], args.model.seq_length,
-                                        args.train_iters * g, args.seed, "train");
+                                        checked_mul(args.train_iters, g, "samples to train "
+                                                    "(--train-iters x --global-batch-size)"),
+                                        args.seed, "train");
   if (ranges[1].present && ranges[1].size() > 0 && args.eval_iters > 0 && args.eval_interval > 0)
     valid_ = std::make_unique<GptDataset>(data_, ranges[1], args.model.seq_length,
-                                          args.eval_iters * g, args.seed, "valid");
+                                          checked_mul(args.eval_iters, g, "samples to evaluate "
+                                                      "(--eval-iters x --global-batch-size)"),
+                                          args.seed, "valid");
 }
 
 MicroBatchRef DataLoader::fill(const GptDataset& ds, int64_t batch_index, int64_t k,

@@ -1,0 +1,93 @@
+// Flag values out of range, and sizes that overflow int64 or any machine's
+// memory (issue 17): each is reported at start-up in one line naming the flag
+// and the value, before any allocation or training.
+#include "bad_input_util.h"
+
+namespace mt::test {
+namespace {
+
+class BadArgs : public BadInputFixture {};
+
+TEST_F(BadArgs, NegativeOrZeroValuesNameTheirFlag) {
+  const BadInputCase cases[] = {
+      {"negative ffn", train(" --ffn-hidden-size -8"), "--ffn-hidden-size -8"},
+      {"negative global batch", train(" --global-batch-size -4"), "--global-batch-size -4"},
+      {"negative decay iters", train(" --lr-decay-iters -3"), "--lr-decay-iters -3"},
+      {"negative adam eps", train(" --adam-eps -1"), "--adam-eps -1"},
+      {"zero adam eps", train(" --adam-eps 0"), "--adam-eps 0"},
+      {"negative save interval", train(" --save-interval -2"), "--save-interval -2"},
+      {"zero layers", train(" --num-layers 0"), "--num-layers 0"},
+      {"negative hidden", train(" --hidden-size -32"), "--hidden-size -32"},
+      {"zero heads", train(" --num-attention-heads 0"), "--num-attention-heads 0"},
+      {"negative seq", train(" --seq-length -1"), "--seq-length -1"},
+      {"negative positions", train(" --max-position-embeddings -64"),
+       "--max-position-embeddings -64"},
+      {"zero vocab multiple", train(" --make-vocab-size-divisible-by 0"),
+       "--make-vocab-size-divisible-by 0"},
+      {"zero init std", train(" --init-method-std 0"), "--init-method-std 0"},
+      {"negative layernorm eps", train(" --layernorm-epsilon -1e-5"), "--layernorm-epsilon"},
+      {"beta1 of 1", train(" --adam-beta1 1"), "--adam-beta1 1"},
+      {"negative beta2", train(" --adam-beta2 -0.1"), "--adam-beta2 -0.1"},
+      {"negative lr", train(" --lr -1 --min-lr 0"), "--lr -1"},
+      {"NaN lr", train(" --lr nan"), "--lr nan"},
+      {"negative min lr", train(" --min-lr -1"), "--min-lr -1"},
+      {"negative warm-up", train(" --lr-warmup-iters -5"), "--lr-warmup-iters -5"},
+      {"warm-up fraction above 1", train(" --lr-warmup-iters 0 --lr-warmup-fraction 1.5"),
+       "--lr-warmup-fraction 1.5"},
+      {"negative WSD decay", train(" --lr-wsd-decay-iters -1"), "--lr-wsd-decay-iters -1"},
+      {"zero micro batch", train(" --micro-batch-size 0"), "--micro-batch-size 0"},
+      {"negative eval iters", train(" --eval-iters -1"), "--eval-iters -1"},
+      {"negative exit interval", train(" --exit-interval -1"), "--exit-interval -1"},
+      {"negative exit duration", train(" --exit-duration-in-mins -1"),
+       "--exit-duration-in-mins -1"},
+      {"negative vocab size", train(" --vocab-size -3"), "--vocab-size -3"},
+      {"negative bucket", train(" --ddp-bucket-size -1"), "--ddp-bucket-size -1"},
+      {"negative peak", train(" --peak-tflops -1"), "--peak-tflops -1"},
+      {"negative recompute layers", train(" --recompute-num-layers -1"),
+       "--recompute-num-layers -1"},
+      {"negative virtual stage", train(" --num-layers-per-virtual-pipeline-stage -1"),
+       "--num-layers-per-virtual-pipeline-stage -1"},
+      {"negative weight decay", train(" --weight-decay -0.1"), "--weight-decay -0.1"},
+      {"negative train iters", train(" --train-iters -1"), "--train-iters -1"},
+  };
+  for (const BadInputCase& c : cases) expect_fails(c);
+}
+
+TEST_F(BadArgs, IntegersAreDecimalAndInRange) {
+  const BadInputCase cases[] = {
+      {"1e20 for an integer", train(" --hidden-size 1e20"), "--hidden-size: '1e20'"},
+      {"beyond int64", train(" --hidden-size 99999999999999999999"),
+       "'99999999999999999999' is outside the range"},
+      {"hex", train(" --num-layers 0x2"), "--num-layers: '0x2'"},
+      {"negative seed", train(" --seed -1"), "--seed: '-1'"},
+  };
+  for (const BadInputCase& c : cases) expect_fails(c);
+  // "010" is ten (argparse's int()), not octal eight: the log names 10 layers.
+  const RunResult r = run(megatron() + train(" --num-layers 010 --exit-interval 1"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("layers 10,"), std::string::npos) << r.output;
+}
+
+TEST_F(BadArgs, OverflowingAndAbsurdSizes) {
+  const BadInputCase cases[] = {
+      // 2^62 iterations x 8 sequences overflows int64 (UBSan found it in the data loader).
+      {"samples overflow", train(" --train-iters 4611686018427387904"),
+       "--train-iters x --global-batch-size"},
+      // 4 x h overflows (UBSan found it in args.cc).
+      {"default ffn overflows", train(" --hidden-size 4611686018427387904 --num-attention-heads 4"),
+       "--hidden-size"},
+      {"parameter count overflows", train(" --hidden-size 4294967296 --num-attention-heads 4"),
+       "parameter count (--num-layers, --hidden-size"},
+      {"vocab padding overflows", train(" --make-vocab-size-divisible-by 9223372036854775807"),
+       "--make-vocab-size-divisible-by"},
+      // Representable but absurd: checked against the machine before any allocation.
+      {"model larger than memory", train(" --hidden-size 1000000 --num-attention-heads 4"),
+       "GB per rank"},
+      {"sample index larger than memory", train(" --train-iters 1000000000000"),
+       "fix: lower --train-iters"},
+  };
+  for (const BadInputCase& c : cases) expect_fails(c);
+}
+
+}  // namespace
+}  // namespace mt::test
