@@ -1,4 +1,5 @@
 // `megatron generate`: load a checkpoint, stream text from a prompt.
+#include <cmath>
 #include <cstdio>
 
 #include "checkpoint/atomic_file.h"
@@ -22,6 +23,17 @@ struct GenerateArgs {
   uint64_t seed = 1234;
   int tp = 1;
 };
+void check_generate_args(const GenerateArgs& a) {
+  const SamplingConfig& c = a.sampling;
+  MT_CHECK(a.max_new_tokens >= 0, "--max-new-tokens ", a.max_new_tokens,
+           " must be >= 0 (0: print the prompt only)");
+  MT_CHECK(std::isfinite(c.temperature) && c.temperature >= 0, "--temperature ", c.temperature,
+           " must be a finite number >= 0 (0: greedy)");
+  MT_CHECK(c.top_k >= 0, "--top-k ", c.top_k, " must be >= 0 (0: off)");
+  MT_CHECK(c.top_p >= 0 && c.top_p <= 1, "--top-p ", c.top_p, " must be in [0, 1] (0 or 1: off)");
+  MT_CHECK(a.tp >= 1, "--tensor-model-parallel-size ", a.tp, " must be >= 1");
+}
+
 }  // namespace
 
 Command add_generate_command(CLI::App& app) {
@@ -38,6 +50,7 @@ Command add_generate_command(CLI::App& app) {
                  "is re-sharded if it was saved with another");
   make_integer_options_strict(app);
   return [a]() {
+    check_generate_args(*a);
     MpiEnv mpi;
     MT_CHECK(mpi.world_size() == a->tp, "generate with --tensor-model-parallel-size ", a->tp,
              " needs exactly that many ranks; got world size ", mpi.world_size(),
@@ -74,11 +87,17 @@ Command add_generate_command(CLI::App& app) {
     std::vector<float> scratch;
     FILE* out = rank0 ? stdout : nullptr;  // every rank decodes; rank 0 prints
     if (out) std::fputs(a->prompt.c_str(), out);
-    const float* logits = nullptr;
-    for (int32_t t : context) {
-      if (dec.position() == dec.capacity()) break;
-      logits = dec.step(t);
+    // A prompt longer than the context: condition on its end, which is what
+    // the continuation follows (its beginning would be forgotten anyway).
+    const size_t capacity = size_t(dec.capacity());
+    if (context.size() > capacity) {
+      if (rank0)
+        std::fprintf(stderr, "generate: the prompt has %zu tokens, more than the model's context "
+                     "of %zu; conditioning on its last %zu\n", context.size(), capacity, capacity);
+      context.erase(context.begin(), context.end() - std::ptrdiff_t(capacity));
     }
+    const float* logits = nullptr;
+    for (int32_t t : context) logits = dec.step(t);
     for (int64_t i = 0; i < a->max_new_tokens; ++i) {
       const int32_t next = sample_token(logits, cfg.vocab_size, a->sampling, rng, uint64_t(i), scratch);
       if (next == tok.eod()) break;

@@ -1,0 +1,70 @@
+// `megatron generate` on a prompt longer than the model's context conditions
+// on the prompt's end (what the continuation follows), says so once, and its
+// flags are range-checked before anything is loaded (issue 17).
+#include "bad_input_util.h"
+
+namespace mt::test {
+namespace {
+
+class GenerateCli : public BadInputFixture {
+ protected:
+  // stdout and stderr of `generate` apart: the text, and the notes.
+  struct Output {
+    int exit_code;
+    std::string text, notes;
+  };
+  Output generate(const std::string& flags) const {
+    const std::string err = dir.file("stderr.txt");
+    std::string cmd = "(";  // (appended, not "(" + ...: GCC 12's false -Wrestrict)
+    cmd += megatron() + " generate --load " + dir.file("ckpt") + flags + " 2>" + err + ")";
+    const RunResult r = run(cmd);
+    std::ifstream in(err);
+    std::stringstream notes;
+    notes << in.rdbuf();
+    return {r.exit_code, r.output, notes.str()};
+  }
+};
+
+TEST_F(GenerateCli, PromptLongerThanTheContextConditionsOnItsEnd) {
+  constexpr int kContext = 16;
+  const RunResult t = run(megatron() + train(" --seq-length 16 --train-iters 60 --save " +
+                                             dir.file("ckpt")));
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  const std::string prompt = "The cat sees the river. A dog likes the garden. My friend finds the ca";
+  const std::string tail = prompt.substr(prompt.size() - kContext);
+  const std::string flags = " --temperature 0 --max-new-tokens 24";
+  const Output whole = generate(" --prompt '" + prompt + "'" + flags);
+  const Output end = generate(" --prompt '" + tail + "'" + flags);
+  ASSERT_EQ(whole.exit_code, 0) << whole.text << whole.notes;
+  ASSERT_EQ(end.exit_code, 0) << end.text << end.notes;
+  ASSERT_EQ(whole.text.rfind(prompt, 0), 0u) << "the whole prompt is echoed:\n" << whole.text;
+  ASSERT_EQ(end.text.rfind(tail, 0), 0u) << end.text;
+  const std::string continuation = whole.text.substr(prompt.size());
+  EXPECT_GT(continuation.size(), 1u) << whole.text;
+  EXPECT_EQ(continuation, end.text.substr(tail.size()));
+  EXPECT_NE(whole.notes.find("the prompt has " + std::to_string(prompt.size()) +
+                             " tokens, more than the model's context of 16; conditioning on "
+                             "its last 16"),
+            std::string::npos)
+      << whole.notes;
+  EXPECT_EQ(end.notes.find("conditioning on"), std::string::npos) << end.notes;
+  // --max-new-tokens 0 prints the prompt and nothing more.
+  const Output none = generate(" --prompt '" + tail + "' --max-new-tokens 0");
+  ASSERT_EQ(none.exit_code, 0) << none.notes;
+  EXPECT_EQ(none.text, tail + "\n");
+}
+
+TEST_F(GenerateCli, FlagsOutOfRangeNameTheirValue) {
+  const std::string gen = " generate --load {dir}none --prompt hi";
+  const BadInputCase cases[] = {
+      {"negative new tokens", gen + " --max-new-tokens -5", "--max-new-tokens -5"},
+      {"negative temperature", gen + " --temperature -1", "--temperature -1"},
+      {"negative top-k", gen + " --top-k -2", "--top-k -2"},
+      {"top-p above 1", gen + " --top-p 1.5", "--top-p 1.5"},
+      {"negative top-p", gen + " --top-p -0.5", "--top-p -0.5"},
+  };
+  for (const BadInputCase& c : cases) expect_fails(c);
+}
+
+}  // namespace
+}  // namespace mt::test
