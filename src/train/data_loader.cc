@@ -7,6 +7,9 @@ namespace mt {
 
 DataLoader::DataLoader(const TrainArgs& args, int64_t dp_rank)
     : args_(args), dp_rank_(dp_rank), vocab_size_(args.model.vocab_size), data_(args.data_path) {
+  // Every token id checked once at start-up (a corrupt .bin fails here, with
+  // the file, document, position and id, not when its sample is first read).
+  if (vocab_size_ > 0) data_.validate_token_range(vocab_size_);
   const auto ranges = split_ranges(args.split, data_.num_sequences());
   MT_CHECK(ranges[0].present && ranges[0].size() > 0, "--split ", args.split, " leaves no ",
            "training documents out of ", data_.num_sequences(), "; fix: give the first weight > 0");

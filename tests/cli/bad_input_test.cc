@@ -48,6 +48,24 @@ TEST_F(BadInput, DataFiles) {
   const BadInputCase ids{"token id out of range",
                          train(" --tokenizer-type NullTokenizer --vocab-size 10"), "token id"};
   expect_fails(ids);
+  // A corrupt .bin: one id beyond the vocabulary, in the last token. It fails
+  // at start-up (before iteration 1), naming the file, place, id and vocabulary.
+  {
+    const std::string bin = dir.file("corpus_text_document.bin");
+    const std::string saved = bin + ".good";
+    std::filesystem::copy_file(bin, saved);
+    std::fstream f(bin, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-2, std::ios::end);
+    f.write("\xff\x7f", 2);  // uint16 id 32767
+    f.close();
+    const BadInputCase bad{"corrupt .bin", train(""), "token id 32767 in sequence"};
+    expect_fails(bad);
+    const RunResult r = run(megatron() + train(""));
+    EXPECT_NE(r.output.find("corpus_text_document.bin"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("is outside the vocabulary of size"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("iteration"), std::string::npos) << "failed late:\n" << r.output;
+    std::filesystem::rename(saved, bin);
+  }
   // A truncated index.
   const std::string idx = dir.file("corpus_text_document.idx");
   std::filesystem::resize_file(idx, std::filesystem::file_size(idx) - 9);
