@@ -70,6 +70,8 @@ Command add_generate_command(CLI::App& app) {
     const nlohmann::json& tj = args.at("tokenizer");
     MT_CHECK(tj.at("type") == "char", "generate needs a text tokenizer; this checkpoint was "
              "trained with ", tj.at("type").get<std::string>(), " (token ids only)");
+    MT_CHECK(tj.contains("vocab"), "checkpoint ", a->load, ": its meta.json has no "
+             "'args.tokenizer.vocab'; the file is damaged");
     const CharTokenizer tok = CharTokenizer::from_json(tj.at("vocab").dump(), a->load);
     ParamRegistry reg(cfg, StageLayout{ps.tp_rank, ps.tp_size, 0, cfg.num_layers, true, true});
     HostBuffer params(size_t(reg.total_floats()) * sizeof(float));
