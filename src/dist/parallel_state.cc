@@ -30,10 +30,10 @@ void check_parallel_config(int world, const ParallelConfig& cfg) {
   MT_CHECK(cfg.tp >= 1 && cfg.pp >= 1 && cfg.vpp >= 1,
            "parallel sizes must be >= 1, got TP=", cfg.tp, " PP=", cfg.pp, " VPP=", cfg.vpp,
            "; fix: pass positive --tensor-model-parallel-size / --pipeline-model-parallel-size");
-  const int mp = cfg.tp * cfg.pp;
+  const int64_t mp = int64_t(cfg.tp) * cfg.pp;  // int64: TP x PP of two int flags may not fit int
   MT_CHECK(world % mp == 0, "world size ", world, " is not divisible by TP(", cfg.tp, ") x PP(",
            cfg.pp, ") = ", mp, "; fix: launch a multiple of ", mp, " ranks (e.g. mpirun -n ",
-           mp * std::max(1, (world + mp - 1) / mp), ") or choose TP and PP whose product divides ",
+           mp * std::max<int64_t>(1, (world + mp - 1) / mp), ") or choose TP and PP whose product divides ",
            world);
   MT_CHECK(cfg.vpp == 1 || cfg.pp > 1, "virtual pipeline stages VPP=", cfg.vpp,
            " need pipeline parallelism, but PP=", cfg.pp,

@@ -80,6 +80,12 @@ TEST_F(BadArgs, OverflowingAndAbsurdSizes) {
        "parameter count (--num-layers, --hidden-size"},
       {"vocab padding overflows", train(" --make-vocab-size-divisible-by 9223372036854775807"),
        "--make-vocab-size-divisible-by"},
+      {"vocabulary beyond int32 ids",
+       train(" --tokenizer-type NullTokenizer --vocab-size 9223372036854775807"),
+       "--vocab-size 9223372036854775807"},
+      {"TP x PP beyond int", train(" --tensor-model-parallel-size 2147483647"
+                                   " --pipeline-model-parallel-size 2147483647"),
+       "= 4611686014132420609"},
       // Representable but absurd: checked against the machine before any allocation.
       {"model larger than memory", train(" --hidden-size 1000000 --num-attention-heads 4"),
        "GB per rank"},
