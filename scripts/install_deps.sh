@@ -7,7 +7,8 @@ pkgs=(build-essential cmake pkg-config git
       libdnnl-dev
       libcli11-dev nlohmann-json3-dev
       libgtest-dev googletest
-      fortunes)
+      fortunes
+      libutf8proc-dev libsentencepiece-dev sentencepiece)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
