@@ -101,34 +101,21 @@ void TrainArgs::check_flag_ranges() const {
            " >= 1");
 }
 
-// A lower bound of one rank's memory (fp32 weights and gradients of its
-// shard, the layer inputs of one micro-batch) against the machine's: sizes
-// that fit int64 but not any machine fail here, with the flags, instead of in
-// an allocation deep inside.
-void TrainArgs::check_fits_memory() const {
+// The sizes the model's flags multiply into (parameter count, one
+// micro-batch's layer inputs) in checked arithmetic: an absurd flag fails here
+// naming the flags instead of overflowing later. Whether the model fits the
+// host is decided with the full memory prediction (train/host_memory.h).
+void TrainArgs::check_size_arithmetic() const {
   const ModelConfig& m = model;
   const int64_t ffn = m.ffn_hidden_size > 0 ? m.ffn_hidden_size : 4 * m.hidden_size;
   const int64_t vocab = tokenizer_type == "NullTokenizer" ? vocab_size + 1 : 0;
-  const int64_t params = checked_add(
-      parameters_without_vocab(m, ffn),
-      checked_mul(vocab, m.hidden_size, "word embedding (--vocab-size x --hidden-size)"),
-      "parameter count");
-  const int64_t model_parallel = tensor_model_parallel_size * pipeline_model_parallel_size;
-  const int64_t weight_bytes = params / model_parallel * 8;
+  checked_add(parameters_without_vocab(m, ffn),
+              checked_mul(vocab, m.hidden_size, "word embedding (--vocab-size x --hidden-size)"),
+              "parameter count");
   constexpr const char* act = "activations (--micro-batch-size x --seq-length x --hidden-size x "
                               "--num-layers)";
-  const int64_t act_bytes = checked_mul(
-      checked_mul(checked_mul(micro_batch_size, m.seq_length, act), m.hidden_size, act),
-      checked_mul(m.num_layers / pipeline_model_parallel_size, 4, act), act) /
-      (sequence_parallel ? tensor_model_parallel_size : 1);
-  const int64_t need = checked_add(weight_bytes, act_bytes, "memory per rank");
-  const int64_t have = physical_memory_bytes();
-  MT_CHECK(have == 0 || need <= have, "the model needs at least ", double(need) / 1e9,
-           " GB per rank (", params, " parameters, ", double(weight_bytes) / 1e9,
-           " GB of fp32 weights and gradients over TP x PP = ", model_parallel, ", and ",
-           double(act_bytes) / 1e9, " GB of layer inputs for one micro-batch), more than this "
-           "machine's ", double(have) / 1e9, " GB; fix: lower --num-layers, --hidden-size, "
-           "--ffn-hidden-size, --seq-length or --micro-batch-size, or raise TP/PP");
+  checked_mul(checked_mul(checked_mul(micro_batch_size, m.seq_length, act), m.hidden_size, act),
+              checked_mul(m.num_layers, 4 * int64_t(sizeof(float)), act), act);
 }
 
 void TrainArgs::validate(int world_size) {
@@ -216,7 +203,7 @@ void TrainArgs::validate(int world_size) {
            "--overlap-param-gather needs --use-distributed-optimizer (it overlaps the all-gather "
            "of the updated parameter shards)");
   lr_schedule().validate();
-  check_fits_memory();
+  check_size_arithmetic();
 }
 
 }  // namespace mt

@@ -102,9 +102,8 @@ struct TrainArgs {
   void validate(int world_size);
   // Each flag's own range (> 0 sizes, betas in [0, 1), ...), before any use.
   void check_flag_ranges() const;
-  // Fails (naming the flags) if one rank's weights, gradients and one
-  // micro-batch's layer inputs exceed this machine's physical memory.
-  void check_fits_memory() const;
+  // Fails (naming the flags) if the sizes they multiply into overflow int64.
+  void check_size_arithmetic() const;
 };
 
 }  // namespace mt

@@ -86,9 +86,10 @@ TEST_F(BadArgs, OverflowingAndAbsurdSizes) {
       {"TP x PP beyond int", train(" --tensor-model-parallel-size 2147483647"
                                    " --pipeline-model-parallel-size 2147483647"),
        "= 4611686014132420609"},
-      // Representable but absurd: checked against the machine before any allocation.
+      // Representable but absurd: the memory prediction is checked against the
+      // host's available memory before any allocation (train/host_memory.h).
       {"model larger than memory", train(" --hidden-size 1000000 --num-attention-heads 4"),
-       "GB per rank"},
+       "are available"},
       {"sample index larger than memory", train(" --train-iters 1000000000000"),
        "fix: lower --train-iters"},
   };
