@@ -143,15 +143,37 @@ void check_token_span(const int32_t* ids, int64_t n, int64_t vocab_size, const s
 
 // ---------------------------------------------------------------- MappedFile
 
+namespace {
+
+const char* file_kind(mode_t m) {
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISFIFO(m)) return "a FIFO (named pipe)";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISSOCK(m)) return "a socket";
+  return "not a regular file";
+}
+
+}  // namespace
+
 MappedFile::MappedFile(const std::string& path) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Refuse anything but a regular file before opening it: open() of a FIFO
+  // blocks until a writer appears (forever), and a device has no size to map.
+  struct stat st;
+  MT_CHECK(::stat(path.c_str(), &st) == 0, "cannot open ", path, ": ", std::strerror(errno),
+           "; fix: check the --data-path prefix (it names <prefix>.bin and <prefix>.idx)");
+  MT_CHECK(S_ISREG(st.st_mode), path, " is ", file_kind(st.st_mode),
+           ", not a regular file; fix: point --data-path at a dataset written by `megatron "
+           "preprocess` (<prefix>.bin and <prefix>.idx must be ordinary files)");
+  // O_NONBLOCK: should the path be swapped for a FIFO after the stat, open
+  // still returns and the fstat below refuses it (no effect on regular files).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   MT_CHECK(fd >= 0, "cannot open ", path, ": ", std::strerror(errno),
            "; fix: check the --data-path prefix (it names <prefix>.bin and <prefix>.idx)");
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     const int err = errno;
     ::close(fd);
-    MT_FAIL("cannot stat ", path, ": ", std::strerror(err));
+    MT_FAIL("cannot stat ", path, " or it is no longer a regular file: ", std::strerror(err));
   }
   size_ = int64_t(st.st_size);
   if (size_ > 0) {
@@ -234,7 +256,11 @@ IndexedDataset::IndexedDataset(const std::string& path_prefix)
     const int64_t ptr = pointers_[i];
     MT_CHECK(ptr == next, ip, ": sequence ", i, " pointer is ", ptr, " but the lengths before it ",
              "imply byte offset ", next, " (pointers inconsistent with lengths)", kFixPreprocess);
-    next += int64_t(len) * elem_size_;
+    // A corrupt index can claim enough long sequences to overflow the sum
+    // (2^31 tokens x 8 bytes each); that is UB, so check it.
+    MT_CHECK(!__builtin_add_overflow(next, int64_t(len) * elem_size_, &next), ip, ": sequence ", i,
+             " of ", len, " tokens takes the total past 2^63 bytes (corrupted lengths)",
+             kFixPreprocess);
   }
   num_tokens_ = next / elem_size_;
   MT_CHECK(bin_.size() == next, bin_.path(), ": file is ", bin_.size(), " bytes but ", ip,
@@ -270,8 +296,9 @@ int64_t IndexedDataset::sequence_pointer(int64_t i) const {
 
 void IndexedDataset::read(int64_t i, int64_t offset, int64_t n, int32_t* out) const {
   const int64_t len = sequence_length(i);
-  MT_CHECK(offset >= 0 && n >= 0 && offset + n <= len, "read of tokens [", offset, ", ",
-           offset + n, ") outside sequence ", i, " of length ", len, " in ", prefix_);
+  MT_CHECK(offset >= 0 && n >= 0 && offset <= len && n <= len - offset, "read of ", n,
+           " tokens at offset ", offset, " outside sequence ", i, " of length ", len, " in ",
+           prefix_);
   if (n == 0) return;
   const unsigned char* src = bin_.data() + pointers_[i] + offset * elem_size_;
   dispatch<ReadOp>(dtype_, src, n, out, bin_.path());
@@ -281,41 +308,57 @@ void IndexedDataset::read(int64_t i, int64_t offset, int64_t n, int32_t* out) co
 // threads. 1 GiB of uint16 tokens from page cache: 0.08-0.1 s (0.53 s in a
 // fresh process, mostly page faults of the new mapping), against 0.3 s (0.8)
 // for a compare-and-throw loop; memory-bound, so 2 threads ~ 1 here. The first
-// bad sequence is then re-read for the message.
+// bad sequence is then re-read for the message. Sequences are read in chunks,
+// so a huge one never needs a huge buffer; a value that is no token id at all
+// (float, int64 overflow) makes read() throw, which must not escape an OpenMP
+// region (std::terminate; found by tests/fuzz/fuzz_indexed_dataset): it marks
+// the sequence bad and the serial re-read below throws the message.
 void IndexedDataset::validate_token_range(int64_t vocab_size) const {
+  constexpr int64_t kChunk = 1 << 16;
   const int64_t n = num_sequences();
   int64_t first_bad = n;
 #pragma omp parallel
   {
-    std::vector<int32_t> buf;
+    std::vector<int32_t> buf(kChunk);
 #pragma omp for schedule(dynamic, 256) reduction(min : first_bad)
     for (int64_t i = 0; i < n; ++i) {
       const int64_t len = lengths_[i];
-      buf.resize(size_t(len));
-      read(i, 0, len, buf.data());
       int32_t lo = 0, hi = 0;
-      for (int64_t j = 0; j < len; ++j) {
-        lo = std::min(lo, buf[j]);
-        hi = std::max(hi, buf[j]);
+      try {
+        for (int64_t beg = 0; beg < len; beg += kChunk) {
+          const int64_t m = std::min(kChunk, len - beg);
+          read(i, beg, m, buf.data());
+          for (int64_t j = 0; j < m; ++j) {
+            lo = std::min(lo, buf[j]);
+            hi = std::max(hi, buf[j]);
+          }
+        }
+      } catch (const Error&) {
+        lo = -1;
       }
       if (lo < 0 || hi >= vocab_size) first_bad = std::min(first_bad, i);
     }
   }
   if (first_bad == n) return;
   const int64_t i = first_bad, len = lengths_[i];
-  std::vector<int32_t> buf(static_cast<size_t>(len));
-  read(i, 0, len, buf.data());
   int64_t doc = 0;  // the document holding sequence i: last doc_index_ entry <= i
   for (int64_t lo = 0, hi = doc_index_.size() - 1; lo < hi;) {
     const int64_t mid = (lo + hi + 1) / 2;
     if (doc_index_[mid] <= i) lo = doc = mid; else hi = mid - 1;
   }
-  for (int64_t j = 0; j < len; ++j)
-    MT_CHECK(buf[j] >= 0 && buf[j] < vocab_size, "token id ", buf[j], " in sequence ", i,
-             " (document ", doc, ", position ", j, ") of ", bin_.path(),
-             " is outside the vocabulary of size ", vocab_size,
-             "; fix: preprocess the data with the tokenizer the model uses, or raise the "
-             "vocabulary size (--vocab-size) to cover it");
+  std::vector<int32_t> buf(kChunk);
+  for (int64_t beg = 0; beg < len; beg += kChunk) {
+    const int64_t m = std::min(kChunk, len - beg);
+    read(i, beg, m, buf.data());
+    for (int64_t j = 0; j < m; ++j)
+      MT_CHECK(buf[j] >= 0 && buf[j] < vocab_size, "token id ", buf[j], " in sequence ", i,
+               " (document ", doc, ", position ", beg + j, ") of ", bin_.path(),
+               " is outside the vocabulary of size ", vocab_size,
+               "; fix: preprocess the data with the tokenizer the model uses, or raise the "
+               "vocabulary size (--vocab-size) to cover it");
+  }
+  MT_FAIL(bin_.path(), ": sequence ", i, " failed the token check but reads clean on a second "
+          "pass (was the file modified while open?)");
 }
 
 // ------------------------------------------------------ IndexedDatasetWriter

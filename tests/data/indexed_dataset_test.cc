@@ -2,8 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <random>
 
 #include "data/char_tokenizer.h"
@@ -262,6 +266,71 @@ TEST_F(CorruptDataset, TokenIdsOutsideVocabRejected) {
   EXPECT_TRUE(has(span_msg, "token id 9") && has(span_msg, "size 9")) << span_msg;
   EXPECT_THROW(ds.read(2, 1, 3, t), Error);  // past the sequence end
   EXPECT_THROW(ds.read(3, 0, 1, t), Error);  // no such sequence
+}
+
+TEST_F(CorruptDataset, HugeReadRequestRefusedWithoutOverflow) {
+  IndexedDataset ds(prefix_);
+  int32_t t[1];
+  // offset + n overflows int64: must be refused, not wrapped into range.
+  EXPECT_THROW(ds.read(0, 2, std::numeric_limits<int64_t>::max(), t), Error);
+  EXPECT_THROW(ds.read(0, std::numeric_limits<int64_t>::max(), 1, t), Error);
+}
+
+// Found by tests/fuzz/fuzz_indexed_dataset: a stored value that is no int32
+// token id at all made read() throw inside validate_token_range's OpenMP
+// region, which is std::terminate (a crash, no message). It must be an
+// mt::Error naming the .bin.
+TEST(IndexedDataset, ValuesThatAreNoTokenIdsGiveAnErrorInTheTokenCheck) {
+  TempDir dir;
+  const std::string prefix = dir.file("wide");
+  {
+    IndexedDatasetWriter w(prefix, TokenDType::kInt64);
+    const std::vector<int32_t> a{1, 2, 3}, b{4, 5};
+    w.add_document(a);
+    w.add_document(b);
+    w.finalize();
+  }
+  std::string bin = read_file(prefix + ".bin");
+  const int64_t big = int64_t(1) << 40;  // token 1 of sequence 1
+  std::memcpy(bin.data() + 4 * 8, &big, 8);
+  write_file(prefix + ".bin", bin);
+  IndexedDataset ds(prefix);
+  const std::string msg = error_of([&] { ds.validate_token_range(100); });
+  EXPECT_TRUE(has(msg, "wide.bin") && has(msg, "1099511627776") && has(msg, "int32")) << msg;
+
+  const std::string fprefix = dir.file("float");
+  {
+    IndexedDatasetWriter w(fprefix, TokenDType::kFloat32);
+    const std::vector<int32_t> a{1, 2, 3};
+    w.add_document(a);
+    w.finalize();
+  }
+  std::string fbin = read_file(fprefix + ".bin");
+  const float half = 2.5f;
+  std::memcpy(fbin.data() + 4, &half, 4);
+  write_file(fprefix + ".bin", fbin);
+  IndexedDataset fds(fprefix);
+  const std::string fmsg = error_of([&] { fds.validate_token_range(100); });
+  EXPECT_TRUE(has(fmsg, "float.bin") && has(fmsg, "2.5")) << fmsg;
+}
+
+// A FIFO used to block open() forever (no writer ever comes); anything but a
+// regular file must be refused by name before it is opened.
+TEST_F(CorruptDataset, FifoOrDirectoryInsteadOfFileRefused) {
+  for (const char* ext : {".idx", ".bin"}) {
+    const std::string path = prefix_ + ext;
+    std::filesystem::remove(path);
+    ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0) << std::strerror(errno);
+    const std::string msg = error_of([&] { IndexedDataset ds(prefix_); });
+    EXPECT_TRUE(has(msg, std::string("c") + ext) && has(msg, "FIFO") && has(msg, "fix:")) << msg;
+    std::filesystem::remove(path);
+    std::filesystem::create_directory(path);
+    const std::string dmsg = error_of([&] { IndexedDataset ds(prefix_); });
+    EXPECT_TRUE(has(dmsg, std::string("c") + ext) && has(dmsg, "directory")) << dmsg;
+    std::filesystem::remove(path);
+    write_file(path, ext == std::string(".idx") ? idx_ : bin_);
+  }
+  EXPECT_NO_THROW(IndexedDataset{prefix_});
 }
 
 // ---- A dataset written by Megatron-LM itself (../shared/data/megatron-indexed).
