@@ -55,6 +55,28 @@ int64_t checked_numel(const std::vector<int64_t>& shape) {
   return n;
 }
 
+// A header value for an error message: at most ~80 characters, and never a
+// recursive dump() of nested values (a corrupt header can nest a million
+// levels deep in 2 MB, and dump() recurses once per level: stack overflow).
+std::string brief(const nlohmann::json& j) {
+  bool flat = true;
+  if (j.is_structured())
+    for (const nlohmann::json& e : j) flat = flat && !e.is_structured();
+  std::string s = flat ? j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                       : std::string(j.is_array() ? "[[...]]" : "{...}");
+  if (s.size() > 80) s = s.substr(0, 77) + "...";
+  return s;
+}
+
+const char* file_kind(mode_t m) {
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISFIFO(m)) return "a FIFO (named pipe)";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISSOCK(m)) return "a socket";
+  return "not a regular file";
+}
+
 float bf16_to_f32(uint16_t h) { return std::bit_cast<float>(uint32_t(h) << 16); }
 
 float f16_to_f32(uint16_t h) {
@@ -197,10 +219,17 @@ void SafetensorsReader::close() noexcept {
 void SafetensorsReader::open(const std::string& path) {
   close();
   path_ = path;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Refuse anything but a regular file before opening it: open() of a FIFO
+  // blocks until a writer comes (forever). O_NONBLOCK covers a swap between
+  // the stat and the open; the fstat then refuses it.
+  struct stat st {};
+  MT_CHECK(::stat(path.c_str(), &st) == 0, "safetensors '", path, "': cannot open: ",
+           std::strerror(errno), "; fix: check the checkpoint path");
+  MT_CHECK(S_ISREG(st.st_mode), "safetensors '", path, "' is ", file_kind(st.st_mode),
+           ", not a regular file; fix: check the checkpoint path");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   MT_CHECK(fd >= 0, "safetensors '", path, "': cannot open: ", std::strerror(errno),
            "; fix: check the checkpoint path");
-  struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
     MT_FAIL("safetensors '", path, "': not a regular file");
@@ -266,23 +295,28 @@ void SafetensorsReader::parse_header(const char* json, size_t len, uint64_t data
     const nlohmann::json& jo = v["data_offsets"];
     StTensorInfo info;
     MT_CHECK(jd.is_string() && st_dtype_from_name(jd.get<std::string>(), &info.dtype), where,
-             ": corrupt header: unknown dtype ", jd.dump());
+             ": corrupt header: unknown dtype ", brief(jd));
     MT_CHECK(js.is_array(), where, ": corrupt header: shape is not an array");
     for (const nlohmann::json& d : js) {
-      MT_CHECK(d.is_number_unsigned(), where, ": corrupt header: shape ", js.dump(),
+      MT_CHECK(d.is_number_unsigned(), where, ": corrupt header: shape ", brief(js),
                " has a non-integer or negative dimension");
       info.shape.push_back(d.get<int64_t>());
     }
     MT_CHECK(
         jo.is_array() && jo.size() == 2 && jo[0].is_number_unsigned() && jo[1].is_number_unsigned(),
-        where, ": corrupt header: data_offsets ", jo.dump(), " is not [begin, end]");
+        where, ": corrupt header: data_offsets ", brief(jo), " is not [begin, end]");
     info.begin = jo[0].get<uint64_t>();
     info.end = jo[1].get<uint64_t>();
     MT_CHECK(info.begin <= info.end, where, ": corrupt header: data_offsets [", info.begin, ", ",
              info.end, "] end before begin");
     const int64_t numel = info.numel();
     MT_CHECK(numel >= 0, where, ": corrupt header: shape ", info.shape_str(), " overflows");
-    const uint64_t want = uint64_t(numel) * st_dtype_size(info.dtype);
+    // numel * dtype size can wrap (shape [2^61] of F64 "needs" 0 bytes): a
+    // tensor must not claim more elements than its bytes hold.
+    uint64_t want = 0;
+    MT_CHECK(!__builtin_mul_overflow(uint64_t(numel), st_dtype_size(info.dtype), &want), where,
+             ": corrupt header: shape ", info.shape_str(), " of ", st_dtype_name(info.dtype),
+             " needs more than 2^64 bytes");
     MT_CHECK(info.end - info.begin == want, where, ": size mismatch: shape ", info.shape_str(),
              " of ", st_dtype_name(info.dtype), " needs ", want, " bytes (numel ", numel,
              ") but data_offsets [", info.begin, ", ", info.end, "] hold ", info.end - info.begin);

@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
 #include <csignal>
 #include <cstdint>
@@ -268,6 +270,65 @@ TEST_F(SafetensorsTest, CorruptFilesAreRefusedWithAReason) {
   expect_open_error(p, hand_file(good, f32_bytes({1, 2, 3})), {"trailing"});
   // Metadata values must be strings.
   expect_open_error(p, hand_file(R"({"__metadata__":{"step":3}})", ""), {"metadata 'step'"});
+}
+
+// numel x dtype size wrapped around 2^64: shape [2^61] of F64 "needed" 0
+// bytes, so the file was accepted with a tensor of 2^61 elements and no data
+// (a load would then allocate or read 2^61 floats).
+TEST_F(SafetensorsTest, ShapeWhoseByteSizeOverflowsIsRefused) {
+  const std::string p = path("wrap.safetensors");
+  expect_open_error(
+      p, hand_file(R"({"a":{"dtype":"F64","shape":[2305843009213693952],"data_offsets":[0,0]}})", ""),
+      {"'a'", "2305843009213693952", "2^64"});
+  expect_open_error(
+      p, hand_file(R"({"a":{"dtype":"I32","shape":[4611686018427387904,1],"data_offsets":[0,0]}})",
+                   ""),
+      {"'a'", "2^64"});
+}
+
+// The error message used to dump() the offending JSON value, which recurses
+// once per nesting level: a shape nested a million deep (2 MB of header)
+// overflowed the stack. The message now shows a short, flat description.
+TEST_F(SafetensorsTest, DeeplyNestedHeaderValueGivesAnErrorNotAStackOverflow) {
+  const std::string p = path("deep.safetensors");
+  const size_t depth = 1000000;
+  const std::string nest = std::string(depth, '[') + std::string(depth, ']');
+  expect_open_error(p,
+                    hand_file(R"({"a":{"dtype":"F32","shape":)" + nest + R"(,"data_offsets":[0,0]}})",
+                              ""),
+                    {"'a'", "shape [[...]]"});
+  expect_open_error(p, hand_file(R"({"a":{"dtype":)" + nest + R"(,"shape":[],"data_offsets":[0,4]}})",
+                                 f32_bytes({1})),
+                    {"unknown dtype [[...]]"});
+  expect_open_error(p, hand_file(R"({"a":{"dtype":"F32","shape":[],"data_offsets":)" + nest + "}}",
+                                 f32_bytes({1})),
+                    {"data_offsets [[...]]"});
+  // Long flat values are cut short in the message.
+  expect_open_error(
+      p, hand_file(R"({"a":{"dtype":")" + std::string(5000, 'x') + R"(","shape":[],"data_offsets":[0,4]}})",
+                   f32_bytes({1})),
+      {"unknown dtype \"xxx", "..."});
+}
+
+// open() of a FIFO blocked forever waiting for a writer; anything but a
+// regular file is refused by name before it is opened.
+TEST_F(SafetensorsTest, FifoOrDirectoryIsRefusedBeforeOpening) {
+  const std::string fifo = path("fifo.safetensors");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  try {
+    SafetensorsReader r(fifo);
+    ADD_FAILURE() << "opened a FIFO";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(fifo), std::string::npos) << msg;
+    EXPECT_NE(msg.find("FIFO"), std::string::npos) << msg;
+  }
+  try {
+    SafetensorsReader r(dir_.string());
+    ADD_FAILURE() << "opened a directory";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("directory"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(SafetensorsTest, WriterRefusesBadInput) {
