@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "data/char_tokenizer.h"
 #include "data/indexed_dataset.h"
+#include "data/preprocess_pipeline.h"
 
 namespace mt {
 
@@ -94,48 +95,6 @@ const std::string& json_text(const nlohmann::json& obj, const std::string& key,
   return it->get_ref<const std::string&>();
 }
 
-// Splits a byte stream exactly as Python's text.split("\n\n"), dropping empty
-// pieces; emits each document with the byte offset where it starts.
-class ParagraphSplitter {
- public:
-  explicit ParagraphSplitter(std::function<void(const std::string&, int64_t)> emit)
-      : emit_(std::move(emit)) {}
-  void feed(std::string_view bytes, int64_t offset) {
-    for (size_t i = 0; i < bytes.size(); ++i) {
-      const char c = bytes[i];
-      if (pending_newline_) {
-        pending_newline_ = false;
-        if (c == '\n') {  // "\n\n": separator
-          flush();
-          doc_start_ = offset + int64_t(i) + 1;
-          continue;
-        }
-        doc_ += '\n';
-      }
-      if (c == '\n') {
-        pending_newline_ = true;
-      } else {
-        doc_ += c;
-      }
-    }
-  }
-  void finish() {
-    if (pending_newline_) doc_ += '\n';
-    pending_newline_ = false;
-    flush();
-  }
-
- private:
-  void flush() {
-    if (!doc_.empty()) emit_(doc_, doc_start_);
-    doc_.clear();
-  }
-  std::function<void(const std::string&, int64_t)> emit_;
-  std::string doc_;
-  int64_t doc_start_ = 0;
-  bool pending_newline_ = false;
-};
-
 // First pass: the set of code points of the input.
 CharTokenizer build_vocab(const PreprocessOptions& o, bool jsonl) {
   std::vector<bool> seen(0x110000, false);
@@ -177,6 +136,18 @@ PreprocessStats preprocess(const PreprocessOptions& o) {
            "whole_file_as_document applies to .txt input only; fix: drop the option for .jsonl");
   MT_CHECK(!jsonl || !o.json_keys.empty(), "no --json-keys given for ", o.input,
            "; fix: pass the field(s) that hold the text, e.g. --json-keys text");
+
+  if (o.tokenizer_type != "char") {
+    MT_CHECK(!o.whole_file_as_document || !jsonl, "whole_file_as_document applies to .txt only");
+    TokenizerOptions to;
+    to.type = o.tokenizer_type;
+    to.vocab_file = o.vocab;
+    to.merge_file = o.merge_file;
+    to.tokenizer_model = o.tokenizer_model;
+    to.vocab_size = o.null_vocab_size;
+    const std::unique_ptr<Tokenizer> tok = make_tokenizer(to);
+    return preprocess_with_tokenizer(o, *tok, jsonl);
+  }
 
   PreprocessStats stats;
   CharTokenizer tok;

@@ -32,9 +32,32 @@ struct PreprocessOptions {
   std::vector<std::string> json_keys{"text"};
   bool append_eod = false;
   bool whole_file_as_document = false;  // .txt only
-  std::string vocab;   // optional: tokenize with this vocab.json instead of building one
+  std::string vocab;   // --vocab-file: char: reuse this vocab.json instead of building
+                       // one; GPT2BPETokenizer: GPT-2's vocab.json
   std::string format;  // "" = by extension; else "txt" or "jsonl"
+
+  // Megatron's --tokenizer-type: "char" (vocabulary built from the input, the
+  // path described above), or a fixed vocabulary: "GPT2BPETokenizer" (vocab +
+  // merge_file), "SentencePieceTokenizer" / "Llama2Tokenizer"
+  // (tokenizer_model), "NullTokenizer" (null_vocab_size; texts of ids).
+  std::string tokenizer_type = "char";
+  std::string merge_file;       // --merge-file
+  std::string tokenizer_model;  // --tokenizer-model
+  int64_t null_vocab_size = 0;  // --vocab-size
+  int workers = 1;              // --workers: tokenizer threads (fixed vocabularies)
+  // Progress on stderr for inputs that take more than a few seconds: a line
+  // rewritten in place on a terminal, else a plain line every 30 s.
+  bool progress = false;
 };
+// Fixed-vocabulary tokenizers: the JSONL rules are Megatron's
+// (tools/preprocess_data.py): a key's value may also be a list of strings
+// (sentences: one sequence each, empty ones dropped); --append-eod adds eod to
+// a non-empty document; Llama2Tokenizer makes every text [bos] + ids (an empty
+// text gives [bos]). Megatron reads its input in strict UTF-8 and stops on
+// invalid bytes; so does this (the error names file, line and byte offset).
+// errors="replace" only applies to decoding (Tokenizer::detokenize).
+// Besides the datasets, <prefix>_tokenizer.json records the tokenizer
+// (Tokenizer::describe(): type, files and their SHA-256).
 
 struct PreprocessStats {
   int64_t documents = 0;  // summed over keys
@@ -43,7 +66,8 @@ struct PreprocessStats {
   int64_t input_bytes = 0;
   int64_t vocab_size = 0;
   int32_t eod = -1;
-  std::string vocab_path;
+  std::string vocab_path;      // char: the vocabulary written
+  std::string tokenizer_path;  // others: <prefix>_tokenizer.json
   std::vector<std::string> dataset_prefixes;  // one per key
 };
 
