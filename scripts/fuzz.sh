@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 secs="${1:-60}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(indexed_dataset safetensors)
+[ ${#targets[@]} -gt 0 ] || targets=(indexed_dataset safetensors checkpoint_meta)
 
 cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug \
       -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DMT_FUZZ=ON -DMT_BUILD_TESTS=OFF >/dev/null

@@ -83,5 +83,27 @@ int main(int argc, char** argv) {
   safetensors_seed(st, "seed_mixed", {S::kBF16, S::kF16, S::kF64, S::kI64, S::kU8}, false);
   safetensors_seed(st, "seed_scalar", {S::kI32, S::kBool, S::kF32}, true);
   safetensors_seed(st, "seed_empty", {}, false);
+
+  // meta.json as save_checkpoint writes it (iteration 10: fuzz_checkpoint_meta).
+  const fs::path meta = out / "checkpoint_meta";
+  const std::string model =
+      R"("model":{"attention_dropout":0.1,"ffn_hidden_size":128,"hidden_dropout":0.1,)"
+      R"("hidden_size":32,"init_method_std":0.02,"layernorm_epsilon":1e-05,)"
+      R"("make_vocab_size_divisible_by":128,"max_position_embeddings":32,)"
+      R"("num_attention_heads":4,"num_layers":2,"padded_vocab_size":128,"seq_length":32,)"
+      R"("vocab_size":18})";
+  put(meta, "seed_char",
+      R"({"args":{"layer_stage":[0,0],)" + model +
+          R"(,"seed":1234,"tokenizer":{"type":"char","vocab":["\n"," ","a","b"]}},)"
+          R"("consumed_samples":32,"data_parallel_size":1,"format":"megatron.cpp checkpoint",)"
+          R"("iteration":10,"pipeline_model_parallel_size":1,"skipped_iterations":0,)"
+          R"("tensor_model_parallel_size":1,"version":1})");
+  put(meta, "seed_pp2_fp16",
+      R"({"args":{"layer_stage":[0,1],)" + model +
+          R"(,"tokenizer":{"type":"gpt2","vocab_file":"vocab.json"}},)"
+          R"("consumed_samples":320,"data_parallel_size":2,"format":"megatron.cpp checkpoint",)"
+          R"("grad_scaler":{"scale":65536.0,"growth_tracker":3},)"
+          R"("iteration":10,"pipeline_model_parallel_size":2,"skipped_iterations":1,)"
+          R"("tensor_model_parallel_size":2,"version":1})");
   return 0;
 }
