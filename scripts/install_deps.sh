@@ -7,6 +7,7 @@ pkgs=(build-essential cmake pkg-config git
       libdnnl-dev
       libcli11-dev nlohmann-json3-dev
       libgtest-dev googletest
+      clang libclang-rt-14-dev libomp-dev
       fortunes
       libutf8proc-dev libsentencepiece-dev sentencepiece)
 missing=()

@@ -5,4 +5,10 @@ cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
 bash scripts/build.sh
 source scripts/mpi_env.sh
-cd build && ctest --output-on-failure -j2 --timeout 600
+(cd build && ctest --output-on-failure -j2 --timeout 600)
+# The readers of untrusted files (indexed dataset, safetensors, meta.json)
+# under libFuzzer + ASan + UBSan, 60 s each (clang build of three libraries
+# included: ~5 min on two cores). MT_FUZZ_SECONDS=0 skips it.
+if [ "${MT_FUZZ_SECONDS:-60}" -gt 0 ]; then
+  bash scripts/fuzz.sh "${MT_FUZZ_SECONDS:-60}"
+fi
