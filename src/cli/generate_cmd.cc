@@ -6,12 +6,13 @@
 #include "cli/commands.h"
 #include "cli/strict_numbers.h"
 #include "core/error.h"
-#include "data/char_tokenizer.h"
+#include "data/tokenizer.h"
 #include "dist/mpi_env.h"
 #include "dist/parallel_state.h"
 #include "model/gpt_decoder.h"
 #include "model/sampling.h"
 #include "train/checkpoint_io.h"
+#include "train/checkpoint_tokenizer.h"
 
 namespace mt {
 
@@ -68,11 +69,11 @@ Command add_generate_command(CLI::App& app) {
              "--tensor-model-parallel-size ", a->tp, " does not divide the checkpoint's ",
              cfg.num_attention_heads, " heads and ", cfg.padded_vocab_size, " vocabulary rows");
     const nlohmann::json& tj = args.at("tokenizer");
-    MT_CHECK(tj.at("type") == "char", "generate needs a text tokenizer; this checkpoint was "
-             "trained with ", tj.at("type").get<std::string>(), " (token ids only)");
-    MT_CHECK(tj.contains("vocab"), "checkpoint ", a->load, ": its meta.json has no "
-             "'args.tokenizer.vocab'; the file is damaged");
-    const CharTokenizer tok = CharTokenizer::from_json(tj.at("vocab").dump(), a->load);
+    MT_CHECK(tj.at("type") != "NullTokenizer", "generate needs a text tokenizer; this checkpoint "
+             "was trained with NullTokenizer (token ids only)");
+    // The checkpoint's own tokenizer: its vocabulary, or its copied files.
+    const std::unique_ptr<Tokenizer> tok = tokenizer_from_record(
+        tj, checkpoint_iteration_dir(a->load, meta.at("iteration").get<int64_t>()));
     ParamRegistry reg(cfg, StageLayout{ps.tp_rank, ps.tp_size, 0, cfg.num_layers, true, true});
     HostBuffer params(size_t(reg.total_floats()) * sizeof(float));
     float* p = reinterpret_cast<float*>(params.data());
@@ -83,7 +84,7 @@ Command add_generate_command(CLI::App& app) {
                    ps.layout().c_str());
 
     GptDecoder dec(reg, p, TensorParallel{&ps.tp_comm, false});
-    std::vector<int32_t> context = tok.tokenize(a->prompt);
+    std::vector<int32_t> context = tok->tokenize(a->prompt);
     MT_CHECK(!context.empty(), "--prompt is empty; give at least one character");
     const RngStream rng = RngStream::make(a->seed, "generate");
     std::vector<float> scratch;
@@ -100,11 +101,12 @@ Command add_generate_command(CLI::App& app) {
     }
     const float* logits = nullptr;
     for (int32_t t : context) logits = dec.step(t);
+    StreamingDetokenizer stream(*tok);
     for (int64_t i = 0; i < a->max_new_tokens; ++i) {
       const int32_t next = sample_token(logits, cfg.vocab_size, a->sampling, rng, uint64_t(i), scratch);
-      if (next == tok.eod()) break;
-      if (out) {
-        std::fputs(tok.detokenize(std::span<const int32_t>(&next, 1)).c_str(), out);
+      if (next == tok->eod()) break;
+      if (out) {  // a character may span several tokens: print it when complete
+        std::fputs(stream.push(next).c_str(), out);
         std::fflush(out);
       }
       context.push_back(next);
@@ -116,7 +118,7 @@ Command add_generate_command(CLI::App& app) {
         logits = dec.step(next);
       }
     }
-    if (out) std::fputs("\n", out);
+    if (out) std::fputs((stream.finish() + "\n").c_str(), out);
     return 0;
   };
 }

@@ -101,8 +101,14 @@ Command add_train_command(CLI::App& app) {
   CLI::Option_group* data = group("data");
   data->add_option("--data-path", a->data_path, "prefix of the .bin/.idx dataset");
   data->add_option("--split", a->split, "train,valid,test weights");
-  data->add_option("--tokenizer-type", a->tokenizer_type, "char | NullTokenizer");
-  data->add_option("--vocab-file", a->vocab_file, "char vocabulary (JSON) from preprocess");
+  data->add_option("--tokenizer-type", a->tokenizer_type,
+                   "char | NullTokenizer | GPT2BPETokenizer | SentencePieceTokenizer | "
+                   "Llama2Tokenizer (default: the checkpoint's when resuming, else char)");
+  data->add_option("--vocab-file", a->vocab_file,
+                   "char: the vocabulary JSON from preprocess; GPT2BPETokenizer: vocab.json");
+  data->add_option("--merge-file", a->merge_file, "GPT2BPETokenizer: merges.txt");
+  data->add_option("--tokenizer-model", a->tokenizer_model,
+                   "SentencePieceTokenizer / Llama2Tokenizer: the SentencePiece .model file");
   data->add_option("--vocab-size", a->vocab_size, "NullTokenizer vocabulary size");
 
   CLI::Option_group* log = group("logging and checkpoints");

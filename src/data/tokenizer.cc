@@ -1,5 +1,7 @@
 #include "data/tokenizer.h"
 
+#include <utility>
+
 #include "core/error.h"
 #include "data/char_tokenizer.h"
 #include "data/gpt2_bpe_tokenizer.h"
@@ -16,6 +18,8 @@ class CharTokenizerAdapter final : public Tokenizer {
  public:
   explicit CharTokenizerAdapter(const std::string& vocab_file)
       : tok_(CharTokenizer::load(vocab_file)), path_(vocab_file), sha256_(sha256_file_hex(vocab_file)) {}
+  // A vocabulary that lives in a checkpoint's meta.json, not in a file.
+  explicit CharTokenizerAdapter(CharTokenizer tok) : tok_(std::move(tok)) {}
   std::string type() const override { return "char"; }
   int64_t vocab_size() const override { return tok_.vocab_size(); }
   int32_t eod() const override { return tok_.eod(); }
@@ -90,6 +94,10 @@ std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& o) {
   std::string known;
   for (const std::string& t : tokenizer_types()) known += (known.empty() ? "" : ", ") + t;
   MT_FAIL("unknown --tokenizer-type '", o.type, "'; fix: use one of ", known);
+}
+
+std::unique_ptr<Tokenizer> make_char_tokenizer(CharTokenizer tok) {
+  return std::make_unique<CharTokenizerAdapter>(std::move(tok));
 }
 
 // ------------------------------------------------------ StreamingDetokenizer

@@ -68,6 +68,9 @@ const std::vector<std::string>& tokenizer_types();
 // Builds the tokenizer; every missing flag or unreadable file is an error
 // naming it (and the flag that fixes it).
 std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options);
+class CharTokenizer;
+// The char tokenizer of a vocabulary already in memory (a checkpoint's meta.json).
+std::unique_ptr<Tokenizer> make_char_tokenizer(CharTokenizer tok);
 
 // Turns ids into text one id at a time, for printing generated text as it
 // comes: push() returns the text that is complete so far, holding back the

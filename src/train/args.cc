@@ -1,10 +1,12 @@
 #include "train/args.h"
 
+#include <algorithm>
 #include <cmath>
 #include <tuple>
 
 #include "core/checked_math.h"
 #include "core/error.h"
+#include "data/tokenizer.h"
 #include "model/params.h"
 
 namespace mt {
@@ -191,11 +193,11 @@ void TrainArgs::validate(int world_size) {
            " needs --save DIR");
   MT_CHECK(!data_path.empty(), "--data-path is required (the prefix of a .bin/.idx pair, e.g. "
            "data/corpus_text_document); fix: run `megatron preprocess` first");
-  MT_CHECK(tokenizer_type == "char" || tokenizer_type == "NullTokenizer", "--tokenizer-type '",
-           tokenizer_type, "' is not supported; use char or NullTokenizer");
-  MT_CHECK(tokenizer_type != "char" || !vocab_file.empty(),
-           "--tokenizer-type char needs --vocab-file (written by megatron preprocess as "
-           "<prefix>_vocab.json)");
+  const std::vector<std::string>& types = tokenizer_types();
+  std::string known;
+  for (const std::string& t : types) known += (known.empty() ? "" : ", ") + t;
+  MT_CHECK(tokenizer_type.empty() || std::find(types.begin(), types.end(), tokenizer_type) != types.end(),
+           "--tokenizer-type '", tokenizer_type, "' is not supported; use one of ", known);
   MT_CHECK(tokenizer_type != "NullTokenizer" || vocab_size > 0,
            "--tokenizer-type NullTokenizer needs --vocab-size N");
   MT_CHECK(!(bf16 && fp16), "--bf16 and --fp16 are both set; choose one");

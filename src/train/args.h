@@ -62,8 +62,11 @@ struct TrainArgs {
   // Data.
   std::string data_path;  // prefix of .bin/.idx
   std::string split = "969,30,1";
-  std::string tokenizer_type = "char";  // char | NullTokenizer
-  std::string vocab_file;               // char: the vocab JSON written by preprocess
+  // "" (no tokenizer flags): the checkpoint's when resuming, else char.
+  std::string tokenizer_type;  // char | NullTokenizer | GPT2BPETokenizer | SentencePieceTokenizer | Llama2Tokenizer
+  std::string vocab_file;      // char: the vocab JSON written by preprocess; GPT-2: vocab.json
+  std::string merge_file;      // GPT-2: merges.txt
+  std::string tokenizer_model; // SentencePiece / Llama 2: the .model file
   int64_t vocab_size = 0;               // NullTokenizer
 
   // Logging, evaluation, checkpoints, exit.

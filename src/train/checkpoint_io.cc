@@ -14,6 +14,7 @@
 #include "checkpoint/safetensors.h"
 #include "core/error.h"
 #include "train/checkpoint_dir.h"
+#include "train/checkpoint_tokenizer.h"
 
 namespace mt {
 
@@ -112,6 +113,7 @@ void save_checkpoint(const std::string& dir, const RunState& state, const ParamR
                            {"args", state.args}};
     if (!state.grad_scaler.is_null()) meta["grad_scaler"] = state.grad_scaler;
     meta["skipped_iterations"] = state.skipped_iterations;
+    save_tokenizer_files(state.args.at("tokenizer"), tmp_dir);  // self-contained checkpoint
     atomic_write_text(tmp_dir + "/meta.json", meta.dump(2) + "\n");
   }
   ps.world_comm.barrier();  // every shard is on disk before the checkpoint becomes visible

@@ -12,11 +12,12 @@
 #include <vector>
 
 #include "core/log.h"
-#include "data/char_tokenizer.h"
+#include "data/tokenizer.h"
 #include "kernels/matmul.h"
 #include "model/gpt.h"
 #include "pipeline/model_runtime.h"
 #include "train/checkpoint_io.h"
+#include "train/checkpoint_tokenizer.h"
 #include "train/data_loader.h"
 #include "train/host_memory.h"
 #include "train/memory_report.h"
@@ -28,16 +29,58 @@ namespace mt {
 
 namespace {
 
-// The tokenizer part of the run's recorded arguments; sets the model's vocabulary.
-nlohmann::json tokenizer_json(TrainArgs& args) {
-  if (args.tokenizer_type == "char") {
-    const CharTokenizer tok = CharTokenizer::load(args.vocab_file);
-    args.model.vocab_size = tok.vocab_size();
-    return {{"type", "char"}, {"vocab", nlohmann::json::parse(tok.to_json())}};
+// The run's tokenizer record (train/checkpoint_tokenizer.h); sets the model's
+// vocabulary. Resuming without tokenizer flags adopts the checkpoint's; with
+// flags, they must name the checkpoint's tokenizer (other ids would mean other
+// text).
+nlohmann::json resolve_tokenizer(TrainArgs& args, int64_t loaded_iteration, bool rank0) {
+  nlohmann::json saved;
+  std::string iter;
+  if (loaded_iteration >= 0) {
+    const nlohmann::json meta = read_checkpoint_meta(args.load);
+    saved = meta.at("args").at("tokenizer");
+    iter = checkpoint_iteration_dir(args.load, loaded_iteration);
+    const bool no_flags = args.tokenizer_type.empty() && args.vocab_file.empty() &&
+                          args.merge_file.empty() && args.tokenizer_model.empty() &&
+                          args.vocab_size == 0;
+    if (no_flags) {
+      args.tokenizer_type = saved.at("type").get<std::string>();
+      args.vocab_size = saved.value("vocab_size", int64_t(0));
+      args.model.vocab_size = meta.at("args").at("model").at("vocab_size").get<int64_t>();
+      log_line(rank0, "tokenizer: %s, as recorded in the checkpoint\n", args.tokenizer_type.c_str());
+      return saved.at("type") == "char" || saved.at("type") == "NullTokenizer"
+                 ? saved
+                 : adopt_tokenizer_record(saved, iter);
+    }
   }
-  // Megatron's NullTokenizer: ids used as they are, eod = N, vocabulary N + 1.
-  args.model.vocab_size = args.vocab_size + 1;
-  return {{"type", "NullTokenizer"}, {"vocab_size", args.vocab_size}};
+  if (args.tokenizer_type.empty()) args.tokenizer_type = "char";
+  TokenizerOptions o;
+  o.type = args.tokenizer_type;
+  o.vocab_file = args.vocab_file;
+  o.merge_file = args.merge_file;
+  o.tokenizer_model = args.tokenizer_model;
+  o.vocab_size = args.vocab_size;
+  const std::unique_ptr<Tokenizer> tok = make_tokenizer(o);
+  args.model.vocab_size = tok->vocab_size();
+  nlohmann::json record = tokenizer_record(*tok, o);
+  if (loaded_iteration >= 0 && !same_tokenizer(saved, record)) {
+    std::string diff;
+    if (saved.value("type", "") == "char" && record.value("type", "") == "char") {
+      const nlohmann::json &a = saved.at("vocab"), &b = record.at("vocab");
+      size_t i = 0;
+      while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+      diff = " (" + std::to_string(a.size()) + " vs " + std::to_string(b.size()) +
+             " entries; first difference at id " + std::to_string(i) + ": " +
+             (i < a.size() ? a[i].dump() : std::string("none")) + " vs " +
+             (i < b.size() ? b[i].dump() : std::string("none")) + ")";
+    }
+    MT_FAIL("--load ", args.load, ": the checkpoint was trained with another tokenizer (",
+            saved.value("type", "?"), ") than this run's (", record.value("type", "?"), ")", diff,
+            "; the ids would mean other text; fix: leave out the tokenizer flags to use the "
+            "checkpoint's", saved.contains("vocab") ? "" : " (" + tokenizer_file_list(saved) +
+            " in " + iter + "/tokenizer)", ", or pass the files it was trained with");
+  }
+  return record;
 }
 
 // Before anything is read or trained: refuse a --save that holds checkpoints
@@ -53,26 +96,6 @@ void prepare_save_dir(const TrainArgs& args, int64_t loaded_iteration, const Par
   }
   ps.world_comm.barrier();  // the directory exists and is repaired before anyone reads it
   if (ps.world_rank != 0) check_writable_dir(args.save, std::to_string(ps.world_rank));
-}
-
-// A different tokenizer on resume would map the trained ids to other text.
-void check_same_tokenizer(const nlohmann::json& saved, const nlohmann::json& run,
-                          const TrainArgs& args) {
-  if (saved == run) return;
-  std::string diff;
-  if (saved.value("type", "") == "char" && run.value("type", "") == "char") {
-    const nlohmann::json &a = saved.at("vocab"), &b = run.at("vocab");
-    size_t i = 0;
-    while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
-    diff = " (" + std::to_string(a.size()) + " vs " + std::to_string(b.size()) +
-           " entries; first difference at id " + std::to_string(i) + ": " +
-           (i < a.size() ? a[i].dump() : std::string("none")) + " vs " +
-           (i < b.size() ? b[i].dump() : std::string("none")) + ")";
-  }
-  MT_FAIL("--load ", args.load, ": the checkpoint was trained with another tokenizer than this "
-          "run's (", run.value("type", ""), args.vocab_file.empty() ? "" : " from --vocab-file ",
-          args.vocab_file, ")", diff, "; the ids would mean other text; fix: pass the vocabulary "
-          "the checkpoint was trained with");
 }
 
 class JsonLog {
@@ -98,9 +121,9 @@ int run_training(TrainArgs args, ParallelState& ps) {
   const bool rank0 = ps.world_rank == 0;
   const bool tty = rank0 && isatty(STDOUT_FILENO);
   args.validate(ps.world_size);
-  nlohmann::json run_args = {{"tokenizer", tokenizer_json(args)}};
-  args.model.finalize(ps.tp_size);
   const int64_t loaded_iteration = args.load.empty() ? -1 : latest_iteration(args.load);
+  nlohmann::json run_args = {{"tokenizer", resolve_tokenizer(args, loaded_iteration, rank0)}};
+  args.model.finalize(ps.tp_size);
   const bool resume = loaded_iteration >= 0;
   prepare_save_dir(args, loaded_iteration, ps);
   if (resume) {  // keep the checkpoint's vocabulary padding when this TP size divides it
@@ -172,7 +195,6 @@ int run_training(TrainArgs args, ParallelState& ps) {
              ": the checkpoint's model ", saved.dump(), " differs from this run's ",
              architecture(run_args["model"]).dump(),
              "; fix: pass the same model flags (or another --load)");
-    check_same_tokenizer(saved_args.at("tokenizer"), run_args.at("tokenizer"), args);
     state = load_checkpoint(args.load, reg, rt.params, args.no_load_optim ? nullptr : &opt, ps);
     state.args = run_args;
     log_line(rank0, "loaded checkpoint from %s at iteration %lld\n", args.load.c_str(),
