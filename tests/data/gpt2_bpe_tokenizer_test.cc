@@ -63,7 +63,10 @@ std::vector<std::string> fixture_texts() {
 
 std::string join(const std::vector<std::string_view>& v) {
   std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "|" : "") + std::string(v[i]);
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) s += '|';
+    s += v[i];
+  }
   return s;
 }
 
@@ -71,20 +74,20 @@ std::string join(const std::vector<std::string_view>& v) {
 
 TEST(Utf8Replace, MatchesPythonBytesDecodeReplace) {
   // Expected values printed by Python 3.11: b.decode("utf-8", errors="replace").
-  const std::string R = "\xEF\xBF\xBD";
+#define R "\xEF\xBF\xBD"
   const std::pair<std::string, std::string> cases[] = {
       {"\xE6\x97", R},
       {"\xE6\x97\xA5", "\xE6\x97\xA5"},
-      {"\xE0\x80\x80", R + R + R},
-      {"\xED\xA0\x80", R + R + R},
+      {"\xE0\x80\x80", R R R},
+      {"\xED\xA0\x80", R R R},
       {"\xF0\x9F\x98", R},
-      {"\xF0\x9F\x98x", R + "x"},
+      {"\xF0\x9F\x98x", R "x"},
       {"\xC3", R},
-      {"a\xFF" "b", "a" + R + "b"},
-      {"\xF4\x90\x80\x80", R + R + R + R},
-      {"\xC0\xAF", R + R},
-      {"\xF0\x80", R + R},
-      {"\xE1\x80\xE2", R + R},
+      {"a\xFF" "b", "a" R "b"},
+      {"\xF4\x90\x80\x80", R R R R},
+      {"\xC0\xAF", R R},
+      {"\xF0\x80", R R},
+      {"\xE1\x80\xE2", R R},
   };
   for (const auto& [in, want] : cases) {
     std::string out;
@@ -98,6 +101,7 @@ TEST(Utf8Replace, MatchesPythonBytesDecodeReplace) {
       EXPECT_EQ(part, want) << "cut at " << cut;
     }
   }
+#undef R
   EXPECT_EQ(utf8_first_invalid("ab\xC3\xA9z"), 5u);
   EXPECT_EQ(utf8_first_invalid("ab\xC3"), 2u);
   EXPECT_EQ(utf8_first_invalid("\xED\xA0\x80"), 0u);
