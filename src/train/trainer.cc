@@ -122,10 +122,10 @@ int run_training(TrainArgs args, ParallelState& ps) {
   const bool tty = rank0 && isatty(STDOUT_FILENO);
   args.validate(ps.world_size);
   const int64_t loaded_iteration = args.load.empty() ? -1 : latest_iteration(args.load);
+  const bool resume = loaded_iteration >= 0;
+  prepare_save_dir(args, loaded_iteration, ps);  // first: it may restore the loaded iteration
   nlohmann::json run_args = {{"tokenizer", resolve_tokenizer(args, loaded_iteration, rank0)}};
   args.model.finalize(ps.tp_size);
-  const bool resume = loaded_iteration >= 0;
-  prepare_save_dir(args, loaded_iteration, ps);
   if (resume) {  // keep the checkpoint's vocabulary padding when this TP size divides it
     const int64_t saved = read_checkpoint_meta(args.load).at("args").at("model").at(
         "padded_vocab_size");
@@ -189,8 +189,7 @@ int run_training(TrainArgs args, ParallelState& ps) {
       for (const char* k : {"hidden_dropout", "attention_dropout", "init_method_std"}) j.erase(k);
       return j;
     };
-    const nlohmann::json saved_args = read_checkpoint_meta(args.load).at("args");
-    const nlohmann::json saved = architecture(saved_args.at("model"));
+    const nlohmann::json saved = architecture(read_checkpoint_meta(args.load).at("args").at("model"));
     MT_CHECK(saved == architecture(run_args["model"]), "--load ", args.load,
              ": the checkpoint's model ", saved.dump(), " differs from this run's ",
              architecture(run_args["model"]).dump(),
