@@ -21,6 +21,8 @@ for t in "${targets[@]}"; do build_targets+=("fuzz_$t"); done
 cmake --build build-fuzz -j"$(nproc)" --target "${build_targets[@]}"
 
 source scripts/sanitizer_env.sh
+# No MPI in the fuzz targets: leaks are findings here (libFuzzer checks per input).
+export ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=1"
 # One OpenMP thread: the readers' parallel loops only add thread start-up per input.
 export OMP_NUM_THREADS=1
 work="$(mktemp -d "${TMPDIR:-/tmp}/mt_fuzz_run.XXXXXX")"
