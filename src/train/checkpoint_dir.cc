@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <set>
@@ -53,14 +54,24 @@ std::string describe_iterations(const std::string& dir, const std::vector<int64_
          " (" + std::to_string(its.size()) + " in all)";
 }
 
+// A short, flat description of a JSON value for messages (dump() recurses once
+// per nesting level: a deeply nested damaged file would overflow the stack).
+std::string brief(const nlohmann::json& v) {
+  if (v.is_array()) return "a list";
+  if (v.is_object()) return "an object";
+  if (v.is_string()) return "a string";
+  return v.dump();  // a scalar
+}
+
 int64_t meta_int(const nlohmann::json& j, const char* key, const std::string& path,
-                 int64_t min_value) {
+                 int64_t min_value, int64_t max_value = INT64_MAX) {
   MT_CHECK(j.contains(key), "checkpoint metadata ", path, " has no '", key,
            "'; the file is damaged; fix: load an earlier iteration (write its number into ",
            kTrackerFile, ")");
   const nlohmann::json& v = j.at(key);
-  MT_CHECK(v.is_number_integer() && v.get<int64_t>() >= min_value, "checkpoint metadata ", path,
-           ": '", key, "' is ", v.dump(), ", not an integer >= ", min_value,
+  MT_CHECK(v.is_number_integer() && v.get<int64_t>() >= min_value && v.get<int64_t>() <= max_value,
+           "checkpoint metadata ", path, ": '", key, "' is ", brief(v), ", not an integer in [",
+           min_value, ", ", max_value, "]",
            "; the file is damaged; fix: load an earlier iteration (write its number into ",
            kTrackerFile, ")");
   return v.get<int64_t>();
@@ -126,9 +137,9 @@ nlohmann::json parse_checkpoint_meta(const std::string& text, const std::string&
            " but lies in the directory of iteration ", dir_iteration,
            "; the checkpoint is damaged or was moved; fix: load another iteration");
   meta_int(meta, "consumed_samples", path, 0);
-  meta_int(meta, "tensor_model_parallel_size", path, 1);
-  const int64_t pp = meta_int(meta, "pipeline_model_parallel_size", path, 1);
-  meta_int(meta, "data_parallel_size", path, 1);
+  meta_int(meta, "tensor_model_parallel_size", path, 1, INT32_MAX);
+  const int64_t pp = meta_int(meta, "pipeline_model_parallel_size", path, 1, INT32_MAX);
+  meta_int(meta, "data_parallel_size", path, 1, INT32_MAX);
   if (meta.contains("skipped_iterations")) meta_int(meta, "skipped_iterations", path, 0);
   MT_CHECK(!meta.contains("grad_scaler") || meta.at("grad_scaler").is_object(),
            "checkpoint metadata ", path, ": 'grad_scaler' is not an object; the file is damaged");
@@ -138,7 +149,7 @@ nlohmann::json parse_checkpoint_meta(const std::string& text, const std::string&
   MT_CHECK(args.contains("model") && args.at("model").is_object(), "checkpoint metadata ", path,
            " has no 'args.model' object; the file is damaged");
   const nlohmann::json& model = args.at("model");
-  const int64_t layers = meta_int(model, "num_layers", path, 1);
+  const int64_t layers = meta_int(model, "num_layers", path, 1, INT32_MAX);
   for (const char* k : {"hidden_size", "ffn_hidden_size", "num_attention_heads", "seq_length",
                         "max_position_embeddings", "vocab_size", "padded_vocab_size",
                         "make_vocab_size_divisible_by"})

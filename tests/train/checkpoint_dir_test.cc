@@ -72,6 +72,12 @@ TEST(CheckpointDir, MetaIsValidatedFieldByField) {
   EXPECT_NO_THROW(parse_checkpoint_meta(valid_meta(10), "m.json", 10));
   EXPECT_TRUE(has(error_of([] { parse_checkpoint_meta("[1, 2]", "m.json", 1); }),
                   "m.json is not a megatron.cpp checkpoint"));
+  // A deeply nested damaged value is described, not dumped (no stack overflow).
+  std::string nested = valid_meta(10);
+  nested.replace(nested.find(R"("iteration": 10)"), 15,
+                 "\"iteration\": " + std::string(200000, '[') + std::string(200000, ']'));
+  EXPECT_TRUE(has(error_of([&] { parse_checkpoint_meta(nested, "m.json", 10); }),
+                  "'iteration' is a list"));
   EXPECT_TRUE(has(error_of([] { parse_checkpoint_meta(valid_meta(10), "m.json", 11); }),
                   "says iteration 10 but lies in the directory of iteration 11"));
   struct Case {
@@ -83,6 +89,8 @@ TEST(CheckpointDir, MetaIsValidatedFieldByField) {
       {R"("consumed_samples": 80)", R"("consumed_samples": "80")", "'consumed_samples'"},
       {R"("pipeline_model_parallel_size": 2)", R"("pipeline_model_parallel_size": 0)",
        "'pipeline_model_parallel_size' is 0"},
+      {R"("tensor_model_parallel_size": 1)", R"("tensor_model_parallel_size": 4294967298)",
+       "'tensor_model_parallel_size' is 4294967298, not an integer in [1, 2147483647]"},
       {R"("layer_stage": [0, 1])", R"("layer_stage": [0, 2])", "'args.layer_stage' holds 2"},
       {R"("layer_stage": [0, 1])", R"("layer_stage": [0])", "'args.layer_stage' is not a list of 2"},
       {R"("hidden_size": 32)", R"("hidden_size": null)", "'hidden_size' is null"},
