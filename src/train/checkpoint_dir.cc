@@ -167,7 +167,7 @@ nlohmann::json parse_checkpoint_meta(const std::string& text, const std::string&
            " pipeline ranks; the file is damaged");
   for (const nlohmann::json& s : args.at("layer_stage"))
     MT_CHECK(s.is_number_integer() && s.get<int64_t>() >= 0 && s.get<int64_t>() < pp,
-             "checkpoint metadata ", path, ": 'args.layer_stage' holds ", s.dump(),
+             "checkpoint metadata ", path, ": 'args.layer_stage' holds ", brief(s),
              ", not a pipeline rank below ", pp, "; the file is damaged");
   return meta;
 }
