@@ -15,6 +15,7 @@
 
 #include "checkpoint/atomic_file.h"
 #include "core/error.h"
+#include "core/file_kind.h"
 
 static_assert(std::endian::native == std::endian::little,
               "safetensors data is little-endian; a big-endian host needs byte swapping");
@@ -66,15 +67,6 @@ std::string brief(const nlohmann::json& j) {
                        : std::string(j.is_array() ? "[[...]]" : "{...}");
   if (s.size() > 80) s = s.substr(0, 77) + "...";
   return s;
-}
-
-const char* file_kind(mode_t m) {
-  if (S_ISDIR(m)) return "a directory";
-  if (S_ISFIFO(m)) return "a FIFO (named pipe)";
-  if (S_ISCHR(m)) return "a character device";
-  if (S_ISBLK(m)) return "a block device";
-  if (S_ISSOCK(m)) return "a socket";
-  return "not a regular file";
 }
 
 float bf16_to_f32(uint16_t h) { return std::bit_cast<float>(uint32_t(h) << 16); }

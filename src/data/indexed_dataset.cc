@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "core/file_kind.h"
 
 namespace mt {
 
@@ -142,19 +143,6 @@ void check_token_span(const int32_t* ids, int64_t n, int64_t vocab_size, const s
 }
 
 // ---------------------------------------------------------------- MappedFile
-
-namespace {
-
-const char* file_kind(mode_t m) {
-  if (S_ISDIR(m)) return "a directory";
-  if (S_ISFIFO(m)) return "a FIFO (named pipe)";
-  if (S_ISCHR(m)) return "a character device";
-  if (S_ISBLK(m)) return "a block device";
-  if (S_ISSOCK(m)) return "a socket";
-  return "not a regular file";
-}
-
-}  // namespace
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
   // Refuse anything but a regular file before opening it: open() of a FIFO
