@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -15,6 +16,13 @@
 #include "temp_dir.h"
 
 namespace mt::test {
+
+// Where scripts/fetch_gpt2_tokenizer.sh (the ctest fixture fetch_gpt2_tokenizer)
+// puts GPT-2's vocab.json and merges.txt; MT_GPT2_DIR overrides.
+inline std::string gpt2_dir() {
+  const char* env = std::getenv("MT_GPT2_DIR");
+  return env != nullptr ? std::string(env) : std::string(MT_SOURCE_DIR) + "/data/gpt2";
+}
 
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

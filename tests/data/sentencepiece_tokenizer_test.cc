@@ -2,7 +2,7 @@
 // spm_train; our ids equal spm_encode's (the library's own command-line
 // encoder) plus Megatron-LM's rules for SentencePieceTokenizer (special tokens
 // appended to the vocabulary, <EOD> as eod) and Llama2Tokenizer ([bos] + ids,
-// eod = eos). Skips with a message when spm_train is not installed.
+// eod = eos). Fails with a message when spm_train is not installed.
 #include "data/sentencepiece_tokenizer.h"
 
 #include <gtest/gtest.h>
@@ -56,7 +56,8 @@ class SentencePieceTest : public ::testing::Test {
     dir_ = nullptr;
   }
   void SetUp() override {
-    if (dir_ == nullptr) GTEST_SKIP() << "spm_train not found; apt-get install sentencepiece";
+    ASSERT_NE(dir_, nullptr) << "spm_train not found; scripts/install_deps.sh installs the "
+                                "Debian package sentencepiece";
     ASSERT_TRUE(trained_) << "spm_train failed: " << read_file(dir_->file("train.log"));
   }
   static std::string model() { return dir_->file("m.model"); }
