@@ -1,0 +1,85 @@
+// RMSNorm forward/backward (fp32, OpenMP), with the precision choices of
+// layernorm.cc: per-row statistics summed in float (simd reduction),
+// parameter gradients summed over rows in double.
+//
+// Backward is deterministic for any thread count, as layernorm_backward: dinp
+// row by row (rows are independent), then dweight by a second pass parallel
+// over blocks of columns in which each thread sums all rows of its columns in
+// row order, so no atomics and no thread-count-dependent reduction trees.
+#include "kernels/rmsnorm.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+
+namespace mt {
+
+namespace {
+
+// Columns per block of the parameter-gradient pass (as layernorm.cc).
+constexpr int64_t kColBlock = 64;
+
+}  // namespace
+
+// out (n, c) =, rstd (n) =
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t n,
+                     int64_t c, float eps) {
+  MT_CHECK(n >= 0 && c > 0, "rmsnorm_forward: bad shape n=", n, " c=", c,
+           "; fix: pass the row count and a positive hidden size");
+  MT_CHECK(eps > 0.f, "rmsnorm_forward: eps=", eps, " must be > 0; fix: use e.g. 1e-5");
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const float* x = inp + i * c;
+    float* y = out + i * c;
+    float sq = 0.f;
+#pragma omp simd reduction(+ : sq)
+    for (int64_t j = 0; j < c; ++j) sq += x[j] * x[j];
+    const float r = 1.f / std::sqrt(sq / float(c) + eps);
+#pragma omp simd
+    for (int64_t j = 0; j < c; ++j) y[j] = x[j] * r * weight[j];
+    rstd[i] = r;
+  }
+}
+
+// dinp (n, c) +=, dweight (c) +=
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                      const float* weight, const float* rstd, int64_t n, int64_t c) {
+  MT_CHECK(n >= 0 && c > 0, "rmsnorm_backward: bad shape n=", n, " c=", c,
+           "; fix: pass the row count and a positive hidden size");
+  const int64_t nblocks = (c + kColBlock - 1) / kColBlock;
+#pragma omp parallel
+  {
+    // dinp: with xhat = x * rstd and g = dout * weight (d rstd / dx = -rstd^3 x / c),
+    // dx = rstd * (g - xhat * mean(g * xhat)).
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      const float* x = inp + i * c;
+      const float* dy = dout + i * c;
+      float* dx = dinp + i * c;
+      const float r = rstd[i];
+      float sum_gx = 0.f;
+#pragma omp simd reduction(+ : sum_gx)
+      for (int64_t j = 0; j < c; ++j) sum_gx += dy[j] * weight[j] * (x[j] * r);
+      const float mean_gx = sum_gx / float(c);
+#pragma omp simd
+      for (int64_t j = 0; j < c; ++j) dx[j] += r * (dy[j] * weight[j] - (x[j] * r) * mean_gx);
+    }
+    // dweight = sum_i dout * xhat, over rows in order.
+#pragma omp for schedule(static)
+    for (int64_t blk = 0; blk < nblocks; ++blk) {
+      const int64_t c0 = blk * kColBlock, w = std::min(kColBlock, c - c0);
+      double acc[kColBlock] = {};
+      for (int64_t i = 0; i < n; ++i) {
+        const float* x = inp + i * c + c0;
+        const float* dy = dout + i * c + c0;
+        const float r = rstd[i];
+#pragma omp simd
+        for (int64_t j = 0; j < w; ++j) acc[j] += double(dy[j] * (x[j] * r));
+      }
+      for (int64_t j = 0; j < w; ++j) dweight[c0 + j] += float(acc[j]);
+    }
+  }
+}
+
+}  // namespace mt

@@ -1,0 +1,15 @@
+// RMSNorm over the last dimension c (Megatron's --normalization RMSNorm, as
+// torch.nn.RMSNorm / Llama): y = x * rstd * w, rstd = 1 / sqrt(mean(x^2) + eps).
+#pragma once
+#include <cstdint>
+
+namespace mt {
+
+// out (n, c) =, rstd (n) =
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t n,
+                     int64_t c, float eps);
+// dinp (n, c) +=, dweight (c) +=
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                      const float* weight, const float* rstd, int64_t n, int64_t c);
+
+}  // namespace mt

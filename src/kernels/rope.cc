@@ -1,0 +1,115 @@
+// RoPE (fp32, OpenMP over head vectors). Rows are independent, so results do
+// not depend on the thread count.
+//
+// The table reproduces the float32 arithmetic of Megatron's RotaryEmbedding
+// and HF's LlamaRotaryEmbedding: inv_freq = 1.0 / base ** (arange(0, dim, 2) /
+// dim) and freqs = outer(positions, inv_freq) are float32 tensors, so at long
+// positions the angle carries float32 rounding (~pos * 6e-8 rad) that the
+// trained weights have seen; we keep it, and evaluate only cos/sin themselves
+// in double (correctly rounded to float).
+#include "kernels/rope.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include "core/error.h"
+
+namespace mt {
+
+namespace {
+
+// int(head_dim * rotary_percent) as Python computes it from the flag's decimal
+// text: rotary_percent arrives as a float (0.7f = 0.69999998...), whose exact
+// product can fall just below an integer that Python's double product reaches
+// (10 * 0.7 = 7.000000000000001 -> 7, but 10 * 0.69999998 -> 6). Going back
+// through the float's shortest decimal ("0.7") recovers Python's double.
+int64_t rotary_dim(int64_t head_dim, float rotary_percent) {
+  char buf[32];
+  const auto res = std::to_chars(buf, buf + sizeof(buf) - 1, rotary_percent);
+  *res.ptr = '\0';
+  const double p = std::strtod(buf, nullptr);
+  return int64_t(double(head_dim) * p);
+}
+
+// In place on x (b, a, s, d): y1 = x1 cos - x2 sin_sign, y2 = x2 cos + x1 sin_sign
+// with sin_sign = sign * sin; sign -1 is the inverse rotation.
+void rotate(float* x, int64_t b, int64_t a, int64_t s, int64_t d, const RopeTable& t,
+            int64_t pos0, float sign, const char* who) {
+  MT_CHECK(b >= 0 && a >= 0 && s >= 0 && d > 0, who, ": bad shape b=", b, " a=", a, " s=", s,
+           " d=", d, "; fix: pass x as (b, a, s, d) with d the head dimension");
+  MT_CHECK(t.rot_dim > 0 && t.rot_dim % 2 == 0 &&
+               int64_t(t.cos.size()) == t.max_pos * (t.rot_dim / 2) && t.sin.size() == t.cos.size(),
+           who, ": RoPE table not built (rot_dim=", t.rot_dim, ", max_pos=", t.max_pos,
+           "); fix: make it with make_rope_table");
+  MT_CHECK(d >= t.rot_dim, who, ": head dimension d=", d, " is smaller than the table's rot_dim=",
+           t.rot_dim, "; fix: build the table with this model's head dimension (kv-channels)");
+  MT_CHECK(pos0 >= 0 && pos0 + s <= t.max_pos, who, ": positions [", pos0, ", ", pos0 + s,
+           ") exceed the RoPE table's max_pos=", t.max_pos,
+           "; fix: raise --max-position-embeddings to at least ", pos0 + s,
+           " or shorten the sequence");
+  const int64_t half = t.rot_dim / 2, rows = b * a * s;
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    float* x1 = x + r * d;
+    float* x2 = x1 + half;
+    const int64_t pos = pos0 + r % s;
+    const float* cs = t.cos.data() + pos * half;
+    const float* sn = t.sin.data() + pos * half;
+#pragma omp simd
+    for (int64_t i = 0; i < half; ++i) {
+      const float u = x1[i], v = x2[i], c = cs[i], si = sign * sn[i];
+      x1[i] = u * c - v * si;
+      x2[i] = v * c + u * si;
+    }
+  }
+}
+
+}  // namespace
+
+RopeTable make_rope_table(int64_t max_pos, int64_t head_dim, float rotary_percent, float base) {
+  MT_CHECK(max_pos > 0, "make_rope_table: max_pos=", max_pos,
+           " must be > 0; fix: set --max-position-embeddings");
+  MT_CHECK(head_dim > 0, "make_rope_table: head_dim=", head_dim,
+           " must be > 0; fix: check --kv-channels / hidden size and heads");
+  MT_CHECK(rotary_percent > 0.f && rotary_percent <= 1.f, "make_rope_table: --rotary-percent=",
+           rotary_percent, " must be in (0, 1]; fix: use e.g. 1.0 or 0.5");
+  MT_CHECK(std::isfinite(base) && base > 0.f, "make_rope_table: rotary base=", base,
+           " must be > 0; fix: use e.g. --rotary-base 10000");
+  const int64_t rot_dim = rotary_dim(head_dim, rotary_percent);
+  MT_CHECK(rot_dim > 0 && rot_dim % 2 == 0, "make_rope_table: rotary dimension int(head_dim ",
+           head_dim, " * --rotary-percent ", rotary_percent, ") = ", rot_dim,
+           " must be even and > 0; fix: choose --rotary-percent so that it is");
+  RopeTable t;
+  t.max_pos = max_pos;
+  t.rot_dim = rot_dim;
+  const int64_t half = rot_dim / 2;
+  std::vector<float> inv_freq(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i)  // std::pow(float, float) is powf
+    inv_freq[size_t(i)] = 1.0f / std::pow(base, float(2 * i) / float(rot_dim));
+  t.cos.resize(size_t(max_pos * half));
+  t.sin.resize(size_t(max_pos * half));
+#pragma omp parallel for schedule(static)
+  for (int64_t p = 0; p < max_pos; ++p)
+    for (int64_t i = 0; i < half; ++i) {
+      const float angle = float(p) * inv_freq[size_t(i)];  // float32 product, as torch.outer
+      t.cos[size_t(p * half + i)] = float(std::cos(double(angle)));
+      t.sin[size_t(p * half + i)] = float(std::sin(double(angle)));
+    }
+  return t;
+}
+
+// x (b, a, s, d) =, in place
+void rope_forward(float* x, int64_t b, int64_t a, int64_t s, int64_t d, const RopeTable& t,
+                  int64_t pos0) {
+  rotate(x, b, a, s, d, t, pos0, 1.f, "rope_forward");
+}
+
+// dx (b, a, s, d) =, in place
+void rope_backward(float* dx, int64_t b, int64_t a, int64_t s, int64_t d, const RopeTable& t,
+                   int64_t pos0) {
+  rotate(dx, b, a, s, d, t, pos0, -1.f, "rope_backward");
+}
+
+}  // namespace mt

@@ -1,0 +1,15 @@
+// SwiGLU, Megatron's --swiglu (bias_swiglu_impl without bias) and Llama's MLP:
+// the first linear layer outputs [gate | up] and out = silu(gate) * up.
+#pragma once
+#include <cstdint>
+
+namespace mt {
+
+// in (n, 2f): each row is [gate (f) | up (f)];  out (n, f) = silu(gate) * up,
+// silu(x) = x * sigmoid(x)
+void swiglu_forward(float* out, const float* in, int64_t n, int64_t f);
+// din (n, 2f) = [dout * up * silu'(gate) | dout * silu(gate)]  (overwrite, not accumulate);
+// din may not alias dout
+void swiglu_backward(float* din, const float* in, const float* dout, int64_t n, int64_t f);
+
+}  // namespace mt
