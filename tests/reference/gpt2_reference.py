@@ -94,14 +94,15 @@ def param_shapes(cfg):
     return shapes
 
 
-def init_params(cfg, gen):
+def init_params(cfg, gen, shapes=None):
     """Non-trivial random init, rounded to float32 (what the fixture stores), held in float64.
 
     Matrices and embeddings ~ N(0, std); LayerNorm weights 1 + 0.1 N(0,1);
-    biases (including LayerNorm biases) 0.02 N(0,1).
+    biases (including LayerNorm biases) 0.02 N(0,1). `shapes` (default this
+    model's param_shapes) is the ordered (name, shape) list; draws follow its order.
     """
     params = {}
-    for name, shape in param_shapes(cfg):
+    for name, shape in (param_shapes(cfg) if shapes is None else shapes):
         z = torch.randn(shape, generator=gen, dtype=torch.float64)
         if len(shape) == 2:
             t = cfg["init_method_std"] * z
@@ -254,38 +255,54 @@ def verify(params, tokens, labels, logits64, loss64, cfg):
     print(f"verify: nn.Module float32 vs float64 reference: max |dlogits| = {err:.3e}, |dloss| = {lerr:.3e}")
     ok = err < 1e-5 and lerr < 1e-5
 
-    # Finite differences of the float64 forward for a few gradient entries.
-    probe = {k: v.clone().requires_grad_(True) for k, v in params.items()}
-    _, loss = forward(probe, tokens, labels, cfg)
-    grads = dict(zip(probe, torch.autograd.grad(loss, list(probe.values()))))
-    gen = torch.Generator().manual_seed(7)
-    worst = 0.0
-    for name in ["embedding.word_embeddings.weight", "decoder.layers.0.self_attention.linear_qkv.weight",
-                 "decoder.layers.1.mlp.linear_fc1.bias", "decoder.layers.0.input_layernorm.weight",
-                 "embedding.position_embeddings.weight"]:
-        for _ in range(3):
-            idx = torch.randint(0, params[name].numel(), (1,), generator=gen).item()
-            h = 1e-6
-            plus = {k: v.clone() for k, v in params.items()}
-            minus = {k: v.clone() for k, v in params.items()}
-            plus[name].view(-1)[idx] += h
-            minus[name].view(-1)[idx] -= h
-            fd = (forward(plus, tokens, labels, cfg)[1] - forward(minus, tokens, labels, cfg)[1]).item() / (2 * h)
-            an = grads[name].view(-1)[idx].item()
-            # Round-off of the float64 difference quotient is ~1e-9 absolute.
-            worst = max(worst, abs(fd - an) / (1e-7 + 1e-5 * abs(an)))
+    worst = finite_difference_check(
+        forward, params, tokens, labels, cfg,
+        ["embedding.word_embeddings.weight", "decoder.layers.0.self_attention.linear_qkv.weight",
+         "decoder.layers.1.mlp.linear_fc1.bias", "decoder.layers.0.input_layernorm.weight",
+         "embedding.position_embeddings.weight"])
     print(f"verify: finite-difference gradient check, worst |fd - analytic| / (1e-7 + 1e-5 |analytic|)"
           f" = {worst:.3f} (must be < 1)")
     ok = ok and worst < 1.0
     return ok
 
 
+def finite_difference_check(forward_fn, params, tokens, labels, cfg, names, per_name=3, seed=7):
+    """Central finite differences (step 1e-6) of the float64 loss of forward_fn
+    against autograd, for per_name random entries of each named parameter (an item
+    (name, flat_index) checks that one entry). Returns the worst
+    |fd - analytic| / (1e-7 + 1e-5 |analytic|); below 1 passes."""
+    probe = {k: v.clone().requires_grad_(True) for k, v in params.items()}
+    _, loss = forward_fn(probe, tokens, labels, cfg)
+    grads = dict(zip(probe, torch.autograd.grad(loss, list(probe.values()))))
+    gen = torch.Generator().manual_seed(seed)
+    worst = 0.0
+    entries = []
+    for item in names:
+        if isinstance(item, tuple):
+            entries.append(item)
+        else:
+            entries += [(item, torch.randint(0, params[item].numel(), (1,), generator=gen).item())
+                        for _ in range(per_name)]
+    for name, idx in entries:
+        h = 1e-6
+        plus = {k: v.clone() for k, v in params.items()}
+        minus = {k: v.clone() for k, v in params.items()}
+        plus[name].view(-1)[idx] += h
+        minus[name].view(-1)[idx] -= h
+        fd = (forward_fn(plus, tokens, labels, cfg)[1] - forward_fn(minus, tokens, labels, cfg)[1]).item() / (2 * h)
+        an = grads[name].view(-1)[idx].item()
+        # Round-off of the float64 difference quotient is ~1e-9 absolute.
+        worst = max(worst, abs(fd - an) / (1e-7 + 1e-5 * abs(an)))
+    return worst
+
+
 # ----------------------------------------------------------------------------
 # Training steps
 
 
-def train(params, tokens, labels, cfg, log=False):
-    """cfg["num_steps"] AdamW steps on one batch, in the dtype of params.
+def train(params, tokens, labels, cfg, log=False, forward_fn=None):
+    """cfg["num_steps"] AdamW steps on one batch, in the dtype of params, with
+    forward_fn (default: this module's forward, looked up at call time).
 
     Megatron's decay rule: 2-D weights and embeddings decay, biases and LayerNorm
     (1-D) parameters do not; global-norm clipping before every step.
@@ -301,7 +318,7 @@ def train(params, tokens, labels, cfg, log=False):
     step_losses, grad_norms, first_grads = [], [], None
     for step in range(cfg["num_steps"]):
         opt.zero_grad(set_to_none=True)
-        _, l = forward(live, tokens, labels, cfg)
+        _, l = (forward if forward_fn is None else forward_fn)(live, tokens, labels, cfg)
         l.backward()
         if first_grads is None:
             first_grads = {k: v.grad.detach().clone() for k, v in live.items()}
@@ -315,11 +332,12 @@ def train(params, tokens, labels, cfg, log=False):
     return step_losses, grad_norms, first_grads, finals
 
 
-def verify_fp32_training(params, tokens, labels, cfg, step_losses, grad_norms, first_grads, finals):
+def verify_fp32_training(params, tokens, labels, cfg, step_losses, grad_norms, first_grads, finals,
+                         forward_fn=None):
     """Replays the training in float32 (what the C++ model does) and reports how far
     round-off alone moves each output: a guide for the C++ test's tolerances."""
     p32 = {k: v.to(torch.float32) for k, v in params.items()}
-    l32, n32, g32, f32_ = train(p32, tokens, labels, cfg)
+    l32, n32, g32, f32_ = train(p32, tokens, labels, cfg, forward_fn=forward_fn)
     dl = max(abs(a - b) for a, b in zip(l32, step_losses))
     dn = max(abs(a - b) for a, b in zip(n32, grad_norms))
     dg = max((g32[k].double() - first_grads[k]).abs().max().item() for k in params)
