@@ -1,4 +1,6 @@
 // `megatron train`: Megatron-LM's flag names, or a config file of them.
+#include <type_traits>
+
 #include "cli/commands.h"
 #include "cli/strict_numbers.h"
 #include "dist/mpi_env.h"
@@ -18,19 +20,15 @@ Command add_train_command(CLI::App& app) {
   auto group = [&](const char* name) { return app.add_option_group(name); };
 
   CLI::Option_group* model = group("model");
-  model->add_option("--num-layers", m.num_layers, "transformer layers");
-  model->add_option("--hidden-size", m.hidden_size, "hidden size h");
-  model->add_option("--ffn-hidden-size", m.ffn_hidden_size, "MLP hidden size (default 4h)");
-  model->add_option("--num-attention-heads", m.num_attention_heads, "attention heads");
-  model->add_option("--seq-length", m.seq_length, "sequence length");
-  model->add_option("--max-position-embeddings", m.max_position_embeddings,
-                    "position embeddings (default seq-length)");
-  model->add_option("--make-vocab-size-divisible-by", m.make_vocab_size_divisible_by,
-                    "pad the vocabulary to a multiple of this (times TP)");
-  model->add_option("--init-method-std", m.init_method_std, "std of the normal weight init");
-  model->add_option("--hidden-dropout", m.hidden_dropout, "dropout on hidden states");
-  model->add_option("--attention-dropout", m.attention_dropout, "dropout on attention probabilities");
-  model->add_option("--layernorm-epsilon", m.layernorm_epsilon, "LayerNorm epsilon");
+  for_each_model_field(m, [&](const char*, const char* flag, const char* help, auto& field) {
+    if (*flag == '\0') return;  // set from the tokenizer or derived
+    if constexpr (std::is_same_v<std::decay_t<decltype(field)>, bool>)
+      model->add_flag(flag, field, help);
+    else
+      model->add_option(flag, field, help);
+  });
+  model->add_flag("--attention-softmax-in-fp32", a->attention_softmax_in_fp32,
+                  "accepted for Megatron-LM compatibility: softmax is always fp32 here");
 
   CLI::Option_group* mem = group("memory");
   mem->add_option("--recompute-granularity", a->recompute_granularity,

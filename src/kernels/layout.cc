@@ -5,32 +5,45 @@
 namespace mt {
 
 void qkv_to_heads(float* q, float* k, float* v, const float* qkv, int64_t s, int64_t b,
-                  int64_t a, int64_t d) {
+                  int64_t a, int64_t g, int64_t d) {
   const size_t row = size_t(d) * sizeof(float);
+  const int64_t hpg = a / g, width = (hpg + 2) * d;  // heads per group, floats per group
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t bi = 0; bi < b; ++bi)
     for (int64_t j = 0; j < a; ++j)
       for (int64_t t = 0; t < s; ++t) {
-        const float* src = qkv + ((t * b + bi) * a + j) * 3 * d;
+        const float* grp = qkv + ((t * b + bi) * g + j / hpg) * width;
         const int64_t dst = ((bi * a + j) * s + t) * d;
-        std::memcpy(q + dst, src, row);
-        std::memcpy(k + dst, src + d, row);
-        std::memcpy(v + dst, src + 2 * d, row);
+        std::memcpy(q + dst, grp + (j % hpg) * d, row);
+        std::memcpy(k + dst, grp + hpg * d, row);
+        std::memcpy(v + dst, grp + (hpg + 1) * d, row);
       }
 }
 
 void heads_to_qkv(float* dqkv, const float* dq, const float* dk, const float* dv, int64_t s,
-                  int64_t b, int64_t a, int64_t d) {
+                  int64_t b, int64_t a, int64_t g, int64_t d) {
   const size_t row = size_t(d) * sizeof(float);
+  const int64_t hpg = a / g, width = (hpg + 2) * d;
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t t = 0; t < s; ++t)
     for (int64_t bi = 0; bi < b; ++bi)
-      for (int64_t j = 0; j < a; ++j) {
-        float* dst = dqkv + ((t * b + bi) * a + j) * 3 * d;
-        const int64_t src = ((bi * a + j) * s + t) * d;
-        std::memcpy(dst, dq + src, row);
-        std::memcpy(dst + d, dk + src, row);
-        std::memcpy(dst + 2 * d, dv + src, row);
+      for (int64_t gi = 0; gi < g; ++gi) {
+        float* dst = dqkv + ((t * b + bi) * g + gi) * width;
+        float* dkg = dst + hpg * d;
+        float* dvg = dkg + d;
+        for (int64_t i = 0; i < hpg; ++i) {  // a group's heads in order: deterministic sums
+          const int64_t src = ((bi * a + gi * hpg + i) * s + t) * d;
+          std::memcpy(dst + i * d, dq + src, row);
+          if (i == 0) {
+            std::memcpy(dkg, dk + src, row);
+            std::memcpy(dvg, dv + src, row);
+          } else {
+            for (int64_t e = 0; e < d; ++e) {
+              dkg[e] += dk[src + e];
+              dvg[e] += dv[src + e];
+            }
+          }
+        }
       }
 }
 

@@ -1,4 +1,7 @@
-// ModelConfig: the GPT-2 architecture knobs, named as Megatron-LM's flags.
+// ModelConfig: the transformer's architecture knobs, named as Megatron-LM's
+// flags. One decoder serves GPT-2 and Llama-style models (as Megatron core's
+// TransformerConfig): normalization, position embedding, gated MLP, query
+// groups, biases and the tied output layer are configuration, not code paths.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -18,9 +21,32 @@ struct ModelConfig {
   float init_method_std = 0.02f;
   float hidden_dropout = 0.1f;
   float attention_dropout = 0.1f;
-  float layernorm_epsilon = 1e-5f;
+  float layernorm_epsilon = 1e-5f;  // --norm-epsilon (both norms)
+  std::string normalization = "LayerNorm";                  // LayerNorm | RMSNorm
+  std::string position_embedding_type = "learned_absolute";  // learned_absolute | rope | none
+  float rotary_base = 10000.f;
+  float rotary_percent = 1.f;
+  bool swiglu = false;                // gated MLP: fc1 → [gate | up], silu(gate) * up
+  bool group_query_attention = false;
+  int64_t num_query_groups = 1;       // with group_query_attention (Megatron's default 1)
+  bool disable_bias_linear = false;   // no biases in the linear layers
+  bool untie_embeddings_and_output_weights = false;
 
   int64_t head_dim() const { return hidden_size / num_attention_heads; }
+  // Key/value heads: num_query_groups with grouped-query attention, else one per head.
+  int64_t query_groups() const {
+    return group_query_attention ? num_query_groups : num_attention_heads;
+  }
+  bool rms_norm() const { return normalization == "RMSNorm"; }
+  bool rope() const { return position_embedding_type == "rope"; }
+  bool learned_positions() const { return position_embedding_type == "learned_absolute"; }
+  bool add_bias() const { return !disable_bias_linear; }
+  bool tied_output() const { return !untie_embeddings_and_output_weights; }
+  // Rows of linear_qkv: (heads + 2 · groups) · head_dim.
+  int64_t qkv_rows() const { return (num_attention_heads + 2 * query_groups()) * head_dim(); }
+  // Rows of linear_fc1: ffn, or [gate; up] = 2 · ffn with SwiGLU.
+  int64_t fc1_rows(int64_t ffn) const { return swiglu ? 2 * ffn : ffn; }
+
   // Fills defaults and the padded vocabulary, checks every constraint that
   // does not depend on the parallel layout; throws mt::Error naming the fix.
   void finalize(int64_t tp_size);
@@ -30,6 +56,49 @@ struct ModelConfig {
   std::string summary() const;
 };
 
+// Every field of ModelConfig, once: JSON key, Megatron flag ("" when the
+// field is not set by a model flag) and help. The command line, the
+// checkpoint metadata and its validation are all generated from this list.
+// `visit(key, flag, help, field)` is called with a reference to the field
+// (int64_t, float, bool or std::string).
+template <class Config, class Visit>
+void for_each_model_field(Config& c, Visit&& visit) {
+  visit("num_layers", "--num-layers", "transformer layers", c.num_layers);
+  visit("hidden_size", "--hidden-size", "hidden size h", c.hidden_size);
+  visit("ffn_hidden_size", "--ffn-hidden-size", "MLP hidden size (default 4h)", c.ffn_hidden_size);
+  visit("num_attention_heads", "--num-attention-heads", "attention heads", c.num_attention_heads);
+  visit("seq_length", "--seq-length", "sequence length", c.seq_length);
+  visit("max_position_embeddings", "--max-position-embeddings",
+        "positions the model can take (default seq-length)", c.max_position_embeddings);
+  visit("vocab_size", "", "", c.vocab_size);
+  visit("make_vocab_size_divisible_by", "--make-vocab-size-divisible-by",
+        "pad the vocabulary to a multiple of this (times TP)", c.make_vocab_size_divisible_by);
+  visit("padded_vocab_size", "", "", c.padded_vocab_size);
+  visit("init_method_std", "--init-method-std", "std of the normal weight init",
+        c.init_method_std);
+  visit("hidden_dropout", "--hidden-dropout", "dropout on hidden states", c.hidden_dropout);
+  visit("attention_dropout", "--attention-dropout", "dropout on attention probabilities",
+        c.attention_dropout);
+  visit("layernorm_epsilon", "--norm-epsilon,--layernorm-epsilon", "epsilon of the norms",
+        c.layernorm_epsilon);
+  visit("normalization", "--normalization", "LayerNorm | RMSNorm", c.normalization);
+  visit("position_embedding_type", "--position-embedding-type", "learned_absolute | rope | none",
+        c.position_embedding_type);
+  visit("rotary_base", "--rotary-base", "RoPE base (theta)", c.rotary_base);
+  visit("rotary_percent", "--rotary-percent", "fraction of each head's features RoPE rotates",
+        c.rotary_percent);
+  visit("swiglu", "--swiglu", "gated MLP: silu(gate) * up (fc1 holds gate and up)", c.swiglu);
+  visit("group_query_attention", "--group-query-attention",
+        "grouped-query attention (--num-query-groups key/value heads)", c.group_query_attention);
+  visit("num_query_groups", "--num-query-groups", "key/value heads with --group-query-attention",
+        c.num_query_groups);
+  visit("disable_bias_linear", "--disable-bias-linear", "no biases in the linear layers",
+        c.disable_bias_linear);
+  visit("untie_embeddings_and_output_weights", "--untie-embeddings-and-output-weights",
+        "the output layer is its own parameter, not the word embedding",
+        c.untie_embeddings_and_output_weights);
+}
+
 // Megatron's _vocab_size_with_padding: round up to a multiple of
 // make_vocab_size_divisible_by * tp_size.
 int64_t padded_vocab_size(int64_t vocab_size, int64_t divisible_by, int64_t tp_size);
@@ -37,8 +106,9 @@ int64_t padded_vocab_size(int64_t vocab_size, int64_t divisible_by, int64_t tp_s
 // Parameters in the whole model (all stages, unsharded); throws mt::Error
 // naming the flags if the count overflows int64.
 int64_t count_parameters(const ModelConfig& c);
-// The same without the word embedding, with ffn hidden size `ffn` (usable
-// before finalize(): positions counted as max(max_position_embeddings, seq)).
+// The same without the word embedding and output layer, with ffn hidden size
+// `ffn` (usable before finalize(): positions counted as
+// max(max_position_embeddings, seq)).
 int64_t parameters_without_vocab(const ModelConfig& c, int64_t ffn);
 
 }  // namespace mt

@@ -20,33 +20,37 @@ namespace mt {
 
 GptWeights bind_chunk_weights(const ParamRegistry& reg, float* base, int chunk) {
   auto at = [&](const std::string& name) { return base + reg.get(name).offset; };
+  // Parameters the configuration may leave out (biases, positions).
+  auto maybe = [&](const std::string& name) { return reg.has(name) ? at(name) : nullptr; };
   const StageLayout& st = reg.stage();
   const auto ranges = st.chunk_ranges();
   const bool embedding = st.has_embedding && chunk == 0;
   const bool output = st.has_output && chunk == int(ranges.size()) - 1;
+  const bool tied = reg.config().tied_output();
   GptWeights w;
-  if (embedding || output) w.wte = at("embedding.word_embeddings.weight");
-  if (embedding) w.wpe = at("embedding.position_embeddings.weight");
+  if (embedding || (output && tied)) w.wte = at("embedding.word_embeddings.weight");
+  if (embedding) w.wpe = maybe("embedding.position_embeddings.weight");
   for (int64_t l = ranges[size_t(chunk)].first; l < ranges[size_t(chunk)].second; ++l) {
     const std::string p = layer_prefix(l);
     LayerWeights lw;
     lw.ln1_w = at(p + "input_layernorm.weight");
-    lw.ln1_b = at(p + "input_layernorm.bias");
+    lw.ln1_b = maybe(p + "input_layernorm.bias");
     lw.qkv_w = at(p + "self_attention.linear_qkv.weight");
-    lw.qkv_b = at(p + "self_attention.linear_qkv.bias");
+    lw.qkv_b = maybe(p + "self_attention.linear_qkv.bias");
     lw.proj_w = at(p + "self_attention.linear_proj.weight");
-    lw.proj_b = at(p + "self_attention.linear_proj.bias");
+    lw.proj_b = maybe(p + "self_attention.linear_proj.bias");
     lw.ln2_w = at(p + "pre_mlp_layernorm.weight");
-    lw.ln2_b = at(p + "pre_mlp_layernorm.bias");
+    lw.ln2_b = maybe(p + "pre_mlp_layernorm.bias");
     lw.fc1_w = at(p + "mlp.linear_fc1.weight");
-    lw.fc1_b = at(p + "mlp.linear_fc1.bias");
+    lw.fc1_b = maybe(p + "mlp.linear_fc1.bias");
     lw.fc2_w = at(p + "mlp.linear_fc2.weight");
-    lw.fc2_b = at(p + "mlp.linear_fc2.bias");
+    lw.fc2_b = maybe(p + "mlp.linear_fc2.bias");
     w.layers.push_back(lw);
   }
   if (output) {
     w.lnf_w = at("decoder.final_layernorm.weight");
-    w.lnf_b = at("decoder.final_layernorm.bias");
+    w.lnf_b = maybe("decoder.final_layernorm.bias");
+    w.out = tied ? w.wte : at("output_layer.weight");
   }
   return w;
 }
@@ -78,7 +82,9 @@ GptShapes make_shapes(const ParamRegistry& reg, int64_t micro_batch, const Tenso
   sh.a = divide(c.num_attention_heads, st.tp_size, "--num-attention-heads by TP");
   sh.head0 = sh.a * st.tp_rank;
   sh.d = c.head_dim();
+  sh.g = divide(c.query_groups(), st.tp_size, "--num-query-groups by TP");
   sh.f = divide(c.ffn_hidden_size, st.tp_size, "--ffn-hidden-size by TP");
+  sh.f_in = c.swiglu ? 2 * sh.f : sh.f;
   sh.v = divide(c.padded_vocab_size, st.tp_size, "padded vocabulary by TP");
   sh.v_start = sh.v * st.tp_rank;
   sh.max_pos = c.max_position_embeddings;
@@ -88,6 +94,12 @@ GptShapes make_shapes(const ParamRegistry& reg, int64_t micro_batch, const Tenso
   sh.total_layers = c.num_layers;
   sh.has_embedding = st.has_embedding && chunk == 0;
   sh.has_output = st.has_output && chunk == int(ranges.size()) - 1;
+  sh.rms_norm = c.rms_norm();
+  sh.learned_positions = c.learned_positions();
+  sh.swiglu = c.swiglu;
+  if (c.rope())
+    sh.rope = std::make_shared<const RopeTable>(
+        make_rope_table(c.max_position_embeddings, sh.d, c.rotary_percent, c.rotary_base));
   sh.eps = c.layernorm_epsilon;
   sh.hidden_dropout = c.hidden_dropout;
   sh.attention_dropout = c.attention_dropout;
@@ -115,7 +127,7 @@ void carve_layer(Arena& arena, const GptShapes& sh, LayerActivations& la) {
   const int64_t n = sh.tokens(), nl = sh.local_tokens(), h = sh.h, hl = sh.a * sh.d;
   const int64_t heads = sh.b * sh.a * sh.s * sh.d;
   la.ln1 = arena.alloc_f32(nl * h);
-  la.ln1_mean = arena.alloc_f32(nl);
+  if (!sh.rms_norm) la.ln1_mean = arena.alloc_f32(nl);
   la.ln1_rstd = arena.alloc_f32(nl);
   la.q = arena.alloc_f32(heads);
   la.k = arena.alloc_f32(heads);
@@ -125,10 +137,10 @@ void carve_layer(Arena& arena, const GptShapes& sh, LayerActivations& la) {
   la.ctx_sbh = arena.alloc_f32(n * hl);
   la.mid = arena.alloc_f32(nl * h);
   la.ln2 = arena.alloc_f32(nl * h);
-  la.ln2_mean = arena.alloc_f32(nl);
+  if (!sh.rms_norm) la.ln2_mean = arena.alloc_f32(nl);
   la.ln2_rstd = arena.alloc_f32(nl);
-  la.fc1 = arena.alloc_f32(n * sh.f);
-  la.gelu = arena.alloc_f32(n * sh.f);
+  la.fc1 = arena.alloc_f32(n * sh.f_in);
+  la.act = arena.alloc_f32(n * sh.f);
 }
 }  // namespace
 
@@ -156,7 +168,7 @@ GptActivations carve_activations(Arena& arena, const GptShapes& sh) {
     act.layers.push_back(la);
   }
   if (sh.has_output) {
-    act.lnf_mean = arena.alloc_f32(nl);
+    if (!sh.rms_norm) act.lnf_mean = arena.alloc_f32(nl);
     act.lnf_rstd = arena.alloc_f32(nl);
     act.dlnf = arena.alloc_f32(nl * h);
     act.losses = arena.alloc_f32(n);
@@ -168,7 +180,7 @@ GptWorkspace carve_workspace(Arena& arena, const GptShapes& sh) {
   const int64_t n = sh.tokens(), nl = sh.local_tokens(), h = sh.h, hl = sh.a * sh.d;
   const int64_t heads = sh.b * sh.a * sh.s * sh.d;
   GptWorkspace ws;
-  ws.qkv = arena.alloc_f32(n * 3 * hl);
+  ws.qkv = arena.alloc_f32(n * (sh.a + 2 * sh.g) * sh.d);
   ws.hbuf = arena.alloc_f32(nl * h);
   ws.full_a = arena.alloc_f32(n * h);
   ws.full_b = arena.alloc_f32(n * h);
@@ -187,6 +199,7 @@ GptWorkspace carve_workspace(Arena& arena, const GptShapes& sh) {
   ws.dctx = arena.alloc_f32(heads);
   ws.dctx_sbh = arena.alloc_f32(n * hl);
   ws.dfc = arena.alloc_f32(n * sh.f);
+  if (sh.swiglu) ws.dfc_in = arena.alloc_f32(n * sh.f_in);
   return ws;
 }
 
@@ -219,7 +232,9 @@ double gpt_forward(const GptWeights& w, const GptWeights* grads, GptActivations&
       reduce_scatter_to_sp_region_forward(act.hidden, ws.full_a, nl * h, *sh.tp.tp);
     else if (sh.tp.size() > 1)
       reduce_from_tp_region_forward(act.hidden, n * h, *sh.tp.tp);
-    embedding_forward(act.hidden, act.positions + sh.t0 * sh.b, w.wpe, nl, h, 0, sh.max_pos, true);
+    if (sh.learned_positions)
+      embedding_forward(act.hidden, act.positions + sh.t0 * sh.b, w.wpe, nl, h, 0, sh.max_pos,
+                        true);
     dropout_forward(act.hidden, act.hidden, sh.s_local, sh.b, h,
                     hidden_dropout_spec(sh, ctx, "embedding", act.sample0));
   }
@@ -230,18 +245,18 @@ double gpt_forward(const GptWeights& w, const GptWeights* grads, GptActivations&
   }
   if (!sh.has_output) return 0.0;
   need(sh.total_layers);
-  need(-1);  // the output layer is the tied word embedding
+  if (w.out == w.wte) need(-1);  // the output layer is the tied word embedding
 
-  // Loss head: final LayerNorm, then the output layer — a column-parallel
-  // linear with the (vocab-sharded) word embedding as its weight — and the
+  // Loss head: final norm, then the output layer — a column-parallel linear
+  // with the vocab-sharded output weight (the word embedding when tied) — and the
   // vocab-parallel cross-entropy. Its backward runs here, so the logits
   // never outlive this micro-batch's forward.
   const float* last = act.hidden + sh.num_layers * nl * h;
   // The norm's output goes to workspace: the output layer's backward, its
   // only other reader, runs below.
   float* lnf = ws.hbuf;
-  layernorm_forward(lnf, act.lnf_mean, act.lnf_rstd, last, w.lnf_w, w.lnf_b, nl, h, sh.eps);
-  column_parallel_linear_forward(ws.logits, ws.full_a, lnf, w.wte, nullptr, n, h, sh.v, sh.tp,
+  norm_forward(sh, lnf, act.lnf_mean, act.lnf_rstd, last, w.lnf_w, w.lnf_b, nl);
+  column_parallel_linear_forward(ws.logits, ws.full_a, lnf, w.out, nullptr, n, h, sh.v, sh.tp,
                                  sh.cm);
   for (int64_t t = 0; t < sh.s; ++t)
     for (int64_t bi = 0; bi < sh.b; ++bi) act.labels[t * sh.b + bi] = labels[bi * sh.s + t];
@@ -251,8 +266,8 @@ double gpt_forward(const GptWeights& w, const GptWeights* grads, GptActivations&
                                {ws.ce_max, ws.ce_sum, ws.ce_target},
                                sh.tp.tp);
   if (grad)  // logits now hold their gradient
-    column_parallel_linear_backward(act.dlnf, grads->wte, nullptr, ws.full_a, ws.full_b,
-                                    ws.logits, lnf, w.wte, n, h, sh.v, sh.tp, sh.cm);
+    column_parallel_linear_backward(act.dlnf, grads->out, nullptr, ws.full_a, ws.full_b,
+                                    ws.logits, lnf, w.out, n, h, sh.v, sh.tp, sh.cm);
   double sum = 0;
   for (int64_t i = 0; i < n; ++i) sum += act.losses[i];
   return sum;
@@ -264,8 +279,8 @@ void gpt_backward(const GptWeights& w, const GptWeights& grads, GptActivations& 
   if (sh.has_output) {
     std::fill(ws.dres, ws.dres + nl * h, 0.f);
     const float* last = act.hidden + sh.num_layers * nl * h;
-    layernorm_backward(ws.dres, grads.lnf_w, grads.lnf_b, act.dlnf, last, w.lnf_w, act.lnf_mean,
-                       act.lnf_rstd, nl, h);
+    norm_backward(sh, ws.dres, grads.lnf_w, grads.lnf_b, act.dlnf, last, w.lnf_w, act.lnf_mean,
+                  act.lnf_rstd, nl);
     if (ctx.grads_ready) (*ctx.grads_ready)(sh.total_layers);
   }  // else the caller has put the gradient from the next stage into ws.dres
   for (int64_t l = sh.num_layers - 1; l >= 0; --l) {
@@ -283,7 +298,8 @@ void gpt_backward(const GptWeights& w, const GptWeights& grads, GptActivations& 
   if (sh.has_embedding) {
     dropout_backward(ws.dln, ws.dres, sh.s_local, sh.b, h,
                      hidden_dropout_spec(sh, ctx, "embedding", act.sample0));
-    embedding_backward(grads.wpe, ws.dln, act.positions + sh.t0 * sh.b, nl, h, 0, sh.max_pos);
+    if (sh.learned_positions)
+      embedding_backward(grads.wpe, ws.dln, act.positions + sh.t0 * sh.b, nl, h, 0, sh.max_pos);
     const float* dwords = ws.dln;
     if (sh.tp.sequence_parallel) {  // backward of the reduce-scatter: all-gather the slabs
       reduce_scatter_to_sp_region_backward(ws.full_a, ws.dln, nl * h, *sh.tp.tp);

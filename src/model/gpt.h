@@ -9,34 +9,39 @@
 #include <string>
 #include <vector>
 
+#include <memory>
+
 #include "core/arena.h"
 #include "kernels/precision.h"
+#include "kernels/rope.h"
 #include "model/params.h"
 #include "parallel/tensor_parallel_linear.h"
 
 namespace mt {
 
+// Biases are null without them (--disable-bias-linear; RMSNorm has none).
 struct LayerWeights {
   float* ln1_w = nullptr;   // (h)
   float* ln1_b = nullptr;   // (h)
-  float* qkv_w = nullptr;   // (3h/tp, h)   rows: (a_local, 3, d)
-  float* qkv_b = nullptr;   // (3h/tp)
+  float* qkv_w = nullptr;   // ((a + 2g)·d/tp, h)   rows: (g_local, a/g + 2, d)
+  float* qkv_b = nullptr;   // ((a + 2g)·d/tp)
   float* proj_w = nullptr;  // (h, h/tp)
   float* proj_b = nullptr;  // (h)
   float* ln2_w = nullptr;   // (h)
   float* ln2_b = nullptr;   // (h)
-  float* fc1_w = nullptr;   // (f/tp, h)
-  float* fc1_b = nullptr;   // (f/tp)
+  float* fc1_w = nullptr;   // (f/tp, h), SwiGLU: ([gate; up] 2f/tp, h)
+  float* fc1_b = nullptr;   // (f/tp) or (2f/tp)
   float* fc2_w = nullptr;   // (h, f/tp)
   float* fc2_b = nullptr;   // (h)
 };
 
 struct GptWeights {
-  float* wte = nullptr;    // (v/tp, h)   word embedding, tied output layer
-  float* wpe = nullptr;    // (max_pos, h)
+  float* wte = nullptr;    // (v/tp, h)   word embedding
+  float* wpe = nullptr;    // (max_pos, h) learned positions only
   std::vector<LayerWeights> layers;  // this stage's layers
   float* lnf_w = nullptr;  // (h)
   float* lnf_b = nullptr;  // (h)
+  float* out = nullptr;    // (v/tp, h)   output layer: wte when tied
 };
 
 // Views of the registry's parameters in `base` (the value or gradient buffer):
@@ -52,7 +57,9 @@ struct GptShapes {
   int64_t s = 0, b = 0, h = 0;  // sequence, micro-batch, hidden
   int64_t s_local = 0, t0 = 0;   // residual-stream rows on this rank (s/tp with SP)
   int64_t a = 0, d = 0;          // local heads, head dim
+  int64_t g = 0;                 // local query groups (key/value heads); a with no GQA
   int64_t f = 0, v = 0;          // local ffn, local (padded) vocab
+  int64_t f_in = 0;              // local fc1 rows: f, or 2f ([gate | up]) with SwiGLU
   int64_t v_start = 0;           // first vocab row of this shard
   int64_t max_pos = 0;
   int64_t vocab_size = 0;        // real (unpadded) vocabulary: ids must be below it
@@ -61,6 +68,10 @@ struct GptShapes {
   int64_t total_layers = 0;      // in the whole model
   int64_t a_global = 0, head0 = 0;
   bool has_embedding = true, has_output = true;
+  bool rms_norm = false;         // RMSNorm, else LayerNorm
+  bool learned_positions = true; // a position-embedding table
+  bool swiglu = false;           // silu(gate) * up, else GELU
+  std::shared_ptr<const RopeTable> rope;  // rotary embedding of q and k, if used
   float eps = 1e-5f, hidden_dropout = 0.f, attention_dropout = 0.f;
   TensorParallel tp;             // TP group (null or size 1: no tensor parallelism)
   // How the GEMMs compute (fp32, or bf16/fp16 operands with fp32 accumulation)
@@ -89,20 +100,20 @@ struct LayerActivations {
   // Shapes with s_local rows are sequence slabs under SP (= s otherwise).
   float* input = nullptr;     // (s_local, b, h)  residual stream in (= previous layer's output)
   float* ln1 = nullptr;       // (s_local, b, h)
-  float* ln1_mean = nullptr;  // (s_local, b)
+  float* ln1_mean = nullptr;  // (s_local, b)   LayerNorm only
   float* ln1_rstd = nullptr;  // (s_local, b)
-  float* q = nullptr;         // (b, a, s, d)
-  float* k = nullptr;         // (b, a, s, d)
+  float* q = nullptr;         // (b, a, s, d)   after RoPE
+  float* k = nullptr;         // (b, a, s, d)   after RoPE, repeated for a group's heads
   float* v = nullptr;         // (b, a, s, d)
   float* ctx = nullptr;       // (b, a, s, d)  attention output
   float* lse = nullptr;       // (b, a, s)     softmax log-sum-exp
   float* ctx_sbh = nullptr;   // (s, b, a·d)   projection input
   float* mid = nullptr;       // (s_local, b, h) residual after attention
   float* ln2 = nullptr;       // (s_local, b, h)
-  float* ln2_mean = nullptr;  // (s_local, b)
+  float* ln2_mean = nullptr;  // (s_local, b)   LayerNorm only
   float* ln2_rstd = nullptr;  // (s_local, b)
-  float* fc1 = nullptr;       // (s, b, f)     pre-GELU
-  float* gelu = nullptr;      // (s, b, f)
+  float* fc1 = nullptr;       // (s, b, f_in)  before the activation
+  float* act = nullptr;       // (s, b, f)     GELU or SwiGLU output
   float* output = nullptr;    // (s_local, b, h) residual stream out
 };
 
@@ -122,7 +133,7 @@ struct GptActivations {
 
 // Scratch shared by every micro-batch and layer.
 struct GptWorkspace {
-  float* qkv = nullptr;       // (s, b, 3h/tp)
+  float* qkv = nullptr;       // (s, b, (a + 2g)·d)
   float* hbuf = nullptr;      // (s_local, b, h) projection / FC2 output, then their gradients;
                               // in the loss head the final norm's output (read only in forward)
   float* full_a = nullptr;    // (s, b, h)  SP all-gathers, row-parallel partial sums
@@ -140,6 +151,7 @@ struct GptWorkspace {
   float* dctx = nullptr;      // (b, a, s, d)
   float* dctx_sbh = nullptr;  // (s, b, a·d)
   float* dfc = nullptr;       // (s, b, f)
+  float* dfc_in = nullptr;    // (s, b, 2f)    SwiGLU: gradient of [gate | up]
 };
 
 GptActivations carve_activations(Arena& arena, const GptShapes& sh);
@@ -174,6 +186,14 @@ double gpt_forward(const GptWeights& w, const GptWeights* grads, GptActivations&
 // Leaves the gradient of the stage input in ws.dres (sent to the previous stage).
 void gpt_backward(const GptWeights& w, const GptWeights& grads, GptActivations& act,
                   GptWorkspace& ws, const GptShapes& sh, const PassContext& ctx);
+
+// The configured norm over rows of h (LayerNorm, or RMSNorm, which has no
+// mean or bias): out =, rstd (and mean) =; backward: din +=, dw (and db) +=.
+void norm_forward(const GptShapes& sh, float* out, float* mean, float* rstd, const float* in,
+                  const float* w, const float* b, int64_t rows);
+void norm_backward(const GptShapes& sh, float* din, float* dw, float* db, const float* dout,
+                   const float* in, const float* w, const float* mean, const float* rstd,
+                   int64_t rows);
 
 // One transformer layer (gpt_layer.cc).
 void layer_forward(const LayerWeights& w, LayerActivations& act, GptWorkspace& ws,

@@ -5,8 +5,9 @@
 
 #include "kernels/embedding.h"
 #include "kernels/gelu.h"
-#include "kernels/layernorm.h"
 #include "kernels/matmul.h"
+#include "kernels/rope.h"
+#include "kernels/swiglu.h"
 
 namespace mt {
 
@@ -15,18 +16,20 @@ GptDecoder::GptDecoder(const ParamRegistry& reg, const float* params, const Tens
       w_(bind_weights(reg, const_cast<float*>(params))) {
   MT_CHECK(sh_.has_embedding && sh_.has_output,
            "the decoder needs every layer on each rank (no pipeline parallelism)");
-  const int64_t h = sh_.h, hl = sh_.a * sh_.d, L = sh_.num_layers;
+  const int64_t h = sh_.h, hl = sh_.a * sh_.d, kvl = sh_.g * sh_.d, L = sh_.num_layers;
   auto carve = [&](Arena& a) {
-    k_cache_ = a.alloc_f32(L * sh_.max_pos * hl);
-    v_cache_ = a.alloc_f32(L * sh_.max_pos * hl);
+    k_cache_ = a.alloc_f32(L * sh_.max_pos * kvl);  // one key/value head per query group
+    v_cache_ = a.alloc_f32(L * sh_.max_pos * kvl);
     x_ = a.alloc_f32(h);
     ln_ = a.alloc_f32(h);
     mean_ = a.alloc_f32(1);
     rstd_ = a.alloc_f32(1);
-    qkv_ = a.alloc_f32(3 * hl);
+    qkv_ = a.alloc_f32(hl + 2 * kvl);
+    q_ = a.alloc_f32(hl);
     ctx_ = a.alloc_f32(hl);
     tmp_ = a.alloc_f32(h);
-    fc_ = a.alloc_f32(sh_.f);
+    fc_ = a.alloc_f32(sh_.f_in);
+    act_ = a.alloc_f32(sh_.f);
     logits_local_ = a.alloc_f32(sh_.v);
     logits_ = a.alloc_f32(sh_.v * sh_.tp.size());
     scores_ = a.alloc_f32(sh_.max_pos);
@@ -42,29 +45,37 @@ const float* GptDecoder::step(int32_t token) {
   MT_CHECK(pos_ < sh_.max_pos, "decoder context of ", sh_.max_pos, " positions is full");
   MT_CHECK(token >= 0 && token < sh_.vocab_size, "token id ", token,
            " is outside the vocabulary of ", sh_.vocab_size);
-  const int64_t h = sh_.h, d = sh_.d, a = sh_.a, hl = a * d, f = sh_.f;
+  const int64_t h = sh_.h, d = sh_.d, a = sh_.a, g = sh_.g, hl = a * d, kvl = g * d;
+  const int64_t hpg = a / g, f = sh_.f;
   const Communicator* tp = sh_.tp.size() > 1 ? sh_.tp.tp : nullptr;
   const int32_t position = int32_t(pos_);
   embedding_forward(x_, &token, w_.wte, 1, h, sh_.v_start, sh_.v, false);
   if (tp) tp->all_reduce_sum(x_, h);  // vocab-parallel embedding
-  embedding_forward(x_, &position, w_.wpe, 1, h, 0, sh_.max_pos, true);
+  if (sh_.learned_positions) embedding_forward(x_, &position, w_.wpe, 1, h, 0, sh_.max_pos, true);
   const float scale = 1.0f / std::sqrt(float(d));
   for (int64_t l = 0; l < sh_.num_layers; ++l) {
     const LayerWeights& lw = w_.layers[size_t(l)];
-    float* kc = k_cache_ + l * sh_.max_pos * hl;
-    float* vc = v_cache_ + l * sh_.max_pos * hl;
-    layernorm_forward(ln_, mean_, rstd_, x_, lw.ln1_w, lw.ln1_b, 1, h, sh_.eps);
-    linear_forward(qkv_, ln_, lw.qkv_w, lw.qkv_b, 1, h, 3 * hl);  // column-parallel
-    for (int64_t j = 0; j < a; ++j) {  // qkv rows are (a_local, 3, d)
-      std::memcpy(kc + pos_ * hl + j * d, qkv_ + j * 3 * d + d, size_t(d) * 4);
-      std::memcpy(vc + pos_ * hl + j * d, qkv_ + j * 3 * d + 2 * d, size_t(d) * 4);
+    float* kc = k_cache_ + l * sh_.max_pos * kvl;
+    float* vc = v_cache_ + l * sh_.max_pos * kvl;
+    norm_forward(sh_, ln_, mean_, rstd_, x_, lw.ln1_w, lw.ln1_b, 1);
+    linear_forward(qkv_, ln_, lw.qkv_w, lw.qkv_b, 1, h, hl + 2 * kvl);  // column-parallel
+    for (int64_t gi = 0; gi < g; ++gi) {  // qkv rows are (g_local, a/g + 2, d)
+      const float* grp = qkv_ + gi * (hpg + 2) * d;
+      std::memcpy(q_ + gi * hpg * d, grp, size_t(hpg * d) * 4);
+      std::memcpy(kc + pos_ * kvl + gi * d, grp + hpg * d, size_t(d) * 4);
+      std::memcpy(vc + pos_ * kvl + gi * d, grp + (hpg + 1) * d, size_t(d) * 4);
+    }
+    if (sh_.rope) {  // this position's rotation of q and of the new key
+      rope_forward(q_, 1, a, 1, d, *sh_.rope, pos_);
+      rope_forward(kc + pos_ * kvl, 1, g, 1, d, *sh_.rope, pos_);
     }
     for (int64_t j = 0; j < a; ++j) {
-      const float* q = qkv_ + j * 3 * d;
+      const float* q = q_ + j * d;
+      const int64_t kv = (j / hpg) * d;  // the head's group
       float mx = -INFINITY;
       for (int64_t t = 0; t <= pos_; ++t) {
         float dot = 0;
-        for (int64_t e = 0; e < d; ++e) dot += q[e] * kc[t * hl + j * d + e];
+        for (int64_t e = 0; e < d; ++e) dot += q[e] * kc[t * kvl + kv + e];
         scores_[t] = dot * scale;
         mx = std::max(mx, scores_[t]);
       }
@@ -74,19 +85,22 @@ const float* GptDecoder::step(int32_t token) {
       std::fill(out, out + d, 0.f);
       for (int64_t t = 0; t <= pos_; ++t) {
         const float p = scores_[t] / sum;
-        for (int64_t e = 0; e < d; ++e) out[e] += p * vc[t * hl + j * d + e];
+        for (int64_t e = 0; e < d; ++e) out[e] += p * vc[t * kvl + kv + e];
       }
     }
     row_parallel_linear_forward(tmp_, tmp_, ctx_, lw.proj_w, lw.proj_b, 1, hl, h, sh_.tp);
     for (int64_t i = 0; i < h; ++i) x_[i] += tmp_[i];
-    layernorm_forward(ln_, mean_, rstd_, x_, lw.ln2_w, lw.ln2_b, 1, h, sh_.eps);
-    linear_forward(fc_, ln_, lw.fc1_w, lw.fc1_b, 1, h, f);  // column-parallel
-    gelu_forward(fc_, fc_, f);
-    row_parallel_linear_forward(tmp_, tmp_, fc_, lw.fc2_w, lw.fc2_b, 1, f, h, sh_.tp);
+    norm_forward(sh_, ln_, mean_, rstd_, x_, lw.ln2_w, lw.ln2_b, 1);
+    linear_forward(fc_, ln_, lw.fc1_w, lw.fc1_b, 1, h, sh_.f_in);  // column-parallel
+    if (sh_.swiglu)
+      swiglu_forward(act_, fc_, 1, f);
+    else
+      gelu_forward(act_, fc_, f);
+    row_parallel_linear_forward(tmp_, tmp_, act_, lw.fc2_w, lw.fc2_b, 1, f, h, sh_.tp);
     for (int64_t i = 0; i < h; ++i) x_[i] += tmp_[i];
   }
-  layernorm_forward(ln_, mean_, rstd_, x_, w_.lnf_w, w_.lnf_b, 1, h, sh_.eps);
-  linear_forward(logits_local_, ln_, w_.wte, nullptr, 1, h, sh_.v);
+  norm_forward(sh_, ln_, mean_, rstd_, x_, w_.lnf_w, w_.lnf_b, 1);
+  linear_forward(logits_local_, ln_, w_.out, nullptr, 1, h, sh_.v);
   if (tp)  // gather the vocabulary shards: every rank samples the same token
     tp->all_gather(logits_, logits_local_, sh_.v);
   else

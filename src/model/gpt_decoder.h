@@ -1,5 +1,5 @@
 // Incremental decoding with a KV cache: one token at a time, each layer's keys
-// and values for past positions kept, so a step costs O(position), not a full
+// and values (one per query group, after RoPE) for past positions kept, so a step costs O(position), not a full
 // forward over the context. Same kernels and weights as training; with a TP
 // group every rank holds its heads' cache and its weight shards, the
 // row-parallel outputs are all-reduced and the vocab-sharded logits
@@ -29,9 +29,9 @@ class GptDecoder {
   GptShapes sh_;
   GptWeights w_;
   HostBuffer buf_;
-  float* k_cache_ = nullptr;  // (L, max_pos, h/tp)  this rank's heads
-  float* v_cache_ = nullptr;  // (L, max_pos, h/tp)
-  float *x_, *ln_, *mean_, *rstd_, *qkv_, *ctx_, *tmp_, *fc_, *scores_;
+  float* k_cache_ = nullptr;  // (L, max_pos, g·d)  this rank's query groups
+  float* v_cache_ = nullptr;  // (L, max_pos, g·d)
+  float *x_, *ln_, *mean_, *rstd_, *qkv_, *q_, *ctx_, *tmp_, *fc_, *act_, *scores_;
   float* logits_local_ = nullptr;  // (v/tp)
   float* logits_ = nullptr;        // (v)
   int64_t pos_ = 0;

@@ -1,7 +1,9 @@
-// One pre-LayerNorm GPT-2 transformer layer, forward and backward, with
-// Megatron's tensor parallelism (column-parallel QKV and FC1, row-parallel
-// projection and FC2, heads split over TP) and optional sequence parallelism
-// (LayerNorm, dropout and residual adds on this rank's sequence slab).
+// One pre-norm transformer layer, forward and backward, as its config makes
+// it: GPT-2 (LayerNorm, GELU, biases) or Llama-style (RMSNorm, RoPE on q and
+// k, grouped-query attention, SwiGLU, no biases). Megatron's tensor
+// parallelism (column-parallel QKV and FC1, row-parallel projection and FC2,
+// query groups split over TP) and optional sequence parallelism (norms,
+// dropout and residual adds on this rank's sequence slab).
 #include <string>
 
 #include "kernels/attention.h"
@@ -9,6 +11,8 @@
 #include "kernels/gelu.h"
 #include "kernels/layernorm.h"
 #include "kernels/layout.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/swiglu.h"
 #include "model/dropout_sites.h"
 #include "model/gpt.h"
 
@@ -20,15 +24,37 @@ std::string site(int64_t layer, const char* what) {
 }
 }  // namespace
 
+void norm_forward(const GptShapes& sh, float* out, float* mean, float* rstd, const float* in,
+                  const float* w, const float* b, int64_t rows) {
+  if (sh.rms_norm)
+    rmsnorm_forward(out, rstd, in, w, rows, sh.h, sh.eps);
+  else
+    layernorm_forward(out, mean, rstd, in, w, b, rows, sh.h, sh.eps);
+}
+
+void norm_backward(const GptShapes& sh, float* din, float* dw, float* db, const float* dout,
+                   const float* in, const float* w, const float* mean, const float* rstd,
+                   int64_t rows) {
+  if (sh.rms_norm)
+    rmsnorm_backward(din, dw, dout, in, w, rstd, rows, sh.h);
+  else
+    layernorm_backward(din, dw, db, dout, in, w, mean, rstd, rows, sh.h);
+}
+
 void layer_forward(const LayerWeights& w, LayerActivations& act, GptWorkspace& ws,
                    const GptShapes& sh, int64_t layer, int64_t sample0, const PassContext& ctx) {
   const int64_t n = sh.tokens(), nl = sh.local_tokens(), h = sh.h, hl = sh.a * sh.d;
   const AttentionDims dims{sh.b, sh.a, sh.s, sh.d, sh.cm.math};
+  const int64_t qkv = (sh.a + 2 * sh.g) * sh.d;
   // Attention block.
-  layernorm_forward(act.ln1, act.ln1_mean, act.ln1_rstd, act.input, w.ln1_w, w.ln1_b, nl, h,
-                    sh.eps);
-  column_parallel_linear_forward(ws.qkv, ws.full_a, act.ln1, w.qkv_w, w.qkv_b, n, h, 3 * hl, sh.tp, sh.cm);
-  qkv_to_heads(act.q, act.k, act.v, ws.qkv, sh.s, sh.b, sh.a, sh.d);
+  norm_forward(sh, act.ln1, act.ln1_mean, act.ln1_rstd, act.input, w.ln1_w, w.ln1_b, nl);
+  column_parallel_linear_forward(ws.qkv, ws.full_a, act.ln1, w.qkv_w, w.qkv_b, n, h, qkv, sh.tp,
+                                 sh.cm);
+  qkv_to_heads(act.q, act.k, act.v, ws.qkv, sh.s, sh.b, sh.a, sh.g, sh.d);
+  if (sh.rope) {
+    rope_forward(act.q, sh.b, sh.a, sh.s, sh.d, *sh.rope, 0);
+    rope_forward(act.k, sh.b, sh.a, sh.s, sh.d, *sh.rope, 0);
+  }
   attention_forward(act.ctx, act.lse, act.q, act.k, act.v, dims,
                     attention_dropout_spec(sh, ctx, layer, sample0), ws.attn);
   heads_to_sbh(act.ctx_sbh, act.ctx, sh.s, sh.b, sh.a, sh.d);
@@ -36,10 +62,14 @@ void layer_forward(const LayerWeights& w, LayerActivations& act, GptWorkspace& w
   dropout_add_forward(act.mid, ws.hbuf, act.input, sh.s_local, sh.b, h,
                       hidden_dropout_spec(sh, ctx, site(layer, "post_attention"), sample0));
   // MLP block.
-  layernorm_forward(act.ln2, act.ln2_mean, act.ln2_rstd, act.mid, w.ln2_w, w.ln2_b, nl, h, sh.eps);
-  column_parallel_linear_forward(act.fc1, ws.full_a, act.ln2, w.fc1_w, w.fc1_b, n, h, sh.f, sh.tp, sh.cm);
-  gelu_forward(act.gelu, act.fc1, n * sh.f);
-  row_parallel_linear_forward(ws.hbuf, ws.full_a, act.gelu, w.fc2_w, w.fc2_b, n, sh.f, h, sh.tp, sh.cm);
+  norm_forward(sh, act.ln2, act.ln2_mean, act.ln2_rstd, act.mid, w.ln2_w, w.ln2_b, nl);
+  column_parallel_linear_forward(act.fc1, ws.full_a, act.ln2, w.fc1_w, w.fc1_b, n, h, sh.f_in,
+                                 sh.tp, sh.cm);
+  if (sh.swiglu)
+    swiglu_forward(act.act, act.fc1, n, sh.f);
+  else
+    gelu_forward(act.act, act.fc1, n * sh.f);
+  row_parallel_linear_forward(ws.hbuf, ws.full_a, act.act, w.fc2_w, w.fc2_b, n, sh.f, h, sh.tp, sh.cm);
   dropout_add_forward(act.output, ws.hbuf, act.mid, sh.s_local, sh.b, h,
                       hidden_dropout_spec(sh, ctx, site(layer, "post_mlp"), sample0));
 }
@@ -49,17 +79,24 @@ void layer_backward(const LayerWeights& w, const LayerWeights& g, const LayerAct
                     const PassContext& ctx) {
   const int64_t n = sh.tokens(), nl = sh.local_tokens(), h = sh.h, hl = sh.a * sh.d;
   const AttentionDims dims{sh.b, sh.a, sh.s, sh.d, sh.cm.math};
-  // MLP block: output = mid + dropout(fc2(gelu(fc1(ln2(mid))))).  ws.dres = d output.
+  const int64_t qkv = (sh.a + 2 * sh.g) * sh.d;
+  // MLP block: output = mid + dropout(fc2(act(fc1(norm2(mid))))).  ws.dres = d output.
   dropout_backward(ws.hbuf, ws.dres, sh.s_local, sh.b, h,
                    hidden_dropout_spec(sh, ctx, site(layer, "post_mlp"), sample0));
-  row_parallel_linear_backward(ws.dfc, g.fc2_w, g.fc2_b, ws.full_a, ws.hbuf, act.gelu, w.fc2_w, n,
+  row_parallel_linear_backward(ws.dfc, g.fc2_w, g.fc2_b, ws.full_a, ws.hbuf, act.act, w.fc2_w, n,
                                sh.f, h, sh.tp, sh.cm);
-  gelu_backward(ws.dfc, act.fc1, ws.dfc, n * sh.f);
-  column_parallel_linear_backward(ws.dln, g.fc1_w, g.fc1_b, ws.full_a, ws.full_b, ws.dfc, act.ln2,
-                                  w.fc1_w, n, h, sh.f, sh.tp, sh.cm);
-  layernorm_backward(ws.dres, g.ln2_w, g.ln2_b, ws.dln, act.mid, w.ln2_w, act.ln2_mean,
-                     act.ln2_rstd, nl, h);  // ws.dres = d mid
-  // Attention block: mid = input + dropout(proj(attn(qkv(ln1(input))))).
+  float* dfc1 = ws.dfc;
+  if (sh.swiglu) {
+    swiglu_backward(ws.dfc_in, act.fc1, ws.dfc, n, sh.f);
+    dfc1 = ws.dfc_in;
+  } else {
+    gelu_backward(ws.dfc, act.fc1, ws.dfc, n * sh.f);
+  }
+  column_parallel_linear_backward(ws.dln, g.fc1_w, g.fc1_b, ws.full_a, ws.full_b, dfc1, act.ln2,
+                                  w.fc1_w, n, h, sh.f_in, sh.tp, sh.cm);
+  norm_backward(sh, ws.dres, g.ln2_w, g.ln2_b, ws.dln, act.mid, w.ln2_w, act.ln2_mean,
+                act.ln2_rstd, nl);  // ws.dres = d mid
+  // Attention block: mid = input + dropout(proj(attn(rope(qkv(norm1(input)))))).
   dropout_backward(ws.hbuf, ws.dres, sh.s_local, sh.b, h,
                    hidden_dropout_spec(sh, ctx, site(layer, "post_attention"), sample0));
   row_parallel_linear_backward(ws.dctx_sbh, g.proj_w, g.proj_b, ws.full_a, ws.hbuf, act.ctx_sbh,
@@ -67,11 +104,15 @@ void layer_backward(const LayerWeights& w, const LayerWeights& g, const LayerAct
   sbh_to_heads(ws.dctx, ws.dctx_sbh, sh.s, sh.b, sh.a, sh.d);
   attention_backward(ws.dq, ws.dk, ws.dv, ws.dctx, act.q, act.k, act.v, act.ctx, act.lse, dims,
                      attention_dropout_spec(sh, ctx, layer, sample0), ws.attn);
-  heads_to_qkv(ws.qkv, ws.dq, ws.dk, ws.dv, sh.s, sh.b, sh.a, sh.d);
+  if (sh.rope) {
+    rope_backward(ws.dq, sh.b, sh.a, sh.s, sh.d, *sh.rope, 0);
+    rope_backward(ws.dk, sh.b, sh.a, sh.s, sh.d, *sh.rope, 0);
+  }
+  heads_to_qkv(ws.qkv, ws.dq, ws.dk, ws.dv, sh.s, sh.b, sh.a, sh.g, sh.d);
   column_parallel_linear_backward(ws.dln, g.qkv_w, g.qkv_b, ws.full_a, ws.full_b, ws.qkv, act.ln1,
-                                  w.qkv_w, n, h, 3 * hl, sh.tp, sh.cm);
-  layernorm_backward(ws.dres, g.ln1_w, g.ln1_b, ws.dln, act.input, w.ln1_w, act.ln1_mean,
-                     act.ln1_rstd, nl, h);  // ws.dres = d input
+                                  w.qkv_w, n, h, qkv, sh.tp, sh.cm);
+  norm_backward(sh, ws.dres, g.ln1_w, g.ln1_b, ws.dln, act.input, w.ln1_w, act.ln1_mean,
+                act.ln1_rstd, nl);  // ws.dres = d input
 }
 
 }  // namespace mt

@@ -52,45 +52,69 @@ std::vector<std::pair<int64_t, int64_t>> virtual_stage_chunks(int64_t num_layers
 
 std::string layer_prefix(int64_t layer) { return "decoder.layers." + std::to_string(layer) + "."; }
 
+int64_t ParamSpec::global_row(int64_t r, int64_t tp_rank, int64_t tp_size) const {
+  if (partition_dim != 0) return r;
+  const int64_t block = global_rows / row_blocks;  // rows of one block
+  const int64_t local = block / tp_size;           // of one block on one rank
+  return r / local * block + tp_rank * local + r % local;
+}
+
 ParamRegistry::ParamRegistry(const ModelConfig& cfg, const StageLayout& stage)
     : cfg_(cfg), stage_(stage) {
   const int64_t h = cfg.hidden_size, f = cfg.ffn_hidden_size, v = cfg.padded_vocab_size;
   const float std = cfg.init_method_std;
+  const bool bias = cfg.add_bias(), norm_bias = !cfg.rms_norm();
   // GPT-2 / Megatron: output projections of each block scaled by 1/sqrt(2L).
   const float out_std = std / std::sqrt(2.0f * float(cfg.num_layers));
-  if (stage.has_embedding || stage.has_output) {
-    // Tied: the last stage holds a copy of the (vocab-parallel) word embedding.
-    add("embedding.word_embeddings.weight", v, h, 2, 0, Init::kNormal, std, true);
-  }
-  if (stage.has_embedding) {
+  auto norm = [&](const std::string& p, Part part, int64_t layer) {
+    add(p + ".weight", h, 1, 1, -1, Init::kOnes, 0, false).layer = layer;
+    if (norm_bias) add(p + ".bias", h, 1, 1, -1, Init::kZeros, 0, false).layer = layer;
+    for (size_t i = params_.size() - (norm_bias ? 2 : 1); i < params_.size(); ++i)
+      params_[i].part = part;
+  };
+  // Tied: the last stage holds a copy of the (vocab-parallel) word embedding.
+  if (stage.has_embedding || (stage.has_output && cfg.tied_output()))
+    add("embedding.word_embeddings.weight", v, h, 2, 0, Init::kNormal, std, true).tied =
+        cfg.tied_output();
+  if (stage.has_embedding && cfg.learned_positions())
     add("embedding.position_embeddings.weight", cfg.max_position_embeddings, h, 2, -1,
         Init::kNormal, std, true);
-  }
   for (const auto& [chunk_begin, chunk_end] : stage.chunk_ranges()) {
     for (int64_t l = chunk_begin; l < chunk_end; ++l) {
       const std::string p = layer_prefix(l);
-      add(p + "input_layernorm.weight", h, 1, 1, -1, Init::kOnes, 0, false);
-      add(p + "input_layernorm.bias", h, 1, 1, -1, Init::kZeros, 0, false);
-      add(p + "self_attention.linear_qkv.weight", 3 * h, h, 2, 0, Init::kNormal, std, true);
-      add(p + "self_attention.linear_qkv.bias", 3 * h, 1, 1, 0, Init::kZeros, 0, false);
+      const size_t first = params_.size();
+      norm(p + "input_layernorm", Part::kLayer, l);
+      // Rows per query group: its heads' q, then its k and v (Megatron core).
+      add(p + "self_attention.linear_qkv.weight", cfg.qkv_rows(), h, 2, 0, Init::kNormal, std,
+          true);
+      if (bias)
+        add(p + "self_attention.linear_qkv.bias", cfg.qkv_rows(), 1, 1, 0, Init::kZeros, 0, false);
       add(p + "self_attention.linear_proj.weight", h, h, 2, 1, Init::kNormal, out_std, true);
-      add(p + "self_attention.linear_proj.bias", h, 1, 1, -1, Init::kZeros, 0, false);
-      add(p + "pre_mlp_layernorm.weight", h, 1, 1, -1, Init::kOnes, 0, false);
-      add(p + "pre_mlp_layernorm.bias", h, 1, 1, -1, Init::kZeros, 0, false);
-      add(p + "mlp.linear_fc1.weight", f, h, 2, 0, Init::kNormal, std, true);
-      add(p + "mlp.linear_fc1.bias", f, 1, 1, 0, Init::kZeros, 0, false);
+      if (bias) add(p + "self_attention.linear_proj.bias", h, 1, 1, -1, Init::kZeros, 0, false);
+      norm(p + "pre_mlp_layernorm", Part::kLayer, l);
+      // SwiGLU's fc1 is [gate; up], split over TP block by block.
+      const int64_t blocks = cfg.swiglu ? 2 : 1;
+      add(p + "mlp.linear_fc1.weight", cfg.fc1_rows(f), h, 2, 0, Init::kNormal, std, true, blocks);
+      if (bias)
+        add(p + "mlp.linear_fc1.bias", cfg.fc1_rows(f), 1, 1, 0, Init::kZeros, 0, false, blocks);
       add(p + "mlp.linear_fc2.weight", h, f, 2, 1, Init::kNormal, out_std, true);
-      add(p + "mlp.linear_fc2.bias", h, 1, 1, -1, Init::kZeros, 0, false);
+      if (bias) add(p + "mlp.linear_fc2.bias", h, 1, 1, -1, Init::kZeros, 0, false);
+      for (size_t i = first; i < params_.size(); ++i) {
+        params_[i].part = Part::kLayer;
+        params_[i].layer = l;
+      }
     }
   }
   if (stage.has_output) {
-    add("decoder.final_layernorm.weight", h, 1, 1, -1, Init::kOnes, 0, false);
-    add("decoder.final_layernorm.bias", h, 1, 1, -1, Init::kZeros, 0, false);
+    norm("decoder.final_layernorm", Part::kLossHead, -1);
+    if (!cfg.tied_output())
+      add("output_layer.weight", v, h, 2, 0, Init::kNormal, std, true).part = Part::kLossHead;
   }
 }
 
-void ParamRegistry::add(std::string name, int64_t rows, int64_t cols, int ndim, int partition_dim,
-                        Init init, float std, bool decay) {
+ParamSpec& ParamRegistry::add(std::string name, int64_t rows, int64_t cols, int ndim,
+                              int partition_dim, Init init, float std, bool decay,
+                              int64_t row_blocks) {
   ParamSpec p;
   p.name = std::move(name);
   p.global_rows = rows;
@@ -99,9 +123,12 @@ void ParamRegistry::add(std::string name, int64_t rows, int64_t cols, int ndim, 
   p.partition_dim = partition_dim;
   p.rows = rows;
   p.cols = cols;
+  p.row_blocks = row_blocks;
   if (partition_dim == 0) {
-    p.rows = divide(rows, stage_.tp_size, "rows of a tensor-parallel weight by TP");
-    p.row_offset = p.rows * stage_.tp_rank;
+    const int64_t block = divide(rows, p.row_blocks, "rows of a gated fc1 by its 2 halves");
+    const int64_t local = divide(block, stage_.tp_size, "rows of a tensor-parallel weight by TP");
+    p.rows = local * p.row_blocks;
+    p.row_offset = local * stage_.tp_rank;
   } else if (partition_dim == 1) {
     p.cols = divide(cols, stage_.tp_size, "columns of a tensor-parallel weight by TP");
     p.col_offset = p.cols * stage_.tp_rank;
@@ -112,6 +139,7 @@ void ParamRegistry::add(std::string name, int64_t rows, int64_t cols, int ndim, 
   p.offset = total_floats_;
   total_floats_ += (p.numel() + 15) / 16 * 16;  // 64-byte aligned starts
   params_.push_back(std::move(p));
+  return params_.back();
 }
 
 const ParamSpec& ParamRegistry::get(const std::string& name) const {
@@ -137,7 +165,7 @@ void ParamRegistry::initialize(float* values, uint64_t seed) const {
     const RngStream rng = RngStream::make(seed, p.name);
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < p.rows; ++r) {
-      const uint64_t grow = uint64_t(r + p.row_offset);
+      const uint64_t grow = uint64_t(p.global_row(r, stage_.tp_rank, stage_.tp_size));
       for (int64_t c = 0; c < p.cols; ++c) {
         const uint64_t gidx = grow * uint64_t(p.global_cols) + uint64_t(c + p.col_offset);
         dst[r * p.cols + c] = p.init_std * rng.normal(gidx);

@@ -15,6 +15,11 @@ namespace mt {
 
 enum class Init : uint8_t { kNormal, kOnes, kZeros };
 
+// The part of the model a parameter belongs to, as forward/backward report
+// parts to their hooks (PassContext): the embeddings, one decoder layer, or
+// the loss head (final norm and untied output layer).
+enum class Part : uint8_t { kEmbedding, kLayer, kLossHead };
+
 struct ParamSpec {
   std::string name;               // Megatron-core name, e.g. decoder.layers.3.mlp.linear_fc1.weight
   int64_t global_rows = 0;        // global shape (rows, cols); cols = 1 for vectors
@@ -27,9 +32,28 @@ struct ParamSpec {
   float init_std = 0.f;
   bool weight_decay = false;      // Megatron: no decay for biases and 1-D params
   int64_t offset = 0;             // first float in the flat buffers (aligned)
+  Part part = Part::kEmbedding;
+  int64_t layer = -1;             // global layer index (Part::kLayer)
+  // The word embedding that is also the output layer (tied): the first and
+  // the last pipeline stage each hold a copy, kept equal by summing their
+  // gradients over the embedding group; only the first stage's counts in the
+  // gradient norm.
+  bool tied = false;
+  // A row-partitioned tensor made of `row_blocks` stacked blocks that TP
+  // splits one by one (SwiGLU's fc1 = [gate; up]: each rank holds its slice
+  // of both), as Megatron does; 1 for a plain contiguous split.
+  int64_t row_blocks = 1;
 
   int64_t numel() const { return rows * cols; }
   bool tp_replicated() const { return partition_dim < 0; }
+  // The hook number of its part: -1 embeddings, l for layer l, total_layers
+  // for the loss head (see PassContext).
+  int64_t part_id(int64_t total_layers) const {
+    return part == Part::kEmbedding ? -1 : part == Part::kLayer ? layer : total_layers;
+  }
+  // Global row of local row r on TP rank `tp_rank` of `tp_size` (for any
+  // rank's shard, so that re-sharding can place a saved shard's rows).
+  int64_t global_row(int64_t r, int64_t tp_rank, int64_t tp_size) const;
 };
 
 // Which part of the model this rank holds.
@@ -76,8 +100,8 @@ class ParamRegistry {
   void initialize(float* values, uint64_t seed) const;
 
  private:
-  void add(std::string name, int64_t rows, int64_t cols, int ndim, int partition_dim, Init init,
-           float std, bool decay);
+  ParamSpec& add(std::string name, int64_t rows, int64_t cols, int ndim, int partition_dim,
+                 Init init, float std, bool decay, int64_t row_blocks = 1);
 
   ModelConfig cfg_;
   StageLayout stage_;

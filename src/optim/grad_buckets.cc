@@ -8,10 +8,6 @@
 
 namespace mt {
 
-namespace {
-const char* kWordEmbedding = "embedding.word_embeddings.weight";
-}  // namespace
-
 std::vector<GradBucket> plan_grad_buckets(const ParamRegistry& reg, int64_t bucket_size_floats,
                                           int dp_shards) {
   MT_CHECK(bucket_size_floats > 0, "DP bucket size is ", bucket_size_floats,
@@ -32,7 +28,7 @@ std::vector<GradBucket> plan_grad_buckets(const ParamRegistry& reg, int64_t buck
     MT_CHECK(end >= begin, "parameter '", ps[i].name, "' at offset ", begin,
              " comes after the next one at ", end,
              "; fix: ParamRegistry must lay out parameters in registry order");
-    const bool alone = dp_shards > 0 && ps[i].name == kWordEmbedding;  // a bucket of its own
+    const bool alone = dp_shards > 0 && ps[i].tied;  // a bucket of its own
     if (!cur.params.empty() && (alone || cur.end - begin > bucket_size_floats)) close();
     if (cur.params.empty()) cur.end = end;
     cur.begin = begin;

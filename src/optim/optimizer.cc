@@ -9,10 +9,6 @@
 
 namespace mt {
 
-namespace {
-const char* kWordEmbedding = "embedding.word_embeddings.weight";
-}  // namespace
-
 AdamWOptimizer::AdamWOptimizer(const ParamRegistry& reg, const OptimizerConfig& cfg,
                                std::vector<FlatRange> ranges, const Communicator* dp)
     : reg_(reg), cfg_(cfg), sharded_(!ranges.empty()), dp_(dp) {
@@ -47,7 +43,7 @@ double AdamWOptimizer::grad_norm(const float* grads, Communicator* mp) const {
   for (const OptimSegment& s : segments_) {
     const ParamSpec& p = reg_.params()[s.param];
     if (p.tp_replicated() && st.tp_rank != 0) continue;
-    if (p.name == kWordEmbedding && !st.has_embedding) continue;
+    if (p.tied && !st.has_embedding) continue;  // the first stage's copy counts
     sq += sum_squares(grads + s.begin, s.size());
   }
   if (sharded_) dp_->all_reduce_sum(&sq, 1);

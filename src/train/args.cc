@@ -152,6 +152,12 @@ void TrainArgs::validate(int world_size) {
   MT_CHECK(model.num_attention_heads % tp == 0, "--num-attention-heads ",
            model.num_attention_heads, " is not divisible by TP ", tp,
            "; fix: choose a TP size that divides the heads");
+  // Megatron core splits the key/value heads (query groups) over TP too; a
+  // group count below TP (replicated key/value heads) is not supported.
+  MT_CHECK(!model.group_query_attention || model.num_query_groups % tp == 0,
+           "--num-query-groups ", model.num_query_groups, " is not divisible by TP ", tp,
+           "; fix: choose a TP size that divides the query groups (groups below TP, with "
+           "replicated key/value heads, are not supported)");
   const int64_t ffn = model.ffn_hidden_size > 0 ? model.ffn_hidden_size : 4 * model.hidden_size;
   MT_CHECK(ffn % tp == 0, "--ffn-hidden-size ", ffn, " is not divisible by TP ", tp,
            "; fix: choose a TP size that divides it");

@@ -81,6 +81,7 @@ struct TrainArgs {
   bool no_load_optim = false;
   bool overwrite_checkpoints = false;  // let --save hold checkpoints this run did not load
   bool skip_memory_check = false;      // start even if the planned memory exceeds the host's
+  bool attention_softmax_in_fp32 = false;  // accepted (Megatron flag); softmax is always fp32
   int64_t exit_interval = 0;
   double exit_duration_in_mins = 0;
 

@@ -8,9 +8,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <set>
+#include <string_view>
+#include <type_traits>
 
 #include "checkpoint/atomic_file.h"
 #include "core/error.h"
+#include "model/config.h"
 
 namespace mt {
 
@@ -61,6 +64,18 @@ std::string brief(const nlohmann::json& v) {
   if (v.is_object()) return "an object";
   if (v.is_string()) return "a string";
   return v.dump();  // a scalar
+}
+
+// The model fields every checkpoint of format 1 has; the Llama-era ones
+// (normalization, ...) default to GPT-2's block when absent.
+bool is_gpt2_era_field(std::string_view key) {
+  for (std::string_view k :
+       {"num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "seq_length",
+        "max_position_embeddings", "vocab_size", "make_vocab_size_divisible_by",
+        "padded_vocab_size", "init_method_std", "hidden_dropout", "attention_dropout",
+        "layernorm_epsilon"})
+    if (k == key) return true;
+  return false;
 }
 
 int64_t meta_int(const nlohmann::json& j, const char* key, const std::string& path,
@@ -150,14 +165,29 @@ nlohmann::json parse_checkpoint_meta(const std::string& text, const std::string&
            " has no 'args.model' object; the file is damaged");
   const nlohmann::json& model = args.at("model");
   const int64_t layers = meta_int(model, "num_layers", path, 1, INT32_MAX);
-  for (const char* k : {"hidden_size", "ffn_hidden_size", "num_attention_heads", "seq_length",
-                        "max_position_embeddings", "vocab_size", "padded_vocab_size",
-                        "make_vocab_size_divisible_by"})
-    meta_int(model, k, path, 1);
-  for (const char* k : {"init_method_std", "hidden_dropout", "attention_dropout",
-                        "layernorm_epsilon"})
-    MT_CHECK(model.contains(k) && model.at(k).is_number(), "checkpoint metadata ", path,
-             ": 'args.model.", k, "' is missing or not a number; the file is damaged");
+  // Every field of the model configuration: of its type, and present unless
+  // it is newer than format 1's GPT-2 fields (older checkpoints lack those).
+  ModelConfig types;
+  for_each_model_field(types, [&](const char* key, const char*, const char*, const auto& field) {
+    using T = std::decay_t<decltype(field)>;
+    const bool required = is_gpt2_era_field(key);
+    if (!model.contains(key)) {
+      MT_CHECK(!required, "checkpoint metadata ", path, ": 'args.model.", key,
+               "' is missing; the file is damaged");
+      return;
+    }
+    if constexpr (std::is_same_v<T, int64_t>) {
+      meta_int(model, key, path, 1);
+    } else {
+      const nlohmann::json& x = model.at(key);
+      const bool ok = std::is_same_v<T, float> ? x.is_number()
+                      : std::is_same_v<T, bool> ? x.is_boolean()
+                                                 : x.is_string();
+      MT_CHECK(ok, "checkpoint metadata ", path, ": 'args.model.", key, "' is ", brief(x),
+               ", not a ", std::is_same_v<T, float> ? "number" : std::is_same_v<T, bool> ? "boolean" : "string",
+               "; the file is damaged");
+    }
+  });
   MT_CHECK(args.contains("tokenizer") && args.at("tokenizer").is_object() &&
                args.at("tokenizer").contains("type") && args.at("tokenizer").at("type").is_string(),
            "checkpoint metadata ", path, " has no 'args.tokenizer' with a 'type'; the file is damaged");

@@ -131,7 +131,7 @@ using ShardSource = std::function<void(const std::string& rank_dir, float* dst, 
 // pipeline stage saved_pp_rank, assembles the full tensor and writes this
 // rank's slice of it (p's rows/cols at p's offsets) into dst: re-sharding.
 void read_resharded(const std::string& iter_dir, const ShardSource& read, const ParamSpec& p,
-                    int saved_tp, int saved_pp_rank, float* dst) {
+                    int saved_tp, int saved_pp_rank, const StageLayout& st, float* dst) {
   const int64_t R = p.global_rows, C = p.global_cols;
   std::vector<float> full(static_cast<size_t>(R * C));
   const int64_t sr = p.partition_dim == 0 ? R / saved_tp : R;
@@ -140,14 +140,16 @@ void read_resharded(const std::string& iter_dir, const ShardSource& read, const 
   std::vector<float> shard(static_cast<size_t>(sr * sc));
   for (int t = 0; t < shards; ++t) {
     read(iter_dir + "/" + rank_dir_name(t, saved_pp_rank), shard.data(), sr * sc);
-    const int64_t r0 = p.partition_dim == 0 ? t * sr : 0, c0 = p.partition_dim == 1 ? t * sc : 0;
+    const int64_t c0 = p.partition_dim == 1 ? t * sc : 0;
     for (int64_t i = 0; i < sr; ++i)
       std::copy(shard.begin() + i * sc, shard.begin() + (i + 1) * sc,
-                full.begin() + (r0 + i) * C + c0);
+                full.begin() + p.global_row(i, t, saved_tp) * C + c0);
   }
-  for (int64_t i = 0; i < p.rows; ++i)
-    std::copy(full.begin() + (p.row_offset + i) * C + p.col_offset,
-              full.begin() + (p.row_offset + i) * C + p.col_offset + p.cols, dst + i * p.cols);
+  for (int64_t i = 0; i < p.rows; ++i) {
+    const int64_t g = p.global_row(i, st.tp_rank, st.tp_size);
+    std::copy(full.begin() + g * C + p.col_offset, full.begin() + g * C + p.col_offset + p.cols,
+              dst + i * p.cols);
+  }
 }
 
 // A loaded tensor with NaN or Inf would train (or generate) garbage that is
@@ -165,12 +167,15 @@ void check_finite(const float* x, int64_t n, const std::string& what, const std:
           "optimizer state is affected");
 }
 
-// The saved pipeline stage that holds parameter `name`: layer names are
-// global and `layer_stage` maps each layer to its stage; embeddings live on
-// the first stage, the final norm on the last.
-int saved_stage_of(const std::string& name, int saved_pp, const std::vector<int>& layer_stage) {
-  if (name.rfind("decoder.layers.", 0) == 0) return layer_stage.at(size_t(std::stoll(name.substr(15))));
-  if (name.rfind("decoder.final_layernorm", 0) == 0) return saved_pp - 1;
+// The saved pipeline stage that holds parameter p: `layer_stage` maps each
+// (global) layer to its stage; the embeddings (and the tied output layer's
+// copy) live on the first stage, the loss head on the last.
+int saved_stage_of(const ParamSpec& p, int saved_pp, const std::vector<int>& layer_stage) {
+  switch (p.part) {
+    case Part::kLayer: return layer_stage.at(size_t(p.layer));
+    case Part::kLossHead: return saved_pp - 1;
+    case Part::kEmbedding: return 0;
+  }
   return 0;
 }
 
@@ -291,7 +296,8 @@ RunState load_checkpoint(const std::string& dir, const ParamRegistry& reg, float
     if (own_shard)
       read(own_dir, dst, p.numel());
     else
-      read_resharded(iter, read, p, tp, saved_stage_of(p.name, pp, saved_layer_stage), dst);
+      read_resharded(iter, read, p, tp, saved_stage_of(p, pp, saved_layer_stage), reg.stage(),
+                     dst);
   };
   {
     std::map<std::string, SafetensorsReader> models;  // by rank dir
@@ -356,39 +362,26 @@ RunState load_checkpoint(const std::string& dir, const ParamRegistry& reg, float
 namespace mt {
 
 nlohmann::json model_config_to_json(const ModelConfig& c) {
-  return {{"num_layers", c.num_layers},
-          {"hidden_size", c.hidden_size},
-          {"ffn_hidden_size", c.ffn_hidden_size},
-          {"num_attention_heads", c.num_attention_heads},
-          {"seq_length", c.seq_length},
-          {"max_position_embeddings", c.max_position_embeddings},
-          {"vocab_size", c.vocab_size},
-          {"make_vocab_size_divisible_by", c.make_vocab_size_divisible_by},
-          {"padded_vocab_size", c.padded_vocab_size},
-          {"init_method_std", c.init_method_std},
-          {"hidden_dropout", c.hidden_dropout},
-          {"attention_dropout", c.attention_dropout},
-          {"layernorm_epsilon", c.layernorm_epsilon}};
+  nlohmann::json j = nlohmann::json::object();
+  for_each_model_field(c, [&](const char* key, const char*, const char*, const auto& field) {
+    j[key] = field;
+  });
+  return j;
 }
 
 ModelConfig model_config_from_json(const nlohmann::json& j) {
   ModelConfig c;
-  try {
-    c.num_layers = j.at("num_layers");
-    c.hidden_size = j.at("hidden_size");
-    c.ffn_hidden_size = j.at("ffn_hidden_size");
-    c.num_attention_heads = j.at("num_attention_heads");
-    c.seq_length = j.at("seq_length");
-    c.max_position_embeddings = j.at("max_position_embeddings");
-    c.vocab_size = j.at("vocab_size");
-    c.make_vocab_size_divisible_by = j.at("make_vocab_size_divisible_by");
-    c.init_method_std = j.at("init_method_std");
-    c.hidden_dropout = j.at("hidden_dropout");
-    c.attention_dropout = j.at("attention_dropout");
-    c.layernorm_epsilon = j.at("layernorm_epsilon");
-  } catch (const nlohmann::json::exception& e) {
-    MT_FAIL("checkpoint model configuration is incomplete: ", e.what());
-  }
+  MT_CHECK(j.is_object(), "checkpoint model configuration is not an object");
+  // Checkpoints from before a field existed lack it: it keeps its default,
+  // which is what those checkpoints were trained with (GPT-2's block).
+  for_each_model_field(c, [&](const char* key, const char*, const char*, auto& field) {
+    if (!j.contains(key)) return;
+    try {
+      j.at(key).get_to(field);
+    } catch (const nlohmann::json::exception& e) {
+      MT_FAIL("checkpoint model configuration: '", key, "' has the wrong type: ", e.what());
+    }
+  });
   return c;
 }
 

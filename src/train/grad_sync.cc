@@ -7,10 +7,6 @@
 
 namespace mt {
 
-namespace {
-const char* kWordEmbedding = "embedding.word_embeddings.weight";
-}  // namespace
-
 GradSync::GradSync(ModelRuntime& rt, const ParallelState& ps, int64_t bucket_size_floats,
                    bool overlap, bool distributed, bool overlap_param_gather)
     : rt_(rt), ps_(ps), overlap_param_gather_(overlap_param_gather) {
@@ -21,20 +17,15 @@ GradSync::GradSync(ModelRuntime& rt, const ParallelState& ps, int64_t bucket_siz
                                            overlap, distributed);
   if (distributed)
     gather_ = std::make_unique<ParamGather>(buckets_->buckets(), rt.params, ps.dp_comm);
-  // Parts as the model reports them: -1 embedding, l for decoder layer l,
-  // total_layers for the final norm.
+  // Parts as the model reports them: -1 embeddings, l for decoder layer l,
+  // total_layers for the loss head.
   const int64_t total = rt.sh.total_layers;
   params_of_part_.resize(size_t(total + 2));
   buckets_of_part_.resize(size_t(total + 2));
   const auto& params = rt.reg.params();
   for (size_t i = 0; i < params.size(); ++i) {
-    const std::string& name = params[i].name;
-    int64_t part = -1;
-    if (name.rfind("decoder.layers.", 0) == 0)
-      part = std::stoll(name.substr(15));
-    else if (name.rfind("decoder.final_layernorm", 0) == 0)
-      part = total;
-    if (name == kWordEmbedding) word_embedding_ = int64_t(i);
+    const int64_t part = params[i].part_id(total);
+    if (params[i].tied) word_embedding_ = int64_t(i);
     params_of_part_[size_t(part + 1)].push_back(i);
     std::vector<size_t>& bs = buckets_of_part_[size_t(part + 1)];
     const size_t b = buckets_->bucket_of(i);

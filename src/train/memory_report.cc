@@ -74,15 +74,19 @@ MemoryClasses predict_memory(const MemoryPlan& p) {
       p.sequence_parallel ? double(divide(p.s, p.tp, "memory plan: s / tp") * p.b) : n;
   const double h = double(p.h), hl = double(divide(p.h, p.tp, "memory plan: h / tp"));
   const double a = double(p.a_local), f = double(p.f_local);
+  const double f_in = p.swiglu ? 2 * f : f;  // fc1 outputs
+  const double qkv = hl + 2 * hl * double(p.g_local > 0 ? p.g_local : p.a_local) / a;
+  const double stats = p.rms_norm ? 1 : 2;  // norm statistics per row: rstd (and mean)
 
   // One LayerActivations record without its input/output (those are rows of
   // GptActivations::hidden), from the field list in model/gpt.h:
   //   ln1, mid, ln2                    3 · nl·h     (s_local, b, h)
-  //   ln1/ln2 mean and rstd            4 · nl       (s_local, b)
+  //   ln1/ln2 mean and rstd            4 · nl       (s_local, b)  RMSNorm: rstd only, 2 · nl
   //   q, k, v, ctx                     4 · n·hl     (b, a, s, d)
   //   ctx_sbh                          1 · n·hl     (s, b, a·d)
   //   lse                              1 · n·a      (b, a, s)
-  //   fc1, gelu                        2 · n·f      (s, b, f)
+  //   fc1, act (GELU / SwiGLU out)     2 · n·f      (s, b, f); SwiGLU's fc1 is 2f wide
+  //   (grouped-query attention keeps k, v repeated per head: (b, a, s, d))
   //
   // Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
   // Transformer Models", eq. 1): sbh(34 + 5as/h) bytes per layer in fp16
@@ -101,7 +105,7 @@ MemoryClasses predict_memory(const MemoryPlan& p) {
   // its input: 17·sbh floats = 68·sbh bytes (+ 4·(4 + a)·sb for the norm
   // statistics and lse) against Korthikanti's 32·sbh bytes of values + 2·sbh
   // of masks; with TP + SP every term is divided by t: 68·sbh/t.
-  const double layer = 3 * nl * h + 4 * nl + 5 * n * hl + n * a + 2 * n * f;
+  const double layer = 3 * nl * h + 2 * stats * nl + 5 * n * hl + n * a + n * (f_in + f);
 
   // One GptActivations record of a chunk of Lc layers: ids, positions and
   // labels (3 · n 4-byte slots on every stage; the embedding output is
@@ -119,15 +123,15 @@ MemoryClasses predict_memory(const MemoryPlan& p) {
   // lnf_rstd: (s_local, b)), the gradient of its output that the fused loss
   // head computed in forward (dlnf: (s_local, b, h)) and per-token losses
   // (s, b). The norm's output itself is only read inside forward (workspace).
-  const double head = p.has_output ? nl * h + 2 * nl + n : 0.0;
+  const double head = p.has_output ? nl * h + stats * nl + n : 0.0;
   m.activations = 4.0 * double(p.in_flight) * (double(p.chunks) * record + head);
 
   // GptWorkspace, one per rank (shared by all chunks and micro-batches):
-  //   qkv (s, b, 3h/t)                          3 · n·hl
+  //   qkv (s, b, (a + 2g)·d/t)                  n·qkv  (3 · n·hl without GQA)
   //   hbuf, dres, dln (s_local, b, h)           3 · nl·h
   //   full_a, full_b (s, b, h)                  2 · n·h
   //   dq, dk, dv, dctx (b, a, s, d); dctx_sbh   5 · n·hl
-  //   dfc (s, b, f)                             1 · n·f
+  //   dfc (s, b, f); SwiGLU dfc_in (s, b, 2f)    n·f (+ 2 · n·f)
   //   attention: two (b·a, min(kBlockQ, s), s) score blocks (attention.h);
   //   bf16 adds those two and q, k, v, dctx (b, a, s, d) as bf16 copies
   //   last stage: logits (s, b, v/t), ce_max (s, b), ce_sum and ce_target
@@ -139,8 +143,8 @@ MemoryClasses predict_memory(const MemoryPlan& p) {
   const double attention =
       2 * score_block + (p.math == "bf16" ? (2 * score_block + 4 * n * hl) / 2 : 0.0);
   const double loss_head = p.has_output ? n * double(p.v_local) + 5 * n : 0.0;
-  m.workspace = 4.0 * (3 * n * hl + 3 * nl * h + 2 * n * h + 5 * n * hl + n * f + attention +
-                       loss_head);
+  m.workspace = 4.0 * (n * qkv + 3 * nl * h + 2 * n * h + 5 * n * hl + n * f +
+                       (p.swiglu ? n * f_in : 0.0) + attention + loss_head);
   return m;
 }
 
@@ -215,7 +219,10 @@ MemoryPlan plan_of_chunks(const ParamRegistry& reg, const std::vector<const GptS
   p.b = sh.b;
   p.h = sh.h;
   p.a_local = sh.a;
+  p.g_local = sh.g;
   p.f_local = sh.f;
+  p.swiglu = sh.swiglu;
+  p.rms_norm = sh.rms_norm;
   p.v_local = sh.v;
   p.tp = sh.tp.size();
   p.sequence_parallel = sh.tp.sequence_parallel;

@@ -36,7 +36,10 @@ struct MemoryPlan {
   // One micro-batch's activation shape on this rank.
   int64_t s = 0, b = 0, h = 0;         // sequence, micro-batch, hidden (global sizes)
   int64_t a_local = 0;                 // attention heads on this rank (a / tp)
+  int64_t g_local = 0;                 // query groups (key/value heads) on this rank; 0 → a_local
   int64_t f_local = 0;                 // ffn hidden on this rank (f / tp)
+  bool swiglu = false;                 // fc1 holds [gate | up]: 2 · f_local outputs
+  bool rms_norm = false;               // norms keep rstd only (no mean)
   int64_t v_local = 0;                 // padded vocabulary on this rank (v / tp)
   int64_t tp = 1;                      // tensor-parallel size
   bool sequence_parallel = false;      // residual stream cut to s/tp rows
