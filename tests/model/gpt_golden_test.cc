@@ -1,12 +1,15 @@
 // Golden tests against PyTorch: logits, loss, every gradient, and five AdamW
-// steps with clipping and weight decay — in fp32 (tests/reference/
+// steps with clipping and weight decay — GPT-2 in fp32 (tests/reference/
 // gpt2_reference.py, float64 reference) and in bf16 (gpt2_bf16_reference.py:
-// bf16 GEMM operands, everything else and the main weights in full precision).
+// bf16 GEMM operands, everything else and the main weights in full
+// precision), and a Llama-style model in fp32 (llama_reference.py: RMSNorm,
+// RoPE, grouped-query attention, SwiGLU, no biases, untied output layer).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "checkpoint/safetensors.h"
 #include "model_test_util.h"
@@ -17,6 +20,7 @@ namespace {
 
 const char* kFixture = MT_SOURCE_DIR "/tests/fixtures/gpt2_tiny.safetensors";
 const char* kFixtureBf16 = MT_SOURCE_DIR "/tests/fixtures/gpt2_tiny_bf16.safetensors";
+const char* kFixtureLlama = MT_SOURCE_DIR "/tests/fixtures/llama_tiny.safetensors";
 
 int64_t meta_int(const SafetensorsReader& r, const char* key) {
   return std::stoll(r.metadata_or(key, "-1"));
@@ -54,13 +58,17 @@ struct Golden : ::testing::Test {
   ModelConfig cfg;
   int64_t b = 0;
   explicit Golden(const char* fixture = kFixture) : fx(fixture) {
-    cfg.num_layers = meta_int(fx, "num_layers");
-    cfg.hidden_size = meta_int(fx, "hidden_size");
-    cfg.num_attention_heads = meta_int(fx, "num_attention_heads");
-    cfg.ffn_hidden_size = meta_int(fx, "ffn_hidden_size");
-    cfg.seq_length = meta_int(fx, "seq_length");
-    cfg.max_position_embeddings = meta_int(fx, "max_position_embeddings");
-    cfg.vocab_size = meta_int(fx, "vocab_size");
+    // The fixture's metadata names the configuration with ModelConfig's keys.
+    for_each_model_field(cfg, [&](const char* key, const char*, const char*, auto& field) {
+      const std::string v = fx.metadata_or(key, "");
+      if (v.empty()) return;
+      using T = std::decay_t<decltype(field)>;
+      if constexpr (std::is_same_v<T, int64_t>) field = std::stoll(v);
+      else if constexpr (std::is_same_v<T, float>) field = std::stof(v);
+      else if constexpr (std::is_same_v<T, bool>) field = v == "true";
+      else field = v;
+    });
+    cfg.padded_vocab_size = 0;  // finalize() pads
     cfg.hidden_dropout = cfg.attention_dropout = 0.f;
     cfg.finalize(1);
     b = meta_int(fx, "micro_batch_size");
@@ -116,6 +124,7 @@ struct Golden : ::testing::Test {
       ASSERT_EQ(int64_t(ref.size()), p.numel()) << p.name;
       std::vector<float> ours(m.grads + p.offset, m.grads + p.offset + p.numel());
       if (p.name.find("linear_qkv.bias") != std::string::npos) {
+        ASSERT_FALSE(cfg.group_query_attention) << "key rows below assume one group per head";
         for (int64_t r = 0; r < p.numel(); ++r) {
           if ((r / cfg.head_dim()) % 3 != 1) continue;
           if (math == MathMode::kF32) {
@@ -186,6 +195,34 @@ TEST_F(GoldenBf16, FiveAdamWStepsWithFp32MainWeights) {
       theirs[size_t(r)] = key_bias ? 0.f : ref[size_t(r)] - w0;
     }
     EXPECT_LT(rel_err(ours.data(), theirs.data(), p.numel()), 1e-2) << p.name;
+  }
+}
+
+struct GoldenLlama : Golden {
+  GoldenLlama() : Golden(kFixtureLlama) {}
+};
+
+TEST_F(GoldenLlama, ConfigurationIsTheLlamaBlock) {
+  EXPECT_TRUE(cfg.rms_norm() && cfg.rope() && cfg.swiglu && !cfg.add_bias() && !cfg.tied_output());
+  EXPECT_EQ(cfg.query_groups(), 2);
+  EXPECT_EQ(cfg.padded_vocab_size, meta_int(fx, "padded_vocab_size"));
+  TinyGpt m(cfg, b);  // every fixture tensor is a parameter of ours, and the reverse
+  int64_t fixture_params = 0;
+  for (const std::string& name : fx.names()) fixture_params += name.rfind("grad.", 0) == 0;
+  EXPECT_EQ(fixture_params, int64_t(m.reg.params().size()));
+  EXPECT_FALSE(m.reg.has("embedding.position_embeddings.weight"));
+  EXPECT_TRUE(m.reg.has("output_layer.weight"));
+}
+
+TEST_F(GoldenLlama, LogitsLossAndGradients) { check_logits_loss_grads(MathMode::kF32, 1e-5, 1e-5); }
+
+TEST_F(GoldenLlama, FiveAdamWStepsWithClipping) {
+  TinyGpt m(cfg, b);
+  load(m);
+  train_five_steps(m, 1e-5, 1e-5);
+  for (const ParamSpec& p : m.reg.params()) {
+    const auto ref = read_all(fx, "final." + p.name);
+    EXPECT_LT(rel_err(m.params + p.offset, ref.data(), p.numel()), 1e-5) << p.name;
   }
 }
 
