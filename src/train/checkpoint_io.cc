@@ -32,6 +32,9 @@ nlohmann::json param_layout(const ParamRegistry& reg) {
     j[p.name] = {{"global_shape", p.ndim == 1 ? nlohmann::json{p.global_rows}
                                                : nlohmann::json{p.global_rows, p.global_cols}},
                  {"partition_dim", p.partition_dim}};
+    // Row blocks split one by one (SwiGLU's [gate; up]): each shard holds its
+    // slice of every block, in block order.
+    if (p.row_blocks > 1) j[p.name]["row_blocks"] = p.row_blocks;
   }
   return j;
 }

@@ -24,6 +24,8 @@ inline std::vector<float> gathered(const std::string& iter_dir, const std::strin
     const int pdim = layout.at(name).at("partition_dim").get<int>();
     const auto shape = layout.at(name).at("global_shape").get<std::vector<int64_t>>();
     const int64_t rows = shape[0], cols = shape.size() > 1 ? shape[1] : 1;
+    // A TP shard of a tensor of row blocks ([gate; up]) holds its slice of each.
+    const int64_t blocks = layout.at(name).value("row_blocks", int64_t(1));
     const int64_t sr = pdim == 0 ? rows / tp : rows, sc = pdim == 1 ? cols / tp : cols;
     std::vector<float> full(static_cast<size_t>(rows * cols)), s(static_cast<size_t>(sr * sc));
     for (int t = 0; t < (pdim < 0 ? 1 : tp); ++t) {
@@ -32,8 +34,11 @@ inline std::vector<float> gathered(const std::string& iter_dir, const std::strin
       r.read_f32(name, s.data(), sr * sc);
       for (int64_t i = 0; i < sr; ++i)
         for (int64_t j = 0; j < sc; ++j)
-          full[size_t((i + (pdim == 0 ? t * sr : 0)) * cols + j + (pdim == 1 ? t * sc : 0))] =
-              s[size_t(i * sc + j)];
+          full[size_t((pdim == 0 ? i / (sr / blocks) * (rows / blocks) + t * (sr / blocks) +
+                                       i % (sr / blocks)
+                                 : i) *
+                           cols +
+                       j + (pdim == 1 ? t * sc : 0))] = s[size_t(i * sc + j)];
     }
     return full;
   }
