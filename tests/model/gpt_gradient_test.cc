@@ -12,18 +12,33 @@
 namespace mt {
 namespace {
 
-TEST(GptGradient, MatchesFiniteDifferencesPerTensor) {
+ModelConfig tiny_config(bool llama) {
   ModelConfig cfg;
   cfg.num_layers = 2;
   cfg.hidden_size = 16;
-  cfg.num_attention_heads = 2;
+  cfg.num_attention_heads = llama ? 4 : 2;
   cfg.seq_length = 12;
   cfg.vocab_size = 20;
   cfg.make_vocab_size_divisible_by = 8;
   cfg.hidden_dropout = 0.1f;
   cfg.attention_dropout = 0.1f;
   cfg.init_method_std = 0.2f;  // larger weights: non-trivial attention patterns
+  if (llama) {  // RMSNorm, RoPE on half of each head, GQA, SwiGLU, no biases, untied
+    cfg.normalization = "RMSNorm";
+    cfg.position_embedding_type = "rope";
+    cfg.rotary_percent = 0.5f;
+    cfg.swiglu = true;
+    cfg.ffn_hidden_size = 24;
+    cfg.group_query_attention = true;
+    cfg.num_query_groups = 2;
+    cfg.disable_bias_linear = true;
+    cfg.untie_embeddings_and_output_weights = true;
+  }
   cfg.finalize(1);
+  return cfg;
+}
+
+void check_gradient_by_finite_differences(const ModelConfig& cfg) {
   const int64_t b = 2;
   TinyGpt m(cfg, b);
   m.reg.initialize(m.params, 42);
@@ -64,6 +79,14 @@ TEST(GptGradient, MatchesFiniteDifferencesPerTensor) {
     for (int64_t i = 0; i < p.numel(); ++i) m.params[p.offset + i] = saved[size_t(i)];
     EXPECT_NEAR(gu, fd, 1e-2 * std::abs(fd) + 2e-4) << p.name;
   }
+}
+
+TEST(GptGradient, MatchesFiniteDifferencesPerTensor) {
+  check_gradient_by_finite_differences(tiny_config(false));
+}
+
+TEST(GptGradient, LlamaConfigurationMatchesFiniteDifferencesPerTensor) {
+  check_gradient_by_finite_differences(tiny_config(true));
 }
 
 TEST(GptGradient, DropoutChangesLossAndIsKeyedByIteration) {

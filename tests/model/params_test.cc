@@ -59,8 +59,9 @@ TEST(ParamRegistry, NamesShapesAndInit) {
   EXPECT_THROW(reg.get("no.such.weight"), Error);
 }
 
-TEST(ParamRegistry, TensorParallelShardsAreSlicesOfTheFullTensor) {
-  const ModelConfig c = cfg();
+// Each TP shard initialises exactly its slice of the full tensor: rows (and,
+// for SwiGLU's fc1, its rows of both the gate and the up block) or columns.
+void expect_shards_are_slices(const ModelConfig& c) {
   ParamRegistry full(c, StageLayout{0, 1, 0, 1, true, true});
   std::vector<float> fv(size_t(full.total_floats()));
   full.initialize(fv.data(), 3);
@@ -73,10 +74,64 @@ TEST(ParamRegistry, TensorParallelShardsAreSlicesOfTheFullTensor) {
       for (int64_t r = 0; r < p.rows; ++r)
         for (int64_t col = 0; col < p.cols; ++col)
           ASSERT_EQ(sv[size_t(p.offset + r * p.cols + col)],
-                    fv[size_t(f.offset + (r + p.row_offset) * f.cols + col + p.col_offset)])
+                    fv[size_t(f.offset + p.global_row(r, tp, 2) * f.cols + col + p.col_offset)])
               << p.name << " tp_rank " << tp;
     }
   }
+}
+
+TEST(ParamRegistry, TensorParallelShardsAreSlicesOfTheFullTensor) { expect_shards_are_slices(cfg()); }
+
+TEST(ParamRegistry, LlamaParametersPartsAndGatedRowBlocks) {
+  ModelConfig c = cfg();
+  c.normalization = "RMSNorm";
+  c.position_embedding_type = "rope";
+  c.swiglu = true;
+  c.group_query_attention = true;
+  c.num_query_groups = 2;
+  c.disable_bias_linear = true;
+  c.untie_embeddings_and_output_weights = true;
+  c.finalize(2);
+  expect_shards_are_slices(c);
+  ParamRegistry reg(c, StageLayout{1, 2, 0, c.num_layers, true, true});
+  const ParamSpec& fc1 = reg.get("decoder.layers.0.mlp.linear_fc1.weight");
+  EXPECT_EQ(fc1.global_rows, 2 * c.ffn_hidden_size);
+  EXPECT_EQ(fc1.row_blocks, 2);
+  // TP rank 1 of 2: the second half of the gate rows, then of the up rows.
+  const int64_t f = c.ffn_hidden_size;
+  EXPECT_EQ(fc1.global_row(0, 1, 2), f / 2);
+  EXPECT_EQ(fc1.global_row(f / 2, 1, 2), f + f / 2);
+  const ParamSpec& qkv = reg.get("decoder.layers.0.self_attention.linear_qkv.weight");
+  EXPECT_EQ(qkv.global_rows, (c.num_attention_heads + 2 * 2) * c.head_dim());
+  EXPECT_EQ(qkv.row_blocks, 1);  // query groups are contiguous rows: TP splits groups
+  for (const ParamSpec& p : reg.params()) {
+    EXPECT_EQ(p.name.find(".bias"), std::string::npos) << p.name;
+    EXPECT_FALSE(p.tied) << p.name;
+  }
+  EXPECT_FALSE(reg.has("embedding.position_embeddings.weight"));
+  const ParamSpec& out = reg.get("output_layer.weight");
+  EXPECT_EQ(out.part, Part::kLossHead);
+  EXPECT_EQ(out.part_id(c.num_layers), c.num_layers);
+  EXPECT_EQ(reg.get("embedding.word_embeddings.weight").part_id(c.num_layers), -1);
+  EXPECT_EQ(reg.get("decoder.layers.1.pre_mlp_layernorm.weight").part_id(c.num_layers), 1);
+  // The last stage alone holds no word embedding when the output is untied.
+  ParamRegistry last(c, StageLayout{0, 1, 1, c.num_layers, false, true});
+  EXPECT_FALSE(last.has("embedding.word_embeddings.weight"));
+  EXPECT_TRUE(last.has("output_layer.weight"));
+  int64_t total = 0;
+  for (const ParamSpec& p : ParamRegistry(c, StageLayout{0, 1, 0, c.num_layers, true, true}).params())
+    total += p.numel();
+  EXPECT_EQ(total, count_parameters(c));
+}
+
+TEST(ParamRegistry, GptCountMatchesTheFormula) {
+  ModelConfig c = cfg();
+  c.finalize(1);
+  int64_t total = 0;
+  ParamRegistry reg(c, StageLayout{0, 1, 0, c.num_layers, true, true});
+  for (const ParamSpec& p : reg.params()) total += p.numel();
+  EXPECT_EQ(total, count_parameters(c));
+  EXPECT_TRUE(reg.get("embedding.word_embeddings.weight").tied);
 }
 
 TEST(StageLayerRange, EvenAndUnevenSplits) {

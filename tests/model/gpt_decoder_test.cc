@@ -1,0 +1,77 @@
+// The KV-cache decoder, one token at a time, gives the logits of the full
+// forward pass at every position — for GPT-2 (learned positions) and for the
+// Llama configuration (RoPE at each position, a cache of query groups,
+// SwiGLU, RMSNorm, untied output layer).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "model/gpt_decoder.h"
+#include "model_test_util.h"
+
+namespace mt {
+namespace {
+
+void expect_decoder_matches_forward(const ModelConfig& cfg) {
+  TinyGpt m(cfg, 1);
+  m.reg.initialize(m.params, 11);
+  std::mt19937 gen(5);
+  std::normal_distribution<float> nd(0.f, 0.1f);
+  for (const ParamSpec& p : m.reg.params())  // generic norms and biases
+    if (p.init != Init::kNormal)
+      for (int64_t i = 0; i < p.numel(); ++i) m.params[p.offset + i] += nd(gen);
+  const int64_t s = cfg.seq_length, v = cfg.padded_vocab_size;
+  std::vector<int32_t> tokens(static_cast<size_t>(s)), labels(static_cast<size_t>(s), 0);
+  for (auto& t : tokens) t = int32_t(gen() % uint32_t(cfg.vocab_size));
+  PassContext eval;
+  eval.training = false;
+  m.loss(tokens, labels, eval, false);  // leaves the logits (s, 1, v) in the workspace
+  const std::vector<float> full(m.ws.logits, m.ws.logits + s * v);
+
+  GptDecoder dec(m.reg, m.params);
+  for (int64_t t = 0; t < s; ++t) {
+    const float* got = dec.step(tokens[size_t(t)]);
+    double worst = 0;
+    for (int64_t j = 0; j < v; ++j)
+      worst = std::max(worst, double(std::abs(got[j] - full[size_t(t * v + j)])));
+    EXPECT_LT(worst, 2e-5) << "position " << t;
+  }
+  EXPECT_EQ(dec.position(), s);
+  EXPECT_THROW(dec.step(tokens[0]), Error);  // the context (max positions) is full
+}
+
+ModelConfig base() {
+  ModelConfig cfg;
+  cfg.num_layers = 2;
+  cfg.hidden_size = 32;
+  cfg.num_attention_heads = 4;
+  cfg.seq_length = 10;
+  cfg.vocab_size = 30;
+  cfg.make_vocab_size_divisible_by = 16;
+  cfg.init_method_std = 0.1f;
+  return cfg;
+}
+
+TEST(GptDecoder, GptStepsEqualTheFullForward) {
+  ModelConfig cfg = base();
+  cfg.finalize(1);
+  expect_decoder_matches_forward(cfg);
+}
+
+TEST(GptDecoder, LlamaStepsEqualTheFullForward) {
+  ModelConfig cfg = base();
+  cfg.normalization = "RMSNorm";
+  cfg.position_embedding_type = "rope";
+  cfg.swiglu = true;
+  cfg.ffn_hidden_size = 48;
+  cfg.group_query_attention = true;
+  cfg.num_query_groups = 2;
+  cfg.disable_bias_linear = true;
+  cfg.untie_embeddings_and_output_weights = true;
+  cfg.finalize(1);
+  expect_decoder_matches_forward(cfg);
+}
+
+}  // namespace
+}  // namespace mt
