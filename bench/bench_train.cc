@@ -3,7 +3,10 @@
 // matmul peak measured in the same run. One JSON line per (config, threads).
 //   config a: 4 layers, 4 heads, hidden 128, seq 64, micro-batch 12, vocab 65
 //   config b: GPT-2 small: 12 layers, 12 heads, hidden 768, seq 1024, micro-batch 1, vocab 50304
-// Usage: bench_train [a|b|all] [iters] [--tp N] [--sp] [--pp P] [--m M] [--last-stage-layers K] [--vpp V] [--threads T]
+//   config llama: GPT-2 small's width as a Llama-style model: 12 layers, hidden 768, 12 heads
+//     in 4 query groups, SwiGLU ffn 2048, RMSNorm, RoPE, no biases, untied output, seq 1024,
+//     micro-batch 1, vocab 32000
+// Usage: bench_train [a|b|llama|all] [iters] [--tp N] [--sp] [--pp P] [--m M] [--last-stage-layers K] [--vpp V] [--threads T]
 //                    [--bucket FLOATS] [--overlap] [--bf16] [--recompute full|selective] [--zero]
 // --bf16: bf16 GEMM operands with fp32 main weights (as `megatron train --bf16`);
 // --recompute full: full recompute, uniform groups of one layer;
@@ -38,6 +41,8 @@ namespace {
 struct BenchConfig {
   const char* name;
   int64_t layers, heads, hidden, seq, micro_batch, vocab, iters;
+  bool llama = false;
+  int64_t query_groups = 0, ffn = 0;  // llama only
 };
 
 struct BenchOptions {
@@ -63,6 +68,16 @@ void run(const BenchConfig& bc, int threads, mt::ParallelState& ps, const BenchO
   c.seq_length = bc.seq;
   c.vocab_size = bc.vocab;
   c.hidden_dropout = c.attention_dropout = 0.f;
+  if (bc.llama) {
+    c.normalization = "RMSNorm";
+    c.position_embedding_type = "rope";
+    c.swiglu = true;
+    c.ffn_hidden_size = bc.ffn;
+    c.group_query_attention = true;
+    c.num_query_groups = bc.query_groups;
+    c.disable_bias_linear = true;
+    c.untie_embeddings_and_output_weights = true;
+  }
   c.finalize(ps.tp_size);
   const auto [lb, le] =
       mt::stage_layer_range(c.num_layers, ps.pp_size, ps.pp_rank, 0, o.last_stage_layers);
@@ -148,7 +163,7 @@ int main(int argc, char** argv) {
     else if (a == "--recompute" && i + 1 < argc) o.recompute = argv[++i];
     else if (a == "--bucket" && i + 1 < argc) o.bucket_floats = std::stoll(argv[++i]);
     else if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
-    else if (a == "a" || a == "b" || a == "all") which = a;
+    else if (a == "a" || a == "b" || a == "llama" || a == "all") which = a;
     else o.iters = std::stoll(a);
   }
   if (o.recompute != "" && o.recompute != "full" && o.recompute != "selective") {
@@ -161,7 +176,8 @@ int main(int argc, char** argv) {
   mt::ParallelState ps(pc);
   const BenchConfig a{"a", 4, 4, 128, 64, 12, 65, 200};
   const BenchConfig b{"b", 12, 12, 768, 1024, 1, 50304, 5};
-  for (const BenchConfig* bc : {&a, &b}) {
+  const BenchConfig llama{"llama", 12, 12, 768, 1024, 1, 32000, 5, true, 4, 2048};
+  for (const BenchConfig* bc : {&a, &b, &llama}) {
     if (which != "all" && which != bc->name) continue;
     if (threads > 0) {
       run(*bc, threads, ps, o);
