@@ -143,7 +143,7 @@ inline JsonLogLines read_log_json(const std::string& path) {
 // Per-iteration training losses and the evaluations of two runs agree to
 // `tol` relative.
 inline void expect_same_losses(const JsonLogLines& ref, const JsonLogLines& got,
-                               const std::string& tag, double tol = 1e-5) {
+                               const std::string& tag, double tol = 1e-7) {
   ASSERT_EQ(got.train.size(), ref.train.size()) << tag;
   for (const auto& [it, j] : ref.train) {
     const double a = j.at("loss").get<double>(), b = got.train.at(it).at("loss").get<double>();

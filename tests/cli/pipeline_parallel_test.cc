@@ -1,7 +1,7 @@
 // Pipeline parallelism (1F1B, interleaved, uneven splits) with TP, SP and DP
 // under mpirun equals one
-// rank: per-iteration losses (1e-5) and final weights gathered from every
-// (TP, PP) shard (1e-4), dropout on; and checkpoints re-shard across TP/PP.
+// rank: per-iteration losses (1e-7) and final weights gathered from every
+// (TP, PP) shard (1e-6), dropout on; and checkpoints re-shard across TP/PP.
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -60,7 +60,8 @@ TEST(PipelineParallel, LayoutsMatchOneRank) {
     for (const std::string& name : ref_model.names()) {
       std::vector<float> a(static_cast<size_t>(ref_model.info(name).numel()));
       ref_model.read_f32(name, a.data(), int64_t(a.size()));
-      EXPECT_LT(rel_diff(a, gathered(dir.file(tag + "/iter_0000006"), name, l.tp, l.pp)), 1e-4)
+      EXPECT_LT(rel_diff(a, gathered(dir.file(tag + "/iter_0000006"), name, l.tp, l.pp)),
+                weight_tolerance(name))
           << tag << " " << name;
     }
   }
@@ -95,7 +96,7 @@ TEST(PipelineParallel, SaveAtTp2Pp2ResumeAtOtherLayouts) {
     ASSERT_EQ(got.train.size(), 5u) << tag;
     for (int64_t it = 6; it <= 10; ++it) {
       const double a = ref.train.at(it).at("loss").get<double>();
-      EXPECT_NEAR(got.train.at(it).at("loss").get<double>(), a, 1e-5 * a) << tag << " it " << it;
+      EXPECT_NEAR(got.train.at(it).at("loss").get<double>(), a, 1e-7 * a) << tag << " it " << it;
     }
   }
 }

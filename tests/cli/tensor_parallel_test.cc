@@ -1,6 +1,6 @@
 // Tensor, sequence and data parallelism under mpirun equal one rank: the
-// losses of every iteration (1e-5 relative) and the final weights gathered
-// from the TP shards (1e-4), with dropout on. The one-rank reference pads the
+// losses of every iteration (1e-7 relative) and the final weights gathered
+// from the TP shards (1e-6), with dropout on: round-off only. The one-rank reference pads the
 // vocabulary to the same size (Megatron pads to a multiple of 128·TP, so the
 // TP runs use --make-vocab-size-divisible-by 128/TP).
 #include <cmath>
@@ -49,12 +49,13 @@ TEST(TensorParallel, LayoutsMatchOneRank) {
     ASSERT_EQ(got.train.size(), ref.train.size()) << tag;
     for (const auto& [it, j] : ref.train) {
       const double a = j.at("loss").get<double>(), b = got.train.at(it).at("loss").get<double>();
-      EXPECT_NEAR(b, a, 1e-5 * std::abs(a)) << tag << " iteration " << it;
+      EXPECT_NEAR(b, a, 1e-7 * std::abs(a)) << tag << " iteration " << it;
     }
     for (const std::string& name : ref_model.names()) {
       std::vector<float> a(static_cast<size_t>(ref_model.info(name).numel()));
       ref_model.read_f32(name, a.data(), int64_t(a.size()));
-      EXPECT_LT(rel_diff(a, gathered(dir.file(tag + "/iter_0000008"), name, l.tp, 1)), 1e-4)
+      EXPECT_LT(rel_diff(a, gathered(dir.file(tag + "/iter_0000008"), name, l.tp, 1)),
+                weight_tolerance(name))
           << tag << " " << name;
     }
   }
@@ -80,7 +81,7 @@ TEST(TensorParallel, CheckpointReshardsAcrossTpForResumeAndGenerate) {
   ASSERT_EQ(l1.train.size(), 6u);
   for (int64_t it = 7; it <= 12; ++it) {
     const double x = l2.train.at(it).at("loss").get<double>();
-    EXPECT_NEAR(l1.train.at(it).at("loss").get<double>(), x, 1e-5 * x) << "iteration " << it;
+    EXPECT_NEAR(l1.train.at(it).at("loss").get<double>(), x, 1e-7 * x) << "iteration " << it;
   }
   // Generation from the TP=2 checkpoint, re-sharded to one process, and on two
   // ranks with TP=2: the same logits, so the same seeded sample.

@@ -1,7 +1,7 @@
 // The distributed optimizer (ZeRO-1, --use-distributed-optimizer) under
 // mpirun equals the plain optimizer at the same layout: per-iteration losses
-// and evaluations (1e-5 relative) and the final weights gathered from every
-// (TP, PP) shard (1e-5), with dropout on and clipping active, also with the
+// and evaluations (1e-7 relative) and the final weights gathered from every
+// (TP, PP) shard (1e-6), with dropout on and clipping active, also with the
 // overlapped reduce-scatter and parameter all-gather. Its checkpoints (one
 // optim_dp_DDD file of slices per DP rank) resume at other DP, TP and PP
 // sizes, with the plain optimizer too, and a checkpoint with missing
@@ -75,7 +75,7 @@ TEST(DistributedOptimizer, MatchesThePlainOptimizerAtEachLayout) {
       for (const std::string& name : names.names())
         EXPECT_LT(rel_diff(gathered(ref_iter, name, l.tp, l.pp),
                            gathered(got_iter, name, l.tp, l.pp)),
-                  1e-5)
+                  weight_tolerance(name))
             << tag << " " << name;
       // One optimizer file per DP rank, of slices.
       for (int d = 0; d < l.dp; ++d) {
