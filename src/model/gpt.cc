@@ -13,8 +13,8 @@
 #include "kernels/layernorm.h"
 #include "kernels/matmul.h"
 #include "model/dropout_sites.h"
-#include "parallel/mappings.h"
 #include "parallel/vocab_parallel_cross_entropy.h"
+#include "parallel/vocab_parallel_embedding.h"
 
 namespace mt {
 
@@ -207,7 +207,6 @@ double gpt_forward(const GptWeights& w, const GptWeights* grads, GptActivations&
                    GptWorkspace& ws, const GptShapes& sh, const int32_t* tokens,
                    const int32_t* labels, const PassContext& ctx) {
   const int64_t n = sh.tokens(), nl = sh.local_tokens(), h = sh.h;
-  const bool sp = sh.tp.sequence_parallel;
   auto need = [&](int64_t part) {
     if (ctx.params_needed) (*ctx.params_needed)(part);
   };
@@ -224,14 +223,8 @@ double gpt_forward(const GptWeights& w, const GptWeights* grads, GptActivations&
                " at sequence position ", i / sh.b, " is outside the vocabulary of ", sh.vocab_size,
                "; fix: preprocess the data with the tokenizer of this model, or pass the right "
                "--vocab-size");
-    // VocabParallelEmbedding: rows outside this shard are zero, summed over TP
-    // (reduce_from_tp_region), or with SP reduce-scattered into this rank's slab.
-    float* words = sp ? ws.full_a : act.hidden;
-    embedding_forward(words, act.ids, w.wte, n, h, sh.v_start, sh.v, false);
-    if (sp)
-      reduce_scatter_to_sp_region_forward(act.hidden, ws.full_a, nl * h, *sh.tp.tp);
-    else if (sh.tp.size() > 1)
-      reduce_from_tp_region_forward(act.hidden, n * h, *sh.tp.tp);
+    vocab_parallel_embedding_forward(act.hidden, ws.full_a, act.ids, w.wte, n, h, sh.v_start,
+                                     sh.v, sh.tp);
     if (sh.learned_positions)
       embedding_forward(act.hidden, act.positions + sh.t0 * sh.b, w.wpe, nl, h, 0, sh.max_pos,
                         true);
@@ -300,12 +293,8 @@ void gpt_backward(const GptWeights& w, const GptWeights& grads, GptActivations& 
                      hidden_dropout_spec(sh, ctx, "embedding", act.sample0));
     if (sh.learned_positions)
       embedding_backward(grads.wpe, ws.dln, act.positions + sh.t0 * sh.b, nl, h, 0, sh.max_pos);
-    const float* dwords = ws.dln;
-    if (sh.tp.sequence_parallel) {  // backward of the reduce-scatter: all-gather the slabs
-      reduce_scatter_to_sp_region_backward(ws.full_a, ws.dln, nl * h, *sh.tp.tp);
-      dwords = ws.full_a;
-    }
-    embedding_backward(grads.wte, dwords, act.ids, n, h, sh.v_start, sh.v);
+    vocab_parallel_embedding_backward(grads.wte, ws.full_a, ws.dln, act.ids, n, h, sh.v_start,
+                                      sh.v, sh.tp);
     if (ctx.grads_ready) (*ctx.grads_ready)(-1);
   }
 }

@@ -6,6 +6,7 @@
 #include "kernels/embedding.h"
 #include "kernels/gelu.h"
 #include "kernels/matmul.h"
+#include "parallel/vocab_parallel_embedding.h"
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
 
@@ -49,8 +50,7 @@ const float* GptDecoder::step(int32_t token) {
   const int64_t hpg = a / g, f = sh_.f;
   const Communicator* tp = sh_.tp.size() > 1 ? sh_.tp.tp : nullptr;
   const int32_t position = int32_t(pos_);
-  embedding_forward(x_, &token, w_.wte, 1, h, sh_.v_start, sh_.v, false);
-  if (tp) tp->all_reduce_sum(x_, h);  // vocab-parallel embedding
+  vocab_parallel_embedding_forward(x_, nullptr, &token, w_.wte, 1, h, sh_.v_start, sh_.v, sh_.tp);
   if (sh_.learned_positions) embedding_forward(x_, &position, w_.wpe, 1, h, 0, sh_.max_pos, true);
   const float scale = 1.0f / std::sqrt(float(d));
   for (int64_t l = 0; l < sh_.num_layers; ++l) {

@@ -16,6 +16,7 @@
 #include "parallel_test_util.h"
 #include "dist/communicator.h"
 #include "kernels/embedding.h"
+#include "parallel/vocab_parallel_embedding.h"
 
 namespace mt {
 namespace {
@@ -93,6 +94,40 @@ TEST(VocabParallelEmbedding, ShardBackwardEqualsRowBlockOfFullGradient) {
   Vec want_shard(want.begin() + row_start * kH, want.begin() + (row_start + v_l) * kH);
   for (size_t k = 0; k < want_shard.size(); ++k) want_shard[k] += d0[k];
   expect_close(dshard, want_shard, "shard backward");
+}
+
+// The src/parallel pair: replicated output (all-reduce) or, with sequence
+// parallelism, this rank's slab of the full lookup (reduce-scatter); its
+// backward from the replicated gradient or from the slabs (all-gathered)
+// gives this shard's rows of the full gradient.
+TEST(VocabParallelEmbedding, ForwardBackwardPairWithAndWithoutSequenceParallelism) {
+  Communicator tp = Communicator::world();
+  const int64_t v_l = kV / tp.size(), row_start = tp.rank() * v_l, slab = kN / tp.size();
+  const std::vector<int32_t> ids = make_ids();
+  const Vec table = random_vec(kV * kH, 9);
+  const Vec shard(table.begin() + row_start * kH, table.begin() + (row_start + v_l) * kH);
+  Vec want(kN * kH);
+  for (int64_t i = 0; i < kN; ++i)
+    std::copy(table.begin() + ids[i] * kH, table.begin() + (ids[i] + 1) * kH,
+              want.begin() + i * kH);
+  const Vec dout = random_vec(kN * kH, 10);  // the gradient of the full (n, h) output
+  Vec dwant(v_l * kH, 0.f);
+  for (int64_t i = 0; i < kN; ++i)
+    if (ids[i] >= row_start && ids[i] < row_start + v_l)
+      for (int64_t j = 0; j < kH; ++j) dwant[(ids[i] - row_start) * kH + j] += dout[i * kH + j];
+  for (bool sp : {false, true}) {
+    const TensorParallel par{&tp, sp};
+    const int64_t rows = sp && tp.size() > 1 ? slab : kN, r0 = rows == kN ? 0 : tp.rank() * slab;
+    Vec out(rows * kH, kGarbage), full(kN * kH, kGarbage);
+    vocab_parallel_embedding_forward(out.data(), full.data(), ids.data(), shard.data(), kN, kH,
+                                     row_start, v_l, par);
+    expect_close(out, rows_of(want, kH, r0, rows), sp ? "SP slab" : "replicated");
+    Vec dtable(v_l * kH, 0.f);
+    const Vec dmine = rows_of(dout, kH, r0, rows);
+    vocab_parallel_embedding_backward(dtable.data(), full.data(), dmine.data(), ids.data(), kN, kH,
+                                      row_start, v_l, par);
+    expect_close(dtable, dwant, sp ? "SP backward" : "backward");
+  }
 }
 
 }  // namespace
