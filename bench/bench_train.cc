@@ -30,8 +30,8 @@
 #include "dist/mpi_env.h"
 #include "dist/parallel_state.h"
 #include "kernels/matmul.h"
+#include "model/model_runtime.h"
 #include "optim/optimizer.h"
-#include "pipeline/model_runtime.h"
 #include "pipeline/schedules.h"
 #include "train/metrics.h"
 #include "train/train_step.h"
@@ -94,7 +94,7 @@ void run(const BenchConfig& bc, int threads, mt::ParallelState& ps, const BenchO
   mt::AdamWOptimizer opt(reg, mt::OptimizerConfig{}, sync.optimizer_ranges(), &ps.dp_comm);
   std::mt19937 gen(1 + unsigned(ps.dp_rank));  // the same tokens on every TP rank
   auto next = [&](int64_t, int32_t* tokens, int32_t* labels) {
-    for (int64_t i = 0; i < rt.sh.tokens(); ++i) {
+    for (int64_t i = 0; i < rt.tokens_per_micro_batch(); ++i) {
       tokens[i] = int32_t(gen() % uint32_t(bc.vocab));
       labels[i] = int32_t(gen() % uint32_t(bc.vocab));
     }

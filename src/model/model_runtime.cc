@@ -1,4 +1,4 @@
-#include "pipeline/model_runtime.h"
+#include "model/model_runtime.h"
 
 #include <algorithm>
 
@@ -39,8 +39,6 @@ ModelRuntime::ModelRuntime(const ParamRegistry& r, int64_t micro_batch, const Te
   Arena real(act_buf_.data(), act_buf_.size()), real_ws(ws_buf_.data(), ws_buf_.size());
   for (ModelChunk& ch : chunks) {
     ch.slots.resize(size_t(in_flight));
-    ch.fwd_sends.resize(size_t(in_flight));
-    ch.bwd_sends.resize(size_t(in_flight));
     for (MicroBatchSlot& s : ch.slots) {
       s.act = carve_activations(real, ch.sh);
       s.tokens.resize(size_t(ch.sh.tokens()));
@@ -48,6 +46,29 @@ ModelRuntime::ModelRuntime(const ParamRegistry& r, int64_t micro_batch, const Te
     }
   }
   ws = carve_workspace(real_ws, ws_shapes);
+}
+
+float* ModelRuntime::stage_input(int chunk, size_t slot) {
+  return chunks[size_t(chunk)].slots[slot].act.hidden;
+}
+
+float* ModelRuntime::stage_output(int chunk, size_t slot) {
+  const ModelChunk& ch = chunks[size_t(chunk)];
+  return ch.slots[slot].act.hidden + ch.sh.num_layers * boundary_floats();
+}
+
+double ModelRuntime::forward(int chunk, size_t slot, int64_t micro_batch, const MicroBatchFn& next,
+                             const PassContext& ctx) {
+  ModelChunk& ch = chunks[size_t(chunk)];
+  MicroBatchSlot& s = ch.slots[slot];
+  s.act.sample0 = next(micro_batch, s.tokens.data(), s.labels.data());
+  return gpt_forward(ch.w, ctx.training ? &ch.g : nullptr, s.act, ws, ch.sh, s.tokens.data(),
+                     s.labels.data(), ctx);
+}
+
+void ModelRuntime::backward(int chunk, size_t slot, const PassContext& ctx) {
+  ModelChunk& ch = chunks[size_t(chunk)];
+  gpt_backward(ch.w, ch.g, ch.slots[slot].act, ws, ch.sh, ctx);
 }
 
 void ModelRuntime::refresh_weight_copy() { refresh_weight_copy(0, reg.total_floats()); }

@@ -1,7 +1,10 @@
 // One rank's model in memory: parameter and gradient buffers, weight views,
 // the activation records of the micro-batches in flight and the workspace —
-// planned once, touched at start-up, reused every step. Schedules
-// (pipeline/schedules.h) run micro-batches through it.
+// planned once, touched at start-up, reused every step. The pipeline executor
+// (pipeline/schedules.h) runs micro-batches through it by the stage interface
+// below (chunks, slots, boundary buffers, forward, backward) and knows no GPT
+// type; the communication between stages (receives, sends and their handles)
+// is the executor's.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -9,11 +12,14 @@
 #include <vector>
 
 #include "core/arena.h"
-#include "dist/communicator.h"
 #include "model/gpt.h"
 #include "model/params.h"
 
 namespace mt {
+
+// Fills tokens/labels (b, s) of micro-batch k; returns the global index of its
+// first sample (which keys its dropout masks).
+using MicroBatchFn = std::function<int64_t(int64_t k, int32_t* tokens, int32_t* labels)>;
 
 // One micro-batch in flight: its activation record and its data.
 struct MicroBatchSlot {
@@ -27,9 +33,6 @@ struct ModelChunk {
   GptShapes sh;
   GptWeights w, g;
   std::vector<MicroBatchSlot> slots;
-  // Per slot: the pending send of its output activation and of its input
-  // gradient (schedules wait on them before reusing the slot's buffers).
-  std::vector<CommHandle> fwd_sends, bwd_sends;
 };
 
 class ModelRuntime {
@@ -58,6 +61,41 @@ class ModelRuntime {
   const GptWeights& g() const { return chunks[0].g; }
   std::vector<MicroBatchSlot>& slots() { return chunks[0].slots; }
 
+  // --- Stage interface (what the pipeline executor calls). A chunk is a
+  // virtual pipeline stage of this rank; a slot holds one micro-batch in
+  // flight (the executor picks slot = micro-batch mod slots_per_chunk()).
+  int num_chunks() const { return int(chunks.size()); }
+  size_t slots_per_chunk() const { return chunks[0].slots.size(); }
+  // Floats of one activation passed between stages: (s_local, b, h).
+  int64_t boundary_floats() const { return sh.local_tokens() * sh.h; }
+  // The slot's layer-0 input (s_local, b, h): where an activation received
+  // from the previous stage goes before forward. Backward no longer needs it,
+  // so afterwards it may hold the input gradient while that is being sent.
+  float* stage_input(int chunk, size_t slot);
+  // The slot's last-layer output (s_local, b, h), valid after forward: what is
+  // sent to the next stage.
+  float* stage_output(int chunk, size_t slot);
+  // (s_local, b, h) in the shared workspace: before backward of a chunk without
+  // the loss head, the gradient of its output (received from the next stage);
+  // after any backward, the gradient of its input. Overwritten by the next backward.
+  float* input_grad() { return ws.dres; }
+  // Forward of micro-batch `micro_batch` through `chunk` in `slot`: next()
+  // fills the slot's tokens and labels (and gives the sample index that keys
+  // dropout); on the first stage the tokens are embedded, else stage_input()
+  // must hold the received activation. Returns the sum of token losses (the
+  // chunk with the loss head; 0 elsewhere); with ctx.training it also
+  // accumulates the output layer's gradient (the loss head's backward is fused).
+  double forward(int chunk, size_t slot, int64_t micro_batch, const MicroBatchFn& next,
+                 const PassContext& ctx);
+  // Backward of the slot's micro-batch through `chunk`: parameter gradients
+  // accumulate (+=) into grads, the input gradient is left in input_grad().
+  void backward(int chunk, size_t slot, const PassContext& ctx);
+
+  // --- Sizes the training loop needs.
+  int64_t tokens_per_micro_batch() const { return sh.tokens(); }  // b · s
+  int64_t total_layers() const { return sh.total_layers; }        // in the whole model
+  bool sequence_parallel() const { return sh.tp.sequence_parallel; }
+
   size_t param_bytes() const { return size_t(reg.total_floats()) * sizeof(float); }
   // The memory this rank holds, by class (HostBuffers: resident_bytes() is
   // what their first touch added to the process).
@@ -82,9 +120,5 @@ class ModelRuntime {
  private:
   HostBuffer params_buf_, grads_buf_, copy_buf_, act_buf_, ws_buf_;
 };
-
-// Fills tokens/labels (b, s) of micro-batch k; returns the global index of its
-// first sample (which keys its dropout masks).
-using MicroBatchFn = std::function<int64_t(int64_t k, int32_t* tokens, int32_t* labels)>;
 
 }  // namespace mt

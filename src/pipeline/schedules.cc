@@ -120,8 +120,7 @@ double run_pipeline_schedule(ModelRuntime& rt, const PipelineLinks& links,
                              const MicroBatchFn& next,
                              const std::function<void(int64_t)>* grads_ready,
                              double* wait_seconds) {
-  const GptShapes& sh = rt.sh;
-  const int64_t n = sh.local_tokens() * sh.h;  // one boundary activation (s_local, b, h)
+  const int64_t n = rt.boundary_floats();  // one boundary activation (s_local, b, h)
   const int stages = links.stages;
   const int next_rank = (links.stage + 1) % stages, prev_rank = (links.stage + stages - 1) % stages;
   int64_t m = 0;
@@ -130,63 +129,62 @@ double run_pipeline_schedule(ModelRuntime& rt, const PipelineLinks& links,
   // in-order stream: chunk c of the last stage feeds chunk c + 1 of the first.
   auto fwd_tag = [&](int receiver_chunk) { return kTagForward * 64 + receiver_chunk; };
   auto bwd_tag = [&](int receiver_chunk) { return kTagBackward * 64 + receiver_chunk; };
-  // The input gradient is sent from the slot's layer-0 input buffer, which
-  // backward no longer needs.
+  // Per (chunk, slot): the pending send of its output activation and of its
+  // input gradient, waited on before the slot's buffers are reused.
+  const size_t slots = rt.slots_per_chunk();
+  std::vector<CommHandle> fwd_sends(size_t(rt.num_chunks()) * slots);
+  std::vector<CommHandle> bwd_sends(fwd_sends.size());
   double loss = 0;
   for (const PipeOp& op : ops) {
-    ModelChunk& ch = rt.chunks[size_t(op.chunk)];
-    const size_t i = size_t(op.micro_batch) % ch.slots.size();
-    MicroBatchSlot& s = ch.slots[i];
-    CommHandle& fwd_send = ch.fwd_sends[i];
-    CommHandle& bwd_send = ch.bwd_sends[i];
-    float* input = s.act.hidden;                               // layer-0 input
-    float* output = s.act.hidden + ch.sh.num_layers * n;       // last layer's output
+    const size_t i = size_t(op.micro_batch) % slots;
+    CommHandle& fwd_send = fwd_sends[size_t(op.chunk) * slots + i];
+    CommHandle& bwd_send = bwd_sends[size_t(op.chunk) * slots + i];
     switch (op.step) {
       case PipeStep::kRecvForward: {
         fwd_send.wait();
         bwd_send.wait();
         Timer t;
-        links.pp->recv(input, n, prev_rank, fwd_tag(op.chunk));
+        links.pp->recv(rt.stage_input(op.chunk, i), n, prev_rank, fwd_tag(op.chunk));
         *wait_seconds += t.seconds();
         break;
       }
       case PipeStep::kForward: {
         fwd_send.wait();
         bwd_send.wait();
-        s.act.sample0 = next(op.micro_batch, s.tokens.data(), s.labels.data());
-        loss += gpt_forward(ch.w, ctx.training ? &ch.g : nullptr, s.act, rt.ws, ch.sh,
-                            s.tokens.data(), s.labels.data(), ctx);
+        loss += rt.forward(op.chunk, i, op.micro_batch, next, ctx);
         break;
       }
       case PipeStep::kSendForward: {
         const int receiver_chunk = links.stage == stages - 1 ? op.chunk + 1 : op.chunk;
-        fwd_send = links.pp->isend(output, n, next_rank, fwd_tag(receiver_chunk));
+        fwd_send = links.pp->isend(rt.stage_output(op.chunk, i), n, next_rank,
+                                   fwd_tag(receiver_chunk));
         break;
       }
       case PipeStep::kRecvBackward: {
         Timer t;
-        links.pp->recv(rt.ws.dres, n, next_rank, bwd_tag(op.chunk));
+        links.pp->recv(rt.input_grad(), n, next_rank, bwd_tag(op.chunk));
         *wait_seconds += t.seconds();
         break;
       }
       case PipeStep::kBackward: {
         PassContext c = ctx;
         c.grads_ready = op.micro_batch + 1 == m ? grads_ready : nullptr;
-        gpt_backward(ch.w, ch.g, s.act, rt.ws, ch.sh, c);
+        rt.backward(op.chunk, i, c);
         break;
       }
       case PipeStep::kSendBackward: {
+        // Sent from the slot's layer-0 input buffer, which backward no longer
+        // needs: the shared input_grad() is overwritten by the next backward.
         const int receiver_chunk = links.stage == 0 ? op.chunk - 1 : op.chunk;
-        std::memcpy(input, rt.ws.dres, size_t(n) * sizeof(float));
+        float* input = rt.stage_input(op.chunk, i);
+        std::memcpy(input, rt.input_grad(), size_t(n) * sizeof(float));
         bwd_send = links.pp->isend(input, n, prev_rank, bwd_tag(receiver_chunk));
         break;
       }
     }
   }
-  for (ModelChunk& ch : rt.chunks) {
-    for (CommHandle& h : ch.fwd_sends) h.wait();
-    for (CommHandle& h : ch.bwd_sends) h.wait();
-  }
+  for (CommHandle& h : fwd_sends) h.wait();
+  for (CommHandle& h : bwd_sends) h.wait();
   return loss;
 }
 

@@ -2,7 +2,9 @@
 // (the pp group: stage i is pp_comm rank i). A schedule is first built as a
 // list of steps (so it can be checked against Megatron's order in a test),
 // then executed: receives block, sends are non-blocking (isend) and waited on
-// before their buffer is reused, which makes 1F1B deadlock-free.
+// before their buffer is reused, which makes 1F1B deadlock-free. The executor
+// owns the communication between stages and drives the model only through
+// ModelRuntime's stage interface (model/model_runtime.h): it knows no GPT.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -10,7 +12,7 @@
 #include <vector>
 
 #include "dist/communicator.h"
-#include "pipeline/model_runtime.h"
+#include "model/model_runtime.h"
 
 namespace mt {
 
@@ -66,11 +68,12 @@ struct PipelineLinks {
 };
 
 // Runs `ops` for one iteration over rt's chunks; activations flow from chunk
-// c of stage P − 1 to chunk c + 1 of stage 0. Returns the sum of token losses
+// c of stage P − 1 to chunk c + 1 of stage 0. Micro-batch k uses slot
+// k mod rt.slots_per_chunk() of its chunk. Returns the sum of token losses
 // (the rank with the last chunk; 0 elsewhere). `grads_ready` is passed to each
 // chunk's backward of the last micro-batch. With ctx.training false only
 // forwards run and no gradients are touched. Seconds blocked in receives are
-// added to *wait_seconds.
+// added to *wait_seconds. Every send has finished when it returns.
 double run_pipeline_schedule(ModelRuntime& rt, const PipelineLinks& links,
                              const std::vector<PipeOp>& ops, const PassContext& ctx,
                              const MicroBatchFn& next,

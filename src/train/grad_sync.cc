@@ -19,7 +19,7 @@ GradSync::GradSync(ModelRuntime& rt, const ParallelState& ps, int64_t bucket_siz
     gather_ = std::make_unique<ParamGather>(buckets_->buckets(), rt.params, ps.dp_comm);
   // Parts as the model reports them: -1 embeddings, l for decoder layer l,
   // total_layers for the loss head.
-  const int64_t total = rt.sh.total_layers;
+  const int64_t total = rt.total_layers();
   params_of_part_.resize(size_t(total + 2));
   buckets_of_part_.resize(size_t(total + 2));
   const auto& params = rt.reg.params();
@@ -42,7 +42,7 @@ void GradSync::part_ready(int64_t part) {
   const size_t slot = size_t(part + 1);
   if (part_done_[slot]) return;
   part_done_[slot] = true;
-  if (rt_.sh.tp.sequence_parallel) {
+  if (rt_.sequence_parallel()) {
     for (size_t i : params_of_part_[slot]) {
       const ParamSpec& p = rt_.reg.params()[i];
       if (p.tp_replicated()) ps_.tp_comm.all_reduce_sum(rt_.grads + p.offset, p.numel());

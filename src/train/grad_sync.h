@@ -25,9 +25,9 @@
 #include <vector>
 
 #include "dist/parallel_state.h"
+#include "model/model_runtime.h"
 #include "optim/grad_buckets.h"
 #include "optim/param_gather.h"
-#include "pipeline/model_runtime.h"
 
 namespace mt {
 

@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "kernels/attention.h"
 #include "kernels/precision.h"
-#include "pipeline/model_runtime.h"
+#include "model/model_runtime.h"
 
 namespace mt {
 
@@ -245,8 +245,8 @@ MemoryPlan plan_of_chunks(const ParamRegistry& reg, const std::vector<const GptS
 
 MemoryPlan memory_plan(const ModelRuntime& rt, int64_t dp, bool distributed_optimizer) {
   std::vector<const GptShapes*> chunks;
-  for (const ModelChunk& c : rt.chunks) chunks.push_back(&c.sh);
-  return plan_of_chunks(rt.reg, chunks, int64_t(rt.chunks[0].slots.size()), dp,
+  for (int c = 0; c < rt.num_chunks(); ++c) chunks.push_back(&rt.chunks[size_t(c)].sh);
+  return plan_of_chunks(rt.reg, chunks, int64_t(rt.slots_per_chunk()), dp,
                         distributed_optimizer);
 }
 

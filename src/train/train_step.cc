@@ -18,7 +18,7 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, Par
   ctx.iteration = iteration;
   StepResult r;
   r.loss_scale = scaler ? scaler->scale() : 1.0;
-  ctx.grad_scale = float(r.loss_scale / double(rt.sh.tokens() * num_micro_batches));
+  ctx.grad_scale = float(r.loss_scale / double(rt.tokens_per_micro_batch() * num_micro_batches));
   ctx.params_needed = sync.params_hook();  // --overlap-param-gather: wait per bucket
   double loss_sum = run_pipeline_schedule(rt, pipeline_links(ps), schedule, ctx, next,
                                           &sync.hook(), &r.wait_seconds);

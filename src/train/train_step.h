@@ -10,9 +10,9 @@
 #include <cstdint>
 
 #include "dist/parallel_state.h"
+#include "model/model_runtime.h"
 #include "optim/grad_scaler.h"
 #include "optim/optimizer.h"
-#include "pipeline/model_runtime.h"
 #include "pipeline/schedules.h"
 #include "train/grad_sync.h"
 

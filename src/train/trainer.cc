@@ -15,7 +15,7 @@
 #include "data/tokenizer.h"
 #include "kernels/matmul.h"
 #include "model/gpt.h"
-#include "pipeline/model_runtime.h"
+#include "model/model_runtime.h"
 #include "train/checkpoint_io.h"
 #include "train/checkpoint_tokenizer.h"
 #include "train/data_loader.h"

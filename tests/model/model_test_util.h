@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "model/gpt.h"
+#include "model/model_runtime.h"
 #include "model/params.h"
-#include "pipeline/model_runtime.h"
 
 namespace mt {
 
