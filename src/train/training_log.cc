@@ -1,0 +1,141 @@
+#include "train/training_log.h"
+
+#include <cstdio>
+#include <vector>
+
+#include "core/arena.h"
+#include "core/error.h"
+#include "train/metrics.h"
+
+namespace mt {
+
+JsonLog::JsonLog(const std::string& path, bool enabled) {
+  if (enabled && !path.empty()) {
+    out_.open(path, std::ios::app);
+    MT_CHECK(out_.good(), "cannot open --log-json ", path, " for writing");
+  }
+}
+
+void JsonLog::write(const nlohmann::json& j) {
+  if (out_.is_open()) out_ << j.dump() << "\n" << std::flush;
+}
+
+namespace {
+
+// " | bubble per stage: 12% 8% (theory 9%)" — per stage: time blocked on
+// neighbours / step time. Collective over the pipeline group.
+std::string bubble_part(const TrainingLog& log, const ParallelState& ps) {
+  std::vector<float> per_stage(size_t(ps.pp_size));
+  const float mine = float(log.interval_wait / log.interval_secs);
+  ps.pp_comm.all_gather(per_stage.data(), &mine, 1);
+  char buf[32];
+  std::string bubble = " | bubble per stage:";
+  for (float b : per_stage) {
+    std::snprintf(buf, sizeof buf, " %.0f%%", 100.0 * b);
+    bubble += buf;
+  }
+  std::snprintf(buf, sizeof buf, " (theory %.0f%%)",
+                100.0 * (ps.pp_size - 1) / double(log.virtual_stages * log.micro_batches));
+  bubble += buf;
+  return bubble;
+}
+
+}  // namespace
+
+void training_log(TrainingLog& log, const StepResult& r, double step_seconds, double lr,
+                  const RunState& state, const GradScaler* scaler, GradSync& sync,
+                  const ParallelState& ps, const Timer& run_timer) {
+  const int64_t it = state.iteration;
+  const double loss = r.loss, norm = r.grad_norm;
+  log.interval_secs += step_seconds;
+  log.interval_wait += r.wait_seconds;
+  // As Megatron: the logged loss averages the iterations that updated.
+  if (!r.skipped) {
+    log.interval_loss += loss;
+    ++log.interval_counted;
+  }
+  log.interval_skipped += r.skipped;
+  ++log.interval_iters;
+
+  if (it % log.log_interval == 0 || it == log.train_iters) {
+    const double secs = log.interval_secs;
+    const double ms = 1e3 * secs / double(log.interval_iters);
+    const double tps = double(log.tokens_per_iter) * double(log.interval_iters) / secs;
+    const double tflops = log.flops_per_iter / (ms * 1e-3) / double(ps.world_size) / 1e12;
+    const double mfu = tflops * 1e12 / log.peak_flops;
+    const double mean_loss =
+        log.interval_counted > 0 ? log.interval_loss / double(log.interval_counted) : loss;
+    std::string fp16_part;
+    if (scaler) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, " | loss scale: %.1f | number of skipped iterations: %lld",
+                    scaler->scale(), static_cast<long long>(log.interval_skipped));
+      fp16_part = buf;
+    }
+    const double comm_ms = 1e3 * sync.comm_seconds() / double(log.interval_iters);
+    sync.reset_timers();
+    const std::string bubble = ps.pp_size > 1 ? bubble_part(log, ps) : "";
+    const double eta = (run_timer.seconds() / double(it - log.start_iteration)) *
+                       double(log.train_iters - it);
+    if (log.tty) std::printf("\r\033[K");
+    log_line(log.rank0,
+             "%s iteration %8lld/%8lld | consumed samples: %10lld | elapsed time per "
+             "iteration (ms): %.1f | learning rate: %.6E | lm loss: %.6E | grad norm: %.3f | "
+             "tokens/s: %.0f | TFLOP/s per rank: %.3f | MFU: %.1f%% | comm ms/iter: %.1f%s%s | "
+             "ETA %s\n",
+             timestamp().c_str(), static_cast<long long>(it),
+             static_cast<long long>(log.train_iters),
+             static_cast<long long>(state.consumed_samples), ms, lr, mean_loss, norm, tps,
+             tflops, 100 * mfu, comm_ms, fp16_part.c_str(), bubble.c_str(),
+             human_duration(eta).c_str());
+    nlohmann::json j = {{"iteration", it}, {"consumed_samples", state.consumed_samples},
+                        {"loss", mean_loss}, {"lr", lr}, {"grad_norm", norm},
+                        {"ms_per_iter", ms}, {"tokens_per_s", tps}, {"tflops", tflops},
+                        {"mfu", mfu}, {"comm_ms_per_iter", comm_ms}};
+    if (scaler) {
+      j["loss_scale"] = scaler->scale();
+      j["skipped_iterations"] = log.interval_skipped;
+    }
+    log.json.write(j);
+    log.interval_secs = 0;
+    log.interval_wait = 0;
+    log.interval_loss = 0;
+    log.interval_iters = log.interval_counted = log.interval_skipped = 0;
+  } else if (log.tty) {
+    const double eta = (run_timer.seconds() / double(it - log.start_iteration)) *
+                       double(log.train_iters - it);
+    std::printf("\r\033[K iteration %lld/%lld | lm loss %.4f | ETA %s",
+                static_cast<long long>(it), static_cast<long long>(log.train_iters), loss,
+                human_duration(eta).c_str());
+    std::fflush(stdout);
+  }
+}
+
+void report_memory(TrainingLog& log, const MemoryClasses& predicted,
+                   const MemoryClasses& measured, const ParallelState& ps, int64_t iteration) {
+  const size_t peak_rss = peak_rss_bytes();
+  log_line(log.rank0, "after iteration %lld, rank 0: %s", static_cast<long long>(iteration),
+           format_memory_report(predicted, measured, peak_rss).c_str());
+  // Ranks differ by pipeline stage (and TP/DP shard sizes): every rank's
+  // totals in MB, predicted / measured / peak RSS.
+  const float mine[3] = {float(predicted.total() / 1e6), float(measured.total() / 1e6),
+                         float(double(peak_rss) / 1e6)};
+  std::vector<float> all(size_t(3 * ps.world_size));
+  ps.world_comm.all_gather(all.data(), mine, 3);
+  nlohmann::json per_rank = nlohmann::json::array();
+  std::string lines;
+  for (int r = 0; r < ps.world_size; ++r) {
+    const float* x = &all[size_t(3 * r)];
+    per_rank.push_back({x[0], x[1], x[2]});
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "  rank %d: total predicted %.1f MB, measured %.1f MB, "
+                  "peak RSS %.1f MB\n", r, x[0], x[1], x[2]);
+    lines += buf;
+  }
+  if (ps.world_size > 1) log_line(log.rank0, "memory of every rank:\n%s", lines.c_str());
+  nlohmann::json mem = memory_report_json(predicted, measured, peak_rss);
+  mem["per_rank_total_mb"] = per_rank;  // [predicted, measured, peak RSS] per world rank
+  log.json.write({{"iteration", iteration}, {"memory", mem}});
+}
+
+}  // namespace mt
