@@ -372,6 +372,25 @@ nlohmann::json model_config_to_json(const ModelConfig& c) {
   return j;
 }
 
+void check_same_architecture(const nlohmann::json& saved, const nlohmann::json& run,
+                             const std::string& load) {
+  ModelConfig fields;
+  // A checkpoint older than a field was trained with the field's default.
+  const nlohmann::json defaults = model_config_to_json(fields);
+  for_each_model_field(fields, [&](const char* key, const char* flag, const char*, const auto&) {
+    const std::string k = key;
+    if (k == "hidden_dropout" || k == "attention_dropout" || k == "init_method_std") return;
+    const nlohmann::json a = saved.value(key, defaults.at(key)), b = run.value(key, defaults.at(key));
+    if (a == b) return;
+    // The flag that sets it (its first name), or the key for derived fields.
+    const std::string f = *flag ? std::string(flag).substr(0, std::string(flag).find(','))
+                                : "the model's " + k;
+    MT_FAIL("--load ", load, ": the checkpoint's model has ", f, " ", a.dump(),
+            " but this run has ", b.dump(), "; fix: pass ", f, " ", a.dump(),
+            " (the checkpoint's model), or --load a checkpoint of this model");
+  });
+}
+
 ModelConfig model_config_from_json(const nlohmann::json& j) {
   ModelConfig c;
   MT_CHECK(j.is_object(), "checkpoint model configuration is not an object");

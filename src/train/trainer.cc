@@ -161,15 +161,8 @@ void load_checkpoint_or_initialize(Trainer& t, const nlohmann::json& run_args, b
   t.state.args = run_args;
   if (resume) {
     // The architecture must match; dropout and init may change on resume, as in Megatron.
-    auto architecture = [](nlohmann::json j) {
-      for (const char* k : {"hidden_dropout", "attention_dropout", "init_method_std"}) j.erase(k);
-      return j;
-    };
-    const nlohmann::json saved = architecture(read_checkpoint_meta(args.load).at("args").at("model"));
-    MT_CHECK(saved == architecture(run_args["model"]), "--load ", args.load,
-             ": the checkpoint's model ", saved.dump(), " differs from this run's ",
-             architecture(run_args["model"]).dump(),
-             "; fix: pass the same model flags (or another --load)");
+    check_same_architecture(read_checkpoint_meta(args.load).at("args").at("model"),
+                            run_args.at("model"), args.load);
     t.state = load_checkpoint(args.load, *t.reg, t.rt->params,
                               args.no_load_optim ? nullptr : t.opt.get(), t.ps);
     t.state.args = run_args;

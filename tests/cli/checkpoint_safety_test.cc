@@ -1,8 +1,8 @@
 // Issue 17's data-loss and silent-wrong-answer findings, reproduced with the
 // real binary: a run never overwrites checkpoints it did not load, a stop on a
 // save point saves once, a crash mid-re-save is repaired, damaged or non-finite
-// checkpoints and a different vocabulary are refused with the file and tensor
-// named, and an unwritable --save or a model too large for the host fails at
+// checkpoints, a different vocabulary and a different architecture are
+// refused with the file, tensor or flag named, and an unwritable --save or a model too large for the host fails at
 // start-up, before any training or allocation.
 #include <chrono>
 #include <cstring>
@@ -154,6 +154,37 @@ TEST_F(CheckpointSafety, ADifferentVocabularyOnResumeIsRefused) {
   flags.replace(flags.find(dir.file("corpus_vocab.json")), dir.file("corpus_vocab.json").size(),
                 dir.file("other_vocab.json"));
   expect_refused(run(flags), "the checkpoint was trained with another tokenizer");
+}
+
+TEST_F(CheckpointSafety, ADifferentArchitectureOnResumeIsRefused) {
+  const std::string before = first_run();
+  // Each would load (names that exist, shapes that fit) into another function.
+  const std::pair<const char*, const char*> changes[] = {
+      {" --normalization RMSNorm", "--normalization \"LayerNorm\" but this run has \"RMSNorm\""},
+      {" --position-embedding-type rope", "--position-embedding-type \"learned_absolute\""},
+      {" --norm-epsilon 1e-6", "--norm-epsilon"},
+      {" --group-query-attention --num-query-groups 4", "--group-query-attention false"},
+  };
+  for (const auto& [flag, expected] : changes)
+    expect_refused(run(train(std::string(" --train-iters 20 --load ") + ckpt + " --save " + ckpt +
+                             flag)),
+                   expected);
+  EXPECT_EQ(snapshot(), before);
+  // A checkpoint from before the Llama-era fields was trained with their
+  // defaults (GPT-2's block): it resumes as that, and refuses another block.
+  const std::string meta_path = ckpt + "/iter_0000010/meta.json";
+  auto meta = nlohmann::json::parse(read_file(meta_path));
+  for (const char* k : {"normalization", "position_embedding_type", "rotary_base", "rotary_percent",
+                        "swiglu", "group_query_attention", "num_query_groups",
+                        "disable_bias_linear", "untie_embeddings_and_output_weights"})
+    ASSERT_EQ(meta["args"]["model"].erase(k), 1u) << k;
+  std::ofstream(meta_path) << meta.dump(2);
+  expect_refused(run(train(" --train-iters 20 --load " + ckpt + " --save " + ckpt + " --swiglu")),
+                 "--swiglu false but this run has true");
+  // What may change on resume does not stop it.
+  const RunResult r = run(train(" --train-iters 12 --load " + ckpt + " --save " + ckpt +
+                                " --hidden-dropout 0 --attention-dropout 0"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
 TEST_F(CheckpointSafety, AnUnwritableSaveFailsAtStartUp) {
