@@ -66,6 +66,15 @@ TEST(MemoryReport, MeasuredMatchesPredictedAndTheLeversMoveIt) {
   const nlohmann::json bf16 = memory_of(dir, megatron(), flags, " --bf16");
   EXPECT_NEAR(predicted(bf16, "params") / predicted(plain, "params"), 1.5, 1e-6);
   EXPECT_GT(predicted(bf16, "workspace"), predicted(plain, "workspace"));
+  // The Llama configuration: every class still measured as predicted (the
+  // gated fc1 is twice as wide, k/v have 2 groups, norms keep no mean), at
+  // one rank and at TP=2 + SP.
+  const std::string llama = " --normalization RMSNorm --position-embedding-type rope --swiglu"
+                            " --ffn-hidden-size 1024 --group-query-attention --num-query-groups 2"
+                            " --disable-bias-linear --untie-embeddings-and-output-weights";
+  const nlohmann::json l1 = memory_of(dir, megatron(), flags, llama);
+  EXPECT_NE(predicted(l1, "activations"), predicted(plain, "activations"));
+  memory_of(dir, mpirun(2), flags, llama + " --tensor-model-parallel-size 2 --sequence-parallel");
 }
 
 }  // namespace
