@@ -195,6 +195,10 @@ void norm_backward(const GptShapes& sh, float* din, float* dw, float* db, const 
                    const float* in, const float* w, const float* mean, const float* rstd,
                    int64_t rows);
 
+// The MLP's nonlinearity over n tokens: GELU of fc1 (n, f), or SwiGLU of
+// fc1 (n, 2f) = [gate | up]; act (n, f) =.
+void mlp_activation_forward(const GptShapes& sh, float* act, const float* fc1, int64_t n);
+
 // One transformer layer (gpt_layer.cc).
 void layer_forward(const LayerWeights& w, LayerActivations& act, GptWorkspace& ws,
                    const GptShapes& sh, int64_t layer, int64_t sample0, const PassContext& ctx);

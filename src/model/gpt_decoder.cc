@@ -4,11 +4,9 @@
 #include <cstring>
 
 #include "kernels/embedding.h"
-#include "kernels/gelu.h"
 #include "kernels/matmul.h"
-#include "parallel/vocab_parallel_embedding.h"
 #include "kernels/rope.h"
-#include "kernels/swiglu.h"
+#include "parallel/vocab_parallel_embedding.h"
 
 namespace mt {
 
@@ -92,10 +90,7 @@ const float* GptDecoder::step(int32_t token) {
     for (int64_t i = 0; i < h; ++i) x_[i] += tmp_[i];
     norm_forward(sh_, ln_, mean_, rstd_, x_, lw.ln2_w, lw.ln2_b, 1);
     linear_forward(fc_, ln_, lw.fc1_w, lw.fc1_b, 1, h, sh_.f_in);  // column-parallel
-    if (sh_.swiglu)
-      swiglu_forward(act_, fc_, 1, f);
-    else
-      gelu_forward(act_, fc_, f);
+    mlp_activation_forward(sh_, act_, fc_, 1);
     row_parallel_linear_forward(tmp_, tmp_, act_, lw.fc2_w, lw.fc2_b, 1, f, h, sh_.tp);
     for (int64_t i = 0; i < h; ++i) x_[i] += tmp_[i];
   }

@@ -41,6 +41,13 @@ void norm_backward(const GptShapes& sh, float* din, float* dw, float* db, const 
     layernorm_backward(din, dw, db, dout, in, w, mean, rstd, rows, sh.h);
 }
 
+void mlp_activation_forward(const GptShapes& sh, float* act, const float* fc1, int64_t n) {
+  if (sh.swiglu)
+    swiglu_forward(act, fc1, n, sh.f);
+  else
+    gelu_forward(act, fc1, n * sh.f);
+}
+
 void layer_forward(const LayerWeights& w, LayerActivations& act, GptWorkspace& ws,
                    const GptShapes& sh, int64_t layer, int64_t sample0, const PassContext& ctx) {
   const int64_t n = sh.tokens(), nl = sh.local_tokens(), h = sh.h, hl = sh.a * sh.d;
@@ -65,10 +72,7 @@ void layer_forward(const LayerWeights& w, LayerActivations& act, GptWorkspace& w
   norm_forward(sh, act.ln2, act.ln2_mean, act.ln2_rstd, act.mid, w.ln2_w, w.ln2_b, nl);
   column_parallel_linear_forward(act.fc1, ws.full_a, act.ln2, w.fc1_w, w.fc1_b, n, h, sh.f_in,
                                  sh.tp, sh.cm);
-  if (sh.swiglu)
-    swiglu_forward(act.act, act.fc1, n, sh.f);
-  else
-    gelu_forward(act.act, act.fc1, n * sh.f);
+  mlp_activation_forward(sh, act.act, act.fc1, n);
   row_parallel_linear_forward(ws.hbuf, ws.full_a, act.act, w.fc2_w, w.fc2_b, n, sh.f, h, sh.tp, sh.cm);
   dropout_add_forward(act.output, ws.hbuf, act.mid, sh.s_local, sh.b, h,
                       hidden_dropout_spec(sh, ctx, site(layer, "post_mlp"), sample0));
