@@ -119,8 +119,8 @@ TEST(ParamRegistry, LlamaParametersPartsAndGatedRowBlocks) {
   EXPECT_FALSE(last.has("embedding.word_embeddings.weight"));
   EXPECT_TRUE(last.has("output_layer.weight"));
   int64_t total = 0;
-  for (const ParamSpec& p : ParamRegistry(c, StageLayout{0, 1, 0, c.num_layers, true, true}).params())
-    total += p.numel();
+  const ParamRegistry whole(c, StageLayout{0, 1, 0, c.num_layers, true, true});
+  for (const ParamSpec& p : whole.params()) total += p.numel();
   EXPECT_EQ(total, count_parameters(c));
 }
 
