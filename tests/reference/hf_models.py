@@ -1,0 +1,548 @@
+#!/usr/bin/python3
+"""Independent PyTorch reference for Hugging Face GPT-2 and Llama checkpoints.
+
+The judge for `megatron convert` (hf <-> megatron) and for
+`megatron generate --output-json`. Written from Hugging Face transformers'
+published model definitions (modeling_gpt2.py: GPT2Attention, GPT2MLP,
+GPT2Block, GPT2Model, GPT2LMHeadModel, pytorch_utils.Conv1D,
+activations.NewGELUActivation; modeling_llama.py: LlamaRMSNorm,
+LlamaRotaryEmbedding, rotate_half, apply_rotary_pos_emb, repeat_kv,
+eager_attention_forward, LlamaAttention, LlamaMLP, LlamaDecoderLayer,
+LlamaForCausalLM; modeling_rope_utils._compute_default_rope_parameters), not
+from this repository's C++ code. No transformers/safetensors/numpy needed.
+
+  random --family gpt2|llama --out DIR --seed S [sizes...]
+      writes DIR/config.json and DIR/model.safetensors (float32, HF names and
+      layouts), then reads the folder back and runs the self-checks.
+  score --hf-dir DIR --json FILE [--tol 1e-4] [--self-check]
+      recomputes, in float64, the log-probability of every generated token of
+      a `megatron generate --output-json` file and compares with its log_probs.
+      Exit 0: max |diff| <= tol; 1: larger; 2: bad input (JSON, ids, folder).
+
+Run with Debian's /usr/bin/python3 (python3-torch). See README.md.
+"""
+
+import argparse
+import json
+import math
+import os
+import struct
+import sys
+
+import torch
+import torch.nn.functional as F
+
+# ----------------------------------------------------------------------------
+# safetensors by hand: 8-byte little-endian header length, JSON header, data.
+
+_ST_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "F64": torch.float64}
+_ST_NAMES = {v: k for k, v in _ST_DTYPES.items()}
+
+
+class InputError(Exception):
+    """Bad input (file, folder, JSON): reported with exit code 2."""
+
+
+def read_safetensors(path):
+    """name -> tensor (the stored dtype). Checks every size before trusting offsets."""
+    try:
+        with open(path, "rb") as fh:
+            blob = bytearray(fh.read())
+    except OSError as e:
+        raise InputError(f"cannot read {path}: {e}")
+    if len(blob) < 8:
+        raise InputError(f"{path}: {len(blob)} bytes, too short for a safetensors header")
+    (n,) = struct.unpack("<Q", blob[:8])
+    if 8 + n > len(blob):
+        raise InputError(f"{path}: header length {n} runs past the file end ({len(blob)} bytes)")
+    try:
+        header = json.loads(blob[8:8 + n].decode("utf-8"))
+    except ValueError as e:
+        raise InputError(f"{path}: header is not JSON: {e}")
+    header.pop("__metadata__", None)
+    data_len = len(blob) - 8 - n
+    out = {}
+    for name, info in header.items():
+        if info.get("dtype") not in _ST_DTYPES:
+            raise InputError(f"{path}: {name} has dtype {info.get('dtype')}; supported: {sorted(_ST_DTYPES)}")
+        dtype = _ST_DTYPES[info["dtype"]]
+        lo, hi = info["data_offsets"]
+        count = math.prod(info["shape"])
+        size = torch.tensor([], dtype=dtype).element_size()
+        if not (0 <= lo <= hi <= data_len) or hi - lo != count * size:
+            raise InputError(f"{path}: {name} offsets [{lo}, {hi}) do not fit shape {info['shape']} "
+                             f"{info['dtype']} in a data section of {data_len} bytes")
+        t = torch.frombuffer(blob, dtype=dtype, count=count, offset=8 + n + lo) if count else torch.empty(0, dtype=dtype)
+        out[name] = t.reshape(info["shape"]).clone()
+    return out
+
+
+def write_safetensors(path, tensors, metadata=None):
+    """tensors: ordered name -> float32/16/bf16/64 tensor. Header padded to 8 bytes, as HF does."""
+    assert sys.byteorder == "little", "the writer copies native bytes; it needs a little-endian host"
+    header = {"__metadata__": dict(metadata or {"format": "pt"})}
+    blobs, offset = [], 0
+    for name, t in tensors.items():
+        t = t.detach().contiguous().cpu()
+        raw = bytearray(t.numel() * t.element_size())
+        if t.numel():
+            torch.frombuffer(raw, dtype=t.dtype).copy_(t.reshape(-1))
+        header[name] = {"dtype": _ST_NAMES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    head = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    head += b" " * ((8 - len(head) % 8) % 8)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as fh:
+        fh.write(struct.pack("<Q", len(head)))
+        fh.write(head)
+        for raw in blobs:
+            fh.write(raw)
+    os.replace(tmp, path)
+
+
+def load_hf_dir(hf_dir):
+    """(config dict, name -> tensor) from model.safetensors or the sharded
+    model.safetensors.index.json form (weight_map: name -> shard file)."""
+    cfg_path = os.path.join(hf_dir, "config.json")
+    try:
+        with open(cfg_path) as fh:
+            cfg = json.load(fh)
+    except (OSError, ValueError) as e:
+        raise InputError(f"cannot read {cfg_path}: {e}")
+    single = os.path.join(hf_dir, "model.safetensors")
+    index = os.path.join(hf_dir, "model.safetensors.index.json")
+    if os.path.exists(single):
+        tensors = read_safetensors(single)
+    elif os.path.exists(index):
+        try:
+            with open(index) as fh:
+                weight_map = json.load(fh)["weight_map"]
+        except (OSError, ValueError, KeyError) as e:
+            raise InputError(f"cannot read the weight_map of {index}: {e}")
+        tensors = {}
+        for shard in sorted(set(weight_map.values())):
+            part = read_safetensors(os.path.join(hf_dir, shard))
+            for name, file in weight_map.items():
+                if file == shard:
+                    if name not in part:
+                        raise InputError(f"{index} maps {name} to {shard}, which does not hold it")
+                    tensors[name] = part[name]
+    else:
+        raise InputError(f"{hf_dir} has neither model.safetensors nor model.safetensors.index.json")
+    return cfg, tensors
+
+
+# ----------------------------------------------------------------------------
+# Configs and random weights in HF's names and layouts
+
+
+def gpt2_config(v, h, L, a, f, p):
+    return {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": v, "n_embd": h,
+            "n_layer": L, "n_head": a, "n_positions": p, "n_inner": f, "layer_norm_epsilon": 1e-5,
+            "activation_function": "gelu_new", "tie_word_embeddings": True, "torch_dtype": "float32"}
+
+
+def llama_config(v, h, L, a, g, f, p, tie):
+    return {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": v, "hidden_size": h,
+            "intermediate_size": f, "num_hidden_layers": L, "num_attention_heads": a,
+            "num_key_value_heads": g, "max_position_embeddings": p, "rms_norm_eps": 1e-5,
+            "rope_theta": 10000.0, "hidden_act": "silu", "tie_word_embeddings": tie, "rope_scaling": None,
+            "attention_bias": False, "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "float32"}
+
+
+def gpt2_shapes(c):
+    """Ordered (name, shape, kind) of GPT2LMHeadModel's saved state dict; kind: matrix|norm|bias.
+    Conv1D weights are (in, out); c_attn columns are [q | k | v]; lm_head is tied (not stored)."""
+    h, v, p = c["n_embd"], c["vocab_size"], c["n_positions"]
+    f = c.get("n_inner") or 4 * h
+    s = [("transformer.wte.weight", (v, h), "matrix"), ("transformer.wpe.weight", (p, h), "matrix")]
+    for i in range(c["n_layer"]):
+        b = f"transformer.h.{i}."
+        s += [(b + "ln_1.weight", (h,), "norm"), (b + "ln_1.bias", (h,), "bias"),
+              (b + "attn.c_attn.weight", (h, 3 * h), "matrix"), (b + "attn.c_attn.bias", (3 * h,), "bias"),
+              (b + "attn.c_proj.weight", (h, h), "matrix"), (b + "attn.c_proj.bias", (h,), "bias"),
+              (b + "ln_2.weight", (h,), "norm"), (b + "ln_2.bias", (h,), "bias"),
+              (b + "mlp.c_fc.weight", (h, f), "matrix"), (b + "mlp.c_fc.bias", (f,), "bias"),
+              (b + "mlp.c_proj.weight", (f, h), "matrix"), (b + "mlp.c_proj.bias", (h,), "bias")]
+    return s + [("transformer.ln_f.weight", (h,), "norm"), ("transformer.ln_f.bias", (h,), "bias")]
+
+
+def llama_shapes(c):
+    """Ordered (name, shape, kind) of LlamaForCausalLM's state dict; nn.Linear weights are (out, in)."""
+    h, v, f = c["hidden_size"], c["vocab_size"], c["intermediate_size"]
+    a, g = c["num_attention_heads"], c["num_key_value_heads"]
+    d = c.get("head_dim") or h // a
+    s = [("model.embed_tokens.weight", (v, h), "matrix")]
+    for i in range(c["num_hidden_layers"]):
+        b = f"model.layers.{i}."
+        s += [(b + "self_attn.q_proj.weight", (a * d, h), "matrix"), (b + "self_attn.k_proj.weight", (g * d, h), "matrix"),
+              (b + "self_attn.v_proj.weight", (g * d, h), "matrix"), (b + "self_attn.o_proj.weight", (h, a * d), "matrix"),
+              (b + "mlp.gate_proj.weight", (f, h), "matrix"), (b + "mlp.up_proj.weight", (f, h), "matrix"),
+              (b + "mlp.down_proj.weight", (h, f), "matrix"),
+              (b + "input_layernorm.weight", (h,), "norm"), (b + "post_attention_layernorm.weight", (h,), "norm")]
+    s.append(("model.norm.weight", (h,), "norm"))
+    if not c.get("tie_word_embeddings", False):
+        s.append(("lm_head.weight", (v, h), "matrix"))
+    return s
+
+
+def random_tensors(shapes, seed):
+    """One float64 randn per tensor, in order: matrix 0.02 N, norm 1 + 0.1 N, bias 0.02 N; stored float32."""
+    gen = torch.Generator().manual_seed(seed)
+    out = {}
+    for name, shape, kind in shapes:
+        z = torch.randn(shape, generator=gen, dtype=torch.float64)
+        out[name] = (1.0 + 0.1 * z if kind == "norm" else 0.02 * z).to(torch.float32)
+    return out
+
+
+# ----------------------------------------------------------------------------
+# The models (one sequence, batch 1), in any float dtype
+
+
+def family_of(cfg):
+    mt = cfg.get("model_type")
+    if mt in ("gpt2", "llama"):
+        return mt
+    raise InputError(f"config.json model_type {mt!r} is neither 'gpt2' nor 'llama'")
+
+
+def layer_norm(x, w, b, eps):  # nn.LayerNorm: biased variance, eps inside the sqrt
+    mu = x.mean(-1, keepdim=True)
+    return (x - mu) / torch.sqrt(((x - mu) ** 2).mean(-1, keepdim=True) + eps) * w + b
+
+
+def gelu_new(x):  # activations.NewGELUActivation (tanh approximation)
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+def rms_norm(x, w, eps):  # LlamaRMSNorm, in the working dtype
+    return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+
+def repeat_kv(x, n_rep):  # (g, s, d) -> (g*n_rep, s, d): kv head j serves query heads j*n_rep .. j*n_rep+n_rep-1
+    g, s, d = x.shape
+    return x[:, None].expand(g, n_rep, s, d).reshape(g * n_rep, s, d)
+
+
+def causal_attention(q, k, v, scale):
+    """q: (a, s, d); k, v: (g, s, d) with a % g == 0 -> context (s, a*d), heads in order."""
+    a, s, d = q.shape
+    k, v = repeat_kv(k, a // k.shape[0]), repeat_kv(v, a // v.shape[0])
+    scores = (q @ k.transpose(1, 2)) * scale  # (a, s, s)
+    future = torch.triu(torch.ones(s, s, dtype=torch.bool), diagonal=1)
+    probs = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)
+    return (probs @ v).transpose(0, 1).reshape(s, a * d)
+
+
+def rope_cos_sin(s, d, theta, dtype):
+    """LlamaRotaryEmbedding, default rope: inv_freq and angles in float32, cos/sin of the
+    float32 angles in float32 (as HF), then cast to the working dtype. Returns (s, d) each."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))  # (d/2,) float32
+    freqs = torch.arange(s, dtype=torch.int64).float()[:, None] * inv_freq[None, :]  # (s, d/2) float32
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def gpt2_logits(cfg, w, ids, dtype):
+    """GPT2LMHeadModel (eval, no dropout): ids (s,) -> logits (s, vocab_size)."""
+    w = {(k[len("transformer."):] if k.startswith("transformer.") else k): t for k, t in w.items()}
+    W = lambda name: w[name].to(dtype)
+    h, a, eps = cfg["n_embd"], cfg["n_head"], cfg.get("layer_norm_epsilon", 1e-5)
+    d, s = h // a, ids.numel()
+    x = W("wte.weight")[ids] + W("wpe.weight")[:s]  # (s, h)
+    for i in range(cfg["n_layer"]):
+        p = f"h.{i}."
+        y = layer_norm(x, W(p + "ln_1.weight"), W(p + "ln_1.bias"), eps)
+        qkv = y @ W(p + "attn.c_attn.weight") + W(p + "attn.c_attn.bias")  # Conv1D: x W + b, (s, 3h)
+        q, k, v = (t.reshape(s, a, d).transpose(0, 1) for t in qkv.split(h, dim=-1))  # (a, s, d)
+        ctx = causal_attention(q, k, v, 1.0 / (float(d) ** 0.5))
+        x = x + ctx @ W(p + "attn.c_proj.weight") + W(p + "attn.c_proj.bias")
+        y = layer_norm(x, W(p + "ln_2.weight"), W(p + "ln_2.bias"), eps)
+        y = gelu_new(y @ W(p + "mlp.c_fc.weight") + W(p + "mlp.c_fc.bias"))
+        x = x + y @ W(p + "mlp.c_proj.weight") + W(p + "mlp.c_proj.bias")
+    x = layer_norm(x, W("ln_f.weight"), W("ln_f.bias"), eps)
+    head = W("wte.weight") if cfg.get("tie_word_embeddings", True) else w["lm_head.weight"].to(dtype)
+    return x @ head.t()
+
+
+def llama_logits(cfg, w, ids, dtype):
+    """LlamaForCausalLM (eval, default rope, eager attention): ids (s,) -> logits (s, vocab_size)."""
+    W = lambda name: w[name].to(dtype)
+    h, a = cfg["hidden_size"], cfg["num_attention_heads"]
+    g = cfg.get("num_key_value_heads") or a
+    d = cfg.get("head_dim") or h // a
+    eps, s = cfg.get("rms_norm_eps", 1e-6), ids.numel()
+    attn_bias, mlp_bias = cfg.get("attention_bias", False), cfg.get("mlp_bias", False)
+    cos, sin = rope_cos_sin(s, d, float(cfg.get("rope_theta", 10000.0)), dtype)
+
+    def linear(y, name, bias):  # nn.Linear: y W^T (+ b)
+        out = y @ W(name + ".weight").t()
+        return out + W(name + ".bias") if bias else out
+
+    x = W("model.embed_tokens.weight")[ids]  # (s, h)
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        y = rms_norm(x, W(p + "input_layernorm.weight"), eps)
+        q = linear(y, p + "self_attn.q_proj", attn_bias).reshape(s, a, d).transpose(0, 1)  # (a, s, d)
+        k = linear(y, p + "self_attn.k_proj", attn_bias).reshape(s, g, d).transpose(0, 1)  # (g, s, d)
+        v = linear(y, p + "self_attn.v_proj", attn_bias).reshape(s, g, d).transpose(0, 1)
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        x = x + linear(causal_attention(q, k, v, d ** -0.5), p + "self_attn.o_proj", attn_bias)
+        y = rms_norm(x, W(p + "post_attention_layernorm.weight"), eps)
+        y = F.silu(linear(y, p + "mlp.gate_proj", mlp_bias)) * linear(y, p + "mlp.up_proj", mlp_bias)
+        x = x + linear(y, p + "mlp.down_proj", mlp_bias)
+    x = rms_norm(x, W("model.norm.weight"), eps)
+    tied = cfg.get("tie_word_embeddings", False) or "lm_head.weight" not in w
+    return x @ (W("model.embed_tokens.weight") if tied else W("lm_head.weight")).t()
+
+
+def check_model(cfg, w):
+    """Refuses configs this reference does not implement and missing/misshapen tensors."""
+    fam = family_of(cfg)
+    keys = (("vocab_size", "n_embd", "n_layer", "n_head", "n_positions") if fam == "gpt2" else
+            ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads"))
+    missing = [k for k in keys if not isinstance(cfg.get(k), int) or cfg[k] <= 0]
+    if missing:
+        raise InputError(f"config.json ({fam}) lacks positive integers for: {', '.join(missing)}")
+    bad = []
+    if fam == "gpt2":
+        if cfg.get("activation_function", "gelu_new") != "gelu_new":
+            bad.append(f"activation_function {cfg['activation_function']!r} (only gelu_new)")
+        for key, ok in (("scale_attn_weights", True), ("scale_attn_by_inverse_layer_idx", False),
+                        ("reorder_and_upcast_attn", False), ("add_cross_attention", False)):
+            if cfg.get(key, ok) != ok:
+                bad.append(f"{key}={cfg[key]} (only {ok})")
+        need = [(n[len("transformer."):], shape) for n, shape, _ in gpt2_shapes(cfg)]
+        if not cfg.get("tie_word_embeddings", True):
+            need.append(("lm_head.weight", (cfg["vocab_size"], cfg["n_embd"])))
+        get = lambda n: w.get(n, w.get("transformer." + n))
+    else:
+        if cfg.get("hidden_act", "silu") != "silu":
+            bad.append(f"hidden_act {cfg['hidden_act']!r} (only silu)")
+        if cfg.get("rope_scaling") is not None:
+            bad.append(f"rope_scaling {cfg['rope_scaling']} (only null)")
+        c = dict(cfg, num_key_value_heads=cfg.get("num_key_value_heads") or cfg["num_attention_heads"])
+        need = [(n, shape) for n, shape, _ in llama_shapes(dict(c, tie_word_embeddings=True))]
+        if "lm_head.weight" in w or not cfg.get("tie_word_embeddings", False):
+            need.append(("lm_head.weight", (cfg["vocab_size"], cfg["hidden_size"])))
+        get = w.get
+    if bad:
+        raise InputError("config.json asks for what this reference does not implement: " + "; ".join(bad))
+    for name, shape in need:
+        t = get(name)
+        if t is None:
+            raise InputError(f"tensor {name} is missing from the checkpoint")
+        if tuple(t.shape) != tuple(shape):
+            raise InputError(f"tensor {name} has shape {list(t.shape)}, config.json implies {list(shape)}")
+    return fam
+
+
+def model_logits(cfg, w, ids, dtype=torch.float64):
+    return (gpt2_logits if family_of(cfg) == "gpt2" else llama_logits)(cfg, w, ids, dtype)
+
+
+def max_positions(cfg):
+    return cfg["n_positions"] if family_of(cfg) == "gpt2" else None  # RoPE has no table to run off
+
+
+# ----------------------------------------------------------------------------
+# Self-checks (cheap; float64)
+
+
+def self_check(cfg, w, log=print):
+    """Checks the pieces against independent formulations and the model against itself.
+    Returns True when every check passes."""
+    gen = torch.Generator().manual_seed(0)
+    results = []
+
+    def report(what, diff, tol):
+        err = diff.abs().max().item()
+        results.append(err <= tol)
+        log(f"self-check: {what}: {err:.2e} ({'ok' if err <= tol else 'FAILED'}, tol {tol:.0e})")
+
+    # Attention against a loop over heads and positions: scale, causal mask, kv head n // rep.
+    a, g, s, d = 4, 2, 5, 6
+    q, k, v = (torch.randn(n, s, d, generator=gen, dtype=torch.float64) for n in (a, g, g))
+    ref = torch.zeros(s, a * d, dtype=torch.float64)
+    for n in range(a):
+        for t in range(s):
+            sc = torch.stack([q[n, t] @ k[n // (a // g), u] / math.sqrt(d) for u in range(t + 1)])
+            ref[t, n * d:(n + 1) * d] = torch.softmax(sc, 0) @ v[n // (a // g), :t + 1]
+    report("GQA causal attention vs per-head loop", causal_attention(q, k, v, d ** -0.5) - ref, 1e-12)
+    # rotate_half RoPE == complex rotation of the pairs (i, i + d/2) by angle t * inv_freq[i].
+    x = torch.randn(s, d, generator=gen, dtype=torch.float64)
+    cos, sin = rope_cos_sin(s, d, 10000.0, torch.float64)
+    z = torch.complex(x[:, :d // 2], x[:, d // 2:]) * torch.complex(cos[:, :d // 2], sin[:, :d // 2])
+    report("RoPE rotate_half vs complex product", x * cos + rotate_half(x) * sin - torch.cat((z.real, z.imag), -1), 1e-12)
+    y = torch.randn(3, 7, generator=gen, dtype=torch.float64)
+    ones, zeros = torch.ones(7, dtype=torch.float64), torch.zeros(7, dtype=torch.float64)
+    report("layer_norm vs F.layer_norm", layer_norm(y, ones, zeros, 1e-5) - F.layer_norm(y, (7,), eps=1e-5), 1e-12)
+    report("gelu_new vs F.gelu(tanh)", gelu_new(y) - F.gelu(y, approximate="tanh"), 1e-12)
+
+    # The model itself on a short random sequence.
+    vocab = cfg["vocab_size"]
+    s = min(12, max_positions(cfg) or 12)
+    ids = torch.randint(0, vocab, (s,), generator=gen)
+    logits = model_logits(cfg, w, ids)
+    lp = torch.log_softmax(logits, -1)
+    report("log-probs normalised, max |logsumexp - 0|", lp.logsumexp(-1), 1e-12)
+    ids2 = ids.clone()
+    ids2[-1] = (ids2[-1] + 1) % vocab
+    report("causal: earlier logits unchanged when the last token changes",
+           model_logits(cfg, w, ids2)[:-1] - logits[:-1], 1e-13)
+    report("float32 forward vs float64 forward (log-probs)",
+           torch.log_softmax(model_logits(cfg, w, ids, torch.float32).double(), -1) - lp, 1e-4)
+    if family_of(cfg) == "llama":
+        a = cfg["num_attention_heads"]
+        g = cfg.get("num_key_value_heads") or a
+        rep = a // g
+        wide = dict(w)  # kv heads repeated in the weights: the MHA path (n_rep = 1) of the same model
+        for i in range(cfg["num_hidden_layers"]):
+            for m in ("k_proj", "v_proj"):
+                name = f"model.layers.{i}.self_attn.{m}.weight"
+                t = w[name]
+                wide[name] = t.reshape(g, t.shape[0] // g, -1).repeat_interleave(rep, 0).reshape(a * (t.shape[0] // g), -1)
+        mha = model_logits(dict(cfg, num_key_value_heads=a), wide, ids)
+        report(f"GQA ({g} kv heads) vs MHA with kv weights repeated to {a} heads", mha - logits, 1e-12)
+    return all(results)
+
+
+# ----------------------------------------------------------------------------
+# Commands
+
+
+def cmd_random(args):
+    f = args.family
+    if args.heads <= 0 or args.hidden % args.heads:
+        raise InputError(f"--hidden {args.hidden} must be a positive multiple of --heads {args.heads}")
+    if f == "gpt2":
+        if args.kv_heads is not None or args.tie is not None:
+            raise InputError("--kv-heads and --tie are llama-only (GPT-2 has one kv head per head and is always tied)")
+        cfg = gpt2_config(args.vocab_size, args.hidden, args.layers, args.heads, args.ffn, args.max_pos)
+        shapes = gpt2_shapes(cfg)
+    else:
+        g = 2 if args.kv_heads is None else args.kv_heads
+        if g <= 0 or args.heads % g or (args.hidden // args.heads) % 2:
+            raise InputError(f"--heads {args.heads} must be a multiple of --kv-heads {g}, and the head dim "
+                             f"{args.hidden // args.heads} even (RoPE rotates halves)")
+        cfg = llama_config(args.vocab_size, args.hidden, args.layers, args.heads, g, args.ffn or 96,
+                           args.max_pos, args.tie == "true")
+        shapes = llama_shapes(cfg)
+    tensors = random_tensors(shapes, args.seed)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "config.json"), "w") as fh:
+        json.dump(cfg, fh, indent=2)
+        fh.write("\n")
+    write_safetensors(os.path.join(args.out, "model.safetensors"), tensors)
+    back_cfg, back = load_hf_dir(args.out)
+    if back_cfg != cfg or list(back) != list(tensors) or not all(torch.equal(back[n], t) for n, t in tensors.items()):
+        raise SystemExit("random: FAILED — the folder read back differs from what was written")
+    check_model(back_cfg, back)
+    n = sum(t.numel() for t in tensors.values())
+    print(f"wrote {args.out}: {f}, {len(tensors)} tensors, {n} parameters, seed {args.seed}")
+    if args.self_check and not self_check(back_cfg, back):
+        raise SystemExit("random: self-check FAILED")
+
+
+def load_generate_json(path, vocab):
+    """(prompt_tokens, tokens, log_probs) of a `megatron generate --output-json` file, validated."""
+    try:
+        with open(path) as fh:
+            doc = json.load(fh)
+    except (OSError, ValueError) as e:
+        raise InputError(f"cannot read {path} as JSON: {e}")
+    if not isinstance(doc, dict):
+        raise InputError(f"{path}: top level is {type(doc).__name__}, expected an object")
+    for key in ("prompt", "text"):
+        if key in doc and not isinstance(doc[key], str):
+            raise InputError(f"{path}: {key!r} must be a string")
+    out = []
+    for key in ("prompt_tokens", "tokens", "log_probs"):
+        val = doc.get(key)
+        if not isinstance(val, list):
+            raise InputError(f"{path}: {key!r} is missing or not a list")
+        if key == "log_probs":
+            if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in val):
+                raise InputError(f"{path}: 'log_probs' must be finite numbers")
+        else:
+            for j, x in enumerate(val):
+                if not isinstance(x, int) or isinstance(x, bool) or not 0 <= x < vocab:
+                    raise InputError(f"{path}: {key}[{j}] = {x!r} is not a token id in [0, {vocab}) (config vocab_size)")
+        out.append(val)
+    prompt, tokens, log_probs = out
+    if not prompt:
+        raise InputError(f"{path}: 'prompt_tokens' is empty; the first generated token needs a context")
+    if not tokens:
+        raise InputError(f"{path}: 'tokens' is empty; nothing to score")
+    if len(log_probs) != len(tokens):
+        raise InputError(f"{path}: {len(log_probs)} log_probs for {len(tokens)} generated tokens")
+    return prompt, tokens, log_probs
+
+
+def cmd_score(args):
+    cfg, w = load_hf_dir(args.hf_dir)
+    check_model(cfg, w)
+    if args.self_check and not self_check(cfg, w, log=lambda m: print(m, file=sys.stderr)):
+        raise SystemExit("score: self-check FAILED")
+    prompt, tokens, theirs = load_generate_json(args.json, cfg["vocab_size"])
+    seq = prompt + tokens
+    limit = max_positions(cfg)
+    if limit is not None and len(seq) - 1 > limit:
+        raise InputError(f"{len(prompt)} prompt + {len(tokens)} generated tokens need {len(seq) - 1} positions; "
+                         f"the model has n_positions {limit}")
+    with torch.no_grad():
+        logits = model_logits(cfg, w, torch.tensor(seq[:-1], dtype=torch.int64))  # (s-1, vocab) float64
+    lp = torch.log_softmax(logits, dim=-1)
+    p = len(prompt)
+    ours = [lp[p - 1 + i, t].item() for i, t in enumerate(tokens)]
+    diffs = [abs(o - t) for o, t in zip(ours, theirs)]
+    worst = max(range(len(diffs)), key=diffs.__getitem__)
+    print(json.dumps({"max_abs_diff": diffs[worst], "n": len(tokens), "ours": ours, "theirs": theirs}))
+    if diffs[worst] > args.tol:
+        print(f"score: FAILED — generated token {worst} (id {tokens[worst]}, position {p + worst}): "
+              f"log-prob ours {ours[worst]:.8f}, theirs {theirs[worst]:.8f}, |diff| {diffs[worst]:.3e} > tol {args.tol:g}",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("random", help="write a random HF checkpoint folder (config.json + model.safetensors)")
+    r.add_argument("--family", choices=("gpt2", "llama"), required=True)
+    r.add_argument("--out", required=True, help="folder to write (created if missing)")
+    r.add_argument("--seed", type=int, required=True)
+    r.add_argument("--vocab-size", type=int, default=256)
+    r.add_argument("--hidden", type=int, default=64)
+    r.add_argument("--layers", type=int, default=2)
+    r.add_argument("--heads", type=int, default=4)
+    r.add_argument("--kv-heads", type=int, default=None, help="llama only (default 2)")
+    r.add_argument("--ffn", type=int, default=None,
+                   help="gpt2 n_inner (default null = 4*hidden); llama intermediate_size (default 96)")
+    r.add_argument("--max-pos", type=int, default=128, help="gpt2 n_positions / llama max_position_embeddings")
+    r.add_argument("--tie", choices=("true", "false"), default=None, help="llama only (default false)")
+    r.add_argument("--no-self-check", dest="self_check", action="store_false", help="skip the self-checks")
+    s = sub.add_parser("score", help="compare a `megatron generate --output-json` file with this reference")
+    s.add_argument("--hf-dir", required=True)
+    s.add_argument("--json", required=True)
+    s.add_argument("--tol", type=float, default=1e-4)
+    s.add_argument("--self-check", action="store_true", help="first run the self-checks on this model (to stderr)")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    try:
+        sys.exit(cmd_score(args) if args.cmd == "score" else cmd_random(args))
+    except InputError as e:
+        print(f"{args.cmd}: error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()
