@@ -23,7 +23,18 @@ struct GenerateArgs {
   SamplingConfig sampling;
   uint64_t seed = 1234;
   int tp = 1;
+  std::string output_json;  // --output-json: ids and log-probabilities
 };
+
+// Natural-log probability of `token` under softmax(logits) over the real
+// vocabulary (no padding rows), at temperature 1, in double.
+double log_prob(const float* logits, int64_t vocab_size, int32_t token) {
+  double mx = -INFINITY;
+  for (int64_t j = 0; j < vocab_size; ++j) mx = std::max(mx, double(logits[j]));
+  double sum = 0;
+  for (int64_t j = 0; j < vocab_size; ++j) sum += std::exp(double(logits[j]) - mx);
+  return double(logits[token]) - mx - std::log(sum);
+}
 void check_generate_args(const GenerateArgs& a) {
   const SamplingConfig& c = a.sampling;
   MT_CHECK(a.max_new_tokens >= 0, "--max-new-tokens ", a.max_new_tokens,
@@ -46,6 +57,10 @@ Command add_generate_command(CLI::App& app) {
   app.add_option("--top-k", a->sampling.top_k, "sample among the k most likely (0: off)");
   app.add_option("--top-p", a->sampling.top_p, "nucleus sampling mass (0: off)");
   app.add_option("--seed", a->seed, "sampling seed");
+  app.add_option("--output-json", a->output_json,
+                 "also write {prompt, prompt_tokens, tokens, log_probs, text} here: the ids the "
+                 "model conditioned on and generated, and each generated token's log-probability "
+                 "(temperature 1, over the real vocabulary)");
   app.add_option("--tensor-model-parallel-size", a->tp,
                  "TP size to decode with (launch that many ranks with mpirun); the checkpoint "
                  "is re-sharded if it was saved with another");
@@ -93,7 +108,8 @@ Command add_generate_command(CLI::App& app) {
     // A prompt longer than the context: condition on its end, which is what
     // the continuation follows (its beginning would be forgotten anyway).
     const size_t capacity = size_t(dec.capacity());
-    if (context.size() > capacity) {
+    const bool truncated = context.size() > capacity;
+    if (truncated) {
       if (rank0)
         std::fprintf(stderr, "generate: the prompt has %zu tokens, more than the model's context "
                      "of %zu; conditioning on its last %zu\n", context.size(), capacity, capacity);
@@ -102,8 +118,14 @@ Command add_generate_command(CLI::App& app) {
     const float* logits = nullptr;
     for (int32_t t : context) logits = dec.step(t);
     StreamingDetokenizer stream(*tok);
+    const std::vector<int32_t> prompt_tokens = context;
+    std::vector<int32_t> generated;
+    std::vector<double> log_probs;
+    bool slid = false;  // the context window slid: log-probs condition on its second half only
     for (int64_t i = 0; i < a->max_new_tokens; ++i) {
       const int32_t next = sample_token(logits, cfg.vocab_size, a->sampling, rng, uint64_t(i), scratch);
+      generated.push_back(next);
+      log_probs.push_back(log_prob(logits, cfg.vocab_size, next));
       if (next == tok->eod()) break;
       if (out) {  // a character may span several tokens: print it when complete
         std::fputs(stream.push(next).c_str(), out);
@@ -111,6 +133,7 @@ Command add_generate_command(CLI::App& app) {
       }
       context.push_back(next);
       if (dec.position() == dec.capacity()) {  // slide: keep the last half, re-encode it
+        slid = true;
         dec.reset();
         const size_t keep = size_t(dec.capacity() / 2);
         for (size_t j = context.size() - keep; j < context.size(); ++j) logits = dec.step(context[j]);
@@ -119,6 +142,18 @@ Command add_generate_command(CLI::App& app) {
       }
     }
     if (out) std::fputs((stream.finish() + "\n").c_str(), out);
+    if (rank0 && !a->output_json.empty()) {
+      nlohmann::json j = {{"prompt", a->prompt},
+                          {"prompt_tokens", prompt_tokens},
+                          {"tokens", generated},
+                          {"log_probs", log_probs},
+                          {"text", tok->detokenize(generated)}};
+      if (slid) j["context_slid"] = true;
+      if (truncated) j["prompt_truncated"] = true;  // prompt_tokens: the part conditioned on
+      // Byte tokens can end mid-character: invalid UTF-8 becomes U+FFFD, as printed.
+      atomic_write_text(a->output_json,
+                        j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+    }
     return 0;
   };
 }

@@ -95,6 +95,7 @@ int64_t meta_int(const nlohmann::json& j, const char* key, const std::string& pa
 }  // namespace
 
 std::string iteration_dir(const std::string& dir, int64_t iteration) {
+  if (iteration == kReleaseIteration) return dir + "/" + kReleaseTracker;
   char buf[32];
   std::snprintf(buf, sizeof buf, "iter_%07lld", static_cast<long long>(iteration));
   return dir + "/" + buf;
@@ -111,9 +112,11 @@ int64_t latest_iteration(const std::string& dir) {
   while (b < e && std::isspace(static_cast<unsigned char>(text[b]))) ++b;
   while (e > b && std::isspace(static_cast<unsigned char>(text[e - 1]))) --e;
   const std::string body = text.substr(b, e - b);
+  if (body == kReleaseTracker) return kReleaseIteration;
   bool digits = !body.empty() && body.size() <= 18;
   for (char c : body) digits = digits && std::isdigit(static_cast<unsigned char>(c));
-  MT_CHECK(digits, path, " holds '", body.substr(0, 40), "', not an iteration number; fix: write ",
+  MT_CHECK(digits, path, " holds '", body.substr(0, 40), "', not an iteration number or '",
+           kReleaseTracker, "'; fix: write ",
            "the number of a complete iter_NNNNNNN directory of ", dir, " into it");
   return std::stoll(body);
 }

@@ -8,6 +8,9 @@
 //   <dir>/iter_NNNNNNN.tmp/                  a save in progress; incomplete until renamed
 //   <dir>/iter_NNNNNNN.old/                  the previous copy of an iteration that is being
 //                                            saved again, kept until the new copy is in place
+//   <dir>/release/                           a release checkpoint (Megatron's name for converted
+//                                            weights: tracker "release"): weights only, loaded
+//                                            as iteration 0 with a fresh optimizer
 //
 // Re-saving an iteration (SIGTERM or --exit-interval on a save point, a run
 // that re-trains over its own checkpoints) renames the complete iter_N aside
@@ -27,11 +30,17 @@ namespace mt {
 inline constexpr const char* kTrackerFile = "latest_checkpointed_iteration.txt";
 inline constexpr int kCheckpointFormatVersion = 1;  // meta.json "version"
 
-std::string iteration_dir(const std::string& dir, int64_t iteration);  // <dir>/iter_NNNNNNN
+// A run never saves iteration 0 (it saves after a step), so iteration 0 is the
+// release checkpoint, as in Megatron-LM.
+inline constexpr int64_t kReleaseIteration = 0;
+inline constexpr const char* kReleaseTracker = "release";
+// <dir>/iter_NNNNNNN, or <dir>/release for kReleaseIteration.
+std::string iteration_dir(const std::string& dir, int64_t iteration);
 
-// The iteration named by <dir>/latest_checkpointed_iteration.txt, or -1 if the
-// file does not exist. Anything but a non-negative decimal number (surrounding
-// whitespace allowed) is an error naming the file and its content.
+// The iteration named by <dir>/latest_checkpointed_iteration.txt (0 for
+// "release"), or -1 if the file does not exist. Anything but a non-negative
+// decimal number or "release" (surrounding whitespace allowed) is an error
+// naming the file and its content.
 int64_t latest_iteration(const std::string& dir);
 
 // The complete iterations in `dir` (iter_N directories; an iter_N.old whose

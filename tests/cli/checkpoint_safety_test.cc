@@ -15,11 +15,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 size_t count(const std::string& text, const std::string& part) {
   size_t n = 0;
   for (size_t p = text.find(part); p != std::string::npos; p = text.find(part, p + 1)) ++n;
@@ -44,10 +39,10 @@ class CheckpointSafety : public ::testing::Test {
     return snapshot();
   }
   std::string snapshot() const {
-    std::string s = read_file(ckpt + "/latest_checkpointed_iteration.txt");
+    std::string s = read_text(ckpt + "/latest_checkpointed_iteration.txt");
     for (const char* it : {"iter_0000005", "iter_0000010"})
-      s += read_file(ckpt + "/" + it + "/mp_rank_00_000/model.safetensors") +
-           read_file(ckpt + "/" + it + "/meta.json");
+      s += read_text(ckpt + "/" + it + "/mp_rank_00_000/model.safetensors") +
+           read_text(ckpt + "/" + it + "/meta.json");
     return s;
   }
   void expect_refused(const RunResult& r, const std::string& expected) const {
@@ -73,7 +68,7 @@ TEST_F(CheckpointSafety, ATypoInLoadOrALostTrackerNeverOverwritesARun) {
   const RunResult over =
       run(train(" --train-iters 6 --save " + ckpt + " --overwrite-checkpoints"));
   EXPECT_EQ(over.exit_code, 0) << over.output;
-  EXPECT_EQ(read_file(ckpt + "/latest_checkpointed_iteration.txt"), "6\n");
+  EXPECT_EQ(read_text(ckpt + "/latest_checkpointed_iteration.txt"), "6\n");
 }
 
 TEST_F(CheckpointSafety, AStopOnASavePointSavesOnceAndACrashedResaveIsRepaired) {
@@ -101,12 +96,12 @@ TEST_F(CheckpointSafety, AStopOnASavePointSavesOnceAndACrashedResaveIsRepaired) 
             std::string::npos) << resumed.output;
   for (const char* gone : {"/iter_0000005.old", "/iter_0000005.tmp", "/iter_0000008.tmp"})
     EXPECT_FALSE(exists(ckpt + gone)) << gone;
-  EXPECT_EQ(read_file(ckpt + "/latest_checkpointed_iteration.txt"), "10\n");
+  EXPECT_EQ(read_text(ckpt + "/latest_checkpointed_iteration.txt"), "10\n");
 }
 
 // Overwrites float `index` of tensor `name` in a safetensors file.
 void poison(const std::string& path, const std::string& name, int64_t index, float value) {
-  std::string bytes = read_file(path);
+  std::string bytes = read_text(path);
   uint64_t n = 0;
   std::memcpy(&n, bytes.data(), 8);
   const auto header = nlohmann::json::parse(bytes.substr(8, n));
@@ -147,7 +142,7 @@ TEST_F(CheckpointSafety, NonFiniteOrDamagedCheckpointsAreNamed) {
 TEST_F(CheckpointSafety, ADifferentVocabularyOnResumeIsRefused) {
   first_run();
   // Same size, two characters swapped: ids would decode to other text.
-  auto vocab = nlohmann::json::parse(read_file(dir.file("corpus_vocab.json")));
+  auto vocab = nlohmann::json::parse(read_text(dir.file("corpus_vocab.json")));
   std::swap(vocab[5], vocab[6]);
   std::ofstream(dir.file("other_vocab.json")) << vocab.dump();
   std::string flags = train(" --train-iters 20 --load " + ckpt + " --save " + ckpt);
@@ -173,7 +168,7 @@ TEST_F(CheckpointSafety, ADifferentArchitectureOnResumeIsRefused) {
   // A checkpoint from before the Llama-era fields was trained with their
   // defaults (GPT-2's block): it resumes as that, and refuses another block.
   const std::string meta_path = ckpt + "/iter_0000010/meta.json";
-  auto meta = nlohmann::json::parse(read_file(meta_path));
+  auto meta = nlohmann::json::parse(read_text(meta_path));
   for (const char* k : {"normalization", "position_embedding_type", "rotary_base", "rotary_percent",
                         "swiglu", "group_query_attention", "num_query_groups",
                         "disable_bias_linear", "untie_embeddings_and_output_weights"})

@@ -93,6 +93,11 @@ inline std::string synthetic_corpus(int paragraphs, unsigned seed = 5) {
   return text;
 }
 
+inline std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
 inline void write_text(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << text;

@@ -1,6 +1,7 @@
 // `megatron generate` on a prompt longer than the model's context conditions
 // on the prompt's end (what the continuation follows), says so once, and its
-// flags are range-checked before anything is loaded (issue 17).
+// flags are range-checked before anything is loaded (issue 17); --output-json
+// reports ids and log-probabilities (issue 11).
 #include "bad_input_util.h"
 
 namespace mt::test {
@@ -52,6 +53,45 @@ TEST_F(GenerateCli, PromptLongerThanTheContextConditionsOnItsEnd) {
   const Output none = generate(" --prompt '" + tail + "' --max-new-tokens 0");
   ASSERT_EQ(none.exit_code, 0) << none.notes;
   EXPECT_EQ(none.text, tail + "\n");
+}
+
+// --output-json: the ids the model conditioned on and generated, and each
+// generated token's log-probability (temperature 1, real vocabulary only);
+// greedy decoding picks the most likely token, so its log-probability is the
+// largest, and sampling at temperature 1 from the same seed gives the same
+// tokens with the same log-probabilities.
+TEST_F(GenerateCli, OutputJsonHasTheIdsAndTheirLogProbabilities) {
+  const RunResult t = run(megatron() + train(" --seq-length 16 --train-iters 40 --save " +
+                                             dir.file("ckpt")));
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  const std::string json = dir.file("gen.json");
+  const Output g = generate(" --prompt 'The cat' --temperature 0 --max-new-tokens 10"
+                            " --output-json " + json);
+  ASSERT_EQ(g.exit_code, 0) << g.text << g.notes;
+  std::ifstream in(json);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j.at("prompt"), "The cat");
+  EXPECT_EQ(j.at("prompt_tokens").size(), 7u);  // the char tokenizer: one id per character
+  const auto tokens = j.at("tokens").get<std::vector<int>>();
+  const auto lp = j.at("log_probs").get<std::vector<double>>();
+  ASSERT_EQ(tokens.size(), 10u);
+  ASSERT_EQ(lp.size(), tokens.size());
+  const auto vocab = nlohmann::json::parse(read_text(dir.file("corpus_vocab.json")));
+  for (size_t i = 0; i < lp.size(); ++i) {
+    EXPECT_LE(lp[i], 0.0) << i;
+    // The argmax of V choices has probability >= 1/V.
+    EXPECT_GE(lp[i], -std::log(double(vocab.size()))) << i;
+    EXPECT_LT(tokens[i], int(vocab.size())) << "a padding row was chosen";
+  }
+  EXPECT_EQ(g.text, "The cat" + j.at("text").get<std::string>() + "\n");
+  // Sampled tokens are less likely than the greedy ones on average, and
+  // their log-probabilities are reproducible.
+  const Output s1 = generate(" --prompt 'The cat' --max-new-tokens 10 --seed 3 --output-json " +
+                             dir.file("s1.json"));
+  const Output s2 = generate(" --prompt 'The cat' --max-new-tokens 10 --seed 3 --output-json " +
+                             dir.file("s2.json"));
+  ASSERT_EQ(s1.exit_code, 0) << s1.notes;
+  EXPECT_EQ(read_text(dir.file("s1.json")), read_text(dir.file("s2.json")));
 }
 
 TEST_F(GenerateCli, FlagsOutOfRangeNameTheirValue) {

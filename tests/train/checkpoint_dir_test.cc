@@ -61,11 +61,23 @@ TEST(CheckpointDir, TrackerMustBeAWholeNumber) {
     write(d.file(kTrackerFile), ok);
     EXPECT_EQ(latest_iteration(d.file("")), std::stoll(ok)) << ok;
   }
-  for (const char* bad : {"4abc\n", "", "-3", "1e3", "release", "99999999999999999999"}) {
+  for (const char* bad : {"4abc\n", "", "-3", "1e3", "releases", "99999999999999999999"}) {
     write(d.file(kTrackerFile), bad);
     const std::string e = error_of([&] { latest_iteration(d.file("")); });
     EXPECT_TRUE(has(e, kTrackerFile) && has(e, "not an iteration number")) << bad << ": " << e;
   }
+}
+
+// Megatron's release checkpoint (converted weights): tracker "release",
+// directory <dir>/release, iteration 0 (a run never saves iteration 0).
+TEST(CheckpointDir, ReleaseIsIterationZeroInItsOwnDirectory) {
+  TempDir d;
+  write(d.file(kTrackerFile), "release\n");
+  EXPECT_EQ(latest_iteration(d.file("")), kReleaseIteration);
+  EXPECT_EQ(iteration_dir(d.file("x"), kReleaseIteration), d.file("x") + "/release");
+  EXPECT_EQ(iteration_dir(d.file("x"), 7), d.file("x") + "/iter_0000007");
+  EXPECT_TRUE(has(error_of([&] { checkpoint_iteration_dir(d.file(""), kReleaseIteration); }),
+                  "release"));
 }
 
 TEST(CheckpointDir, MetaIsValidatedFieldByField) {
