@@ -20,13 +20,17 @@ Command add_train_command(CLI::App& app) {
   auto group = [&](const char* name) { return app.add_option_group(name); };
 
   CLI::Option_group* model = group("model");
-  for_each_model_field(m, [&](const char*, const char* flag, const char* help, auto& field) {
+  auto model_options = std::make_shared<std::vector<std::pair<std::string, CLI::Option*>>>();
+  for_each_model_field(m, [&](const char* key, const char* flag, const char* help, auto& field) {
     if (*flag == '\0') return;  // set from the tokenizer or derived
     if constexpr (std::is_same_v<std::decay_t<decltype(field)>, bool>)
-      model->add_flag(flag, field, help);
+      model_options->push_back({key, model->add_flag(flag, field, help)});
     else
-      model->add_option(flag, field, help);
+      model_options->push_back({key, model->add_option(flag, field, help)});
   });
+  model->add_flag("--use-checkpoint-args", a->use_checkpoint_args,
+                  "with --load: the model flags not given here come from the checkpoint "
+                  "(e.g. one made by `megatron convert`)");
   model->add_flag("--attention-softmax-in-fp32", a->attention_softmax_in_fp32,
                   "accepted for Megatron-LM compatibility: softmax is always fp32 here");
 
@@ -127,7 +131,9 @@ Command add_train_command(CLI::App& app) {
 
   make_integer_options_strict(app);
 
-  return [a]() {
+  return [a, model_options]() {
+    for (const auto& [key, option] : *model_options)
+      if (option->count() > 0) a->model_flags_given.push_back(key);
     install_exit_signal_handlers();  // first: a SIGTERM during start-up still saves-and-exits
     MpiEnv mpi;
     ParallelConfig pc;

@@ -82,6 +82,10 @@ struct TrainArgs {
   bool overwrite_checkpoints = false;  // let --save hold checkpoints this run did not load
   bool skip_memory_check = false;      // start even if the planned memory exceeds the host's
   bool attention_softmax_in_fp32 = false;  // accepted (Megatron flag); softmax is always fp32
+  // --use-checkpoint-args: the model fields not given as flags come from the
+  // --load checkpoint (model_flags_given: the JSON keys of those given).
+  bool use_checkpoint_args = false;
+  std::vector<std::string> model_flags_given;
   int64_t exit_interval = 0;
   double exit_duration_in_mins = 0;
 

@@ -9,6 +9,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "core/log.h"
@@ -398,10 +400,35 @@ bool train(Trainer& t) {
   return false;
 }
 
+// Megatron's --use-checkpoint-args: every model field the command line does
+// not give comes from the checkpoint being loaded (its vocabulary from its
+// tokenizer, as always); the ones it gives must then agree with it where
+// they are architecture (check_same_architecture, at load).
+void adopt_checkpoint_model(TrainArgs& args) {
+  MT_CHECK(!args.load.empty() && latest_iteration(args.load) >= 0,
+           "--use-checkpoint-args needs a checkpoint to read them from; fix: pass --load DIR of "
+           "a checkpoint (", args.load.empty() ? "none given" : args.load + " has none", ")");
+  const nlohmann::json saved = read_checkpoint_meta(args.load).at("args").at("model");
+  const ModelConfig from = model_config_from_json(saved);
+  ModelConfig& to = args.model;
+  auto given = [&](const std::string& key) {
+    return std::find(args.model_flags_given.begin(), args.model_flags_given.end(), key) !=
+           args.model_flags_given.end();
+  };
+  for_each_model_field(to, [&](const char* key, const char* flag, const char*, auto& field) {
+    if (*flag == '\0' || given(key) || !saved.contains(key)) return;
+    for_each_model_field(from, [&](const char* k, const char*, const char*, const auto& value) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(value)>, std::decay_t<decltype(field)>>)
+        if (std::string_view(k) == key) field = value;
+    });
+  });
+}
+
 }  // namespace
 
 int run_training(TrainArgs args, ParallelState& ps) {
   Timer run_timer;
+  if (args.use_checkpoint_args) adopt_checkpoint_model(args);
   args.validate(ps.world_size);
   const int64_t loaded_iteration = args.load.empty() ? -1 : latest_iteration(args.load);
   prepare_save_dir(args, loaded_iteration, ps);  // first: it may restore the loaded iteration

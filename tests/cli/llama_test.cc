@@ -150,5 +150,49 @@ TEST(Llama, SaveAtTp2Pp2ResumeAtTp1Pp1AndPp4AndGenerate) {
   EXPECT_GT(text(g1.output).size(), 40u) << g1.output;
 }
 
+// Megatron's --use-checkpoint-args: a resume that gives none of the model's
+// flags takes them from the checkpoint and continues exactly as one that
+// gives them all; a flag given that contradicts the checkpoint is refused.
+TEST(Llama, UseCheckpointArgsTakesTheModelFromTheCheckpoint) {
+  TempDir dir;
+  const std::string data = prepare_data(dir, synthetic_corpus(100));
+  // The model (given, then adopted) and everything else (given every time).
+  const std::string model = " --num-layers 4 --hidden-size 32 --num-attention-heads 4"
+                            " --normalization RMSNorm --position-embedding-type rope --swiglu"
+                            " --ffn-hidden-size 64 --group-query-attention --num-query-groups 2"
+                            " --disable-bias-linear --untie-embeddings-and-output-weights";
+  const std::string run_flags = " --seq-length 32 --micro-batch-size 2 --global-batch-size 8"
+                                " --lr 3e-3 --min-lr 3e-4 --lr-decay-style cosine"
+                                " --lr-warmup-iters 1 --lr-decay-iters 10 --weight-decay 0.1"
+                                " --clip-grad 1.0 --split 90,10,0 --peak-tflops 1"
+                                " --log-interval 1 --eval-interval 0 --hidden-dropout 0"
+                                " --attention-dropout 0";
+  const RunResult first = run(megatron() + " train" + data + model + run_flags +
+                              " --train-iters 4 --save " + dir.file("c"));
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const RunResult all = run(megatron() + " train" + data + model + run_flags +
+                            " --train-iters 7 --load " + dir.file("c") + " --log-json " +
+                            dir.file("all.json"));
+  ASSERT_EQ(all.exit_code, 0) << all.output;
+  const RunResult adopted = run(megatron() + " train" + data + run_flags +
+                                " --train-iters 7 --use-checkpoint-args --load " +
+                                dir.file("c") + " --log-json " + dir.file("adopted.json"));
+  ASSERT_EQ(adopted.exit_code, 0) << adopted.output;
+  EXPECT_NE(adopted.output.find("RMSNorm, positions rope"), std::string::npos) << adopted.output;
+  expect_same_losses(read_log_json(dir.file("all.json")), read_log_json(dir.file("adopted.json")),
+                     "--use-checkpoint-args", 0.0);
+  const RunResult wrong = run(megatron() + " train" + data + run_flags +
+                              " --train-iters 7 --use-checkpoint-args"
+                              " --num-query-groups 4 --load " + dir.file("c"));
+  EXPECT_NE(wrong.exit_code, 0) << wrong.output;
+  EXPECT_NE(wrong.output.find("--num-query-groups 2 but this run has 4"), std::string::npos)
+      << wrong.output;
+  const RunResult none = run(megatron() + " train" + data + run_flags +
+                             " --train-iters 7 --use-checkpoint-args");
+  EXPECT_NE(none.exit_code, 0);
+  EXPECT_NE(none.output.find("--use-checkpoint-args needs a checkpoint"), std::string::npos)
+      << none.output;
+}
+
 }  // namespace
 }  // namespace mt::test
