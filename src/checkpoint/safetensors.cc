@@ -414,4 +414,12 @@ void SafetensorsReader::read_f32(const std::string& name, float* dst,
   read_f32(name, dst, checked_numel(expected_shape));
 }
 
+void SafetensorsReader::release_pages(const std::string& name) const {
+  const StTensorInfo& i = info(name);
+  const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  const uintptr_t b = uintptr_t(map_ + data_start_ + i.begin), e = b + i.bytes();
+  const uintptr_t pb = (b + page - 1) / page * page, pe = e / page * page;
+  if (pe > pb) ::madvise(reinterpret_cast<void*>(pb), pe - pb, MADV_DONTNEED);  // advice only
+}
+
 }  // namespace mt

@@ -125,6 +125,13 @@ class SafetensorsReader {
   void read_f32(const std::string& name, float* dst,
                 const std::vector<int64_t>& expected_shape) const;
 
+  // Lets the pages of tensor `name` leave this process's resident memory
+  // (madvise MADV_DONTNEED on the whole pages inside its bytes; the kernel's
+  // page cache keeps them, and a later read maps them back in). A reader that
+  // streams a large file tensor by tensor then holds about one tensor, not
+  // the whole file (the converter's peak memory).
+  void release_pages(const std::string& name) const;
+
  private:
   void parse_header(const char* json, size_t len, uint64_t data_size);
 

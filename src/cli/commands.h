@@ -12,5 +12,6 @@ using Command = std::function<int()>;
 Command add_train_command(CLI::App& app);
 Command add_generate_command(CLI::App& app);
 Command add_preprocess_command(CLI::App& app);
+Command add_convert_command(CLI::App& app);
 
 }  // namespace mt

@@ -1,4 +1,4 @@
-// megatron: train | generate | preprocess. Every error becomes one line on
+// megatron: train | generate | preprocess | convert. Every error becomes one line on
 // stderr and a non-zero exit; in a multi-rank job the whole job is aborted so
 // that no rank waits for one that died.
 #include <algorithm>
@@ -21,6 +21,9 @@ int main(int argc, char** argv) {
   commands[gen] = mt::add_generate_command(*gen);
   CLI::App* pre = app.add_subcommand("preprocess", "tokenize text into a Megatron .bin/.idx dataset");
   commands[pre] = mt::add_preprocess_command(*pre);
+  CLI::App* conv = app.add_subcommand(
+      "convert", "convert Hugging Face gpt2/llama folders <-> megatron.cpp checkpoints");
+  commands[conv] = mt::add_convert_command(*conv);
   try {
     std::vector<std::string> args = mt::expand_config_args(argc, argv);
     std::reverse(args.begin(), args.end());  // CLI11 takes a vector last-first

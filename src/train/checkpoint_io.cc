@@ -14,6 +14,7 @@
 #include "checkpoint/safetensors.h"
 #include "core/error.h"
 #include "train/checkpoint_dir.h"
+#include "train/checkpoint_shard.h"
 #include "train/checkpoint_tokenizer.h"
 
 namespace mt {
@@ -21,23 +22,6 @@ namespace mt {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::vector<int64_t> local_shape(const ParamSpec& p) {
-  return p.ndim == 1 ? std::vector<int64_t>{p.rows} : std::vector<int64_t>{p.rows, p.cols};
-}
-
-nlohmann::json param_layout(const ParamRegistry& reg) {
-  nlohmann::json j = nlohmann::json::object();
-  for (const ParamSpec& p : reg.params()) {
-    j[p.name] = {{"global_shape", p.ndim == 1 ? nlohmann::json{p.global_rows}
-                                               : nlohmann::json{p.global_rows, p.global_cols}},
-                 {"partition_dim", p.partition_dim}};
-    // Row blocks split one by one (SwiGLU's [gate; up]): each shard holds its
-    // slice of every block, in block order.
-    if (p.row_blocks > 1) j[p.name]["row_blocks"] = p.row_blocks;
-  }
-  return j;
-}
 
 void make_dir(const std::string& path) {
   std::error_code ec;
@@ -66,18 +50,8 @@ void save_checkpoint(const std::string& dir, const RunState& state, const ParamR
   ps.world_comm.barrier();
   if (ps.dp_rank == 0) make_dir(rank_dir);
   ps.world_comm.barrier();
-  if (ps.dp_rank == 0) {  // the parameters are replicated over DP
-    SafetensorsWriter model;
-    for (const ParamSpec& p : reg.params())
-      model.add(p.name, StDType::kF32, local_shape(p), params + p.offset);
-    model.set_metadata("format", "megatron.cpp");
-    model.set_metadata("params", param_layout(reg).dump());
-    model.set_metadata("tp_rank", std::to_string(ps.tp_rank));
-    model.set_metadata("tp_size", std::to_string(ps.tp_size));
-    model.set_metadata("pp_rank", std::to_string(ps.pp_rank));
-    model.set_metadata("pp_size", std::to_string(ps.pp_size));
-    model.write(rank_dir + "/model.safetensors");
-  }
+  if (ps.dp_rank == 0)  // the parameters are replicated over DP
+    write_model_shard(rank_dir + "/model.safetensors", reg, params, ps.pp_rank, ps.pp_size);
   if (opt != nullptr && (opt->sharded() || ps.dp_rank == 0)) {
     SafetensorsWriter os;
     if (!opt->sharded()) {  // replicated over DP: whole tensors from DP rank 0
@@ -126,28 +100,14 @@ void save_checkpoint(const std::string& dir, const RunState& state, const ParamR
 
 namespace {
 
-// Reads one parameter's whole local tensor (numel floats) as the rank whose
-// checkpoint directory is `rank_dir` saved it.
-using ShardSource = std::function<void(const std::string& rank_dir, float* dst, int64_t numel)>;
-
 // Reads parameter p's tensor from every saved TP shard (saved_tp of them) of
 // pipeline stage saved_pp_rank, assembles the full tensor and writes this
 // rank's slice of it (p's rows/cols at p's offsets) into dst: re-sharding.
 void read_resharded(const std::string& iter_dir, const ShardSource& read, const ParamSpec& p,
                     int saved_tp, int saved_pp_rank, const StageLayout& st, float* dst) {
-  const int64_t R = p.global_rows, C = p.global_cols;
-  std::vector<float> full(static_cast<size_t>(R * C));
-  const int64_t sr = p.partition_dim == 0 ? R / saved_tp : R;
-  const int64_t sc = p.partition_dim == 1 ? C / saved_tp : C;
-  const int shards = p.partition_dim < 0 ? 1 : saved_tp;  // replicated: rank 0's copy
-  std::vector<float> shard(static_cast<size_t>(sr * sc));
-  for (int t = 0; t < shards; ++t) {
-    read(iter_dir + "/" + rank_dir_name(t, saved_pp_rank), shard.data(), sr * sc);
-    const int64_t c0 = p.partition_dim == 1 ? t * sc : 0;
-    for (int64_t i = 0; i < sr; ++i)
-      std::copy(shard.begin() + i * sc, shard.begin() + (i + 1) * sc,
-                full.begin() + p.global_row(i, t, saved_tp) * C + c0);
-  }
+  const int64_t C = p.global_cols;
+  std::vector<float> full(static_cast<size_t>(p.global_rows * C));
+  read_full_tensor(iter_dir, read, p, saved_tp, saved_pp_rank, full.data());
   for (int64_t i = 0; i < p.rows; ++i) {
     const int64_t g = p.global_row(i, st.tp_rank, st.tp_size);
     std::copy(full.begin() + g * C + p.col_offset, full.begin() + g * C + p.col_offset + p.cols,
@@ -168,18 +128,6 @@ void check_finite(const float* x, int64_t n, const std::string& what, const std:
           " (first at element ", first, ": ", x[first], "); fix: load an earlier iteration (write "
           "its number into ", kTrackerFile, "), or this one with --no-load-optim if only the "
           "optimizer state is affected");
-}
-
-// The saved pipeline stage that holds parameter p: `layer_stage` maps each
-// (global) layer to its stage; the embeddings (and the tied output layer's
-// copy) live on the first stage, the loss head on the last.
-int saved_stage_of(const ParamSpec& p, int saved_pp, const std::vector<int>& layer_stage) {
-  switch (p.part) {
-    case Part::kLayer: return layer_stage.at(size_t(p.layer));
-    case Part::kLossHead: return saved_pp - 1;
-    case Part::kEmbedding: return 0;
-  }
-  return 0;
 }
 
 // The optimizer state of one mp_rank directory: every optim_dp_*.safetensors

@@ -1,0 +1,251 @@
+#include "convert/hf_config.h"
+
+#include <charconv>
+#include <cstdlib>
+#include <vector>
+
+#include "core/error.h"
+
+namespace mt {
+
+namespace {
+
+using nlohmann::json;
+
+// A value for messages: scalars as JSON, long objects cut.
+std::string shown(const json& v) {
+  std::string s = v.dump();
+  return s.size() > 80 ? s.substr(0, 77) + "..." : s;
+}
+
+bool present(const json& c, const char* key) { return c.contains(key) && !c.at(key).is_null(); }
+
+int64_t get_int(const json& c, const char* key, const std::string& path, int64_t fallback,
+                bool required, int64_t min_value = 1) {
+  if (!present(c, key)) {
+    MT_CHECK(!required, path, " has no '", key, "'; fix: a Hugging Face config.json of this "
+             "model type always has it (the file is incomplete or of another model type)");
+    return fallback;
+  }
+  const json& v = c.at(key);
+  MT_CHECK(v.is_number_integer() && v.get<int64_t>() >= min_value, path, ": '", key, "' is ",
+           shown(v), ", not an integer >= ", min_value);
+  return v.get<int64_t>();
+}
+
+double get_number(const json& c, const char* key, const std::string& path, double fallback) {
+  if (!present(c, key)) return fallback;
+  const json& v = c.at(key);
+  MT_CHECK(v.is_number(), path, ": '", key, "' is ", shown(v), ", not a number");
+  return v.get<double>();
+}
+
+bool get_bool(const json& c, const char* key, const std::string& path, bool fallback) {
+  if (!present(c, key)) return fallback;
+  const json& v = c.at(key);
+  MT_CHECK(v.is_boolean(), path, ": '", key, "' is ", shown(v), ", not true or false");
+  return v.get<bool>();
+}
+
+std::string get_string(const json& c, const char* key, const std::string& path,
+                       const std::string& fallback) {
+  if (!present(c, key)) return fallback;
+  const json& v = c.at(key);
+  MT_CHECK(v.is_string(), path, ": '", key, "' is ", shown(v), ", not a string");
+  return v.get<std::string>();
+}
+
+// Refuses a key whose value this decoder does not compute.
+[[noreturn]] void unsupported(const std::string& path, const char* key, const json& v,
+                              const std::string& why) {
+  MT_FAIL(path, ": ", key, " = ", shown(v), " is not supported: ", why,
+          "; fix: convert a model without it (megatron.cpp would compute another function)");
+}
+
+// The shortest decimal of a float as a JSON number (1e-05, not 9.99999974737875e-06).
+double tidy(float x) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, x);
+  *r.ptr = '\0';
+  return std::strtod(buf, nullptr);
+}
+
+ModelConfig gpt2_config(const json& c, const std::string& path) {
+  ModelConfig m;
+  m.hidden_size = get_int(c, "n_embd", path, 0, true);
+  m.num_layers = get_int(c, "n_layer", path, 0, true);
+  m.num_attention_heads = get_int(c, "n_head", path, 0, true);
+  m.ffn_hidden_size = get_int(c, "n_inner", path, 4 * m.hidden_size, false);  // null: 4h
+  m.max_position_embeddings = get_int(c, "n_positions", path, 0, true);
+  m.vocab_size = get_int(c, "vocab_size", path, 0, true);
+  m.layernorm_epsilon = float(get_number(c, "layer_norm_epsilon", path, 1e-5));
+  const std::string act = get_string(c, "activation_function", path, "gelu_new");
+  if (act != "gelu_new" && act != "gelu_pytorch_tanh")
+    unsupported(path, "activation_function", act,
+                "megatron.cpp's GELU is the tanh approximation (gelu_new / gelu_pytorch_tanh)");
+  if (!get_bool(c, "tie_word_embeddings", path, true))
+    unsupported(path, "tie_word_embeddings", false,
+                "a GPT-2 block here has its output layer tied to the word embedding");
+  if (!get_bool(c, "scale_attn_weights", path, true))
+    unsupported(path, "scale_attn_weights", false, "attention scores are scaled by 1/sqrt(d)");
+  if (get_bool(c, "scale_attn_by_inverse_layer_idx", path, false))
+    unsupported(path, "scale_attn_by_inverse_layer_idx", true,
+                "attention scores are scaled by 1/sqrt(d) only");
+  if (get_bool(c, "add_cross_attention", path, false))
+    unsupported(path, "add_cross_attention", true, "a decoder-only model has no cross-attention");
+  return m;  // GPT-2's block is ModelConfig's default configuration
+}
+
+ModelConfig llama_config(const json& c, const std::string& path) {
+  ModelConfig m;
+  m.hidden_size = get_int(c, "hidden_size", path, 0, true);
+  m.ffn_hidden_size = get_int(c, "intermediate_size", path, 0, true);
+  m.num_layers = get_int(c, "num_hidden_layers", path, 0, true);
+  m.num_attention_heads = get_int(c, "num_attention_heads", path, 0, true);
+  const int64_t kv = get_int(c, "num_key_value_heads", path, m.num_attention_heads, false);
+  if (kv != m.num_attention_heads) {
+    m.group_query_attention = true;
+    m.num_query_groups = kv;
+  }
+  m.max_position_embeddings = get_int(c, "max_position_embeddings", path, 0, true);
+  m.vocab_size = get_int(c, "vocab_size", path, 0, true);
+  m.layernorm_epsilon = float(get_number(c, "rms_norm_eps", path, 1e-6));
+  m.rotary_base = float(get_number(c, "rope_theta", path, 10000.0));
+  m.untie_embeddings_and_output_weights = !get_bool(c, "tie_word_embeddings", path, false);
+  m.normalization = "RMSNorm";
+  m.position_embedding_type = "rope";
+  m.swiglu = true;
+  m.disable_bias_linear = true;
+  if (present(c, "rope_scaling"))
+    unsupported(path, "rope_scaling", c.at("rope_scaling"),
+                "megatron.cpp computes plain RoPE (no scaled or extended positions)");
+  for (const char* key : {"attention_bias", "mlp_bias"})
+    if (get_bool(c, key, path, false))
+      unsupported(path, key, true, "the Llama configuration has no linear biases");
+  const std::string act = get_string(c, "hidden_act", path, "silu");
+  if (act != "silu") unsupported(path, "hidden_act", act, "the gated MLP is SwiGLU (silu)");
+  MT_CHECK(m.num_attention_heads > 0 && m.hidden_size % m.num_attention_heads == 0, path,
+           ": hidden_size ", m.hidden_size, " is not divisible by num_attention_heads ",
+           m.num_attention_heads);
+  const int64_t d = m.hidden_size / m.num_attention_heads;
+  if (present(c, "head_dim") && get_int(c, "head_dim", path, d, false) != d)
+    unsupported(path, "head_dim", c.at("head_dim"),
+                "the head dimension is hidden_size / num_attention_heads = " + std::to_string(d));
+  MT_CHECK(m.num_attention_heads % kv == 0, path, ": num_attention_heads ", m.num_attention_heads,
+           " is not divisible by num_key_value_heads ", kv);
+  return m;
+}
+
+}  // namespace
+
+const char* hf_family_name(HfFamily f) { return f == HfFamily::kGpt2 ? "gpt2" : "llama"; }
+
+ModelConfig model_config_from_hf(const json& config, const std::string& path, HfFamily* family) {
+  MT_CHECK(config.is_object(), path, " is not a JSON object");
+  const std::string type = get_string(config, "model_type", path, "");
+  ModelConfig m;
+  if (type == "gpt2") {
+    *family = HfFamily::kGpt2;
+    m = gpt2_config(config, path);
+  } else if (type == "llama") {
+    *family = HfFamily::kLlama;
+    m = llama_config(config, path);
+  } else {
+    MT_FAIL(path, ": model_type '", type, "' is not supported; megatron.cpp converts 'gpt2' "
+            "(GPT2LMHeadModel) and 'llama' (LlamaForCausalLM) models; fix: --load-dir a folder "
+            "of one of those");
+  }
+  m.seq_length = m.max_position_embeddings;
+  m.init_method_std = float(get_number(config, "initializer_range", path, 0.02));
+  m.hidden_dropout = 0.f;
+  m.attention_dropout = 0.f;
+  return m;
+}
+
+HfFamily hf_family_of(const ModelConfig& c) {
+  // Near Llama (any of its features): list what differs from Llama; else from GPT-2.
+  const bool llama_like = c.rms_norm() || c.rope() || c.swiglu;
+  std::vector<std::string> off;
+  if (llama_like) {
+    if (!c.rms_norm()) off.push_back("normalization " + c.normalization + " (llama: RMSNorm)");
+    if (!c.rope())
+      off.push_back("position embedding " + c.position_embedding_type + " (llama: rope)");
+    if (!c.swiglu) off.push_back("a GELU MLP (llama: SwiGLU)");
+    if (c.add_bias()) off.push_back("linear biases (llama: --disable-bias-linear)");
+    if (c.rotary_percent != 1.f)
+      off.push_back("rotary_percent " + std::to_string(c.rotary_percent) + " (llama: 1.0)");
+  } else {
+    if (!c.learned_positions())
+      off.push_back("position embedding " + c.position_embedding_type +
+                    " (gpt2: learned_absolute)");
+    if (!c.add_bias()) off.push_back("no linear biases (gpt2: biases)");
+    if (!c.tied_output()) off.push_back("an untied output layer (gpt2: tied)");
+    if (c.query_groups() != c.num_attention_heads)
+      off.push_back("grouped-query attention (gpt2: one key/value head per head)");
+  }
+  if (off.empty()) return llama_like ? HfFamily::kLlama : HfFamily::kGpt2;
+  std::string list;
+  for (const std::string& s : off) list += (list.empty() ? "" : ", ") + s;
+  MT_FAIL("the checkpoint's model has no Hugging Face equivalent: nearest is ",
+          llama_like ? "llama" : "gpt2", " but it has ", list,
+          "; megatron.cpp exports gpt2 (LayerNorm, learned positions, GELU, biases, tied output) "
+          "and llama (RMSNorm, rope, SwiGLU, no linear biases)");
+}
+
+json hf_config_from_model(const ModelConfig& c, HfFamily f, const json& tokenizer,
+                          const std::string& torch_dtype) {
+  json j;
+  const bool has_eod = tokenizer.is_object() && tokenizer.contains("eod") &&
+                       tokenizer.at("eod").is_number_integer() && tokenizer.at("eod") >= 0;
+  const bool has_bos = tokenizer.is_object() && tokenizer.contains("bos") &&
+                       tokenizer.at("bos").is_number_integer() && tokenizer.at("bos") >= 0;
+  if (f == HfFamily::kGpt2) {
+    j = {{"architectures", {"GPT2LMHeadModel"}},
+         {"model_type", "gpt2"},
+         {"vocab_size", c.vocab_size},
+         {"n_embd", c.hidden_size},
+         {"n_layer", c.num_layers},
+         {"n_head", c.num_attention_heads},
+         {"n_inner", c.ffn_hidden_size},
+         {"n_positions", c.max_position_embeddings},
+         {"n_ctx", c.max_position_embeddings},
+         {"activation_function", "gelu_new"},
+         {"layer_norm_epsilon", tidy(c.layernorm_epsilon)},
+         {"resid_pdrop", tidy(c.hidden_dropout)},
+         {"embd_pdrop", tidy(c.hidden_dropout)},
+         {"attn_pdrop", tidy(c.attention_dropout)},
+         {"initializer_range", tidy(c.init_method_std)},
+         {"scale_attn_weights", true},
+         {"tie_word_embeddings", true},
+         {"use_cache", true}};
+    if (has_eod) j["bos_token_id"] = j["eos_token_id"] = tokenizer.at("eod");  // <|endoftext|>
+  } else {
+    j = {{"architectures", {"LlamaForCausalLM"}},
+         {"model_type", "llama"},
+         {"vocab_size", c.vocab_size},
+         {"hidden_size", c.hidden_size},
+         {"intermediate_size", c.ffn_hidden_size},
+         {"num_hidden_layers", c.num_layers},
+         {"num_attention_heads", c.num_attention_heads},
+         {"num_key_value_heads", c.query_groups()},
+         {"head_dim", c.head_dim()},
+         {"max_position_embeddings", c.max_position_embeddings},
+         {"rms_norm_eps", tidy(c.layernorm_epsilon)},
+         {"rope_theta", tidy(c.rotary_base)},
+         {"rope_scaling", nullptr},
+         {"hidden_act", "silu"},
+         {"attention_bias", false},
+         {"mlp_bias", false},
+         {"attention_dropout", tidy(c.attention_dropout)},
+         {"initializer_range", tidy(c.init_method_std)},
+         {"tie_word_embeddings", c.tied_output()},
+         {"pretraining_tp", 1},
+         {"use_cache", true}};
+    if (has_bos) j["bos_token_id"] = tokenizer.at("bos");
+    if (has_eod) j["eos_token_id"] = tokenizer.at("eod");
+  }
+  j["torch_dtype"] = torch_dtype;
+  return j;
+}
+
+}  // namespace mt

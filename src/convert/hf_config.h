@@ -1,0 +1,45 @@
+// Hugging Face config.json <-> ModelConfig for the two families that are a
+// configuration of the one decoder (DESIGN.md "One model, configured"):
+//
+//   gpt2  (GPT2LMHeadModel):  LayerNorm, learned absolute positions, GELU
+//         (tanh: "gelu_new"), biases, tied output layer;
+//   llama (LlamaForCausalLM): RMSNorm, RoPE (rotate-half, as Megatron core's
+//         default), SwiGLU, no linear biases, grouped-query attention, tied or
+//         untied output layer.
+//
+// Anything of either family this decoder does not compute (rope_scaling,
+// attention/MLP biases in Llama, another activation, a head_dim that is not
+// hidden/heads, an untied GPT-2, ...) is refused naming the key and its value,
+// never converted into another function in silence.
+#pragma once
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "model/config.h"
+
+namespace mt {
+
+enum class HfFamily { kGpt2, kLlama };
+
+const char* hf_family_name(HfFamily f);  // "gpt2" | "llama"
+
+// config.json (parsed; `path` for messages) as a ModelConfig, not finalized:
+// vocab_size is HF's (unpadded), seq_length = max_position_embeddings,
+// dropout 0 (converted models carry none; set --hidden-dropout /
+// --attention-dropout when fine-tuning). Throws mt::Error naming the key.
+ModelConfig model_config_from_hf(const nlohmann::json& config, const std::string& path,
+                                 HfFamily* family);
+
+// The family a (finalized) ModelConfig converts to; throws naming what has no
+// Hugging Face equivalent.
+HfFamily hf_family_of(const ModelConfig& c);
+
+// config.json for `c` in family `f`. `tokenizer`: the checkpoint's tokenizer
+// record (its eod / bos become eos_token_id / bos_token_id when known);
+// `torch_dtype`: "float32" | "bfloat16".
+nlohmann::json hf_config_from_model(const ModelConfig& c, HfFamily f,
+                                    const nlohmann::json& tokenizer,
+                                    const std::string& torch_dtype);
+
+}  // namespace mt

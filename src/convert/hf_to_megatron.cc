@@ -1,0 +1,289 @@
+// hf -> megatron: a Hugging Face folder becomes a release checkpoint.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/atomic_file.h"
+#include "convert/convert.h"
+#include "convert/hf_config.h"
+#include "convert/hf_folder.h"
+#include "convert/hf_weights.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "data/tokenizer.h"
+#include "train/checkpoint_dir.h"
+#include "train/checkpoint_io.h"
+#include "train/checkpoint_shard.h"
+#include "train/checkpoint_tokenizer.h"
+
+namespace mt {
+
+namespace fs = std::filesystem;
+
+double peak_rss_mb() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_maxrss) / 1024.0;  // kB on Linux
+}
+
+namespace {
+
+bool is_file(const std::string& path) {
+  std::error_code ec;
+  return fs::is_regular_file(path, ec);
+}
+
+// The tokenizer of the folder: GPT-2's vocab.json + merges.txt, or a Llama
+// SentencePiece tokenizer.model.
+TokenizerOptions hf_tokenizer_options(const std::string& dir, HfFamily f) {
+  TokenizerOptions o;
+  if (f == HfFamily::kGpt2) {
+    o.type = "GPT2BPETokenizer";
+    o.vocab_file = dir + "/vocab.json";
+    o.merge_file = dir + "/merges.txt";
+    std::string missing;
+    for (const std::string& p : {o.vocab_file, o.merge_file})
+      if (!is_file(p)) missing += (missing.empty() ? "" : " and ") + fs::path(p).filename().string();
+    MT_CHECK(missing.empty(), "--load-dir ", dir, " has no ", missing,
+             " (GPT-2's byte-level BPE tokenizer files, which the checkpoint records and "
+             "carries); fix: copy them into the folder (e.g. from scripts/fetch_gpt2_tokenizer.sh's "
+             "data/gpt2/gpt2-vocab.json and gpt2-merges.txt, renamed)");
+  } else {
+    o.type = "Llama2Tokenizer";
+    o.tokenizer_model = dir + "/tokenizer.model";
+    MT_CHECK(is_file(o.tokenizer_model), "--load-dir ", dir, " has no tokenizer.model (the "
+             "SentencePiece model of a Llama tokenizer, which the checkpoint records and "
+             "carries); fix: copy it into the folder (a tokenizer.json-only tokenizer such as "
+             "Llama 3's is not supported)");
+  }
+  return o;
+}
+
+bool ignorable(const std::string& name, HfFamily f) {
+  auto ends = [&](const char* s) {
+    const size_t n = std::strlen(s);
+    return name.size() >= n && name.compare(name.size() - n, n, s) == 0;
+  };
+  return f == HfFamily::kGpt2 ? ends(".attn.bias") || ends(".attn.masked_bias")  // causal masks
+                              : ends(".self_attn.rotary_emb.inv_freq");          // RoPE cache
+}
+
+// Every tensor the config implies is there with its shape and a float dtype;
+// nothing else is, but buffers and a tied lm_head equal to the embedding.
+void check_hf_tensors(const HfWeightsReader& src, const std::vector<HfParamMap>& maps,
+                      HfFamily f, const std::string& embedding, const std::string& dir) {
+  std::map<std::string, std::vector<int64_t>> expected;
+  for (const HfParamMap& m : maps)
+    for (const HfTensor& t : m.hf) expected[t.name] = t.shape;
+  for (const auto& [name, shape] : expected) {
+    MT_CHECK(src.has(name), "--load-dir ", dir, ": tensor '", name, "' (shape ",
+             shape_to_string(shape), " for its config.json) is missing; fix: a complete ",
+             hf_family_name(f), " checkpoint of this config.json");
+    const StTensorInfo& i = src.info(name);
+    MT_CHECK(i.shape == shape, "--load-dir ", dir, ": tensor '", name, "' has shape ",
+             i.shape_str(), " but its config.json implies ", shape_to_string(shape),
+             "; fix: the config.json of these weights");
+    MT_CHECK(i.dtype == StDType::kF32 || i.dtype == StDType::kF16 || i.dtype == StDType::kBF16 ||
+                 i.dtype == StDType::kF64,
+             "--load-dir ", dir, ": tensor '", name, "' has dtype ", st_dtype_name(i.dtype),
+             "; only F32, F16, BF16 and F64 weights convert (quantized checkpoints do not)");
+  }
+  for (const std::string& name : src.names()) {
+    if (expected.count(name) || ignorable(name, f)) continue;
+    if (name == "lm_head.weight" && expected.count(embedding)) {  // tied: must equal the embedding
+      const StTensorInfo& i = src.info(name);
+      MT_CHECK(i.shape == expected.at(embedding), "--load-dir ", dir, ": tied lm_head.weight has "
+               "shape ", i.shape_str(), " but ", embedding, " has ",
+               shape_to_string(expected.at(embedding)));
+      std::vector<float> a(size_t(i.numel())), b(a.size());
+      src.read_f32(name, a.data(), i.shape);
+      src.read_f32(embedding, b.data(), i.shape);
+      MT_CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0, "--load-dir ", dir,
+               ": lm_head.weight differs from ", embedding, " but config.json ties them "
+               "(tie_word_embeddings); an untied output layer of this model has no megatron.cpp "
+               "equivalent here; fix: set tie_word_embeddings false (llama) or convert a tied model");
+      continue;
+    }
+    MT_FAIL("--load-dir ", dir, ": unexpected tensor '", name, "' (shape ",
+            src.info(name).shape_str(), ", in ", src.file_of(name), ") has no place in a ",
+            hf_family_name(f), " model of its config.json (another architecture, more layers, or "
+            "an option megatron.cpp does not compute); fix: convert a folder whose config.json "
+            "describes all its weights");
+  }
+}
+
+// Refuses a --save-dir that holds checkpoints (unless --overwrite-checkpoints),
+// creates it and removes a conversion that a crash interrupted.
+void prepare_save_dir(const ConvertOptions& o, const std::string& tmp) {
+  std::error_code ec;
+  const std::vector<int64_t> held = saved_iterations(o.save_dir);
+  const bool tracker = fs::exists(o.save_dir + "/" + kTrackerFile, ec);
+  const bool release = fs::exists(iteration_dir(o.save_dir, kReleaseIteration), ec);
+  if (!o.overwrite && (tracker || release || !held.empty())) {
+    std::string what = release ? "release" : "";
+    for (int64_t it : held)
+      what += (what.empty() ? "" : ", ") + fs::path(iteration_dir(o.save_dir, it)).filename().string();
+    if (what.empty()) what = kTrackerFile;
+    MT_FAIL("--save-dir ", o.save_dir, " already holds checkpoints (", what, "); the converted "
+            "release checkpoint would replace what its tracker names; fix: choose a new "
+            "--save-dir, or pass --overwrite-checkpoints to write it there anyway");
+  }
+  check_writable_dir(o.save_dir, "convert");
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp, ec);
+  MT_CHECK(!ec, "cannot create ", tmp, ": ", ec.message());
+}
+
+// As commit_iteration, for the release directory: rename it in (the previous
+// copy aside until the new one is in place), then the tracker "release".
+void commit_release(const std::string& dir, const std::string& tmp) {
+  const std::string final_dir = iteration_dir(dir, kReleaseIteration), old = final_dir + ".old";
+  std::error_code ec;
+  const bool replacing = fs::is_directory(final_dir, ec);
+  if (replacing) {
+    fs::remove_all(old, ec);
+    fs::rename(final_dir, old, ec);
+    MT_CHECK(!ec, "cannot rename ", final_dir, " aside to ", old, ": ", ec.message());
+  }
+  fs::rename(tmp, final_dir, ec);
+  MT_CHECK(!ec, "cannot rename ", tmp, " to ", final_dir, ": ", ec.message());
+  fsync_dir(dir);
+  atomic_write_text(dir + "/" + kTrackerFile, std::string(kReleaseTracker) + "\n");
+  if (replacing) {
+    fs::remove_all(old, ec);
+    fsync_dir(dir);
+  }
+}
+
+}  // namespace
+
+void convert_hf_to_megatron(const ConvertOptions& o) {
+  const Timer timer;
+  const int TP = o.target_tp, PP = o.target_pp;
+  std::error_code ec;
+  MT_CHECK(fs::is_directory(o.load_dir, ec), "--load-dir ", o.load_dir,
+           " is not a directory; fix: give a Hugging Face model folder (config.json, "
+           "model.safetensors, tokenizer files)");
+  const std::string cfg_path = o.load_dir + "/config.json";
+  nlohmann::json hf_cfg;
+  try {
+    hf_cfg = nlohmann::json::parse(read_text_file(cfg_path));
+  } catch (const nlohmann::json::exception& e) {
+    MT_FAIL(cfg_path, " is not valid JSON: ", e.what());
+  }
+  HfFamily fam = HfFamily::kGpt2;
+  ModelConfig cfg = model_config_from_hf(hf_cfg, cfg_path, &fam);
+
+  const TokenizerOptions tok_opts = hf_tokenizer_options(o.load_dir, fam);
+  const std::unique_ptr<Tokenizer> tok = make_tokenizer(tok_opts);
+  MT_CHECK(tok->vocab_size() == cfg.vocab_size, "--load-dir ", o.load_dir, ": the tokenizer (",
+           tok->type(), ") has ", tok->vocab_size(), " entries but config.json's vocab_size is ",
+           cfg.vocab_size, "; the ids would mean other text; fix: the tokenizer files these "
+           "weights were trained with");
+
+  cfg.make_vocab_size_divisible_by = o.make_vocab_size_divisible_by;
+  cfg.finalize(TP);
+  const char* fix = "; fix: choose a --target-tensor-parallel-size that divides it";
+  MT_CHECK(cfg.num_attention_heads % TP == 0, "--target-tensor-parallel-size ", TP,
+           " does not divide the ", cfg.num_attention_heads, " attention heads", fix);
+  MT_CHECK(cfg.query_groups() % TP == 0, "--target-tensor-parallel-size ", TP,
+           " does not divide the ", cfg.query_groups(),
+           " query groups (num_key_value_heads; TP splits them)", fix);
+  MT_CHECK(cfg.ffn_hidden_size % TP == 0, "--target-tensor-parallel-size ", TP,
+           " does not divide the MLP's ", cfg.ffn_hidden_size, " hidden units", fix);
+  MT_CHECK(cfg.padded_vocab_size % TP == 0, "--target-tensor-parallel-size ", TP,
+           " does not divide the padded vocabulary of ", cfg.padded_vocab_size, fix);
+  MT_CHECK(cfg.num_layers % PP == 0, "--target-pipeline-parallel-size ", PP,
+           " does not divide the ", cfg.num_layers, " layers; fix: choose one that does");
+
+  // The whole model's parameters (TP 1, one stage): names, global shapes, parts.
+  const ParamRegistry full_reg(cfg, StageLayout{0, 1, 0, cfg.num_layers, true, true, {}});
+  const HfWeightsReader src(o.load_dir);
+  const std::string prefix = fam == HfFamily::kGpt2 && src.has("transformer.wte.weight")
+                                 ? "transformer."
+                                 : "";
+  const std::vector<HfParamMap> maps = hf_param_maps(fam, full_reg, prefix);
+  check_hf_tensors(src, maps, fam, maps.front().hf.front().name, o.load_dir);
+  std::map<std::string, const HfParamMap*> by_name;
+  for (const HfParamMap& m : maps) by_name[m.param->name] = &m;
+  std::vector<int> layer_stage(size_t(cfg.num_layers));
+  for (int pp = 0; pp < PP; ++pp) {
+    const auto [b, e] = stage_layer_range(cfg.num_layers, PP, pp);
+    for (int64_t l = b; l < e; ++l) layer_stage[size_t(l)] = pp;
+    for (int tp = 0; tp < TP; ++tp)
+      ParamRegistry(cfg, StageLayout{tp, TP, b, e, pp == 0, pp == PP - 1, {}});  // sizes divide
+  }
+
+  const std::string tmp = iteration_dir(o.save_dir, kReleaseIteration) + ".tmp";
+  prepare_save_dir(o, tmp);
+  log_line(true, "convert: %s %s -> megatron.cpp TP%d PP%d: %s\n", hf_family_name(fam),
+           o.load_dir.c_str(), TP, PP, cfg.summary().c_str());
+
+  std::vector<float> full, shard;
+  std::vector<std::vector<float>> parts;
+  int64_t params = 0;
+  for (int pp = 0; pp < PP; ++pp) {
+    const auto [b, e] = stage_layer_range(cfg.num_layers, PP, pp);
+    for (int tp = 0; tp < TP; ++tp) {
+      const ParamRegistry reg(cfg, StageLayout{tp, TP, b, e, pp == 0, pp == PP - 1, {}});
+      shard.assign(size_t(reg.total_floats()), 0.f);
+      for (const ParamSpec& p : reg.params()) {
+        const HfParamMap& m = *by_name.at(p.name);
+        const int64_t C = p.global_cols;
+        full.resize(size_t(p.global_rows * C));
+        parts.resize(m.hf.size());
+        std::vector<const float*> ptrs;
+        for (size_t i = 0; i < m.hf.size(); ++i) {
+          parts[i].resize(size_t(m.hf[i].numel()));
+          src.read_f32(m.hf[i].name, parts[i].data(), m.hf[i].shape);
+          ptrs.push_back(parts[i].data());
+        }
+        hf_to_megatron(m, cfg, ptrs, full.data());
+        for (int64_t r = 0; r < p.rows; ++r) {  // this shard's rows / columns
+          const float* row = full.data() + p.global_row(r, tp, TP) * C + p.col_offset;
+          std::copy(row, row + p.cols, shard.data() + p.offset + r * p.cols);
+        }
+        if ((!p.tied || pp == 0) && (tp == 0 || !p.tp_replicated())) params += p.numel();
+      }
+      const std::string rank_dir = tmp + "/" + rank_dir_name(tp, pp);
+      fs::create_directories(rank_dir, ec);
+      MT_CHECK(!ec, "cannot create ", rank_dir, ": ", ec.message());
+      write_model_shard(rank_dir + "/model.safetensors", reg, shard.data(), pp, PP);
+    }
+  }
+  shard = {};
+  full = {};
+
+  const nlohmann::json record = tokenizer_record(*tok, tok_opts);
+  const nlohmann::json meta = {
+      {"format", "megatron.cpp checkpoint"},
+      {"version", kCheckpointFormatVersion},
+      {"iteration", kReleaseIteration},
+      {"consumed_samples", 0},
+      {"tensor_model_parallel_size", TP},
+      {"pipeline_model_parallel_size", PP},
+      {"data_parallel_size", 1},
+      {"release", true},
+      {"args",
+       {{"model", model_config_to_json(cfg)},
+        {"tokenizer", record},
+        {"layer_stage", layer_stage},
+        {"converted_from",
+         {{"loader", "hf"}, {"load_dir", o.load_dir}, {"model_type", hf_family_name(fam)}}}}}};
+  const std::string text = meta.dump(2) + "\n";
+  parse_checkpoint_meta(text, tmp + "/meta.json", kReleaseIteration);  // what loaders will check
+  save_tokenizer_files(record, tmp);
+  atomic_write_text(tmp + "/meta.json", text);
+  commit_release(o.save_dir, tmp);
+  log_line(true, "convert: wrote %s (%d x %d shards, %lld parameters, tokenizer %s) in %.1f s; "
+           "peak RSS %.1f MB\n", iteration_dir(o.save_dir, kReleaseIteration).c_str(), TP, PP,
+           static_cast<long long>(params), tok->type().c_str(), timer.seconds(), peak_rss_mb());
+}
+
+}  // namespace mt

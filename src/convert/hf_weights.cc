@@ -1,0 +1,223 @@
+#include "convert/hf_weights.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "core/error.h"
+
+namespace mt {
+
+namespace {
+
+// Where Megatron row r of a row-gathered layout lives: row `row` of HF tensor
+// `tensor` (for kGpt2Qkv weights, of c_attn transposed); `pad`: a padded
+// vocabulary row (a copy of `row` on import, dropped on export).
+struct RowSource {
+  int tensor = 0;
+  int64_t row = 0;
+  bool pad = false;
+};
+
+RowSource row_source(HfLayout layout, const ModelConfig& c, int64_t r) {
+  switch (layout) {
+    case HfLayout::kVocab:
+      return r < c.vocab_size ? RowSource{0, r, false} : RowSource{0, c.vocab_size - 1, true};
+    case HfLayout::kGpt2Qkv: {  // Megatron row (head j, w of q/k/v, e) = HF column w·h + j·d + e
+      const int64_t d = c.head_dim(), j = r / (3 * d), w = r % (3 * d) / d, e = r % d;
+      return {0, w * c.hidden_size + j * d + e, false};
+    }
+    case HfLayout::kLlamaQkv: {  // per group: its heads' q rows, then its k, then its v
+      const int64_t d = c.head_dim(), hpg = c.num_attention_heads / c.query_groups();
+      const int64_t block = (hpg + 2) * d, g = r / block, k = r % block;
+      if (k < hpg * d) return {0, g * hpg * d + k, false};
+      if (k < (hpg + 1) * d) return {1, g * d + k - hpg * d, false};
+      return {2, g * d + k - (hpg + 1) * d, false};
+    }
+    case HfLayout::kGateUp:
+      return r < c.ffn_hidden_size ? RowSource{0, r, false}
+                                   : RowSource{1, r - c.ffn_hidden_size, false};
+    case HfLayout::kCopy:
+    case HfLayout::kTranspose:
+      break;
+  }
+  return {0, r, false};
+}
+
+// out (cols x rows) = in (rows x cols) transposed.
+void transpose(const float* in, int64_t rows, int64_t cols, float* out) {
+  constexpr int64_t kB = 64;  // tiles: both sides stay in cache
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t i0 = 0; i0 < rows; i0 += kB)
+    for (int64_t j0 = 0; j0 < cols; j0 += kB)
+      for (int64_t i = i0; i < std::min(rows, i0 + kB); ++i)
+        for (int64_t j = j0; j < std::min(cols, j0 + kB); ++j) out[j * rows + i] = in[i * cols + j];
+}
+
+// "decoder.layers.<L>.<suffix>" -> L and suffix.
+bool split_layer_name(const std::string& name, int64_t* layer, std::string* suffix) {
+  const std::string pre = "decoder.layers.";
+  if (name.rfind(pre, 0) != 0) return false;
+  const size_t dot = name.find('.', pre.size());
+  if (dot == std::string::npos) return false;
+  *layer = std::stoll(name.substr(pre.size(), dot - pre.size()));
+  *suffix = name.substr(dot + 1);
+  return true;
+}
+
+struct Rule {
+  std::vector<std::string> hf;  // HF names relative to the layer (or the model)
+  HfLayout layout;
+};
+
+const std::map<std::string, Rule>& gpt2_layer_rules() {
+  static const std::map<std::string, Rule> k = {
+      {"input_layernorm.weight", {{"ln_1.weight"}, HfLayout::kCopy}},
+      {"input_layernorm.bias", {{"ln_1.bias"}, HfLayout::kCopy}},
+      {"self_attention.linear_qkv.weight", {{"attn.c_attn.weight"}, HfLayout::kGpt2Qkv}},
+      {"self_attention.linear_qkv.bias", {{"attn.c_attn.bias"}, HfLayout::kGpt2Qkv}},
+      {"self_attention.linear_proj.weight", {{"attn.c_proj.weight"}, HfLayout::kTranspose}},
+      {"self_attention.linear_proj.bias", {{"attn.c_proj.bias"}, HfLayout::kCopy}},
+      {"pre_mlp_layernorm.weight", {{"ln_2.weight"}, HfLayout::kCopy}},
+      {"pre_mlp_layernorm.bias", {{"ln_2.bias"}, HfLayout::kCopy}},
+      {"mlp.linear_fc1.weight", {{"mlp.c_fc.weight"}, HfLayout::kTranspose}},
+      {"mlp.linear_fc1.bias", {{"mlp.c_fc.bias"}, HfLayout::kCopy}},
+      {"mlp.linear_fc2.weight", {{"mlp.c_proj.weight"}, HfLayout::kTranspose}},
+      {"mlp.linear_fc2.bias", {{"mlp.c_proj.bias"}, HfLayout::kCopy}}};
+  return k;
+}
+
+const std::map<std::string, Rule>& llama_layer_rules() {
+  static const std::map<std::string, Rule> k = {
+      {"input_layernorm.weight", {{"input_layernorm.weight"}, HfLayout::kCopy}},
+      {"self_attention.linear_qkv.weight",
+       {{"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"},
+        HfLayout::kLlamaQkv}},
+      {"self_attention.linear_proj.weight", {{"self_attn.o_proj.weight"}, HfLayout::kCopy}},
+      {"pre_mlp_layernorm.weight", {{"post_attention_layernorm.weight"}, HfLayout::kCopy}},
+      {"mlp.linear_fc1.weight", {{"mlp.gate_proj.weight", "mlp.up_proj.weight"},
+                                 HfLayout::kGateUp}},
+      {"mlp.linear_fc2.weight", {{"mlp.down_proj.weight"}, HfLayout::kCopy}}};
+  return k;
+}
+
+const std::map<std::string, Rule>& model_rules(HfFamily f) {
+  static const std::map<std::string, Rule> gpt2 = {
+      {"embedding.word_embeddings.weight", {{"wte.weight"}, HfLayout::kVocab}},
+      {"embedding.position_embeddings.weight", {{"wpe.weight"}, HfLayout::kCopy}},
+      {"decoder.final_layernorm.weight", {{"ln_f.weight"}, HfLayout::kCopy}},
+      {"decoder.final_layernorm.bias", {{"ln_f.bias"}, HfLayout::kCopy}}};
+  static const std::map<std::string, Rule> llama = {
+      {"embedding.word_embeddings.weight", {{"model.embed_tokens.weight"}, HfLayout::kVocab}},
+      {"decoder.final_layernorm.weight", {{"model.norm.weight"}, HfLayout::kCopy}},
+      {"output_layer.weight", {{"lm_head.weight"}, HfLayout::kVocab}}};
+  return f == HfFamily::kGpt2 ? gpt2 : llama;
+}
+
+// Shapes of the HF tensors of parameter p under `layout`.
+std::vector<std::vector<int64_t>> hf_shapes(const ParamSpec& p, HfLayout layout,
+                                            const ModelConfig& c) {
+  const int64_t R = p.global_rows, C = p.global_cols;
+  const std::vector<int64_t> own = p.ndim == 1 ? std::vector<int64_t>{R} : std::vector<int64_t>{R, C};
+  switch (layout) {
+    case HfLayout::kCopy: return {own};
+    case HfLayout::kTranspose: return {{C, R}};
+    case HfLayout::kVocab: return {{c.vocab_size, C}};
+    case HfLayout::kGpt2Qkv: return {p.ndim == 1 ? own : std::vector<int64_t>{C, R}};
+    case HfLayout::kLlamaQkv: {
+      const int64_t d = c.head_dim(), g = c.query_groups();
+      return {{c.num_attention_heads * d, C}, {g * d, C}, {g * d, C}};
+    }
+    case HfLayout::kGateUp: return {{c.ffn_hidden_size, C}, {c.ffn_hidden_size, C}};
+  }
+  return {own};
+}
+
+}  // namespace
+
+int64_t HfTensor::numel() const {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
+}
+
+std::vector<HfParamMap> hf_param_maps(HfFamily f, const ParamRegistry& full,
+                                      const std::string& gpt2_prefix) {
+  const ModelConfig& c = full.config();
+  const std::string model_pre = f == HfFamily::kGpt2 ? gpt2_prefix : "";
+  std::vector<HfParamMap> out;
+  for (const ParamSpec& p : full.params()) {
+    int64_t layer = -1;
+    std::string suffix, layer_pre;
+    const Rule* rule = nullptr;
+    if (split_layer_name(p.name, &layer, &suffix)) {
+      const auto& rules = f == HfFamily::kGpt2 ? gpt2_layer_rules() : llama_layer_rules();
+      const auto it = rules.find(suffix);
+      if (it != rules.end()) rule = &it->second;
+      layer_pre = f == HfFamily::kGpt2 ? gpt2_prefix + "h." + std::to_string(layer) + "."
+                                       : "model.layers." + std::to_string(layer) + ".";
+    } else {
+      const auto it = model_rules(f).find(p.name);
+      if (it != model_rules(f).end()) rule = &it->second;
+      layer_pre = model_pre;
+    }
+    MT_CHECK(rule != nullptr, "parameter '", p.name, "' has no Hugging Face ", hf_family_name(f),
+             " name; the model configuration is not a ", hf_family_name(f), " model");
+    HfParamMap m;
+    m.param = &p;
+    m.layout = rule->layout;
+    const auto shapes = hf_shapes(p, rule->layout, c);
+    for (size_t i = 0; i < rule->hf.size(); ++i) m.hf.push_back({layer_pre + rule->hf[i], shapes[i]});
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+void hf_to_megatron(const HfParamMap& m, const ModelConfig& cfg,
+                    const std::vector<const float*>& hf, float* full) {
+  const ParamSpec& p = *m.param;
+  const int64_t R = p.global_rows, C = p.global_cols;
+  if (m.layout == HfLayout::kTranspose) {  // HF (C, R) -> (R, C)
+    transpose(hf[0], C, R, full);
+    return;
+  }
+  std::vector<float> t;
+  std::vector<const float*> src = hf;
+  if (m.layout == HfLayout::kGpt2Qkv && p.ndim == 2) {  // c_attn (h, 3h): rows of its transpose
+    t.resize(size_t(R * C));
+    transpose(hf[0], C, R, t.data());
+    src = {t.data()};
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < R; ++r) {
+    const RowSource s = row_source(m.layout, cfg, r);
+    std::copy(src[size_t(s.tensor)] + s.row * C, src[size_t(s.tensor)] + (s.row + 1) * C,
+              full + r * C);
+  }
+}
+
+void megatron_to_hf(const HfParamMap& m, const ModelConfig& cfg, const float* full,
+                    const std::vector<float*>& hf) {
+  const ParamSpec& p = *m.param;
+  const int64_t R = p.global_rows, C = p.global_cols;
+  if (m.layout == HfLayout::kTranspose) {
+    transpose(full, R, C, hf[0]);
+    return;
+  }
+  const bool gpt2_qkv_weight = m.layout == HfLayout::kGpt2Qkv && p.ndim == 2;
+  std::vector<float> t;
+  std::vector<float*> dst = hf;
+  if (gpt2_qkv_weight) {
+    t.resize(size_t(R * C));
+    dst = {t.data()};
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < R; ++r) {
+    const RowSource s = row_source(m.layout, cfg, r);
+    if (s.pad) continue;
+    std::copy(full + r * C, full + (r + 1) * C, dst[size_t(s.tensor)] + s.row * C);
+  }
+  if (gpt2_qkv_weight) transpose(t.data(), R, C, hf[0]);
+}
+
+}  // namespace mt

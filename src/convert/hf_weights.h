@@ -1,0 +1,75 @@
+// Which Hugging Face tensors each Megatron-core parameter is made of, and the
+// layout change between them (full, unsharded tensors; TP/PP slicing is the
+// parameter registry's business). One table serves both directions.
+//
+// gpt2 (Conv1D weights are (in, out); "transformer." prefix optional):
+//   wte (v, h)                 -> embedding.word_embeddings.weight (padded v, h)
+//   wpe                        -> embedding.position_embeddings.weight
+//   h.L.ln_1 / ln_2            -> decoder.layers.L.input_layernorm / pre_mlp_layernorm
+//   h.L.attn.c_attn (h, 3h), columns [q | k | v]
+//                              -> self_attention.linear_qkv (3h, h), rows per head [q; k; v]
+//   h.L.attn.c_proj (h, h)     -> self_attention.linear_proj, transposed
+//   h.L.mlp.c_fc (h, f)        -> mlp.linear_fc1 (f, h), transposed
+//   h.L.mlp.c_proj (f, h)      -> mlp.linear_fc2 (h, f), transposed
+//   ln_f                       -> decoder.final_layernorm
+// llama (nn.Linear weights are (out, in), as Megatron's):
+//   model.embed_tokens         -> embedding.word_embeddings.weight (padded)
+//   layers.L.self_attn.{q,k,v}_proj -> linear_qkv, per query group: its heads' q
+//                                 rows, then its k, then its v (no RoPE permutation:
+//                                 both use rotate-half)
+//   layers.L.self_attn.o_proj  -> linear_proj
+//   layers.L.mlp.{gate,up}_proj -> mlp.linear_fc1 = [gate; up]
+//   layers.L.mlp.down_proj     -> mlp.linear_fc2
+//   layers.L.input_layernorm / post_attention_layernorm -> input_layernorm / pre_mlp_layernorm
+//   model.norm                 -> decoder.final_layernorm
+//   lm_head (untied)           -> output_layer.weight (padded)
+// Padded vocabulary rows are copies of the last real row (as Megatron's
+// checkpoint saver pads); the export cuts them off.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "convert/hf_config.h"
+#include "model/params.h"
+
+namespace mt {
+
+enum class HfLayout : uint8_t {
+  kCopy,       // same layout
+  kTranspose,  // Conv1D (in, out) <-> Linear (out, in)
+  kVocab,      // rows [0, v) the same; padded rows = row v-1 (export: cut)
+  kGpt2Qkv,    // c_attn weight or bias: [q | k | v] <-> per head [q; k; v]
+  kLlamaQkv,   // q_proj, k_proj, v_proj <-> per query group [q heads; k; v]
+  kGateUp,     // gate_proj, up_proj <-> [gate; up]
+};
+
+struct HfTensor {
+  std::string name;            // Hugging Face name
+  std::vector<int64_t> shape;  // Hugging Face shape
+  int64_t numel() const;
+};
+
+// One Megatron parameter (its full tensor: global_rows x global_cols) and the
+// Hugging Face tensors it is made of.
+struct HfParamMap {
+  const ParamSpec* param = nullptr;  // in the TP1/PP1 registry given to hf_param_maps
+  HfLayout layout = HfLayout::kCopy;
+  std::vector<HfTensor> hf;
+};
+
+// The whole model's table, in `full`'s parameter order (a registry of the
+// whole model: TP 1, one stage with every layer). `gpt2_prefix` is "" or
+// "transformer." (the names a GPT-2 folder uses; ignored for llama).
+std::vector<HfParamMap> hf_param_maps(HfFamily f, const ParamRegistry& full,
+                                      const std::string& gpt2_prefix);
+
+// Megatron's full tensor from the Hugging Face ones (hf[i]: m.hf[i]'s data).
+void hf_to_megatron(const HfParamMap& m, const ModelConfig& cfg,
+                    const std::vector<const float*>& hf, float* full);
+
+// The inverse: the Hugging Face tensors from Megatron's full tensor.
+void megatron_to_hf(const HfParamMap& m, const ModelConfig& cfg, const float* full,
+                    const std::vector<float*>& hf);
+
+}  // namespace mt
