@@ -9,7 +9,8 @@ pkgs=(build-essential cmake pkg-config git
       libgtest-dev googletest
       clang libclang-rt-14-dev libomp-dev
       fortunes
-      libutf8proc-dev libsentencepiece-dev sentencepiece)
+      libutf8proc-dev libsentencepiece-dev sentencepiece
+      python3-torch)  # the PyTorch references of tests/reference (hf_models.py judges convert)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,329 @@
+// `megatron convert` (issue 11) as a user runs it:
+//  - a random Hugging Face folder (tests/reference/hf_models.py) imported at
+//    TP2 x PP2 and exported back holds bit-identical tensors, GPT-2 (GPT-2's
+//    BPE files, sharded export) and Llama with grouped-query attention (a
+//    SentencePiece model trained here), plus a bf16 export rounded to nearest
+//    even;
+//  - what would not convert exactly is refused before anything is written;
+//  - the release checkpoint fine-tunes from iteration 0 and decodes the same
+//    greedy text at TP1 and TP2.
+// The numbers themselves (import = the HF model) are judged by
+// tests/cli/hf_golden_test.cc.
+#include <cstring>
+#include <filesystem>
+
+#include "checkpoint/safetensors.h"
+#include "cli_test_util.h"
+
+namespace mt::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kPython = "/usr/bin/python3";
+const std::string kHfModels = kPython + " " + MT_SOURCE_DIR + "/tests/reference/hf_models.py";
+
+// PyTorch makes the random folders; its absence is a failure, not a skip.
+void require_torch() {
+  const RunResult r = run(kPython + " -c 'import torch'");
+  ASSERT_EQ(r.exit_code, 0) << "python3-torch is missing (tests/reference/hf_models.py needs it): "
+                               "apt-get install python3-torch, or run scripts/install_deps.sh\n"
+                            << r.output;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string convert(const std::string& flags) {
+  return megatron() + " convert --model-type GPT" + flags;
+}
+
+// A random folder of `family` with its tokenizer files; tiny sizes.
+void make_hf_folder(const std::string& family, const TempDir& dir, const std::string& out,
+                    int seed) {
+  int vocab = 0;
+  fs::create_directories(out);
+  if (family == "gpt2") {
+    const std::string g = std::string(MT_SOURCE_DIR) + "/data/gpt2/";
+    ASSERT_TRUE(exists(g + "gpt2-vocab.json") && exists(g + "gpt2-merges.txt"))
+        << "GPT-2 files absent (" << g << "); the ctest fixture fetch_gpt2_tokenizer runs "
+        << "scripts/fetch_gpt2_tokenizer.sh";
+    fs::copy_file(g + "gpt2-vocab.json", out + "/vocab.json");
+    fs::copy_file(g + "gpt2-merges.txt", out + "/merges.txt");
+    vocab = 50257;
+  } else {
+    if (!exists(dir.file("sp.model"))) {
+      write_text(dir.file("spm_corpus.txt"), synthetic_corpus(80));
+      const RunResult r = run("spm_train --input=" + dir.file("spm_corpus.txt") +
+                              " --model_prefix=" + dir.file("sp") +
+                              " --vocab_size=96 --model_type=bpe");
+      ASSERT_EQ(r.exit_code, 0) << "spm_train (Debian package sentencepiece; "
+                                   "scripts/install_deps.sh installs it) failed\n" << r.output;
+    }
+    fs::copy_file(dir.file("sp.model"), out + "/tokenizer.model");
+    vocab = 96;
+  }
+  const std::string sizes = family == "gpt2" ? " --hidden 32 --heads 4 --layers 2 --max-pos 64"
+                                             : " --hidden 64 --heads 4 --kv-heads 2 --layers 2"
+                                               " --ffn 96 --max-pos 64";
+  const RunResult r = run(kHfModels + " random --family " + family + " --out " + out +
+                          " --seed " + std::to_string(seed) + " --vocab-size " +
+                          std::to_string(vocab) + sizes + " --no-self-check");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+}
+
+struct HfTensorBytes {
+  StDType dtype;
+  std::vector<int64_t> shape;
+  std::string bytes;
+};
+
+// Every tensor of a Hugging Face folder (one file or an index of shards).
+std::map<std::string, HfTensorBytes> read_hf_tensors(const std::string& dir) {
+  std::vector<std::string> files;
+  if (exists(dir + "/model.safetensors")) {
+    files.push_back("model.safetensors");
+  } else {
+    std::ifstream in(dir + "/model.safetensors.index.json");
+    const nlohmann::json index = nlohmann::json::parse(in);
+    std::set<std::string> unique;
+    for (const auto& item : index.at("weight_map").items()) unique.insert(item.value());
+    files.assign(unique.begin(), unique.end());
+  }
+  std::map<std::string, HfTensorBytes> out;
+  for (const std::string& f : files) {
+    SafetensorsReader r(dir + "/" + f);
+    for (const std::string& n : r.names()) {
+      const StTensorInfo& i = r.info(n);
+      EXPECT_EQ(out.count(n), 0u) << n << " is in two files of " << dir;
+      out[n] = {i.dtype, i.shape,
+                std::string(static_cast<const char*>(r.raw(n)), i.bytes())};
+    }
+  }
+  return out;
+}
+
+void expect_same_tensors(const std::string& a_dir, const std::string& b_dir) {
+  const auto a = read_hf_tensors(a_dir), b = read_hf_tensors(b_dir);
+  ASSERT_EQ(a.size(), b.size()) << a_dir << " vs " << b_dir;
+  for (const auto& [name, t] : a) {
+    ASSERT_EQ(b.count(name), 1u) << name << " is missing from " << b_dir;
+    const HfTensorBytes& u = b.at(name);
+    EXPECT_EQ(u.dtype, t.dtype) << name;
+    EXPECT_EQ(u.shape, t.shape) << name;
+    EXPECT_TRUE(u.bytes == t.bytes) << name << " differs";
+  }
+}
+
+std::string peak_rss_line(const std::string& output) {
+  const size_t at = output.find("peak RSS");
+  if (at == std::string::npos) return "";
+  const size_t b = output.rfind('\n', at), e = output.find('\n', at);
+  return output.substr(b == std::string::npos ? 0 : b + 1, e - (b == std::string::npos ? 0 : b + 1));
+}
+
+// hf -> megatron at TP2 x PP2 -> hf; the two folders' tensors byte for byte.
+void round_trip(const std::string& family, int seed, const std::string& export_flags) {
+  require_torch();
+  TempDir dir;
+  const std::string hf = dir.file("hf"), ckpt = dir.file("ckpt"), back = dir.file("back");
+  make_hf_folder(family, dir, hf, seed);
+  if (testing::Test::HasFatalFailure()) return;
+  const RunResult in = run(convert(" --loader " + family + "_hf --saver megatron --load-dir " + hf +
+                                   " --save-dir " + ckpt + " --target-tensor-parallel-size 2"
+                                   " --target-pipeline-parallel-size 2"));
+  ASSERT_EQ(in.exit_code, 0) << in.output;
+  std::printf("%s import: %s\n", family.c_str(), peak_rss_line(in.output).c_str());
+  EXPECT_EQ(slurp(ckpt + "/latest_checkpointed_iteration.txt"), "release\n");
+  for (const char* rank : {"mp_rank_00_000", "mp_rank_01_000", "mp_rank_00_001", "mp_rank_01_001"})
+    EXPECT_TRUE(exists(ckpt + "/release/" + rank + "/model.safetensors")) << rank;
+  const nlohmann::json meta = nlohmann::json::parse(slurp(ckpt + "/release/meta.json"));
+  EXPECT_EQ(meta.at("iteration"), 0);
+  EXPECT_EQ(meta.at("release"), true);
+  EXPECT_EQ(meta.at("args").at("model").at("hidden_dropout"), 0.0);
+
+  const RunResult out = run(convert(" --loader megatron --saver hf --load-dir " + ckpt +
+                                    " --save-dir " + back + export_flags));
+  ASSERT_EQ(out.exit_code, 0) << out.output;
+  std::printf("%s export: %s\n", family.c_str(), peak_rss_line(out.output).c_str());
+  expect_same_tensors(hf, back);
+  const nlohmann::json a = nlohmann::json::parse(slurp(hf + "/config.json"));
+  const nlohmann::json b = nlohmann::json::parse(slurp(back + "/config.json"));
+  for (const auto& item : a.items()) {  // the reference's keys come back (n_inner: null = 4h)
+    if (item.key() == "n_inner" && item.value().is_null()) continue;
+    EXPECT_EQ(b.value(item.key(), nlohmann::json()), item.value()) << item.key();
+  }
+  for (const char* f : {"vocab.json", "merges.txt", "tokenizer.model"}) {
+    if (!exists(hf + "/" + f)) continue;
+    EXPECT_EQ(slurp(back + "/" + f), slurp(hf + "/" + f)) << f;
+  }
+}
+
+TEST(ConvertCli, Gpt2RoundTripAtTp2Pp2IsBitIdentical) {
+  // 1 MB files: the 6.4 MB embedding alone, the rest in shards of an index.
+  round_trip("gpt2", 11, " --max-shard-size-mb 1");
+}
+
+TEST(ConvertCli, LlamaGqaRoundTripAtTp2Pp2IsBitIdentical) {
+  round_trip("llama", 12, "");
+}
+
+// float -> bf16, round to nearest even (no NaN in random weights).
+uint16_t bf16_of(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+TEST(ConvertCli, Bf16ExportRoundsEachWeightToNearestEven) {
+  require_torch();
+  TempDir dir;
+  const std::string hf = dir.file("hf"), ckpt = dir.file("ckpt"), back = dir.file("back");
+  make_hf_folder("llama", dir, hf, 13);
+  if (HasFatalFailure()) return;
+  ASSERT_EQ(run(convert(" --loader hf --saver megatron --load-dir " + hf + " --save-dir " + ckpt))
+                .exit_code, 0);
+  const RunResult out = run(convert(" --loader megatron --saver hf --bf16 --load-dir " + ckpt +
+                                    " --save-dir " + back));
+  ASSERT_EQ(out.exit_code, 0) << out.output;
+  EXPECT_EQ(nlohmann::json::parse(slurp(back + "/config.json")).at("torch_dtype"), "bfloat16");
+  const auto a = read_hf_tensors(hf), b = read_hf_tensors(back);
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [name, t] : a) {
+    const HfTensorBytes& u = b.at(name);
+    ASSERT_EQ(u.dtype, StDType::kBF16) << name;
+    ASSERT_EQ(u.bytes.size() * 2, t.bytes.size()) << name;
+    for (size_t i = 0; i < u.bytes.size() / 2; ++i) {
+      float x;
+      uint16_t h;
+      std::memcpy(&x, t.bytes.data() + 4 * i, 4);
+      std::memcpy(&h, u.bytes.data() + 2 * i, 2);
+      ASSERT_EQ(h, bf16_of(x)) << name << "[" << i << "]";
+    }
+  }
+}
+
+// Rewrites tensors of a folder's model.safetensors with the reference's own
+// reader and writer: `python` edits the dict `t`.
+void edit_tensors(const std::string& hf, const std::string& python) {
+  const RunResult r = run(kPython + " -c \"import sys; sys.path.insert(0, '" + MT_SOURCE_DIR +
+                          "/tests/reference'); import hf_models as h, torch; p = '" + hf +
+                          "/model.safetensors'; t = h.read_safetensors(p); " + python +
+                          "; h.write_safetensors(p, t)\"");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+}
+
+void edit_config(const std::string& hf, const std::string& key, const nlohmann::json& value) {
+  nlohmann::json c = nlohmann::json::parse(slurp(hf + "/config.json"));
+  c[key] = value;
+  write_text(hf + "/config.json", c.dump(2));
+}
+
+TEST(ConvertCli, RefusesWhatWouldNotConvertExactlyAndWritesNoTracker) {
+  require_torch();
+  TempDir dir;
+  const std::string base = dir.file("base");
+  make_hf_folder("llama", dir, base, 14);
+  if (HasFatalFailure()) return;
+  struct Case {
+    std::string tag, flags, expect;
+    std::function<void(const std::string&)> spoil;
+  };
+  const std::vector<Case> cases = {
+      {"unknown model_type", "", "model_type 'mistral' is not supported",
+       [](const std::string& hf) { edit_config(hf, "model_type", "mistral"); }},
+      {"rope_scaling", "", "rope_scaling = {\"factor\":8.0,\"type\":\"dynamic\"} is not supported",
+       [](const std::string& hf) {
+         edit_config(hf, "rope_scaling", {{"type", "dynamic"}, {"factor", 8.0}});
+       }},
+      {"missing tensor", "", "tensor 'model.layers.1.mlp.up_proj.weight' (shape (96, 64)",
+       [](const std::string& hf) { edit_tensors(hf, "del t['model.layers.1.mlp.up_proj.weight']"); }},
+      {"wrong shape", "",
+       "tensor 'model.layers.0.self_attn.k_proj.weight' has shape (31, 64) but its config.json "
+       "implies (32, 64)",
+       [](const std::string& hf) {
+         edit_tensors(hf, "t['model.layers.0.self_attn.k_proj.weight'] = torch.zeros(31, 64)");
+       }},
+      {"extra tensor", "", "unexpected tensor 'model.layers.2.mlp.down_proj.weight'",
+       [](const std::string& hf) {
+         edit_tensors(hf, "t['model.layers.2.mlp.down_proj.weight'] = torch.zeros(64, 96)");
+       }},
+      {"TP and query groups", " --target-tensor-parallel-size 4",
+       "--target-tensor-parallel-size 4 does not divide the 2 query groups",
+       [](const std::string&) {}},
+      {"missing tokenizer", "", "has no tokenizer.model",
+       [](const std::string& hf) { fs::remove(hf + "/tokenizer.model"); }},
+  };
+  for (const Case& c : cases) {
+    const std::string hf = dir.file("hf_" + std::to_string(&c - cases.data()));
+    const std::string save = hf + "_ckpt";
+    fs::copy(base, hf, fs::copy_options::recursive);
+    c.spoil(hf);
+    const RunResult r = run(convert(" --loader llama_hf --saver megatron --load-dir " + hf +
+                                    " --save-dir " + save + c.flags));
+    EXPECT_NE(r.exit_code, 0) << c.tag << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.expect), std::string::npos) << c.tag << "\n" << r.output;
+    EXPECT_FALSE(exists(save + "/latest_checkpointed_iteration.txt")) << c.tag;
+    EXPECT_FALSE(exists(save + "/release")) << c.tag;
+  }
+  // A --save-dir with checkpoints is refused unless --overwrite-checkpoints.
+  const std::string save = dir.file("twice");
+  const std::string flags = " --loader hf --saver megatron --load-dir " + base + " --save-dir " + save;
+  ASSERT_EQ(run(convert(flags)).exit_code, 0);
+  const RunResult again = run(convert(flags));
+  EXPECT_NE(again.exit_code, 0);
+  EXPECT_NE(again.output.find("already holds checkpoints (release)"), std::string::npos)
+      << again.output;
+  EXPECT_EQ(run(convert(flags + " --overwrite-checkpoints")).exit_code, 0);
+  EXPECT_EQ(slurp(save + "/latest_checkpointed_iteration.txt"), "release\n");
+}
+
+TEST(ConvertCli, ConvertedCheckpointFineTunesFromIterationZeroAndDecodesAtTp1AndTp2) {
+  require_torch();
+  TempDir dir;
+  const std::string hf = dir.file("hf"), ckpt = dir.file("ckpt"), tuned = dir.file("tuned");
+  make_hf_folder("llama", dir, hf, 15);
+  if (HasFatalFailure()) return;
+  ASSERT_EQ(run(convert(" --loader hf --saver megatron --load-dir " + hf + " --save-dir " + ckpt +
+                        " --target-tensor-parallel-size 2"))
+                .exit_code, 0);
+  write_text(dir.file("corpus.txt"), synthetic_corpus(60));
+  const RunResult pre = run(megatron() + " preprocess --input " + dir.file("corpus.txt") +
+                            " --output-prefix " + dir.file("data") +
+                            " --tokenizer-type Llama2Tokenizer --tokenizer-model " +
+                            hf + "/tokenizer.model --append-eod");
+  ASSERT_EQ(pre.exit_code, 0) << pre.output;
+  // The model from the checkpoint, the tokenizer from its copy; TP1 re-shards the TP2 release.
+  const RunResult tr = run(megatron() + " train --load " + ckpt + " --use-checkpoint-args --save " +
+                           tuned + " --data-path " + dir.file("data_text_document") +
+                           " --seq-length 32 --micro-batch-size 2 --global-batch-size 4"
+                           " --train-iters 4 --lr 1e-3 --log-interval 1 --peak-tflops 1"
+                           " --split 90,10,0");
+  ASSERT_EQ(tr.exit_code, 0) << tr.output;
+  EXPECT_NE(tr.output.find("loaded checkpoint from " + ckpt + " at iteration 0"),
+            std::string::npos) << tr.output;
+  EXPECT_NE(tr.output.find("iteration        1/       4"), std::string::npos) << tr.output;
+  EXPECT_EQ(slurp(tuned + "/latest_checkpointed_iteration.txt"), "4\n");
+
+  const std::string gen = " generate --load " + ckpt +
+                          " --prompt 'The cat sees' --max-new-tokens 16 --temperature 0";
+  const RunResult one = run(megatron() + gen);
+  const RunResult two = run(mpirun(2) + gen + " --tensor-model-parallel-size 2");
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  EXPECT_NE(two.output.find("TP(2)"), std::string::npos) << two.output;
+  // The text: what follows the prompt (the "generate: ..." header is on stderr, merged).
+  auto text = [](const std::string& out) {
+    const size_t at = out.find("The cat sees");
+    return at == std::string::npos ? std::string() : out.substr(at);
+  };
+  EXPECT_GT(text(one.output).size(), std::string("The cat sees\n").size()) << one.output;
+  EXPECT_EQ(text(one.output), text(two.output));
+}
+
+}  // namespace
+}  // namespace mt::test
