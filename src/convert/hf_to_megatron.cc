@@ -225,14 +225,14 @@ void convert_hf_to_megatron(const ConvertOptions& o) {
   log_line(true, "convert: %s %s -> megatron.cpp TP%d PP%d: %s\n", hf_family_name(fam),
            o.load_dir.c_str(), TP, PP, cfg.summary().c_str());
 
-  std::vector<float> full, shard;
-  std::vector<std::vector<float>> parts;
+  std::vector<float> full;  // the current parameter's full tensor
+  std::vector<std::vector<float>> parts;  // and the HF tensors it is made of
   int64_t params = 0;
   for (int pp = 0; pp < PP; ++pp) {
     const auto [b, e] = stage_layer_range(cfg.num_layers, PP, pp);
     for (int tp = 0; tp < TP; ++tp) {
       const ParamRegistry reg(cfg, StageLayout{tp, TP, b, e, pp == 0, pp == PP - 1, {}});
-      shard.assign(size_t(reg.total_floats()), 0.f);
+      std::vector<float> shard(size_t(reg.total_floats()));  // freed before the next one
       for (const ParamSpec& p : reg.params()) {
         const HfParamMap& m = *by_name.at(p.name);
         const int64_t C = p.global_cols;
@@ -257,8 +257,8 @@ void convert_hf_to_megatron(const ConvertOptions& o) {
       write_model_shard(rank_dir + "/model.safetensors", reg, shard.data(), pp, PP);
     }
   }
-  shard = {};
   full = {};
+  parts = {};
 
   const nlohmann::json record = tokenizer_record(*tok, tok_opts);
   const nlohmann::json meta = {
@@ -281,7 +281,8 @@ void convert_hf_to_megatron(const ConvertOptions& o) {
   save_tokenizer_files(record, tmp);
   atomic_write_text(tmp + "/meta.json", text);
   commit_release(o.save_dir, tmp);
-  log_line(true, "convert: wrote %s (%d x %d shards, %lld parameters, tokenizer %s) in %.1f s; "
+  log_line(true, "convert: wrote %s (%d x %d shards, %lld parameters with the padded vocabulary, tokenizer %s) in "
+           "%.1f s; "
            "peak RSS %.1f MB\n", iteration_dir(o.save_dir, kReleaseIteration).c_str(), TP, PP,
            static_cast<long long>(params), tok->type().c_str(), timer.seconds(), peak_rss_mb());
 }

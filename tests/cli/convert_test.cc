@@ -3,7 +3,8 @@
 //    TP2 x PP2 and exported back holds bit-identical tensors, GPT-2 (GPT-2's
 //    BPE files, sharded export) and Llama with grouped-query attention (a
 //    SentencePiece model trained here), plus a bf16 export rounded to nearest
-//    even;
+//    even (and a bf16 folder imports to exactly those values); an exported
+//    folder, sharded or not, imports to the same shards;
 //  - what would not convert exactly is refused before anything is written;
 //  - the release checkpoint fine-tunes from iteration 0 and decodes the same
 //    greedy text at TP1 and TP2.
@@ -161,6 +162,19 @@ void round_trip(const std::string& family, int seed, const std::string& export_f
     if (!exists(hf + "/" + f)) continue;
     EXPECT_EQ(slurp(back + "/" + f), slurp(hf + "/" + f)) << f;
   }
+  // The exported folder (sharded for GPT-2) imports to the same shards.
+  const std::string again = dir.file("again");
+  ASSERT_EQ(run(convert(" --loader hf --saver megatron --load-dir " + back + " --save-dir " +
+                        again + " --target-tensor-parallel-size 2 --target-pipeline-parallel-size 2"))
+                .exit_code, 0);
+  for (const char* rank : {"mp_rank_00_000", "mp_rank_01_000", "mp_rank_00_001", "mp_rank_01_001"}) {
+    SafetensorsReader x(ckpt + "/release/" + rank + "/model.safetensors");
+    SafetensorsReader y(again + "/release/" + rank + "/model.safetensors");
+    ASSERT_EQ(x.names(), y.names()) << rank;
+    for (const std::string& n : x.names())
+      EXPECT_TRUE(x.info(n).bytes() == y.info(n).bytes() &&
+                  std::memcmp(x.raw(n), y.raw(n), x.info(n).bytes()) == 0) << rank << " " << n;
+  }
 }
 
 TEST(ConvertCli, Gpt2RoundTripAtTp2Pp2IsBitIdentical) {
@@ -203,6 +217,24 @@ TEST(ConvertCli, Bf16ExportRoundsEachWeightToNearestEven) {
       std::memcpy(&x, t.bytes.data() + 4 * i, 4);
       std::memcpy(&h, u.bytes.data() + 2 * i, 2);
       ASSERT_EQ(h, bf16_of(x)) << name << "[" << i << "]";
+    }
+  }
+  // A bf16 folder imports (as float32) and exports to exactly the bf16 values.
+  const std::string ckpt2 = dir.file("ckpt2"), fp32 = dir.file("fp32");
+  ASSERT_EQ(run(convert(" --loader hf --saver megatron --load-dir " + back + " --save-dir " + ckpt2))
+                .exit_code, 0);
+  ASSERT_EQ(run(convert(" --loader megatron --saver hf --load-dir " + ckpt2 + " --save-dir " + fp32))
+                .exit_code, 0);
+  const auto c = read_hf_tensors(fp32);
+  for (const auto& [name, u] : b) {
+    const HfTensorBytes& f = c.at(name);
+    ASSERT_EQ(f.dtype, StDType::kF32) << name;
+    for (size_t i = 0; i < u.bytes.size() / 2; ++i) {
+      uint16_t h;
+      uint32_t w;
+      std::memcpy(&h, u.bytes.data() + 2 * i, 2);
+      std::memcpy(&w, f.bytes.data() + 4 * i, 4);
+      ASSERT_EQ(w, uint32_t(h) << 16) << name << "[" << i << "]";
     }
   }
 }
