@@ -173,7 +173,8 @@ HfFamily hf_family_of(const ModelConfig& c) {
     if (!c.swiglu) off.push_back("a GELU MLP (llama: SwiGLU)");
     if (c.add_bias()) off.push_back("linear biases (llama: --disable-bias-linear)");
     if (c.rotary_percent != 1.f)
-      off.push_back("rotary_percent " + std::to_string(c.rotary_percent) + " (llama: 1.0)");
+      off.push_back("rotary_percent " + nlohmann::json(tidy(c.rotary_percent)).dump() +
+                    " (llama: 1.0)");
   } else {
     if (!c.learned_positions())
       off.push_back("position embedding " + c.position_embedding_type +

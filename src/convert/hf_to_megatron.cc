@@ -281,9 +281,9 @@ void convert_hf_to_megatron(const ConvertOptions& o) {
   save_tokenizer_files(record, tmp);
   atomic_write_text(tmp + "/meta.json", text);
   commit_release(o.save_dir, tmp);
-  log_line(true, "convert: wrote %s (%d x %d shards, %lld parameters with the padded vocabulary, tokenizer %s) in "
-           "%.1f s; "
-           "peak RSS %.1f MB\n", iteration_dir(o.save_dir, kReleaseIteration).c_str(), TP, PP,
+  log_line(true, "convert: wrote %s (%d x %d shards, %lld parameters with the padded "
+           "vocabulary, tokenizer %s) in %.1f s; peak RSS %.1f MB\n",
+           iteration_dir(o.save_dir, kReleaseIteration).c_str(), TP, PP,
            static_cast<long long>(params), tok->type().c_str(), timer.seconds(), peak_rss_mb());
 }
 
