@@ -272,7 +272,9 @@ RunState load_checkpoint(const std::string& dir, const ParamRegistry& reg, float
       check_finite(params + p.offset, p.numel(), "tensor '" + p.name + "'", iter);
     }
   }
-  if (opt != nullptr) {
+  // A release checkpoint (converted weights) has no optimizer state: the run
+  // fine-tunes from iteration 0 with a fresh optimizer, as Megatron does.
+  if (opt != nullptr && it != kReleaseIteration) {
     std::map<std::string, std::unique_ptr<OptimStateDir>> dirs;  // by rank dir
     auto state_dir = [&](const std::string& rank_dir) -> const OptimStateDir& {
       std::unique_ptr<OptimStateDir>& d = dirs[rank_dir];
@@ -327,7 +329,11 @@ void check_same_architecture(const nlohmann::json& saved, const nlohmann::json& 
   const nlohmann::json defaults = model_config_to_json(fields);
   for_each_model_field(fields, [&](const char* key, const char* flag, const char*, const auto&) {
     const std::string k = key;
-    if (k == "hidden_dropout" || k == "attention_dropout" || k == "init_method_std") return;
+    // Not architecture: dropout and init (as in Megatron), the sequence length
+    // (positions are max_position_embeddings), the padding (checked at load).
+    if (k == "hidden_dropout" || k == "attention_dropout" || k == "init_method_std" ||
+        k == "seq_length" || k == "make_vocab_size_divisible_by" || k == "padded_vocab_size")
+      return;
     const nlohmann::json a = saved.value(key, defaults.at(key)), b = run.value(key, defaults.at(key));
     if (a == b) return;
     // The flag that sets it (its first name), or the key for derived fields.

@@ -58,8 +58,9 @@ namespace mt {
 nlohmann::json model_config_to_json(const ModelConfig& c);
 ModelConfig model_config_from_json(const nlohmann::json& j);
 // Refuses (naming the flag and both values) a --load whose model differs from
-// this run's in anything but dropout and init, which may change on resume as
-// in Megatron: its weights would load into another function in silence.
+// this run's in its architecture — anything but dropout, init (which may
+// change on resume, as in Megatron), the sequence length and the vocabulary
+// padding: its weights would load into another function in silence.
 // `saved`, `run`: model_config_to_json objects.
 void check_same_architecture(const nlohmann::json& saved, const nlohmann::json& run,
                              const std::string& load);
