@@ -123,6 +123,9 @@ Command add_train_command(CLI::App& app) {
   log->add_option("--save-interval", a->save_interval, "iterations between checkpoints");
   log->add_option("--load", a->load, "checkpoint directory to resume from");
   log->add_flag("--no-load-optim", a->no_load_optim, "do not load the optimizer state");
+  log->add_flag("--finetune", a->finetune,
+                "load only the weights of --load: start at iteration 0 with a fresh optimizer "
+                "and the data from its beginning");
   log->add_flag("--overwrite-checkpoints", a->overwrite_checkpoints,
                 "save even though --save holds checkpoints this run did not load (they may be "
                 "overwritten; without it that is an error)");

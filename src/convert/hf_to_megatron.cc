@@ -140,27 +140,6 @@ void prepare_save_dir(const ConvertOptions& o, const std::string& tmp) {
   MT_CHECK(!ec, "cannot create ", tmp, ": ", ec.message());
 }
 
-// As commit_iteration, for the release directory: rename it in (the previous
-// copy aside until the new one is in place), then the tracker "release".
-void commit_release(const std::string& dir, const std::string& tmp) {
-  const std::string final_dir = iteration_dir(dir, kReleaseIteration), old = final_dir + ".old";
-  std::error_code ec;
-  const bool replacing = fs::is_directory(final_dir, ec);
-  if (replacing) {
-    fs::remove_all(old, ec);
-    fs::rename(final_dir, old, ec);
-    MT_CHECK(!ec, "cannot rename ", final_dir, " aside to ", old, ": ", ec.message());
-  }
-  fs::rename(tmp, final_dir, ec);
-  MT_CHECK(!ec, "cannot rename ", tmp, " to ", final_dir, ": ", ec.message());
-  fsync_dir(dir);
-  atomic_write_text(dir + "/" + kTrackerFile, std::string(kReleaseTracker) + "\n");
-  if (replacing) {
-    fs::remove_all(old, ec);
-    fsync_dir(dir);
-  }
-}
-
 }  // namespace
 
 void convert_hf_to_megatron(const ConvertOptions& o) {
@@ -280,7 +259,7 @@ void convert_hf_to_megatron(const ConvertOptions& o) {
   parse_checkpoint_meta(text, tmp + "/meta.json", kReleaseIteration);  // what loaders will check
   save_tokenizer_files(record, tmp);
   atomic_write_text(tmp + "/meta.json", text);
-  commit_release(o.save_dir, tmp);
+  commit_iteration(o.save_dir, kReleaseIteration);  // tracker "release", last
   log_line(true, "convert: wrote %s (%d x %d shards, %lld parameters with the padded "
            "vocabulary, tokenizer %s) in %.1f s; peak RSS %.1f MB\n",
            iteration_dir(o.save_dir, kReleaseIteration).c_str(), TP, PP,

@@ -85,6 +85,9 @@ struct TrainArgs {
   // --use-checkpoint-args: the model fields not given as flags come from the
   // --load checkpoint (model_flags_given: the JSON keys of those given).
   bool use_checkpoint_args = false;
+  // --finetune: load only the weights; iteration 0, no samples consumed, a
+  // fresh optimizer (Megatron's flag; a release checkpoint loads so anyway).
+  bool finetune = false;
   std::vector<std::string> model_flags_given;
   int64_t exit_interval = 0;
   double exit_duration_in_mins = 0;

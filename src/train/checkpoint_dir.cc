@@ -305,7 +305,9 @@ void commit_iteration(const std::string& dir, int64_t iteration) {
   fs::rename(tmp_dir, final_dir, ec);
   MT_CHECK(!ec, "cannot rename ", tmp_dir, " to ", final_dir, ": ", ec.message());
   fsync_dir(dir);
-  atomic_write_text(dir + "/" + kTrackerFile, std::to_string(iteration) + "\n");
+  atomic_write_text(dir + "/" + kTrackerFile, (iteration == kReleaseIteration
+                                                    ? std::string(kReleaseTracker)
+                                                    : std::to_string(iteration)) + "\n");
   if (replacing) {
     fs::remove_all(old_dir, ec);
     MT_CHECK(!ec, "cannot remove ", old_dir, " after saving ", final_dir, ": ", ec.message());

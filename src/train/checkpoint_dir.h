@@ -82,7 +82,8 @@ std::vector<std::string> recover_checkpoint_dir(const std::string& dir);
 void check_writable_dir(const std::string& dir, const std::string& tag);
 
 // Rank 0, after every rank's part of iter_N.tmp is on disk: makes it iter_N
-// (rename-aside of an existing iter_N, see above), then writes the tracker.
+// (rename-aside of an existing iter_N, see above), then writes the tracker
+// (kReleaseIteration: release.tmp → release, tracker "release").
 void commit_iteration(const std::string& dir, int64_t iteration);
 
 }  // namespace mt

@@ -166,10 +166,12 @@ void load_checkpoint_or_initialize(Trainer& t, const nlohmann::json& run_args, b
     check_same_architecture(read_checkpoint_meta(args.load).at("args").at("model"),
                             run_args.at("model"), args.load);
     t.state = load_checkpoint(args.load, *t.reg, t.rt->params,
-                              args.no_load_optim ? nullptr : t.opt.get(), t.ps);
+                              args.no_load_optim || args.finetune ? nullptr : t.opt.get(), t.ps);
+    log_line(t.ps.world_rank == 0, "loaded checkpoint from %s at iteration %lld%s\n",
+             args.load.c_str(), static_cast<long long>(t.state.iteration),
+             args.finetune ? "; --finetune: weights only, starting at iteration 0" : "");
+    if (args.finetune) t.state = RunState{};
     t.state.args = run_args;
-    log_line(t.ps.world_rank == 0, "loaded checkpoint from %s at iteration %lld\n",
-             args.load.c_str(), static_cast<long long>(t.state.iteration));
   } else {
     t.reg->initialize(t.rt->params, args.seed);
     if (!args.load.empty())
