@@ -93,6 +93,17 @@ inline std::string synthetic_corpus(int paragraphs, unsigned seed = 5) {
   return text;
 }
 
+// tests/reference/hf_models.py (the independent PyTorch HF GPT-2/Llama), run
+// by Debian's python3; require_torch() fails the test (no skip) without it.
+inline const std::string kHfModels =
+    std::string("/usr/bin/python3 ") + MT_SOURCE_DIR + "/tests/reference/hf_models.py";
+inline void require_torch() {
+  const RunResult r = run("/usr/bin/python3 -c 'import torch'");
+  ASSERT_EQ(r.exit_code, 0) << "python3-torch is missing (tests/reference/hf_models.py needs it): "
+                               "apt-get install python3-torch, or run scripts/install_deps.sh\n"
+                            << r.output;
+}
+
 inline std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});

@@ -21,23 +21,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kPython = "/usr/bin/python3";
-const std::string kHfModels = kPython + " " + MT_SOURCE_DIR + "/tests/reference/hf_models.py";
-
-// PyTorch makes the random folders; its absence is a failure, not a skip.
-void require_torch() {
-  const RunResult r = run(kPython + " -c 'import torch'");
-  ASSERT_EQ(r.exit_code, 0) << "python3-torch is missing (tests/reference/hf_models.py needs it): "
-                               "apt-get install python3-torch, or run scripts/install_deps.sh\n"
-                            << r.output;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::string convert(const std::string& flags) {
   return megatron() + " convert --model-type GPT" + flags;
@@ -139,10 +122,10 @@ void round_trip(const std::string& family, int seed, const std::string& export_f
                                    " --target-pipeline-parallel-size 2"));
   ASSERT_EQ(in.exit_code, 0) << in.output;
   std::printf("%s import: %s\n", family.c_str(), peak_rss_line(in.output).c_str());
-  EXPECT_EQ(slurp(ckpt + "/latest_checkpointed_iteration.txt"), "release\n");
+  EXPECT_EQ(read_text(ckpt + "/latest_checkpointed_iteration.txt"), "release\n");
   for (const char* rank : {"mp_rank_00_000", "mp_rank_01_000", "mp_rank_00_001", "mp_rank_01_001"})
     EXPECT_TRUE(exists(ckpt + "/release/" + rank + "/model.safetensors")) << rank;
-  const nlohmann::json meta = nlohmann::json::parse(slurp(ckpt + "/release/meta.json"));
+  const nlohmann::json meta = nlohmann::json::parse(read_text(ckpt + "/release/meta.json"));
   EXPECT_EQ(meta.at("iteration"), 0);
   EXPECT_EQ(meta.at("release"), true);
   EXPECT_EQ(meta.at("args").at("model").at("hidden_dropout"), 0.0);
@@ -152,15 +135,15 @@ void round_trip(const std::string& family, int seed, const std::string& export_f
   ASSERT_EQ(out.exit_code, 0) << out.output;
   std::printf("%s export: %s\n", family.c_str(), peak_rss_line(out.output).c_str());
   expect_same_tensors(hf, back);
-  const nlohmann::json a = nlohmann::json::parse(slurp(hf + "/config.json"));
-  const nlohmann::json b = nlohmann::json::parse(slurp(back + "/config.json"));
+  const nlohmann::json a = nlohmann::json::parse(read_text(hf + "/config.json"));
+  const nlohmann::json b = nlohmann::json::parse(read_text(back + "/config.json"));
   for (const auto& item : a.items()) {  // the reference's keys come back (n_inner: null = 4h)
     if (item.key() == "n_inner" && item.value().is_null()) continue;
     EXPECT_EQ(b.value(item.key(), nlohmann::json()), item.value()) << item.key();
   }
   for (const char* f : {"vocab.json", "merges.txt", "tokenizer.model"}) {
     if (!exists(hf + "/" + f)) continue;
-    EXPECT_EQ(slurp(back + "/" + f), slurp(hf + "/" + f)) << f;
+    EXPECT_EQ(read_text(back + "/" + f), read_text(hf + "/" + f)) << f;
   }
   // The exported folder (sharded for GPT-2) imports to the same shards.
   const std::string again = dir.file("again");
@@ -204,7 +187,7 @@ TEST(ConvertCli, Bf16ExportRoundsEachWeightToNearestEven) {
   const RunResult out = run(convert(" --loader megatron --saver hf --bf16 --load-dir " + ckpt +
                                     " --save-dir " + back));
   ASSERT_EQ(out.exit_code, 0) << out.output;
-  EXPECT_EQ(nlohmann::json::parse(slurp(back + "/config.json")).at("torch_dtype"), "bfloat16");
+  EXPECT_EQ(nlohmann::json::parse(read_text(back + "/config.json")).at("torch_dtype"), "bfloat16");
   const auto a = read_hf_tensors(hf), b = read_hf_tensors(back);
   ASSERT_EQ(a.size(), b.size());
   for (const auto& [name, t] : a) {
@@ -242,15 +225,16 @@ TEST(ConvertCli, Bf16ExportRoundsEachWeightToNearestEven) {
 // Rewrites tensors of a folder's model.safetensors with the reference's own
 // reader and writer: `python` edits the dict `t`.
 void edit_tensors(const std::string& hf, const std::string& python) {
-  const RunResult r = run(kPython + " -c \"import sys; sys.path.insert(0, '" + MT_SOURCE_DIR +
-                          "/tests/reference'); import hf_models as h, torch; p = '" + hf +
+  const std::string python_path = std::string(MT_SOURCE_DIR) + "/tests/reference";
+  const RunResult r = run("/usr/bin/python3 -c \"import sys; sys.path.insert(0, '" + python_path +
+                          "'); import hf_models as h, torch; p = '" + hf +
                           "/model.safetensors'; t = h.read_safetensors(p); " + python +
                           "; h.write_safetensors(p, t)\"");
   ASSERT_EQ(r.exit_code, 0) << r.output;
 }
 
 void edit_config(const std::string& hf, const std::string& key, const nlohmann::json& value) {
-  nlohmann::json c = nlohmann::json::parse(slurp(hf + "/config.json"));
+  nlohmann::json c = nlohmann::json::parse(read_text(hf + "/config.json"));
   c[key] = value;
   write_text(hf + "/config.json", c.dump(2));
 }
@@ -311,7 +295,7 @@ TEST(ConvertCli, RefusesWhatWouldNotConvertExactlyAndWritesNoTracker) {
   EXPECT_NE(again.output.find("already holds checkpoints (release)"), std::string::npos)
       << again.output;
   EXPECT_EQ(run(convert(flags + " --overwrite-checkpoints")).exit_code, 0);
-  EXPECT_EQ(slurp(save + "/latest_checkpointed_iteration.txt"), "release\n");
+  EXPECT_EQ(read_text(save + "/latest_checkpointed_iteration.txt"), "release\n");
 }
 
 TEST(ConvertCli, ConvertedCheckpointFineTunesFromIterationZeroAndDecodesAtTp1AndTp2) {
@@ -339,7 +323,7 @@ TEST(ConvertCli, ConvertedCheckpointFineTunesFromIterationZeroAndDecodesAtTp1And
   EXPECT_NE(tr.output.find("loaded checkpoint from " + ckpt + " at iteration 0"),
             std::string::npos) << tr.output;
   EXPECT_NE(tr.output.find("iteration        1/       4"), std::string::npos) << tr.output;
-  EXPECT_EQ(slurp(tuned + "/latest_checkpointed_iteration.txt"), "4\n");
+  EXPECT_EQ(read_text(tuned + "/latest_checkpointed_iteration.txt"), "4\n");
 
   const std::string gen = " generate --load " + ckpt +
                           " --prompt 'The cat sees' --max-new-tokens 16 --temperature 0";

@@ -17,16 +17,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kPython = "/usr/bin/python3";
-const std::string kJudge = kPython + " " + MT_SOURCE_DIR + "/tests/reference/hf_models.py";
-
-// Fails (no skip) when PyTorch is missing: the judge needs it.
-void require_torch() {
-  const RunResult r = run(kPython + " -c 'import torch'");
-  ASSERT_EQ(r.exit_code, 0) << "python3-torch is missing (the judge tests/reference/hf_models.py "
-                               "needs it): apt-get install python3-torch, or run "
-                               "scripts/install_deps.sh\n" << r.output;
-}
+const std::string& kJudge = kHfModels;
 
 std::string gpt2_files() { return std::string(MT_SOURCE_DIR) + "/data/gpt2/"; }
 
