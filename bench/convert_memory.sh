@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `megatron convert` streams: a random Hugging Face Llama larger than half this
-# machine's RAM (default ~13.5 GB of float32 weights, 3.4B parameters) is
+# machine's RAM (default ~14.2 GB of float32 weights, 3.6B parameters) is
 # written tensor by tensor (bench/make_big_hf.py), imported at TP2 x PP2 and
 # exported back; each direction's peak resident memory is printed (the
 # converter's own summary line and GNU time's maximum RSS) as JSON lines.
@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-runs/bench_convert}
-HIDDEN=${HIDDEN:-4096} LAYERS=${LAYERS:-19} FFN=${FFN:-11008}
+HIDDEN=${HIDDEN:-4096} LAYERS=${LAYERS:-20} FFN=${FFN:-11008}
 rm -rf "$dir" && mkdir -p "$dir"
 [ -x /usr/bin/time ] || apt-get install -y time >/dev/null
 cat README.md DEVELOPERS.md bench/README.md tests/reference/README.md >"$dir/corpus.txt"
