@@ -114,6 +114,44 @@ inline void write_text(const std::string& path, const std::string& text) {
   out << text;
 }
 
+// Trains a SentencePiece BPE model of `vocab` pieces on `text_file` with
+// Debian's spm_train (package sentencepiece): <prefix>.model. False when that fails.
+inline bool spm_train(const std::string& text_file, const std::string& prefix, int vocab) {
+  const RunResult r = run("command -v spm_train >/dev/null && spm_train --input=" + text_file +
+                          " --model_prefix=" + prefix + " --vocab_size=" + std::to_string(vocab) +
+                          " --model_type=bpe");
+  return r.exit_code == 0 && std::filesystem::exists(prefix + ".model");
+}
+
+// A Hugging Face folder's tokenizer files in `hf_dir`, under HF's names: for
+// gpt2 GPT-2's vocab.json + merges.txt (data/gpt2, fetched by the ctest
+// fixture), for llama a 96-piece SentencePiece tokenizer.model trained once per
+// `dir`. *vocab = the vocabulary size. A missing file fails the test (no skip).
+inline void add_hf_tokenizer_files(const std::string& family, const TempDir& dir,
+                                   const std::string& hf_dir, int* vocab) {
+  namespace fs = std::filesystem;
+  fs::create_directories(hf_dir);
+  const auto over = fs::copy_options::overwrite_existing;
+  if (family == "gpt2") {
+    const std::string g = std::string(MT_SOURCE_DIR) + "/data/gpt2/";
+    ASSERT_TRUE(fs::exists(g + "gpt2-vocab.json") && fs::exists(g + "gpt2-merges.txt"))
+        << "GPT-2 files absent (" << g << "); the ctest fixture fetch_gpt2_tokenizer runs "
+        << "scripts/fetch_gpt2_tokenizer.sh";
+    fs::copy_file(g + "gpt2-vocab.json", hf_dir + "/vocab.json", over);
+    fs::copy_file(g + "gpt2-merges.txt", hf_dir + "/merges.txt", over);
+    *vocab = 50257;
+    return;
+  }
+  if (!fs::exists(dir.file("sp.model"))) {
+    write_text(dir.file("spm_corpus.txt"), synthetic_corpus(80));
+    ASSERT_TRUE(spm_train(dir.file("spm_corpus.txt"), dir.file("sp"), 96))
+        << "spm_train failed or is missing (Debian package sentencepiece; "
+           "scripts/install_deps.sh installs it)";
+  }
+  fs::copy_file(dir.file("sp.model"), hf_dir + "/tokenizer.model", over);
+  *vocab = 96;
+}
+
 // Preprocesses `text` into dir; returns the flags that point train at it.
 inline std::string prepare_data(const TempDir& dir, const std::string& text) {
   write_text(dir.file("corpus.txt"), text);

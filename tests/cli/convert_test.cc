@@ -30,27 +30,8 @@ std::string convert(const std::string& flags) {
 void make_hf_folder(const std::string& family, const TempDir& dir, const std::string& out,
                     int seed) {
   int vocab = 0;
-  fs::create_directories(out);
-  if (family == "gpt2") {
-    const std::string g = std::string(MT_SOURCE_DIR) + "/data/gpt2/";
-    ASSERT_TRUE(exists(g + "gpt2-vocab.json") && exists(g + "gpt2-merges.txt"))
-        << "GPT-2 files absent (" << g << "); the ctest fixture fetch_gpt2_tokenizer runs "
-        << "scripts/fetch_gpt2_tokenizer.sh";
-    fs::copy_file(g + "gpt2-vocab.json", out + "/vocab.json");
-    fs::copy_file(g + "gpt2-merges.txt", out + "/merges.txt");
-    vocab = 50257;
-  } else {
-    if (!exists(dir.file("sp.model"))) {
-      write_text(dir.file("spm_corpus.txt"), synthetic_corpus(80));
-      const RunResult r = run("spm_train --input=" + dir.file("spm_corpus.txt") +
-                              " --model_prefix=" + dir.file("sp") +
-                              " --vocab_size=96 --model_type=bpe");
-      ASSERT_EQ(r.exit_code, 0) << "spm_train (Debian package sentencepiece; "
-                                   "scripts/install_deps.sh installs it) failed\n" << r.output;
-    }
-    fs::copy_file(dir.file("sp.model"), out + "/tokenizer.model");
-    vocab = 96;
-  }
+  add_hf_tokenizer_files(family, dir, out, &vocab);
+  if (testing::Test::HasFatalFailure()) return;
   const std::string sizes = family == "gpt2" ? " --hidden 32 --heads 4 --layers 2 --max-pos 64"
                                              : " --hidden 64 --heads 4 --kv-heads 2 --layers 2"
                                                " --ffn 96 --max-pos 64";

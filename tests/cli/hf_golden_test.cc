@@ -15,35 +15,18 @@
 namespace mt::test {
 namespace {
 
-namespace fs = std::filesystem;
 
 const std::string& kJudge = kHfModels;
 
-std::string gpt2_files() { return std::string(MT_SOURCE_DIR) + "/data/gpt2/"; }
-
-// The family's tokenizer files under HF's names in `hf_dir`, and the flags
-// that preprocess and train take for them; the vocabulary size in *vocab.
+// The family's tokenizer files under HF's names in `hf_dir` (*vocab: their
+// size), and the flags that preprocess and train take for them.
 std::string tokenizer_for(const std::string& family, const TempDir& dir, const std::string& hf_dir,
                           int* vocab) {
-  fs::create_directories(hf_dir);
-  if (family == "gpt2") {
-    const std::string g = gpt2_files();
-    EXPECT_TRUE(exists(g + "gpt2-vocab.json")) << "GPT-2 files absent (" << g
-        << "); the ctest fixture fetch_gpt2_tokenizer runs scripts/fetch_gpt2_tokenizer.sh";
-    fs::copy_file(g + "gpt2-vocab.json", hf_dir + "/vocab.json", fs::copy_options::overwrite_existing);
-    fs::copy_file(g + "gpt2-merges.txt", hf_dir + "/merges.txt", fs::copy_options::overwrite_existing);
-    *vocab = 50257;
-    return " --tokenizer-type GPT2BPETokenizer --vocab-file " + hf_dir + "/vocab.json --merge-file " +
-           hf_dir + "/merges.txt";
-  }
-  write_text(dir.file("spm_corpus.txt"), synthetic_corpus(80));
-  const RunResult r = run("spm_train --input=" + dir.file("spm_corpus.txt") + " --model_prefix=" +
-                          dir.file("sp") + " --vocab_size=128 --model_type=bpe");
-  EXPECT_EQ(r.exit_code, 0) << "spm_train (Debian package sentencepiece) failed\n" << r.output;
-  fs::copy_file(dir.file("sp.model"), hf_dir + "/tokenizer.model",
-                fs::copy_options::overwrite_existing);
-  *vocab = 128;
-  return " --tokenizer-type Llama2Tokenizer --tokenizer-model " + hf_dir + "/tokenizer.model";
+  add_hf_tokenizer_files(family, dir, hf_dir, vocab);
+  return family == "gpt2" ? " --tokenizer-type GPT2BPETokenizer --vocab-file " + hf_dir +
+                                "/vocab.json --merge-file " + hf_dir + "/merges.txt"
+                          : " --tokenizer-type Llama2Tokenizer --tokenizer-model " + hf_dir +
+                                "/tokenizer.model";
 }
 
 const std::string kLlamaFlags =
@@ -70,6 +53,7 @@ TEST(HfGolden, TrainedAtTp2Pp2ExportedToHfScoresAsGenerateReports) {
     TempDir dir;
     int vocab = 0;
     const std::string tok = tokenizer_for(family, dir, dir.file("tok"), &vocab);
+    ASSERT_FALSE(HasFatalFailure());
     write_text(dir.file("corpus.txt"), synthetic_corpus(80));
     const RunResult pre = run(megatron() + " preprocess --input " + dir.file("corpus.txt") +
                               " --output-prefix " + dir.file("data") + tok + " --append-eod");
@@ -95,6 +79,7 @@ TEST(HfGolden, RandomHfFolderImportedAtTp2Pp2DecodesToTheJudgesLogProbs) {
     const std::string hf = dir.file("hf");
     int vocab = 0;
     tokenizer_for(family, dir, hf, &vocab);
+    ASSERT_FALSE(HasFatalFailure());
     const RunResult r = run(kJudge + " random --family " + family + " --out " + hf +
                             " --seed 7 --vocab-size " + std::to_string(vocab) +
                             " --hidden 64 --layers 4 --heads 4" +

@@ -17,15 +17,6 @@ const std::string kModelFlags =
     " --micro-batch-size 4 --global-batch-size 8 --lr 3e-3 --lr-warmup-iters 2"
     " --split 100,0,0 --eval-interval 0 --peak-tflops 1 --log-interval 1";
 
-// Trains a SentencePiece BPE model of `vocab` pieces on `text_file`; false if
-// spm_train is not installed.
-bool spm_train(const std::string& text_file, const std::string& prefix, int vocab) {
-  const RunResult r = run("command -v spm_train >/dev/null && spm_train --input=" + text_file +
-                          " --model_prefix=" + prefix + " --vocab_size=" + std::to_string(vocab) +
-                          " --model_type=bpe");
-  return r.exit_code == 0 && exists(prefix + ".model");
-}
-
 TEST(TokenizerCli, Llama2TokenizerTrainsGeneratesAndResumesFromTheCheckpointAlone) {
   TempDir dir;
   write_text(dir.file("corpus.txt"), synthetic_corpus(80));
