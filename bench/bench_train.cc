@@ -88,10 +88,10 @@ void run(const BenchConfig& bc, int threads, mt::ParallelState& ps, const BenchO
                       vpp > 1 ? mt::max_in_flight_interleaved(ps.pp_size, ps.pp_rank, int(vpp), m)
                               : mt::max_in_flight_1f1b(ps.pp_size, ps.pp_rank, m),
                       o.recompute == "full" ? "uniform" : "", 1, o.math);
-  reg.initialize(rt.params, 1234);
-  rt.refresh_weight_copy();
   mt::GradSync sync(rt, ps, o.bucket_floats, o.overlap, o.zero);
-  mt::AdamWOptimizer opt(reg, mt::OptimizerConfig{}, sync.optimizer_ranges(), &ps.dp_comm);
+  mt::AdamWOptimizer opt(reg, mt::OptimizerConfig{}, sync.optimizer_ranges(), &ps.dp_comm,
+                         o.math == mt::MathMode::kBF16);
+  mt::initialize_weights(rt, opt, 1234);
   std::mt19937 gen(1 + unsigned(ps.dp_rank));  // the same tokens on every TP rank
   auto next = [&](int64_t, int32_t* tokens, int32_t* labels) {
     for (int64_t i = 0; i < rt.tokens_per_micro_batch(); ++i) {

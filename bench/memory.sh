@@ -34,11 +34,13 @@ run() {  # name, ranks, extra flags...
   python3 - "$name" "$out/$name.jsonl" <<'EOF'
 import json, sys
 name, path = sys.argv[1], sys.argv[2]
-mem = next(json.loads(l)["memory"] for l in open(path) if '"memory"' in l)
+mem = next(j["memory"] for j in map(json.loads, open(path)) if j.get("rank") == 0 and "memory" in j)
+classes = {k: v for k, v in mem.items() if isinstance(v, dict)}
 print(json.dumps({"bench": "memory", "impl": "megatron.cpp", "layout": name, "rank": 0,
-                  "predicted_mb": {k: round(v / 1e6, 2) for k, v in mem["predicted"].items()},
-                  "measured_mb": {k: round(v / 1e6, 2) for k, v in mem["measured"].items()},
-                  "ratio": {k: (round(v, 4) if v is not None else None) for k, v in mem["ratio"].items()},
+                  "predicted_mb": {k: round(v["predicted_bytes"] / 1e6, 2) for k, v in classes.items()},
+                  "measured_mb": {k: round(v["measured_bytes"] / 1e6, 2) for k, v in classes.items()},
+                  "ratio": {k: (round(v["ratio"], 4) if v["ratio"] is not None else None)
+                            for k, v in classes.items()},
                   "peak_rss_mb": round(mem["peak_rss_bytes"] / 1e6, 1)}))
 EOF
 }
@@ -53,14 +55,16 @@ python3 - "$out" <<'EOF'
 import json, sys
 def mem(name):
     path = f"{sys.argv[1]}/{name}.jsonl"
-    return next(json.loads(l)["memory"] for l in open(path) if '"memory"' in l)
+    return next(j["memory"] for j in map(json.loads, open(path)) if j.get("rank") == 0 and "memory" in j)
 plain, full = mem("plain"), mem("full_recompute")
+m = lambda r, c: r[c]["measured_bytes"]  # noqa: E731
+p = lambda r, c: r[c]["predicted_bytes"]  # noqa: E731
 print(json.dumps({"bench": "memory_recompute", "impl": "megatron.cpp",
                   "activations_full_over_none_measured":
-                      round(full["measured"]["activations"] / plain["measured"]["activations"], 4),
+                      round(m(full, "activations") / m(plain, "activations"), 4),
                   "activations_full_over_none_predicted":
-                      round(full["predicted"]["activations"] / plain["predicted"]["activations"], 4),
+                      round(p(full, "activations") / p(plain, "activations"), 4),
                   "activations_plus_workspace_full_over_none_measured":
-                      round((full["measured"]["activations"] + full["measured"]["workspace"]) /
-                            (plain["measured"]["activations"] + plain["measured"]["workspace"]), 4)}))
+                      round((m(full, "activations") + m(full, "workspace")) /
+                            (m(plain, "activations") + m(plain, "workspace")), 4)}))
 EOF

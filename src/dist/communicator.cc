@@ -316,12 +316,20 @@ void Communicator::reduce_scatter_sum_in_place(float* x, const ChunkSplit& split
 }
 
 void Communicator::all_gather_in_place(float* x, const ChunkSplit& split) const {
+  all_gather_in_place(static_cast<void*>(x), split, MPI_FLOAT);
+}
+
+void Communicator::all_gather_in_place(uint16_t* x, const ChunkSplit& split) const {
+  all_gather_in_place(static_cast<void*>(x), split, MPI_UINT16_T);
+}
+
+void Communicator::all_gather_in_place(void* x, const ChunkSplit& split, MPI_Datatype type) const {
   BusyTimer busy(busy_seconds_);
   const char* op = "all_gather_in_place";
   check_split(op, split);
   if (size_ == 1 || split.total() == 0) return;
-  check_mpi(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, x, split.counts.data(),
-                           split.displs.data(), MPI_FLOAT, comm_),
+  check_mpi(MPI_Allgatherv(MPI_IN_PLACE, 0, type, x, split.counts.data(), split.displs.data(),
+                           type, comm_),
             op, name_);
 }
 
@@ -422,12 +430,21 @@ CommHandle Communicator::start_reduce_scatter_sum_in_place(float* x,
 }
 
 CommHandle Communicator::start_all_gather_in_place(float* x, const ChunkSplit& split) const {
+  return start_all_gather_in_place(static_cast<void*>(x), split, MPI_FLOAT);
+}
+
+CommHandle Communicator::start_all_gather_in_place(uint16_t* x, const ChunkSplit& split) const {
+  return start_all_gather_in_place(static_cast<void*>(x), split, MPI_UINT16_T);
+}
+
+CommHandle Communicator::start_all_gather_in_place(void* x, const ChunkSplit& split,
+                                                   MPI_Datatype type) const {
   const char* op = "start_all_gather_in_place";
   check_split(op, split);
   if (size_ == 1 || split.total() == 0) return CommHandle();
   MPI_Request req;
-  check_mpi(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, x, split.counts.data(),
-                            split.displs.data(), MPI_FLOAT, comm_, &req),
+  check_mpi(MPI_Iallgatherv(MPI_IN_PLACE, 0, type, x, split.counts.data(), split.displs.data(),
+                            type, comm_, &req),
             op, name_);
   return CommHandle(req, op, name_);
 }

@@ -121,6 +121,7 @@ class Communicator {
   // In place over x: (split.total()): chunk i of x = chunk i of rank i (`=`);
   // this rank's chunk is its input. MPI_Allgatherv.
   void all_gather_in_place(float* x, const ChunkSplit& split) const;
+  void all_gather_in_place(uint16_t* x, const ChunkSplit& split) const;  // bf16 weights
   // The `bytes` bytes at data on `root` are copied to every rank.
   void broadcast(void* data, size_t bytes, int root) const;
   void barrier() const;
@@ -136,6 +137,7 @@ class Communicator {
   // As the blocking in-place versions; `split` must outlive the handle.
   CommHandle start_reduce_scatter_sum_in_place(float* x, const ChunkSplit& split) const;
   CommHandle start_all_gather_in_place(float* x, const ChunkSplit& split) const;
+  CommHandle start_all_gather_in_place(uint16_t* x, const ChunkSplit& split) const;
   CommHandle isend(const float* x, int64_t n, int peer, int tag) const;
   CommHandle irecv(float* x, int64_t n, int peer, int tag) const;
 
@@ -151,6 +153,8 @@ class Communicator {
   void check_peer(const char* op, int peer, int tag) const;
   void check_split(const char* op, const ChunkSplit& split) const;
   void all_reduce(void* x, int64_t n, MPI_Datatype type, MPI_Op op, const char* what) const;
+  void all_gather_in_place(void* x, const ChunkSplit& split, MPI_Datatype type) const;
+  CommHandle start_all_gather_in_place(void* x, const ChunkSplit& split, MPI_Datatype type) const;
   void all_reduce_chunked(void* x, int64_t n, MPI_Datatype type, MPI_Op op,
                           const char* what) const;  // all_reduce without the busy timer
 

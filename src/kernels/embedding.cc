@@ -27,10 +27,10 @@ void check_ids(const char* who, const int32_t* ids, int64_t n, int64_t h, int64_
 
 }  // namespace
 
-// out (n, h) = table[ids - row_start]   (or += when accumulate)
-void embedding_forward(float* out, const int32_t* ids, const float* table, int64_t n, int64_t h,
-                       int64_t row_start, int64_t rows, bool accumulate) {
-  check_ids("embedding_forward", ids, n, h, row_start, rows);
+namespace {
+template <class T>
+void forward_impl(float* out, const int32_t* ids, const T* table, int64_t n, int64_t h,
+                  int64_t row_start, int64_t rows, bool accumulate) {
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     float* y = out + i * h;
@@ -39,14 +39,27 @@ void embedding_forward(float* out, const int32_t* ids, const float* table, int64
       if (!accumulate) std::fill(y, y + h, 0.f);
       continue;
     }
-    const float* src = table + r * h;
+    const T* src = table + r * h;
     if (accumulate) {
 #pragma omp simd
-      for (int64_t j = 0; j < h; ++j) y[j] += src[j];
+      for (int64_t j = 0; j < h; ++j) y[j] += load_f32(src, j);
     } else {
-      std::copy(src, src + h, y);
+#pragma omp simd
+      for (int64_t j = 0; j < h; ++j) y[j] = load_f32(src, j);
     }
   }
+}
+}  // namespace
+
+// out (n, h) = table[ids - row_start]   (or += when accumulate)
+void embedding_forward(float* out, const int32_t* ids, ParamRef table, int64_t n, int64_t h,
+                       int64_t row_start, int64_t rows, bool accumulate) {
+  check_ids("embedding_forward", ids, n, h, row_start, rows);
+  MT_CHECK(bool(table), "embedding_forward: no table");
+  if (table.bf16)
+    forward_impl(out, ids, table.bf16, n, h, row_start, rows, accumulate);
+  else
+    forward_impl(out, ids, table.f32, n, h, row_start, rows, accumulate);
 }
 
 // dtable (rows, h) += scatter of dout by ids (deterministic: no atomics)

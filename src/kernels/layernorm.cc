@@ -22,9 +22,11 @@ constexpr int64_t kColBlock = 64;
 
 }  // namespace
 
-// out (n, c) =, mean (n) =, rstd (n) =
-void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                       const float* bias, int64_t n, int64_t c, float eps) {
+namespace {
+
+template <class W>
+void forward_impl(float* out, float* mean, float* rstd, const float* inp, const W* weight,
+                  const W* bias, int64_t n, int64_t c, float eps) {
   MT_CHECK(n >= 0 && c > 0, "layernorm_forward: bad shape n=", n, " c=", c,
            "; fix: pass the row count and a positive hidden size");
   MT_CHECK(eps > 0.f, "layernorm_forward: eps=", eps, " must be > 0; fix: use e.g. 1e-5");
@@ -46,16 +48,16 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
     const float var = sq / float(c);
     const float r = 1.f / std::sqrt(var + eps);
 #pragma omp simd
-    for (int64_t j = 0; j < c; ++j) y[j] = (x[j] - m) * r * weight[j] + bias[j];
+    for (int64_t j = 0; j < c; ++j) y[j] = (x[j] - m) * r * load_f32(weight, j) + load_f32(bias, j);
     mean[i] = m;
     rstd[i] = r;
   }
 }
 
-// dinp (n, c) +=, dweight (c) +=, dbias (c) +=
-void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                        const float* inp, const float* weight, const float* mean,
-                        const float* rstd, int64_t n, int64_t c) {
+template <class W>
+void backward_impl(float* dinp, float* dweight, float* dbias, const float* dout,
+                   const float* inp, const W* weight, const float* mean, const float* rstd,
+                   int64_t n, int64_t c) {
   MT_CHECK(n >= 0 && c > 0, "layernorm_backward: bad shape n=", n, " c=", c,
            "; fix: pass the row count and a positive hidden size");
   const int64_t nblocks = (c + kColBlock - 1) / kColBlock;
@@ -72,7 +74,7 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
       float sum_g = 0.f, sum_gx = 0.f;
 #pragma omp simd reduction(+ : sum_g, sum_gx)
       for (int64_t j = 0; j < c; ++j) {
-        const float g = dy[j] * weight[j];
+        const float g = dy[j] * load_f32(weight, j);
         sum_g += g;
         sum_gx += g * ((x[j] - m) * r);
       }
@@ -80,7 +82,7 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
 #pragma omp simd
       for (int64_t j = 0; j < c; ++j) {
         const float xhat = (x[j] - m) * r;
-        dx[j] += r * (dy[j] * weight[j] - mean_g - xhat * mean_gx);
+        dx[j] += r * (dy[j] * load_f32(weight, j) - mean_g - xhat * mean_gx);
       }
     }
     // dweight = sum_i dout * xhat, dbias = sum_i dout, over rows in order.
@@ -104,6 +106,28 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
       }
     }
   }
+}
+
+}  // namespace
+
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, ParamRef weight,
+                       ParamRef bias, int64_t n, int64_t c, float eps) {
+  MT_CHECK(weight && bool(weight.bf16) == bool(bias.bf16) && bias,
+           "layernorm_forward: weight and bias must both be given, in one storage type");
+  if (weight.bf16)
+    forward_impl(out, mean, rstd, inp, weight.bf16, bias.bf16, n, c, eps);
+  else
+    forward_impl(out, mean, rstd, inp, weight.f32, bias.f32, n, c, eps);
+}
+
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                        const float* inp, ParamRef weight, const float* mean,
+                        const float* rstd, int64_t n, int64_t c) {
+  MT_CHECK(bool(weight), "layernorm_backward: no weight");
+  if (weight.bf16)
+    backward_impl(dinp, dweight, dbias, dout, inp, weight.bf16, mean, rstd, n, c);
+  else
+    backward_impl(dinp, dweight, dbias, dout, inp, weight.f32, mean, rstd, n, c);
 }
 
 }  // namespace mt

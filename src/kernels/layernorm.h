@@ -2,14 +2,16 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/precision.h"
+
 namespace mt {
 
 // out (n, c) =, mean (n) =, rstd (n) =
-void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                       const float* bias, int64_t n, int64_t c, float eps);
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, ParamRef weight,
+                       ParamRef bias, int64_t n, int64_t c, float eps);
 // dinp (n, c) +=, dweight (c) +=, dbias (c) +=
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                        const float* inp, const float* weight, const float* mean,
+                        const float* inp, ParamRef weight, const float* mean,
                         const float* rstd, int64_t n, int64_t c);
 
 }  // namespace mt

@@ -72,6 +72,7 @@ struct MatmulCache {
   std::map<MatmulKey, MatmulEntry> entries;
   HostBuffer scratch_a, scratch_b;  // low-precision copies of A and B
   HostBuffer scratch_dout;          // linear_backward: bf16 dout, shared by both products
+  HostBuffer scratch_bias;          // a bf16 bias widened to fp32
 };
 
 MatmulCache& matmul_cache() {
@@ -236,16 +237,22 @@ bool matmul_bf16_native() {
   return ok;
 }
 
-void matmul(float* c, const float* a, const float* b, const float* bias, const MatmulShape& s,
+void matmul(float* c, const float* a, const float* b, ParamRef bias_ref, const MatmulShape& s,
             const uint16_t* b_bf16, const uint16_t* a_bf16) {
   const bool bf16 = s.math == MathMode::kBF16;
   const bool use_a_bf16 = bf16 && a_bf16 != nullptr, use_b_bf16 = bf16 && b_bf16 != nullptr;
   MT_CHECK(c && (a || use_a_bf16) && (b || use_b_bf16), "matmul: null pointer (c=", c, " a=", a,
            " b=", b, " a_bf16=", a_bf16, " b_bf16=", b_bf16, " math=", math_mode_name(s.math),
            "); fix: pass allocated buffers (a, b may be null only with their bf16 twin in bf16)");
-  MatmulKey key = resolve(s, bias != nullptr);
+  MatmulKey key = resolve(s, bool(bias_ref));
   MatmulCache& cache = matmul_cache();
   std::lock_guard<std::mutex> lock(cache.mu);
+  const float* bias = bias_ref.f32;
+  if (bias_ref.bf16) {  // a bf16 model's bias: (n) floats, widened per call
+    auto* wide = static_cast<float*>(scratch(cache.scratch_bias, size_t(s.n) * sizeof(float)));
+    bf16_to_f32(wide, bias_ref.bf16, s.n);
+    bias = wide;
+  }
   const void* a_data = a;
   const void* b_data = b;
   if (bf16 && !matmul_bf16_native()) {
@@ -304,11 +311,21 @@ int64_t matmul_primitive_count() {
 int64_t matmul_scratch_bytes() {
   MatmulCache& cache = matmul_cache();
   std::lock_guard<std::mutex> lock(cache.mu);
-  return int64_t(cache.scratch_a.size() + cache.scratch_b.size() + cache.scratch_dout.size());
+  return int64_t(cache.scratch_a.size() + cache.scratch_b.size() + cache.scratch_dout.size() +
+                 cache.scratch_bias.size());
 }
 
-void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t n,
+namespace {
+void check_weight_math(ParamRef weight, const Compute& cm) {
+  MT_CHECK(weight.bf16 == nullptr || cm.math == MathMode::kBF16,
+           "linear: a bf16-stored weight in ", math_mode_name(cm.math),
+           " math (internal error: bf16 weights belong to --bf16 runs)");
+}
+}  // namespace
+
+void linear_forward(float* out, const float* inp, ParamRef weight, ParamRef bias, int64_t n,
                     int64_t in, int64_t out_features, const Compute& cm) {
+  check_weight_math(weight, cm);
   // out (n, out) = inp (n, in) · W (out, in)ᵀ + bias
   MatmulShape s;
   s.m = n;
@@ -316,12 +333,13 @@ void linear_forward(float* out, const float* inp, const float* weight, const flo
   s.k = in;
   s.trans_b = true;
   s.math = cm.math;
-  matmul(out, inp, weight, bias, s, cm.shadow.find(weight));
+  matmul(out, inp, weight.f32, bias, s, weight.bf16);
 }
 
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                     const float* weight, int64_t n, int64_t in, int64_t out_features,
+                     ParamRef weight, int64_t n, int64_t in, int64_t out_features,
                      bool accumulate_dinp, const Compute& cm) {
+  check_weight_math(weight, cm);
   // bf16: round dout once for both products instead of once per product.
   const uint16_t* dout16 = nullptr;
   if (cm.math == MathMode::kBF16 && dinp && dweight) {
@@ -340,7 +358,7 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
     s.k = out_features;
     s.accumulate = accumulate_dinp;
     s.math = cm.math;
-    matmul(dinp, dout, weight, nullptr, s, cm.shadow.find(weight), dout16);
+    matmul(dinp, dout, weight.f32, nullptr, s, weight.bf16, dout16);
   }
   if (dweight) {
     // dweight (out, in) += dout (n, out)ᵀ · inp (n, in): low-precision
@@ -357,13 +375,23 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
   if (dbias) bias_backward(dbias, dout, n, out_features);  // fp32
 }
 
-void bias_add(float* x, const float* bias, int64_t n, int64_t c) {
+namespace {
+template <class T>
+void bias_add_impl(float* x, const T* bias, int64_t n, int64_t c) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < n; ++r) {
     float* row = x + r * c;
 #pragma omp simd
-    for (int64_t j = 0; j < c; ++j) row[j] += bias[j];
+    for (int64_t j = 0; j < c; ++j) row[j] += load_f32(bias, j);
   }
+}
+}  // namespace
+
+void bias_add(float* x, ParamRef bias, int64_t n, int64_t c) {
+  if (bias.bf16)
+    bias_add_impl(x, bias.bf16, n, c);
+  else
+    bias_add_impl(x, bias.f32, n, c);
 }
 
 void bias_backward(float* dbias, const float* dout, int64_t n, int64_t c) {

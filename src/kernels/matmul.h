@@ -31,26 +31,27 @@ struct MatmulShape {
 // may then be null; a_bf16 likewise for A. Both are ignored in the other
 // modes. Other low-precision operands are converted into dense scratch owned by
 // the kernel, grown to the largest size seen and then reused.
-void matmul(float* c, const float* a, const float* b, const float* bias, const MatmulShape& s,
+// The bias may be stored in bf16 (a bf16 model's); it is widened per call.
+void matmul(float* c, const float* a, const float* b, ParamRef bias, const MatmulShape& s,
             const uint16_t* b_bf16 = nullptr, const uint16_t* a_bf16 = nullptr);
 
 // Linear layer with PyTorch/Megatron weight layout W (out, in):
 // out (n, out) = inp (n, in) · Wᵀ + bias        [out: =]
-// Both GEMMs run in cm.math; in bf16 the weight comes from cm.shadow.find(weight)
-// when that is non-null, else it is converted on every call.
-void linear_forward(float* out, const float* inp, const float* weight, const float* bias,
+// Both GEMMs run in cm.math. Weights and bias are fp32 or (bf16 math only)
+// bf16 storage; an fp32 weight in bf16 math is converted on every call.
+void linear_forward(float* out, const float* inp, ParamRef weight, ParamRef bias,
                     int64_t n, int64_t in, int64_t out_features, const Compute& cm = {});
 // dinp (n, in) = dout · W   [= , or += when accumulate_dinp; skipped if dinp null]
 // dweight (out, in) += doutᵀ · inp ; dbias (out) += column sums of dout (if non-null)
 // dinp and dweight products in cm.math (dweight accumulates in fp32); dbias in fp32.
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                     const float* inp, const float* weight, int64_t n, int64_t in,
+                     const float* inp, ParamRef weight, int64_t n, int64_t in,
                      int64_t out_features, bool accumulate_dinp = false, const Compute& cm = {});
 
 // dbias (c) += column sums of dout (n, c)
 void bias_backward(float* dbias, const float* dout, int64_t n, int64_t c);
-// x (n, c) += bias (c) on every row
-void bias_add(float* x, const float* bias, int64_t n, int64_t c);
+// x (n, c) += bias (c) on every row (fp32 or bf16 storage)
+void bias_add(float* x, ParamRef bias, int64_t n, int64_t c);
 
 // Achieved FLOP/s of a size³ matmul in `math` on the current thread count (the
 // MFU denominator; in bf16 B comes pre-converted, as weights from a shadow, and

@@ -2,6 +2,7 @@
 // feature check (see precision.h).
 #include "kernels/precision.h"
 
+#include <algorithm>
 #include <functional>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -75,12 +76,11 @@ bool cpu_has_native_bf16() {
 #endif
 }
 
-const uint16_t* WeightShadow::find(const float* w) const {
-  if (!f32 || !bf16 || !w || n <= 0) return nullptr;
-  // std::less gives a total order even over pointers into unrelated arrays.
-  const std::less<const float*> lt;
-  if (lt(w, f32) || !lt(w, f32 + n)) return nullptr;
-  return bf16 + (w - f32);
+void param_to_f32(float* out, ParamRef ref, int64_t n) {
+  if (ref.bf16)
+    bf16_to_f32(out, ref.bf16, n);
+  else
+    std::copy(ref.f32, ref.f32 + n, out);
 }
 
 }  // namespace mt

@@ -1,13 +1,15 @@
-// Mixed precision for the GEMMs: low-precision operands (bf16, or fp16
-// emulated), fp32 accumulation and fp32 outputs. Everything that is not a
-// matrix multiply (norms, softmax, GELU, optimizer, gradients' accumulation)
-// stays fp32.
+// Mixed precision: low-precision GEMM operands (bf16, or fp16 emulated), fp32
+// accumulation and fp32 outputs. In bf16 runs the model's weights are stored
+// in bf16 (ParamRef) and every kernel reads them so; the arithmetic of
+// everything that is not a matrix multiply (norms, softmax, GELU, optimizer,
+// gradients' accumulation) stays fp32.
 //
 // bf16 is stored as the upper 16 bits of an IEEE float (uint16_t here); fp16
 // is never stored: round_to_f16 gives the fp32 value of the nearest fp16,
 // which is all the emulated fp16 GEMM needs (see matmul.cc).
 #pragma once
 #include <bit>
+#include <cstddef>
 #include <cstdint>
 
 namespace mt {
@@ -61,20 +63,36 @@ void round_to_f16(float* out, const float* in, int64_t n);
 // the OS saves the AVX-512 state; otherwise oneDNN emulates bf16 (slowly).
 bool cpu_has_native_bf16();
 
-// A low-precision copy of a flat fp32 parameter buffer, same offsets; GEMMs
-// read weights from it. The owner refreshes it after each optimizer step.
-struct WeightShadow {
-  const float* f32 = nullptr;      // the fp32 buffer: (n)
-  const uint16_t* bf16 = nullptr;  // its bf16 twin: (n)
-  int64_t n = 0;
-  // bf16 twin of w if f32 <= w < f32 + n, else nullptr.
-  const uint16_t* find(const float* w) const;
+// A parameter as the kernels read it: fp32 values, or in bf16 runs bf16
+// values — the only copy of the weights the model holds then (the fp32 main
+// weights live in the optimizer). Exactly one pointer is set, or none (an
+// absent bias).
+struct ParamRef {
+  const float* f32 = nullptr;      // (numel) fp32 storage, or
+  const uint16_t* bf16 = nullptr;  // (numel) bf16 storage
+  ParamRef() = default;
+  ParamRef(std::nullptr_t) {}  // NOLINT: no parameter (an absent bias)
+  ParamRef(const float* p) : f32(p) {}  // NOLINT: fp32 arrays convert implicitly
+  ParamRef(const uint16_t* p) : bf16(p) {}  // NOLINT
+  explicit operator bool() const { return f32 != nullptr || bf16 != nullptr; }
+  bool operator==(const ParamRef&) const = default;
+  ParamRef at(int64_t offset) const {  // the view `offset` elements in
+    return bf16 ? ParamRef(bf16 + offset) : f32 ? ParamRef(f32 + offset) : ParamRef();
+  }
 };
 
-// How the GEMMs of a layer compute: math mode plus where bf16 weights live.
+// Element i of either storage, widened to fp32 (inline: vectorises in simd loops).
+#pragma omp declare simd
+inline float load_f32(const float* p, int64_t i) { return p[i]; }
+#pragma omp declare simd
+inline float load_f32(const uint16_t* p, int64_t i) { return f32_from_bf16(p[i]); }
+
+// out[0..n) = ref[0..n) widened to fp32.
+void param_to_f32(float* out, ParamRef ref, int64_t n);
+
+// How the GEMMs of a layer compute.
 struct Compute {
   MathMode math = MathMode::kF32;
-  WeightShadow shadow;
 };
 
 }  // namespace mt

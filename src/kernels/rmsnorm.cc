@@ -22,9 +22,11 @@ constexpr int64_t kColBlock = 64;
 
 }  // namespace
 
-// out (n, c) =, rstd (n) =
-void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t n,
-                     int64_t c, float eps) {
+namespace {
+
+template <class W>
+void forward_impl(float* out, float* rstd, const float* inp, const W* weight, int64_t n,
+                  int64_t c, float eps) {
   MT_CHECK(n >= 0 && c > 0, "rmsnorm_forward: bad shape n=", n, " c=", c,
            "; fix: pass the row count and a positive hidden size");
   MT_CHECK(eps > 0.f, "rmsnorm_forward: eps=", eps, " must be > 0; fix: use e.g. 1e-5");
@@ -37,14 +39,14 @@ void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* wei
     for (int64_t j = 0; j < c; ++j) sq += x[j] * x[j];
     const float r = 1.f / std::sqrt(sq / float(c) + eps);
 #pragma omp simd
-    for (int64_t j = 0; j < c; ++j) y[j] = x[j] * r * weight[j];
+    for (int64_t j = 0; j < c; ++j) y[j] = x[j] * r * load_f32(weight, j);
     rstd[i] = r;
   }
 }
 
-// dinp (n, c) +=, dweight (c) +=
-void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
-                      const float* weight, const float* rstd, int64_t n, int64_t c) {
+template <class W>
+void backward_impl(float* dinp, float* dweight, const float* dout, const float* inp,
+                   const W* weight, const float* rstd, int64_t n, int64_t c) {
   MT_CHECK(n >= 0 && c > 0, "rmsnorm_backward: bad shape n=", n, " c=", c,
            "; fix: pass the row count and a positive hidden size");
   const int64_t nblocks = (c + kColBlock - 1) / kColBlock;
@@ -60,10 +62,10 @@ void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const floa
       const float r = rstd[i];
       float sum_gx = 0.f;
 #pragma omp simd reduction(+ : sum_gx)
-      for (int64_t j = 0; j < c; ++j) sum_gx += dy[j] * weight[j] * (x[j] * r);
+      for (int64_t j = 0; j < c; ++j) sum_gx += dy[j] * load_f32(weight, j) * (x[j] * r);
       const float mean_gx = sum_gx / float(c);
 #pragma omp simd
-      for (int64_t j = 0; j < c; ++j) dx[j] += r * (dy[j] * weight[j] - (x[j] * r) * mean_gx);
+      for (int64_t j = 0; j < c; ++j) dx[j] += r * (dy[j] * load_f32(weight, j) - (x[j] * r) * mean_gx);
     }
     // dweight = sum_i dout * xhat, over rows in order.
 #pragma omp for schedule(static)
@@ -80,6 +82,26 @@ void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const floa
       for (int64_t j = 0; j < w; ++j) dweight[c0 + j] += float(acc[j]);
     }
   }
+}
+
+}  // namespace
+
+void rmsnorm_forward(float* out, float* rstd, const float* inp, ParamRef weight, int64_t n,
+                     int64_t c, float eps) {
+  MT_CHECK(bool(weight), "rmsnorm_forward: no weight");
+  if (weight.bf16)
+    forward_impl(out, rstd, inp, weight.bf16, n, c, eps);
+  else
+    forward_impl(out, rstd, inp, weight.f32, n, c, eps);
+}
+
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                      ParamRef weight, const float* rstd, int64_t n, int64_t c) {
+  MT_CHECK(bool(weight), "rmsnorm_backward: no weight");
+  if (weight.bf16)
+    backward_impl(dinp, dweight, dout, inp, weight.bf16, rstd, n, c);
+  else
+    backward_impl(dinp, dweight, dout, inp, weight.f32, rstd, n, c);
 }
 
 }  // namespace mt

@@ -3,13 +3,15 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/precision.h"
+
 namespace mt {
 
 // out (n, c) =, rstd (n) =
-void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t n,
+void rmsnorm_forward(float* out, float* rstd, const float* inp, ParamRef weight, int64_t n,
                      int64_t c, float eps);
 // dinp (n, c) +=, dweight (c) +=
 void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
-                      const float* weight, const float* rstd, int64_t n, int64_t c);
+                      ParamRef weight, const float* rstd, int64_t n, int64_t c);
 
 }  // namespace mt

@@ -18,21 +18,24 @@
 
 namespace mt {
 
-GptWeights bind_chunk_weights(const ParamRegistry& reg, float* base, int chunk) {
-  auto at = [&](const std::string& name) { return base + reg.get(name).offset; };
+namespace {
+// One binding for values and gradients: view(offset) makes a P at that offset.
+template <class P, class View>
+GptParams<P> bind_chunk(const ParamRegistry& reg, int chunk, const View& view) {
+  auto at = [&](const std::string& name) { return view(reg.get(name).offset); };
   // Parameters the configuration may leave out (biases, positions).
-  auto maybe = [&](const std::string& name) { return reg.has(name) ? at(name) : nullptr; };
+  auto maybe = [&](const std::string& name) { return reg.has(name) ? at(name) : P{}; };
   const StageLayout& st = reg.stage();
   const auto ranges = st.chunk_ranges();
   const bool embedding = st.has_embedding && chunk == 0;
   const bool output = st.has_output && chunk == int(ranges.size()) - 1;
   const bool tied = reg.config().tied_output();
-  GptWeights w;
+  GptParams<P> w;
   if (embedding || (output && tied)) w.wte = at("embedding.word_embeddings.weight");
   if (embedding) w.wpe = maybe("embedding.position_embeddings.weight");
   for (int64_t l = ranges[size_t(chunk)].first; l < ranges[size_t(chunk)].second; ++l) {
     const std::string p = layer_prefix(l);
-    LayerWeights lw;
+    LayerParams<P> lw;
     lw.ln1_w = at(p + "input_layernorm.weight");
     lw.ln1_b = maybe(p + "input_layernorm.bias");
     lw.qkv_w = at(p + "self_attention.linear_qkv.weight");
@@ -54,8 +57,17 @@ GptWeights bind_chunk_weights(const ParamRegistry& reg, float* base, int chunk) 
   }
   return w;
 }
+}  // namespace
 
-GptWeights bind_weights(const ParamRegistry& reg, float* base) {
+GptWeights bind_chunk_weights(const ParamRegistry& reg, ParamRef base, int chunk) {
+  return bind_chunk<ParamRef>(reg, chunk, [&](int64_t off) { return base.at(off); });
+}
+
+GptGrads bind_chunk_grads(const ParamRegistry& reg, float* grads, int chunk) {
+  return bind_chunk<float*>(reg, chunk, [&](int64_t off) { return grads + off; });
+}
+
+GptWeights bind_weights(const ParamRegistry& reg, ParamRef base) {
   MT_CHECK(reg.stage().chunk_ranges().size() == 1,
            "bind_weights of a rank with virtual pipeline chunks; use bind_chunk_weights");
   return bind_chunk_weights(reg, base, 0);
@@ -203,7 +215,7 @@ GptWorkspace carve_workspace(Arena& arena, const GptShapes& sh) {
   return ws;
 }
 
-double gpt_forward(const GptWeights& w, const GptWeights* grads, GptActivations& act,
+double gpt_forward(const GptWeights& w, const GptGrads* grads, GptActivations& act,
                    GptWorkspace& ws, const GptShapes& sh, const int32_t* tokens,
                    const int32_t* labels, const PassContext& ctx) {
   const int64_t n = sh.tokens(), nl = sh.local_tokens(), h = sh.h;
@@ -266,7 +278,7 @@ double gpt_forward(const GptWeights& w, const GptWeights* grads, GptActivations&
   return sum;
 }
 
-void gpt_backward(const GptWeights& w, const GptWeights& grads, GptActivations& act,
+void gpt_backward(const GptWeights& w, const GptGrads& grads, GptActivations& act,
                   GptWorkspace& ws, const GptShapes& sh, const PassContext& ctx) {
   const int64_t n = sh.tokens(), nl = sh.local_tokens(), h = sh.h;
   if (sh.has_output) {

@@ -19,36 +19,46 @@
 
 namespace mt {
 
-// Biases are null without them (--disable-bias-linear; RMSNorm has none).
-struct LayerWeights {
-  float* ln1_w = nullptr;   // (h)
-  float* ln1_b = nullptr;   // (h)
-  float* qkv_w = nullptr;   // ((a + 2g)·d/tp, h)   rows: (g_local, a/g + 2, d)
-  float* qkv_b = nullptr;   // ((a + 2g)·d/tp)
-  float* proj_w = nullptr;  // (h, h/tp)
-  float* proj_b = nullptr;  // (h)
-  float* ln2_w = nullptr;   // (h)
-  float* ln2_b = nullptr;   // (h)
-  float* fc1_w = nullptr;   // (f/tp, h), SwiGLU: ([gate; up] 2f/tp, h)
-  float* fc1_b = nullptr;   // (f/tp) or (2f/tp)
-  float* fc2_w = nullptr;   // (h, f/tp)
-  float* fc2_b = nullptr;   // (h)
+// The parameters of one layer as views of type P: ParamRef for the weights
+// the kernels read (fp32, or bf16 in bf16 runs), float* for their fp32
+// gradients. Biases are null without them (--disable-bias-linear; RMSNorm has none).
+template <class P>
+struct LayerParams {
+  P ln1_w{};   // (h)
+  P ln1_b{};   // (h)
+  P qkv_w{};   // ((a + 2g)·d/tp, h)   rows: (g_local, a/g + 2, d)
+  P qkv_b{};   // ((a + 2g)·d/tp)
+  P proj_w{};  // (h, h/tp)
+  P proj_b{};  // (h)
+  P ln2_w{};   // (h)
+  P ln2_b{};   // (h)
+  P fc1_w{};   // (f/tp, h), SwiGLU: ([gate; up] 2f/tp, h)
+  P fc1_b{};   // (f/tp) or (2f/tp)
+  P fc2_w{};   // (h, f/tp)
+  P fc2_b{};   // (h)
 };
 
-struct GptWeights {
-  float* wte = nullptr;    // (v/tp, h)   word embedding
-  float* wpe = nullptr;    // (max_pos, h) learned positions only
-  std::vector<LayerWeights> layers;  // this stage's layers
-  float* lnf_w = nullptr;  // (h)
-  float* lnf_b = nullptr;  // (h)
-  float* out = nullptr;    // (v/tp, h)   output layer: wte when tied
+template <class P>
+struct GptParams {
+  P wte{};    // (v/tp, h)   word embedding
+  P wpe{};    // (max_pos, h) learned positions only
+  std::vector<LayerParams<P>> layers;  // this stage's layers
+  P lnf_w{};  // (h)
+  P lnf_b{};  // (h)
+  P out{};    // (v/tp, h)   output layer: wte when tied
 };
 
-// Views of the registry's parameters in `base` (the value or gradient buffer):
-// of model chunk `chunk` (virtual pipeline stage) of this rank, or of the
-// whole stage when it has one chunk.
-GptWeights bind_chunk_weights(const ParamRegistry& reg, float* base, int chunk);
-GptWeights bind_weights(const ParamRegistry& reg, float* base);
+using LayerWeights = LayerParams<ParamRef>;
+using LayerGrads = LayerParams<float*>;
+using GptWeights = GptParams<ParamRef>;
+using GptGrads = GptParams<float*>;
+
+// Views of the registry's parameters in `base` (the value buffer, fp32 or
+// bf16) or `grads` (the fp32 gradient buffer): of model chunk `chunk`
+// (virtual pipeline stage) of this rank, or of the whole stage when it has one chunk.
+GptWeights bind_chunk_weights(const ParamRegistry& reg, ParamRef base, int chunk);
+GptWeights bind_weights(const ParamRegistry& reg, ParamRef base);
+GptGrads bind_chunk_grads(const ParamRegistry& reg, float* grads, int chunk);
 
 // Local sizes of one micro-batch on this rank, and its tensor-parallel group.
 // With sequence parallelism the residual stream, LayerNorms and dropout work
@@ -74,8 +84,8 @@ struct GptShapes {
   std::shared_ptr<const RopeTable> rope;  // rotary embedding of q and k, if used
   float eps = 1e-5f, hidden_dropout = 0.f, attention_dropout = 0.f;
   TensorParallel tp;             // TP group (null or size 1: no tensor parallelism)
-  // How the GEMMs compute (fp32, or bf16/fp16 operands with fp32 accumulation)
-  // and where the bf16 copy of the weights is. Everything else is fp32.
+  // How the GEMMs compute (fp32, or bf16/fp16 operands with fp32 accumulation).
+  // The weights' storage is in GptWeights; activations are fp32.
   Compute cm;
   // Full activation recompute (Megatron's --recompute-granularity full):
   // recompute_group[l] (local layer l) is the first local layer of the group
@@ -179,20 +189,20 @@ struct PassContext {
 // stage: `labels` (b, s); returns the sum of token losses, and in training also
 // accumulates the output layer's weight gradient into `grads` and leaves the
 // gradient of the final norm's output in act.dlnf.
-double gpt_forward(const GptWeights& w, const GptWeights* grads, GptActivations& act,
+double gpt_forward(const GptWeights& w, const GptGrads* grads, GptActivations& act,
                    GptWorkspace& ws, const GptShapes& sh, const int32_t* tokens,
                    const int32_t* labels, const PassContext& ctx);
 // Backward of this stage; parameter gradients accumulate (+=) into `grads`.
 // Leaves the gradient of the stage input in ws.dres (sent to the previous stage).
-void gpt_backward(const GptWeights& w, const GptWeights& grads, GptActivations& act,
+void gpt_backward(const GptWeights& w, const GptGrads& grads, GptActivations& act,
                   GptWorkspace& ws, const GptShapes& sh, const PassContext& ctx);
 
 // The configured norm over rows of h (LayerNorm, or RMSNorm, which has no
 // mean or bias): out =, rstd (and mean) =; backward: din +=, dw (and db) +=.
 void norm_forward(const GptShapes& sh, float* out, float* mean, float* rstd, const float* in,
-                  const float* w, const float* b, int64_t rows);
+                  ParamRef w, ParamRef b, int64_t rows);
 void norm_backward(const GptShapes& sh, float* din, float* dw, float* db, const float* dout,
-                   const float* in, const float* w, const float* mean, const float* rstd,
+                   const float* in, ParamRef w, const float* mean, const float* rstd,
                    int64_t rows);
 
 // The MLP's nonlinearity over n tokens: GELU of fc1 (n, f), or SwiGLU of
@@ -203,7 +213,7 @@ void mlp_activation_forward(const GptShapes& sh, float* act, const float* fc1, i
 void layer_forward(const LayerWeights& w, LayerActivations& act, GptWorkspace& ws,
                    const GptShapes& sh, int64_t layer, int64_t sample0, const PassContext& ctx);
 // In: ws.dres = d output. Out: ws.dres = d input. Weight gradients +=.
-void layer_backward(const LayerWeights& w, const LayerWeights& g, const LayerActivations& act,
+void layer_backward(const LayerWeights& w, const LayerGrads& g, const LayerActivations& act,
                     GptWorkspace& ws, const GptShapes& sh, int64_t layer, int64_t sample0,
                     const PassContext& ctx);
 

@@ -12,7 +12,7 @@ namespace mt {
 
 GptDecoder::GptDecoder(const ParamRegistry& reg, const float* params, const TensorParallel& tp)
     : sh_(make_shapes(reg, 1, TensorParallel{tp.tp, false})),
-      w_(bind_weights(reg, const_cast<float*>(params))) {
+      w_(bind_weights(reg, params)) {
   MT_CHECK(sh_.has_embedding && sh_.has_output,
            "the decoder needs every layer on each rank (no pipeline parallelism)");
   const int64_t h = sh_.h, hl = sh_.a * sh_.d, kvl = sh_.g * sh_.d, L = sh_.num_layers;

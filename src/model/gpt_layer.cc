@@ -25,7 +25,7 @@ std::string site(int64_t layer, const char* what) {
 }  // namespace
 
 void norm_forward(const GptShapes& sh, float* out, float* mean, float* rstd, const float* in,
-                  const float* w, const float* b, int64_t rows) {
+                  ParamRef w, ParamRef b, int64_t rows) {
   if (sh.rms_norm)
     rmsnorm_forward(out, rstd, in, w, rows, sh.h, sh.eps);
   else
@@ -33,7 +33,7 @@ void norm_forward(const GptShapes& sh, float* out, float* mean, float* rstd, con
 }
 
 void norm_backward(const GptShapes& sh, float* din, float* dw, float* db, const float* dout,
-                   const float* in, const float* w, const float* mean, const float* rstd,
+                   const float* in, ParamRef w, const float* mean, const float* rstd,
                    int64_t rows) {
   if (sh.rms_norm)
     rmsnorm_backward(din, dw, dout, in, w, rstd, rows, sh.h);
@@ -78,7 +78,7 @@ void layer_forward(const LayerWeights& w, LayerActivations& act, GptWorkspace& w
                       hidden_dropout_spec(sh, ctx, site(layer, "post_mlp"), sample0));
 }
 
-void layer_backward(const LayerWeights& w, const LayerWeights& g, const LayerActivations& act,
+void layer_backward(const LayerWeights& w, const LayerGrads& g, const LayerActivations& act,
                     GptWorkspace& ws, const GptShapes& sh, int64_t layer, int64_t sample0,
                     const PassContext& ctx) {
   const int64_t n = sh.tokens(), nl = sh.local_tokens(), h = sh.h, hl = sh.a * sh.d;

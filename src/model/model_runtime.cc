@@ -9,16 +9,16 @@ ModelRuntime::ModelRuntime(const ParamRegistry& r, int64_t micro_batch, const Te
                            int64_t recompute_num_layers, MathMode math)
     : reg(r), sh(make_shapes(r, micro_batch, tp, 0)) {
   MT_CHECK(in_flight >= 1, "in-flight micro-batches ", in_flight, " must be >= 1");
-  params_buf_ = HostBuffer(param_bytes());
-  grads_buf_ = HostBuffer(param_bytes());
-  params = reinterpret_cast<float*>(params_buf_.data());
+  const size_t n = size_t(r.total_floats());
+  const bool bf16 = math == MathMode::kBF16;
+  params_buf_ = HostBuffer(n * (bf16 ? sizeof(uint16_t) : sizeof(float)));
+  grads_buf_ = HostBuffer(n * sizeof(float));
+  if (bf16)
+    params_bf16 = reinterpret_cast<uint16_t*>(params_buf_.data());
+  else
+    params = reinterpret_cast<float*>(params_buf_.data());
   grads = reinterpret_cast<float*>(grads_buf_.data());
   sh.cm.math = math;
-  if (math == MathMode::kBF16) {
-    copy_buf_ = HostBuffer(size_t(r.total_floats()) * sizeof(uint16_t));
-    sh.cm.shadow = WeightShadow{params, reinterpret_cast<const uint16_t*>(copy_buf_.data()),
-                                r.total_floats()};
-  }
   const int num_chunks = int(r.stage().chunk_ranges().size());
   chunks.resize(size_t(num_chunks));
   GptShapes ws_shapes = sh;  // the workspace serves every chunk: logits if any has the output
@@ -26,8 +26,8 @@ ModelRuntime::ModelRuntime(const ParamRegistry& r, int64_t micro_batch, const Te
     chunks[size_t(c)].sh = make_shapes(r, micro_batch, tp, c);
     chunks[size_t(c)].sh.cm = sh.cm;
     set_full_recompute(chunks[size_t(c)].sh, recompute_method, recompute_num_layers);
-    chunks[size_t(c)].w = bind_chunk_weights(r, params, c);
-    chunks[size_t(c)].g = bind_chunk_weights(r, grads, c);
+    chunks[size_t(c)].w = bind_chunk_weights(r, weights(), c);
+    chunks[size_t(c)].g = bind_chunk_grads(r, grads, c);
     ws_shapes.has_output = ws_shapes.has_output || chunks[size_t(c)].sh.has_output;
   }
   Arena plan, plan_ws;
@@ -71,13 +71,21 @@ void ModelRuntime::backward(int chunk, size_t slot, const PassContext& ctx) {
   gpt_backward(ch.w, ch.g, ch.slots[slot].act, ws, ch.sh, ctx);
 }
 
-void ModelRuntime::refresh_weight_copy() { refresh_weight_copy(0, reg.total_floats()); }
+void ModelRuntime::set_param(size_t i, const float* values) {
+  const ParamSpec& p = reg.params().at(i);
+  if (params_bf16)
+    f32_to_bf16(params_bf16 + p.offset, values, p.numel());
+  else
+    std::copy(values, values + p.numel(), params + p.offset);
+}
 
-void ModelRuntime::refresh_weight_copy(int64_t begin, int64_t end) {
-  if (copy_buf_.size() == 0) return;
-  MT_CHECK(0 <= begin && begin <= end && end <= reg.total_floats(), "weight copy range [", begin,
-           ", ", end, ") outside the ", reg.total_floats(), " parameters (internal error)");
-  f32_to_bf16(reinterpret_cast<uint16_t*>(copy_buf_.data()) + begin, params + begin, end - begin);
+void ModelRuntime::set_params(const float* values) {
+  for (size_t i = 0; i < reg.params().size(); ++i) set_param(i, values + reg.params()[i].offset);
+}
+
+void ModelRuntime::get_param(size_t i, float* out) const {
+  const ParamSpec& p = reg.params().at(i);
+  param_to_f32(out, weights().at(p.offset), p.numel());
 }
 
 void ModelRuntime::zero_grads() { std::fill(grads, grads + reg.total_floats(), 0.f); }

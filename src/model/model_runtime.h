@@ -31,7 +31,8 @@ struct MicroBatchSlot {
 // and gradient views, and the activation records of its micro-batches in flight.
 struct ModelChunk {
   GptShapes sh;
-  GptWeights w, g;
+  GptWeights w;
+  GptGrads g;
   std::vector<MicroBatchSlot> slots;
 };
 
@@ -41,9 +42,8 @@ class ModelRuntime {
   // with 1F1B a stage keeps up to PP − pp_rank micro-batches in flight).
   // recompute_method / recompute_num_layers: full activation recompute per
   // chunk (set_full_recompute in model/gpt.h); "" keeps every activation.
-  // math: how GEMMs compute; with bf16 a bf16 copy of the parameters (the
-  // weights GEMMs read) is kept next to the fp32 ones — refresh it with
-  // refresh_weight_copy() whenever the fp32 parameters change.
+  // math: how GEMMs compute; with bf16 the weights are stored in bf16 (what
+  // every kernel reads; the fp32 main weights are the optimizer's), else fp32.
   ModelRuntime(const ParamRegistry& reg, int64_t micro_batch,
                const TensorParallel& tp = TensorParallel{}, int64_t in_flight = 1,
                const std::string& recompute_method = "", int64_t recompute_num_layers = 0,
@@ -51,14 +51,18 @@ class ModelRuntime {
 
   const ParamRegistry& reg;
   GptShapes sh;             // chunk 0's shapes (sizes and groups are the same for all)
-  float* params = nullptr;  // (total_floats)
-  float* grads = nullptr;   // (total_floats)
+  // The weights, in the registry's offsets: fp32 (fp32 and fp16 runs) or
+  // bf16 (bf16 runs); the other pointer is null.
+  float* params = nullptr;           // (total_floats)
+  uint16_t* params_bf16 = nullptr;  // (total_floats)
+  float* grads = nullptr;            // (total_floats) fp32 gradients
+  ParamRef weights() const { return params_bf16 ? ParamRef(params_bf16) : ParamRef(params); }
   std::vector<ModelChunk> chunks;  // one unless the pipeline is interleaved
   GptWorkspace ws;          // shared by every chunk and micro-batch
 
   // The single chunk's views (ranks without virtual stages).
   const GptWeights& w() const { return chunks[0].w; }
-  const GptWeights& g() const { return chunks[0].g; }
+  const GptGrads& g() const { return chunks[0].g; }
   std::vector<MicroBatchSlot>& slots() { return chunks[0].slots; }
 
   // --- Stage interface (what the pipeline executor calls). A chunk is a
@@ -96,29 +100,26 @@ class ModelRuntime {
   int64_t total_layers() const { return sh.total_layers; }        // in the whole model
   bool sequence_parallel() const { return sh.tp.sequence_parallel; }
 
-  size_t param_bytes() const { return size_t(reg.total_floats()) * sizeof(float); }
   // The memory this rank holds, by class (HostBuffers: resident_bytes() is
   // what their first touch added to the process).
-  const HostBuffer& params_buffer() const { return params_buf_; }
+  const HostBuffer& params_buffer() const { return params_buf_; }  // fp32 or bf16 weights
   const HostBuffer& grads_buffer() const { return grads_buf_; }
-  const HostBuffer& weight_copy_buffer() const { return copy_buf_; }  // empty unless bf16
   const HostBuffer& activations_buffer() const { return act_buf_; }   // saved activation records
   const HostBuffer& workspace_buffer() const { return ws_buf_; }      // per-step scratch
   // Planned bytes of activation records and workspace (before page rounding).
   size_t activation_bytes() const { return act_buf_.size() + ws_buf_.size(); }
   MathMode math() const { return sh.cm.math; }
-  // bf16: the GEMMs' copy of the weights = round(params), of all of them or
-  // of floats [begin, end). No-op otherwise.
-  void refresh_weight_copy();
-  void refresh_weight_copy(int64_t begin, int64_t end);
-  // The bf16 copy itself (total floats, the parameters' offsets); null unless bf16.
-  uint16_t* weight_copy() {
-    return copy_buf_.size() ? reinterpret_cast<uint16_t*>(copy_buf_.data()) : nullptr;
-  }
+  // Parameter i's weights (its whole local tensor, numel() floats) = values,
+  // rounded to bf16 in bf16 runs: initialisation and loading.
+  void set_param(size_t i, const float* values);
+  // All weights from a flat fp32 buffer in the registry's offsets (tests).
+  void set_params(const float* values);
+  // out (numel()) = parameter i's weights, widened to fp32.
+  void get_param(size_t i, float* out) const;
   void zero_grads();
 
  private:
-  HostBuffer params_buf_, grads_buf_, copy_buf_, act_buf_, ws_buf_;
+  HostBuffer params_buf_, grads_buf_, act_buf_, ws_buf_;
 };
 
 }  // namespace mt

@@ -157,24 +157,26 @@ bool ParamRegistry::has(const std::string& name) const {
   return false;
 }
 
-void ParamRegistry::initialize(float* values, uint64_t seed) const {
-  for (const ParamSpec& p : params_) {
-    float* dst = values + p.offset;
-    if (p.init != Init::kNormal) {
-      const float x = p.init == Init::kOnes ? 1.f : 0.f;
-      for (int64_t i = 0; i < p.numel(); ++i) dst[i] = x;
-      continue;
-    }
-    const RngStream rng = RngStream::make(seed, p.name);
+void ParamRegistry::initialize_param(size_t i, float* dst, uint64_t seed) const {
+  const ParamSpec& p = params_.at(i);
+  if (p.init != Init::kNormal) {
+    const float x = p.init == Init::kOnes ? 1.f : 0.f;
+    for (int64_t k = 0; k < p.numel(); ++k) dst[k] = x;
+    return;
+  }
+  const RngStream rng = RngStream::make(seed, p.name);
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < p.rows; ++r) {
-      const uint64_t grow = uint64_t(p.global_row(r, stage_.tp_rank, stage_.tp_size));
-      for (int64_t c = 0; c < p.cols; ++c) {
-        const uint64_t gidx = grow * uint64_t(p.global_cols) + uint64_t(c + p.col_offset);
-        dst[r * p.cols + c] = p.init_std * rng.normal(gidx);
-      }
+  for (int64_t r = 0; r < p.rows; ++r) {
+    const uint64_t grow = uint64_t(p.global_row(r, stage_.tp_rank, stage_.tp_size));
+    for (int64_t c = 0; c < p.cols; ++c) {
+      const uint64_t gidx = grow * uint64_t(p.global_cols) + uint64_t(c + p.col_offset);
+      dst[r * p.cols + c] = p.init_std * rng.normal(gidx);
     }
   }
+}
+
+void ParamRegistry::initialize(float* values, uint64_t seed) const {
+  for (size_t i = 0; i < params_.size(); ++i) initialize_param(i, values + params_[i].offset, seed);
 }
 
 }  // namespace mt

@@ -98,6 +98,8 @@ class ParamRegistry {
 
   // Writes every parameter's initial values into `values` (total_floats()).
   void initialize(float* values, uint64_t seed) const;
+  // Parameter i's initial values, its whole local tensor, into dst (numel()).
+  void initialize_param(size_t i, float* dst, uint64_t seed) const;
 
  private:
   ParamSpec& add(std::string name, int64_t rows, int64_t cols, int ndim, int partition_dim,

@@ -10,8 +10,9 @@
 namespace mt {
 
 AdamWOptimizer::AdamWOptimizer(const ParamRegistry& reg, const OptimizerConfig& cfg,
-                               std::vector<FlatRange> ranges, const Communicator* dp)
-    : reg_(reg), cfg_(cfg), sharded_(!ranges.empty()), dp_(dp) {
+                               std::vector<FlatRange> ranges, const Communicator* dp,
+                               bool main_weights)
+    : reg_(reg), cfg_(cfg), sharded_(!ranges.empty()), dp_(dp), main_weights_(main_weights) {
   MT_CHECK(!sharded_ || (dp != nullptr && dp->is_member()),
            "a sharded AdamWOptimizer (", ranges.size(),
            " ranges) needs its data-parallel group; fix: pass this rank's dp communicator");
@@ -35,6 +36,7 @@ AdamWOptimizer::AdamWOptimizer(const ParamRegistry& reg, const OptimizerConfig& 
   buffer_ = HostBuffer(state_bytes());
   m_ = reinterpret_cast<float*>(buffer_.data());
   v_ = m_ + state_floats_;
+  if (main_weights_) main_ = v_ + state_floats_;
 }
 
 double AdamWOptimizer::grad_norm(const float* grads, Communicator* mp) const {
@@ -59,6 +61,11 @@ void AdamWOptimizer::clip(float* grads, double norm) const {
 }
 
 void AdamWOptimizer::step(float* params, const float* grads, double lr, uint16_t* params_bf16) {
+  MT_CHECK(main_ ? params == nullptr && params_bf16 != nullptr : params != nullptr,
+           "AdamWOptimizer::step: ", main_ ? "with main weights pass the model's bf16 weights "
+                                            "(and no fp32 ones)"
+                                          : "pass the model's fp32 weights",
+           " (internal error)");
   ++steps_;
   for (const OptimSegment& s : segments_) {
     AdamWHyper h;
@@ -67,7 +74,8 @@ void AdamWOptimizer::step(float* params, const float* grads, double lr, uint16_t
     h.beta2 = cfg_.beta2;
     h.eps = cfg_.eps;
     h.weight_decay = reg_.params()[s.param].weight_decay ? cfg_.weight_decay : 0.f;
-    adamw_step(params + s.begin, grads + s.begin, m_ + s.state, v_ + s.state, s.size(), h, steps_,
+    float* w = main_ ? main_ + s.state : params + s.begin;
+    adamw_step(w, grads + s.begin, m_ + s.state, v_ + s.state, s.size(), h, steps_,
                params_bf16 ? params_bf16 + s.begin : nullptr);
   }
 }
@@ -81,6 +89,16 @@ void AdamWOptimizer::set_param_state(size_t param, const float* m, const float* 
     std::memcpy(m_ + s.state, m + (s.begin - offset), size_t(s.size()) * sizeof(float));
     std::memcpy(v_ + s.state, v + (s.begin - offset), size_t(s.size()) * sizeof(float));
   }
+}
+
+void AdamWOptimizer::set_main_params(size_t param, const float* values) {
+  MT_CHECK(param < reg_.params().size(), "set_main_params(", param, ") but the registry has ",
+           reg_.params().size(), " parameters");
+  if (main_ == nullptr) return;
+  const int64_t offset = reg_.params()[param].offset;
+  for (const OptimSegment& s : segments_)
+    if (s.param == param)
+      std::memcpy(main_ + s.state, values + (s.begin - offset), size_t(s.size()) * sizeof(float));
 }
 
 }  // namespace mt

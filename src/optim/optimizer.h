@@ -14,8 +14,16 @@
 // A range may cut through a parameter, so all work runs per segment: the
 // intersection of one parameter with one range (alignment gaps between
 // parameters belong to no segment), with that parameter's weight-decay flag
-// and grad-norm rule. The flat fp32 parameter buffer stays the main weights
-// (the model computes from it); a step updates only the owned segments.
+// and grad-norm rule. A step updates only the owned segments.
+//
+// Main weights (Megatron's mixed precision): in fp32 runs the model's fp32
+// weights are the main weights and the step updates them in place. In bf16
+// runs (main_weights) the model holds bf16 weights only; the optimizer keeps
+// the fp32 main weights of its ranges, packed like m and v (4 bytes per
+// parameter, 4/DP sharded), and each step writes their bf16 rounding into the
+// model's buffer. Optimizer state is then 12 bytes per owned parameter:
+// with the model's 2 (bf16) and the gradients' 4, Megatron's 18, or
+// 6 + 12/DP with the distributed optimizer.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -49,8 +57,10 @@ class AdamWOptimizer {
   // buffer (the plain optimizer). dp: for a sharded optimizer, the group whose
   // ranks own the other pieces (the grad norm is summed over it); must be
   // given with ranges, and outlive this object.
+  // main_weights: keep fp32 main weights (bf16 runs), see above.
   AdamWOptimizer(const ParamRegistry& reg, const OptimizerConfig& cfg,
-                 std::vector<FlatRange> ranges = {}, const Communicator* dp = nullptr);
+                 std::vector<FlatRange> ranges = {}, const Communicator* dp = nullptr,
+                 bool main_weights = false);
 
   // Global L2 norm of the gradients, every element counted once across the
   // data- and model-parallel groups: over this rank's segments (TP-replicated
@@ -61,10 +71,12 @@ class AdamWOptimizer {
   // Scales this rank's segments of grads by clip/(norm + 1e-6) when that is
   // < 1 (Megatron, torch).
   void clip(float* grads, double norm) const;
-  // One AdamW step with learning rate lr on this rank's segments of params
-  // (in place); advances the step count. params_bf16 (total floats, same
-  // offsets), if non-null: the bf16 copy of the segments' new values is
-  // written in the same pass (mixed precision's weight copy).
+  // One AdamW step with learning rate lr on this rank's segments; advances
+  // the step count. Without main weights: `params` (the model's fp32
+  // weights, total floats) in place, params_bf16 null. With them: `params`
+  // null, the main weights in place and their bf16 rounding written into
+  // `params_bf16` (the model's bf16 weights, total elements, same offsets)
+  // in the same pass.
   void step(float* params, const float* grads, double lr, uint16_t* params_bf16 = nullptr);
 
   bool sharded() const { return sharded_; }
@@ -73,15 +85,24 @@ class AdamWOptimizer {
   void set_steps(int64_t s) { steps_ = s; }
   float* exp_avg() const { return m_; }     // (state_floats())
   float* exp_avg_sq() const { return v_; }  // (state_floats())
+  // The fp32 main weights (state_floats()), null without main weights.
+  float* main_params() const { return main_; }
+  bool has_main_params() const { return main_ != nullptr; }
   int64_t state_floats() const { return state_floats_; }
-  size_t state_bytes() const { return size_t(2 * state_floats_) * sizeof(float); }
-  const HostBuffer& state_buffer() const { return buffer_; }  // m and v (page-rounded)
+  size_t state_bytes() const {
+    return size_t((main_weights_ ? 3 : 2) * state_floats_) * sizeof(float);
+  }
+  const HostBuffer& state_buffer() const { return buffer_; }  // m, v (and main) page-rounded
   const OptimizerConfig& config() const { return cfg_; }
   const ParamRegistry& registry() const { return reg_; }
 
   // Sets the moments of the owned segments of parameter `param` from its
   // whole local tensors m and v (numel() floats each, row-major): loading.
   void set_param_state(size_t param, const float* m, const float* v);
+  // Sets the main weights of the owned segments of parameter `param` from its
+  // whole local values (numel() floats): initialisation and loading. No-op
+  // without main weights.
+  void set_main_params(size_t param, const float* values);
 
  private:
   const ParamRegistry& reg_;
@@ -93,6 +114,8 @@ class AdamWOptimizer {
   HostBuffer buffer_;
   float* m_ = nullptr;
   float* v_ = nullptr;
+  bool main_weights_ = false;
+  float* main_ = nullptr;
   int64_t steps_ = 0;
 };
 

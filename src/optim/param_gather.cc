@@ -6,8 +6,14 @@
 namespace mt {
 
 ParamGather::ParamGather(const std::vector<GradBucket>& buckets, float* params,
-                         const Communicator& dp)
-    : buckets_(buckets), params_(params), dp_(&dp), handles_(buckets.size()) {
+                         uint16_t* params_bf16, const Communicator& dp)
+    : buckets_(buckets),
+      params_(params),
+      params_bf16_(params_bf16),
+      dp_(&dp),
+      handles_(buckets.size()) {
+  MT_CHECK((params == nullptr) != (params_bf16 == nullptr),
+           "ParamGather: give the fp32 or the bf16 weight buffer, exactly one (internal error)");
   MT_CHECK(dp.is_member(), "ParamGather on group '", dp.name(),
            "', which this rank is not a member of; fix: pass this rank's data-parallel group");
   for (const GradBucket& bk : buckets)
@@ -19,7 +25,12 @@ ParamGather::ParamGather(const std::vector<GradBucket>& buckets, float* params,
 void ParamGather::gather() {
   wait_all();
   Timer t;
-  for (const GradBucket& bk : buckets_) dp_->all_gather_in_place(params_ + bk.begin, bk.shards);
+  for (const GradBucket& bk : buckets_) {
+    if (params_bf16_)
+      dp_->all_gather_in_place(params_bf16_ + bk.begin, bk.shards);
+    else
+      dp_->all_gather_in_place(params_ + bk.begin, bk.shards);
+  }
   comm_seconds_ += t.seconds();
 }
 
@@ -28,7 +39,9 @@ void ParamGather::start() {
   if (dp_->size() == 1) return;
   Timer t;
   for (size_t b = buckets_.size(); b-- > 0;) {  // the forward's order: embeddings first
-    handles_[b] = dp_->start_all_gather_in_place(params_ + buckets_[b].begin, buckets_[b].shards);
+    const GradBucket& bk = buckets_[b];
+    handles_[b] = params_bf16_ ? dp_->start_all_gather_in_place(params_bf16_ + bk.begin, bk.shards)
+                               : dp_->start_all_gather_in_place(params_ + bk.begin, bk.shards);
     ++in_flight_;
   }
   comm_seconds_ += t.seconds();

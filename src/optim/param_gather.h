@@ -2,7 +2,9 @@
 // DistributedOptimizer._param_all_gather / --overlap-param-gather). After the
 // step each DP rank holds updated values only in its piece of every bucket
 // (optim/grad_buckets.h); an in-place all-gather over DP per bucket gives
-// every rank the whole parameter buffer again.
+// every rank the whole parameter buffer again — the model's weights as it
+// stores them: fp32, or bf16 in bf16 runs (half the traffic; the fp32 main
+// weights stay sharded in the optimizer).
 //
 // Blocking: gather(). Overlapped: start() launches every bucket's
 // non-blocking all-gather (MPI_Iallgatherv) in the order the next forward
@@ -16,6 +18,7 @@
 // never inside an OpenMP region. With DP = 1 nothing is communicated.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "dist/communicator.h"
@@ -26,9 +29,11 @@ namespace mt {
 class ParamGather {
  public:
   // buckets: the distributed layout (plan_grad_buckets with dp_shards =
-  // dp.size()); params: (total floats) the flat parameter buffer. All three
-  // must outlive this object.
-  ParamGather(const std::vector<GradBucket>& buckets, float* params, const Communicator& dp);
+  // dp.size()); params or params_bf16 (exactly one; total elements, the
+  // registry's offsets): the model's flat weight buffer. All must outlive
+  // this object.
+  ParamGather(const std::vector<GradBucket>& buckets, float* params, uint16_t* params_bf16,
+              const Communicator& dp);
   ~ParamGather() = default;  // each pending CommHandle waits in its destructor
   ParamGather(const ParamGather&) = delete;
   ParamGather& operator=(const ParamGather&) = delete;
@@ -48,6 +53,7 @@ class ParamGather {
  private:
   const std::vector<GradBucket>& buckets_;
   float* params_;
+  uint16_t* params_bf16_;
   const Communicator* dp_;
   std::vector<CommHandle> handles_;  // per bucket
   size_t in_flight_ = 0;             // buckets started and not yet waited for

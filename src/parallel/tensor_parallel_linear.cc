@@ -7,7 +7,7 @@
 namespace mt {
 
 void column_parallel_linear_forward(float* out, float* gathered, const float* input,
-                                    const float* weight, const float* bias, int64_t n, int64_t in,
+                                    ParamRef weight, ParamRef bias, int64_t n, int64_t in,
                                     int64_t out_local, const TensorParallel& tp,
                                     const Compute& cm) {
   const float* x = input;
@@ -21,7 +21,7 @@ void column_parallel_linear_forward(float* out, float* gathered, const float* in
 
 void column_parallel_linear_backward(float* dinput, float* dweight, float* dbias,
                                      float* gathered, float* dfull, const float* dout,
-                                     const float* input, const float* weight, int64_t n,
+                                     const float* input, ParamRef weight, int64_t n,
                                      int64_t in, int64_t out_local, const TensorParallel& tp,
                                      const Compute& cm) {
   const bool sp = tp.sequence_parallel && tp.size() > 1;
@@ -40,7 +40,7 @@ void column_parallel_linear_backward(float* dinput, float* dweight, float* dbias
 }
 
 void row_parallel_linear_forward(float* out, float* partial, const float* input,
-                                 const float* weight, const float* bias, int64_t n,
+                                 ParamRef weight, ParamRef bias, int64_t n,
                                  int64_t in_local, int64_t out_features, const TensorParallel& tp,
                                  const Compute& cm) {
   const bool sp = tp.sequence_parallel && tp.size() > 1;
@@ -57,7 +57,7 @@ void row_parallel_linear_forward(float* out, float* partial, const float* input,
 }
 
 void row_parallel_linear_backward(float* dinput, float* dweight, float* dbias, float* dfull,
-                                  const float* dout, const float* input, const float* weight,
+                                  const float* dout, const float* input, ParamRef weight,
                                   int64_t n, int64_t in_local, int64_t out_features,
                                   const TensorParallel& tp, const Compute& cm) {
   const bool sp = tp.sequence_parallel && tp.size() > 1;

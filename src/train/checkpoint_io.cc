@@ -39,7 +39,7 @@ std::string rank_dir_name(int tp_rank, int pp_rank) {
 }
 
 void save_checkpoint(const std::string& dir, const RunState& state, const ParamRegistry& reg,
-                     const float* params, const AdamWOptimizer* opt, const ParallelState& ps) {
+                     ParamRef params, const AdamWOptimizer* opt, const ParallelState& ps) {
   const std::string tmp_dir = iteration_dir(dir, state.iteration) + ".tmp";
   const std::string rank_dir = tmp_dir + "/" + rank_dir_name(ps.tp_rank, ps.pp_rank);
   if (ps.world_rank == 0) {
@@ -59,6 +59,9 @@ void save_checkpoint(const std::string& dir, const RunState& state, const ParamR
         os.add("exp_avg." + p.name, StDType::kF32, local_shape(p), opt->exp_avg() + p.offset);
         os.add("exp_avg_sq." + p.name, StDType::kF32, local_shape(p),
                opt->exp_avg_sq() + p.offset);
+        if (opt->has_main_params())
+          os.add("main_param." + p.name, StDType::kF32, local_shape(p),
+                 opt->main_params() + p.offset);
       }
     } else {  // this DP rank's slices
       nlohmann::json slices = nlohmann::json::object();
@@ -69,6 +72,8 @@ void save_checkpoint(const std::string& dir, const RunState& state, const ParamR
         slices[p.name] = {sg.begin - p.offset, sg.end - p.offset};
         os.add("exp_avg." + p.name, StDType::kF32, {sg.size()}, opt->exp_avg() + sg.state);
         os.add("exp_avg_sq." + p.name, StDType::kF32, {sg.size()}, opt->exp_avg_sq() + sg.state);
+        if (opt->has_main_params())
+          os.add("main_param." + p.name, StDType::kF32, {sg.size()}, opt->main_params() + sg.state);
       }
       os.set_metadata("slices", slices.dump());
       os.set_metadata("dp_rank", std::to_string(ps.dp_rank));
@@ -150,6 +155,7 @@ class OptimStateDir {
       files_.emplace_back(path);
       const SafetensorsReader& r = files_.back();
       const size_t f = files_.size() - 1;
+      for (const std::string& t : r.names()) has_main_ = has_main_ || t.rfind("main_param.", 0) == 0;
       const std::string slices = r.metadata_or("slices", "");
       if (slices.empty()) {  // whole tensors (the plain optimizer)
         for (const std::string& t : r.names())
@@ -175,6 +181,8 @@ class OptimStateDir {
   }
 
   int64_t steps() const { return steps_; }
+  // Whether a bf16 run saved its fp32 main weights here (main_param.<name>).
+  bool has_main_params() const { return has_main_; }
 
   // The whole local tensor `prefix<name>` (numel floats) from the slices.
   void read(const std::string& prefix, const std::string& name, float* dst, int64_t numel) const {
@@ -217,12 +225,13 @@ class OptimStateDir {
   std::vector<SafetensorsReader> files_;
   std::map<std::string, std::vector<Piece>> pieces_;
   int64_t steps_ = 0;
+  bool has_main_ = false;
 };
 
 }  // namespace
 
-RunState load_checkpoint(const std::string& dir, const ParamRegistry& reg, float* params,
-                         AdamWOptimizer* opt, const ParallelState& ps) {
+RunState load_checkpoint(const std::string& dir, const ParamRegistry& reg,
+                         const ParamSink& set_param, AdamWOptimizer* opt, const ParallelState& ps) {
   const nlohmann::json meta = read_checkpoint_meta(dir);
   const int64_t it = meta.at("iteration").get<int64_t>();
   const int tp = meta.at("tensor_model_parallel_size").get<int>();
@@ -250,54 +259,70 @@ RunState load_checkpoint(const std::string& dir, const ParamRegistry& reg, float
       read_resharded(iter, read, p, tp, saved_stage_of(p, pp, saved_layer_stage), reg.stage(),
                      dst);
   };
+  // A release checkpoint (converted weights) has no optimizer state: the run
+  // fine-tunes from iteration 0 with a fresh optimizer, as Megatron does.
+  const bool load_optim = opt != nullptr && it != kReleaseIteration;
+  std::map<std::string, std::unique_ptr<OptimStateDir>> dirs;  // by rank dir
+  auto state_dir = [&](const std::string& rank_dir) -> const OptimStateDir& {
+    std::unique_ptr<OptimStateDir>& d = dirs[rank_dir];
+    if (!d) d = std::make_unique<OptimStateDir>(rank_dir);
+    return *d;
+  };
+  const bool saved_main =
+      load_optim && state_dir(iter + "/" + rank_dir_name(0, 0)).has_main_params();
+  auto read_state = [&](const ParamSpec& p, const std::string& prefix, float* dst) {
+    load_param(p, [&](const std::string& rank_dir, float* d, int64_t n) {
+      state_dir(rank_dir).read(prefix, p.name, d, n);
+    }, dst);
+    check_finite(dst, p.numel(), "optimizer state " + prefix + p.name, iter);
+  };
+  std::vector<char> owned(reg.params().size(), 0);  // parameters with optimizer state here
+  if (load_optim)
+    for (const OptimSegment& sg : opt->segments()) owned[sg.param] = 1;
   {
     std::map<std::string, SafetensorsReader> models;  // by rank dir
-    for (const ParamSpec& p : reg.params()) {
-      if (own_shard) {  // the shape is checked too
+    std::vector<float> values, main;
+    for (size_t i = 0; i < reg.params().size(); ++i) {
+      const ParamSpec& p = reg.params()[i];
+      values.assign(size_t(p.numel()), 0.f);
+      if (saved_main && !opt->has_main_params()) {
+        // An fp32 run from a bf16 run's checkpoint: its weights are the
+        // exact fp32 main weights, not the saved bf16 rounding.
+        read_state(p, "main_param.", values.data());
+      } else if (own_shard) {  // the shape is checked too
         SafetensorsReader& r = models[own_dir];
         if (r.path().empty()) r.open(own_dir + "/model.safetensors");
         MT_CHECK(r.has(p.name), r.path(), " has no tensor '", p.name,
                  "'; fix: load a checkpoint of the same model configuration");
-        r.read_f32(p.name, params + p.offset, local_shape(p));
-        check_finite(params + p.offset, p.numel(), "tensor '" + p.name + "'", iter);
-        continue;
+        r.read_f32(p.name, values.data(), local_shape(p));
+      } else {
+        load_param(p, [&](const std::string& rank_dir, float* dst, int64_t n) {
+          SafetensorsReader& r = models[rank_dir];
+          if (r.path().empty()) r.open(rank_dir + "/model.safetensors");
+          MT_CHECK(r.has(p.name), r.path(), " has no tensor '", p.name,
+                   "'; fix: load a checkpoint of the same model configuration");
+          r.read_f32(p.name, dst, n);
+        }, values.data());
       }
-      load_param(p, [&](const std::string& rank_dir, float* dst, int64_t n) {
-        SafetensorsReader& r = models[rank_dir];
-        if (r.path().empty()) r.open(rank_dir + "/model.safetensors");
-        MT_CHECK(r.has(p.name), r.path(), " has no tensor '", p.name,
-                 "'; fix: load a checkpoint of the same model configuration");
-        r.read_f32(p.name, dst, n);
-      }, params + p.offset);
-      check_finite(params + p.offset, p.numel(), "tensor '" + p.name + "'", iter);
+      check_finite(values.data(), p.numel(), "tensor '" + p.name + "'", iter);
+      set_param(i, values.data());
+      if (saved_main && owned[i] && opt->has_main_params()) {
+        main.assign(size_t(p.numel()), 0.f);
+        read_state(p, "main_param.", main.data());
+        opt->set_main_params(i, main.data());
+      }
     }
   }
-  // A release checkpoint (converted weights) has no optimizer state: the run
-  // fine-tunes from iteration 0 with a fresh optimizer, as Megatron does.
-  if (opt != nullptr && it != kReleaseIteration) {
-    std::map<std::string, std::unique_ptr<OptimStateDir>> dirs;  // by rank dir
-    auto state_dir = [&](const std::string& rank_dir) -> const OptimStateDir& {
-      std::unique_ptr<OptimStateDir>& d = dirs[rank_dir];
-      if (!d) d = std::make_unique<OptimStateDir>(rank_dir);
-      return *d;
-    };
+  if (load_optim) {
     opt->set_steps(state_dir(iter + "/" + rank_dir_name(0, 0)).steps());
-    std::vector<char> owned(reg.params().size(), 0);  // parameters with moments on this rank
-    for (const OptimSegment& sg : opt->segments()) owned[sg.param] = 1;
     std::vector<float> m, v;
     for (size_t i = 0; i < reg.params().size(); ++i) {
       if (!owned[i]) continue;
       const ParamSpec& p = reg.params()[i];
       m.assign(size_t(p.numel()), 0.f);
       v.assign(size_t(p.numel()), 0.f);
-      load_param(p, [&](const std::string& rank_dir, float* dst, int64_t n) {
-        state_dir(rank_dir).read("exp_avg.", p.name, dst, n);
-      }, m.data());
-      load_param(p, [&](const std::string& rank_dir, float* dst, int64_t n) {
-        state_dir(rank_dir).read("exp_avg_sq.", p.name, dst, n);
-      }, v.data());
-      check_finite(m.data(), p.numel(), "optimizer state exp_avg." + p.name, iter);
-      check_finite(v.data(), p.numel(), "optimizer state exp_avg_sq." + p.name, iter);
+      read_state(p, "exp_avg.", m.data());
+      read_state(p, "exp_avg_sq.", v.data());
       opt->set_param_state(i, m.data(), v.data());
     }
   }
@@ -308,6 +333,14 @@ RunState load_checkpoint(const std::string& dir, const ParamRegistry& reg, float
   if (meta.contains("grad_scaler")) st.grad_scaler = meta.at("grad_scaler");
   st.skipped_iterations = meta.value("skipped_iterations", int64_t(0));
   return st;
+}
+
+RunState load_checkpoint(const std::string& dir, const ParamRegistry& reg, float* params,
+                         AdamWOptimizer* opt, const ParallelState& ps) {
+  return load_checkpoint(dir, reg, [&](size_t i, const float* values) {
+    const ParamSpec& p = reg.params()[i];
+    std::copy(values, values + p.numel(), params + p.offset);
+  }, opt, ps);
 }
 
 }  // namespace mt

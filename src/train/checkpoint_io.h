@@ -1,10 +1,15 @@
 // Saving and loading a training run (DESIGN.md "Checkpoints"):
 //   <dir>/iter_0000010/mp_rank_TT_PPP/model.safetensors      this TP/PP rank's parameters
 //   <dir>/iter_0000010/mp_rank_TT_PPP/optim_dp_DDD.safetensors  Adam moments (per DP shard)
+//                                                                (and bf16 runs' fp32 main weights)
 //   <dir>/iter_0000010/meta.json                               iteration, data position, args
 //   <dir>/latest_checkpointed_iteration.txt                    written last, atomically
 // A checkpoint is written into iter_N.tmp and renamed only after every rank has
 // finished, so a crash mid-save never leaves one that looks complete.
+//
+// model.safetensors holds the model's weights as it stores them: F32, or BF16
+// in bf16 runs (as Megatron saves a bf16 model). The fp32 main weights of a
+// bf16 run are optimizer state, saved beside the moments as main_param.<name>.
 //
 // Optimizer state (optim_dp_DDD.safetensors, metadata "steps" = the step count):
 //  - plain AdamW: DP rank 0 writes optim_dp_000 with whole tensors
@@ -15,17 +20,23 @@
 //    row-major, given by the metadata "slices" = JSON {"<name>": [begin, end]}
 //    (also "dp_rank", "dp_size"). A file without "slices" holds whole tensors,
 //    so the plain file is the special case of one file with whole parameters.
-// Loading assembles each parameter's whole local m and v from the slices of
-// all optim_dp_* files of the mp_rank dir (they must cover every element),
-// then re-shards over TP/PP as for the parameters and keeps what this rank's
-// optimizer owns: any saved DP size loads at any DP size, plain or sharded.
+// Loading assembles each parameter's whole local m and v (and main weights)
+// from the slices of all optim_dp_* files of the mp_rank dir (they must cover
+// every element), then re-shards over TP/PP as for the parameters and keeps
+// what this rank's optimizer owns: any saved DP size loads at any DP size,
+// plain or sharded. Main weights: a bf16 run takes them from main_param.* when
+// the checkpoint has them, else from model.safetensors (an fp32 run's, or a
+// converted release); an fp32 run loading with optimizer state takes its
+// weights from main_param.* when present (a bf16 run's exact fp32 weights).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "dist/parallel_state.h"
+#include "kernels/precision.h"
 #include "model/params.h"
 #include "optim/optimizer.h"
 #include "train/checkpoint_dir.h"
@@ -42,13 +53,23 @@ struct RunState {
 
 std::string rank_dir_name(int tp_rank, int pp_rank);  // "mp_rank_TT_PPP"
 
-// Every rank calls it (collective over the world). `params` must be complete
-// (distributed optimizer: no parameter all-gather in flight).
+// Every rank calls it (collective over the world). `params` (the model's
+// weights, fp32 or bf16) must be complete (distributed optimizer: no
+// parameter all-gather in flight).
 void save_checkpoint(const std::string& dir, const RunState& state, const ParamRegistry& reg,
-                     const float* params, const AdamWOptimizer* opt, const ParallelState& ps);
+                     ParamRef params, const AdamWOptimizer* opt, const ParallelState& ps);
 
-// Loads the latest checkpoint of `dir` into params (and opt, if non-null),
-// re-sharding on the fly when it was saved with another TP or PP size.
+// Receives parameter i's loaded values (its whole local tensor, numel floats).
+using ParamSink = std::function<void(size_t i, const float* values)>;
+
+// Loads the latest checkpoint of `dir`, re-sharding on the fly when it was
+// saved with another TP or PP size: every parameter's values go to set_param;
+// with opt, the owned parts of its moments and (when saved) main weights go
+// to opt. Main weights the checkpoint lacks are set_param's to set from the
+// values (the trainer's sink sets both).
+RunState load_checkpoint(const std::string& dir, const ParamRegistry& reg,
+                         const ParamSink& set_param, AdamWOptimizer* opt, const ParallelState& ps);
+// The same into a flat fp32 buffer (total floats, the registry's offsets).
 RunState load_checkpoint(const std::string& dir, const ParamRegistry& reg, float* params,
                          AdamWOptimizer* opt, const ParallelState& ps);
 

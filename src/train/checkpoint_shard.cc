@@ -31,11 +31,15 @@ std::vector<int64_t> local_shape(const ParamSpec& p) {
   return p.ndim == 1 ? std::vector<int64_t>{p.rows} : std::vector<int64_t>{p.rows, p.cols};
 }
 
-void write_model_shard(const std::string& path, const ParamRegistry& reg, const float* params,
+void write_model_shard(const std::string& path, const ParamRegistry& reg, ParamRef params,
                        int pp_rank, int pp_size) {
   SafetensorsWriter model;
-  for (const ParamSpec& p : reg.params())
-    model.add(p.name, StDType::kF32, local_shape(p), params + p.offset);
+  for (const ParamSpec& p : reg.params()) {
+    if (params.bf16)
+      model.add(p.name, StDType::kBF16, local_shape(p), params.bf16 + p.offset);
+    else
+      model.add(p.name, StDType::kF32, local_shape(p), params.f32 + p.offset);
+  }
   model.set_metadata("format", "megatron.cpp");
   model.set_metadata("params", param_layout(reg).dump());
   model.set_metadata("tp_rank", std::to_string(reg.stage().tp_rank));

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/precision.h"
 #include "model/params.h"
 
 namespace mt {
@@ -21,10 +22,11 @@ namespace mt {
 // The local shard's shape: {rows} for vectors, {rows, cols} for matrices.
 std::vector<int64_t> local_shape(const ParamSpec& p);
 
-// Writes every parameter of `reg` (values in `params`, at each spec's offset)
+// Writes every parameter of `reg` (values in `params`, at each spec's offset;
+// F32, or BF16 for a bf16 model's weights, as Megatron saves a bf16 model)
 // to `path` atomically, with the metadata above; TP coordinates come from
 // reg.stage(), the pipeline ones are given.
-void write_model_shard(const std::string& path, const ParamRegistry& reg, const float* params,
+void write_model_shard(const std::string& path, const ParamRegistry& reg, ParamRef params,
                        int pp_rank, int pp_size);
 
 // Reads one parameter's whole local tensor (numel floats) as the rank whose

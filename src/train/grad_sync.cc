@@ -16,7 +16,8 @@ GradSync::GradSync(ModelRuntime& rt, const ParallelState& ps, int64_t bucket_siz
   buckets_ = std::make_unique<GradBuckets>(rt.reg, rt.grads, ps.dp_comm, bucket_size_floats,
                                            overlap, distributed);
   if (distributed)
-    gather_ = std::make_unique<ParamGather>(buckets_->buckets(), rt.params, ps.dp_comm);
+    gather_ = std::make_unique<ParamGather>(buckets_->buckets(), rt.params, rt.params_bf16,
+                                            ps.dp_comm);
   // Parts as the model reports them: -1 embeddings, l for decoder layer l,
   // total_layers for the loss head.
   const int64_t total = rt.total_layers();
@@ -33,7 +34,6 @@ GradSync::GradSync(ModelRuntime& rt, const ParallelState& ps, int64_t bucket_siz
   }
   for (std::vector<size_t>& bs : buckets_of_part_) std::sort(bs.rbegin(), bs.rend());
   part_done_.assign(params_of_part_.size(), false);
-  copy_stale_.assign(buckets_->buckets().size(), 0);
   hook_ = [this](int64_t part) { part_ready(part); };
   params_hook_ = [this](int64_t part) { part_needed(part); };
 }
@@ -52,26 +52,10 @@ void GradSync::part_ready(int64_t part) {
 }
 
 void GradSync::part_needed(int64_t part) {
-  if (gather_ == nullptr || (!gather_->in_flight() && !any_copy_stale_)) return;
+  if (gather_ == nullptr || !gather_->in_flight()) return;
   MT_CHECK(part >= -1 && size_t(part + 1) < buckets_of_part_.size(), "params_needed(", part,
            ") outside the model's parts -1 .. ", buckets_of_part_.size() - 2);
-  for (size_t b : buckets_of_part_[size_t(part + 1)]) {
-    gather_->wait(b);
-    refresh_copy(b);
-  }
-}
-
-void GradSync::refresh_copy(size_t b) {
-  if (!copy_stale_[b]) return;
-  const GradBucket& bk = buckets_->buckets()[b];
-  rt_.refresh_weight_copy(bk.begin, bk.end);
-  copy_stale_[b] = 0;
-}
-
-void GradSync::refresh_all_copies() {
-  if (!any_copy_stale_) return;
-  for (size_t b = 0; b < copy_stale_.size(); ++b) refresh_copy(b);
-  any_copy_stale_ = false;
+  for (size_t b : buckets_of_part_[size_t(part + 1)]) gather_->wait(b);
 }
 
 void GradSync::finish() {
@@ -99,24 +83,15 @@ std::vector<FlatRange> GradSync::optimizer_ranges() const {
 }
 
 void GradSync::gather_params() {
-  // Plain optimizer: its step wrote the bf16 copy of every parameter already
-  // (AdamWOptimizer::step's params_bf16). Distributed: only of this rank's
-  // pieces; the rest follows the all-gather below.
-  if (rt_.math() == MathMode::kBF16 && gather_ != nullptr) {
-    std::fill(copy_stale_.begin(), copy_stale_.end(), 1);
-    any_copy_stale_ = true;
-  }
-  if (gather_ != nullptr && overlap_param_gather_) {
-    gather_->start();  // the copies follow bucket by bucket (part_needed)
-    return;
-  }
-  if (gather_ != nullptr) gather_->gather();
-  refresh_all_copies();
+  if (gather_ == nullptr) return;
+  if (overlap_param_gather_)
+    gather_->start();  // the forward waits bucket by bucket (part_needed)
+  else
+    gather_->gather();
 }
 
 void GradSync::wait_params() {
   if (gather_ != nullptr) gather_->wait_all();
-  refresh_all_copies();
 }
 
 double GradSync::comm_seconds() const {

@@ -14,10 +14,8 @@
 //   4. distributed optimizer, after the step: the all-gather of the updated
 //      parameters (optim/param_gather), blocking, or with
 //      --overlap-param-gather started at once and waited per bucket by the
-//      next forward (params_hook()).
-//   5. bf16: the GEMMs' bf16 copy of the weights follows the fp32 parameters —
-//      refreshed after the step (plain), after the all-gather (distributed),
-//      or per bucket as the next forward waits for it (overlapped).
+//      next forward (params_hook()). It moves the model's weights as stored:
+//      bf16 in bf16 runs (the optimizer's step wrote this rank's pieces).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -53,10 +51,7 @@ class GradSync {
   // of every bucket (distributed), or empty = everything (plain AdamW).
   std::vector<FlatRange> optimizer_ranges() const;
   // After the optimizer step. Distributed: all-gathers the updated
-  // parameters over DP (blocking, or started with --overlap-param-gather);
-  // then (bf16) refreshes the weights' bf16 copy of what is complete (the
-  // plain optimizer's step writes the copy itself: pass rt.weight_copy() to
-  // AdamWOptimizer::step).
+  // weights over DP (blocking, or started with --overlap-param-gather).
   void gather_params();
   // Waits for every all-gather in flight: before anything but the training
   // forward reads the parameters (evaluation, checkpoint save, end of run).
@@ -71,8 +66,6 @@ class GradSync {
  private:
   void part_ready(int64_t part);
   void part_needed(int64_t part);
-  void refresh_copy(size_t bucket);  // bf16 copy of a bucket's weights, if stale
-  void refresh_all_copies();
 
   ModelRuntime& rt_;
   const ParallelState& ps_;
@@ -83,8 +76,6 @@ class GradSync {
   std::vector<std::vector<size_t>> params_of_part_;   // index: part + 1 (part -1 = embedding)
   std::vector<std::vector<size_t>> buckets_of_part_;  // the same, bucket indices (descending)
   std::vector<bool> part_done_;
-  std::vector<char> copy_stale_;  // per bucket: bf16 copy older than the parameters
-  bool any_copy_stale_ = false;
   std::function<void(int64_t)> hook_, params_hook_;
 };
 

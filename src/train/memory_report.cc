@@ -50,21 +50,22 @@ void check_plan(const MemoryPlan& p) {
 //   fp32 params, fp32 grads:  16 → 8 + 8/d    (4 param + 4 grad | 8 m, v)
 //   bf16 params, fp32 grads:  18 → 6 + 12/d   (2 param + 4 grad | 4 main + 8 m, v)
 //   fp16 params, fp16 grads:  20 → 4 + 16/d
-// Ours: the fp32 weights the model reads (4) are also the optimizer's main
-// weights and are replicated, because LayerNorm and bias kernels read fp32
-// weights; bf16 adds the bf16 copy the GEMMs read (2); gradients are one fp32
-// buffer (4, replicated as in Megatron's ZeRO-1); Adam m and v are fp32 (8),
-// divided by d with the distributed optimizer. So
-//   fp32: 16 → 8 + 8/d;   bf16: 18 → 10 + 8/d (Megatron: 6 + 12/d);
-//   fp16: 16 → 8 + 8/d (fp16 operands are rounded into the matmul kernel's
-//   own fp32 scratch, so no 16-bit copy of the weights is kept).
+// Ours is Megatron's: the model holds its weights as it computes with them —
+// fp32 (4), or bf16 in bf16 runs (2; every kernel reads bf16 weights) —
+// gradients are one fp32 buffer (4, replicated as in Megatron's ZeRO-1), and
+// the optimizer holds fp32 Adam m and v (8) plus, in bf16 runs, the fp32
+// main weights (4), divided by d with the distributed optimizer. So
+//   fp32: 16 → 8 + 8/d;   bf16: 18 → 6 + 12/d;
+//   fp16: 16 → 8 + 8/d (emulated: fp32 weights, fp16 operands rounded into
+//   the matmul kernel's own fp32 scratch).
 MemoryClasses predict_memory(const MemoryPlan& p) {
   check_plan(p);
   MemoryClasses m;
   const double P = double(p.params_local);
-  m.params = P * (4.0 + (p.math == "bf16" ? 2.0 : 0.0));
+  const bool bf16 = p.math == "bf16";
+  m.params = P * (bf16 ? 2.0 : 4.0);
   m.grads = P * 4.0;
-  m.optimizer = P * 8.0 / double(p.distributed_optimizer ? p.dp : 1);
+  m.optimizer = P * (bf16 ? 12.0 : 8.0) / double(p.distributed_optimizer ? p.dp : 1);
 
   // Local sizes (float counts). n: tokens of a micro-batch; nl: rows of the
   // residual stream on this rank (n/t with sequence parallelism); hl: the
@@ -193,12 +194,11 @@ std::string format_memory_report(const MemoryClasses& predicted, const MemoryCla
 nlohmann::json memory_report_json(const MemoryClasses& predicted, const MemoryClasses& measured,
                                   size_t peak_rss) {
   nlohmann::json j;
-  for (const ClassRow& r : rows(predicted, measured)) {
-    j["predicted"][r.name] = r.predicted;
-    j["measured"][r.name] = r.measured;
-    j["ratio"][r.name] = r.predicted > 0 ? nlohmann::json(r.measured / r.predicted)
-                                         : nlohmann::json(nullptr);
-  }
+  for (const ClassRow& r : rows(predicted, measured))
+    j[r.name] = {{"predicted_bytes", r.predicted},
+                 {"measured_bytes", r.measured},
+                 {"ratio", r.predicted > 0 ? nlohmann::json(r.measured / r.predicted)
+                                           : nlohmann::json(nullptr)}};
   j["peak_rss_bytes"] = peak_rss;
   return j;
 }
@@ -267,7 +267,7 @@ MemoryPlan memory_plan(const ParamRegistry& reg, int64_t micro_batch, const Tens
 
 MemoryClasses measure_memory(const ModelRuntime& rt, const HostBuffer& optimizer_state) {
   MemoryClasses m;
-  m.params = double(rt.params_buffer().resident_bytes() + rt.weight_copy_buffer().resident_bytes());
+  m.params = double(rt.params_buffer().resident_bytes());
   m.grads = double(rt.grads_buffer().resident_bytes());
   m.optimizer = double(optimizer_state.resident_bytes());
   m.activations = double(rt.activations_buffer().resident_bytes());

@@ -30,7 +30,7 @@ struct MemoryPlan {
   // Parameters and optimizer.
   int64_t params_local = 0;            // floats this rank holds (ParamRegistry::total_floats())
   int64_t dp = 1;                      // data-parallel size
-  bool distributed_optimizer = false;  // Adam moments sharded over dp (ZeRO-1)
+  bool distributed_optimizer = false;  // optimizer state sharded over dp (ZeRO-1)
   std::string math = "fp32";           // "fp32" | "bf16" | "fp16" (math_mode_name)
 
   // One micro-batch's activation shape on this rank.
@@ -66,7 +66,7 @@ struct MemoryClasses {
 // relation to Megatron's distributed-optimizer table and Korthikanti et al.).
 MemoryClasses predict_memory(const MemoryPlan& plan);
 
-// (params + grads + optimizer) / params_local: 16, 8 + 8/d, 18, 10 + 8/d.
+// (params + grads + optimizer) / params_local: fp32 16, 8 + 8/d; bf16 18, 6 + 12/d.
 double bytes_per_param(const MemoryPlan& plan);
 
 // The plan of the rank `rt` describes (its shapes, chunks, recompute groups,
@@ -86,8 +86,9 @@ MemoryClasses measure_memory(const ModelRuntime& rt, const HostBuffer& optimizer
 // total and the process's peak RSS.
 std::string format_memory_report(const MemoryClasses& predicted, const MemoryClasses& measured,
                                  size_t peak_rss);
-// {"predicted": {class: bytes, ..., "total"}, "measured": {...},
-//  "ratio": {...}, "peak_rss_bytes": n}
+// {"<class>": {"predicted_bytes": p, "measured_bytes": m, "ratio": m/p or null},
+//  ... for params, grads, optimizer, activations, workspace, total,
+//  "peak_rss_bytes": n}
 nlohmann::json memory_report_json(const MemoryClasses& predicted, const MemoryClasses& measured,
                                   size_t peak_rss);
 

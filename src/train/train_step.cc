@@ -1,8 +1,23 @@
 #include "train/train_step.h"
 
 #include <cmath>
+#include <vector>
 
 namespace mt {
+
+void set_param_values(ModelRuntime& rt, AdamWOptimizer& opt, size_t i, const float* values) {
+  rt.set_param(i, values);
+  opt.set_main_params(i, values);
+}
+
+void initialize_weights(ModelRuntime& rt, AdamWOptimizer& opt, uint64_t seed) {
+  std::vector<float> values;  // one parameter at a time
+  for (size_t i = 0; i < rt.reg.params().size(); ++i) {
+    values.resize(size_t(rt.reg.params()[i].numel()));
+    rt.reg.initialize_param(i, values.data(), seed);
+    set_param_values(rt, opt, i, values.data());
+  }
+}
 
 PipelineLinks pipeline_links(const ParallelState& ps) {
   return PipelineLinks{&ps.pp_comm, ps.pp_rank, ps.pp_size};
@@ -42,7 +57,7 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, Par
                "saving; fix: lower --lr, raise --lr-warmup-iters or set --clip-grad");
       r.skipped = true;
       r.grad_norm = std::nan("");
-      return r;  // no update: the parameters (and their bf16 copy) stay as they are
+      return r;  // no update: the weights stay as they are
     }
   }
   r.grad_norm = opt.grad_norm(rt.grads, ps.mp_comm.size() > 1 ? &ps.mp_comm : nullptr);
@@ -51,8 +66,8 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, Par
            " is not finite; stopped before the update, without saving (the last good checkpoint, "
            "if any, is untouched); fix: lower --lr, raise --lr-warmup-iters or set --clip-grad");
   opt.clip(rt.grads, r.grad_norm);
-  // bf16: the step writes the GEMMs' weight copy of what it updates.
-  opt.step(rt.params, rt.grads, lr, rt.weight_copy());
+  // bf16: the step updates the fp32 main weights and writes the model's bf16 ones.
+  opt.step(rt.params, rt.grads, lr, rt.params_bf16);
   sync.gather_params();  // distributed optimizer: all-gather the updated pieces
   return r;
 }

@@ -5,7 +5,7 @@
 // clipping and the AdamW step — then, with the distributed optimizer, the
 // all-gather of the updated parameters (with --overlap-param-gather only
 // started: the next forward waits for it per bucket, and anything else that
-// reads rt.params must call sync.wait_params() first).
+// reads the weights must call sync.wait_params() first).
 #pragma once
 #include <cstdint>
 
@@ -35,6 +35,13 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, Par
                       const std::vector<PipeOp>& schedule, int64_t iteration, double lr,
                       int64_t num_micro_batches, int64_t tokens_per_iteration, uint64_t seed,
                       const MicroBatchFn& next, GradScaler* scaler = nullptr);
+
+// Parameter i's values (its whole local tensor) into the model's weights
+// (bf16-rounded in bf16 runs) and the optimizer's fp32 main weights (bf16
+// runs; its owned pieces): what initialisation and loading write.
+void set_param_values(ModelRuntime& rt, AdamWOptimizer& opt, size_t i, const float* values);
+// Every parameter's initial values from the registry's seeded RNG.
+void initialize_weights(ModelRuntime& rt, AdamWOptimizer& opt, uint64_t seed);
 
 // The pipeline neighbours of this rank.
 PipelineLinks pipeline_links(const ParallelState& ps);

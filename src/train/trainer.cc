@@ -161,11 +161,14 @@ struct Trainer {
 void load_checkpoint_or_initialize(Trainer& t, const nlohmann::json& run_args, bool resume) {
   const TrainArgs& args = t.args;
   t.state.args = run_args;
+  const ParamSink set_param = [&](size_t i, const float* values) {
+    set_param_values(*t.rt, *t.opt, i, values);
+  };
   if (resume) {
     // The architecture must match; dropout and init may change on resume, as in Megatron.
     check_same_architecture(read_checkpoint_meta(args.load).at("args").at("model"),
                             run_args.at("model"), args.load);
-    t.state = load_checkpoint(args.load, *t.reg, t.rt->params,
+    t.state = load_checkpoint(args.load, *t.reg, set_param,
                               args.no_load_optim || args.finetune ? nullptr : t.opt.get(), t.ps);
     log_line(t.ps.world_rank == 0, "loaded checkpoint from %s at iteration %lld%s\n",
              args.load.c_str(), static_cast<long long>(t.state.iteration),
@@ -173,12 +176,11 @@ void load_checkpoint_or_initialize(Trainer& t, const nlohmann::json& run_args, b
     if (args.finetune) t.state = RunState{};
     t.state.args = run_args;
   } else {
-    t.reg->initialize(t.rt->params, args.seed);
+    initialize_weights(*t.rt, *t.opt, args.seed);
     if (!args.load.empty())
       log_line(t.ps.world_rank == 0, "no checkpoint in %s; starting from scratch\n",
                args.load.c_str());
   }
-  t.rt->refresh_weight_copy();  // bf16: the GEMMs' copy of the loaded or initial weights
 }
 
 // What the GEMMs of --bf16 / --fp16 run on this CPU.
@@ -236,8 +238,9 @@ Trainer setup_model_and_optimizer(const TrainArgs& args, const nlohmann::json& r
   t.sync = std::make_unique<GradSync>(*t.rt, ps, bucket, args.overlap_grad_reduce,
                                       args.use_distributed_optimizer, args.overlap_param_gather);
   // Plain AdamW, or (distributed optimizer) AdamW over this DP rank's pieces.
+  // bf16: the fp32 main weights live only here (this rank's pieces with ZeRO).
   t.opt = std::make_unique<AdamWOptimizer>(*t.reg, args.optim, t.sync->optimizer_ranges(),
-                                           &ps.dp_comm);
+                                           &ps.dp_comm, args.bf16);
   t.schedule = args.lr_schedule();
   t.tokens_per_iter = args.global_batch_size * mc.seq_length;
 
@@ -337,7 +340,7 @@ void save_checkpoint_and_time(Trainer& t) {
   if (t.args.save.empty() || t.state.iteration == t.last_saved) return;
   Timer timer;
   t.sync->wait_params();
-  save_checkpoint(t.args.save, t.state, *t.reg, t.rt->params, t.opt.get(), t.ps);
+  save_checkpoint(t.args.save, t.state, *t.reg, t.rt->weights(), t.opt.get(), t.ps);
   t.last_saved = t.state.iteration;
   if (t.log.tty) std::printf("\r\033[K");
   log_line(t.log.rank0, "saved checkpoint at iteration %lld to %s (%.2f s)\n",

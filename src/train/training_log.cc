@@ -117,25 +117,34 @@ void report_memory(TrainingLog& log, const MemoryClasses& predicted,
   log_line(log.rank0, "after iteration %lld, rank 0: %s", static_cast<long long>(iteration),
            format_memory_report(predicted, measured, peak_rss).c_str());
   // Ranks differ by pipeline stage (and TP/DP shard sizes): every rank's
-  // totals in MB, predicted / measured / peak RSS.
-  const float mine[3] = {float(predicted.total() / 1e6), float(measured.total() / 1e6),
-                         float(double(peak_rss) / 1e6)};
-  std::vector<float> all(size_t(3 * ps.world_size));
-  ps.world_comm.all_gather(all.data(), mine, 3);
-  nlohmann::json per_rank = nlohmann::json::array();
+  // classes go to rank 0 (each rank fills its row of a zeroed table, summed),
+  // which writes one --log-json record per rank.
+  constexpr int kRow = 11;  // 5 classes predicted, 5 measured, peak RSS
+  std::vector<double> all(size_t(kRow * ps.world_size), 0.0);
+  double* mine = &all[size_t(kRow * ps.world_rank)];
+  const double pred[5] = {predicted.params, predicted.grads, predicted.optimizer,
+                          predicted.activations, predicted.workspace};
+  const double meas[5] = {measured.params, measured.grads, measured.optimizer,
+                          measured.activations, measured.workspace};
+  for (int c = 0; c < 5; ++c) {
+    mine[c] = pred[c];
+    mine[5 + c] = meas[c];
+  }
+  mine[10] = double(peak_rss);
+  ps.world_comm.all_reduce_sum(all.data(), int64_t(all.size()));
   std::string lines;
   for (int r = 0; r < ps.world_size; ++r) {
-    const float* x = &all[size_t(3 * r)];
-    per_rank.push_back({x[0], x[1], x[2]});
+    const double* x = &all[size_t(kRow * r)];
+    const MemoryClasses p{x[0], x[1], x[2], x[3], x[4]}, m{x[5], x[6], x[7], x[8], x[9]};
     char buf[128];
     std::snprintf(buf, sizeof buf, "  rank %d: total predicted %.1f MB, measured %.1f MB, "
-                  "peak RSS %.1f MB\n", r, x[0], x[1], x[2]);
+                  "peak RSS %.1f MB\n", r, p.total() / 1e6, m.total() / 1e6, x[10] / 1e6);
     lines += buf;
+    log.json.write({{"iteration", iteration},
+                    {"rank", r},
+                    {"memory", memory_report_json(p, m, size_t(x[10]))}});
   }
   if (ps.world_size > 1) log_line(log.rank0, "memory of every rank:\n%s", lines.c_str());
-  nlohmann::json mem = memory_report_json(predicted, measured, peak_rss);
-  mem["per_rank_total_mb"] = per_rank;  // [predicted, measured, peak RSS] per world rank
-  log.json.write({{"iteration", iteration}, {"memory", mem}});
 }
 
 }  // namespace mt

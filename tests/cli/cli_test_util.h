@@ -174,7 +174,8 @@ inline std::string tiny_model_flags() {
 struct JsonLogLines {
   std::map<int64_t, nlohmann::json> train;
   std::vector<nlohmann::json> eval;
-  nlohmann::json memory;  // --log-memory's report (null if none)
+  nlohmann::json memory;  // --log-memory's report of rank 0 (null if none)
+  std::map<int, nlohmann::json> memory_by_rank;  // every rank's
 };
 
 inline JsonLogLines read_log_json(const std::string& path) {
@@ -187,10 +188,11 @@ inline JsonLogLines read_log_json(const std::string& path) {
     if (j.contains("val_loss"))
       out.eval.push_back(j);
     else if (j.contains("memory"))
-      out.memory = j.at("memory");
+      out.memory_by_rank[j.at("rank").get<int>()] = j.at("memory");
     else
       out.train[j.at("iteration").get<int64_t>()] = j;
   }
+  if (out.memory_by_rank.count(0)) out.memory = out.memory_by_rank.at(0);
   return out;
 }
 

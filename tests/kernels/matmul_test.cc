@@ -490,45 +490,52 @@ INSTANTIATE_TEST_SUITE_P(Math, LinearMixed, ::testing::Values(MathMode::kBF16, M
                            return std::string(math_mode_name(i.param));
                          });
 
-// In bf16 a weight inside the shadow's range is read from the shadow (here
-// deliberately bf16(2·W), to see it), at the weight's offset; a weight outside
-// is converted on the fly.
-TEST(LinearMixedShadow, Bf16WeightsComeFromTheShadow) {
-  const int64_t n = 7, in = 16, out = 12, pad = 5;
+// In bf16 a weight stored in bf16 (a bf16 model's) is read as stored — here
+// deliberately bf16(2·W), to see it — and so is a bf16 bias (bf16(3·b));
+// an fp32 weight is converted on the fly.
+TEST(LinearMixedStorage, Bf16StoredWeightsAndBiasAreReadAsStored) {
+  const int64_t n = 7, in = 16, out = 12;
   auto inp = randn(n * in, "inp"), w = randn(out * in, "w"), g = randn(n * out, "g");
-  std::vector<float> params(static_cast<size_t>(pad + out * in + 3), 9.f);
-  std::copy(w.begin(), w.end(), params.begin() + pad);
-  std::vector<float> twice(params);
-  for (float& x : twice) x *= 2;
-  std::vector<uint16_t> shadow(params.size());
-  f32_to_bf16(shadow.data(), twice.data(), int64_t(twice.size()));
+  auto b = randn(out, "b");
+  std::vector<float> w2(w), b3(b);
+  for (float& x : w2) x *= 2;
+  for (float& x : b3) x *= 3;
+  std::vector<uint16_t> w16(w2.size()), b16(b3.size());
+  f32_to_bf16(w16.data(), w2.data(), int64_t(w2.size()));
+  f32_to_bf16(b16.data(), b3.data(), int64_t(b3.size()));
   Compute cm;
   cm.math = MathMode::kBF16;
-  cm.shadow = {params.data(), shadow.data(), int64_t(params.size())};
-  const float* w_in_params = params.data() + pad;
 
   const auto ri = rounded(inp, MathMode::kBF16), rg = rounded(g, MathMode::kBF16);
-  std::vector<float> w2(w);
-  for (float& x : w2) x *= 2;
   const auto rw2 = rounded(w2, MathMode::kBF16), rw = rounded(w, MathMode::kBF16);
+  const auto rb3 = rounded(b3, MathMode::kBF16);
   const std::vector<double> zero_bias(static_cast<size_t>(out), 0.0);
   std::vector<float> y(static_cast<size_t>(n * out));
-  linear_forward(y.data(), inp.data(), w_in_params, nullptr, n, in, out, cm);
-  expect_all_close(y, linear_ref(test::to_double(ri), test::to_double(rw2), zero_bias, n, in, out),
-                   1e-5, "out from the shadow");
-  linear_forward(y.data(), inp.data(), w.data(), nullptr, n, in, out, cm);  // not in the shadow
+  linear_forward(y.data(), inp.data(), ParamRef(w16.data()), ParamRef(b16.data()), n, in, out, cm);
+  expect_all_close(y, linear_ref(test::to_double(ri), test::to_double(rw2), test::to_double(rb3),
+                                 n, in, out),
+                   1e-5, "out from bf16 storage");
+  linear_forward(y.data(), inp.data(), w.data(), nullptr, n, in, out, cm);  // fp32 storage
   expect_all_close(y, linear_ref(test::to_double(ri), test::to_double(rw), zero_bias, n, in, out),
                    1e-5, "out converted per call");
+  std::vector<float> xb(y.size(), 0.5f);
+  bias_add(xb.data(), ParamRef(b16.data()), n, out);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t o = 0; o < out; ++o)
+      EXPECT_EQ(xb[size_t(r * out + o)], 0.5f + float(rb3[size_t(o)])) << r << "," << o;
 
   std::vector<float> dinp(static_cast<size_t>(n * in));
-  linear_backward(dinp.data(), nullptr, nullptr, g.data(), inp.data(), w_in_params, n, in, out,
-                  false, cm);
+  linear_backward(dinp.data(), nullptr, nullptr, g.data(), inp.data(), ParamRef(w16.data()), n,
+                  in, out, false, cm);
   std::vector<double> ref(dinp.size(), 0.0);
   for (int64_t r = 0; r < n; ++r)
     for (int64_t o = 0; o < out; ++o)
       for (int64_t i = 0; i < in; ++i)
         ref[size_t(r * in + i)] += double(rg[size_t(r * out + o)]) * rw2[size_t(o * in + i)];
-  expect_all_close(dinp, ref, 1e-5, "dinp from the shadow");
+  expect_all_close(dinp, ref, 1e-5, "dinp from bf16 storage");
+  // A bf16-stored weight belongs to bf16 math only.
+  EXPECT_THROW(linear_forward(y.data(), inp.data(), ParamRef(w16.data()), nullptr, n, in, out),
+               Error);
 }
 
 TEST(Linear, BiasBackwardIsColumnSumAndAccumulates) {

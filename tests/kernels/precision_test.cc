@@ -212,19 +212,29 @@ TEST(Precision, CpuFeatureMatchesProcCpuinfo) {
   EXPECT_EQ(cpu_has_native_bf16(), listed);
 }
 
-TEST(Precision, WeightShadowFindBoundaries) {
-  std::vector<float> w(10);
-  std::vector<uint16_t> w16(10);
-  const WeightShadow empty;
-  EXPECT_EQ(empty.find(w.data()), nullptr);
-  const WeightShadow sh{w.data() + 2, w16.data() + 2, 6};  // covers w[2 .. 7]
-  EXPECT_EQ(sh.find(w.data() + 1), nullptr);
-  EXPECT_EQ(sh.find(w.data() + 2), w16.data() + 2);
-  EXPECT_EQ(sh.find(w.data() + 7), w16.data() + 7);
-  EXPECT_EQ(sh.find(w.data() + 8), nullptr);  // one past the end
-  EXPECT_EQ(sh.find(nullptr), nullptr);
-  const WeightShadow no_twin{w.data(), nullptr, 10};
-  EXPECT_EQ(no_twin.find(w.data()), nullptr);
+TEST(Precision, ParamRefViewsEitherStorage) {
+  std::vector<float> w = {1.5f, -2.25f, 3.0f, 0.1f};
+  std::vector<uint16_t> w16(w.size());
+  f32_to_bf16(w16.data(), w.data(), int64_t(w.size()));
+  EXPECT_FALSE(bool(ParamRef()));
+  EXPECT_FALSE(bool(ParamRef(nullptr)));
+  EXPECT_FALSE(bool(ParamRef().at(2)));  // an absent parameter stays absent
+  const ParamRef f(w.data()), h(w16.data());
+  EXPECT_TRUE(bool(f) && bool(h));
+  EXPECT_EQ(f.at(2).f32, w.data() + 2);
+  EXPECT_EQ(h.at(2).bf16, w16.data() + 2);
+  EXPECT_EQ(h.at(2).f32, nullptr);
+  EXPECT_TRUE(f.at(1) == ParamRef(w.data() + 1));
+  EXPECT_FALSE(f == h);
+  std::vector<float> out(w.size());
+  param_to_f32(out.data(), f, int64_t(w.size()));
+  EXPECT_EQ(out, w);
+  param_to_f32(out.data(), h, int64_t(w.size()));
+  for (size_t i = 0; i < w.size(); ++i) {
+    EXPECT_EQ(out[i], f32_from_bf16(w16[i])) << i;
+    EXPECT_EQ(load_f32(w16.data(), int64_t(i)), out[i]) << i;
+  }
+  EXPECT_NE(out[3], w[3]);  // 0.1 is not a bf16 value: the bf16 view is read
   const Compute cm;
   EXPECT_EQ(cm.math, MathMode::kF32);
 }

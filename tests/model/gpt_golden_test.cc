@@ -73,23 +73,32 @@ struct Golden : ::testing::Test {
     cfg.finalize(1);
     b = meta_int(fx, "micro_batch_size");
   }
-  void load(TinyGpt& m) {
-    for (const ParamSpec& p : m.reg.params())
-      fx.read_f32(p.name, m.params + p.offset, p.numel());
-    m.rt.refresh_weight_copy();
+  // The fixture's weights into the model (bf16-rounded in bf16) and, if
+  // given, into the optimizer's fp32 main weights.
+  void load(TinyGpt& m, AdamWOptimizer* opt = nullptr) {
+    for (size_t i = 0; i < m.reg.params().size(); ++i) {
+      const ParamSpec& p = m.reg.params()[i];
+      std::vector<float> values(size_t(p.numel()));
+      fx.read_f32(p.name, values.data(), p.numel());
+      m.rt.set_param(i, values.data());
+      if (opt) opt->set_main_params(i, values.data());
+    }
   }
-  // Five AdamW steps with the fixture's hyper-parameters on its batch: each
-  // step's loss and pre-clip grad norm within loss_tol / norm_tol relative.
-  // The step writes the bf16 weight copy too (null in fp32).
-  void train_five_steps(TinyGpt& m, double loss_tol, double norm_tol) {
-    const auto tokens = read_ids(fx, "tokens"), labels = read_ids(fx, "labels");
+  // AdamW with the fixture's hyper-parameters; main weights in bf16.
+  AdamWOptimizer make_optimizer(const TinyGpt& m) const {
     OptimizerConfig oc;
     oc.beta1 = float(meta_double(fx, "adam_beta1"));
     oc.beta2 = float(meta_double(fx, "adam_beta2"));
     oc.eps = float(meta_double(fx, "adam_eps"));
     oc.weight_decay = float(meta_double(fx, "weight_decay"));
     oc.clip_grad = float(meta_double(fx, "clip_grad"));
-    AdamWOptimizer opt(m.reg, oc);
+    return AdamWOptimizer(m.reg, oc, {}, nullptr, m.rt.math() == MathMode::kBF16);
+  }
+  // Five AdamW steps on the fixture's batch: each step's loss and pre-clip
+  // grad norm within loss_tol / norm_tol relative. In bf16 the step updates
+  // the main weights and writes the model's bf16 ones.
+  void train_five_steps(TinyGpt& m, AdamWOptimizer& opt, double loss_tol, double norm_tol) {
+    const auto tokens = read_ids(fx, "tokens"), labels = read_ids(fx, "labels");
     const auto ref_losses = read_all(fx, "step_losses"), ref_norms = read_all(fx, "grad_norms");
     for (size_t step = 0; step < 5; ++step) {
       m.zero_grads();
@@ -98,7 +107,7 @@ struct Golden : ::testing::Test {
       const double norm = opt.grad_norm(m.grads, nullptr);
       EXPECT_NEAR(norm, ref_norms[step], norm_tol * ref_norms[step]) << "step " << step;
       opt.clip(m.grads, norm);
-      opt.step(m.params, m.grads, meta_double(fx, "lr"), m.rt.weight_copy());
+      opt.step(m.rt.params, m.grads, meta_double(fx, "lr"), m.rt.params_bf16);
     }
   }
   // The fixture's logits, loss (eval and train) and every gradient, each
@@ -146,7 +155,8 @@ TEST_F(Golden, LogitsLossAndGradients) {
 TEST_F(Golden, FiveAdamWStepsWithClipping) {
   TinyGpt m(cfg, b);
   load(m);
-  train_five_steps(m, 1e-5, 1e-5);
+  AdamWOptimizer opt = make_optimizer(m);
+  train_five_steps(m, opt, 1e-5, 1e-5);
   for (const ParamSpec& p : m.reg.params()) {
     auto ref = read_all(fx, "final." + p.name);
     std::vector<float> ours(m.params + p.offset, m.params + p.offset + p.numel());
@@ -175,23 +185,35 @@ TEST_F(GoldenBf16, LogitsLossAndGradients) { check_logits_loss_grads(MathMode::k
 
 TEST_F(GoldenBf16, FiveAdamWStepsWithFp32MainWeights) {
   TinyGpt m(cfg, b, MathMode::kBF16);
-  load(m);
-  const std::vector<float> initial(m.params, m.params + m.reg.total_floats());
-  train_five_steps(m, 3e-5, 5e-4);
-  // Weights move ~1e-3 in five steps: compare the updates, final − initial.
-  // Adam divides each update by its own gradient scale, so elements whose
-  // gradient is mostly bf16 rounding noise move by ~lr in a direction the
-  // noise decides: after five steps the updates agree to ~3e-3, not to the
-  // step-0 gradients' 5e-4 (the trajectory test is loose, the gradient test
-  // above is the one that tells bf16 from fp32).
-  for (const ParamSpec& p : m.reg.params()) {
+  ASSERT_EQ(m.rt.params, nullptr);  // the model holds bf16 weights only
+  ASSERT_NE(m.rt.params_bf16, nullptr);
+  AdamWOptimizer opt = make_optimizer(m);
+  ASSERT_TRUE(opt.has_main_params());
+  load(m, &opt);
+  std::vector<float> initial(size_t(m.reg.total_floats()));
+  for (const ParamSpec& p : m.reg.params())
+    fx.read_f32(p.name, initial.data() + p.offset, p.numel());
+  train_five_steps(m, opt, 3e-5, 5e-4);
+  // Weights move ~1e-3 in five steps: compare the updates of the main
+  // weights, final − initial. Adam divides each update by its own gradient
+  // scale, so elements whose gradient is mostly bf16 rounding noise move by
+  // ~lr in a direction the noise decides: after five steps the updates agree
+  // to ~3e-3, not to the step-0 gradients' 5e-4 (the trajectory test is
+  // loose, the gradient test above is the one that tells bf16 from fp32).
+  // The model's bf16 weights are the main weights' rounding.
+  std::vector<float> w(size_t(m.reg.total_floats()));
+  for (size_t i = 0; i < m.reg.params().size(); ++i) {
+    const ParamSpec& p = m.reg.params()[i];
+    m.rt.get_param(i, w.data() + p.offset);
     const auto ref = read_all(fx, "final." + p.name);
     std::vector<float> ours(size_t(p.numel())), theirs(size_t(p.numel()));
     for (int64_t r = 0; r < p.numel(); ++r) {
+      const float main = opt.main_params()[p.offset + r];  // plain optimizer: same offsets
+      ASSERT_EQ(w[size_t(p.offset + r)], f32_from_bf16(bf16_from_f32(main))) << p.name << " " << r;
       const bool key_bias = p.name.find("linear_qkv.bias") != std::string::npos &&
                             (r / cfg.head_dim()) % 3 == 1;
       const float w0 = initial[size_t(p.offset + r)];
-      ours[size_t(r)] = key_bias ? 0.f : m.params[p.offset + r] - w0;
+      ours[size_t(r)] = key_bias ? 0.f : main - w0;
       theirs[size_t(r)] = key_bias ? 0.f : ref[size_t(r)] - w0;
     }
     EXPECT_LT(rel_err(ours.data(), theirs.data(), p.numel()), 1e-2) << p.name;
@@ -219,7 +241,8 @@ TEST_F(GoldenLlama, LogitsLossAndGradients) { check_logits_loss_grads(MathMode::
 TEST_F(GoldenLlama, FiveAdamWStepsWithClipping) {
   TinyGpt m(cfg, b);
   load(m);
-  train_five_steps(m, 1e-5, 1e-5);
+  AdamWOptimizer opt = make_optimizer(m);
+  train_five_steps(m, opt, 1e-5, 1e-5);
   for (const ParamSpec& p : m.reg.params()) {
     const auto ref = read_all(fx, "final." + p.name);
     EXPECT_LT(rel_err(m.params + p.offset, ref.data(), p.numel()), 1e-5) << p.name;

@@ -15,6 +15,7 @@
 #include "optim_test_util.h"
 #include "optim/grad_buckets.h"
 #include "optim/optimizer.h"
+#include "kernels/precision.h"
 #include "optim/param_gather.h"
 
 namespace mt {
@@ -169,7 +170,7 @@ TEST_P(DistributedStep, EqualsThePlainStep) {
   GradBuckets dist_buckets(reg, g_dist.data(), dp, sc.bucket, sc.overlap, true);
   ASSERT_TRUE(dist_buckets.distributed());
   AdamWOptimizer dist(reg, oc, owned_ranges(dist_buckets.buckets(), dp.rank()), &dp);
-  ParamGather gather(dist_buckets.buckets(), p_dist.data(), dp);
+  ParamGather gather(dist_buckets.buckets(), p_dist.data(), nullptr, dp);
   ASSERT_TRUE(dist.sharded());
   ASSERT_FALSE(plain.sharded());
 
@@ -226,6 +227,63 @@ TEST_P(DistributedStep, EqualsThePlainStep) {
       ASSERT_NEAR(dist.exp_avg_sq()[s.state + k], plain.exp_avg_sq()[s.begin + k],
                   1e-6f * plain.exp_avg_sq()[s.begin + k]);
     }
+}
+
+// bf16 runs: the model holds bf16 weights only; the sharded optimizer keeps
+// the fp32 main weights of its pieces (12 bytes per owned float with m and v),
+// writes their bf16 rounding into the model's buffer, and the all-gather moves
+// bf16. Three steps equal the plain fp32 optimizer's: main weights to 1e-6,
+// every rank's bf16 weights = the bf16 rounding of the plain ones.
+TEST(DistributedStepBf16, MainWeightsShardedBf16Gathered) {
+  const ParamRegistry reg = small_registry();
+  const Communicator dp = Communicator::world();
+  OptimizerConfig oc;
+  oc.weight_decay = 0.1f;
+  std::vector<float> p_plain(size_t(reg.total_floats())), g_plain(p_plain.size());
+  reg.initialize(p_plain.data(), 7);
+  std::vector<float> g_dist(p_plain.size());
+  std::vector<uint16_t> w16(p_plain.size(), 0xFFFF);  // NaN until written
+
+  GradBuckets plain_buckets(reg, g_plain.data(), dp, 300, false);
+  AdamWOptimizer plain(reg, oc);
+  GradBuckets dist_buckets(reg, g_dist.data(), dp, 300, false, true);
+  AdamWOptimizer dist(reg, oc, owned_ranges(dist_buckets.buckets(), dp.rank()), &dp, true);
+  ASSERT_TRUE(dist.has_main_params());
+  ASSERT_FALSE(plain.has_main_params());
+  ParamGather gather(dist_buckets.buckets(), nullptr, w16.data(), dp);
+  for (size_t p = 0; p < reg.params().size(); ++p) {
+    dist.set_main_params(p, p_plain.data() + reg.params()[p].offset);
+    f32_to_bf16(w16.data() + reg.params()[p].offset, p_plain.data() + reg.params()[p].offset,
+                reg.params()[p].numel());
+  }
+  EXPECT_THROW(dist.step(p_plain.data(), g_dist.data(), 1e-2), Error);  // fp32 weights: no
+  for (int it = 0; it < 3; ++it) {
+    SCOPED_TRACE("iteration " + std::to_string(it));
+    fill_grads(g_plain, reg, dp.rank(), it);
+    g_dist = g_plain;
+    for (size_t p = reg.params().size(); p-- > 0;) {
+      plain_buckets.mark_ready(p);
+      dist_buckets.mark_ready(p);
+    }
+    plain_buckets.finish();
+    dist_buckets.finish();
+    plain.step(p_plain.data(), g_plain.data(), 1e-2);
+    dist.step(nullptr, g_dist.data(), 1e-2, w16.data());
+    gather.gather();
+    for (const OptimSegment& s : dist.segments())
+      for (int64_t k = 0; k < s.size(); ++k)
+        ASSERT_NEAR(dist.main_params()[s.state + k], p_plain[size_t(s.begin + k)],
+                    1e-6f * (1.f + std::abs(p_plain[size_t(s.begin + k)])))
+            << "main weight " << s.begin + k;
+    for (const ParamSpec& p : reg.params())
+      for (int64_t k = p.offset; k < p.offset + p.numel(); ++k)
+        ASSERT_NEAR(f32_from_bf16(w16[size_t(k)]), p_plain[size_t(k)],
+                    0x1p-8f * std::abs(p_plain[size_t(k)]) + 1e-6f)
+            << "bf16 weight " << k;
+  }
+  int64_t owned = 0;
+  for (const FlatRange& r : owned_ranges(dist_buckets.buckets(), dp.rank())) owned += r.size();
+  EXPECT_EQ(dist.state_bytes(), size_t(owned) * 12);
 }
 
 INSTANTIATE_TEST_SUITE_P(Buckets, DistributedStep,

@@ -211,29 +211,29 @@ TEST_P(TpLinear, Bf16ShardsMatchFullBf16Linear) {
   }
   EXPECT_GT(off, 1e-4 * scale) << "the bf16 linear layer equals the fp32 one";
 
-  auto shadowed = [](const Vec& w, std::vector<uint16_t>* w16) {
+  // A bf16 run's weights: bf16 storage, what the kernels read.
+  auto stored_bf16 = [](const Vec& w, std::vector<uint16_t>* w16) {
     w16->resize(w.size());
     f32_to_bf16(w16->data(), w.data(), int64_t(w.size()));
-    Compute cm;
-    cm.math = MathMode::kBF16;
-    cm.shadow = {w.data(), w16->data(), int64_t(w.size())};
-    return cm;
+    return ParamRef(w16->data());
   };
+  Compute cm;
+  cm.math = MathMode::kBF16;
   std::vector<uint16_t> w16;
   {  // column-parallel
     const int64_t out_l = kOut / t;
     const Vec w = rows_of(f.w, kIn, r * out_l, out_l), b = rows_of(f.b, 1, r * out_l, out_l);
     const Vec x = sp ? rows_of(f.x, kIn, r * n_l, n_l) : f.x;
-    const Compute cm = shadowed(w, &w16);
+    const ParamRef wr = stored_bf16(w, &w16);
     Vec out = filled(kN * out_l, kGarbage), gathered = filled(kN * kIn, kGarbage);
-    column_parallel_linear_forward(out.data(), gathered.data(), x.data(), w.data(), b.data(), kN,
+    column_parallel_linear_forward(out.data(), gathered.data(), x.data(), wr, b.data(), kN,
                                    kIn, out_l, tp, cm);
     expect_close(out, cols_of(y, kN, kOut, r * out_l, out_l), "bf16 column fwd");
     const Vec dout = cols_of(f.dy, kN, kOut, r * out_l, out_l);
     Vec dxl = filled(x.size(), kGarbage), dwl = filled(out_l * kIn, 0), dbl = filled(out_l, 0),
         dfull = filled(kN * kIn, kGarbage);
     column_parallel_linear_backward(dxl.data(), dwl.data(), dbl.data(), gathered.data(),
-                                    dfull.data(), dout.data(), x.data(), w.data(), kN, kIn, out_l,
+                                    dfull.data(), dout.data(), x.data(), wr, kN, kIn, out_l,
                                     tp, cm);
     expect_close(dxl, sp ? rows_of(dx, kIn, r * n_l, n_l) : dx, "bf16 column bwd dinput");
     expect_close(dwl, rows_of(dw, kIn, r * out_l, out_l), "bf16 column bwd dweight");
@@ -241,16 +241,16 @@ TEST_P(TpLinear, Bf16ShardsMatchFullBf16Linear) {
   {  // row-parallel
     const int64_t in_l = kIn / t, rows = sp ? n_l : kN;
     const Vec w = cols_of(f.w, kOut, kIn, r * in_l, in_l), x = cols_of(f.x, kN, kIn, r * in_l, in_l);
-    const Compute cm = shadowed(w, &w16);
+    const ParamRef wr = stored_bf16(w, &w16);
     Vec out = filled(rows * kOut, kGarbage), partial = filled(kN * kOut, kGarbage);
-    row_parallel_linear_forward(out.data(), partial.data(), x.data(), w.data(), f.b.data(), kN,
+    row_parallel_linear_forward(out.data(), partial.data(), x.data(), wr, f.b.data(), kN,
                                 in_l, kOut, tp, cm);
     expect_close(out, sp ? rows_of(y, kOut, r * n_l, n_l) : y, "bf16 row fwd");
     const Vec dout = sp ? rows_of(f.dy, kOut, r * n_l, n_l) : f.dy;
     Vec dxl = filled(kN * in_l, kGarbage), dwl = filled(kOut * in_l, 0), dbl = filled(kOut, 0),
         dfull = filled(kN * kOut, kGarbage);
     row_parallel_linear_backward(dxl.data(), dwl.data(), dbl.data(), dfull.data(), dout.data(),
-                                 x.data(), w.data(), kN, in_l, kOut, tp, cm);
+                                 x.data(), wr, kN, in_l, kOut, tp, cm);
     expect_close(dxl, cols_of(dx, kN, kIn, r * in_l, in_l), "bf16 row bwd dinput");
     expect_close(dwl, cols_of(dw, kOut, kIn, r * in_l, in_l), "bf16 row bwd dweight");
   }

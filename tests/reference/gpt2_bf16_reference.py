@@ -2,9 +2,12 @@
 """bf16 golden reference: writes tests/fixtures/gpt2_tiny_bf16.safetensors.
 
 The same tiny GPT-2, parameters and batch as gpt2_reference.py, run the way
-`megatron train --bf16` runs it (no autocast): every matrix product takes
-bfloat16 operands and accumulates in higher precision; everything else —
-LayerNorm, GELU, softmax, cross-entropy, bias adds, residuals, the main
+`megatron train --bf16` runs it (Megatron's bf16 model, no autocast): the
+model's weights are the bf16 rounding of the fp32 main weights — every weight,
+LayerNorm's and the biases and embeddings too — and their gradients flow
+straight through to the main weights; every matrix product takes bfloat16
+operands and accumulates in higher precision; the arithmetic of everything
+else — LayerNorm, GELU, softmax, cross-entropy, bias adds, residuals, the main
 weights, gradient accumulation and AdamW — stays in full precision. In the
 backward pass the incoming gradient is rounded to bf16 too before each
 product (dX = r(dY)·r(W), dW = r(dY)ᵀ·r(X)), as a bf16 GEMM sees it.
@@ -60,6 +63,18 @@ def mm(a, b):
     return Bf16MatMul.apply(a, b)
 
 
+class Bf16Weight(torch.autograd.Function):
+    """The model's bf16 weight of a main weight; its gradient goes to the main weight."""
+
+    @staticmethod
+    def forward(ctx, w):
+        return r16(w)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
 def causal_attention(qkv, heads):
     s, b, three_h = qkv.shape
     d = three_h // (3 * heads)
@@ -71,7 +86,8 @@ def causal_attention(qkv, heads):
     return mm(probs, v).permute(2, 0, 1, 3).reshape(s, b, heads * d)
 
 
-def forward(params, tokens, labels, cfg):
+def forward(main_params, tokens, labels, cfg):
+    params = {k: Bf16Weight.apply(v) for k, v in main_params.items()}
     eps = cfg["layernorm_epsilon"]
     b, s = tokens.shape
     wte = params["embedding.word_embeddings.weight"]
@@ -152,7 +168,8 @@ def main():
     metadata = dict(cfg)
     metadata.update({
         "format": "megatron.cpp gpt2 golden fixture v1",
-        "precision": "bf16 GEMM operands (incoming gradients rounded too), float64 elsewhere",
+        "precision": "bf16 weights (of fp32 main weights), bf16 GEMM operands (incoming "
+                     "gradients rounded too), float64 elsewhere",
         "tokens_layout": "b,s",
         "logits_layout": "s,b,padded_vocab",
         "qkv_layout": "row = head*3*d + which*d + e (which 0=q 1=k 2=v)",

@@ -37,20 +37,20 @@ TEST(MemoryReport, BytesPerParameterFollowMegatronsTable) {
     EXPECT_DOUBLE_EQ(bytes_per_param(p), 16.0) << "fp32, d=" << d;
     p.distributed_optimizer = true;
     EXPECT_DOUBLE_EQ(bytes_per_param(p), 8.0 + 8.0 / double(d)) << "fp32 distributed, d=" << d;
-    p.math = "bf16";
+    p.math = "bf16";  // Megatron's: bf16 weights, fp32 grads, fp32 main weights + m + v
     p.distributed_optimizer = false;
     EXPECT_DOUBLE_EQ(bytes_per_param(p), 18.0) << "bf16, d=" << d;
     p.distributed_optimizer = true;
-    EXPECT_DOUBLE_EQ(bytes_per_param(p), 10.0 + 8.0 / double(d)) << "bf16 distributed, d=" << d;
-    p.math = "fp16";  // emulated: no 16-bit weight copy
+    EXPECT_DOUBLE_EQ(bytes_per_param(p), 6.0 + 12.0 / double(d)) << "bf16 distributed, d=" << d;
+    p.math = "fp16";  // emulated: fp32 weights, no 16-bit copy
     EXPECT_DOUBLE_EQ(bytes_per_param(p), 8.0 + 8.0 / double(d)) << "fp16 distributed, d=" << d;
   }
   p.math = "bf16";
   p.dp = 4;
   const MemoryClasses m = predict_memory(p);
-  EXPECT_DOUBLE_EQ(m.params, 6.0 * 1000003);
+  EXPECT_DOUBLE_EQ(m.params, 2.0 * 1000003);
   EXPECT_DOUBLE_EQ(m.grads, 4.0 * 1000003);
-  EXPECT_DOUBLE_EQ(m.optimizer, 2.0 * 1000003);
+  EXPECT_DOUBLE_EQ(m.optimizer, 3.0 * 1000003);
 }
 
 TEST(MemoryReport, ActivationsScaleLinearlyWithTokensAndRecords) {
@@ -219,11 +219,11 @@ TEST(MemoryReport, FormatsEveryClassWithRatios) {
     EXPECT_NE(s.find(word), std::string::npos) << "missing '" << word << "' in\n" << s;
   EXPECT_EQ(std::count(s.begin(), s.end(), '\n'), 8) << s;
   const nlohmann::json j = memory_report_json(pred, meas, 42);
-  EXPECT_DOUBLE_EQ(j["predicted"]["activations"].get<double>(), 10e6);
-  EXPECT_DOUBLE_EQ(j["measured"]["grads"].get<double>(), 2.1e6);
-  EXPECT_DOUBLE_EQ(j["ratio"]["activations"].get<double>(), 1.5);
-  EXPECT_DOUBLE_EQ(j["predicted"]["total"].get<double>(), 18e6);
-  EXPECT_TRUE(j["ratio"]["workspace"].is_null());
+  EXPECT_DOUBLE_EQ(j["activations"]["predicted_bytes"].get<double>(), 10e6);
+  EXPECT_DOUBLE_EQ(j["grads"]["measured_bytes"].get<double>(), 2.1e6);
+  EXPECT_DOUBLE_EQ(j["activations"]["ratio"].get<double>(), 1.5);
+  EXPECT_DOUBLE_EQ(j["total"]["predicted_bytes"].get<double>(), 18e6);
+  EXPECT_TRUE(j["workspace"]["ratio"].is_null());
   EXPECT_EQ(j["peak_rss_bytes"].get<size_t>(), 42u);
 }
 
