@@ -81,8 +81,8 @@ void bench_linear(int64_t rows, int64_t in, int64_t out, mt::MathMode math) {
   mt::Compute cm;
   cm.math = math;
   const bool bf16 = math == mt::MathMode::kBF16;
-  const mt::ParamRef wr = bf16 ? mt::ParamRef(w16.data()) : mt::ParamRef(w.data());
-  const mt::ParamRef br = bf16 ? mt::ParamRef(b16.data()) : mt::ParamRef(bias.data());
+  const mt::ReadView wr = bf16 ? mt::ReadView(w16.data()) : mt::ReadView(w.data());
+  const mt::ReadView br = bf16 ? mt::ReadView(b16.data()) : mt::ReadView(bias.data());
   const double flop = 2.0 * rows * in * out;
   const std::string shape = std::to_string(in) + "->" + std::to_string(out);
   report("linear_fwd " + shape, math, rows, out, in, flop, best_ms([&] {

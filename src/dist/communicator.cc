@@ -250,21 +250,31 @@ void Communicator::all_reduce_max(int* x, int64_t n) const {
 }
 
 void Communicator::all_gather(float* out, const float* in, int64_t n) const {
+  all_gather(out, in, n, MPI_FLOAT, sizeof(float));
+}
+
+void Communicator::all_gather(uint16_t* out, const uint16_t* in, int64_t n) const {
+  all_gather(out, in, n, MPI_UINT16_T, sizeof(uint16_t));
+}
+
+void Communicator::all_gather(void* out_v, const void* in_v, int64_t n, MPI_Datatype type,
+                              size_t elem) const {
   BusyTimer busy(busy_seconds_);
   check_member("all_gather");
+  char* out = static_cast<char*>(out_v);
+  const char* in = static_cast<const char*>(in_v);
   const int c = count("all_gather", n * size_);
-  const bool in_place = in == out + int64_t(rank_) * n;
+  const bool in_place = in == out + int64_t(rank_) * n * int64_t(elem);
   if (size_ == 1 || c == 0) {
-    if (!in_place && n > 0) std::memmove(out, in, size_t(n) * sizeof(float));
+    if (!in_place && n > 0) std::memmove(out, in, size_t(n) * elem);
     return;
   }
-  MT_CHECK(in_place || !overlaps(out, size_t(c) * 4, in, size_t(n) * 4), "all_gather on group '",
-           name_,
+  MT_CHECK(in_place || !overlaps(out, size_t(c) * elem, in, size_t(n) * elem),
+           "all_gather on group '", name_,
            "': input overlaps the output but is not this rank's chunk; fix: pass "
            "in == out + rank * n or separate buffers");
-  check_mpi(
-      MPI_Allgather(in_place ? MPI_IN_PLACE : in, int(n), MPI_FLOAT, out, int(n), MPI_FLOAT, comm_),
-      "all_gather", name_);
+  check_mpi(MPI_Allgather(in_place ? MPI_IN_PLACE : in, int(n), type, out, int(n), type, comm_),
+            "all_gather", name_);
 }
 
 void Communicator::reduce_scatter_sum(float* out, const float* in, int64_t n) const {
@@ -355,20 +365,36 @@ void Communicator::barrier() const {
 }
 
 void Communicator::send(const float* x, int64_t n, int peer, int tag) const {
+  send(x, n, MPI_FLOAT, peer, tag);
+}
+
+void Communicator::send(const uint16_t* x, int64_t n, int peer, int tag) const {
+  send(x, n, MPI_UINT16_T, peer, tag);
+}
+
+void Communicator::send(const void* x, int64_t n, MPI_Datatype type, int peer, int tag) const {
   BusyTimer busy(busy_seconds_);
   check_peer("send", peer, tag);
-  check_mpi(MPI_Send(x, count("send", n), MPI_FLOAT, peer, tag, comm_), "send", name_);
+  check_mpi(MPI_Send(x, count("send", n), type, peer, tag, comm_), "send", name_);
 }
 
 void Communicator::recv(float* x, int64_t n, int peer, int tag) const {
+  recv(x, n, MPI_FLOAT, peer, tag);
+}
+
+void Communicator::recv(uint16_t* x, int64_t n, int peer, int tag) const {
+  recv(x, n, MPI_UINT16_T, peer, tag);
+}
+
+void Communicator::recv(void* x, int64_t n, MPI_Datatype type, int peer, int tag) const {
   BusyTimer busy(busy_seconds_);
   check_peer("recv", peer, tag);
   MPI_Status status;
-  check_mpi(MPI_Recv(x, count("recv", n), MPI_FLOAT, peer, tag, comm_, &status), "recv", name_);
+  check_mpi(MPI_Recv(x, count("recv", n), type, peer, tag, comm_, &status), "recv", name_);
   int got = 0;
-  MPI_Get_count(&status, MPI_FLOAT, &got);
+  MPI_Get_count(&status, type, &got);
   MT_CHECK(got == n, "recv on group '", name_, "' from rank ", peer, " tag ", tag, ": got ", got,
-           " floats, expected ", n, "; fix: sender and receiver must agree on the message size");
+           " elements, expected ", n, "; fix: sender and receiver must agree on the message size");
 }
 
 CommHandle Communicator::start_all_reduce_sum(float* x, int64_t n) const {
@@ -450,9 +476,18 @@ CommHandle Communicator::start_all_gather_in_place(void* x, const ChunkSplit& sp
 }
 
 CommHandle Communicator::isend(const float* x, int64_t n, int peer, int tag) const {
+  return isend(x, n, MPI_FLOAT, peer, tag);
+}
+
+CommHandle Communicator::isend(const uint16_t* x, int64_t n, int peer, int tag) const {
+  return isend(x, n, MPI_UINT16_T, peer, tag);
+}
+
+CommHandle Communicator::isend(const void* x, int64_t n, MPI_Datatype type, int peer,
+                               int tag) const {
   check_peer("isend", peer, tag);
   MPI_Request req;
-  check_mpi(MPI_Isend(x, count("isend", n), MPI_FLOAT, peer, tag, comm_, &req), "isend", name_);
+  check_mpi(MPI_Isend(x, count("isend", n), type, peer, tag, comm_, &req), "isend", name_);
   return CommHandle(req, "isend", name_);
 }
 

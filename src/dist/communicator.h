@@ -109,6 +109,7 @@ class Communicator {
   // out = concat over ranks of in. in: (n), out: (size * n); `in` may be the
   // rank's own chunk of `out` (in == out + rank * n), otherwise no overlap.
   void all_gather(float* out, const float* in, int64_t n) const;
+  void all_gather(uint16_t* out, const uint16_t* in, int64_t n) const;  // bf16 activations
   // out = chunk `rank` of the sum over ranks of in. in: (size * n), out: (n);
   // in and out must not overlap.
   void reduce_scatter_sum(float* out, const float* in, int64_t n) const;
@@ -129,6 +130,8 @@ class Communicator {
   // Point-to-point within the group; `peer` is a rank in this group.
   void send(const float* x, int64_t n, int peer, int tag) const;  // x: (n)
   void recv(float* x, int64_t n, int peer, int tag) const;        // x: (n), `=`
+  void send(const uint16_t* x, int64_t n, int peer, int tag) const;  // bf16 activations
+  void recv(uint16_t* x, int64_t n, int peer, int tag) const;
 
   // Non-blocking variants; buffers must stay valid until the handle completes.
   CommHandle start_all_reduce_sum(float* x, int64_t n) const;
@@ -139,6 +142,7 @@ class Communicator {
   CommHandle start_all_gather_in_place(float* x, const ChunkSplit& split) const;
   CommHandle start_all_gather_in_place(uint16_t* x, const ChunkSplit& split) const;
   CommHandle isend(const float* x, int64_t n, int peer, int tag) const;
+  CommHandle isend(const uint16_t* x, int64_t n, int peer, int tag) const;
   CommHandle irecv(float* x, int64_t n, int peer, int tag) const;
 
  public:
@@ -154,6 +158,10 @@ class Communicator {
   void check_split(const char* op, const ChunkSplit& split) const;
   void all_reduce(void* x, int64_t n, MPI_Datatype type, MPI_Op op, const char* what) const;
   void all_gather_in_place(void* x, const ChunkSplit& split, MPI_Datatype type) const;
+  void all_gather(void* out, const void* in, int64_t n, MPI_Datatype type, size_t elem) const;
+  void send(const void* x, int64_t n, MPI_Datatype type, int peer, int tag) const;
+  void recv(void* x, int64_t n, MPI_Datatype type, int peer, int tag) const;
+  CommHandle isend(const void* x, int64_t n, MPI_Datatype type, int peer, int tag) const;
   CommHandle start_all_gather_in_place(void* x, const ChunkSplit& split, MPI_Datatype type) const;
   void all_reduce_chunked(void* x, int64_t n, MPI_Datatype type, MPI_Op op,
                           const char* what) const;  // all_reduce without the busy timer

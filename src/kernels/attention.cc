@@ -9,6 +9,7 @@
 #include "kernels/attention.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <cmath>
 #include <limits>
 
@@ -318,30 +319,49 @@ int64_t attention_workspace_floats(const AttentionDims& dims) {
   return workspace_layout(dims).total;
 }
 
-void attention_forward(float* ctx, float* lse, const float* q, const float* k, const float* v,
+namespace {
+const float* at(const float* p, int64_t off) { return p ? p + off : nullptr; }
+
+// In bf16 math, x's bf16 elements: x itself when stored in bf16 (a bf16 run's
+// saved q, k, v), else its rounding into workspace part `copy`.
+const uint16_t* bf16_operand(ReadView x, uint16_t* copy, int64_t n) {
+  if (x.bf16) return x.bf16;
+  f32_to_bf16(copy, x.f32, n);
+  return copy;
+}
+
+void check_views(const char* who, const AttentionDims& dims, std::initializer_list<ReadView> xs) {
+  for (const ReadView& x : xs)
+    MT_CHECK(x && (x.bf16 == nullptr || dims.math == MathMode::kBF16), who,
+             ": null input, or a bf16-stored one in ", math_mode_name(dims.math),
+             " math; fix: pass q, k, v (and dctx) in fp32, or bf16 storage in bf16 math");
+}
+}  // namespace
+
+void attention_forward(float* ctx, float* lse, ReadView q_in, ReadView k_in, ReadView v_in,
                        const AttentionDims& dims, const AttentionDropout& drop, float* workspace) {
-  MT_CHECK(ctx && lse && q && k && v && workspace, "attention_forward: null pointer",
+  MT_CHECK(ctx && lse && workspace, "attention_forward: null pointer",
            "; fix: pass ctx, lse, q, k, v and a workspace of attention_workspace_floats()");
+  check_views("attention_forward", dims, {q_in, k_in, v_in});
+  const float *q = q_in.f32, *k = k_in.f32, *v = v_in.f32;
   const AttentionPlan pl = make_plan(dims, drop);
   const bool dropout = drop.p > 0.f;
   const float keep_scale = dropout ? 1.f / (1.f - drop.p) : 1.f;
   const WorkspaceLayout wl = workspace_layout(dims);
   float* scores = workspace + wl.scores;  // (bh, bq, kv)
   const bool bf16 = pl.math == MathMode::kBF16;
-  uint16_t *p16 = nullptr, *q16 = nullptr, *k16 = nullptr, *v16 = nullptr;
+  uint16_t* p16 = nullptr;
+  const uint16_t *q16 = nullptr, *k16 = nullptr, *v16 = nullptr;
   if (bf16) {
     p16 = bf16_part(workspace, wl.p16);  // (bh, bq, kv)
-    q16 = bf16_part(workspace, wl.q16);  // (bh, s, d) each
-    k16 = bf16_part(workspace, wl.k16);
-    v16 = bf16_part(workspace, wl.v16);
-    const int64_t n = pl.bh * pl.s * pl.d;
-    f32_to_bf16(q16, q, n);
-    f32_to_bf16(k16, k, n);
-    f32_to_bf16(v16, v, n);
+    const int64_t n = pl.bh * pl.s * pl.d;  // (bh, s, d) each
+    q16 = bf16_operand(q_in, bf16_part(workspace, wl.q16), n);
+    k16 = bf16_operand(k_in, bf16_part(workspace, wl.k16), n);
+    v16 = bf16_operand(v_in, bf16_part(workspace, wl.v16), n);
   }
   for (int64_t q0 = 0; q0 < pl.s; q0 += pl.block) {
     const int64_t bq = std::min(pl.block, pl.s - q0), kv = q0 + bq;
-    block_times_keys_t(scores, q + q0 * pl.d, k, bf16 ? q16 + q0 * pl.d : nullptr, k16, pl, bq,
+    block_times_keys_t(scores, at(q, q0 * pl.d), k, bf16 ? q16 + q0 * pl.d : nullptr, k16, pl, bq,
                        kv);
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < pl.bh * bq; ++r) {
@@ -377,12 +397,16 @@ void attention_forward(float* ctx, float* lse, const float* q, const float* k, c
   }
 }
 
-void attention_backward(float* dq, float* dk, float* dv, const float* dctx, const float* q,
-                        const float* k, const float* v, const float* ctx, const float* lse,
+void attention_backward(float* dq, float* dk, float* dv, const float* dctx, ReadView q_in,
+                        ReadView k_in, ReadView v_in, ReadView ctx_in, const float* lse,
                         const AttentionDims& dims, const AttentionDropout& drop, float* workspace) {
-  MT_CHECK(dq && dk && dv && dctx && q && k && v && ctx && lse && workspace,
+  MT_CHECK(dq && dk && dv && dctx && lse && workspace &&
+               (dims.math != MathMode::kF32 || ctx_in.f32 != nullptr),
            "attention_backward: null pointer",
-           "; fix: pass every tensor and a workspace of attention_workspace_floats()");
+           "; fix: pass every tensor (ctx in fp32 math) and a workspace of "
+           "attention_workspace_floats()");
+  check_views("attention_backward", dims, {q_in, k_in, v_in});
+  const float *q = q_in.f32, *k = k_in.f32, *v = v_in.f32, *ctx = ctx_in.f32;
   const AttentionPlan pl = make_plan(dims, drop);
   const bool dropout = drop.p > 0.f;
   const float keep_scale = dropout ? 1.f / (1.f - drop.p) : 1.f;
@@ -390,19 +414,16 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dctx, cons
   float* probs = workspace + wl.scores;    // (bh, bq, kv): S, then dropout(P)
   float* dprobs = workspace + wl.dscores;  // (bh, bq, kv): dP, then dS·scale
   const bool bf16 = pl.math == MathMode::kBF16;
-  uint16_t *p16 = nullptr, *ds16 = nullptr, *q16 = nullptr, *k16 = nullptr, *v16 = nullptr,
-           *dctx16 = nullptr;
+  uint16_t *p16 = nullptr, *ds16 = nullptr, *dctx16 = nullptr;
+  const uint16_t *q16 = nullptr, *k16 = nullptr, *v16 = nullptr;
   if (bf16) {
     p16 = bf16_part(workspace, wl.p16);    // (bh, bq, kv) each
     ds16 = bf16_part(workspace, wl.ds16);
-    q16 = bf16_part(workspace, wl.q16);    // (bh, s, d) each
-    k16 = bf16_part(workspace, wl.k16);
-    v16 = bf16_part(workspace, wl.v16);
+    const int64_t n = pl.bh * pl.s * pl.d;  // (bh, s, d) each
+    q16 = bf16_operand(q_in, bf16_part(workspace, wl.q16), n);
+    k16 = bf16_operand(k_in, bf16_part(workspace, wl.k16), n);
+    v16 = bf16_operand(v_in, bf16_part(workspace, wl.v16), n);
     dctx16 = bf16_part(workspace, wl.dctx16);
-    const int64_t n = pl.bh * pl.s * pl.d;
-    f32_to_bf16(q16, q, n);
-    f32_to_bf16(k16, k, n);
-    f32_to_bf16(v16, v, n);
     f32_to_bf16(dctx16, dctx, n);
   }
   // Last block first: it sees every key, so it writes all of dk, dv with `=`
@@ -413,7 +434,7 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dctx, cons
     const int64_t bq = std::min(pl.block, pl.s - q0), kv = q0 + bq;
     const bool first = blk == nblocks - 1;
     const int64_t off = q0 * pl.d;  // of the query block in (bh, s, d)
-    block_times_keys_t(probs, q + off, k, bf16 ? q16 + off : nullptr, k16, pl, bq, kv);  // S
+    block_times_keys_t(probs, at(q, off), k, bf16 ? q16 + off : nullptr, k16, pl, bq, kv);  // S
     block_times_keys_t(dprobs, dctx + off, v, bf16 ? dctx16 + off : nullptr, v16, pl, bq,
                        kv);  // dP = dctx · vᵀ
 #pragma omp parallel for schedule(static)
@@ -444,7 +465,8 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dctx, cons
     // dv[:, 0:kv] (+)= dropout(P)ᵀ · dctx_block; dk[:, 0:kv] (+)= (dS·scale)ᵀ · q_block
     probs_t_times_rows(dv, probs, dctx + off, p16, bf16 ? dctx16 + off : nullptr, pl, bq, kv,
                        !first);
-    probs_t_times_rows(dk, dprobs, q + off, ds16, bf16 ? q16 + off : nullptr, pl, bq, kv, !first);
+    probs_t_times_rows(dk, dprobs, at(q, off), ds16, bf16 ? q16 + off : nullptr, pl, bq, kv,
+                       !first);
     // dq_block = (dS·scale) · k[:, 0:kv]
     probs_times_values(dq + off, dprobs, k, ds16, k16, pl, bq, kv);
   }

@@ -38,11 +38,13 @@ struct AttentionDims {
 int64_t attention_workspace_floats(const AttentionDims& dims);
 
 // q, k, v, ctx: (b, a, s, d) contiguous; lse: (b, a, s).   [ctx, lse: =]
-void attention_forward(float* ctx, float* lse, const float* q, const float* k, const float* v,
+// q, k, v: fp32, or in bf16 math bf16 storage, read as they are (no copy).
+void attention_forward(float* ctx, float* lse, ReadView q, ReadView k, ReadView v,
                        const AttentionDims& dims, const AttentionDropout& drop, float* workspace);
-// dq, dk, dv: (b, a, s, d)   [=]
-void attention_backward(float* dq, float* dk, float* dv, const float* dctx, const float* q,
-                        const float* k, const float* v, const float* ctx, const float* lse,
+// dq, dk, dv: (b, a, s, d)   [=]. ctx is read in fp32 math only (may be null
+// otherwise).
+void attention_backward(float* dq, float* dk, float* dv, const float* dctx, ReadView q,
+                        ReadView k, ReadView v, ReadView ctx, const float* lse,
                         const AttentionDims& dims, const AttentionDropout& drop,
                         float* workspace);
 

@@ -80,34 +80,52 @@ void for_each_masked(int64_t s_local, int64_t b, int64_t h_local, const DropoutS
 
 }  // namespace
 
-// out (s_local, b, h_local) = residual + dropout(x)         [out: =; may alias residual]
-void dropout_add_forward(float* out, const float* x, const float* residual, int64_t s_local,
-                         int64_t b, int64_t h_local, const DropoutSpec& d) {
-  check_spec("dropout_add_forward", s_local, b, h_local, d);
+namespace {
+template <class To, class Tr>
+void add_impl(To* out, const float* x, const Tr* residual, int64_t s_local, int64_t b,
+              int64_t h_local, const DropoutSpec& d) {
   if (d.p == 0.f) {
     const int64_t n = s_local * b * h_local;
 #pragma omp parallel for simd schedule(static)
-    for (int64_t k = 0; k < n; ++k) out[k] = residual[k] + x[k];
+    for (int64_t k = 0; k < n; ++k) store_f32(out, k, load_f32(residual, k) + x[k]);
     return;
   }
   for_each_masked(s_local, b, h_local, d, [=](int64_t k0, const float* mul, int64_t len) {
 #pragma omp simd
-    for (int64_t e = 0; e < len; ++e) out[k0 + e] = residual[k0 + e] + x[k0 + e] * mul[e];
+    for (int64_t e = 0; e < len; ++e)
+      store_f32(out, k0 + e, load_f32(residual, k0 + e) + x[k0 + e] * mul[e]);
+  });
+}
+
+template <class To>
+void forward_impl(To* out, const float* x, int64_t s_local, int64_t b, int64_t h_local,
+                  const DropoutSpec& d) {
+  if (d.p == 0.f) {
+    convert(out, x, s_local * b * h_local);
+    return;
+  }
+  for_each_masked(s_local, b, h_local, d, [=](int64_t k0, const float* mul, int64_t len) {
+#pragma omp simd
+    for (int64_t e = 0; e < len; ++e) store_f32(out, k0 + e, x[k0 + e] * mul[e]);
+  });
+}
+}  // namespace
+
+// out (s_local, b, h_local) = residual + dropout(x)         [out: =; may alias residual]
+void dropout_add_forward(WriteView out, const float* x, ReadView residual, int64_t s_local,
+                         int64_t b, int64_t h_local, const DropoutSpec& d) {
+  check_spec("dropout_add_forward", s_local, b, h_local, d);
+  visit(out, [&](auto* y) {
+    visit(residual, [&](const auto* r) { add_impl(y, x, r, s_local, b, h_local, d); });
   });
 }
 
 // out = dropout(x)                                          [out: =; may alias x]
-void dropout_forward(float* out, const float* x, int64_t s_local, int64_t b, int64_t h_local,
+void dropout_forward(WriteView out, const float* x, int64_t s_local, int64_t b, int64_t h_local,
                      const DropoutSpec& d) {
   check_spec("dropout_forward", s_local, b, h_local, d);
-  if (d.p == 0.f) {
-    if (out != x) std::memcpy(out, x, size_t(s_local * b * h_local) * sizeof(float));
-    return;
-  }
-  for_each_masked(s_local, b, h_local, d, [=](int64_t k0, const float* mul, int64_t len) {
-#pragma omp simd
-    for (int64_t e = 0; e < len; ++e) out[k0 + e] = x[k0 + e] * mul[e];
-  });
+  if (out.f32 == x && d.p == 0.f) return;
+  visit(out, [&](auto* y) { forward_impl(y, x, s_local, b, h_local, d); });
 }
 
 // dx = mask * dout / (1 - p)                                [dx: =; may alias dout]

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "core/rng.h"
+#include "kernels/precision.h"
 
 namespace mt {
 
@@ -21,10 +22,11 @@ struct DropoutSpec {
 };
 
 // out (s_local, b, h_local) = residual + dropout(x)         [out: =; may alias residual]
-void dropout_add_forward(float* out, const float* x, const float* residual, int64_t s_local,
+// out and residual: fp32 or bf16 storage (a bf16 run's residual stream).
+void dropout_add_forward(WriteView out, const float* x, ReadView residual, int64_t s_local,
                          int64_t b, int64_t h_local, const DropoutSpec& d);
 // out = dropout(x)                                          [out: =; may alias x]
-void dropout_forward(float* out, const float* x, int64_t s_local, int64_t b, int64_t h_local,
+void dropout_forward(WriteView out, const float* x, int64_t s_local, int64_t b, int64_t h_local,
                      const DropoutSpec& d);
 // dx = mask * dout / (1 - p)                                [dx: =; may alias dout]
 void dropout_backward(float* dx, const float* dout, int64_t s_local, int64_t b, int64_t h_local,

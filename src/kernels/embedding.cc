@@ -52,7 +52,7 @@ void forward_impl(float* out, const int32_t* ids, const T* table, int64_t n, int
 }  // namespace
 
 // out (n, h) = table[ids - row_start]   (or += when accumulate)
-void embedding_forward(float* out, const int32_t* ids, ParamRef table, int64_t n, int64_t h,
+void embedding_forward(float* out, const int32_t* ids, ReadView table, int64_t n, int64_t h,
                        int64_t row_start, int64_t rows, bool accumulate) {
   check_ids("embedding_forward", ids, n, h, row_start, rows);
   MT_CHECK(bool(table), "embedding_forward: no table");

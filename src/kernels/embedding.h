@@ -10,7 +10,7 @@ namespace mt {
 
 // out (n, h) = table[ids - row_start]   (or += when accumulate); the table
 // in fp32 or bf16 storage
-void embedding_forward(float* out, const int32_t* ids, ParamRef table, int64_t n, int64_t h,
+void embedding_forward(float* out, const int32_t* ids, ReadView table, int64_t n, int64_t h,
                        int64_t row_start, int64_t rows, bool accumulate);
 // dtable (rows, h) += scatter of dout by ids (deterministic: no atomics)
 void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int64_t n,

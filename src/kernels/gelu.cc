@@ -30,26 +30,37 @@ inline float gelu_sigmoid(float x) {
   return 1.f / (1.f + exp_f32(-2.f * inner));
 }
 
-}  // namespace
 
-// out (n) =
-void gelu_forward(float* out, const float* inp, int64_t n) {
+template <class To, class Ti>
+void forward_impl(To* out, const Ti* inp, int64_t n) {
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) {
-    const float x = inp[i];
-    out[i] = x * gelu_sigmoid(x);
+    const float x = load_f32(inp, i);
+    store_f32(out, i, x * gelu_sigmoid(x));
   }
 }
 
-// dinp (n) = dout * gelu'(inp)   (may alias dout)
-void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) {
+template <class Ti>
+void backward_impl(float* dinp, const Ti* inp, const float* dout, int64_t n) {
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) {
-    const float x = inp[i];
+    const float x = load_f32(inp, i);
     const float s = gelu_sigmoid(x);
     const float slope = kBeta * (1.f + 3.f * kKappa * (x * x));
     dinp[i] = dout[i] * (s + 2.f * x * s * (1.f - s) * slope);
   }
+}
+
+}  // namespace
+
+// out (n) =
+void gelu_forward(WriteView out, ReadView inp, int64_t n) {
+  visit(out, [&](auto* y) { visit(inp, [&](const auto* x) { forward_impl(y, x, n); }); });
+}
+
+// dinp (n) = dout * gelu'(inp)   (may alias dout)
+void gelu_backward(float* dinp, ReadView inp, const float* dout, int64_t n) {
+  visit(inp, [&](const auto* x) { backward_impl(dinp, x, dout, n); });
 }
 
 }  // namespace mt

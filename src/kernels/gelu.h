@@ -2,11 +2,13 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/precision.h"
+
 namespace mt {
 
 // out (n) =
-void gelu_forward(float* out, const float* inp, int64_t n);
+void gelu_forward(WriteView out, ReadView inp, int64_t n);
 // dinp (n) = dout * gelu'(inp)   (may alias dout)
-void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n);
+void gelu_backward(float* dinp, ReadView inp, const float* dout, int64_t n);
 
 }  // namespace mt

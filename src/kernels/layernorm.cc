@@ -24,39 +24,40 @@ constexpr int64_t kColBlock = 64;
 
 namespace {
 
-template <class W>
-void forward_impl(float* out, float* mean, float* rstd, const float* inp, const W* weight,
-                  const W* bias, int64_t n, int64_t c, float eps) {
+template <class To, class Ti, class W, class B>
+void forward_impl(To* out, float* mean, float* rstd, const Ti* inp, const W* weight,
+                  const B* bias, int64_t n, int64_t c, float eps) {
   MT_CHECK(n >= 0 && c > 0, "layernorm_forward: bad shape n=", n, " c=", c,
            "; fix: pass the row count and a positive hidden size");
   MT_CHECK(eps > 0.f, "layernorm_forward: eps=", eps, " must be > 0; fix: use e.g. 1e-5");
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) {
-    const float* x = inp + i * c;
-    float* y = out + i * c;
+    const auto* x = inp + i * c;
+    auto* y = out + i * c;
     // Two passes (mean, then centred squares) are stable for any offset.
     float sum = 0.f;
 #pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j < c; ++j) sum += x[j];
+    for (int64_t j = 0; j < c; ++j) sum += load_f32(x, j);
     const float m = sum / float(c);
     float sq = 0.f;
 #pragma omp simd reduction(+ : sq)
     for (int64_t j = 0; j < c; ++j) {
-      const float d = x[j] - m;
+      const float d = load_f32(x, j) - m;
       sq += d * d;
     }
     const float var = sq / float(c);
     const float r = 1.f / std::sqrt(var + eps);
 #pragma omp simd
-    for (int64_t j = 0; j < c; ++j) y[j] = (x[j] - m) * r * load_f32(weight, j) + load_f32(bias, j);
+    for (int64_t j = 0; j < c; ++j)
+      store_f32(y, j, (load_f32(x, j) - m) * r * load_f32(weight, j) + load_f32(bias, j));
     mean[i] = m;
     rstd[i] = r;
   }
 }
 
-template <class W>
+template <class Ti, class W>
 void backward_impl(float* dinp, float* dweight, float* dbias, const float* dout,
-                   const float* inp, const W* weight, const float* mean, const float* rstd,
+                   const Ti* inp, const W* weight, const float* mean, const float* rstd,
                    int64_t n, int64_t c) {
   MT_CHECK(n >= 0 && c > 0, "layernorm_backward: bad shape n=", n, " c=", c,
            "; fix: pass the row count and a positive hidden size");
@@ -67,7 +68,7 @@ void backward_impl(float* dinp, float* dweight, float* dbias, const float* dout,
     // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < n; ++i) {
-      const float* x = inp + i * c;
+      const auto* x = inp + i * c;
       const float* dy = dout + i * c;
       float* dx = dinp + i * c;
       const float m = mean[i], r = rstd[i];
@@ -76,12 +77,12 @@ void backward_impl(float* dinp, float* dweight, float* dbias, const float* dout,
       for (int64_t j = 0; j < c; ++j) {
         const float g = dy[j] * load_f32(weight, j);
         sum_g += g;
-        sum_gx += g * ((x[j] - m) * r);
+        sum_gx += g * ((load_f32(x, j) - m) * r);
       }
       const float mean_g = sum_g / float(c), mean_gx = sum_gx / float(c);
 #pragma omp simd
       for (int64_t j = 0; j < c; ++j) {
-        const float xhat = (x[j] - m) * r;
+        const float xhat = (load_f32(x, j) - m) * r;
         dx[j] += r * (dy[j] * load_f32(weight, j) - mean_g - xhat * mean_gx);
       }
     }
@@ -91,12 +92,12 @@ void backward_impl(float* dinp, float* dweight, float* dbias, const float* dout,
       const int64_t c0 = blk * kColBlock, w = std::min(kColBlock, c - c0);
       double acc_w[kColBlock] = {}, acc_b[kColBlock] = {};
       for (int64_t i = 0; i < n; ++i) {
-        const float* x = inp + i * c + c0;
+        const auto* x = inp + i * c + c0;
         const float* dy = dout + i * c + c0;
         const float m = mean[i], r = rstd[i];
 #pragma omp simd
         for (int64_t j = 0; j < w; ++j) {
-          acc_w[j] += double(dy[j] * ((x[j] - m) * r));
+          acc_w[j] += double(dy[j] * ((load_f32(x, j) - m) * r));
           acc_b[j] += double(dy[j]);
         }
       }
@@ -110,24 +111,27 @@ void backward_impl(float* dinp, float* dweight, float* dbias, const float* dout,
 
 }  // namespace
 
-void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, ParamRef weight,
-                       ParamRef bias, int64_t n, int64_t c, float eps) {
-  MT_CHECK(weight && bool(weight.bf16) == bool(bias.bf16) && bias,
-           "layernorm_forward: weight and bias must both be given, in one storage type");
-  if (weight.bf16)
-    forward_impl(out, mean, rstd, inp, weight.bf16, bias.bf16, n, c, eps);
-  else
-    forward_impl(out, mean, rstd, inp, weight.f32, bias.f32, n, c, eps);
+void layernorm_forward(WriteView out, float* mean, float* rstd, ReadView inp, ReadView weight,
+                       ReadView bias, int64_t n, int64_t c, float eps) {
+  MT_CHECK(out && inp && weight && bias, "layernorm_forward: null output, input, weight or bias");
+  visit(out, [&](auto* y) {
+    visit(inp, [&](const auto* x) {
+      visit(weight, [&](const auto* w) {
+        visit(bias, [&](const auto* b) { forward_impl(y, mean, rstd, x, w, b, n, c, eps); });
+      });
+    });
+  });
 }
 
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                        const float* inp, ParamRef weight, const float* mean,
+                        ReadView inp, ReadView weight, const float* mean,
                         const float* rstd, int64_t n, int64_t c) {
-  MT_CHECK(bool(weight), "layernorm_backward: no weight");
-  if (weight.bf16)
-    backward_impl(dinp, dweight, dbias, dout, inp, weight.bf16, mean, rstd, n, c);
-  else
-    backward_impl(dinp, dweight, dbias, dout, inp, weight.f32, mean, rstd, n, c);
+  MT_CHECK(inp && weight, "layernorm_backward: null input or weight");
+  visit(inp, [&](const auto* x) {
+    visit(weight, [&](const auto* w) {
+      backward_impl(dinp, dweight, dbias, dout, x, w, mean, rstd, n, c);
+    });
+  });
 }
 
 }  // namespace mt

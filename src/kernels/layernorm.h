@@ -7,11 +7,11 @@
 namespace mt {
 
 // out (n, c) =, mean (n) =, rstd (n) =
-void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, ParamRef weight,
-                       ParamRef bias, int64_t n, int64_t c, float eps);
+void layernorm_forward(WriteView out, float* mean, float* rstd, ReadView inp, ReadView weight,
+                       ReadView bias, int64_t n, int64_t c, float eps);
 // dinp (n, c) +=, dweight (c) +=, dbias (c) +=
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                        const float* inp, ParamRef weight, const float* mean,
+                        ReadView inp, ReadView weight, const float* mean,
                         const float* rstd, int64_t n, int64_t c);
 
 }  // namespace mt

@@ -47,13 +47,18 @@ void heads_to_qkv(float* dqkv, const float* dq, const float* dk, const float* dv
       }
 }
 
-void heads_to_sbh(float* out, const float* x, int64_t s, int64_t b, int64_t a, int64_t d) {
-  const size_t row = size_t(d) * sizeof(float);
+void heads_to_sbh(WriteView out, const float* x, int64_t s, int64_t b, int64_t a, int64_t d) {
+  visit(out, [&](auto* y) {
 #pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t t = 0; t < s; ++t)
-    for (int64_t bi = 0; bi < b; ++bi)
-      for (int64_t j = 0; j < a; ++j)
-        std::memcpy(out + ((t * b + bi) * a + j) * d, x + ((bi * a + j) * s + t) * d, row);
+    for (int64_t t = 0; t < s; ++t)
+      for (int64_t bi = 0; bi < b; ++bi)
+        for (int64_t j = 0; j < a; ++j) {
+          auto* dst = y + ((t * b + bi) * a + j) * d;
+          const float* src = x + ((bi * a + j) * s + t) * d;
+#pragma omp simd
+          for (int64_t e = 0; e < d; ++e) store_f32(dst, e, src[e]);
+        }
+  });
 }
 
 void sbh_to_heads(float* out, const float* x, int64_t s, int64_t b, int64_t a, int64_t d) {

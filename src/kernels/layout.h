@@ -3,6 +3,8 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/precision.h"
+
 namespace mt {
 
 // Megatron core's fused QKV layout with g query groups of a/g heads each:
@@ -15,8 +17,8 @@ void qkv_to_heads(float* q, float* k, float* v, const float* qkv, int64_t s, int
 // of a group's heads are summed (in head order).                            [=]
 void heads_to_qkv(float* dqkv, const float* dq, const float* dk, const float* dv, int64_t s,
                   int64_t b, int64_t a, int64_t g, int64_t d);
-// x (b, a, s, d) → out (s, b, a·d)                                               [=]
-void heads_to_sbh(float* out, const float* x, int64_t s, int64_t b, int64_t a, int64_t d);
+// x (b, a, s, d) → out (s, b, a·d), fp32 or (rounded) bf16 storage              [=]
+void heads_to_sbh(WriteView out, const float* x, int64_t s, int64_t b, int64_t a, int64_t d);
 // x (s, b, a·d) → out (b, a, s, d)                                               [=]
 void sbh_to_heads(float* out, const float* x, int64_t s, int64_t b, int64_t a, int64_t d);
 

@@ -53,6 +53,7 @@ struct MatmulKey {
   int64_t lda, ldb, ldc;
   int64_t bsa, bsb, bsc;
   bool accumulate, has_bias;
+  bool c_bf16;  // C stored in bf16 (rounded from the fp32 accumulation)
   MathMode math;
   int threads;  // oneDNN fixes a primitive's parallel split at creation
   auto operator<=>(const MatmulKey&) const = default;
@@ -73,6 +74,7 @@ struct MatmulCache {
   HostBuffer scratch_a, scratch_b;  // low-precision copies of A and B
   HostBuffer scratch_dout;          // linear_backward: bf16 dout, shared by both products
   HostBuffer scratch_bias;          // a bf16 bias widened to fp32
+  HostBuffer scratch_c;             // fp32 C before its bf16 rounding (no oneDNN bf16)
 };
 
 MatmulCache& matmul_cache() {
@@ -130,7 +132,8 @@ MatmulEntry create_entry(const MatmulKey& key, const dnnl::engine& engine) {
   const memory::desc b_md(
       {key.batch, key.k, key.n}, in_dt,
       key.trans_b ? memory::dims{key.bsb, 1, key.ldb} : memory::dims{key.bsb, key.ldb, 1});
-  const memory::desc c_md({key.batch, key.m, key.n}, dt::f32, memory::dims{key.bsc, key.ldc, 1});
+  const memory::desc c_md({key.batch, key.m, key.n}, key.c_bf16 ? dt::bf16 : dt::f32,
+                          memory::dims{key.bsc, key.ldc, 1});
   const memory::desc bias_md({1, 1, key.n}, dt::f32, memory::dims{key.n, key.n, 1});
   dnnl::primitive_attr attr;
   if (key.accumulate) {
@@ -237,16 +240,22 @@ bool matmul_bf16_native() {
   return ok;
 }
 
-void matmul(float* c, const float* a, const float* b, ParamRef bias_ref, const MatmulShape& s,
-            const uint16_t* b_bf16, const uint16_t* a_bf16) {
+void matmul(WriteView c_out, const float* a, const float* b, ReadView bias_ref,
+            const MatmulShape& s, const uint16_t* b_bf16, const uint16_t* a_bf16) {
   const bool bf16 = s.math == MathMode::kBF16;
+  MT_CHECK(!c_out.bf16 || (bf16 && !s.accumulate && (s.ldc == 0 || s.ldc == s.n) &&
+                           (s.batch == 1 || s.batch_stride_c == 0)),
+           "matmul: a bf16 C needs bf16 math, no accumulation and dense C (internal error)");
+  float* c = c_out.f32;
   const bool use_a_bf16 = bf16 && a_bf16 != nullptr, use_b_bf16 = bf16 && b_bf16 != nullptr;
-  MT_CHECK(c && (a || use_a_bf16) && (b || use_b_bf16), "matmul: null pointer (c=", c, " a=", a,
+  MT_CHECK(c_out && (a || use_a_bf16) && (b || use_b_bf16), "matmul: null pointer (c=", c, " a=", a,
            " b=", b, " a_bf16=", a_bf16, " b_bf16=", b_bf16, " math=", math_mode_name(s.math),
            "); fix: pass allocated buffers (a, b may be null only with their bf16 twin in bf16)");
   MatmulKey key = resolve(s, bool(bias_ref));
+  key.c_bf16 = c_out.bf16 != nullptr;
   MatmulCache& cache = matmul_cache();
   std::lock_guard<std::mutex> lock(cache.mu);
+  void* c_data = c_out.bf16 ? static_cast<void*>(c_out.bf16) : static_cast<void*>(c);
   const float* bias = bias_ref.f32;
   if (bias_ref.bf16) {  // a bf16 model's bias: (n) floats, widened per call
     auto* wide = static_cast<float*>(scratch(cache.scratch_bias, size_t(s.n) * sizeof(float)));
@@ -264,6 +273,10 @@ void matmul(float* c, const float* a, const float* b, ParamRef bias_ref, const M
     b_data = pack_bf16_as_f32(cache.scratch_b, b, use_b_bf16 ? b_bf16 : nullptr, key.batch,
                               s.trans_b ? s.n : s.k, s.trans_b ? s.k : s.n, &key.ldb, &key.bsb);
     key.math = MathMode::kF32;
+    if (key.c_bf16) {  // fp32 C in scratch, rounded below
+      key.c_bf16 = false;
+      c_data = scratch(cache.scratch_c, size_t(s.batch * s.m * s.n) * sizeof(float));
+    }
   } else if (s.math != MathMode::kF32) {
     // Operands given in bf16 are used as they are, in their own layout (the
     // key keeps their strides); the others are packed dense.
@@ -284,7 +297,7 @@ void matmul(float* c, const float* a, const float* b, ParamRef bias_ref, const M
   MatmulEntry& e = it->second;
   e.a_mem.set_data_handle(const_cast<void*>(a_data));
   e.b_mem.set_data_handle(const_cast<void*>(b_data));
-  e.c_mem.set_data_handle(c);
+  e.c_mem.set_data_handle(c_data);
   dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, e.a_mem.get()},
                              {DNNL_ARG_WEIGHTS, e.b_mem.get()},
                              {DNNL_ARG_DST, e.c_mem.get()},
@@ -300,6 +313,8 @@ void matmul(float* c, const float* a, const float* b, ParamRef bias_ref, const M
            " for m=", s.m, " n=", s.n, " k=", s.k, " math=", math_mode_name(s.math),
            "; fix: check the buffers and strides");
   cache.stream.wait();
+  if (c_out.bf16 && c_data != c_out.bf16)
+    f32_to_bf16(c_out.bf16, static_cast<const float*>(c_data), s.batch * s.m * s.n);
 }
 
 int64_t matmul_primitive_count() {
@@ -312,20 +327,20 @@ int64_t matmul_scratch_bytes() {
   MatmulCache& cache = matmul_cache();
   std::lock_guard<std::mutex> lock(cache.mu);
   return int64_t(cache.scratch_a.size() + cache.scratch_b.size() + cache.scratch_dout.size() +
-                 cache.scratch_bias.size());
+                 cache.scratch_bias.size() + cache.scratch_c.size());
 }
 
 namespace {
-void check_weight_math(ParamRef weight, const Compute& cm) {
-  MT_CHECK(weight.bf16 == nullptr || cm.math == MathMode::kBF16,
-           "linear: a bf16-stored weight in ", math_mode_name(cm.math),
-           " math (internal error: bf16 weights belong to --bf16 runs)");
+void check_weight_math(ReadView x, const Compute& cm) {
+  MT_CHECK(x.bf16 == nullptr || cm.math == MathMode::kBF16, "linear: a bf16-stored operand in ",
+           math_mode_name(cm.math), " math (internal error: bf16 storage belongs to --bf16 runs)");
 }
 }  // namespace
 
-void linear_forward(float* out, const float* inp, ParamRef weight, ParamRef bias, int64_t n,
+void linear_forward(WriteView out, ReadView inp, ReadView weight, ReadView bias, int64_t n,
                     int64_t in, int64_t out_features, const Compute& cm) {
   check_weight_math(weight, cm);
+  check_weight_math(inp, cm);
   // out (n, out) = inp (n, in) · W (out, in)ᵀ + bias
   MatmulShape s;
   s.m = n;
@@ -333,13 +348,14 @@ void linear_forward(float* out, const float* inp, ParamRef weight, ParamRef bias
   s.k = in;
   s.trans_b = true;
   s.math = cm.math;
-  matmul(out, inp, weight.f32, bias, s, weight.bf16);
+  matmul(out, inp.f32, weight.f32, bias, s, weight.bf16, inp.bf16);
 }
 
-void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                     ParamRef weight, int64_t n, int64_t in, int64_t out_features,
+void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, ReadView inp,
+                     ReadView weight, int64_t n, int64_t in, int64_t out_features,
                      bool accumulate_dinp, const Compute& cm) {
   check_weight_math(weight, cm);
+  check_weight_math(inp, cm);
   // bf16: round dout once for both products instead of once per product.
   const uint16_t* dout16 = nullptr;
   if (cm.math == MathMode::kBF16 && dinp && dweight) {
@@ -370,7 +386,7 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
     s.trans_a = true;
     s.accumulate = true;
     s.math = cm.math;
-    matmul(dweight, dout, inp, nullptr, s, nullptr, dout16);
+    matmul(dweight, dout, inp.f32, nullptr, s, inp.bf16, dout16);
   }
   if (dbias) bias_backward(dbias, dout, n, out_features);  // fp32
 }
@@ -387,7 +403,7 @@ void bias_add_impl(float* x, const T* bias, int64_t n, int64_t c) {
 }
 }  // namespace
 
-void bias_add(float* x, ParamRef bias, int64_t n, int64_t c) {
+void bias_add(float* x, ReadView bias, int64_t n, int64_t c) {
   if (bias.bf16)
     bias_add_impl(x, bias.bf16, n, c);
   else

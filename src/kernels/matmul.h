@@ -32,26 +32,29 @@ struct MatmulShape {
 // modes. Other low-precision operands are converted into dense scratch owned by
 // the kernel, grown to the largest size seen and then reused.
 // The bias may be stored in bf16 (a bf16 model's); it is widened per call.
-void matmul(float* c, const float* a, const float* b, ParamRef bias, const MatmulShape& s,
+// C may be stored in bf16 (bf16 math, dense, no accumulation): the fp32
+// accumulation rounded once.
+void matmul(WriteView c, const float* a, const float* b, ReadView bias, const MatmulShape& s,
             const uint16_t* b_bf16 = nullptr, const uint16_t* a_bf16 = nullptr);
 
 // Linear layer with PyTorch/Megatron weight layout W (out, in):
 // out (n, out) = inp (n, in) · Wᵀ + bias        [out: =]
 // Both GEMMs run in cm.math. Weights and bias are fp32 or (bf16 math only)
 // bf16 storage; an fp32 weight in bf16 math is converted on every call.
-void linear_forward(float* out, const float* inp, ParamRef weight, ParamRef bias,
+// inp and out may be bf16 storage in bf16 math (a bf16 run's activations).
+void linear_forward(WriteView out, ReadView inp, ReadView weight, ReadView bias,
                     int64_t n, int64_t in, int64_t out_features, const Compute& cm = {});
 // dinp (n, in) = dout · W   [= , or += when accumulate_dinp; skipped if dinp null]
 // dweight (out, in) += doutᵀ · inp ; dbias (out) += column sums of dout (if non-null)
 // dinp and dweight products in cm.math (dweight accumulates in fp32); dbias in fp32.
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                     const float* inp, ParamRef weight, int64_t n, int64_t in,
+                     ReadView inp, ReadView weight, int64_t n, int64_t in,
                      int64_t out_features, bool accumulate_dinp = false, const Compute& cm = {});
 
 // dbias (c) += column sums of dout (n, c)
 void bias_backward(float* dbias, const float* dout, int64_t n, int64_t c);
 // x (n, c) += bias (c) on every row (fp32 or bf16 storage)
-void bias_add(float* x, ParamRef bias, int64_t n, int64_t c);
+void bias_add(float* x, ReadView bias, int64_t n, int64_t c);
 
 // Achieved FLOP/s of a size³ matmul in `math` on the current thread count (the
 // MFU denominator; in bf16 B comes pre-converted, as weights from a shadow, and

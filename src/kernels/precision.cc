@@ -76,11 +76,15 @@ bool cpu_has_native_bf16() {
 #endif
 }
 
-void param_to_f32(float* out, ParamRef ref, int64_t n) {
-  if (ref.bf16)
-    bf16_to_f32(out, ref.bf16, n);
+void convert(WriteView out, ReadView in, int64_t n) {
+  if (out.f32 && in.f32)
+    std::copy(in.f32, in.f32 + n, out.f32);
+  else if (out.f32)
+    bf16_to_f32(out.f32, in.bf16, n);
+  else if (in.f32)
+    f32_to_bf16(out.bf16, in.f32, n);
   else
-    std::copy(ref.f32, ref.f32 + n, out);
+    std::copy(in.bf16, in.bf16 + n, out.bf16);
 }
 
 }  // namespace mt

@@ -1,6 +1,7 @@
 // Mixed precision: low-precision GEMM operands (bf16, or fp16 emulated), fp32
 // accumulation and fp32 outputs. In bf16 runs the model's weights are stored
-// in bf16 (ParamRef) and every kernel reads them so; the arithmetic of
+// in bf16 (ReadView) and every kernel reads them so, as it reads the saved
+// activations (bf16 in bf16 runs but for statistics); the arithmetic of
 // everything that is not a matrix multiply (norms, softmax, GELU, optimizer,
 // gradients' accumulation) stays fp32.
 //
@@ -63,21 +64,37 @@ void round_to_f16(float* out, const float* in, int64_t n);
 // the OS saves the AVX-512 state; otherwise oneDNN emulates bf16 (slowly).
 bool cpu_has_native_bf16();
 
-// A parameter as the kernels read it: fp32 values, or in bf16 runs bf16
-// values — the only copy of the weights the model holds then (the fp32 main
-// weights live in the optimizer). Exactly one pointer is set, or none (an
-// absent bias).
-struct ParamRef {
-  const float* f32 = nullptr;      // (numel) fp32 storage, or
-  const uint16_t* bf16 = nullptr;  // (numel) bf16 storage
-  ParamRef() = default;
-  ParamRef(std::nullptr_t) {}  // NOLINT: no parameter (an absent bias)
-  ParamRef(const float* p) : f32(p) {}  // NOLINT: fp32 arrays convert implicitly
-  ParamRef(const uint16_t* p) : bf16(p) {}  // NOLINT
+// An array as the kernels read it: fp32, or bf16 storage. In bf16 runs the
+// model's weights (the only copy the model holds then: the fp32 main weights
+// live in the optimizer) and its saved activations are bf16. Exactly one
+// pointer is set, or none (an absent bias).
+struct ReadView {
+  const float* f32 = nullptr;      // fp32 storage, or
+  const uint16_t* bf16 = nullptr;  // bf16 storage
+  ReadView() = default;
+  ReadView(std::nullptr_t) {}  // NOLINT: nothing (an absent bias)
+  ReadView(const float* p) : f32(p) {}  // NOLINT: fp32 arrays convert implicitly
+  ReadView(const uint16_t* p) : bf16(p) {}  // NOLINT
   explicit operator bool() const { return f32 != nullptr || bf16 != nullptr; }
-  bool operator==(const ParamRef&) const = default;
-  ParamRef at(int64_t offset) const {  // the view `offset` elements in
-    return bf16 ? ParamRef(bf16 + offset) : f32 ? ParamRef(f32 + offset) : ParamRef();
+  bool operator==(const ReadView&) const = default;
+  ReadView at(int64_t offset) const {  // the view `offset` elements in
+    return bf16 ? ReadView(bf16 + offset) : f32 ? ReadView(f32 + offset) : ReadView();
+  }
+};
+
+// The same, writable: where a kernel stores its output (bf16 outputs are
+// rounded to nearest even).
+struct WriteView {
+  float* f32 = nullptr;
+  uint16_t* bf16 = nullptr;
+  WriteView() = default;
+  WriteView(std::nullptr_t) {}  // NOLINT
+  WriteView(float* p) : f32(p) {}  // NOLINT
+  WriteView(uint16_t* p) : bf16(p) {}  // NOLINT
+  explicit operator bool() const { return f32 != nullptr || bf16 != nullptr; }
+  operator ReadView() const { return bf16 ? ReadView(bf16) : ReadView(f32); }  // NOLINT
+  WriteView at(int64_t offset) const {
+    return bf16 ? WriteView(bf16 + offset) : f32 ? WriteView(f32 + offset) : WriteView();
   }
 };
 
@@ -86,9 +103,25 @@ struct ParamRef {
 inline float load_f32(const float* p, int64_t i) { return p[i]; }
 #pragma omp declare simd
 inline float load_f32(const uint16_t* p, int64_t i) { return f32_from_bf16(p[i]); }
+// Element i = x, rounded for bf16 storage.
+#pragma omp declare simd
+inline void store_f32(float* p, int64_t i, float x) { p[i] = x; }
+#pragma omp declare simd
+inline void store_f32(uint16_t* p, int64_t i, float x) { p[i] = bf16_from_f32(x); }
 
-// out[0..n) = ref[0..n) widened to fp32.
-void param_to_f32(float* out, ParamRef ref, int64_t n);
+// f(p) with the view's typed pointer (const float* / const uint16_t*, or
+// float* / uint16_t*): one kernel template serves both storages.
+template <class F>
+decltype(auto) visit(ReadView v, F&& f) {
+  return v.bf16 ? f(v.bf16) : f(v.f32);
+}
+template <class F>
+decltype(auto) visit(WriteView v, F&& f) {
+  return v.bf16 ? f(v.bf16) : f(v.f32);
+}
+
+// out[0..n) = in[0..n), widened to fp32 or rounded to bf16 as the views are stored.
+void convert(WriteView out, ReadView in, int64_t n);
 
 // How the GEMMs of a layer compute.
 struct Compute {

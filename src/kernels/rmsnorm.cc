@@ -24,28 +24,28 @@ constexpr int64_t kColBlock = 64;
 
 namespace {
 
-template <class W>
-void forward_impl(float* out, float* rstd, const float* inp, const W* weight, int64_t n,
+template <class To, class Ti, class W>
+void forward_impl(To* out, float* rstd, const Ti* inp, const W* weight, int64_t n,
                   int64_t c, float eps) {
   MT_CHECK(n >= 0 && c > 0, "rmsnorm_forward: bad shape n=", n, " c=", c,
            "; fix: pass the row count and a positive hidden size");
   MT_CHECK(eps > 0.f, "rmsnorm_forward: eps=", eps, " must be > 0; fix: use e.g. 1e-5");
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) {
-    const float* x = inp + i * c;
-    float* y = out + i * c;
+    const auto* x = inp + i * c;
+    auto* y = out + i * c;
     float sq = 0.f;
 #pragma omp simd reduction(+ : sq)
-    for (int64_t j = 0; j < c; ++j) sq += x[j] * x[j];
+    for (int64_t j = 0; j < c; ++j) sq += load_f32(x, j) * load_f32(x, j);
     const float r = 1.f / std::sqrt(sq / float(c) + eps);
 #pragma omp simd
-    for (int64_t j = 0; j < c; ++j) y[j] = x[j] * r * load_f32(weight, j);
+    for (int64_t j = 0; j < c; ++j) store_f32(y, j, load_f32(x, j) * r * load_f32(weight, j));
     rstd[i] = r;
   }
 }
 
-template <class W>
-void backward_impl(float* dinp, float* dweight, const float* dout, const float* inp,
+template <class Ti, class W>
+void backward_impl(float* dinp, float* dweight, const float* dout, const Ti* inp,
                    const W* weight, const float* rstd, int64_t n, int64_t c) {
   MT_CHECK(n >= 0 && c > 0, "rmsnorm_backward: bad shape n=", n, " c=", c,
            "; fix: pass the row count and a positive hidden size");
@@ -56,16 +56,16 @@ void backward_impl(float* dinp, float* dweight, const float* dout, const float* 
     // dx = rstd * (g - xhat * mean(g * xhat)).
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < n; ++i) {
-      const float* x = inp + i * c;
+      const auto* x = inp + i * c;
       const float* dy = dout + i * c;
       float* dx = dinp + i * c;
       const float r = rstd[i];
       float sum_gx = 0.f;
 #pragma omp simd reduction(+ : sum_gx)
-      for (int64_t j = 0; j < c; ++j) sum_gx += dy[j] * load_f32(weight, j) * (x[j] * r);
+      for (int64_t j = 0; j < c; ++j) sum_gx += dy[j] * load_f32(weight, j) * (load_f32(x, j) * r);
       const float mean_gx = sum_gx / float(c);
 #pragma omp simd
-      for (int64_t j = 0; j < c; ++j) dx[j] += r * (dy[j] * load_f32(weight, j) - (x[j] * r) * mean_gx);
+      for (int64_t j = 0; j < c; ++j) dx[j] += r * (dy[j] * load_f32(weight, j) - (load_f32(x, j) * r) * mean_gx);
     }
     // dweight = sum_i dout * xhat, over rows in order.
 #pragma omp for schedule(static)
@@ -73,11 +73,11 @@ void backward_impl(float* dinp, float* dweight, const float* dout, const float* 
       const int64_t c0 = blk * kColBlock, w = std::min(kColBlock, c - c0);
       double acc[kColBlock] = {};
       for (int64_t i = 0; i < n; ++i) {
-        const float* x = inp + i * c + c0;
+        const auto* x = inp + i * c + c0;
         const float* dy = dout + i * c + c0;
         const float r = rstd[i];
 #pragma omp simd
-        for (int64_t j = 0; j < w; ++j) acc[j] += double(dy[j] * (x[j] * r));
+        for (int64_t j = 0; j < w; ++j) acc[j] += double(dy[j] * (load_f32(x, j) * r));
       }
       for (int64_t j = 0; j < w; ++j) dweight[c0 + j] += float(acc[j]);
     }
@@ -86,22 +86,22 @@ void backward_impl(float* dinp, float* dweight, const float* dout, const float* 
 
 }  // namespace
 
-void rmsnorm_forward(float* out, float* rstd, const float* inp, ParamRef weight, int64_t n,
+void rmsnorm_forward(WriteView out, float* rstd, ReadView inp, ReadView weight, int64_t n,
                      int64_t c, float eps) {
-  MT_CHECK(bool(weight), "rmsnorm_forward: no weight");
-  if (weight.bf16)
-    forward_impl(out, rstd, inp, weight.bf16, n, c, eps);
-  else
-    forward_impl(out, rstd, inp, weight.f32, n, c, eps);
+  MT_CHECK(out && inp && weight, "rmsnorm_forward: null output, input or weight");
+  visit(out, [&](auto* y) {
+    visit(inp, [&](const auto* x) {
+      visit(weight, [&](const auto* w) { forward_impl(y, rstd, x, w, n, c, eps); });
+    });
+  });
 }
 
-void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
-                      ParamRef weight, const float* rstd, int64_t n, int64_t c) {
-  MT_CHECK(bool(weight), "rmsnorm_backward: no weight");
-  if (weight.bf16)
-    backward_impl(dinp, dweight, dout, inp, weight.bf16, rstd, n, c);
-  else
-    backward_impl(dinp, dweight, dout, inp, weight.f32, rstd, n, c);
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, ReadView inp,
+                      ReadView weight, const float* rstd, int64_t n, int64_t c) {
+  MT_CHECK(inp && weight, "rmsnorm_backward: null input or weight");
+  visit(inp, [&](const auto* x) {
+    visit(weight, [&](const auto* w) { backward_impl(dinp, dweight, dout, x, w, rstd, n, c); });
+  });
 }
 
 }  // namespace mt

@@ -8,10 +8,10 @@
 namespace mt {
 
 // out (n, c) =, rstd (n) =
-void rmsnorm_forward(float* out, float* rstd, const float* inp, ParamRef weight, int64_t n,
+void rmsnorm_forward(WriteView out, float* rstd, ReadView inp, ReadView weight, int64_t n,
                      int64_t c, float eps);
 // dinp (n, c) +=, dweight (c) +=
-void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
-                      ParamRef weight, const float* rstd, int64_t n, int64_t c);
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, ReadView inp,
+                      ReadView weight, const float* rstd, int64_t n, int64_t c);
 
 }  // namespace mt

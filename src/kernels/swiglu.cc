@@ -25,43 +25,57 @@ inline float sigmoid(float x) {
   return x >= 0.f ? r : e * r;
 }
 
-}  // namespace
 
-// out (n, f) =
-void swiglu_forward(float* out, const float* in, int64_t n, int64_t f) {
-  MT_CHECK(n >= 0 && f > 0, "swiglu_forward: bad shape n=", n, " f=", f,
-           "; fix: pass the row count and the (per-half) FFN width f of in (n, 2f)");
+template <class To, class Ti>
+void forward_impl(To* out, const Ti* in, int64_t n, int64_t f) {
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) {
-    const float* g = in + i * 2 * f;
-    const float* u = g + f;
-    float* y = out + i * f;
+    const Ti* g = in + i * 2 * f;
+    const Ti* u = g + f;
+    To* y = out + i * f;
 #pragma omp simd
-    for (int64_t j = 0; j < f; ++j) y[j] = g[j] * sigmoid(g[j]) * u[j];
+    for (int64_t j = 0; j < f; ++j) {
+      const float x = load_f32(g, j);
+      store_f32(y, j, x * sigmoid(x) * load_f32(u, j));
+    }
   }
 }
 
-// din (n, 2f) =
-void swiglu_backward(float* din, const float* in, const float* dout, int64_t n, int64_t f) {
-  MT_CHECK(n >= 0 && f > 0, "swiglu_backward: bad shape n=", n, " f=", f,
-           "; fix: pass the row count and the (per-half) FFN width f of in (n, 2f)");
-  const auto addr = [](const float* p) { return reinterpret_cast<uintptr_t>(p); };
-  MT_CHECK(n == 0 || addr(din) >= addr(dout + n * f) || addr(dout) >= addr(din + n * 2 * f),
-           "swiglu_backward: din overlaps dout; fix: give din its own (n, 2f) buffer");
+template <class Ti>
+void backward_impl(float* din, const Ti* in, const float* dout, int64_t n, int64_t f) {
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) {
-    const float* g = in + i * 2 * f;
-    const float* u = g + f;
+    const Ti* g = in + i * 2 * f;
+    const Ti* u = g + f;
     const float* dy = dout + i * f;
     float* dg = din + i * 2 * f;
     float* du = dg + f;
 #pragma omp simd
     for (int64_t j = 0; j < f; ++j) {
-      const float x = g[j], s = sigmoid(x);
-      dg[j] = dy[j] * u[j] * (s * (1.f + x * (1.f - s)));
+      const float x = load_f32(g, j), s = sigmoid(x);
+      dg[j] = dy[j] * load_f32(u, j) * (s * (1.f + x * (1.f - s)));
       du[j] = dy[j] * (x * s);
     }
   }
+}
+
+}  // namespace
+
+// out (n, f) =
+void swiglu_forward(WriteView out, ReadView in, int64_t n, int64_t f) {
+  MT_CHECK(n >= 0 && f > 0, "swiglu_forward: bad shape n=", n, " f=", f,
+           "; fix: pass the row count and the (per-half) FFN width f of in (n, 2f)");
+  visit(out, [&](auto* y) { visit(in, [&](const auto* x) { forward_impl(y, x, n, f); }); });
+}
+
+// din (n, 2f) =
+void swiglu_backward(float* din, ReadView in, const float* dout, int64_t n, int64_t f) {
+  MT_CHECK(n >= 0 && f > 0, "swiglu_backward: bad shape n=", n, " f=", f,
+           "; fix: pass the row count and the (per-half) FFN width f of in (n, 2f)");
+  const auto addr = [](const float* p) { return reinterpret_cast<uintptr_t>(p); };
+  MT_CHECK(n == 0 || addr(din) >= addr(dout + n * f) || addr(dout) >= addr(din + n * 2 * f),
+           "swiglu_backward: din overlaps dout; fix: give din its own (n, 2f) buffer");
+  visit(in, [&](const auto* x) { backward_impl(din, x, dout, n, f); });
 }
 
 }  // namespace mt

@@ -3,13 +3,15 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/precision.h"
+
 namespace mt {
 
 // in (n, 2f): each row is [gate (f) | up (f)];  out (n, f) = silu(gate) * up,
 // silu(x) = x * sigmoid(x)
-void swiglu_forward(float* out, const float* in, int64_t n, int64_t f);
+void swiglu_forward(WriteView out, ReadView in, int64_t n, int64_t f);
 // din (n, 2f) = [dout * up * silu'(gate) | dout * silu(gate)]  (overwrite, not accumulate);
 // din may not alias dout
-void swiglu_backward(float* din, const float* in, const float* dout, int64_t n, int64_t f);
+void swiglu_backward(float* din, ReadView in, const float* dout, int64_t n, int64_t f);
 
 }  // namespace mt

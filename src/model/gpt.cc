@@ -59,15 +59,15 @@ GptParams<P> bind_chunk(const ParamRegistry& reg, int chunk, const View& view) {
 }
 }  // namespace
 
-GptWeights bind_chunk_weights(const ParamRegistry& reg, ParamRef base, int chunk) {
-  return bind_chunk<ParamRef>(reg, chunk, [&](int64_t off) { return base.at(off); });
+GptWeights bind_chunk_weights(const ParamRegistry& reg, ReadView base, int chunk) {
+  return bind_chunk<ReadView>(reg, chunk, [&](int64_t off) { return base.at(off); });
 }
 
 GptGrads bind_chunk_grads(const ParamRegistry& reg, float* grads, int chunk) {
   return bind_chunk<float*>(reg, chunk, [&](int64_t off) { return grads + off; });
 }
 
-GptWeights bind_weights(const ParamRegistry& reg, ParamRef base) {
+GptWeights bind_weights(const ParamRegistry& reg, ReadView base) {
   MT_CHECK(reg.stage().chunk_ranges().size() == 1,
            "bind_weights of a rank with virtual pipeline chunks; use bind_chunk_weights");
   return bind_chunk_weights(reg, base, 0);
@@ -134,25 +134,32 @@ void set_full_recompute(GptShapes& sh, const std::string& method, int64_t num_la
 }
 
 namespace {
+// A saved activation of n elements: bf16 in bf16 runs, else fp32.
+WriteView alloc_act(Arena& arena, const GptShapes& sh, int64_t n) {
+  if (sh.cm.math == MathMode::kBF16)
+    return static_cast<uint16_t*>(arena.alloc(DType::kBF16, {n}).data);
+  return arena.alloc_f32(n);
+}
+
 // Per-layer tensors of one LayerActivations (not input/output).
 void carve_layer(Arena& arena, const GptShapes& sh, LayerActivations& la) {
   const int64_t n = sh.tokens(), nl = sh.local_tokens(), h = sh.h, hl = sh.a * sh.d;
   const int64_t heads = sh.b * sh.a * sh.s * sh.d;
-  la.ln1 = arena.alloc_f32(nl * h);
+  la.ln1 = alloc_act(arena, sh, nl * h);
   if (!sh.rms_norm) la.ln1_mean = arena.alloc_f32(nl);
   la.ln1_rstd = arena.alloc_f32(nl);
-  la.q = arena.alloc_f32(heads);
-  la.k = arena.alloc_f32(heads);
-  la.v = arena.alloc_f32(heads);
-  la.ctx = arena.alloc_f32(heads);
+  la.q = alloc_act(arena, sh, heads);
+  la.k = alloc_act(arena, sh, heads);
+  la.v = alloc_act(arena, sh, heads);
+  if (sh.cm.math != MathMode::kBF16) la.ctx = arena.alloc_f32(heads);
   la.lse = arena.alloc_f32(sh.b * sh.a * sh.s);
-  la.ctx_sbh = arena.alloc_f32(n * hl);
-  la.mid = arena.alloc_f32(nl * h);
-  la.ln2 = arena.alloc_f32(nl * h);
+  la.ctx_sbh = alloc_act(arena, sh, n * hl);
+  la.mid = alloc_act(arena, sh, nl * h);
+  la.ln2 = alloc_act(arena, sh, nl * h);
   if (!sh.rms_norm) la.ln2_mean = arena.alloc_f32(nl);
   la.ln2_rstd = arena.alloc_f32(nl);
-  la.fc1 = arena.alloc_f32(n * sh.f_in);
-  la.act = arena.alloc_f32(n * sh.f);
+  la.fc1 = alloc_act(arena, sh, n * sh.f_in);
+  la.act = alloc_act(arena, sh, n * sh.f);
 }
 }  // namespace
 
@@ -162,7 +169,9 @@ GptActivations carve_activations(Arena& arena, const GptShapes& sh) {
   act.ids = static_cast<int32_t*>(arena.alloc(DType::kF32, {n}).data);  // 4-byte slots
   act.positions = static_cast<int32_t*>(arena.alloc(DType::kF32, {n}).data);
   act.labels = static_cast<int32_t*>(arena.alloc(DType::kF32, {n}).data);
-  act.hidden = arena.alloc_f32((sh.num_layers + 1) * nl * h);
+  const bool bf16 = sh.cm.math == MathMode::kBF16;
+  act.hidden = alloc_act(arena, sh, (bf16 ? std::max<int64_t>(sh.num_layers + 1, 2)
+                                          : sh.num_layers + 1) * nl * h);
   // Recomputed layers share scratch records, one per layer of a group.
   std::vector<LayerActivations> scratch(size_t(sh.recompute_group_size));
   for (LayerActivations& la : scratch) carve_layer(arena, sh, la);
@@ -174,8 +183,8 @@ GptActivations carve_activations(Arena& arena, const GptShapes& sh) {
     else
       carve_layer(arena, sh, la);
     if (!arena.counting()) {
-      la.input = act.hidden + l * nl * h;
-      la.output = act.hidden + (l + 1) * nl * h;
+      la.input = act.hidden.at(l * nl * h);
+      la.output = act.hidden.at((l + 1) * nl * h);
     }
     act.layers.push_back(la);
   }
@@ -235,12 +244,14 @@ double gpt_forward(const GptWeights& w, const GptGrads* grads, GptActivations& a
                " at sequence position ", i / sh.b, " is outside the vocabulary of ", sh.vocab_size,
                "; fix: preprocess the data with the tokenizer of this model, or pass the right "
                "--vocab-size");
-    vocab_parallel_embedding_forward(act.hidden, ws.full_a, act.ids, w.wte, n, h, sh.v_start,
-                                     sh.v, sh.tp);
+    // The embedding sum in fp32 (the record itself, or bf16 runs' workspace),
+    // then dropout into the record (rounded in bf16).
+    float* emb = act.hidden.f32 ? act.hidden.f32 : ws.hbuf;
+    vocab_parallel_embedding_forward(emb, ws.full_a, act.ids, w.wte, n, h, sh.v_start, sh.v,
+                                     sh.tp);
     if (sh.learned_positions)
-      embedding_forward(act.hidden, act.positions + sh.t0 * sh.b, w.wpe, nl, h, 0, sh.max_pos,
-                        true);
-    dropout_forward(act.hidden, act.hidden, sh.s_local, sh.b, h,
+      embedding_forward(emb, act.positions + sh.t0 * sh.b, w.wpe, nl, h, 0, sh.max_pos, true);
+    dropout_forward(act.hidden, emb, sh.s_local, sh.b, h,
                     hidden_dropout_spec(sh, ctx, "embedding", act.sample0));
   }
   for (int64_t l = 0; l < sh.num_layers; ++l) {
@@ -256,7 +267,7 @@ double gpt_forward(const GptWeights& w, const GptGrads* grads, GptActivations& a
   // with the vocab-sharded output weight (the word embedding when tied) — and the
   // vocab-parallel cross-entropy. Its backward runs here, so the logits
   // never outlive this micro-batch's forward.
-  const float* last = act.hidden + sh.num_layers * nl * h;
+  const ReadView last = act.hidden.at(sh.num_layers * nl * h);
   // The norm's output goes to workspace: the output layer's backward, its
   // only other reader, runs below.
   float* lnf = ws.hbuf;
@@ -283,7 +294,7 @@ void gpt_backward(const GptWeights& w, const GptGrads& grads, GptActivations& ac
   const int64_t n = sh.tokens(), nl = sh.local_tokens(), h = sh.h;
   if (sh.has_output) {
     std::fill(ws.dres, ws.dres + nl * h, 0.f);
-    const float* last = act.hidden + sh.num_layers * nl * h;
+    const ReadView last = act.hidden.at(sh.num_layers * nl * h);
     norm_backward(sh, ws.dres, grads.lnf_w, grads.lnf_b, act.dlnf, last, w.lnf_w, act.lnf_mean,
                   act.lnf_rstd, nl);
     if (ctx.grads_ready) (*ctx.grads_ready)(sh.total_layers);

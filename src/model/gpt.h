@@ -19,7 +19,7 @@
 
 namespace mt {
 
-// The parameters of one layer as views of type P: ParamRef for the weights
+// The parameters of one layer as views of type P: ReadView for the weights
 // the kernels read (fp32, or bf16 in bf16 runs), float* for their fp32
 // gradients. Biases are null without them (--disable-bias-linear; RMSNorm has none).
 template <class P>
@@ -48,16 +48,16 @@ struct GptParams {
   P out{};    // (v/tp, h)   output layer: wte when tied
 };
 
-using LayerWeights = LayerParams<ParamRef>;
+using LayerWeights = LayerParams<ReadView>;
 using LayerGrads = LayerParams<float*>;
-using GptWeights = GptParams<ParamRef>;
+using GptWeights = GptParams<ReadView>;
 using GptGrads = GptParams<float*>;
 
 // Views of the registry's parameters in `base` (the value buffer, fp32 or
 // bf16) or `grads` (the fp32 gradient buffer): of model chunk `chunk`
 // (virtual pipeline stage) of this rank, or of the whole stage when it has one chunk.
-GptWeights bind_chunk_weights(const ParamRegistry& reg, ParamRef base, int chunk);
-GptWeights bind_weights(const ParamRegistry& reg, ParamRef base);
+GptWeights bind_chunk_weights(const ParamRegistry& reg, ReadView base, int chunk);
+GptWeights bind_weights(const ParamRegistry& reg, ReadView base);
 GptGrads bind_chunk_grads(const ParamRegistry& reg, float* grads, int chunk);
 
 // Local sizes of one micro-batch on this rank, and its tensor-parallel group.
@@ -106,25 +106,30 @@ GptShapes make_shapes(const ParamRegistry& reg, int64_t micro_batch,
 // `num_layers` layers one by one; "" (or num_layers 0) recomputes nothing.
 void set_full_recompute(GptShapes& sh, const std::string& method, int64_t num_layers);
 
+// Saved activations are stored as the run computes: fp32, or bf16 in bf16
+// runs (Megatron's bf16 activations: the residual stream, norm outputs, q, k,
+// v, the projection and FC inputs); statistics (norm mean/rstd, softmax
+// log-sum-exp) and the per-token losses stay fp32.
 struct LayerActivations {
   // Shapes with s_local rows are sequence slabs under SP (= s otherwise).
-  float* input = nullptr;     // (s_local, b, h)  residual stream in (= previous layer's output)
-  float* ln1 = nullptr;       // (s_local, b, h)
+  WriteView input;            // (s_local, b, h)  residual stream in (= previous layer's output)
+  WriteView ln1;              // (s_local, b, h)
   float* ln1_mean = nullptr;  // (s_local, b)   LayerNorm only
   float* ln1_rstd = nullptr;  // (s_local, b)
-  float* q = nullptr;         // (b, a, s, d)   after RoPE
-  float* k = nullptr;         // (b, a, s, d)   after RoPE, repeated for a group's heads
-  float* v = nullptr;         // (b, a, s, d)
-  float* ctx = nullptr;       // (b, a, s, d)  attention output
+  WriteView q;                // (b, a, s, d)   after RoPE
+  WriteView k;                // (b, a, s, d)   after RoPE, repeated for a group's heads
+  WriteView v;                // (b, a, s, d)
+  float* ctx = nullptr;       // (b, a, s, d)  attention output; fp32 runs only (bf16:
+                              //               workspace, the bf16 backward does not read it)
   float* lse = nullptr;       // (b, a, s)     softmax log-sum-exp
-  float* ctx_sbh = nullptr;   // (s, b, a·d)   projection input
-  float* mid = nullptr;       // (s_local, b, h) residual after attention
-  float* ln2 = nullptr;       // (s_local, b, h)
+  WriteView ctx_sbh;          // (s, b, a·d)   projection input
+  WriteView mid;              // (s_local, b, h) residual after attention
+  WriteView ln2;              // (s_local, b, h)
   float* ln2_mean = nullptr;  // (s_local, b)   LayerNorm only
   float* ln2_rstd = nullptr;  // (s_local, b)
-  float* fc1 = nullptr;       // (s, b, f_in)  before the activation
-  float* act = nullptr;       // (s, b, f)     GELU or SwiGLU output
-  float* output = nullptr;    // (s_local, b, h) residual stream out
+  WriteView fc1;              // (s, b, f_in)  before the activation
+  WriteView act;              // (s, b, f)     GELU or SwiGLU output
+  WriteView output;           // (s_local, b, h) residual stream out
 };
 
 // Everything backward needs for one micro-batch.
@@ -132,7 +137,10 @@ struct GptActivations {
   int32_t* ids = nullptr;        // (s, b) token ids, sequence-first
   int32_t* positions = nullptr;  // (s, b)
   int32_t* labels = nullptr;     // (s, b)
-  float* hidden = nullptr;       // (L_local + 1, s_local, b, h) residual stream at layer boundaries
+  // (max(L_local + 1, 2), s_local, b, h) residual stream at layer boundaries
+  // (bf16 runs: at least two rows, whose bytes hold one fp32 boundary: the
+  // input gradient a pipeline stage sends back).
+  WriteView hidden;
   std::vector<LayerActivations> layers;
   float* lnf_mean = nullptr;     // (s_local, b)
   float* lnf_rstd = nullptr;     // (s_local, b)
@@ -155,10 +163,10 @@ struct GptWorkspace {
   float* attn = nullptr;      // attention_workspace_floats
   float* dres = nullptr;      // (s_local, b, h) gradient of the residual stream
   float* dln = nullptr;       // (s_local, b, h)
-  float* dq = nullptr;        // (b, a, s, d)
-  float* dk = nullptr;        // (b, a, s, d)
+  float* dq = nullptr;        // (b, a, s, d)  bf16 forward: fp32 q, k, v before their
+  float* dk = nullptr;        // (b, a, s, d)  RoPE and rounding into the record
   float* dv = nullptr;        // (b, a, s, d)
-  float* dctx = nullptr;      // (b, a, s, d)
+  float* dctx = nullptr;      // (b, a, s, d)  bf16 forward: the attention output (fp32)
   float* dctx_sbh = nullptr;  // (s, b, a·d)
   float* dfc = nullptr;       // (s, b, f)
   float* dfc_in = nullptr;    // (s, b, 2f)    SwiGLU: gradient of [gate | up]
@@ -199,15 +207,15 @@ void gpt_backward(const GptWeights& w, const GptGrads& grads, GptActivations& ac
 
 // The configured norm over rows of h (LayerNorm, or RMSNorm, which has no
 // mean or bias): out =, rstd (and mean) =; backward: din +=, dw (and db) +=.
-void norm_forward(const GptShapes& sh, float* out, float* mean, float* rstd, const float* in,
-                  ParamRef w, ParamRef b, int64_t rows);
+void norm_forward(const GptShapes& sh, WriteView out, float* mean, float* rstd, ReadView in,
+                  ReadView w, ReadView b, int64_t rows);
 void norm_backward(const GptShapes& sh, float* din, float* dw, float* db, const float* dout,
-                   const float* in, ParamRef w, const float* mean, const float* rstd,
+                   ReadView in, ReadView w, const float* mean, const float* rstd,
                    int64_t rows);
 
 // The MLP's nonlinearity over n tokens: GELU of fc1 (n, f), or SwiGLU of
 // fc1 (n, 2f) = [gate | up]; act (n, f) =.
-void mlp_activation_forward(const GptShapes& sh, float* act, const float* fc1, int64_t n);
+void mlp_activation_forward(const GptShapes& sh, WriteView act, ReadView fc1, int64_t n);
 
 // One transformer layer (gpt_layer.cc).
 void layer_forward(const LayerWeights& w, LayerActivations& act, GptWorkspace& ws,

@@ -24,8 +24,8 @@ std::string site(int64_t layer, const char* what) {
 }
 }  // namespace
 
-void norm_forward(const GptShapes& sh, float* out, float* mean, float* rstd, const float* in,
-                  ParamRef w, ParamRef b, int64_t rows) {
+void norm_forward(const GptShapes& sh, WriteView out, float* mean, float* rstd, ReadView in,
+                  ReadView w, ReadView b, int64_t rows) {
   if (sh.rms_norm)
     rmsnorm_forward(out, rstd, in, w, rows, sh.h, sh.eps);
   else
@@ -33,7 +33,7 @@ void norm_forward(const GptShapes& sh, float* out, float* mean, float* rstd, con
 }
 
 void norm_backward(const GptShapes& sh, float* din, float* dw, float* db, const float* dout,
-                   const float* in, ParamRef w, const float* mean, const float* rstd,
+                   ReadView in, ReadView w, const float* mean, const float* rstd,
                    int64_t rows) {
   if (sh.rms_norm)
     rmsnorm_backward(din, dw, dout, in, w, rstd, rows, sh.h);
@@ -41,7 +41,7 @@ void norm_backward(const GptShapes& sh, float* din, float* dw, float* db, const 
     layernorm_backward(din, dw, db, dout, in, w, mean, rstd, rows, sh.h);
 }
 
-void mlp_activation_forward(const GptShapes& sh, float* act, const float* fc1, int64_t n) {
+void mlp_activation_forward(const GptShapes& sh, WriteView act, ReadView fc1, int64_t n) {
   if (sh.swiglu)
     swiglu_forward(act, fc1, n, sh.f);
   else
@@ -57,14 +57,27 @@ void layer_forward(const LayerWeights& w, LayerActivations& act, GptWorkspace& w
   norm_forward(sh, act.ln1, act.ln1_mean, act.ln1_rstd, act.input, w.ln1_w, w.ln1_b, nl);
   column_parallel_linear_forward(ws.qkv, ws.full_a, act.ln1, w.qkv_w, w.qkv_b, n, h, qkv, sh.tp,
                                  sh.cm);
-  qkv_to_heads(act.q, act.k, act.v, ws.qkv, sh.s, sh.b, sh.a, sh.g, sh.d);
+  // q, k, v in fp32 (the record's, or in bf16 runs workspace), RoPE, then
+  // (bf16) rounded into the record once.
+  const bool bf16 = act.q.bf16 != nullptr;
+  float* q = bf16 ? ws.dq : act.q.f32;
+  float* k = bf16 ? ws.dk : act.k.f32;
+  float* v = bf16 ? ws.dv : act.v.f32;
+  qkv_to_heads(q, k, v, ws.qkv, sh.s, sh.b, sh.a, sh.g, sh.d);
   if (sh.rope) {
-    rope_forward(act.q, sh.b, sh.a, sh.s, sh.d, *sh.rope, 0);
-    rope_forward(act.k, sh.b, sh.a, sh.s, sh.d, *sh.rope, 0);
+    rope_forward(q, sh.b, sh.a, sh.s, sh.d, *sh.rope, 0);
+    rope_forward(k, sh.b, sh.a, sh.s, sh.d, *sh.rope, 0);
   }
-  attention_forward(act.ctx, act.lse, act.q, act.k, act.v, dims,
+  const int64_t heads = sh.b * sh.a * sh.s * sh.d;
+  if (bf16) {
+    convert(act.q, q, heads);
+    convert(act.k, k, heads);
+    convert(act.v, v, heads);
+  }
+  float* attn_out = bf16 ? ws.dctx : act.ctx;
+  attention_forward(attn_out, act.lse, act.q, act.k, act.v, dims,
                     attention_dropout_spec(sh, ctx, layer, sample0), ws.attn);
-  heads_to_sbh(act.ctx_sbh, act.ctx, sh.s, sh.b, sh.a, sh.d);
+  heads_to_sbh(act.ctx_sbh, attn_out, sh.s, sh.b, sh.a, sh.d);
   row_parallel_linear_forward(ws.hbuf, ws.full_a, act.ctx_sbh, w.proj_w, w.proj_b, n, hl, h, sh.tp, sh.cm);
   dropout_add_forward(act.mid, ws.hbuf, act.input, sh.s_local, sh.b, h,
                       hidden_dropout_spec(sh, ctx, site(layer, "post_attention"), sample0));

@@ -48,13 +48,20 @@ ModelRuntime::ModelRuntime(const ParamRegistry& r, int64_t micro_batch, const Te
   ws = carve_workspace(real_ws, ws_shapes);
 }
 
-float* ModelRuntime::stage_input(int chunk, size_t slot) {
+WriteView ModelRuntime::stage_input(int chunk, size_t slot) {
   return chunks[size_t(chunk)].slots[slot].act.hidden;
 }
 
-float* ModelRuntime::stage_output(int chunk, size_t slot) {
+WriteView ModelRuntime::stage_output(int chunk, size_t slot) {
   const ModelChunk& ch = chunks[size_t(chunk)];
-  return ch.slots[slot].act.hidden + ch.sh.num_layers * boundary_floats();
+  return ch.slots[slot].act.hidden.at(ch.sh.num_layers * boundary_elements());
+}
+
+float* ModelRuntime::grad_send_buffer(int chunk, size_t slot) {
+  // fp32: the layer-0 input; bf16: the bytes of the first two rows (carved
+  // for that: GptActivations::hidden).
+  const WriteView h = chunks[size_t(chunk)].slots[slot].act.hidden;
+  return h.f32 ? h.f32 : reinterpret_cast<float*>(h.bf16);
 }
 
 double ModelRuntime::forward(int chunk, size_t slot, int64_t micro_batch, const MicroBatchFn& next,
@@ -85,7 +92,7 @@ void ModelRuntime::set_params(const float* values) {
 
 void ModelRuntime::get_param(size_t i, float* out) const {
   const ParamSpec& p = reg.params().at(i);
-  param_to_f32(out, weights().at(p.offset), p.numel());
+  convert(out, weights().at(p.offset), p.numel());
 }
 
 void ModelRuntime::zero_grads() { std::fill(grads, grads + reg.total_floats(), 0.f); }

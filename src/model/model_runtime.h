@@ -56,7 +56,7 @@ class ModelRuntime {
   float* params = nullptr;           // (total_floats)
   uint16_t* params_bf16 = nullptr;  // (total_floats)
   float* grads = nullptr;            // (total_floats) fp32 gradients
-  ParamRef weights() const { return params_bf16 ? ParamRef(params_bf16) : ParamRef(params); }
+  ReadView weights() const { return params_bf16 ? ReadView(params_bf16) : ReadView(params); }
   std::vector<ModelChunk> chunks;  // one unless the pipeline is interleaved
   GptWorkspace ws;          // shared by every chunk and micro-batch
 
@@ -70,15 +70,18 @@ class ModelRuntime {
   // flight (the executor picks slot = micro-batch mod slots_per_chunk()).
   int num_chunks() const { return int(chunks.size()); }
   size_t slots_per_chunk() const { return chunks[0].slots.size(); }
-  // Floats of one activation passed between stages: (s_local, b, h).
-  int64_t boundary_floats() const { return sh.local_tokens() * sh.h; }
+  // Elements of one activation passed between stages: (s_local, b, h),
+  // stored as the activations are (bf16 in bf16 runs; gradients are fp32).
+  int64_t boundary_elements() const { return sh.local_tokens() * sh.h; }
   // The slot's layer-0 input (s_local, b, h): where an activation received
-  // from the previous stage goes before forward. Backward no longer needs it,
-  // so afterwards it may hold the input gradient while that is being sent.
-  float* stage_input(int chunk, size_t slot);
+  // from the previous stage goes before forward.
+  WriteView stage_input(int chunk, size_t slot);
   // The slot's last-layer output (s_local, b, h), valid after forward: what is
   // sent to the next stage.
-  float* stage_output(int chunk, size_t slot);
+  WriteView stage_output(int chunk, size_t slot);
+  // (s_local, b, h) fp32 in the slot's activation record, which backward no
+  // longer needs: where the input gradient waits while it is being sent.
+  float* grad_send_buffer(int chunk, size_t slot);
   // (s_local, b, h) in the shared workspace: before backward of a chunk without
   // the loss head, the gradient of its output (received from the next stage);
   // after any backward, the gradient of its input. Overwritten by the next backward.

@@ -17,6 +17,11 @@ void gather_from_sp_region_forward(float* full, const float* slab, int64_t slab_
   tp.all_gather(full, slab, slab_n);
 }
 
+void gather_from_sp_region_forward(uint16_t* full, const uint16_t* slab, int64_t slab_n,
+                                   const Communicator& tp) {
+  tp.all_gather(full, slab, slab_n);
+}
+
 void gather_from_sp_region_backward(float* dslab, const float* dfull, int64_t slab_n,
                                     const Communicator& tp) {
   tp.reduce_scatter_sum(dslab, dfull, slab_n);

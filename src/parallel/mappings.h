@@ -18,6 +18,8 @@ void copy_to_tp_region_backward(float* dx, int64_t n, const Communicator& tp);
 void reduce_from_tp_region_forward(float* x, int64_t n, const Communicator& tp);
 
 // gather_from_sequence_parallel_region — fwd: all-gather along s; bwd: reduce-scatter along s
+void gather_from_sp_region_forward(uint16_t* full, const uint16_t* slab, int64_t slab_n,
+                                   const Communicator& tp);  // a bf16 run's activations
 void gather_from_sp_region_forward(float* full, const float* slab, int64_t slab_n,
                                    const Communicator& tp);
 void gather_from_sp_region_backward(float* dslab, const float* dfull, int64_t slab_n,

@@ -6,30 +6,38 @@
 
 namespace mt {
 
-void column_parallel_linear_forward(float* out, float* gathered, const float* input,
-                                    ParamRef weight, ParamRef bias, int64_t n, int64_t in,
+namespace {
+// input, or with SP its all-gather into `gathered` (n, in) workspace: fp32, or
+// for a bf16 input its bf16 elements in the same bytes.
+ReadView gather_input(float* gathered, ReadView input, int64_t n, int64_t in,
+                      const TensorParallel& tp) {
+  if (!(tp.sequence_parallel && tp.size() > 1)) return input;
+  const int64_t slab_n = divide(n, tp.size(), "tokens by TP") * in;
+  if (input.bf16) {
+    auto* full = reinterpret_cast<uint16_t*>(gathered);
+    gather_from_sp_region_forward(full, input.bf16, slab_n, *tp.tp);
+    return full;
+  }
+  gather_from_sp_region_forward(gathered, input.f32, slab_n, *tp.tp);
+  return gathered;
+}
+}  // namespace
+
+void column_parallel_linear_forward(WriteView out, float* gathered, ReadView input,
+                                    ReadView weight, ReadView bias, int64_t n, int64_t in,
                                     int64_t out_local, const TensorParallel& tp,
                                     const Compute& cm) {
-  const float* x = input;
-  if (tp.sequence_parallel && tp.size() > 1) {
-    gather_from_sp_region_forward(gathered, input, divide(n, tp.size(), "tokens by TP") * in,
-                                  *tp.tp);
-    x = gathered;
-  }
-  linear_forward(out, x, weight, bias, n, in, out_local, cm);
+  linear_forward(out, gather_input(gathered, input, n, in, tp), weight, bias, n, in, out_local, cm);
 }
 
 void column_parallel_linear_backward(float* dinput, float* dweight, float* dbias,
                                      float* gathered, float* dfull, const float* dout,
-                                     const float* input, ParamRef weight, int64_t n,
+                                     ReadView input, ReadView weight, int64_t n,
                                      int64_t in, int64_t out_local, const TensorParallel& tp,
                                      const Compute& cm) {
   const bool sp = tp.sequence_parallel && tp.size() > 1;
-  const float* x = input;
-  if (sp) {  // re-gather the input rather than keep the full copy from forward
-    gather_from_sp_region_forward(gathered, input, n / tp.size() * in, *tp.tp);
-    x = gathered;
-  }
+  // With SP, re-gather the input rather than keep the full copy from forward.
+  const ReadView x = gather_input(gathered, input, n, in, tp);
   float* dx = sp ? dfull : dinput;
   linear_backward(dx, dweight, dbias, dout, x, weight, n, in, out_local, false, cm);
   if (tp.size() == 1) return;
@@ -39,8 +47,8 @@ void column_parallel_linear_backward(float* dinput, float* dweight, float* dbias
     copy_to_tp_region_backward(dinput, n * in, *tp.tp);
 }
 
-void row_parallel_linear_forward(float* out, float* partial, const float* input,
-                                 ParamRef weight, ParamRef bias, int64_t n,
+void row_parallel_linear_forward(float* out, float* partial, ReadView input,
+                                 ReadView weight, ReadView bias, int64_t n,
                                  int64_t in_local, int64_t out_features, const TensorParallel& tp,
                                  const Compute& cm) {
   const bool sp = tp.sequence_parallel && tp.size() > 1;
@@ -57,7 +65,7 @@ void row_parallel_linear_forward(float* out, float* partial, const float* input,
 }
 
 void row_parallel_linear_backward(float* dinput, float* dweight, float* dbias, float* dfull,
-                                  const float* dout, const float* input, ParamRef weight,
+                                  const float* dout, ReadView input, ReadView weight,
                                   int64_t n, int64_t in_local, int64_t out_features,
                                   const TensorParallel& tp, const Compute& cm) {
   const bool sp = tp.sequence_parallel && tp.size() > 1;

@@ -12,8 +12,9 @@
 //   slab (s/tp, b, out); the bias is added once, after the reduction.
 // `n` is the full token count s·b; slabs hold n/tp rows.
 // `cm` (math mode) is passed to the linear kernels: the GEMMs run in cm.math;
-// weights and biases are fp32 or (bf16 runs) bf16 storage; communication and
-// the bias add are fp32.
+// weights, biases, inputs and the column-parallel output are fp32 or (bf16
+// runs) bf16 storage (a bf16 input is all-gathered in bf16 under SP, into the
+// bytes of the fp32 `gathered` workspace); reductions and the bias add are fp32.
 #pragma once
 #include <cstdint>
 
@@ -30,8 +31,8 @@ struct TensorParallel {
 
 // out (n, out_local) = X · Wᵀ + b, X = input or, with SP, all-gather(input) into
 // `gathered` (n, in) workspace.                                         [out: =]
-void column_parallel_linear_forward(float* out, float* gathered, const float* input,
-                                    ParamRef weight, ParamRef bias, int64_t n, int64_t in,
+void column_parallel_linear_forward(WriteView out, float* gathered, ReadView input,
+                                    ReadView weight, ReadView bias, int64_t n, int64_t in,
                                     int64_t out_local, const TensorParallel& tp,
                                     const Compute& cm = {});
 // dinput (n, in) replicated, or with SP (n/tp, in) slab               [=]
@@ -39,21 +40,21 @@ void column_parallel_linear_forward(float* out, float* gathered, const float* in
 // (with SP the input is re-gathered; without, dfull may alias dinput).
 void column_parallel_linear_backward(float* dinput, float* dweight, float* dbias,
                                      float* gathered, float* dfull, const float* dout,
-                                     const float* input, ParamRef weight, int64_t n,
+                                     ReadView input, ReadView weight, int64_t n,
                                      int64_t in, int64_t out_local, const TensorParallel& tp,
                                      const Compute& cm = {});
 
 // out (n, out) or with SP (n/tp, out) = reduce(input · Wᵀ) + b; `partial` (n, out)
 // workspace (may alias out without SP).                                 [out: =]
-void row_parallel_linear_forward(float* out, float* partial, const float* input,
-                                 ParamRef weight, ParamRef bias, int64_t n,
+void row_parallel_linear_forward(float* out, float* partial, ReadView input,
+                                 ReadView weight, ReadView bias, int64_t n,
                                  int64_t in_local, int64_t out_features, const TensorParallel& tp,
                                  const Compute& cm = {});
 // dout (n, out) or with SP (n/tp, out). dinput (n, in_local) [=]; dweight, dbias +=
 // (with SP dbias is a partial sum over the slab: all-reduce it over TP after
 // backward, as for LayerNorm weights). `dfull` (n, out) workspace for SP.
 void row_parallel_linear_backward(float* dinput, float* dweight, float* dbias, float* dfull,
-                                  const float* dout, const float* input, ParamRef weight,
+                                  const float* dout, ReadView input, ReadView weight,
                                   int64_t n, int64_t in_local, int64_t out_features,
                                   const TensorParallel& tp, const Compute& cm = {});
 

@@ -7,7 +7,7 @@
 namespace mt {
 
 void vocab_parallel_embedding_forward(float* out, float* full, const int32_t* ids,
-                                      ParamRef table, int64_t n, int64_t h, int64_t v_start,
+                                      ReadView table, int64_t n, int64_t h, int64_t v_start,
                                       int64_t v_local, const TensorParallel& tp) {
   if (tp.size() > 1 && tp.sequence_parallel) {
     embedding_forward(full, ids, table, n, h, v_start, v_local, false);

@@ -15,7 +15,7 @@ namespace mt {
 // out: (n, h) replicated, or with SP this rank's slab (n/tp, h).        [=]
 // `full` (n, h) is workspace with SP (unused otherwise).
 void vocab_parallel_embedding_forward(float* out, float* full, const int32_t* ids,
-                                      ParamRef table, int64_t n, int64_t h, int64_t v_start,
+                                      ReadView table, int64_t n, int64_t h, int64_t v_start,
                                       int64_t v_local, const TensorParallel& tp);
 // dout: (n, h) replicated, or with SP the slab (n/tp, h), all-gathered into
 // `full` (n, h) first. dtable (v_local, h) += this shard's rows.

@@ -120,7 +120,7 @@ double run_pipeline_schedule(ModelRuntime& rt, const PipelineLinks& links,
                              const MicroBatchFn& next,
                              const std::function<void(int64_t)>* grads_ready,
                              double* wait_seconds) {
-  const int64_t n = rt.boundary_floats();  // one boundary activation (s_local, b, h)
+  const int64_t n = rt.boundary_elements();  // one boundary activation (s_local, b, h)
   const int stages = links.stages;
   const int next_rank = (links.stage + 1) % stages, prev_rank = (links.stage + stages - 1) % stages;
   int64_t m = 0;
@@ -144,7 +144,8 @@ double run_pipeline_schedule(ModelRuntime& rt, const PipelineLinks& links,
         fwd_send.wait();
         bwd_send.wait();
         Timer t;
-        links.pp->recv(rt.stage_input(op.chunk, i), n, prev_rank, fwd_tag(op.chunk));
+        visit(rt.stage_input(op.chunk, i),
+              [&](auto* x) { links.pp->recv(x, n, prev_rank, fwd_tag(op.chunk)); });
         *wait_seconds += t.seconds();
         break;
       }
@@ -156,8 +157,9 @@ double run_pipeline_schedule(ModelRuntime& rt, const PipelineLinks& links,
       }
       case PipeStep::kSendForward: {
         const int receiver_chunk = links.stage == stages - 1 ? op.chunk + 1 : op.chunk;
-        fwd_send = links.pp->isend(rt.stage_output(op.chunk, i), n, next_rank,
-                                   fwd_tag(receiver_chunk));
+        fwd_send = visit(ReadView(rt.stage_output(op.chunk, i)), [&](const auto* x) {
+          return links.pp->isend(x, n, next_rank, fwd_tag(receiver_chunk));
+        });
         break;
       }
       case PipeStep::kRecvBackward: {
@@ -173,12 +175,12 @@ double run_pipeline_schedule(ModelRuntime& rt, const PipelineLinks& links,
         break;
       }
       case PipeStep::kSendBackward: {
-        // Sent from the slot's layer-0 input buffer, which backward no longer
-        // needs: the shared input_grad() is overwritten by the next backward.
+        // Sent (fp32, as every gradient) from the slot's record, which backward
+        // no longer needs: the shared input_grad() is overwritten by the next backward.
         const int receiver_chunk = links.stage == 0 ? op.chunk - 1 : op.chunk;
-        float* input = rt.stage_input(op.chunk, i);
-        std::memcpy(input, rt.input_grad(), size_t(n) * sizeof(float));
-        bwd_send = links.pp->isend(input, n, prev_rank, bwd_tag(receiver_chunk));
+        float* buf = rt.grad_send_buffer(op.chunk, i);
+        std::memcpy(buf, rt.input_grad(), size_t(n) * sizeof(float));
+        bwd_send = links.pp->isend(buf, n, prev_rank, bwd_tag(receiver_chunk));
         break;
       }
     }

@@ -39,7 +39,7 @@ std::string rank_dir_name(int tp_rank, int pp_rank) {
 }
 
 void save_checkpoint(const std::string& dir, const RunState& state, const ParamRegistry& reg,
-                     ParamRef params, const AdamWOptimizer* opt, const ParallelState& ps) {
+                     ReadView params, const AdamWOptimizer* opt, const ParallelState& ps) {
   const std::string tmp_dir = iteration_dir(dir, state.iteration) + ".tmp";
   const std::string rank_dir = tmp_dir + "/" + rank_dir_name(ps.tp_rank, ps.pp_rank);
   if (ps.world_rank == 0) {

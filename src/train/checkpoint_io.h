@@ -57,7 +57,7 @@ std::string rank_dir_name(int tp_rank, int pp_rank);  // "mp_rank_TT_PPP"
 // weights, fp32 or bf16) must be complete (distributed optimizer: no
 // parameter all-gather in flight).
 void save_checkpoint(const std::string& dir, const RunState& state, const ParamRegistry& reg,
-                     ParamRef params, const AdamWOptimizer* opt, const ParallelState& ps);
+                     ReadView params, const AdamWOptimizer* opt, const ParallelState& ps);
 
 // Receives parameter i's loaded values (its whole local tensor, numel floats).
 using ParamSink = std::function<void(size_t i, const float* values)>;

@@ -31,7 +31,7 @@ std::vector<int64_t> local_shape(const ParamSpec& p) {
   return p.ndim == 1 ? std::vector<int64_t>{p.rows} : std::vector<int64_t>{p.rows, p.cols};
 }
 
-void write_model_shard(const std::string& path, const ParamRegistry& reg, ParamRef params,
+void write_model_shard(const std::string& path, const ParamRegistry& reg, ReadView params,
                        int pp_rank, int pp_size) {
   SafetensorsWriter model;
   for (const ParamSpec& p : reg.params()) {

@@ -26,7 +26,7 @@ std::vector<int64_t> local_shape(const ParamSpec& p);
 // F32, or BF16 for a bf16 model's weights, as Megatron saves a bf16 model)
 // to `path` atomically, with the metadata above; TP coordinates come from
 // reg.stage(), the pipeline ones are given.
-void write_model_shard(const std::string& path, const ParamRegistry& reg, ParamRef params,
+void write_model_shard(const std::string& path, const ParamRegistry& reg, ReadView params,
                        int pp_rank, int pp_size);
 
 // Reads one parameter's whole local tensor (numel floats) as the rank whose

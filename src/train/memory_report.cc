@@ -101,12 +101,17 @@ MemoryClasses predict_memory(const MemoryPlan& p) {
   //   MLP 19sbh: FC1 input 2 ↔ ln2; GELU input 8 ↔ fc1; FC2 input 8 ↔ gelu;
   //     dropout mask 1 ↔ none.
   //   LayerNorm inputs 4sbh ↔ the layer's input (a row of hidden) and mid.
-  // Ours stores every value in fp32 and one more: ctx in the attention
+  // fp32 runs store every value in fp32 and one more: ctx in the attention
   // kernel's (b, a, s, d) layout next to its (s, b, h) copy. Per layer with
   // its input: 17·sbh floats = 68·sbh bytes (+ 4·(4 + a)·sb for the norm
   // statistics and lse) against Korthikanti's 32·sbh bytes of values + 2·sbh
   // of masks; with TP + SP every term is divided by t: 68·sbh/t.
-  const double layer = 3 * nl * h + 2 * stats * nl + 5 * n * hl + n * a + n * (f_in + f);
+  // bf16 runs store the values in bf16 (e = 2 bytes) and not ctx (the bf16
+  // attention backward does not read it): 16·sbh values, 32·sbh bytes —
+  // Korthikanti's count; the statistics stay fp32.
+  const double e = bf16 ? 2.0 : 4.0;  // bytes of a saved value
+  const double layer = e * (3 * nl * h + 4 * n * hl + n * (f_in + f)) + (bf16 ? 0.0 : 4 * n * hl) +
+                       4 * (2 * stats * nl + n * a);
 
   // One GptActivations record of a chunk of Lc layers: ids, positions and
   // labels (3 · n 4-byte slots on every stage; the embedding output is
@@ -119,13 +124,16 @@ MemoryClasses predict_memory(const MemoryPlan& p) {
   const double kept = p.recompute_layers_kept < 0 ? per_chunk
                                                   : double(p.recompute_layers_kept / p.chunks);
   const double scratch = kept < per_chunk ? double(p.recompute_group_size) : 0.0;
-  const double record = 3 * n + (per_chunk + 1) * nl * h + (kept + scratch) * layer;
+  // (bf16: at least 2 boundary rows, whose bytes hold the fp32 input gradient
+  // a pipeline stage sends back.)
+  const double boundaries = bf16 ? std::max(per_chunk + 1, 2.0) : per_chunk + 1;
+  const double record = 4 * 3 * n + e * boundaries * nl * h + (kept + scratch) * layer;
   // The last stage's chunk also keeps the final norm's statistics (lnf_mean,
   // lnf_rstd: (s_local, b)), the gradient of its output that the fused loss
   // head computed in forward (dlnf: (s_local, b, h)) and per-token losses
-  // (s, b). The norm's output itself is only read inside forward (workspace).
-  const double head = p.has_output ? nl * h + stats * nl + n : 0.0;
-  m.activations = 4.0 * double(p.in_flight) * (double(p.chunks) * record + head);
+  // (s, b), all fp32. The norm's output itself is only read inside forward (workspace).
+  const double head = p.has_output ? 4 * (nl * h + stats * nl + n) : 0.0;
+  m.activations = double(p.in_flight) * (double(p.chunks) * record + head);
 
   // GptWorkspace, one per rank (shared by all chunks and micro-batches):
   //   qkv (s, b, (a + 2g)·d/t)                  n·qkv  (3 · n·hl without GQA)

@@ -77,6 +77,9 @@ TEST(MemoryReport, MeasuredMatchesPredictedAndTheLeversMoveIt) {
   EXPECT_NEAR(predicted(bf16, "optimizer") / predicted(plain, "optimizer"), 1.5, 1e-6);
   EXPECT_EQ(predicted(bf16, "grads"), predicted(plain, "grads"));
   EXPECT_GT(predicted(bf16, "workspace"), predicted(plain, "workspace"));
+  // Saved activations in bf16 (statistics fp32): about half of fp32's.
+  EXPECT_LT(predicted(bf16, "activations"), 0.55 * predicted(plain, "activations"));
+  EXPECT_GT(predicted(bf16, "activations"), 0.45 * predicted(plain, "activations"));
   const nlohmann::json bf16_zero =
       memory_of(dir, mpirun(2), flags, " --bf16 --use-distributed-optimizer");
   EXPECT_NEAR(predicted(bf16_zero, "optimizer") / predicted(bf16, "optimizer"), 0.5, 0.01);

@@ -160,7 +160,7 @@ TEST(Communicator, SendRecvRing) {
     if (r == 0) c.send(out.data(), 3, 1, 13);
     if (r == 1) err = error_of([&] { c.recv(in.data(), 4, 0, 13); });
     if (r == 1) {
-      EXPECT_NE(err.find("got 3 floats, expected 4"), std::string::npos) << err;
+      EXPECT_NE(err.find("got 3 elements, expected 4"), std::string::npos) << err;
     }
   }
 }

@@ -511,7 +511,7 @@ TEST(LinearMixedStorage, Bf16StoredWeightsAndBiasAreReadAsStored) {
   const auto rb3 = rounded(b3, MathMode::kBF16);
   const std::vector<double> zero_bias(static_cast<size_t>(out), 0.0);
   std::vector<float> y(static_cast<size_t>(n * out));
-  linear_forward(y.data(), inp.data(), ParamRef(w16.data()), ParamRef(b16.data()), n, in, out, cm);
+  linear_forward(y.data(), inp.data(), ReadView(w16.data()), ReadView(b16.data()), n, in, out, cm);
   expect_all_close(y, linear_ref(test::to_double(ri), test::to_double(rw2), test::to_double(rb3),
                                  n, in, out),
                    1e-5, "out from bf16 storage");
@@ -519,13 +519,13 @@ TEST(LinearMixedStorage, Bf16StoredWeightsAndBiasAreReadAsStored) {
   expect_all_close(y, linear_ref(test::to_double(ri), test::to_double(rw), zero_bias, n, in, out),
                    1e-5, "out converted per call");
   std::vector<float> xb(y.size(), 0.5f);
-  bias_add(xb.data(), ParamRef(b16.data()), n, out);
+  bias_add(xb.data(), ReadView(b16.data()), n, out);
   for (int64_t r = 0; r < n; ++r)
     for (int64_t o = 0; o < out; ++o)
       EXPECT_EQ(xb[size_t(r * out + o)], 0.5f + float(rb3[size_t(o)])) << r << "," << o;
 
   std::vector<float> dinp(static_cast<size_t>(n * in));
-  linear_backward(dinp.data(), nullptr, nullptr, g.data(), inp.data(), ParamRef(w16.data()), n,
+  linear_backward(dinp.data(), nullptr, nullptr, g.data(), inp.data(), ReadView(w16.data()), n,
                   in, out, false, cm);
   std::vector<double> ref(dinp.size(), 0.0);
   for (int64_t r = 0; r < n; ++r)
@@ -534,7 +534,7 @@ TEST(LinearMixedStorage, Bf16StoredWeightsAndBiasAreReadAsStored) {
         ref[size_t(r * in + i)] += double(rg[size_t(r * out + o)]) * rw2[size_t(o * in + i)];
   expect_all_close(dinp, ref, 1e-5, "dinp from bf16 storage");
   // A bf16-stored weight belongs to bf16 math only.
-  EXPECT_THROW(linear_forward(y.data(), inp.data(), ParamRef(w16.data()), nullptr, n, in, out),
+  EXPECT_THROW(linear_forward(y.data(), inp.data(), ReadView(w16.data()), nullptr, n, in, out),
                Error);
 }
 

@@ -216,20 +216,20 @@ TEST(Precision, ParamRefViewsEitherStorage) {
   std::vector<float> w = {1.5f, -2.25f, 3.0f, 0.1f};
   std::vector<uint16_t> w16(w.size());
   f32_to_bf16(w16.data(), w.data(), int64_t(w.size()));
-  EXPECT_FALSE(bool(ParamRef()));
-  EXPECT_FALSE(bool(ParamRef(nullptr)));
-  EXPECT_FALSE(bool(ParamRef().at(2)));  // an absent parameter stays absent
-  const ParamRef f(w.data()), h(w16.data());
+  EXPECT_FALSE(bool(ReadView()));
+  EXPECT_FALSE(bool(ReadView(nullptr)));
+  EXPECT_FALSE(bool(ReadView().at(2)));  // an absent parameter stays absent
+  const ReadView f(w.data()), h(w16.data());
   EXPECT_TRUE(bool(f) && bool(h));
   EXPECT_EQ(f.at(2).f32, w.data() + 2);
   EXPECT_EQ(h.at(2).bf16, w16.data() + 2);
   EXPECT_EQ(h.at(2).f32, nullptr);
-  EXPECT_TRUE(f.at(1) == ParamRef(w.data() + 1));
+  EXPECT_TRUE(f.at(1) == ReadView(w.data() + 1));
   EXPECT_FALSE(f == h);
   std::vector<float> out(w.size());
-  param_to_f32(out.data(), f, int64_t(w.size()));
+  convert(out.data(), f, int64_t(w.size()));
   EXPECT_EQ(out, w);
-  param_to_f32(out.data(), h, int64_t(w.size()));
+  convert(out.data(), h, int64_t(w.size()));
   for (size_t i = 0; i < w.size(); ++i) {
     EXPECT_EQ(out[i], f32_from_bf16(w16[i])) << i;
     EXPECT_EQ(load_f32(w16.data(), int64_t(i)), out[i]) << i;

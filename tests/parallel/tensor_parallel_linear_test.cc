@@ -215,7 +215,7 @@ TEST_P(TpLinear, Bf16ShardsMatchFullBf16Linear) {
   auto stored_bf16 = [](const Vec& w, std::vector<uint16_t>* w16) {
     w16->resize(w.size());
     f32_to_bf16(w16->data(), w.data(), int64_t(w.size()));
-    return ParamRef(w16->data());
+    return ReadView(w16->data());
   };
   Compute cm;
   cm.math = MathMode::kBF16;
@@ -224,7 +224,7 @@ TEST_P(TpLinear, Bf16ShardsMatchFullBf16Linear) {
     const int64_t out_l = kOut / t;
     const Vec w = rows_of(f.w, kIn, r * out_l, out_l), b = rows_of(f.b, 1, r * out_l, out_l);
     const Vec x = sp ? rows_of(f.x, kIn, r * n_l, n_l) : f.x;
-    const ParamRef wr = stored_bf16(w, &w16);
+    const ReadView wr = stored_bf16(w, &w16);
     Vec out = filled(kN * out_l, kGarbage), gathered = filled(kN * kIn, kGarbage);
     column_parallel_linear_forward(out.data(), gathered.data(), x.data(), wr, b.data(), kN,
                                    kIn, out_l, tp, cm);
@@ -241,7 +241,7 @@ TEST_P(TpLinear, Bf16ShardsMatchFullBf16Linear) {
   {  // row-parallel
     const int64_t in_l = kIn / t, rows = sp ? n_l : kN;
     const Vec w = cols_of(f.w, kOut, kIn, r * in_l, in_l), x = cols_of(f.x, kN, kIn, r * in_l, in_l);
-    const ParamRef wr = stored_bf16(w, &w16);
+    const ReadView wr = stored_bf16(w, &w16);
     Vec out = filled(rows * kOut, kGarbage), partial = filled(kN * kOut, kGarbage);
     row_parallel_linear_forward(out.data(), partial.data(), x.data(), wr, f.b.data(), kN,
                                 in_l, kOut, tp, cm);

@@ -5,10 +5,13 @@ The same tiny GPT-2, parameters and batch as gpt2_reference.py, run the way
 `megatron train --bf16` runs it (Megatron's bf16 model, no autocast): the
 model's weights are the bf16 rounding of the fp32 main weights — every weight,
 LayerNorm's and the biases and embeddings too — and their gradients flow
-straight through to the main weights; every matrix product takes bfloat16
-operands and accumulates in higher precision; the arithmetic of everything
-else — LayerNorm, GELU, softmax, cross-entropy, bias adds, residuals, the main
-weights, gradient accumulation and AdamW — stays in full precision. In the
+straight through to the main weights; the saved activations are bf16 — the
+residual stream (embedding output, after attention, after the MLP), the FC1
+output (GELU's input) and the GEMM inputs — with gradients straight through;
+every matrix product takes bfloat16 operands and accumulates in higher
+precision; the arithmetic of everything else — LayerNorm, GELU, softmax,
+cross-entropy, bias adds, residual adds, the main weights, gradient
+accumulation and AdamW — stays in full precision. In the
 backward pass the incoming gradient is rounded to bf16 too before each
 product (dX = r(dY)·r(W), dW = r(dY)ᵀ·r(X)), as a bf16 GEMM sees it.
 The rounded products are evaluated in float64, so the only approximations
@@ -63,8 +66,9 @@ def mm(a, b):
     return Bf16MatMul.apply(a, b)
 
 
-class Bf16Weight(torch.autograd.Function):
-    """The model's bf16 weight of a main weight; its gradient goes to the main weight."""
+class StoreBf16(torch.autograd.Function):
+    """A value as megatron.cpp stores it in bf16: a main weight's bf16 model
+    weight, or a saved activation; the gradient passes straight through."""
 
     @staticmethod
     def forward(ctx, w):
@@ -87,22 +91,23 @@ def causal_attention(qkv, heads):
 
 
 def forward(main_params, tokens, labels, cfg):
-    params = {k: Bf16Weight.apply(v) for k, v in main_params.items()}
+    params = {k: StoreBf16.apply(v) for k, v in main_params.items()}
+    st = StoreBf16.apply
     eps = cfg["layernorm_epsilon"]
     b, s = tokens.shape
     wte = params["embedding.word_embeddings.weight"]
     wpe = params["embedding.position_embeddings.weight"]
-    x = wte[tokens.t()] + wpe[:s].unsqueeze(1)  # (s, b, h)
+    x = st(wte[tokens.t()] + wpe[:s].unsqueeze(1))  # (s, b, h) residual stream, stored bf16
     for i in range(cfg["num_layers"]):
         p = f"decoder.layers.{i}."
         P = lambda n: params[p + n]  # noqa: E731
         h1 = ref.layer_norm(x, P("input_layernorm.weight"), P("input_layernorm.bias"), eps)
         qkv = mm(h1, P("self_attention.linear_qkv.weight").t()) + P("self_attention.linear_qkv.bias")
         ctx = causal_attention(qkv, cfg["num_attention_heads"])
-        x = x + mm(ctx, P("self_attention.linear_proj.weight").t()) + P("self_attention.linear_proj.bias")
+        x = st(x + (mm(ctx, P("self_attention.linear_proj.weight").t()) + P("self_attention.linear_proj.bias")))
         h2 = ref.layer_norm(x, P("pre_mlp_layernorm.weight"), P("pre_mlp_layernorm.bias"), eps)
-        a = ref.gelu_tanh(mm(h2, P("mlp.linear_fc1.weight").t()) + P("mlp.linear_fc1.bias"))
-        x = x + mm(a, P("mlp.linear_fc2.weight").t()) + P("mlp.linear_fc2.bias")
+        a = ref.gelu_tanh(st(mm(h2, P("mlp.linear_fc1.weight").t()) + P("mlp.linear_fc1.bias")))
+        x = st(x + (mm(a, P("mlp.linear_fc2.weight").t()) + P("mlp.linear_fc2.bias")))
     y = ref.layer_norm(x, params["decoder.final_layernorm.weight"],
                        params["decoder.final_layernorm.bias"], eps)
     logits = mm(y, wte.t())
@@ -168,8 +173,8 @@ def main():
     metadata = dict(cfg)
     metadata.update({
         "format": "megatron.cpp gpt2 golden fixture v1",
-        "precision": "bf16 weights (of fp32 main weights), bf16 GEMM operands (incoming "
-                     "gradients rounded too), float64 elsewhere",
+        "precision": "bf16 weights (of fp32 main weights), bf16 residual stream and FC1 output, "
+                     "bf16 GEMM operands (incoming gradients rounded too), float64 elsewhere",
         "tokens_layout": "b,s",
         "logits_layout": "s,b,padded_vocab",
         "qkv_layout": "row = head*3*d + which*d + e (which 0=q 1=k 2=v)",

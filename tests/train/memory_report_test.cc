@@ -190,16 +190,20 @@ TEST(MemoryReport, AgreesWithWhatTheModelCarves) {
       {1, false, true, "", 0, -1, 0, 1, true}, {2, true, true, "", 0, -1, 0, 2, true},
       {2, false, false, "uniform", 1, 0, 1, 1, true},
   };
-  for (const Case& c : cases) {
+  for (const Case& c : cases)
+    for (MathMode math : {MathMode::kF32, MathMode::kBF16}) {  // bf16: bf16 records
     GptShapes sh = tiny_shapes(c.tp, c.sp, c.has_output, c.llama);
+    sh.cm.math = math;
     sh.recompute_group.assign(size_t(sh.num_layers), -1);
     set_full_recompute(sh, c.method, c.recompute_layers);
     MemoryPlan p = plan_of(sh, c.tp, c.sp, c.in_flight);
+    p.math = math_mode_name(math);
     p.recompute_layers_kept = c.kept;
     p.recompute_group_size = c.group;
     const MemoryClasses m = predict_memory(p);
     const Carved got = carve(sh, c.in_flight);
-    const std::string what = std::string(c.llama ? "llama " : "") + "tp " + std::to_string(c.tp) + (c.sp ? " sp" : "") +
+    const std::string what = std::string(math_mode_name(math)) + (c.llama ? " llama " : " ") +
+                             "tp " + std::to_string(c.tp) + (c.sp ? " sp" : "") +
                              (c.has_output ? " output" : "") + " recompute '" + c.method + "'";
     // Each carved tensor rounds up to 64 bytes (at most 54 tensors a record here).
     EXPECT_GE(got.activations, m.activations) << what;
