@@ -18,6 +18,16 @@ Command add_train_command(CLI::App& app) {
   app.add_option("--config", "read flags from a TOML file of `flag-name = value` lines "
                  "(expanded before the other flags, which win)");
   auto group = [&](const char* name) { return app.add_option_group(name); };
+  app.footer(
+      "Memory per rank (P = parameters this rank holds, d = data-parallel size; --log-memory\n"
+      "  prints each class predicted and measured): the model's weights are fp32 (4P bytes) or,\n"
+      "  with --bf16, bf16 (2P; what every kernel reads); gradients are fp32 (4P); the optimizer\n"
+      "  holds Adam's fp32 m and v (8P) and, with --bf16, the fp32 main weights (4P); with\n"
+      "  --use-distributed-optimizer the optimizer's share is divided by d. So fp32: 16 bytes\n"
+      "  per parameter, or 8 + 8/d; bf16: 18, or 6 + 12/d (Megatron-LM's). Saved activations\n"
+      "  are fp32, or bf16 with --bf16 (norm and softmax statistics stay fp32), about half;\n"
+      "  full recompute keeps only each layer's input. A checkpoint stores the weights as held\n"
+      "  (BF16 with --bf16) and the fp32 main weights beside the Adam moments: resumes are exact.");
 
   CLI::Option_group* model = group("model");
   auto model_options = std::make_shared<std::vector<std::pair<std::string, CLI::Option*>>>();
@@ -42,12 +52,12 @@ Command add_train_command(CLI::App& app) {
                   "full recompute: uniform (groups of N layers) or block (the first N layers)");
   mem->add_option("--recompute-num-layers", a->recompute_num_layers, "N for --recompute-method");
   mem->add_flag("--use-distributed-optimizer", a->use_distributed_optimizer,
-                "ZeRO-1: shard main weights and Adam moments over DP (reduce-scatter grads, "
-                "all-gather params)");
+                "ZeRO-1: shard the optimizer state (Adam moments, bf16's fp32 main weights) over "
+                "DP (reduce-scatter grads, all-gather the weights)");
   mem->add_flag("--overlap-param-gather", a->overlap_param_gather,
                 "distributed optimizer: the next forward waits per bucket for the all-gather");
-  mem->add_flag("--bf16", a->bf16, "bf16 weights and GEMM operands, fp32 main weights, grads, "
-                "softmax and loss");
+  mem->add_flag("--bf16", a->bf16, "bf16 weights, activations and GEMM operands; fp32 main "
+                "weights (in the optimizer), grads, statistics and loss");
   mem->add_flag("--fp16", a->fp16, "fp16 GEMM operands with loss scaling, fp32 main weights");
   mem->add_option("--loss-scale", a->loss_scale, "fp16: static loss scale (default: dynamic)");
   mem->add_option("--initial-loss-scale", a->initial_loss_scale, "fp16: first dynamic scale");

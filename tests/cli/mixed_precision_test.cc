@@ -214,6 +214,15 @@ TEST_F(MixedPrecision, Fp16StaticLossScaleStays) {
   }
 }
 
+// `megatron train --help` says which bytes live where, with the formulas.
+TEST_F(MixedPrecision, HelpSaysWhichBytesLiveWhere) {
+  const RunResult r = run(megatron() + " train --help");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  for (const char* words : {"Memory per rank", "fp32 main weights (4P)", "6 + 12/d", "8 + 8/d",
+                            "bf16 with --bf16", "resumes are exact"})
+    EXPECT_NE(r.output.find(words), std::string::npos) << "missing '" << words << "'\n" << r.output;
+}
+
 TEST_F(MixedPrecision, BadFlagsAreRefused) {
   RunResult r = run(megatron() + flags + " --train-iters 2 --bf16 --fp16");
   EXPECT_NE(r.exit_code, 0);
