@@ -3,12 +3,13 @@
 // matmul peak measured in the same run. One JSON line per (config, threads).
 //   config a: 4 layers, 4 heads, hidden 128, seq 64, micro-batch 12, vocab 65
 //   config b: GPT-2 small: 12 layers, 12 heads, hidden 768, seq 1024, micro-batch 1, vocab 50304
+//   config small: 6 layers, 6 heads, hidden 384, seq 256, micro-batch 8, vocab 50304
 //   config llama: GPT-2 small's width as a Llama-style model: 12 layers, hidden 768, 12 heads
 //     in 4 query groups, SwiGLU ffn 2048, RMSNorm, RoPE, no biases, untied output, seq 1024,
 //     micro-batch 1, vocab 32000
-// Usage: bench_train [a|b|llama|all] [iters] [--tp N] [--sp] [--pp P] [--m M] [--last-stage-layers K] [--vpp V] [--threads T]
+// Usage: bench_train [a|b|small|llama|all] [iters] [--tp N] [--sp] [--pp P] [--m M] [--last-stage-layers K] [--vpp V] [--threads T]
 //                    [--bucket FLOATS] [--overlap] [--bf16] [--recompute full|selective] [--zero]
-// --bf16: bf16 GEMM operands with fp32 main weights (as `megatron train --bf16`);
+// --bf16: bf16 weights, activations and GEMM operands, fp32 main weights (as `megatron train --bf16`);
 // --recompute full: full recompute, uniform groups of one layer;
 // --zero: the distributed optimizer (ZeRO-1) over DP.
 // With --pp the iteration runs M micro-batches through the 1F1B schedule and
@@ -163,7 +164,7 @@ int main(int argc, char** argv) {
     else if (a == "--recompute" && i + 1 < argc) o.recompute = argv[++i];
     else if (a == "--bucket" && i + 1 < argc) o.bucket_floats = std::stoll(argv[++i]);
     else if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
-    else if (a == "a" || a == "b" || a == "llama" || a == "all") which = a;
+    else if (a == "a" || a == "b" || a == "llama" || a == "small" || a == "all") which = a;
     else o.iters = std::stoll(a);
   }
   if (o.recompute != "" && o.recompute != "full" && o.recompute != "selective") {
@@ -177,7 +178,8 @@ int main(int argc, char** argv) {
   const BenchConfig a{"a", 4, 4, 128, 64, 12, 65, 200};
   const BenchConfig b{"b", 12, 12, 768, 1024, 1, 50304, 5};
   const BenchConfig llama{"llama", 12, 12, 768, 1024, 1, 32000, 5, true, 4, 2048};
-  for (const BenchConfig* bc : {&a, &b, &llama}) {
+  const BenchConfig small{"small", 6, 6, 384, 256, 8, 50304, 10};
+  for (const BenchConfig* bc : {&a, &b, &llama, &small}) {
     if (which != "all" && which != bc->name) continue;
     if (threads > 0) {
       run(*bc, threads, ps, o);

@@ -58,6 +58,9 @@ Command add_train_command(CLI::App& app) {
                 "distributed optimizer: the next forward waits per bucket for the all-gather");
   mem->add_flag("--bf16", a->bf16, "bf16 weights, activations and GEMM operands; fp32 main "
                 "weights (in the optimizer), grads, statistics and loss");
+  mem->add_flag("--accumulate-allreduce-grads-in-fp32", a->accumulate_allreduce_grads_in_fp32,
+                "accepted for Megatron-LM compatibility: gradients always accumulate and "
+                "reduce in fp32 here");
   mem->add_flag("--fp16", a->fp16, "fp16 GEMM operands with loss scaling, fp32 main weights");
   mem->add_option("--loss-scale", a->loss_scale, "fp16: static loss scale (default: dynamic)");
   mem->add_option("--initial-loss-scale", a->initial_loss_scale, "fp16: first dynamic scale");

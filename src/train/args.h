@@ -82,6 +82,7 @@ struct TrainArgs {
   bool overwrite_checkpoints = false;  // let --save hold checkpoints this run did not load
   bool skip_memory_check = false;      // start even if the planned memory exceeds the host's
   bool attention_softmax_in_fp32 = false;  // accepted (Megatron flag); softmax is always fp32
+  bool accumulate_allreduce_grads_in_fp32 = false;  // accepted (Megatron flag); always so here
   // --use-checkpoint-args: the model fields not given as flags come from the
   // --load checkpoint (model_flags_given: the JSON keys of those given).
   bool use_checkpoint_args = false;
