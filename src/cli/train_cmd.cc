@@ -72,7 +72,8 @@ Command add_train_command(CLI::App& app) {
                 "start even when the predicted memory of a host's ranks exceeds its available "
                 "memory");
   mem->add_flag("--log-memory", a->log_memory,
-                "after the first step print bytes per class per rank, predicted and measured");
+                "after the first step print bytes per class per rank, predicted and measured "
+                "(and write one --log-json record per rank)");
 
   CLI::Option_group* par = group("parallelism");
   par->add_option("--tensor-model-parallel-size", a->tensor_model_parallel_size, "TP size");
