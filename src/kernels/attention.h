@@ -6,7 +6,8 @@
 // recomputes the probabilities from it (as FlashAttention does).
 // Mixed precision: the batched matmuls (q·kᵀ, P·v and the three of backward)
 // run in dims.math; softmax, log-sum-exp, dropout and the softmax backward
-// stay fp32, as do all inputs and outputs. In bf16/fp16 the softmax backward
+// stay fp32, as do the outputs (q, k, v may come in bf16 storage in bf16
+// math: a bf16 run's saved activations). In bf16/fp16 the softmax backward
 // takes D = Σ_j P_j dP_j from the score row (consistent with the rounded dP)
 // instead of dctx · ctx, so ctx is then not read.
 #pragma once

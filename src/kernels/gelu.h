@@ -1,4 +1,5 @@
 // GELU, tanh approximation (GPT-2 / Megatron's openai_gelu / torch approximate="tanh").
+// Input and output are fp32 or bf16 storage; the arithmetic and gradients fp32.
 #pragma once
 #include <cstdint>
 

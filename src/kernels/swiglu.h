@@ -1,5 +1,6 @@
 // SwiGLU, Megatron's --swiglu (bias_swiglu_impl without bias) and Llama's MLP:
 // the first linear layer outputs [gate | up] and out = silu(gate) * up.
+// Input and output are fp32 or bf16 storage; the arithmetic and gradients fp32.
 #pragma once
 #include <cstdint>
 

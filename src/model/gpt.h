@@ -85,7 +85,7 @@ struct GptShapes {
   float eps = 1e-5f, hidden_dropout = 0.f, attention_dropout = 0.f;
   TensorParallel tp;             // TP group (null or size 1: no tensor parallelism)
   // How the GEMMs compute (fp32, or bf16/fp16 operands with fp32 accumulation).
-  // The weights' storage is in GptWeights; activations are fp32.
+  // In bf16 the weights (GptWeights) and the saved activations are bf16 too.
   Compute cm;
   // Full activation recompute (Megatron's --recompute-granularity full):
   // recompute_group[l] (local layer l) is the first local layer of the group
