@@ -1,6 +1,6 @@
 // RMSNorm over the last dimension c (Megatron's --normalization RMSNorm, as
 // torch.nn.RMSNorm / Llama): y = x * rstd * w, rstd = 1 / sqrt(mean(x^2) + eps).
-// Input, output, weight and bias are fp32 or bf16 storage (ReadView /
+// Input, output and weight are fp32 or bf16 storage (ReadView /
 // WriteView: a bf16 run's activations and weights); statistics, gradients
 // and the arithmetic are fp32. A bf16 input is summed in the vectoriser's
 // own order for that type: the result may differ from the fp32 call on the
