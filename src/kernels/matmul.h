@@ -56,9 +56,9 @@ void bias_backward(float* dbias, const float* dout, int64_t n, int64_t c);
 // x (n, c) += bias (c) on every row (fp32 or bf16 storage)
 void bias_add(float* x, ReadView bias, int64_t n, int64_t c);
 
-// Achieved FLOP/s of a size³ matmul in `math` on the current thread count (the
-// MFU denominator; in bf16 B comes pre-converted, as weights from a shadow, and
-// the conversion of A is counted). Runs ~0.3 s.
+// Best FLOP/s of a size³ matmul in `math` on the current thread count over
+// at least 5 runs and ~0.25 s (the MFU denominator; in bf16 both operands are
+// stored in bf16, so no conversion is counted).
 double measure_matmul_peak_flops(int64_t size = 2048, MathMode math = MathMode::kF32);
 
 // Number of distinct primitives created so far (for tests of the cache).
