@@ -6,7 +6,8 @@
 //   exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
 //   denom = (exp_avg_sq.sqrt() / sqrt(1 - beta2**t)).add_(eps)
 //   param.addcdiv_(exp_avg, denom, value=-lr / (1 - beta1**t))
-// Each line below mirrors one of these, in the same operation order.
+// Each line below mirrors one of these, in the same operation order. Gradient
+// clipping (torch's grad.mul_(clip_coef)) is the product by grad_scale.
 #include "kernels/adamw.h"
 
 #include <cmath>
@@ -20,12 +21,12 @@ namespace {
 
 // The update loop; with WithCopy the bf16 copy of each new param is written too.
 template <bool WithCopy>
-void adamw_loop(float* param, const float* grad, float* m, float* v, int64_t n, float decay,
-                float w1, bool lerp_low, float beta2, float one_minus_b2, float bc2_sqrt, float eps,
-                float neg_step_size, uint16_t* param_bf16) {
+void adamw_loop(float* param, const float* grad, float* m, float* v, int64_t n, float gscale,
+                float decay, float w1, bool lerp_low, float beta2, float one_minus_b2,
+                float bc2_sqrt, float eps, float neg_step_size, uint16_t* param_bf16) {
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) {
-    const float g = grad[i];
+    const float g = grad[i] * gscale;  // exact when gscale = 1
     const float p = param[i] * decay;
     const float mi = lerp_low ? m[i] + w1 * (g - m[i]) : g - (g - m[i]) * (1.f - w1);
     const float vi = v[i] * beta2 + one_minus_b2 * g * g;
@@ -58,10 +59,10 @@ void adamw_step(float* param, const float* grad, float* m, float* v, int64_t n,
   // torch's lerp switches formula at |w| = 0.5 for accuracy; so do we.
   const bool lerp_low = std::fabs(w1) < 0.5f;
   if (param_bf16 != nullptr)
-    adamw_loop<true>(param, grad, m, v, n, decay, w1, lerp_low, h.beta2, one_minus_b2, bc2_sqrt,
+    adamw_loop<true>(param, grad, m, v, n, h.grad_scale, decay, w1, lerp_low, h.beta2, one_minus_b2, bc2_sqrt,
                      h.eps, neg_step_size, param_bf16);
   else
-    adamw_loop<false>(param, grad, m, v, n, decay, w1, lerp_low, h.beta2, one_minus_b2, bc2_sqrt,
+    adamw_loop<false>(param, grad, m, v, n, h.grad_scale, decay, w1, lerp_low, h.beta2, one_minus_b2, bc2_sqrt,
                       h.eps, neg_step_size, nullptr);
 }
 

@@ -6,9 +6,12 @@ namespace mt {
 
 struct AdamWHyper {
   float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.f;
+  // g = grad * grad_scale (the clip coefficient, applied in this pass instead
+  // of a sweep of its own; the same float product as scaling grad first).
+  float grad_scale = 1.f;
 };
 
-// step is 1-based. param, m, v updated in place:
+// step is 1-based. param, m, v updated in place (g = grad * grad_scale):
 // param *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g²;
 // param -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
 // param_bf16 (n), if non-null: = bf16 of the updated param, in the same pass

@@ -1,5 +1,7 @@
 #include "model/model_runtime.h"
 
+#include <omp.h>
+
 #include <algorithm>
 
 namespace mt {
@@ -95,6 +97,13 @@ void ModelRuntime::get_param(size_t i, float* out) const {
   convert(out, weights().at(p.offset), p.numel());
 }
 
-void ModelRuntime::zero_grads() { std::fill(grads, grads + reg.total_floats(), 0.f); }
+void ModelRuntime::zero_grads() {
+  const int64_t n = reg.total_floats();
+#pragma omp parallel
+  {
+    const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+    std::fill(grads + n * t / nt, grads + n * (t + 1) / nt, 0.f);
+  }
+}
 
 }  // namespace mt

@@ -119,6 +119,8 @@ class ModelRuntime {
   void set_params(const float* values);
   // out (numel()) = parameter i's weights, widened to fp32.
   void get_param(size_t i, float* out) const;
+  // grads = 0 (OpenMP threads each clear a contiguous part: one memset would
+  // be one core's store bandwidth).
   void zero_grads();
 
  private:

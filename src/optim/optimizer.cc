@@ -53,14 +53,14 @@ double AdamWOptimizer::grad_norm(const float* grads, Communicator* mp) const {
   return std::sqrt(sq);
 }
 
-void AdamWOptimizer::clip(float* grads, double norm) const {
-  if (cfg_.clip_grad <= 0) return;
+float AdamWOptimizer::clip_coefficient(double norm) const {
+  if (cfg_.clip_grad <= 0) return 1.f;
   const double coeff = double(cfg_.clip_grad) / (norm + 1e-6);
-  if (coeff >= 1.0) return;
-  for (const OptimSegment& s : segments_) scale_inplace(grads + s.begin, s.size(), float(coeff));
+  return coeff >= 1.0 ? 1.f : float(coeff);
 }
 
-void AdamWOptimizer::step(float* params, const float* grads, double lr, uint16_t* params_bf16) {
+void AdamWOptimizer::step(float* params, const float* grads, double lr, uint16_t* params_bf16,
+                          float grad_scale) {
   MT_CHECK(main_ ? params == nullptr && params_bf16 != nullptr : params != nullptr,
            "AdamWOptimizer::step: ", main_ ? "with main weights pass the model's bf16 weights "
                                             "(and no fp32 ones)"
@@ -73,6 +73,7 @@ void AdamWOptimizer::step(float* params, const float* grads, double lr, uint16_t
     h.beta1 = cfg_.beta1;
     h.beta2 = cfg_.beta2;
     h.eps = cfg_.eps;
+    h.grad_scale = grad_scale;
     h.weight_decay = reg_.params()[s.param].weight_decay ? cfg_.weight_decay : 0.f;
     float* w = main_ ? main_ + s.state : params + s.begin;
     adamw_step(w, grads + s.begin, m_ + s.state, v_ + s.state, s.size(), h, steps_,

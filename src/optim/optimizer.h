@@ -68,16 +68,18 @@ class AdamWOptimizer {
   // only, padding never), summed over DP when sharded and over `mp` (which
   // may be null: no model parallelism).
   double grad_norm(const float* grads, Communicator* mp) const;
-  // Scales this rank's segments of grads by clip/(norm + 1e-6) when that is
-  // < 1 (Megatron, torch).
-  void clip(float* grads, double norm) const;
-  // One AdamW step with learning rate lr on this rank's segments; advances
-  // the step count. Without main weights: `params` (the model's fp32
-  // weights, total floats) in place, params_bf16 null. With them: `params`
-  // null, the main weights in place and their bf16 rounding written into
-  // `params_bf16` (the model's bf16 weights, total elements, same offsets)
-  // in the same pass.
-  void step(float* params, const float* grads, double lr, uint16_t* params_bf16 = nullptr);
+  // Gradient clipping (Megatron, torch): the factor clip/(norm + 1e-6) when
+  // that is < 1, else 1 (also without clipping). The step applies it.
+  float clip_coefficient(double norm) const;
+  // One AdamW step with learning rate lr on this rank's segments, on the
+  // gradients times grad_scale (the clip coefficient; grads themselves are
+  // not written); advances the step count. Without main weights: `params`
+  // (the model's fp32 weights, total floats) in place, params_bf16 null.
+  // With them: `params` null, the main weights in place and their bf16
+  // rounding written into `params_bf16` (the model's bf16 weights, total
+  // elements, same offsets) in the same pass.
+  void step(float* params, const float* grads, double lr, uint16_t* params_bf16 = nullptr,
+            float grad_scale = 1.f);
 
   bool sharded() const { return sharded_; }
   const std::vector<OptimSegment>& segments() const { return segments_; }

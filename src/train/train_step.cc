@@ -65,9 +65,9 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, Par
            ": loss ", r.loss, ", grad norm ", r.grad_norm,
            " is not finite; stopped before the update, without saving (the last good checkpoint, "
            "if any, is untouched); fix: lower --lr, raise --lr-warmup-iters or set --clip-grad");
-  opt.clip(rt.grads, r.grad_norm);
-  // bf16: the step updates the fp32 main weights and writes the model's bf16 ones.
-  opt.step(rt.params, rt.grads, lr, rt.params_bf16);
+  // bf16: the step updates the fp32 main weights and writes the model's bf16
+  // ones; clipping scales the gradients inside it.
+  opt.step(rt.params, rt.grads, lr, rt.params_bf16, opt.clip_coefficient(r.grad_norm));
   sync.gather_params();  // distributed optimizer: all-gather the updated pieces
   return r;
 }

@@ -106,8 +106,8 @@ struct Golden : ::testing::Test {
       EXPECT_NEAR(loss, ref_losses[step], loss_tol * std::abs(ref_losses[step])) << "step " << step;
       const double norm = opt.grad_norm(m.grads, nullptr);
       EXPECT_NEAR(norm, ref_norms[step], norm_tol * ref_norms[step]) << "step " << step;
-      opt.clip(m.grads, norm);
-      opt.step(m.rt.params, m.grads, meta_double(fx, "lr"), m.rt.params_bf16);
+      opt.step(m.rt.params, m.grads, meta_double(fx, "lr"), m.rt.params_bf16,
+               opt.clip_coefficient(norm));
     }
   }
   // The fixture's logits, loss (eval and train) and every gradient, each

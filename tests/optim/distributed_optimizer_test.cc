@@ -192,10 +192,8 @@ TEST_P(DistributedStep, EqualsThePlainStep) {
     const double n_dist = dist.grad_norm(g_dist.data(), nullptr);
     EXPECT_NEAR(n_dist, n_plain, 1e-12 * n_plain);
     ASSERT_GT(n_plain, oc.clip_grad);
-    plain.clip(g_plain.data(), n_plain);
-    dist.clip(g_dist.data(), n_dist);
-    plain.step(p_plain.data(), g_plain.data(), 1e-2);
-    dist.step(p_dist.data(), g_dist.data(), 1e-2);
+    plain.step(p_plain.data(), g_plain.data(), 1e-2, nullptr, plain.clip_coefficient(n_plain));
+    dist.step(p_dist.data(), g_dist.data(), 1e-2, nullptr, dist.clip_coefficient(n_dist));
     if (it == 0) {
       gather.gather();
     } else {  // overlapped: started, then waited bucket by bucket in forward order

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/reduce.h"
+
 namespace mt {
 namespace {
 
@@ -38,10 +40,27 @@ TEST(AdamWOptimizer, GradNormAndClip) {
   const double norm = opt.grad_norm(g.data(), nullptr);
   EXPECT_NEAR(norm, std::sqrt(sq), 1e-9 * norm);
   ASSERT_GT(norm, 1.0);
-  opt.clip(g.data(), norm);
-  EXPECT_NEAR(opt.grad_norm(g.data(), nullptr), 1.0, 1e-5);
-  opt.clip(g.data(), 0.5);  // below the limit: unchanged
-  EXPECT_NEAR(opt.grad_norm(g.data(), nullptr), 1.0, 1e-5);
+  const float coeff = opt.clip_coefficient(norm);
+  EXPECT_EQ(coeff, float(1.0 / (norm + 1e-6)));
+  EXPECT_EQ(opt.clip_coefficient(0.5), 1.f);  // below the limit: unchanged
+  oc.clip_grad = 0.f;                          // no clipping
+  EXPECT_EQ(AdamWOptimizer(reg, oc).clip_coefficient(norm), 1.f);
+
+  // The step applies the coefficient: the same bits as scaling the gradients
+  // first (torch's grad.mul_(clip_coef), then the step), and grads unchanged.
+  std::vector<float> p1(g.size(), 0.5f), p2 = p1, scaled = g;
+  scale_inplace(scaled.data(), int64_t(scaled.size()), coeff);
+  oc.clip_grad = 1.0f;
+  AdamWOptimizer a(reg, oc), b(reg, oc);
+  const std::vector<float> g_before = g;
+  for (int step = 0; step < 3; ++step) {
+    a.step(p1.data(), g.data(), 1e-2, nullptr, coeff);
+    b.step(p2.data(), scaled.data(), 1e-2);
+  }
+  EXPECT_EQ(g, g_before);
+  for (size_t i = 0; i < p1.size(); ++i) ASSERT_EQ(p1[i], p2[i]) << "element " << i;
+  const double clipped = a.grad_norm(scaled.data(), nullptr);
+  EXPECT_NEAR(clipped, 1.0, 1e-5);
 }
 
 TEST(AdamWOptimizer, WeightDecaySkipsBiasesAndNorms) {
