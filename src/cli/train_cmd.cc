@@ -59,8 +59,13 @@ Command add_train_command(CLI::App& app) {
   mem->add_flag("--bf16", a->bf16, "bf16 weights, activations and GEMM operands; fp32 main "
                 "weights (in the optimizer), grads, statistics and loss");
   mem->add_flag("--accumulate-allreduce-grads-in-fp32", a->accumulate_allreduce_grads_in_fp32,
-                "accepted for Megatron-LM compatibility: gradients always accumulate and "
-                "reduce in fp32 here");
+                "accepted for Megatron-LM compatibility: gradients always accumulate in fp32 "
+                "here, and reduce over DP in fp32 unless --grad-reduce-in-bf16");
+  mem->add_flag("--grad-reduce-in-bf16", a->grad_reduce_in_bf16,
+                "with --bf16: the DP gradient all-reduce (reduce-scatter with "
+                "--use-distributed-optimizer) moves bf16, half the bytes; gradients still "
+                "accumulate in fp32 and the optimizer reads fp32; the tied-embedding all-reduce "
+                "stays fp32");
   mem->add_flag("--fp16", a->fp16, "fp16 GEMM operands with loss scaling, fp32 main weights");
   mem->add_option("--loss-scale", a->loss_scale, "fp16: static loss scale (default: dynamic)");
   mem->add_option("--initial-loss-scale", a->initial_loss_scale, "fp16: first dynamic scale");

@@ -7,6 +7,7 @@
 #include <exception>
 
 #include "core/error.h"
+#include "dist/bf16_sum.h"
 #include "dist/mpi_env.h"
 
 namespace mt {
@@ -58,7 +59,7 @@ CommHandle::CommHandle(CommHandle&& o) noexcept
     : req_(std::exchange(o.req_, MPI_REQUEST_NULL)),
       move_dst_(std::exchange(o.move_dst_, nullptr)),
       move_src_(std::exchange(o.move_src_, nullptr)),
-      move_n_(std::exchange(o.move_n_, 0)),
+      move_bytes_(std::exchange(o.move_bytes_, 0)),
       op_(o.op_),
       group_(std::move(o.group_)) {}
 
@@ -74,7 +75,7 @@ CommHandle& CommHandle::operator=(CommHandle&& o) noexcept {
     req_ = std::exchange(o.req_, MPI_REQUEST_NULL);
     move_dst_ = std::exchange(o.move_dst_, nullptr);
     move_src_ = std::exchange(o.move_src_, nullptr);
-    move_n_ = std::exchange(o.move_n_, 0);
+    move_bytes_ = std::exchange(o.move_bytes_, 0);
     op_ = o.op_;
     group_ = std::move(o.group_);
   }
@@ -100,24 +101,32 @@ bool CommHandle::test() {
 }
 
 CommHandle& CommHandle::then_move(float* dst, const float* src, int64_t n) {
+  return then_move_bytes(dst, src, n, sizeof(float));
+}
+
+CommHandle& CommHandle::then_move(uint16_t* dst, const uint16_t* src, int64_t n) {
+  return then_move_bytes(dst, src, n, sizeof(uint16_t));
+}
+
+CommHandle& CommHandle::then_move_bytes(void* dst, const void* src, int64_t n, size_t elem) {
   MT_CHECK(n >= 0 && (n == 0 || (dst != nullptr && src != nullptr)), "then_move of ", n,
-           " floats with a null pointer; fix: pass the buffers of the operation");
+           " elements with a null pointer; fix: pass the buffers of the operation");
+  const size_t bytes = size_t(n) * elem;
   if (!pending()) {  // already complete (e.g. a group of one)
-    if (n > 0 && dst != src) std::memmove(dst, src, size_t(n) * sizeof(float));
+    if (bytes > 0 && dst != src) std::memmove(dst, src, bytes);
     return *this;
   }
-  move_dst_ = dst;
-  move_src_ = src;
-  move_n_ = n;
+  move_dst_ = static_cast<char*>(dst);
+  move_src_ = static_cast<const char*>(src);
+  move_bytes_ = bytes;
   return *this;
 }
 
 void CommHandle::complete() {
-  if (move_n_ > 0 && move_dst_ != move_src_)
-    std::memmove(move_dst_, move_src_, size_t(move_n_) * sizeof(float));
+  if (move_bytes_ > 0 && move_dst_ != move_src_) std::memmove(move_dst_, move_src_, move_bytes_);
   move_dst_ = nullptr;
   move_src_ = nullptr;
-  move_n_ = 0;
+  move_bytes_ = 0;
 }
 
 // ---------------------------------------------------------------- ChunkSplit
@@ -306,23 +315,39 @@ void Communicator::check_split(const char* op, const ChunkSplit& split) const {
 }
 
 void Communicator::reduce_scatter_sum_in_place(float* x, const ChunkSplit& split) const {
+  reduce_scatter_in_place(x, split, MPI_FLOAT, MPI_SUM, sizeof(float),
+                          "reduce_scatter_sum_in_place");
+}
+
+void Communicator::reduce_scatter_sum_bf16_in_place(uint16_t* x, const ChunkSplit& split) const {
+  reduce_scatter_in_place(x, split, MPI_UINT16_T, bf16_sum_op(), sizeof(uint16_t),
+                          "reduce_scatter_sum_bf16_in_place");
+}
+
+void Communicator::all_reduce_sum_bf16(uint16_t* x, int64_t n) const {
+  all_reduce(x, n, MPI_UINT16_T, bf16_sum_op(), "all_reduce_sum_bf16");
+}
+
+void Communicator::reduce_scatter_in_place(void* x, const ChunkSplit& split, MPI_Datatype type,
+                                           MPI_Op op, size_t elem, const char* what) const {
   BusyTimer busy(busy_seconds_);
-  const char* op = "reduce_scatter_sum_in_place";
-  check_split(op, split);
+  check_split(what, split);
   if (size_ == 1 || split.total() == 0) return;
-  if (split.total() * int64_t(sizeof(float)) > kReduceChunkBytes) {
+  if (split.total() * int64_t(elem) > kReduceChunkBytes) {
     // Open MPI's reduce-scatter of one large buffer is slower still than its
     // all-reduce (~760 ms for 38.6M floats here); a chunked all-reduce leaves
     // the sum everywhere, this rank's chunk included.
-    all_reduce_chunked(x, split.total(), MPI_FLOAT, MPI_SUM, op);
+    all_reduce_chunked(x, split.total(), type, op, what);
     return;
   }
-  check_mpi(MPI_Reduce_scatter(MPI_IN_PLACE, x, split.counts.data(), MPI_FLOAT, MPI_SUM, comm_),
-            op, name_);
+  check_mpi(MPI_Reduce_scatter(MPI_IN_PLACE, x, split.counts.data(), type, op, comm_), what,
+            name_);
   // MPI puts the in-place result at the start of the buffer.
-  const int r = rank_;
-  if (split.counts[size_t(r)] > 0 && split.displs[size_t(r)] > 0)
-    std::memmove(x + split.displs[size_t(r)], x, size_t(split.counts[size_t(r)]) * sizeof(float));
+  const size_t r = size_t(rank_);
+  if (split.counts[r] > 0 && split.displs[r] > 0) {
+    char* p = static_cast<char*>(x);
+    std::memmove(p + size_t(split.displs[r]) * elem, p, size_t(split.counts[r]) * elem);
+  }
 }
 
 void Communicator::all_gather_in_place(float* x, const ChunkSplit& split) const {
@@ -398,13 +423,21 @@ void Communicator::recv(void* x, int64_t n, MPI_Datatype type, int peer, int tag
 }
 
 CommHandle Communicator::start_all_reduce_sum(float* x, int64_t n) const {
-  const char* op = "start_all_reduce_sum(float)";
-  check_member(op);
-  const int c = count(op, n);
+  return start_all_reduce(x, n, MPI_FLOAT, MPI_SUM, "start_all_reduce_sum(float)");
+}
+
+CommHandle Communicator::start_all_reduce_sum_bf16(uint16_t* x, int64_t n) const {
+  return start_all_reduce(x, n, MPI_UINT16_T, bf16_sum_op(), "start_all_reduce_sum_bf16");
+}
+
+CommHandle Communicator::start_all_reduce(void* x, int64_t n, MPI_Datatype type, MPI_Op op,
+                                          const char* what) const {
+  check_member(what);
+  const int c = count(what, n);
   if (size_ == 1 || c == 0) return CommHandle();
   MPI_Request req;
-  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, x, c, MPI_FLOAT, MPI_SUM, comm_, &req), op, name_);
-  return CommHandle(req, op, name_);
+  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, x, c, type, op, comm_, &req), what, name_);
+  return CommHandle(req, what, name_);
 }
 
 CommHandle Communicator::start_all_gather(float* out, const float* in, int64_t n) const {
@@ -442,16 +475,28 @@ CommHandle Communicator::start_reduce_scatter_sum(float* out, const float* in, i
 
 CommHandle Communicator::start_reduce_scatter_sum_in_place(float* x,
                                                             const ChunkSplit& split) const {
-  const char* op = "start_reduce_scatter_sum_in_place";
-  check_split(op, split);
+  return start_reduce_scatter_in_place(x, split, MPI_FLOAT, MPI_SUM, sizeof(float),
+                                       "start_reduce_scatter_sum_in_place");
+}
+
+CommHandle Communicator::start_reduce_scatter_sum_bf16_in_place(uint16_t* x,
+                                                                 const ChunkSplit& split) const {
+  return start_reduce_scatter_in_place(x, split, MPI_UINT16_T, bf16_sum_op(), sizeof(uint16_t),
+                                       "start_reduce_scatter_sum_bf16_in_place");
+}
+
+CommHandle Communicator::start_reduce_scatter_in_place(void* x, const ChunkSplit& split,
+                                                       MPI_Datatype type, MPI_Op op, size_t elem,
+                                                       const char* what) const {
+  check_split(what, split);
   if (size_ == 1 || split.total() == 0) return CommHandle();
   MPI_Request req;
-  check_mpi(
-      MPI_Ireduce_scatter(MPI_IN_PLACE, x, split.counts.data(), MPI_FLOAT, MPI_SUM, comm_, &req),
-      op, name_);
-  CommHandle h(req, op, name_);
+  check_mpi(MPI_Ireduce_scatter(MPI_IN_PLACE, x, split.counts.data(), type, op, comm_, &req), what,
+            name_);
+  CommHandle h(req, what, name_);
   const size_t r = size_t(rank_);
-  h.then_move(x + split.displs[r], x, split.counts[r]);  // MPI's in-place result is at x[0]
+  char* p = static_cast<char*>(x);  // MPI's in-place result is at x[0]
+  h.then_move_bytes(p + size_t(split.displs[r]) * elem, p, split.counts[r], elem);
   return h;
 }
 

@@ -60,17 +60,20 @@ class CommHandle {
   bool test();
   bool pending() const { return req_ != MPI_REQUEST_NULL; }
   // On completion (in wait() or a successful test()), also memmove n floats
-  // from src to dst: for results MPI leaves elsewhere than the caller wants
-  // them (the in-place reduce-scatter).
+  // (or n bf16 values) from src to dst: for results MPI leaves elsewhere than
+  // the caller wants them (the in-place reduce-scatter).
   CommHandle& then_move(float* dst, const float* src, int64_t n);
+  CommHandle& then_move(uint16_t* dst, const uint16_t* src, int64_t n);
+  // The same for n elements of `elem` bytes.
+  CommHandle& then_move_bytes(void* dst, const void* src, int64_t n, size_t elem);
 
  private:
   void complete();  // runs the pending move, if any
 
   MPI_Request req_ = MPI_REQUEST_NULL;
-  float* move_dst_ = nullptr;
-  const float* move_src_ = nullptr;
-  int64_t move_n_ = 0;
+  char* move_dst_ = nullptr;
+  const char* move_src_ = nullptr;
+  size_t move_bytes_ = 0;
   const char* op_ = "";
   std::string group_;  // name of the Communicator, for messages
 };
@@ -123,6 +126,12 @@ class Communicator {
   // this rank's chunk is its input. MPI_Allgatherv.
   void all_gather_in_place(float* x, const ChunkSplit& split) const;
   void all_gather_in_place(uint16_t* x, const ChunkSplit& split) const;  // bf16 weights
+  // bf16 reductions (--grad-reduce-in-bf16): as all_reduce_sum and
+  // reduce_scatter_sum_in_place, on bf16 values (uint16_t storage, see
+  // kernels/precision.h) summed by bf16_sum_op() (dist/bf16_sum.h: each
+  // pairwise sum in fp32, rounded once to bf16). Half the bytes of fp32.
+  void all_reduce_sum_bf16(uint16_t* x, int64_t n) const;
+  void reduce_scatter_sum_bf16_in_place(uint16_t* x, const ChunkSplit& split) const;
   // The `bytes` bytes at data on `root` are copied to every rank.
   void broadcast(void* data, size_t bytes, int root) const;
   void barrier() const;
@@ -141,6 +150,8 @@ class Communicator {
   CommHandle start_reduce_scatter_sum_in_place(float* x, const ChunkSplit& split) const;
   CommHandle start_all_gather_in_place(float* x, const ChunkSplit& split) const;
   CommHandle start_all_gather_in_place(uint16_t* x, const ChunkSplit& split) const;
+  CommHandle start_all_reduce_sum_bf16(uint16_t* x, int64_t n) const;
+  CommHandle start_reduce_scatter_sum_bf16_in_place(uint16_t* x, const ChunkSplit& split) const;
   CommHandle isend(const float* x, int64_t n, int peer, int tag) const;
   CommHandle isend(const uint16_t* x, int64_t n, int peer, int tag) const;
   CommHandle irecv(float* x, int64_t n, int peer, int tag) const;
@@ -158,6 +169,14 @@ class Communicator {
   void check_split(const char* op, const ChunkSplit& split) const;
   void all_reduce(void* x, int64_t n, MPI_Datatype type, MPI_Op op, const char* what) const;
   void all_gather_in_place(void* x, const ChunkSplit& split, MPI_Datatype type) const;
+  // In-place reduce-scatter of elements of `elem` bytes (MPI_FLOAT + MPI_SUM,
+  // or MPI_UINT16_T + the bf16 sum); the blocking and the non-blocking form.
+  void reduce_scatter_in_place(void* x, const ChunkSplit& split, MPI_Datatype type, MPI_Op op,
+                               size_t elem, const char* what) const;
+  CommHandle start_reduce_scatter_in_place(void* x, const ChunkSplit& split, MPI_Datatype type,
+                                           MPI_Op op, size_t elem, const char* what) const;
+  CommHandle start_all_reduce(void* x, int64_t n, MPI_Datatype type, MPI_Op op,
+                              const char* what) const;
   void all_gather(void* out, const void* in, int64_t n, MPI_Datatype type, size_t elem) const;
   void send(const void* x, int64_t n, MPI_Datatype type, int peer, int tag) const;
   void recv(void* x, int64_t n, MPI_Datatype type, int peer, int tag) const;

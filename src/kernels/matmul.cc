@@ -351,14 +351,20 @@ void linear_forward(WriteView out, ReadView inp, ReadView weight, ReadView bias,
   matmul(out, inp.f32, weight.f32, bias, s, weight.bf16, inp.bf16);
 }
 
-void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, ReadView inp,
+void linear_backward(float* dinp, float* dweight, float* dbias, ReadView dout_in, ReadView inp,
                      ReadView weight, int64_t n, int64_t in, int64_t out_features,
                      bool accumulate_dinp, const Compute& cm) {
   check_weight_math(weight, cm);
   check_weight_math(inp, cm);
-  // bf16: round dout once for both products instead of once per product.
-  const uint16_t* dout16 = nullptr;
-  if (cm.math == MathMode::kBF16 && dinp && dweight) {
+  check_weight_math(dout_in, cm);
+  MT_CHECK(dout_in && (dbias == nullptr || dout_in.f32 != nullptr),
+           "linear_backward: dout is null, or bf16 with a bias gradient to sum; fix: pass an "
+           "fp32 dout when the layer has a bias");
+  const float* dout = dout_in.f32;
+  // bf16: round dout once for both products instead of once per product
+  // (or read it as stored).
+  const uint16_t* dout16 = dout_in.bf16;
+  if (cm.math == MathMode::kBF16 && dinp && dweight && dout16 == nullptr) {
     MatmulCache& cache = matmul_cache();
     std::lock_guard<std::mutex> lock(cache.mu);
     auto* buf = static_cast<uint16_t*>(

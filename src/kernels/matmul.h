@@ -47,7 +47,8 @@ void linear_forward(WriteView out, ReadView inp, ReadView weight, ReadView bias,
 // dinp (n, in) = dout · W   [= , or += when accumulate_dinp; skipped if dinp null]
 // dweight (out, in) += doutᵀ · inp ; dbias (out) += column sums of dout (if non-null)
 // dinp and dweight products in cm.math (dweight accumulates in fp32); dbias in fp32.
-void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+// dout may be bf16 storage in bf16 math (used as is) when dbias is null.
+void linear_backward(float* dinp, float* dweight, float* dbias, ReadView dout,
                      ReadView inp, ReadView weight, int64_t n, int64_t in,
                      int64_t out_features, bool accumulate_dinp = false, const Compute& cm = {});
 

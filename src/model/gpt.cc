@@ -207,6 +207,8 @@ GptWorkspace carve_workspace(Arena& arena, const GptShapes& sh) {
   ws.full_b = arena.alloc_f32(n * h);
   if (sh.has_output) {
     ws.logits = arena.alloc_f32(n * sh.v);
+    if (sh.cm.math == MathMode::kBF16)  // the output layer's GEMMs read it in bf16 anyway
+      ws.dlogits16 = reinterpret_cast<uint16_t*>(arena.alloc_f32((n * sh.v + 1) / 2));
     ws.ce_max = arena.alloc_f32(n);
     ws.ce_sum = reinterpret_cast<double*>(arena.alloc_f32(2 * n));
     ws.ce_target = reinterpret_cast<double*>(arena.alloc_f32(2 * n));
@@ -277,13 +279,15 @@ double gpt_forward(const GptWeights& w, const GptGrads* grads, GptActivations& a
   for (int64_t t = 0; t < sh.s; ++t)
     for (int64_t bi = 0; bi < sh.b; ++bi) act.labels[t * sh.b + bi] = labels[bi * sh.s + t];
   const bool grad = ctx.training && grads != nullptr;
-  vocab_parallel_cross_entropy(act.losses, ws.logits, act.labels, n, sh.v, sh.v_start,
+  // The gradient of the logits: in place, or (bf16) rounded once into dlogits16.
+  const WriteView dlogits = ws.dlogits16 ? WriteView(ws.dlogits16) : WriteView(ws.logits);
+  vocab_parallel_cross_entropy(act.losses, ws.logits, dlogits, act.labels, n, sh.v, sh.v_start,
                                sh.v * sh.tp.size(), grad ? ctx.grad_scale : 0.f,
                                {ws.ce_max, ws.ce_sum, ws.ce_target},
                                sh.tp.tp);
-  if (grad)  // logits now hold their gradient
+  if (grad)
     column_parallel_linear_backward(act.dlnf, grads->out, nullptr, ws.full_a, ws.full_b,
-                                    ws.logits, lnf, w.out, n, h, sh.v, sh.tp, sh.cm);
+                                    dlogits, lnf, w.out, n, h, sh.v, sh.tp, sh.cm);
   double sum = 0;
   for (int64_t i = 0; i < n; ++i) sum += act.losses[i];
   return sum;

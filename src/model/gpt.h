@@ -156,7 +156,8 @@ struct GptWorkspace {
                               // in the loss head the final norm's output (read only in forward)
   float* full_a = nullptr;    // (s, b, h)  SP all-gathers, row-parallel partial sums
   float* full_b = nullptr;    // (s, b, h)  SP input-gradient before its reduce-scatter
-  float* logits = nullptr;    // (s, b, v/tp) logits, then their gradient (in place)
+  float* logits = nullptr;    // (s, b, v/tp) logits, then (fp32 math) their gradient, in place
+  uint16_t* dlogits16 = nullptr;  // bf16 math: (s, b, v/tp) the logits' gradient, in bf16
   float* ce_max = nullptr;    // (s, b)     vocab-parallel cross-entropy scratch
   double* ce_sum = nullptr;   // (s, b)
   double* ce_target = nullptr;  // (s, b)

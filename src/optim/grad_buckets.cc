@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "kernels/reduce.h"
+#include "optim/grad_bf16.h"
 
 namespace mt {
 
@@ -64,12 +65,14 @@ std::vector<FlatRange> owned_ranges(const std::vector<GradBucket>& buckets, int 
 }
 
 GradBuckets::GradBuckets(const ParamRegistry& reg, float* grads, const Communicator& dp,
-                         int64_t bucket_size_floats, bool overlap, bool distributed)
+                         int64_t bucket_size_floats, bool overlap, bool distributed,
+                         bool reduce_in_bf16)
     : buckets_(plan_grad_buckets(reg, bucket_size_floats, distributed ? dp.size() : 0)),
       grads_(grads),
       dp_(&dp),
       overlap_(overlap),
       distributed_(distributed),
+      reduce_in_bf16_(reduce_in_bf16),
       communicate_(dp.size() > 1) {
   MT_CHECK(dp.is_member(), "GradBuckets on group '", dp.name(),
            "', which this rank is not a member of; fix: pass this rank's data-parallel group");
@@ -107,11 +110,7 @@ void GradBuckets::mark_ready(size_t param_index) {
 
 void GradBuckets::launch_queued() {
   while (next_launch_ < buckets_.size() && missing_[next_launch_] == 0) {
-    if (communicate_) {
-      Timer t;
-      handles_[next_launch_] = start(next_launch_);
-      comm_seconds_ += t.seconds();
-    }
+    if (communicate_) handles_[next_launch_] = start(next_launch_);  // (times itself)
     ++next_launch_;
   }
 }
@@ -124,42 +123,74 @@ void GradBuckets::poll() {
   comm_seconds_ += t.seconds();
 }
 
+uint16_t* GradBuckets::prepare(size_t b) {
+  const GradBucket& bk = buckets_[b];
+  reduced_bytes_ += bk.numel() * int64_t(reduce_in_bf16_ ? sizeof(uint16_t) : sizeof(float));
+  if (!reduce_in_bf16_) return nullptr;
+  Timer t;
+  uint16_t* h = round_to_bf16_in_place(grads_ + bk.begin, bk.numel());
+  convert_seconds_ += t.seconds();
+  return h;
+}
+
 CommHandle GradBuckets::start(size_t b) {
   const GradBucket& bk = buckets_[b];
-  return distributed_ ? dp_->start_reduce_scatter_sum_in_place(grads_ + bk.begin, bk.shards)
-                      : dp_->start_all_reduce_sum(grads_ + bk.begin, bk.numel());
+  uint16_t* h = prepare(b);
+  Timer t;
+  CommHandle out =
+      h != nullptr
+          ? (distributed_ ? dp_->start_reduce_scatter_sum_bf16_in_place(h, bk.shards)
+                          : dp_->start_all_reduce_sum_bf16(h, bk.numel()))
+          : (distributed_ ? dp_->start_reduce_scatter_sum_in_place(grads_ + bk.begin, bk.shards)
+                          : dp_->start_all_reduce_sum(grads_ + bk.begin, bk.numel()));
+  comm_seconds_ += t.seconds();
+  return out;
 }
 
 void GradBuckets::reduce(size_t b) {
   const GradBucket& bk = buckets_[b];
-  if (distributed_)
+  uint16_t* h = prepare(b);
+  Timer t;
+  if (h != nullptr) {
+    if (distributed_)
+      dp_->reduce_scatter_sum_bf16_in_place(h, bk.shards);
+    else
+      dp_->all_reduce_sum_bf16(h, bk.numel());
+  } else if (distributed_) {
     dp_->reduce_scatter_sum_in_place(grads_ + bk.begin, bk.shards);
-  else
+  } else {
     dp_->all_reduce_sum(grads_ + bk.begin, bk.numel());
+  }
+  comm_seconds_ += t.seconds();
 }
 
 void GradBuckets::average(size_t b) {
-  const FlatRange r = distributed_ ? buckets_[b].shard(dp_->rank())
-                                   : FlatRange{buckets_[b].begin, buckets_[b].end};
-  scale_inplace(grads_ + r.begin, r.size(), 1.f / float(dp_->size()));
+  const GradBucket& bk = buckets_[b];
+  const FlatRange r = distributed_ ? bk.shard(dp_->rank()) : FlatRange{bk.begin, bk.end};
+  const float inv = 1.f / float(dp_->size());
+  if (!reduce_in_bf16_) {
+    scale_inplace(grads_ + r.begin, r.size(), inv);
+    return;
+  }
+  // The bf16 sum of element i is at byte 2i of the bucket (the reduce-scatter
+  // left this rank's piece at its own offsets): to fp32 at byte 4i, averaged.
+  Timer t;
+  widen_bf16_in_place(grads_ + bk.begin, r.begin - bk.begin, r.end - bk.begin, inv);
+  convert_seconds_ += t.seconds();
 }
 
 void GradBuckets::finish() {
   if (communicate_ && overlap_) {
-    Timer t;
     for (size_t b = next_launch_; b < buckets_.size(); ++b) handles_[b] = start(b);  // in order
-    comm_seconds_ += t.seconds();
     for (size_t b = 0; b < buckets_.size(); ++b) {
-      t.reset();
+      Timer t;
       handles_[b].wait();
       comm_seconds_ += t.seconds();
       average(b);
     }
   } else if (communicate_) {
     for (size_t b = 0; b < buckets_.size(); ++b) {
-      Timer t;
       reduce(b);
-      comm_seconds_ += t.seconds();
       average(b);
     }
   }

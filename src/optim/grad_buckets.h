@@ -46,6 +46,18 @@
 // then leaves in this rank's piece of every bucket the DP average (`=`); the
 // rest of the gradient buffer is scratch (undefined) until zeroed.
 //
+// bf16 reduction (Megatron's --grad-reduce-in-bf16; reduce_in_bf16 = true).
+// Gradients still accumulate in fp32 and the optimizer reads fp32; only the
+// wire format changes. Just before its collective a bucket's fp32 gradients
+// are rounded to bf16 in place, into the first half of the bucket's own
+// bytes (optim/grad_bf16.h), and reduced as bf16 (Communicator's *_bf16
+// collectives: fp32 sums rounded once per pairwise addition), half the bytes.
+// After the wait the sum is widened back to fp32 into the bucket, times 1/DP
+// as in the fp32 path — the whole bucket (all-reduce) or this rank's piece
+// (reduce-scatter: the bf16 piece r sits at the same element offsets as the
+// fp32 piece r, so element i goes from byte 2i to byte 4i of the bucket); the
+// rest of the bucket is then scratch, as above. No other buffer is used.
+//
 // mark_ready and finish make MPI calls: call them from the thread that
 // initialised MPI (MPI_THREAD_FUNNELED), never inside an OpenMP region.
 // With dp.size() == 1 nothing is communicated or scaled (the bookkeeping and
@@ -99,8 +111,10 @@ class GradBuckets {
   // outlive this object. bucket_size_floats: Megatron's --ddp-bucket-size
   // (elements), whose default there is max(40'000'000, 1'000'000 * dp).
   // distributed: reduce-scatter into this rank's pieces instead of all-reduce.
+  // reduce_in_bf16: the reductions move bf16 (see above).
   GradBuckets(const ParamRegistry& reg, float* grads, const Communicator& dp,
-              int64_t bucket_size_floats, bool overlap, bool distributed = false);
+              int64_t bucket_size_floats, bool overlap, bool distributed = false,
+              bool reduce_in_bf16 = false);
   ~GradBuckets();  // waits for any bucket still in flight
   GradBuckets(const GradBuckets&) = delete;
   GradBuckets& operator=(const GradBuckets&) = delete;
@@ -109,6 +123,7 @@ class GradBuckets {
   size_t bucket_of(size_t param_index) const { return bucket_of_[param_index]; }
   bool overlap() const { return overlap_; }
   bool distributed() const { return distributed_; }
+  bool reduce_in_bf16() const { return reduce_in_bf16_; }
   // Buckets launched so far in this iteration (0 .. buckets().size()).
   size_t num_launched() const { return next_launch_; }
 
@@ -124,13 +139,25 @@ class GradBuckets {
   // Seconds spent inside this object's MPI calls (launch, test, wait) since
   // the last reset_timers(): the "time in DP communication" of a report.
   double comm_seconds() const { return comm_seconds_; }
-  void reset_timers() { comm_seconds_ = 0; }
+  // Seconds spent rounding to bf16 and widening back (reduce_in_bf16 only).
+  double convert_seconds() const { return convert_seconds_; }
+  // Bytes handed to DP collectives (elements of the buckets reduced × 4, or
+  // × 2 in bf16): what each rank contributes to the wire, halved by bf16.
+  int64_t reduced_bytes() const { return reduced_bytes_; }
+  // Zeroes the three counters above.
+  void reset_timers() {
+    comm_seconds_ = convert_seconds_ = 0;
+    reduced_bytes_ = 0;
+  }
 
  private:
   void launch_queued();  // launches complete buckets in order, while possible
   void poll();           // MPI_Test on the oldest bucket in flight
   CommHandle start(size_t b);  // non-blocking reduction of bucket b
   void reduce(size_t b);       // blocking reduction of bucket b
+  // Before bucket b's collective: counts its bytes and, in bf16, rounds it.
+  // Returns the bf16 array (reduce_in_bf16) or null.
+  uint16_t* prepare(size_t b);
   void average(size_t b);      // the DP average of what this rank keeps of bucket b
 
   std::vector<GradBucket> buckets_;
@@ -143,10 +170,13 @@ class GradBuckets {
   const Communicator* dp_;
   bool overlap_;
   bool distributed_;
+  bool reduce_in_bf16_;
   bool communicate_;        // dp size > 1
   size_t next_launch_ = 0;  // buckets [0, next_launch_) are launched
   size_t next_done_ = 0;    // buckets [0, next_done_) are known complete
   double comm_seconds_ = 0;
+  double convert_seconds_ = 0;
+  int64_t reduced_bytes_ = 0;
 };
 
 }  // namespace mt

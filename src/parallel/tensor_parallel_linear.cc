@@ -31,7 +31,7 @@ void column_parallel_linear_forward(WriteView out, float* gathered, ReadView inp
 }
 
 void column_parallel_linear_backward(float* dinput, float* dweight, float* dbias,
-                                     float* gathered, float* dfull, const float* dout,
+                                     float* gathered, float* dfull, ReadView dout,
                                      ReadView input, ReadView weight, int64_t n,
                                      int64_t in, int64_t out_local, const TensorParallel& tp,
                                      const Compute& cm) {

@@ -38,8 +38,9 @@ void column_parallel_linear_forward(WriteView out, float* gathered, ReadView inp
 // dinput (n, in) replicated, or with SP (n/tp, in) slab               [=]
 // dweight += doutᵀ X, dbias += Σ dout; `gathered` (n, in) and `dfull` (n, in) are workspaces
 // (with SP the input is re-gathered; without, dfull may alias dinput).
+// dout may be bf16 storage in bf16 math when there is no bias (linear_backward).
 void column_parallel_linear_backward(float* dinput, float* dweight, float* dbias,
-                                     float* gathered, float* dfull, const float* dout,
+                                     float* gathered, float* dfull, ReadView dout,
                                      ReadView input, ReadView weight, int64_t n,
                                      int64_t in, int64_t out_local, const TensorParallel& tp,
                                      const Compute& cm = {});

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "dist/communicator.h"
+#include "kernels/precision.h"
 
 namespace mt {
 
@@ -18,11 +19,13 @@ struct CrossEntropyScratch {
 
 // logits (n, v_local), vocabulary columns [v_start, v_start + v_local) of v_global;
 // targets (n) global ids. losses (n) = (the same on every TP rank).
-// if grad_scale != 0: logits = grad_scale * (softmax - onehot) for this shard [in place].
-// tp may be null (no tensor parallelism).
-void vocab_parallel_cross_entropy(float* losses, float* logits, const int32_t* targets,
-                                  int64_t n, int64_t v_local, int64_t v_start, int64_t v_global,
-                                  float grad_scale, const CrossEntropyScratch& scratch,
-                                  const Communicator* tp);
+// if grad_scale != 0: grad (n, v_local) = grad_scale * (softmax - onehot) for
+// this shard: the logits themselves (in place) or a bf16 array; the logits
+// are overwritten either way. tp may be null (no tensor parallelism); without
+// it the rows run fused (kernels/cross_entropy.h), with the same results.
+void vocab_parallel_cross_entropy(float* losses, float* logits, WriteView grad,
+                                  const int32_t* targets, int64_t n, int64_t v_local,
+                                  int64_t v_start, int64_t v_global, float grad_scale,
+                                  const CrossEntropyScratch& scratch, const Communicator* tp);
 
 }  // namespace mt

@@ -207,6 +207,9 @@ void TrainArgs::validate(int world_size) {
   MT_CHECK(tokenizer_type != "NullTokenizer" || vocab_size > 0,
            "--tokenizer-type NullTokenizer needs --vocab-size N");
   MT_CHECK(!(bf16 && fp16), "--bf16 and --fp16 are both set; choose one");
+  MT_CHECK(!grad_reduce_in_bf16 || bf16,
+           "--grad-reduce-in-bf16 needs --bf16 (it rounds a bf16 run's gradients for the "
+           "data-parallel reduction); fix: add --bf16 or drop --grad-reduce-in-bf16");
   MT_CHECK(!overlap_param_gather || use_distributed_optimizer,
            "--overlap-param-gather needs --use-distributed-optimizer (it overlaps the all-gather "
            "of the updated parameter shards)");

@@ -83,6 +83,9 @@ struct TrainArgs {
   bool skip_memory_check = false;      // start even if the planned memory exceeds the host's
   bool attention_softmax_in_fp32 = false;  // accepted (Megatron flag); softmax is always fp32
   bool accumulate_allreduce_grads_in_fp32 = false;  // accepted (Megatron flag); always so here
+  // bf16 runs: the DP gradient reduction moves bf16 (Megatron flag); the
+  // gradients still accumulate in fp32 and the optimizer reads fp32.
+  bool grad_reduce_in_bf16 = false;
   // --use-checkpoint-args: the model fields not given as flags come from the
   // --load checkpoint (model_flags_given: the JSON keys of those given).
   bool use_checkpoint_args = false;

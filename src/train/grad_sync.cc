@@ -8,13 +8,17 @@
 namespace mt {
 
 GradSync::GradSync(ModelRuntime& rt, const ParallelState& ps, int64_t bucket_size_floats,
-                   bool overlap, bool distributed, bool overlap_param_gather)
+                   bool overlap, bool distributed, bool overlap_param_gather,
+                   bool grad_reduce_in_bf16)
     : rt_(rt), ps_(ps), overlap_param_gather_(overlap_param_gather) {
   MT_CHECK(distributed || !overlap_param_gather,
            "--overlap-param-gather without --use-distributed-optimizer; fix: add "
            "--use-distributed-optimizer (only its parameter all-gather can overlap)");
+  MT_CHECK(!grad_reduce_in_bf16 || rt.math() == MathMode::kBF16,
+           "--grad-reduce-in-bf16 in a ", math_mode_name(rt.math()),
+           " run; fix: add --bf16 (it rounds a bf16 run's gradients for the DP reduction)");
   buckets_ = std::make_unique<GradBuckets>(rt.reg, rt.grads, ps.dp_comm, bucket_size_floats,
-                                           overlap, distributed);
+                                           overlap, distributed, grad_reduce_in_bf16);
   if (distributed)
     gather_ = std::make_unique<ParamGather>(buckets_->buckets(), rt.params, rt.params_bf16,
                                             ps.dp_comm);
@@ -98,7 +102,7 @@ double GradSync::comm_seconds() const {
   // Blocking calls are timed by the communicators themselves; overlapped
   // buckets by the time spent launching, testing and waiting on them.
   return ps_.tp_comm.busy_seconds() + ps_.dp_comm.busy_seconds() + ps_.embd_comm.busy_seconds() +
-         (buckets_->overlap() ? buckets_->comm_seconds() : 0.0) +
+         (buckets_->overlap() ? buckets_->comm_seconds() : 0.0) + buckets_->convert_seconds() +
          (overlap_param_gather_ ? gather_->comm_seconds() : 0.0);
 }
 

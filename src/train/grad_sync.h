@@ -7,10 +7,12 @@
 //   2. the DP average in buckets (optim/grad_buckets), started as soon as a
 //      bucket is complete when --overlap-grad-reduce is on: an all-reduce, or
 //      with --use-distributed-optimizer a reduce-scatter into this rank's
-//      piece of each bucket;
+//      piece of each bucket; with --grad-reduce-in-bf16 (bf16 runs) both move
+//      bf16, rounded from and widened back to the fp32 gradients in place;
 //   3. the tied word embedding's gradient summed over the embedding group
 //      (first and last pipeline stage; distributed: this rank's piece only —
-//      the embedding has a bucket of its own, cut alike on both stages);
+//      the embedding has a bucket of its own, cut alike on both stages), in
+//      fp32 always (also with --grad-reduce-in-bf16: after the widening);
 //   4. distributed optimizer, after the step: the all-gather of the updated
 //      parameters (optim/param_gather), blocking, or with
 //      --overlap-param-gather started at once and waited per bucket by the
@@ -32,9 +34,11 @@ namespace mt {
 class GradSync {
  public:
   // distributed: Megatron's --use-distributed-optimizer; overlap_param_gather:
-  // its --overlap-param-gather (needs distributed).
+  // its --overlap-param-gather (needs distributed); grad_reduce_in_bf16: its
+  // --grad-reduce-in-bf16 (the DP buckets reduce in bf16; needs a bf16 rt).
   GradSync(ModelRuntime& rt, const ParallelState& ps, int64_t bucket_size_floats,
-           bool overlap, bool distributed = false, bool overlap_param_gather = false);
+           bool overlap, bool distributed = false, bool overlap_param_gather = false,
+           bool grad_reduce_in_bf16 = false);
 
   // The hook for the last micro-batch's backward (PassContext::grads_ready).
   const std::function<void(int64_t)>& hook() const { return hook_; }
@@ -57,9 +61,13 @@ class GradSync {
   // forward reads the parameters (evaluation, checkpoint save, end of run).
   void wait_params();
 
-  // Seconds in TP and DP communication (the model's TP collectives included)
+  // Seconds in TP and DP communication (the model's TP collectives included,
+  // and with --grad-reduce-in-bf16 the rounding and widening of the buckets)
   // since the last reset_timers().
   double comm_seconds() const;
+  // Bytes of gradients this rank handed to the DP reduction since the last
+  // reset_timers() (GradBuckets::reduced_bytes: halved by bf16).
+  int64_t dp_grad_bytes() const { return buckets_->reduced_bytes(); }
   void reset_timers();
   const GradBuckets& buckets() const { return *buckets_; }
 

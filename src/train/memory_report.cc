@@ -145,13 +145,15 @@ MemoryClasses predict_memory(const MemoryPlan& p) {
   //   bf16 adds those two and q, k, v, dctx (b, a, s, d) as bf16 copies
   //   last stage: logits (s, b, v/t), ce_max (s, b), ce_sum and ce_target
   //   (s, b) doubles                            n·v + 5n
+  //   (bf16 adds the logits' gradient in bf16: n·v/2)
   const double block = double(std::min<int64_t>(kAttentionBlockQ, p.s));
   const double score_block = double(p.b) * a * block * double(p.s);
   // bf16: the attention products read bf16 copies of the probability and
   // score-gradient blocks and of q, k, v and the context gradient (2 bytes each).
   const double attention =
       2 * score_block + (p.math == "bf16" ? (2 * score_block + 4 * n * hl) / 2 : 0.0);
-  const double loss_head = p.has_output ? n * double(p.v_local) + 5 * n : 0.0;
+  const double logits = n * double(p.v_local) * (p.math == "bf16" ? 1.5 : 1.0);
+  const double loss_head = p.has_output ? logits + 5 * n : 0.0;
   m.workspace = 4.0 * (n * qkv + 3 * nl * h + 2 * n * h + 5 * n * hl + n * f +
                        (p.swiglu ? n * f_in : 0.0) + attention + loss_head);
   return m;

@@ -236,7 +236,8 @@ Trainer setup_model_and_optimizer(const TrainArgs& args, const nlohmann::json& r
   // faster than 40M (bench/README.md), so that is the default.
   const int64_t bucket = args.ddp_bucket_size > 0 ? args.ddp_bucket_size : 1'000'000;
   t.sync = std::make_unique<GradSync>(*t.rt, ps, bucket, args.overlap_grad_reduce,
-                                      args.use_distributed_optimizer, args.overlap_param_gather);
+                                      args.use_distributed_optimizer, args.overlap_param_gather,
+                                      args.grad_reduce_in_bf16);
   // Plain AdamW, or (distributed optimizer) AdamW over this DP rank's pieces.
   // bf16: the fp32 main weights live only here (this rank's pieces with ZeRO).
   t.opt = std::make_unique<AdamWOptimizer>(*t.reg, args.optim, t.sync->optimizer_ranges(),

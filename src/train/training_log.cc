@@ -73,6 +73,7 @@ void training_log(TrainingLog& log, const StepResult& r, double step_seconds, do
       fp16_part = buf;
     }
     const double comm_ms = 1e3 * sync.comm_seconds() / double(log.interval_iters);
+    const int64_t dp_bytes = sync.dp_grad_bytes() / log.interval_iters;
     sync.reset_timers();
     const std::string bubble = ps.pp_size > 1 ? bubble_part(log, ps) : "";
     const double eta = (run_timer.seconds() / double(it - log.start_iteration)) *
@@ -91,7 +92,8 @@ void training_log(TrainingLog& log, const StepResult& r, double step_seconds, do
     nlohmann::json j = {{"iteration", it}, {"consumed_samples", state.consumed_samples},
                         {"loss", mean_loss}, {"lr", lr}, {"grad_norm", norm},
                         {"ms_per_iter", ms}, {"tokens_per_s", tps}, {"tflops", tflops},
-                        {"mfu", mfu}, {"comm_ms_per_iter", comm_ms}};
+                        {"mfu", mfu}, {"comm_ms_per_iter", comm_ms},
+                        {"dp_grad_bytes_per_iter", dp_bytes}};
     if (scaler) {
       j["loss_scale"] = scaler->scale();
       j["skipped_iterations"] = log.interval_skipped;

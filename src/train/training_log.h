@@ -2,7 +2,8 @@
 // --log-interval iterations one line (iteration, consumed samples, time per
 // iteration, learning rate, the loss averaged over the interval, grad norm,
 // throughput, MFU, gradient-sync time, fp16 loss scale, pipeline bubble, ETA)
-// and the same numbers as one JSON object per line (--log-json); with
+// and the same numbers as one JSON object per line (--log-json; it adds
+// dp_grad_bytes_per_iter, GradSync::dp_grad_bytes of rank 0); with
 // --log-memory, the memory report after the first step (report_memory).
 #pragma once
 #include <cstdint>

@@ -72,6 +72,35 @@ TEST(CrossEntropy, GradientFiniteDifference) {
   }
 }
 
+// The fused rows (what one TP rank runs) and the three phases with their
+// all-reduces left out (what a shard runs) give the same bits: losses and
+// gradient, fp32 in place and bf16, over more columns than one sum block.
+TEST(CrossEntropy, FusedRowsEqualThePhases) {
+  const int64_t n = 5, v = 1300;
+  const auto z = test::randn(n * v, "cef.z", 4.f);
+  const std::vector<int32_t> t = {0, 1299, 512, 7, 7};
+  for (bool bf16 : {false, true}) {
+    SCOPED_TRACE(bf16 ? "bf16 gradient" : "fp32 gradient");
+    auto fused = z, phased = z;
+    std::vector<uint16_t> g_fused(size_t(n * v)), g_phased(size_t(n * v));
+    std::vector<float> l_fused(n), l_phased(n), mx(n);
+    std::vector<double> sum(n), target(n);
+    const WriteView gf = bf16 ? WriteView(g_fused.data()) : WriteView(fused.data());
+    const WriteView gp = bf16 ? WriteView(g_phased.data()) : WriteView(phased.data());
+    cross_entropy_rows(l_fused.data(), fused.data(), gf, t.data(), n, v, 0.5f);
+    cross_entropy_shard_max(mx.data(), phased.data(), n, v);
+    cross_entropy_shard_sums(sum.data(), target.data(), phased.data(), mx.data(), t.data(), n, v,
+                             0, true);
+    cross_entropy_shard_finish(l_phased.data(), gp, phased.data(), sum.data(), target.data(),
+                               t.data(), n, v, 0, 0.5f);
+    EXPECT_EQ(l_fused, l_phased);
+    if (bf16)
+      EXPECT_EQ(g_fused, g_phased);
+    else
+      EXPECT_EQ(fused, phased);
+  }
+}
+
 TEST(CrossEntropy, RejectsOutOfRangeTargetNamingIt) {
   const int64_t n = 3, v = 10;
   std::vector<float> z(n * v, 0.f), losses(n);

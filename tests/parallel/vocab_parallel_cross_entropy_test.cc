@@ -77,7 +77,7 @@ TEST(VocabParallelCrossEntropy, MatchesFullSoftmaxCrossEntropy) {
 
     Vec shard = cols_of(logits, kN, kV, v_start, v_l), losses(kN, kGarbage);
     Scratch s;
-    vocab_parallel_cross_entropy(losses.data(), shard.data(), targets.data(), kN, v_l, v_start,
+    vocab_parallel_cross_entropy(losses.data(), shard.data(), shard.data(), targets.data(), kN, v_l, v_start,
                                  kV, grad_scale, s.view(), &tp);
     expect_close(losses, full_losses, "losses");
     // With grad_scale 0 the logits are left alone (full is unchanged too).
@@ -95,7 +95,7 @@ TEST(VocabParallelCrossEntropy, LossesMatchDoublePrecisionFormula) {
   const Vec logits = make_logits(6);
   Vec shard = cols_of(logits, kN, kV, v_start, v_l), losses(kN, kGarbage);
   Scratch s;
-  vocab_parallel_cross_entropy(losses.data(), shard.data(), targets.data(), kN, v_l, v_start, kV,
+  vocab_parallel_cross_entropy(losses.data(), shard.data(), shard.data(), targets.data(), kN, v_l, v_start, kV,
                                1.f, s.view(), &tp);
   Vec want(kN);
   for (int64_t i = 0; i < kN; ++i) {
@@ -122,10 +122,32 @@ TEST(VocabParallelCrossEntropy, NoGroupEqualsFullSoftmaxCrossEntropy) {
   Vec full = logits, full_losses(kN, kGarbage), z = logits, losses(kN, kGarbage);
   softmax_cross_entropy(full_losses.data(), full.data(), targets.data(), kN, kV, 0.5f);
   Scratch s;
-  vocab_parallel_cross_entropy(losses.data(), z.data(), targets.data(), kN, kV, 0, kV, 0.5f,
+  vocab_parallel_cross_entropy(losses.data(), z.data(), z.data(), targets.data(), kN, kV, 0, kV, 0.5f,
                                s.view(), nullptr);
   expect_close(losses, full_losses, "losses, no group");
   expect_close(z, full, "gradient, no group");
+}
+
+// A bf16 gradient (a bf16 run's output layer reads it so) is the fp32
+// in-place gradient rounded once, bit for bit, with the same losses: at one
+// rank through the fused row path, at 2 and 4 through the three phases.
+TEST(VocabParallelCrossEntropy, Bf16GradientIsTheRoundedFp32One) {
+  Communicator tp = Communicator::world();
+  const int64_t t = tp.size(), r = tp.rank(), v_l = kV / t, v_start = r * v_l;
+  const std::vector<int32_t> targets = make_targets();
+  const Vec logits = make_logits(9);
+  Vec in_place = cols_of(logits, kN, kV, v_start, v_l), losses(kN, kGarbage);
+  Scratch s;
+  vocab_parallel_cross_entropy(losses.data(), in_place.data(), in_place.data(), targets.data(), kN,
+                               v_l, v_start, kV, 0.25f, s.view(), &tp);
+  Vec shard = cols_of(logits, kN, kV, v_start, v_l), losses16(kN, kGarbage);
+  std::vector<uint16_t> g16(size_t(kN * v_l), 0xFFFF);
+  Scratch s16;
+  vocab_parallel_cross_entropy(losses16.data(), shard.data(), g16.data(), targets.data(), kN, v_l,
+                               v_start, kV, 0.25f, s16.view(), &tp);
+  for (int64_t i = 0; i < kN; ++i) ASSERT_EQ(losses16[i], losses[i]) << "row " << i;
+  for (int64_t k = 0; k < kN * v_l; ++k)
+    ASSERT_EQ(g16[size_t(k)], bf16_from_f32(in_place[size_t(k)])) << "element " << k;
 }
 
 // A target outside [0, v) throws mt::Error on every rank (the check runs
@@ -141,7 +163,7 @@ TEST(VocabParallelCrossEntropy, TargetOutOfRangeThrows) {
     Scratch s;
     std::string msg;
     try {
-      vocab_parallel_cross_entropy(losses.data(), shard.data(), targets.data(), kN, v_l, v_start,
+      vocab_parallel_cross_entropy(losses.data(), shard.data(), shard.data(), targets.data(), kN, v_l, v_start,
                                    kV, 1.f, s.view(), &tp);
     } catch (const Error& e) {
       msg = e.what();
