@@ -4,8 +4,9 @@
 // each block is two (forward) or five (backward) batched oneDNN matmuls over all
 // b·a heads, with (b·a, bq, kv) scores in the workspace, plus an OpenMP pass
 // over the bq·b·a score rows for the softmax / its gradient. In bf16/fp16 the
-// matmuls round their operands (q, k, v, dctx and the fp32 probabilities /
-// their gradients) and accumulate in fp32; the row passes are unchanged.
+// matmuls round their operands and accumulate in fp32; in bf16 the row passes
+// store P and dS·scale only as the bf16 operands (rounded once, from the same
+// fp32 values as in fp16 and fp32), never as fp32 rows.
 #include "kernels/attention.h"
 
 #include <algorithm>
@@ -182,10 +183,15 @@ inline void softmax_backward_row(float* p_row, float* dp_row, int64_t nk, float 
 // the rounding of dctx, v and P, and with the row's own D the softmax
 // gradient sums to zero over the row, as the gradient of the rounded forward
 // does. Two passes; between them p_row holds P_j with the sign bit set where
-// dropout dropped element j (-0 for P_j = 0 stays distinguishable).
-inline void softmax_backward_row_own_d(float* p_row, float* dp_row, int64_t nk, float row_lse,
-                                       const AttentionPlan& pl, const AttentionDropout& drop,
-                                       uint64_t base, float keep_scale) {
+// dropout dropped element j (-0 for P_j = 0 stays distinguishable). The
+// second pass stores dropout(P) and dS·scale into p_out and ds_out: p_row and
+// dp_row themselves (fp16: the matmuls round fp32 operands), or the bf16
+// operands of the matmuls (bf16: the fp32 results are never stored).
+template <class T>
+inline void softmax_backward_row_own_d(float* p_row, float* dp_row, T* p_out, T* ds_out,
+                                       int64_t nk, float row_lse, const AttentionPlan& pl,
+                                       const AttentionDropout& drop, uint64_t base,
+                                       float keep_scale) {
   float dsum = 0.f;
   if (drop.p <= 0.f) {
 #pragma omp simd reduction(+ : dsum)
@@ -195,7 +201,11 @@ inline void softmax_backward_row_own_d(float* p_row, float* dp_row, int64_t nk, 
       dsum += pr * dp_row[j];
     }
 #pragma omp simd
-    for (int64_t j = 0; j < nk; ++j) dp_row[j] = pl.scale * p_row[j] * (dp_row[j] - dsum);
+    for (int64_t j = 0; j < nk; ++j) {
+      const float pr = p_row[j];
+      store_f32(ds_out, j, pl.scale * pr * (dp_row[j] - dsum));
+      store_f32(p_out, j, pr);
+    }
     return;
   }
   float mult[kDropChunk];
@@ -215,8 +225,8 @@ inline void softmax_backward_row_own_d(float* p_row, float* dp_row, int64_t nk, 
   for (int64_t j = 0; j < nk; ++j) {
     const float pr = std::fabs(p_row[j]);
     const bool kept = !std::signbit(p_row[j]);
-    dp_row[j] = pl.scale * pr * (dp_row[j] - dsum);
-    p_row[j] = kept ? pr * keep_scale : 0.f;
+    store_f32(ds_out, j, pl.scale * pr * (dp_row[j] - dsum));
+    store_f32(p_out, j, kept ? pr * keep_scale : 0.f);
   }
 }
 
@@ -307,10 +317,26 @@ uint16_t* bf16_part(float* workspace, int64_t offset) {
   return reinterpret_cast<uint16_t*>(workspace + offset);
 }
 
-// dst[0..n) = bf16 of src[0..n) on the calling thread (inside a row pass).
-inline void row_to_bf16(uint16_t* dst, const float* src, int64_t n) {
+// out[j] = e[j] · inv (times the dropout multiplier) for the nk visible
+// keys, 0 for the masked ones up to kv; out may be e itself (fp32) or bf16.
+template <class T>
+inline void normalize_row(T* out, const float* e, int64_t nk, int64_t kv, float inv,
+                          const AttentionPlan& pl, const AttentionDropout& drop, int64_t h,
+                          int64_t qi, float keep_scale) {
+  if (drop.p <= 0.f) {
 #pragma omp simd
-  for (int64_t j = 0; j < n; ++j) dst[j] = bf16_from_f32(src[j]);
+    for (int64_t j = 0; j < nk; ++j) store_f32(out, j, e[j] * inv);
+  } else {
+    const uint64_t base = dropout_row_base(pl, drop, h, qi);
+    float mult[kDropChunk];
+    for (int64_t j0 = 0; j0 < nk; j0 += kDropChunk) {
+      const int64_t w = std::min(kDropChunk, nk - j0);
+      dropout_multipliers(mult, w, base + uint64_t(j0), drop.rng, drop.p, inv * keep_scale);
+#pragma omp simd
+      for (int64_t j = 0; j < w; ++j) store_f32(out, j0 + j, e[j0 + j] * mult[j]);
+    }
+  }
+  std::fill(out + nk, out + kv, T(0));  // bf16 +0 is 0x0000 too
 }
 
 }  // namespace
@@ -376,22 +402,12 @@ void attention_forward(float* ctx, float* lse, ReadView q_in, ReadView k_in, Rea
         sum += e;
       }
       lse[h * pl.s + qi] = shift + std::log(sum);
-      const float inv = 1.f / sum;
-      if (!dropout) {
-#pragma omp simd
-        for (int64_t j = 0; j < nk; ++j) row[j] *= inv;
-      } else {
-        const uint64_t base = dropout_row_base(pl, drop, h, qi);
-        float mult[kDropChunk];
-        for (int64_t j0 = 0; j0 < nk; j0 += kDropChunk) {
-          const int64_t w = std::min(kDropChunk, nk - j0);
-          dropout_multipliers(mult, w, base + uint64_t(j0), drop.rng, drop.p, inv * keep_scale);
-#pragma omp simd
-          for (int64_t j = 0; j < w; ++j) row[j0 + j] *= mult[j];
-        }
-      }
-      std::fill(row + nk, row + kv, 0.f);  // masked (future) keys
-      if (p16) row_to_bf16(p16 + r * kv, row, kv);
+      // P = e / sum (and dropout) into the row, or (bf16) into the bf16
+      // operand of P·v only; masked (future) keys are 0.
+      if (p16)
+        normalize_row(p16 + r * kv, row, nk, kv, 1.f / sum, pl, drop, h, qi, keep_scale);
+      else
+        normalize_row(row, row, nk, kv, 1.f / sum, pl, drop, h, qi, keep_scale);
     }
     probs_times_values(ctx + q0 * pl.d, scores, v, p16, v16, pl, bq, kv);
   }
@@ -452,14 +468,20 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dctx, Read
 #pragma omp simd reduction(+ : dsum)
         for (int64_t t = 0; t < pl.d; ++t) dsum += dc[t] * c[t];
         softmax_backward_row(p_row, dp_row, nk, row_lse, dsum, pl, drop, base, keep_scale);
-      } else {
-        softmax_backward_row_own_d(p_row, dp_row, nk, row_lse, pl, drop, base, keep_scale);
-      }
-      std::fill(p_row + nk, p_row + kv, 0.f);
-      std::fill(dp_row + nk, dp_row + kv, 0.f);
-      if (bf16) {
-        row_to_bf16(p16 + r * kv, p_row, kv);
-        row_to_bf16(ds16 + r * kv, dp_row, kv);
+        std::fill(p_row + nk, p_row + kv, 0.f);
+        std::fill(dp_row + nk, dp_row + kv, 0.f);
+      } else if (bf16) {  // the results go straight into the matmuls' bf16 operands
+        uint16_t* p_out = p16 + r * kv;
+        uint16_t* ds_out = ds16 + r * kv;
+        softmax_backward_row_own_d(p_row, dp_row, p_out, ds_out, nk, row_lse, pl, drop, base,
+                                   keep_scale);
+        std::fill(p_out + nk, p_out + kv, uint16_t(0));
+        std::fill(ds_out + nk, ds_out + kv, uint16_t(0));
+      } else {  // fp16: in place, rounded by the matmuls
+        softmax_backward_row_own_d(p_row, dp_row, p_row, dp_row, nk, row_lse, pl, drop, base,
+                                   keep_scale);
+        std::fill(p_row + nk, p_row + kv, 0.f);
+        std::fill(dp_row + nk, dp_row + kv, 0.f);
       }
     }
     // dv[:, 0:kv] (+)= dropout(P)ᵀ · dctx_block; dk[:, 0:kv] (+)= (dS·scale)ᵀ · q_block
