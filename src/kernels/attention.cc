@@ -99,20 +99,6 @@ inline void dropout_multipliers(float* mult, int64_t n, uint64_t base, const Rng
     mult[j] = float(word[j] >> 8) * (1.0f / 16777216.0f) >= p ? kept_scale : 0.f;
 }
 
-// Largest of x[0..n) (n >= 1), in kLanes independent lanes so that it vectorises.
-inline float row_max(const float* x, int64_t n) {
-  constexpr int kLanes = 16;
-  float lane[kLanes];
-  for (int l = 0; l < kLanes; ++l) lane[l] = x[0];
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) lane[l] = std::max(lane[l], x[j + l]);
-  float mx = x[0];
-  for (int l = 0; l < kLanes; ++l) mx = std::max(mx, lane[l]);
-  for (; j < n; ++j) mx = std::max(mx, x[j]);
-  return mx;
-}
-
 // Resolved sizes shared by forward and backward.
 struct AttentionPlan {
   int64_t b, a, s, d, bh, block;

@@ -24,13 +24,6 @@ namespace {
 // One row's steps. The three phases below and the fused cross_entropy_rows
 // run these same functions, so both give the same bits.
 
-float row_max_of(const float* z, int64_t v) {
-  float mx = -INFINITY;
-#pragma omp simd reduction(max : mx)
-  for (int64_t j = 0; j < v; ++j) mx = std::max(mx, z[j]);
-  return mx;
-}
-
 // sum_exp = Σ_j exp(z_j - mx); target_logit = z_t - mx (0 when t is outside
 // the row); with keep_exp, z_j = exp(z_j - mx).
 void row_sums(double& sum_exp, double& target_logit, float* z, float mx, int64_t t, int64_t v,
@@ -84,7 +77,7 @@ void row_finish(float& loss, WriteView grad, const float* e, double sum_exp,
 
 void cross_entropy_shard_max(float* row_max, const float* logits, int64_t n, int64_t v_local) {
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) row_max[i] = row_max_of(logits + i * v_local, v_local);
+  for (int64_t i = 0; i < n; ++i) row_max[i] = mt::row_max(logits + i * v_local, v_local);
 }
 
 void cross_entropy_shard_sums(double* sum_exp, double* target_logit, float* logits,
@@ -112,7 +105,7 @@ void cross_entropy_rows(float* losses, float* logits, WriteView grad, const int3
   for (int64_t i = 0; i < n; ++i) {
     float* z = logits + i * v;
     double sum = 0, target = 0;
-    row_sums(sum, target, z, row_max_of(z, v), targets[i], v, grad_scale != 0.f);
+    row_sums(sum, target, z, row_max(z, v), targets[i], v, grad_scale != 0.f);
     row_finish(losses[i], grad.at(i * v), z, sum, target, targets[i], v, grad_scale);
   }
 }

@@ -55,5 +55,20 @@ TEST(VecMath, ExpSpecialValues) {
   EXPECT_NEAR(e, std::exp(-90.f), 2e-45);
 }
 
+// The largest element wherever it sits, for lengths around the SIMD width,
+// all-negative rows and a single element.
+TEST(VecMath, RowMaxFindsTheLargestAnywhere) {
+  for (int64_t n : {1, 2, 15, 16, 17, 31, 33, 1000}) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) x[size_t(j)] = -100.f - float((j * 37) % 11);
+    for (int64_t at : {int64_t(0), n / 2, n - 1}) {
+      std::vector<float> y = x;
+      y[size_t(at)] = -3.5f;
+      EXPECT_EQ(row_max(y.data(), n), -3.5f) << "n " << n << " at " << at;
+    }
+    EXPECT_EQ(row_max(x.data(), n), *std::max_element(x.begin(), x.end())) << "n " << n;
+  }
+}
+
 }  // namespace
 }  // namespace mt
