@@ -9,6 +9,7 @@
 //     micro-batch 1, vocab 32000
 // Usage: bench_train [a|b|small|llama|all] [iters] [--tp N] [--sp] [--pp P] [--m M] [--last-stage-layers K] [--vpp V] [--threads T]
 //                    [--bucket FLOATS] [--overlap] [--bf16] [--recompute full|selective] [--zero]
+//                    [--grad-reduce-in-bf16]
 // --bf16: bf16 weights, activations and GEMM operands, fp32 main weights (as `megatron train --bf16`);
 // --recompute full: full recompute, uniform groups of one layer;
 // --zero: the distributed optimizer (ZeRO-1) over DP.
@@ -50,6 +51,7 @@ struct BenchConfig {
 struct BenchOptions {
   int64_t iters = 0;  // 0: the config's default
   bool sp = false, overlap = false, zero = false;
+  bool grad_reduce_in_bf16 = false;  // with --bf16: the DP gradient reduction moves bf16
   int64_t bucket_floats = 1'000'000;
   int64_t m = 1, last_stage_layers = 0, vpp = 1;
   mt::MathMode math = mt::MathMode::kF32;
@@ -92,7 +94,7 @@ void run(const BenchConfig& bc, int threads, mt::ParallelState& ps, const BenchO
                       vpp > 1 ? mt::max_in_flight_interleaved(ps.pp_size, ps.pp_rank, int(vpp), m)
                               : mt::max_in_flight_1f1b(ps.pp_size, ps.pp_rank, m),
                       o.recompute == "full" ? "uniform" : "", 1, o.math);
-  mt::GradSync sync(rt, ps, o.bucket_floats, o.overlap, o.zero);
+  mt::GradSync sync(rt, ps, o.bucket_floats, o.overlap, o.zero, false, o.grad_reduce_in_bf16);
   mt::AdamWOptimizer opt(reg, mt::OptimizerConfig{}, sync.optimizer_ranges(), &ps.dp_comm,
                          o.math == mt::MathMode::kBF16);
   mt::initialize_weights(rt, opt, 1234);
@@ -165,6 +167,7 @@ int main(int argc, char** argv) {
     else if (a == "--overlap") o.overlap = true;
     else if (a == "--zero") o.zero = true;
     else if (a == "--bf16") o.math = mt::MathMode::kBF16;
+    else if (a == "--grad-reduce-in-bf16") o.grad_reduce_in_bf16 = true;
     else if (a == "--recompute" && i + 1 < argc) o.recompute = argv[++i];
     else if (a == "--bucket" && i + 1 < argc) o.bucket_floats = std::stoll(argv[++i]);
     else if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
