@@ -104,10 +104,6 @@ CommHandle& CommHandle::then_move(float* dst, const float* src, int64_t n) {
   return then_move_bytes(dst, src, n, sizeof(float));
 }
 
-CommHandle& CommHandle::then_move(uint16_t* dst, const uint16_t* src, int64_t n) {
-  return then_move_bytes(dst, src, n, sizeof(uint16_t));
-}
-
 CommHandle& CommHandle::then_move_bytes(void* dst, const void* src, int64_t n, size_t elem) {
   MT_CHECK(n >= 0 && (n == 0 || (dst != nullptr && src != nullptr)), "then_move of ", n,
            " elements with a null pointer; fix: pass the buffers of the operation");

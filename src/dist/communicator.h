@@ -60,11 +60,10 @@ class CommHandle {
   bool test();
   bool pending() const { return req_ != MPI_REQUEST_NULL; }
   // On completion (in wait() or a successful test()), also memmove n floats
-  // (or n bf16 values) from src to dst: for results MPI leaves elsewhere than
-  // the caller wants them (the in-place reduce-scatter).
+  // from src to dst: for results MPI leaves elsewhere than the caller wants
+  // them (the in-place reduce-scatter).
   CommHandle& then_move(float* dst, const float* src, int64_t n);
-  CommHandle& then_move(uint16_t* dst, const uint16_t* src, int64_t n);
-  // The same for n elements of `elem` bytes.
+  // The same for n elements of `elem` bytes (the bf16 reduce-scatter).
   CommHandle& then_move_bytes(void* dst, const void* src, int64_t n, size_t elem);
 
  private:

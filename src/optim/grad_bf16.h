@@ -14,9 +14,10 @@
 // at [4s, 8s), writes at [2s, 4s)), widening halves the to-do range [b, e)
 // by converting [e/2, e) (reads at [e, 2e), writes at [2e, 4e)); the lowest
 // 32K elements (the first round of rounding, the last of widening) run on
-// one thread. Each thread moves its
-// elements through small local blocks with memcpy, so the two views of the
-// same bytes never meet as typed loads and stores the compiler could reorder.
+// one thread. Each thread moves its elements through small local blocks with
+// memcpy, so the two views of the same bytes never meet as typed loads and
+// stores the compiler could reorder. Measured in bench/README.md (bf16
+// section): ~20-40 GB/s on one thread, 1.7x that on two idle cores.
 #pragma once
 #include <cstdint>
 
