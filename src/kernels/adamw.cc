@@ -59,11 +59,11 @@ void adamw_step(float* param, const float* grad, float* m, float* v, int64_t n,
   // torch's lerp switches formula at |w| = 0.5 for accuracy; so do we.
   const bool lerp_low = std::fabs(w1) < 0.5f;
   if (param_bf16 != nullptr)
-    adamw_loop<true>(param, grad, m, v, n, h.grad_scale, decay, w1, lerp_low, h.beta2, one_minus_b2, bc2_sqrt,
-                     h.eps, neg_step_size, param_bf16);
+    adamw_loop<true>(param, grad, m, v, n, h.grad_scale, decay, w1, lerp_low, h.beta2,
+                     one_minus_b2, bc2_sqrt, h.eps, neg_step_size, param_bf16);
   else
-    adamw_loop<false>(param, grad, m, v, n, h.grad_scale, decay, w1, lerp_low, h.beta2, one_minus_b2, bc2_sqrt,
-                      h.eps, neg_step_size, nullptr);
+    adamw_loop<false>(param, grad, m, v, n, h.grad_scale, decay, w1, lerp_low, h.beta2,
+                      one_minus_b2, bc2_sqrt, h.eps, neg_step_size, nullptr);
 }
 
 }  // namespace mt

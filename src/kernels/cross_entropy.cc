@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "core/error.h"
 #include "kernels/vec_math.h"

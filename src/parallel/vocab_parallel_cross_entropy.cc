@@ -21,8 +21,8 @@ void vocab_parallel_cross_entropy(float* losses, float* logits, WriteView grad,
     tp->all_reduce_sum(scratch.sum_exp, n);
     tp->all_reduce_sum(scratch.target_logit, n);
   }
-  cross_entropy_shard_finish(losses, grad, logits, scratch.sum_exp, scratch.target_logit, targets, n,
-                             v_local, v_start, grad_scale);
+  cross_entropy_shard_finish(losses, grad, logits, scratch.sum_exp, scratch.target_logit,
+                             targets, n, v_local, v_start, grad_scale);
 }
 
 }  // namespace mt

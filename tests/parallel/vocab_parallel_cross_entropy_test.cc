@@ -77,8 +77,8 @@ TEST(VocabParallelCrossEntropy, MatchesFullSoftmaxCrossEntropy) {
 
     Vec shard = cols_of(logits, kN, kV, v_start, v_l), losses(kN, kGarbage);
     Scratch s;
-    vocab_parallel_cross_entropy(losses.data(), shard.data(), shard.data(), targets.data(), kN, v_l, v_start,
-                                 kV, grad_scale, s.view(), &tp);
+    vocab_parallel_cross_entropy(losses.data(), shard.data(), shard.data(), targets.data(), kN,
+                                 v_l, v_start, kV, grad_scale, s.view(), &tp);
     expect_close(losses, full_losses, "losses");
     // With grad_scale 0 the logits are left alone (full is unchanged too).
     expect_close(shard, cols_of(full, kN, kV, v_start, v_l), "gradient shard");
@@ -95,8 +95,8 @@ TEST(VocabParallelCrossEntropy, LossesMatchDoublePrecisionFormula) {
   const Vec logits = make_logits(6);
   Vec shard = cols_of(logits, kN, kV, v_start, v_l), losses(kN, kGarbage);
   Scratch s;
-  vocab_parallel_cross_entropy(losses.data(), shard.data(), shard.data(), targets.data(), kN, v_l, v_start, kV,
-                               1.f, s.view(), &tp);
+  vocab_parallel_cross_entropy(losses.data(), shard.data(), shard.data(), targets.data(), kN, v_l,
+                               v_start, kV, 1.f, s.view(), &tp);
   Vec want(kN);
   for (int64_t i = 0; i < kN; ++i) {
     double mx = -1e300, sum = 0;
@@ -163,8 +163,8 @@ TEST(VocabParallelCrossEntropy, TargetOutOfRangeThrows) {
     Scratch s;
     std::string msg;
     try {
-      vocab_parallel_cross_entropy(losses.data(), shard.data(), shard.data(), targets.data(), kN, v_l, v_start,
-                                   kV, 1.f, s.view(), &tp);
+      vocab_parallel_cross_entropy(losses.data(), shard.data(), shard.data(), targets.data(), kN,
+                                   v_l, v_start, kV, 1.f, s.view(), &tp);
     } catch (const Error& e) {
       msg = e.what();
     }
