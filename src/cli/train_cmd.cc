@@ -97,6 +97,10 @@ Command add_train_command(CLI::App& app) {
   par->add_option("--ddp-bucket-size", a->ddp_bucket_size,
                   "DP gradient bucket size in elements (default 1M; see bench/README.md)");
   par->add_flag("--log-parallel-layout", a->log_parallel_layout, "print every group's ranks");
+  par->add_option("--distributed-timeout-minutes", a->distributed_timeout_minutes,
+                  "end the job when a rank waits longer than this in one collective or "
+                  "send/recv (a stopped or unreachable peer), naming the group and operation; "
+                  "fractions allowed, 0: wait forever (default 10)");
 
   CLI::Option_group* opt = group("optimizer");
   opt->add_option("--lr", a->lr, "peak learning rate");
@@ -150,6 +154,9 @@ Command add_train_command(CLI::App& app) {
                 "overwritten; without it that is an error)");
   log->add_option("--exit-interval", a->exit_interval, "save and exit at iterations divisible by N");
   log->add_option("--exit-duration-in-mins", a->exit_duration_in_mins, "save and exit after N minutes");
+  log->add_flag("--exit-signal-handler", a->exit_signal_handler,
+                "accepted for Megatron-LM compatibility: SIGTERM and SIGINT always save a "
+                "checkpoint (with --save) and exit at the end of the iteration");
 
   make_integer_options_strict(app);
 

@@ -92,6 +92,8 @@ void TrainArgs::check_flag_ranges() const {
            " must be a finite number >= 0 (0: measure)");
   MT_CHECK(save_interval >= 0, "--save-interval ", save_interval, " must be >= 0 (0: off)");
   MT_CHECK(exit_interval >= 0, "--exit-interval ", exit_interval, " must be >= 0 (0: off)");
+  MT_CHECK(finite_at_least(distributed_timeout_minutes, 0), "--distributed-timeout-minutes ",
+           distributed_timeout_minutes, " must be a finite number >= 0 (0: wait forever)");
   MT_CHECK(finite_at_least(exit_duration_in_mins, 0), "--exit-duration-in-mins ",
            exit_duration_in_mins, " must be a finite number >= 0 (0: off)");
   MT_CHECK(std::isfinite(loss_scale) && loss_scale >= 0 && std::isfinite(initial_loss_scale) &&

@@ -26,6 +26,10 @@ struct TrainArgs {
   bool overlap_grad_reduce = false;
   int64_t ddp_bucket_size = 0;  // elements; 0 → 1M (measured best here; Megatron: max(40M, 1M·DP))
   bool log_parallel_layout = false;
+  // Megatron's --distributed-timeout-minutes: the longest any rank waits in
+  // one blocking collective or send/recv before it ends the job, naming the
+  // group and operation (dist/watchdog.h). Fractions allowed (tests); 0: off.
+  double distributed_timeout_minutes = 10;
 
   // Activation recompute (Megatron's flags).
   std::string recompute_granularity;  // "", "full", "selective"
@@ -95,6 +99,9 @@ struct TrainArgs {
   std::vector<std::string> model_flags_given;
   int64_t exit_interval = 0;
   double exit_duration_in_mins = 0;
+  // Megatron's --exit-signal-handler: SIGTERM / SIGINT save and exit at the
+  // end of the iteration. Always so here; the flag is accepted.
+  bool exit_signal_handler = false;
 
   // Derived.
   int64_t dp_size = 1;
