@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "checkpoint/atomic_file.h"
+#include "checkpoint/crc32c.h"
 #include "core/error.h"
 #include "core/file_kind.h"
 
@@ -27,6 +28,7 @@ namespace {
 // a corrupt length never makes us parse gigabytes.
 constexpr uint64_t kMaxHeaderBytes = 100u * 1000 * 1000;
 constexpr const char* kMetadataKey = "__metadata__";
+constexpr const char* kCrcKey = "crc32c";  // metadata: {"<tensor>": "<8 hex digits>"}
 
 struct DTypeEntry {
   StDType type;
@@ -143,7 +145,9 @@ void SafetensorsWriter::add(const std::string& name, const Tensor& t) {
   add(name, st_dtype_of(t.dtype), std::vector<int64_t>(t.shape, t.shape + t.ndim), t.data);
 }
 
-size_t SafetensorsWriter::write(const std::string& path) const {
+size_t SafetensorsWriter::write(const std::string& path, uint32_t* file_crc32c) const {
+  MT_CHECK(metadata_.count(kCrcKey) == 0, "safetensors: metadata key '", kCrcKey,
+           "' is reserved for the tensors' checksums; fix: use another key");
   // Layout: largest element size first, then by name (as the reference
   // implementation), so every tensor is aligned to its element size.
   std::vector<const Entry*> order;
@@ -152,16 +156,26 @@ size_t SafetensorsWriter::write(const std::string& path) const {
     const size_t sa = st_dtype_size(a->dtype), sb = st_dtype_size(b->dtype);
     return sa != sb ? sa > sb : a->name < b->name;
   });
+  auto bytes_of = [](const Entry* e) {
+    return uint64_t(checked_numel(e->shape)) * st_dtype_size(e->dtype);
+  };
+  // The tensors' CRCs go into the header, so they are computed from memory
+  // before anything is written (one extra pass over memory, not the file).
+  std::vector<uint32_t> crcs;
+  nlohmann::ordered_json crc_json = nlohmann::ordered_json::object();
+  for (const Entry* e : order) {
+    crcs.push_back(crc32c_parallel(e->data, size_t(bytes_of(e))));
+    crc_json[e->name] = crc32c_hex(crcs.back());
+  }
 
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  if (!metadata_.empty()) {
-    nlohmann::ordered_json meta = nlohmann::ordered_json::object();
-    for (const auto& [k, v] : metadata_) meta[k] = v;
-    header[kMetadataKey] = std::move(meta);
-  }
+  nlohmann::ordered_json meta = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : metadata_) meta[k] = v;
+  meta[kCrcKey] = crc_json.dump();  // "{}" without tensors: still a checked file
+  if (!meta.empty()) header[kMetadataKey] = std::move(meta);
   uint64_t offset = 0;
   for (const Entry* e : order) {
-    const uint64_t bytes = uint64_t(checked_numel(e->shape)) * st_dtype_size(e->dtype);
+    const uint64_t bytes = bytes_of(e);
     header[e->name] = {{"dtype", st_dtype_name(e->dtype)},
                        {"shape", e->shape},
                        {"data_offsets", {offset, offset + bytes}}};
@@ -174,9 +188,13 @@ size_t SafetensorsWriter::write(const std::string& path) const {
   AtomicFileWriter out(path);
   out.write(&n, sizeof(n));  // little-endian host (static_assert above)
   out.write(json.data(), json.size());
-  for (const Entry* e : order)
-    out.write(e->data, size_t(checked_numel(e->shape)) * st_dtype_size(e->dtype));
+  uint32_t crc = crc32c_extend(crc32c(&n, sizeof(n)), json.data(), json.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    out.write(order[i]->data, size_t(bytes_of(order[i])));
+    crc = crc32c_combine(crc, crcs[i], bytes_of(order[i]));
+  }
   out.commit();
+  if (file_crc32c != nullptr) *file_crc32c = crc;
   return out.bytes_written();
 }
 
@@ -195,6 +213,10 @@ SafetensorsReader& SafetensorsReader::operator=(SafetensorsReader&& o) noexcept 
     data_start_ = std::exchange(o.data_start_, 0);
     tensors_ = std::move(o.tensors_);
     metadata_ = std::move(o.metadata_);
+    has_checksums_ = std::exchange(o.has_checksums_, false);
+    verify_ = o.verify_;
+    hint_ = std::move(o.hint_);
+    verified_ = std::move(o.verified_);
   }
   return *this;
 }
@@ -206,6 +228,8 @@ void SafetensorsReader::close() noexcept {
   data_start_ = 0;
   tensors_.clear();
   metadata_.clear();
+  has_checksums_ = false;
+  verified_.clear();
 }
 
 void SafetensorsReader::open(const std::string& path) {
@@ -334,6 +358,66 @@ void SafetensorsReader::parse_header(const char* json, size_t len, uint64_t data
   }
   MT_CHECK(covered == data_size, "safetensors '", p, "': corrupt: the tensors cover ", covered,
            " bytes but the data section has ", data_size, " (trailing bytes)");
+  const auto crc = metadata_.find(kCrcKey);
+  if (crc != metadata_.end()) parse_checksums(crc->second);
+}
+
+void SafetensorsReader::parse_checksums(const std::string& text) {
+  const std::string& p = path_;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    MT_FAIL("safetensors '", p, "': corrupt header: metadata '", kCrcKey, "' is not JSON (",
+            e.what(), ")", hint_);
+  }
+  MT_CHECK(j.is_object(), "safetensors '", p, "': corrupt header: metadata '", kCrcKey,
+           "' is not an object", hint_);
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    auto t = tensors_.find(it.key());
+    MT_CHECK(t != tensors_.end(), "safetensors '", p, "': corrupt header: metadata '", kCrcKey,
+             "' names tensor '", it.key(), "', which the file does not hold", hint_);
+    MT_CHECK(it.value().is_string() &&
+                 crc32c_from_hex(it.value().get<std::string>(), &t->second.crc32c),
+             "safetensors '", p, "': corrupt header: the ", kCrcKey, " of tensor '", it.key(),
+             "' is ", brief(it.value()), ", not 8 hex digits", hint_);
+    t->second.has_crc32c = true;
+  }
+  for (const auto& [name, info] : tensors_)
+    MT_CHECK(info.has_crc32c, "safetensors '", p, "': corrupt header: tensor '", name,
+             "' has no ", kCrcKey, " beside the others'", hint_);
+  has_checksums_ = true;
+}
+
+void SafetensorsReader::check_file(uint64_t expected_size, uint32_t expected_crc32c) const {
+  MT_CHECK(map_size_ == expected_size, "checkpoint file '", path_, "' has ", map_size_,
+           " bytes but ", expected_size, " were written (truncated or replaced)", hint_);
+  MT_CHECK(has_checksums_, "checkpoint file '", path_, "' has no tensor checksums in its "
+           "header but its checkpoint recorded one for the file (replaced by another file)", hint_);
+  // The file's CRC from its header bytes and the CRCs the header records for
+  // the data, in data order: equal to a pass over the file when the data
+  // matches them, which verify_tensor() checks as each tensor is read.
+  std::vector<const StTensorInfo*> order;
+  for (const auto& kv : tensors_) order.push_back(&kv.second);
+  std::sort(order.begin(), order.end(),
+            [](const StTensorInfo* a, const StTensorInfo* b) { return a->begin < b->begin; });
+  uint32_t crc = crc32c(map_, data_start_);
+  for (const StTensorInfo* t : order) crc = crc32c_combine(crc, t->crc32c, t->bytes());
+  MT_CHECK(crc == expected_crc32c, "checkpoint file '", path_, "': its header does not match "
+           "the checksum recorded when it was written (crc32c ", crc32c_hex(crc), ", expected ",
+           crc32c_hex(expected_crc32c), "): the file is damaged or was replaced", hint_);
+}
+
+void SafetensorsReader::verify_tensor(const std::string& name) const {
+  const StTensorInfo& i = info(name);
+  if (!verify_ || !i.has_crc32c) return;
+  bool& done = verified_[name];
+  if (done) return;
+  const uint32_t crc = crc32c_parallel(map_ + data_start_ + i.begin, i.bytes());
+  MT_CHECK(crc == i.crc32c, "checkpoint file '", path_, "': tensor '", name,
+           "' is corrupt: its bytes have crc32c ", crc32c_hex(crc), " but ",
+           crc32c_hex(i.crc32c), " was recorded when it was written", hint_);
+  done = true;
 }
 
 std::vector<std::string> SafetensorsReader::names() const {
@@ -369,6 +453,7 @@ std::string SafetensorsReader::metadata_or(const std::string& key,
 
 const void* SafetensorsReader::raw(const std::string& name) const {
   const StTensorInfo& i = info(name);
+  verify_tensor(name);
   return map_ + data_start_ + i.begin;
 }
 
@@ -379,6 +464,7 @@ void SafetensorsReader::read_f32(const std::string& name, float* dst,
   MT_CHECK(n == expected_numel, "safetensors '", path_, "': tensor '", name, "' has shape ",
            i.shape_str(), " (", n, " elements) but ", expected_numel,
            " were expected; fix: check the model config (sizes, TP/PP) matches the checkpoint");
+  verify_tensor(name);
   const unsigned char* src = map_ + data_start_ + i.begin;
   switch (i.dtype) {
     case StDType::kF32:

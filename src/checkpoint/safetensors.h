@@ -14,6 +14,16 @@
 // trusts an offset (header length against file size, JSON, dtypes, shapes,
 // offsets inside the data section, no overlaps or gaps, size = numel * dtype
 // size); every failure is an mt::Error naming the file and what is wrong.
+//
+// Checksums: the writer records every tensor's CRC-32C (checkpoint/crc32c.h)
+// in the metadata, "crc32c" = JSON {"<name>": "<8 hex digits>"}, and returns
+// the whole file's CRC-32C. The reader checks a tensor's bytes against its
+// recorded CRC the first time they are read (raw(), read_f32()), so a flipped
+// byte is an error naming the file and the tensor, never loaded silently;
+// check_file() checks the length and the whole-file CRC recorded elsewhere
+// (a checkpoint's meta.json) from the header alone, without reading the data:
+// the file's CRC is combined from the header's and the recorded tensor CRCs.
+// Files without "crc32c" (foreign or older files) are read unchecked.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -51,6 +61,8 @@ StDType st_dtype_of(DType t);
 
 struct StTensorInfo {
   StDType dtype = StDType::kF32;
+  bool has_crc32c = false;  // the header records its CRC-32C
+  uint32_t crc32c = 0;
   std::vector<int64_t> shape;  // empty = scalar (one element)
   uint64_t begin = 0;          // byte offsets within the data section
   uint64_t end = 0;
@@ -75,8 +87,10 @@ class SafetensorsWriter {
   size_t size() const { return entries_.size(); }
 
   // Writes the file atomically: "<path>.tmp", fsync, rename, fsync of the
-  // directory (see atomic_file.h). Returns the number of bytes written.
-  size_t write(const std::string& path) const;
+  // directory (see atomic_file.h), with each tensor's CRC-32C in the metadata
+  // ("crc32c", reserved). Returns the number of bytes written; the whole
+  // file's CRC-32C goes to *file_crc32c when given.
+  size_t write(const std::string& path, uint32_t* file_crc32c = nullptr) const;
 
  private:
   struct Entry {
@@ -104,6 +118,23 @@ class SafetensorsReader {
   void close() noexcept;
 
   const std::string& path() const { return path_; }
+  uint64_t file_size() const { return map_size_; }
+
+  // Whether the header records every tensor's CRC-32C.
+  bool has_checksums() const { return has_checksums_; }
+  // Checks the tensors' bytes against their recorded CRCs when they are first
+  // read (the default), or not (a run that skips verification).
+  void set_verify(bool verify) { verify_ = verify; }
+  // Appended to checksum errors: what the user should do ("; fix: ...").
+  void set_corruption_hint(std::string hint) { hint_ = std::move(hint); }
+  // Checks the file's length and CRC-32C against values recorded when it was
+  // written (without reading the data: see above); needs has_checksums().
+  // Throws naming the file, both values and the hint.
+  void check_file(uint64_t expected_size, uint32_t expected_crc32c) const;
+  // Checks tensor `name`'s bytes against its recorded CRC now (once; a no-op
+  // when it has none or verification is off).
+  void verify_tensor(const std::string& name) const;
+
   // Tensor names, sorted.
   std::vector<std::string> names() const;
   bool has(const std::string& name) const { return tensors_.count(name) != 0; }
@@ -134,6 +165,7 @@ class SafetensorsReader {
 
  private:
   void parse_header(const char* json, size_t len, uint64_t data_size);
+  void parse_checksums(const std::string& text);
 
   std::string path_;
   const unsigned char* map_ = nullptr;  // whole file, read-only
@@ -141,6 +173,10 @@ class SafetensorsReader {
   size_t data_start_ = 0;  // 8 + N
   std::map<std::string, StTensorInfo> tensors_;
   std::map<std::string, std::string> metadata_;
+  bool has_checksums_ = false;
+  bool verify_ = true;
+  std::string hint_ = "; fix: restore the file from an intact copy";
+  mutable std::map<std::string, bool> verified_;  // tensors whose bytes were checked
 };
 
 }  // namespace mt

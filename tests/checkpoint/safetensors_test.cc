@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "checkpoint/atomic_file.h"
+#include "checkpoint/crc32c.h"
 
 namespace mt {
 namespace {
@@ -127,18 +128,26 @@ TEST_F(SafetensorsTest, RoundTripKeepsDataShapesAndMetadata) {
 }
 
 TEST_F(SafetensorsTest, HeaderBytesFollowTheSpec) {
-  // The exact bytes the reference Python library produces for
-  // save({"test": torch.zeros((2, 2), dtype=torch.int32)}): length 64, the
-  // JSON, four spaces of padding, sixteen zero bytes.
+  // The bytes the reference Python library produces for
+  // save({"test": torch.zeros((2, 2), dtype=torch.int32)},
+  //      metadata={"crc32c": '{"test":"42709aea"}'}): the length, the JSON
+  // (metadata first), padding to 8 bytes, sixteen zero bytes. The writer
+  // always records each tensor's CRC-32C (here of 16 zero bytes) and the
+  // file's CRC-32C is that of all its bytes.
   std::vector<int32_t> zeros(4, 0);
   SafetensorsWriter wr;
   wr.add("test", StDType::kI32, {2, 2}, zeros.data());
   const std::string p = path("ref.safetensors");
-  wr.write(p);
-  const std::string want = le64(64) +
-                           R"({"test":{"dtype":"I32","shape":[2,2],"data_offsets":[0,16]}})" +
-                           "    " + std::string(16, '\0');
+  uint32_t file_crc = 0;
+  wr.write(p, &file_crc);
+  ASSERT_EQ(crc32c_hex(crc32c(zeros.data(), 16)), "42709aea");
+  const std::string json =
+      R"({"__metadata__":{"crc32c":"{\"test\":\"42709aea\"}"},)"
+      R"("test":{"dtype":"I32","shape":[2,2],"data_offsets":[0,16]}})";
+  const std::string pad((8 - json.size() % 8) % 8, ' ');
+  const std::string want = le64(json.size() + pad.size()) + json + pad + std::string(16, '\0');
   EXPECT_EQ(read_text_file(p), want);
+  EXPECT_EQ(file_crc, crc32c(want.data(), want.size()));
 
   // With metadata and odd sizes: the data start is still 8-byte aligned and
   // the header is valid JSON padded with spaces only.
@@ -154,7 +163,12 @@ TEST_F(SafetensorsTest, HeaderBytesFollowTheSpec) {
   EXPECT_EQ((8 + n) % 8, 0u);
   EXPECT_EQ(bytes.size(), 8 + n + 6);
   const std::string header = bytes.substr(8, n);
-  EXPECT_EQ(header.rfind(R"({"__metadata__":{"format":"pt"},"a_weird_name.x":)", 0), 0u) << header;
+  const std::string crc = crc32c_hex(crc32c(h.data(), 6));
+  EXPECT_EQ(header.rfind(R"({"__metadata__":{"format":"pt","crc32c":"{\"a_weird_name.x\":\")" +
+                             crc + R"(\"}"},"a_weird_name.x":)",
+                         0),
+            0u)
+      << header;
   const size_t close = header.find_last_of('}');
   EXPECT_EQ(header.find_first_not_of(' ', close + 1), std::string::npos);
 }
