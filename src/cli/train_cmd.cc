@@ -5,6 +5,7 @@
 #include "cli/strict_numbers.h"
 #include "dist/mpi_env.h"
 #include "dist/parallel_state.h"
+#include "dist/watchdog.h"
 #include "train/signals.h"
 #include "train/trainer.h"
 
@@ -146,6 +147,8 @@ Command add_train_command(CLI::App& app) {
   log->add_option("--save-interval", a->save_interval, "iterations between checkpoints");
   log->add_option("--load", a->load, "checkpoint directory to resume from");
   log->add_flag("--no-load-optim", a->no_load_optim, "do not load the optimizer state");
+  log->add_flag("--no-verify-checkpoint-checksums", a->no_verify_checkpoint_checksums,
+                "load --load without checking its files' CRC-32C checksums (very large runs)");
   log->add_flag("--finetune", a->finetune,
                 "load only the weights of --load: start at iteration 0 with a fresh optimizer "
                 "and the data from its beginning");
@@ -165,6 +168,8 @@ Command add_train_command(CLI::App& app) {
       if (option->count() > 0) a->model_flags_given.push_back(key);
     install_exit_signal_handlers();  // first: a SIGTERM during start-up still saves-and-exits
     MpiEnv mpi;
+    // First: a rank stopped during start-up must not hang the others either.
+    CommWatchdog watchdog(a->distributed_timeout_minutes * 60);
     ParallelConfig pc;
     pc.tp = a->tensor_model_parallel_size;
     pc.pp = a->pipeline_model_parallel_size;

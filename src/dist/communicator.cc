@@ -13,15 +13,18 @@
 namespace mt {
 namespace {
 
-// Adds the wall time of its scope to a counter.
+// A blocking MPI call: adds the wall time of its scope to a counter and
+// arms the watchdog (dist/watchdog.h) with the operation and the group.
 class BusyTimer {
  public:
-  explicit BusyTimer(double& acc) : acc_(acc), t0_(std::chrono::steady_clock::now()) {}
+  BusyTimer(double& acc, const char* op, const GroupId* group, int peer = -1)
+      : wait_(op, group, peer), acc_(acc), t0_(std::chrono::steady_clock::now()) {}
   ~BusyTimer() {
     acc_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
   }
 
  private:
+  WaitScope wait_;
   double& acc_;
   std::chrono::steady_clock::time_point t0_;
 };
@@ -61,7 +64,8 @@ CommHandle::CommHandle(CommHandle&& o) noexcept
       move_src_(std::exchange(o.move_src_, nullptr)),
       move_bytes_(std::exchange(o.move_bytes_, 0)),
       op_(o.op_),
-      group_(std::move(o.group_)) {}
+      group_(std::move(o.group_)),
+      peer_(o.peer_) {}
 
 CommHandle& CommHandle::operator=(CommHandle&& o) noexcept {
   if (this != &o) {
@@ -78,15 +82,20 @@ CommHandle& CommHandle::operator=(CommHandle&& o) noexcept {
     move_bytes_ = std::exchange(o.move_bytes_, 0);
     op_ = o.op_;
     group_ = std::move(o.group_);
+    peer_ = o.peer_;
   }
   return *this;
 }
 
 void CommHandle::wait() {
   if (!pending()) return;
-  const int rc = MPI_Wait(&req_, MPI_STATUS_IGNORE);
+  int rc;
+  {
+    WaitScope waiting(op_, group_.get(), peer_);
+    rc = MPI_Wait(&req_, MPI_STATUS_IGNORE);
+  }
   req_ = MPI_REQUEST_NULL;
-  check_mpi(rc, op_, group_);
+  check_mpi(rc, op_, group_->name);
   complete();
 }
 
@@ -95,7 +104,7 @@ bool CommHandle::test() {
   int done = 0;
   const int rc = MPI_Test(&req_, &done, MPI_STATUS_IGNORE);
   if (rc != MPI_SUCCESS) req_ = MPI_REQUEST_NULL;
-  check_mpi(rc, op_, group_);
+  check_mpi(rc, op_, group_->name);
   if (done) complete();
   return done != 0;
 }
@@ -153,6 +162,19 @@ Communicator::Communicator(MPI_Comm comm, std::string name, bool owns)
   int flag = 0;
   check_mpi(MPI_Comm_get_attr(comm_, MPI_TAG_UB, &ub, &flag), "Comm_get_attr(TAG_UB)", name_);
   if (flag && ub) tag_ub_ = *static_cast<int*>(ub);
+  // This group's members as world ranks, for the watchdog's messages.
+  MPI_Group group = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+  check_mpi(MPI_Comm_group(comm_, &group), "Comm_group", name_);
+  check_mpi(MPI_Comm_group(MPI_COMM_WORLD, &world), "Comm_group", "world");
+  std::vector<int> ranks(size_t(size_), 0);
+  for (int r = 0; r < size_; ++r) ranks[size_t(r)] = r;
+  world_ranks_.assign(size_t(size_), -1);
+  check_mpi(MPI_Group_translate_ranks(group, size_, ranks.data(), world, world_ranks_.data()),
+            "Group_translate_ranks", name_);
+  MPI_Group_free(&group);
+  MPI_Group_free(&world);
+  id_ = std::make_shared<const GroupId>(
+      GroupId{name_, describe_members(world_ranks_.data(), size_)});
 }
 
 Communicator Communicator::world() {
@@ -171,6 +193,8 @@ Communicator::~Communicator() {
 
 Communicator::Communicator(Communicator&& o) noexcept
     : comm_(std::exchange(o.comm_, MPI_COMM_NULL)),
+      id_(std::move(o.id_)),
+      world_ranks_(std::move(o.world_ranks_)),
       name_(std::move(o.name_)),
       rank_(std::exchange(o.rank_, -1)),
       size_(std::exchange(o.size_, 0)),
@@ -181,6 +205,8 @@ Communicator& Communicator::operator=(Communicator&& o) noexcept {
   if (this != &o) {
     if (owns_ && comm_ != MPI_COMM_NULL && mpi_running()) MPI_Comm_free(&comm_);
     comm_ = std::exchange(o.comm_, MPI_COMM_NULL);
+    id_ = std::move(o.id_);
+    world_ranks_ = std::move(o.world_ranks_);
     name_ = std::move(o.name_);
     rank_ = std::exchange(o.rank_, -1);
     size_ = std::exchange(o.size_, 0);
@@ -212,7 +238,7 @@ void Communicator::check_peer(const char* op, int peer, int tag) const {
 
 void Communicator::all_reduce(void* x, int64_t n, MPI_Datatype type, MPI_Op op,
                               const char* what) const {
-  BusyTimer busy(busy_seconds_);
+  BusyTimer busy(busy_seconds_, what, id_.get());
   all_reduce_chunked(x, n, type, op, what);
 }
 
@@ -264,7 +290,7 @@ void Communicator::all_gather(uint16_t* out, const uint16_t* in, int64_t n) cons
 
 void Communicator::all_gather(void* out_v, const void* in_v, int64_t n, MPI_Datatype type,
                               size_t elem) const {
-  BusyTimer busy(busy_seconds_);
+  BusyTimer busy(busy_seconds_, "all_gather", id_.get());
   check_member("all_gather");
   char* out = static_cast<char*>(out_v);
   const char* in = static_cast<const char*>(in_v);
@@ -283,7 +309,7 @@ void Communicator::all_gather(void* out_v, const void* in_v, int64_t n, MPI_Data
 }
 
 void Communicator::reduce_scatter_sum(float* out, const float* in, int64_t n) const {
-  BusyTimer busy(busy_seconds_);
+  BusyTimer busy(busy_seconds_, "reduce_scatter_sum", id_.get());
   check_member("reduce_scatter_sum");
   const int c = count("reduce_scatter_sum", n * size_);
   MT_CHECK(!overlaps(out, size_t(n) * 4, in, size_t(c) * 4) || (size_ == 1 && out == in),
@@ -326,7 +352,7 @@ void Communicator::all_reduce_sum_bf16(uint16_t* x, int64_t n) const {
 
 void Communicator::reduce_scatter_in_place(void* x, const ChunkSplit& split, MPI_Datatype type,
                                            MPI_Op op, size_t elem, const char* what) const {
-  BusyTimer busy(busy_seconds_);
+  BusyTimer busy(busy_seconds_, what, id_.get());
   check_split(what, split);
   if (size_ == 1 || split.total() == 0) return;
   if (split.total() * int64_t(elem) > kReduceChunkBytes) {
@@ -355,7 +381,7 @@ void Communicator::all_gather_in_place(uint16_t* x, const ChunkSplit& split) con
 }
 
 void Communicator::all_gather_in_place(void* x, const ChunkSplit& split, MPI_Datatype type) const {
-  BusyTimer busy(busy_seconds_);
+  BusyTimer busy(busy_seconds_, "all_gather_in_place", id_.get());
   const char* op = "all_gather_in_place";
   check_split(op, split);
   if (size_ == 1 || split.total() == 0) return;
@@ -365,7 +391,7 @@ void Communicator::all_gather_in_place(void* x, const ChunkSplit& split, MPI_Dat
 }
 
 void Communicator::broadcast(void* data, size_t bytes, int root) const {
-  BusyTimer busy(busy_seconds_);
+  BusyTimer busy(busy_seconds_, "broadcast", id_.get());
   check_member("broadcast");
   MT_CHECK(root >= 0 && root < size_, "broadcast on group '", name_, "': root ", root,
            " is not a rank of this group of size ", size_);
@@ -379,7 +405,7 @@ void Communicator::broadcast(void* data, size_t bytes, int root) const {
 }
 
 void Communicator::barrier() const {
-  BusyTimer busy(busy_seconds_);
+  BusyTimer busy(busy_seconds_, "barrier", id_.get());
   check_member("barrier");
   if (size_ == 1) return;
   check_mpi(MPI_Barrier(comm_), "barrier", name_);
@@ -394,8 +420,8 @@ void Communicator::send(const uint16_t* x, int64_t n, int peer, int tag) const {
 }
 
 void Communicator::send(const void* x, int64_t n, MPI_Datatype type, int peer, int tag) const {
-  BusyTimer busy(busy_seconds_);
   check_peer("send", peer, tag);
+  BusyTimer busy(busy_seconds_, "send", id_.get(), world_ranks_[size_t(peer)]);
   check_mpi(MPI_Send(x, count("send", n), type, peer, tag, comm_), "send", name_);
 }
 
@@ -408,8 +434,8 @@ void Communicator::recv(uint16_t* x, int64_t n, int peer, int tag) const {
 }
 
 void Communicator::recv(void* x, int64_t n, MPI_Datatype type, int peer, int tag) const {
-  BusyTimer busy(busy_seconds_);
   check_peer("recv", peer, tag);
+  BusyTimer busy(busy_seconds_, "recv", id_.get(), world_ranks_[size_t(peer)]);
   MPI_Status status;
   check_mpi(MPI_Recv(x, count("recv", n), type, peer, tag, comm_, &status), "recv", name_);
   int got = 0;
@@ -433,7 +459,7 @@ CommHandle Communicator::start_all_reduce(void* x, int64_t n, MPI_Datatype type,
   if (size_ == 1 || c == 0) return CommHandle();
   MPI_Request req;
   check_mpi(MPI_Iallreduce(MPI_IN_PLACE, x, c, type, op, comm_, &req), what, name_);
-  return CommHandle(req, what, name_);
+  return CommHandle(req, what, id_);
 }
 
 CommHandle Communicator::start_all_gather(float* out, const float* in, int64_t n) const {
@@ -451,7 +477,7 @@ CommHandle Communicator::start_all_gather(float* out, const float* in, int64_t n
   check_mpi(MPI_Iallgather(in_place ? MPI_IN_PLACE : in, int(n), MPI_FLOAT, out, int(n), MPI_FLOAT,
                            comm_, &req),
             op, name_);
-  return CommHandle(req, op, name_);
+  return CommHandle(req, op, id_);
 }
 
 CommHandle Communicator::start_reduce_scatter_sum(float* out, const float* in, int64_t n) const {
@@ -466,7 +492,7 @@ CommHandle Communicator::start_reduce_scatter_sum(float* out, const float* in, i
   }
   MPI_Request req;
   check_mpi(MPI_Ireduce_scatter_block(in, out, int(n), MPI_FLOAT, MPI_SUM, comm_, &req), op, name_);
-  return CommHandle(req, op, name_);
+  return CommHandle(req, op, id_);
 }
 
 CommHandle Communicator::start_reduce_scatter_sum_in_place(float* x,
@@ -489,7 +515,7 @@ CommHandle Communicator::start_reduce_scatter_in_place(void* x, const ChunkSplit
   MPI_Request req;
   check_mpi(MPI_Ireduce_scatter(MPI_IN_PLACE, x, split.counts.data(), type, op, comm_, &req), what,
             name_);
-  CommHandle h(req, what, name_);
+  CommHandle h(req, what, id_);
   const size_t r = size_t(rank_);
   char* p = static_cast<char*>(x);  // MPI's in-place result is at x[0]
   h.then_move_bytes(p + size_t(split.displs[r]) * elem, p, split.counts[r], elem);
@@ -513,7 +539,7 @@ CommHandle Communicator::start_all_gather_in_place(void* x, const ChunkSplit& sp
   check_mpi(MPI_Iallgatherv(MPI_IN_PLACE, 0, type, x, split.counts.data(), split.displs.data(),
                             type, comm_, &req),
             op, name_);
-  return CommHandle(req, op, name_);
+  return CommHandle(req, op, id_);
 }
 
 CommHandle Communicator::isend(const float* x, int64_t n, int peer, int tag) const {
@@ -529,14 +555,14 @@ CommHandle Communicator::isend(const void* x, int64_t n, MPI_Datatype type, int 
   check_peer("isend", peer, tag);
   MPI_Request req;
   check_mpi(MPI_Isend(x, count("isend", n), type, peer, tag, comm_, &req), "isend", name_);
-  return CommHandle(req, "isend", name_);
+  return CommHandle(req, "isend", id_, world_ranks_[size_t(peer)]);
 }
 
 CommHandle Communicator::irecv(float* x, int64_t n, int peer, int tag) const {
   check_peer("irecv", peer, tag);
   MPI_Request req;
   check_mpi(MPI_Irecv(x, count("irecv", n), MPI_FLOAT, peer, tag, comm_, &req), "irecv", name_);
-  return CommHandle(req, "irecv", name_);
+  return CommHandle(req, "irecv", id_, world_ranks_[size_t(peer)]);
 }
 
 }  // namespace mt

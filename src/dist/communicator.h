@@ -10,6 +10,9 @@
 // - A rank that is not a member of a group (e.g. a middle pipeline stage and
 //   the embedding group) holds a null Communicator: size() == 0, and any
 //   operation on it throws.
+// - Every blocking call, and the wait of a non-blocking handle, runs in a
+//   WaitScope (dist/watchdog.h): --distributed-timeout-minutes ends the job
+//   when one lasts too long, naming the operation and the group's members.
 // - Results: all_reduce_* are in place (`=`, the reduced value replaces the
 //   input); gathers and scatters write their output (`=`).
 #pragma once
@@ -17,9 +20,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "dist/watchdog.h"
 
 namespace mt {
 
@@ -47,8 +53,9 @@ ChunkSplit chunk_split(const std::vector<int64_t>& counts);
 class CommHandle {
  public:
   CommHandle() = default;
-  CommHandle(MPI_Request req, const char* op, std::string group)
-      : req_(req), op_(op), group_(std::move(group)) {}
+  // `peer`: the world rank of a point-to-point peer, else -1.
+  CommHandle(MPI_Request req, const char* op, std::shared_ptr<const GroupId> group, int peer = -1)
+      : req_(req), op_(op), group_(std::move(group)), peer_(peer) {}
   ~CommHandle();
   CommHandle(CommHandle&& o) noexcept;
   CommHandle& operator=(CommHandle&& o) noexcept;
@@ -74,7 +81,8 @@ class CommHandle {
   const char* move_src_ = nullptr;
   size_t move_bytes_ = 0;
   const char* op_ = "";
-  std::string group_;  // name of the Communicator, for messages
+  std::shared_ptr<const GroupId> group_;  // the Communicator's, for messages
+  int peer_ = -1;
 };
 
 class Communicator {
@@ -95,6 +103,10 @@ class Communicator {
   Communicator& operator=(const Communicator&) = delete;
 
   const std::string& name() const { return name_; }
+  // Name and members (world ranks), for messages.
+  const GroupId& id() const { return *id_; }
+  // World rank of rank `r` of this group.
+  int world_rank_of(int r) const { return world_ranks_.at(size_t(r)); }
   int rank() const { return rank_; }  // -1 in a null group
   int size() const { return size_; }  // 0 in a null group
   bool is_member() const { return size_ > 0; }
@@ -185,6 +197,8 @@ class Communicator {
                           const char* what) const;  // all_reduce without the busy timer
 
   MPI_Comm comm_ = MPI_COMM_NULL;
+  std::shared_ptr<const GroupId> id_ = std::make_shared<const GroupId>(GroupId{"null", ""});
+  std::vector<int> world_ranks_;  // of this group's ranks, in group order
   mutable double busy_seconds_ = 0;  // wall time inside blocking MPI calls
   std::string name_ = "null";
   int rank_ = -1;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <utility>
 
 #include "core/error.h"
 
@@ -106,7 +107,10 @@ Communicator split(const Communicator& world, GroupKind kind, int tp, int pp) {
   }
   MPI_Comm comm = MPI_COMM_NULL;
   const std::string name = group_kind_name(kind);
-  check_mpi(MPI_Comm_split(world.comm(), color, key, &comm), "Comm_split", name);
+  {
+    WaitScope waiting("Comm_split", &world.id());
+    check_mpi(MPI_Comm_split(world.comm(), color, key, &comm), "Comm_split", name);
+  }
   return Communicator(comm, name, true);
 }
 
@@ -131,6 +135,24 @@ ParallelState::ParallelState(const ParallelConfig& cfg) {
   pp_next_rank = mesh_rank(tp_rank, dp_rank, (pp_rank + 1) % pp_size, tp_size, dp_size);
   pp_prev_rank = mesh_rank(tp_rank, dp_rank, (pp_rank + pp_size - 1) % pp_size, tp_size, dp_size);
   in_embedding_group = pp_is_first_stage || pp_is_last_stage;
+
+  // Which node each rank is on (collective, like the splits below).
+  char name[MPI_MAX_PROCESSOR_NAME] = {0};
+  int len = 0;
+  check_mpi(MPI_Get_processor_name(name, &len), "Get_processor_name", "world");
+  std::vector<char> names(size_t(world_size) * MPI_MAX_PROCESSOR_NAME, 0);
+  {
+    WaitScope waiting("Allgather(processor names)", &world_comm.id());
+    check_mpi(MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(),
+                            MPI_MAX_PROCESSOR_NAME, MPI_CHAR, world_comm.comm()),
+              "Allgather(processor names)", "world");
+  }
+  for (int r = 0; r < world_size; ++r) {
+    const std::string n(names.data() + size_t(r) * MPI_MAX_PROCESSOR_NAME);
+    auto it = std::find(node_names.begin(), node_names.end(), n);
+    node_of_rank.push_back(int(it - node_names.begin()));
+    if (it == node_names.end()) node_names.push_back(n);
+  }
 
   tp_comm = split(world_comm, GroupKind::kTp, tp_size, pp_size);
   dp_comm = split(world_comm, GroupKind::kDp, tp_size, pp_size);
@@ -172,10 +194,35 @@ const Communicator& ParallelState::comm(GroupKind kind) const {
   MT_FAIL("unknown group kind ", int(kind));
 }
 
+std::string node_crossing(const std::vector<std::vector<int>>& groups,
+                          const std::vector<int>& node_of_rank) {
+  size_t crossing = 0, widest = 1;
+  for (const auto& g : groups) {
+    std::vector<int> nodes;
+    for (int r : g) nodes.push_back(node_of_rank.at(size_t(r)));
+    std::sort(nodes.begin(), nodes.end());
+    const size_t spans = size_t(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
+    if (spans > 1) ++crossing;
+    widest = std::max(widest, spans);
+  }
+  if (crossing == 0) return "inside nodes";
+  return "crosses nodes: " + std::to_string(crossing) + " of " + std::to_string(groups.size()) +
+         " groups span " + std::to_string(widest) + " nodes";
+}
+
 std::string ParallelState::describe_groups() const {
   std::ostringstream os;
   os << layout() << " world " << world_size << ", rank " << world_rank << " (tp " << tp_rank
      << ", dp " << dp_rank << ", pp " << pp_rank << ")\n";
+  os << "nodes:";
+  for (size_t n = 0; n < node_names.size(); ++n) {
+    os << " " << node_names[n] << " [";
+    bool first = true;
+    for (int r = 0; r < world_size; ++r)
+      if (node_of_rank[size_t(r)] == int(n)) os << (std::exchange(first, false) ? "" : ",") << r;
+    os << "]";
+  }
+  os << "\n";
   for (GroupKind kind : {GroupKind::kTp, GroupKind::kDp, GroupKind::kPp, GroupKind::kModelParallel,
                          GroupKind::kEmbedding, GroupKind::kWorld}) {
     os << group_kind_name(kind) << ":";
@@ -185,7 +232,8 @@ std::string ParallelState::describe_groups() const {
       for (size_t i = 0; i < g.size(); ++i) os << (i ? "," : "") << g[i];
       os << "]";
     }
-    os << "\n";
+    os << "  (" << node_crossing(group_ranks(kind, world_size, tp_size, pp_size), node_of_rank)
+       << ")\n";
   }
   return os.str();
 }

@@ -38,6 +38,12 @@ void check_parallel_config(int world, const ParallelConfig& cfg);
 // Pure: the layout can be tested for any world size without processes.
 std::vector<std::vector<int>> group_ranks(GroupKind kind, int world, int tp, int pp);
 
+// How `groups` sit on nodes (node_of_rank[r]: the node index of world rank
+// r): "inside nodes", or "crosses nodes: 2 of 4 groups span 2 nodes" (the
+// most nodes one group spans). Pure, for tests.
+std::string node_crossing(const std::vector<std::vector<int>>& groups,
+                          const std::vector<int>& node_of_rank);
+
 class ParallelState {
  public:
   // Collective over MPI_COMM_WORLD: every rank must construct it with the
@@ -67,10 +73,16 @@ class ParallelState {
   Communicator embd_comm;   // first + last stage of this pipeline; null elsewhere
   Communicator world_comm;  // everyone
 
+  // Node (host) of every world rank, by MPI_Get_processor_name: names in
+  // order of first appearance, and each rank's index into them.
+  std::vector<std::string> node_names;
+  std::vector<int> node_of_rank;
+
   // "TP(2)-PP(1)-DP(2)"
   std::string layout() const;
-  // One line per group kind listing every group's world ranks, e.g.
-  // "tp: [0,1] [2,3]", this rank's group marked with '*'.
+  // One line per group kind listing every group's world ranks and whether
+  // they cross nodes, e.g. "tp: *[0,1] [2,3]  (inside nodes)", this rank's
+  // group marked with '*', after one line naming the nodes' ranks.
   std::string describe_groups() const;
   const Communicator& comm(GroupKind kind) const;
 };

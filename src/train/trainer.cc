@@ -15,6 +15,7 @@
 
 #include "core/log.h"
 #include "data/tokenizer.h"
+#include "dist/watchdog.h"
 #include "kernels/matmul.h"
 #include "model/gpt.h"
 #include "model/model_runtime.h"
@@ -169,7 +170,8 @@ void load_checkpoint_or_initialize(Trainer& t, const nlohmann::json& run_args, b
     check_same_architecture(read_checkpoint_meta(args.load).at("args").at("model"),
                             run_args.at("model"), args.load);
     t.state = load_checkpoint(args.load, *t.reg, set_param,
-                              args.no_load_optim || args.finetune ? nullptr : t.opt.get(), t.ps);
+                              args.no_load_optim || args.finetune ? nullptr : t.opt.get(), t.ps,
+                              !args.no_verify_checkpoint_checksums);
     log_line(t.ps.world_rank == 0, "loaded checkpoint from %s at iteration %lld%s\n",
              args.load.c_str(), static_cast<long long>(t.state.iteration),
              args.finetune ? "; --finetune: weights only, starting at iteration 0" : "");
@@ -372,10 +374,25 @@ bool checkpoint_and_decide_exit(Trainer& t, int64_t it) {
   return false;
 }
 
+// The communication watchdog's margin (dist/watchdog.h): once a wait that
+// completed came within a third of --distributed-timeout-minutes, a slower
+// healthy step could end the job; say so once per rank.
+void warn_if_timeout_is_tight(const TrainArgs& args, bool& warned) {
+  const double timeout = args.distributed_timeout_minutes * 60;
+  if (warned || timeout <= 0) return;
+  const CompletedWait w = longest_completed_wait();
+  if (w.seconds * 3 <= timeout) return;
+  warned = true;
+  log_line(true, "warning: a healthy wait lasted %.1f s (%s), more than a third of "
+           "--distributed-timeout-minutes (%.1f s); a slower step could end the job: raise "
+           "--distributed-timeout-minutes\n", w.seconds, w.where.c_str(), timeout);
+}
+
 // Megatron's train: iterations until --train-iters, each one step, log,
 // evaluation, checkpoint and exit decision. True: it stopped early as asked,
 // having saved.
 bool train(Trainer& t) {
+  bool timeout_warned = false;
   const TrainArgs& args = t.args;
   RunState& state = t.state;
   while (state.iteration < args.train_iters) {
@@ -399,6 +416,7 @@ bool train(Trainer& t) {
       report_memory(t.log, t.predicted, measure_memory(*t.rt, t.opt->state_buffer()), t.ps, it);
     training_log(t.log, r, step_seconds, lr, state, t.scaler ? &*t.scaler : nullptr, *t.sync,
                  t.ps, t.run_timer);
+    warn_if_timeout_is_tight(args, timeout_warned);
     if (args.eval_interval > 0 && it % args.eval_interval == 0 && it != args.train_iters)
       evaluate_and_print_results(t, it);
     if (checkpoint_and_decide_exit(t, it)) return true;

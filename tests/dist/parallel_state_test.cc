@@ -32,6 +32,26 @@ TEST(GroupRanks, World8Tp2Pp2) {
   EXPECT_EQ(group_ranks(GroupKind::kWorld, 8, 2, 2), (Groups{{0, 1, 2, 3, 4, 5, 6, 7}}));
 }
 
+// 2 nodes x 4 ranks, TP=2, PP=2, DP=2 (Megatron's order, TP fastest): TP
+// and DP stay inside a node, PP crosses; with 4 nodes x 2 ranks DP crosses too.
+TEST(NodeCrossing, SaysWhichGroupsSpanNodes) {
+  const std::vector<int> two_nodes = {0, 0, 0, 0, 1, 1, 1, 1};
+  EXPECT_EQ(node_crossing(group_ranks(GroupKind::kTp, 8, 2, 2), two_nodes), "inside nodes");
+  EXPECT_EQ(node_crossing(group_ranks(GroupKind::kDp, 8, 2, 2), two_nodes), "inside nodes");
+  EXPECT_EQ(node_crossing(group_ranks(GroupKind::kPp, 8, 2, 2), two_nodes),
+            "crosses nodes: 4 of 4 groups span 2 nodes");
+  const std::vector<int> four_nodes = {0, 0, 1, 1, 2, 2, 3, 3};
+  EXPECT_EQ(node_crossing(group_ranks(GroupKind::kTp, 8, 2, 2), four_nodes), "inside nodes");
+  EXPECT_EQ(node_crossing(group_ranks(GroupKind::kDp, 8, 2, 2), four_nodes),
+            "crosses nodes: 4 of 4 groups span 2 nodes");
+  EXPECT_EQ(node_crossing(group_ranks(GroupKind::kWorld, 8, 2, 2), four_nodes),
+            "crosses nodes: 1 of 1 groups span 4 nodes");
+  // Ranks placed round-robin over 2 nodes: TP crosses.
+  const std::vector<int> round_robin = {0, 1, 0, 1, 0, 1, 0, 1};
+  EXPECT_EQ(node_crossing(group_ranks(GroupKind::kTp, 8, 2, 2), round_robin),
+            "crosses nodes: 4 of 4 groups span 2 nodes");
+}
+
 TEST(GroupRanks, World4Tp1Pp2) {  // DP = 2
   EXPECT_EQ(group_ranks(GroupKind::kTp, 4, 1, 2), (Groups{{0}, {1}, {2}, {3}}));
   EXPECT_EQ(group_ranks(GroupKind::kDp, 4, 1, 2), (Groups{{0, 1}, {2, 3}}));
@@ -145,6 +165,9 @@ TEST(ParallelState, BuildsEveryFittingLayoutOfTheRealWorld) {
                                  std::to_string(dp) + ")");
       EXPECT_NE(ps.describe_groups().find("tp: "), std::string::npos);
       EXPECT_NE(ps.describe_groups().find("*["), std::string::npos);
+      EXPECT_NE(ps.describe_groups().find("nodes: "), std::string::npos);
+      EXPECT_NE(ps.describe_groups().find("(inside nodes)"), std::string::npos);  // one host
+      EXPECT_EQ(ps.node_of_rank.size(), size_t(ps.world_size));
 
       // Summing the world rank over each group gives the sum of the group's
       // members from the pure table: the communicators are the table's groups.
