@@ -1,6 +1,9 @@
 #include "core/log.h"
 
+#include <unistd.h>
+
 #include <cstdarg>
+#include <cstdlib>
 #include <ctime>
 
 namespace mt {
@@ -12,6 +15,13 @@ std::string timestamp() {
   char buf[32];
   std::strftime(buf, sizeof buf, "[%Y-%m-%d %H:%M:%S] ", &tm);
   return buf;
+}
+
+bool is_user_terminal(int fd) {
+  if (isatty(fd) == 0) return false;
+  for (const char* launcher : {"OMPI_COMM_WORLD_SIZE", "PMI_RANK"})
+    if (std::getenv(launcher) != nullptr) return false;
+  return true;
 }
 
 void log_line(bool enabled, const char* fmt, ...) {

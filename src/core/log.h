@@ -21,6 +21,14 @@ class Timer {
   std::chrono::steady_clock::time_point start_;
 };
 
+// True when file descriptor `fd` is a terminal a person watches, so that a
+// progress line may redraw itself with escape codes: isatty(fd), and not
+// started by mpirun (Open MPI gives every rank's stdout a pseudo-terminal
+// whatever mpirun's own output is, so a `mpirun ... > log` would fill the log
+// with escape codes; OMPI_COMM_WORLD_SIZE is set by mpirun only, not by a
+// singleton's MPI_Init). A redirected or launched run logs plain text.
+bool is_user_terminal(int fd);
+
 // printf to stdout and flush, if enabled.
 void log_line(bool enabled, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 

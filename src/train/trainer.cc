@@ -25,6 +25,7 @@
 #include "train/host_memory.h"
 #include "train/memory_report.h"
 #include "train/metrics.h"
+#include "train/run_args_check.h"
 #include "train/signals.h"
 #include "train/train_step.h"
 #include "train/training_log.h"
@@ -298,7 +299,7 @@ void setup_data_and_log(Trainer& t) {
   TrainingLog& log = t.log;
   log.json = JsonLog(args.log_json, rank0);
   log.rank0 = rank0;
-  log.tty = rank0 && isatty(STDOUT_FILENO);
+  log.tty = rank0 && is_user_terminal(STDOUT_FILENO);  // no escape codes in a file
   log.train_iters = args.train_iters;
   log.log_interval = args.log_interval;
   log.start_iteration = t.state.iteration;
@@ -452,8 +453,10 @@ void adopt_checkpoint_model(TrainArgs& args) {
 
 int run_training(TrainArgs args, ParallelState& ps) {
   Timer run_timer;
+  const ArgList launched = argument_list(args);  // as parsed, before anything derives
   if (args.use_checkpoint_args) adopt_checkpoint_model(args);
   args.validate(ps.world_size);
+  check_same_arguments(launched, ps.world_comm);  // before the first collective that could hang
   const int64_t loaded_iteration = args.load.empty() ? -1 : latest_iteration(args.load);
   prepare_save_dir(args, loaded_iteration, ps);  // first: it may restore the loaded iteration
   const nlohmann::json run_args = resolve_run_args(args, loaded_iteration, ps);

@@ -124,23 +124,28 @@ TEST(BadInputMpi, HeadsNotDivisibleByTensorParallelSize) {
 
 // One rank fails (its data file is missing) while the other goes on into the
 // first collective: the failing rank's MPI_Abort must end the whole job with
-// its message, quickly, instead of leaving the other rank waiting.
+// its message, quickly, instead of leaving the other rank waiting. Both ranks
+// get the same arguments (different ones are refused at start-up:
+// same_args_test.cc): a relative --data-path, and rank 1 starts in a
+// directory without the data (mpirun's -wdir per app context).
 TEST(BadInputMpi, ARankThatFailsBringsDownTheJob) {
   TempDir dir;
-  const std::string data = prepare_data(dir, synthetic_corpus(50));
-  const std::string flags = " train" + tiny_model_flags() + " --train-iters 8 --eval-interval 0";
+  prepare_data(dir, synthetic_corpus(50));
+  std::filesystem::create_directories(dir.file("empty"));
+  const std::string flags = " train" + tiny_model_flags() + " --train-iters 8 --eval-interval 0" +
+                            " --vocab-file " + dir.file("corpus_vocab.json") +
+                            " --data-path corpus_text_document";
   const auto t0 = std::chrono::steady_clock::now();
-  const RunResult r = run("timeout 60 mpirun --oversubscribe -n 1 " + std::string(MT_BINARY) +
-                          flags + data + " : -n 1 " + std::string(MT_BINARY) + flags +
-                          " --vocab-file " + dir.file("corpus_vocab.json") + " --data-path " +
-                          dir.file("missing_text_document"));
+  const RunResult r = run("timeout 60 mpirun --oversubscribe -n 1 -wdir " + dir.file("") + " " +
+                          std::string(MT_BINARY) + flags + " : -n 1 -wdir " + dir.file("empty") +
+                          " " + std::string(MT_BINARY) + flags);
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.exit_code, 124) << "job hung\n" << r.output;
   EXPECT_LT(secs, 30.0) << r.output;
   EXPECT_NE(r.output.find("[rank 1] error"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("missing_text_document.idx"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("corpus_text_document.idx"), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -1,0 +1,120 @@
+#include "train/args_list.h"
+
+#include <charconv>
+#include <type_traits>
+
+namespace mt {
+
+namespace {
+
+template <class Float>
+std::string float_text(Float v) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);  // shortest round trip
+  return std::string(buf, r.ptr);
+}
+
+struct ListBuilder {
+  ArgList out;
+  template <class T>
+  void add(const char* flag, const T& v) {
+    std::string name(flag);
+    name = name.substr(0, name.find(','));  // "--norm-epsilon,--layernorm-epsilon": the first
+    if constexpr (std::is_same_v<T, bool>)
+      out.emplace_back(name, v ? "true" : "false");
+    else if constexpr (std::is_floating_point_v<T>)
+      out.emplace_back(name, float_text(v));
+    else if constexpr (std::is_integral_v<T>)
+      out.emplace_back(name, std::to_string(v));
+    else
+      out.emplace_back(name, std::string(v));
+  }
+};
+
+}  // namespace
+
+std::string arg_value_text(double v) { return float_text(v); }
+std::string arg_value_text(float v) { return float_text(v); }
+
+ArgList argument_list(const TrainArgs& a) {
+  ListBuilder b;
+  for_each_model_field(a.model, [&](const char*, const char* flag, const char*, const auto& f) {
+    if (*flag != '\0') b.add(flag, f);
+  });
+  b.add("--use-checkpoint-args", a.use_checkpoint_args);
+  b.add("--attention-softmax-in-fp32", a.attention_softmax_in_fp32);
+
+  b.add("--recompute-granularity", a.recompute_granularity);
+  b.add("--recompute-method", a.recompute_method);
+  b.add("--recompute-num-layers", a.recompute_num_layers);
+  b.add("--use-distributed-optimizer", a.use_distributed_optimizer);
+  b.add("--overlap-param-gather", a.overlap_param_gather);
+  b.add("--bf16", a.bf16);
+  b.add("--accumulate-allreduce-grads-in-fp32", a.accumulate_allreduce_grads_in_fp32);
+  b.add("--grad-reduce-in-bf16", a.grad_reduce_in_bf16);
+  b.add("--fp16", a.fp16);
+  b.add("--loss-scale", a.loss_scale);
+  b.add("--initial-loss-scale", a.initial_loss_scale);
+  b.add("--min-loss-scale", a.min_loss_scale);
+  b.add("--loss-scale-window", a.loss_scale_window);
+  b.add("--hysteresis", a.hysteresis);
+  b.add("--skip-memory-check", a.skip_memory_check);
+  b.add("--log-memory", a.log_memory);
+
+  b.add("--tensor-model-parallel-size", a.tensor_model_parallel_size);
+  b.add("--pipeline-model-parallel-size", a.pipeline_model_parallel_size);
+  b.add("--num-layers-per-virtual-pipeline-stage", a.num_layers_per_virtual_pipeline_stage);
+  b.add("--decoder-first-pipeline-num-layers", a.decoder_first_pipeline_num_layers);
+  b.add("--decoder-last-pipeline-num-layers", a.decoder_last_pipeline_num_layers);
+  b.add("--sequence-parallel", a.sequence_parallel);
+  b.add("--overlap-grad-reduce", a.overlap_grad_reduce);
+  b.add("--ddp-bucket-size", a.ddp_bucket_size);
+  b.add("--log-parallel-layout", a.log_parallel_layout);
+  b.add("--distributed-timeout-minutes", a.distributed_timeout_minutes);
+
+  b.add("--lr", a.lr);
+  b.add("--min-lr", a.min_lr);
+  b.add("--lr-warmup-iters", a.lr_warmup_iters);
+  b.add("--lr-warmup-fraction", a.lr_warmup_fraction);
+  b.add("--lr-decay-iters", a.lr_decay_iters);
+  b.add("--lr-decay-style", a.lr_decay_style);
+  b.add("--lr-wsd-decay-iters", a.lr_wsd_decay_iters);
+  b.add("--lr-wsd-decay-style", a.lr_wsd_decay_style);
+  b.add("--weight-decay", a.optim.weight_decay);
+  b.add("--adam-beta1", a.optim.beta1);
+  b.add("--adam-beta2", a.optim.beta2);
+  b.add("--adam-eps", a.optim.eps);
+  b.add("--clip-grad", a.optim.clip_grad);
+
+  b.add("--micro-batch-size", a.micro_batch_size);
+  b.add("--global-batch-size", a.global_batch_size);
+  b.add("--train-iters", a.train_iters);
+  b.add("--seed", a.seed);
+
+  b.add("--data-path", a.data_path);
+  b.add("--split", a.split);
+  b.add("--tokenizer-type", a.tokenizer_type);
+  b.add("--vocab-file", a.vocab_file);
+  b.add("--merge-file", a.merge_file);
+  b.add("--tokenizer-model", a.tokenizer_model);
+  b.add("--vocab-size", a.vocab_size);
+
+  b.add("--log-interval", a.log_interval);
+  b.add("--eval-interval", a.eval_interval);
+  b.add("--eval-iters", a.eval_iters);
+  b.add("--log-json", a.log_json);
+  b.add("--peak-tflops", a.peak_tflops);
+  b.add("--save", a.save);
+  b.add("--save-interval", a.save_interval);
+  b.add("--load", a.load);
+  b.add("--no-load-optim", a.no_load_optim);
+  b.add("--no-verify-checkpoint-checksums", a.no_verify_checkpoint_checksums);
+  b.add("--finetune", a.finetune);
+  b.add("--overwrite-checkpoints", a.overwrite_checkpoints);
+  b.add("--exit-interval", a.exit_interval);
+  b.add("--exit-duration-in-mins", a.exit_duration_in_mins);
+  b.add("--exit-signal-handler", a.exit_signal_handler);
+  return b.out;
+}
+
+}  // namespace mt
