@@ -206,6 +206,7 @@ void convert_hf_to_megatron(const ConvertOptions& o) {
 
   std::vector<float> full;  // the current parameter's full tensor
   std::vector<std::vector<float>> parts;  // and the HF tensors it is made of
+  std::vector<std::pair<std::string, FileChecksum>> files;  // for meta.json's "files"
   int64_t params = 0;
   for (int pp = 0; pp < PP; ++pp) {
     const auto [b, e] = stage_layer_range(cfg.num_layers, PP, pp);
@@ -233,7 +234,9 @@ void convert_hf_to_megatron(const ConvertOptions& o) {
       const std::string rank_dir = tmp + "/" + rank_dir_name(tp, pp);
       fs::create_directories(rank_dir, ec);
       MT_CHECK(!ec, "cannot create ", rank_dir, ": ", ec.message());
-      write_model_shard(rank_dir + "/model.safetensors", reg, shard.data(), pp, PP);
+      files.push_back({rank_dir_name(tp, pp) + "/model.safetensors",
+                       write_model_shard(rank_dir + "/model.safetensors", reg, shard.data(), pp,
+                                         PP)});
     }
   }
   full = {};
@@ -249,6 +252,7 @@ void convert_hf_to_megatron(const ConvertOptions& o) {
       {"pipeline_model_parallel_size", PP},
       {"data_parallel_size", 1},
       {"release", true},
+      {"files", files_record(files)},
       {"args",
        {{"model", model_config_to_json(cfg)},
         {"tokenizer", record},

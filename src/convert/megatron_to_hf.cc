@@ -15,6 +15,7 @@
 #include "train/checkpoint_io.h"
 #include "train/checkpoint_shard.h"
 #include "train/checkpoint_tokenizer.h"
+#include "train/checkpoint_verify.h"
 
 namespace mt {
 
@@ -103,6 +104,9 @@ void convert_megatron_to_hf(const ConvertOptions& o) {
            cfg.summary().c_str());
   HfWeightsWriter out(o.save_dir, order, o.bf16, uint64_t(o.max_shard_size_mb) * 1000000);
 
+  const CheckpointVerifier verifier(meta, o.load_dir, iter, true);
+  const std::string note = verification_note(verifier, iter, true);
+  if (!note.empty()) log_line(true, "%s\n", note.c_str());
   std::map<std::string, SafetensorsReader> shards;  // by rank dir, opened when first read
   std::vector<float> full;
   for (const HfParamMap& m : maps) {
@@ -110,7 +114,7 @@ void convert_megatron_to_hf(const ConvertOptions& o) {
     full.resize(size_t(p.global_rows * p.global_cols));
     const ShardSource read = [&](const std::string& rank_dir, float* dst, int64_t n) {
       SafetensorsReader& r = shards[rank_dir];
-      if (r.path().empty()) r.open(rank_dir + "/model.safetensors");
+      if (r.path().empty()) verifier.open(r, rank_dir + "/model.safetensors");
       MT_CHECK(r.has(p.name), r.path(), " has no tensor '", p.name,
                "'; the checkpoint is incomplete or not of its meta.json's model");
       r.read_f32(p.name, dst, n);

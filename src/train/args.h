@@ -83,6 +83,7 @@ struct TrainArgs {
   int64_t save_interval = 0;
   std::string load;
   bool no_load_optim = false;
+  bool no_verify_checkpoint_checksums = false;  // load without checking the files' CRC-32C
   bool overwrite_checkpoints = false;  // let --save hold checkpoints this run did not load
   bool skip_memory_check = false;      // start even if the planned memory exceeds the host's
   bool attention_softmax_in_fp32 = false;  // accepted (Megatron flag); softmax is always fp32

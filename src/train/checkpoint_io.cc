@@ -1,6 +1,7 @@
 #include "train/checkpoint_io.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
@@ -8,14 +9,17 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "checkpoint/atomic_file.h"
 #include "checkpoint/safetensors.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "train/checkpoint_dir.h"
 #include "train/checkpoint_shard.h"
 #include "train/checkpoint_tokenizer.h"
+#include "train/checkpoint_verify.h"
 
 namespace mt {
 
@@ -32,14 +36,23 @@ void make_dir(const std::string& path) {
 
 }  // namespace
 
+std::string optim_file_name(int dp_rank) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "/optim_dp_%03d.safetensors", dp_rank);
+  return buf;
+}
+
 std::string rank_dir_name(int tp_rank, int pp_rank) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "mp_rank_%02d_%03d", tp_rank, pp_rank);
   return buf;
 }
 
-void save_checkpoint(const std::string& dir, const RunState& state, const ParamRegistry& reg,
-                     ReadView params, const AdamWOptimizer* opt, const ParallelState& ps) {
+namespace {
+
+// Every rank writes its files into <dir>/iter_N.tmp; rank 0 adds meta.json.
+void write_iteration_tmp(const std::string& dir, const RunState& state, const ParamRegistry& reg,
+                         ReadView params, const AdamWOptimizer* opt, const ParallelState& ps) {
   const std::string tmp_dir = iteration_dir(dir, state.iteration) + ".tmp";
   const std::string rank_dir = tmp_dir + "/" + rank_dir_name(ps.tp_rank, ps.pp_rank);
   if (ps.world_rank == 0) {
@@ -50,8 +63,10 @@ void save_checkpoint(const std::string& dir, const RunState& state, const ParamR
   ps.world_comm.barrier();
   if (ps.dp_rank == 0) make_dir(rank_dir);
   ps.world_comm.barrier();
+  FileChecksum model_sum, optim_sum;  // bytes 0: this rank wrote no such file
   if (ps.dp_rank == 0)  // the parameters are replicated over DP
-    write_model_shard(rank_dir + "/model.safetensors", reg, params, ps.pp_rank, ps.pp_size);
+    model_sum =
+        write_model_shard(rank_dir + "/model.safetensors", reg, params, ps.pp_rank, ps.pp_size);
   if (opt != nullptr && (opt->sharded() || ps.dp_rank == 0)) {
     SafetensorsWriter os;
     if (!opt->sharded()) {  // replicated over DP: whole tensors from DP rank 0
@@ -80,9 +95,24 @@ void save_checkpoint(const std::string& dir, const RunState& state, const ParamR
       os.set_metadata("dp_size", std::to_string(ps.dp_size));
     }
     os.set_metadata("steps", std::to_string(opt->steps()));
-    char name[48];
-    std::snprintf(name, sizeof name, "/optim_dp_%03d.safetensors", ps.dp_rank);
-    os.write(rank_dir + name);
+    optim_sum.bytes = os.write(rank_dir + optim_file_name(ps.dp_rank), &optim_sum.crc32c);
+  }
+  // Every rank's files and their checksums to rank 0, for meta.json: a slot
+  // of (tp, pp, dp, model bytes, model crc, optimizer bytes, optimizer crc)
+  // per rank, summed over the world (the other ranks' slots are zeros).
+  constexpr size_t kSlot = 7;
+  std::vector<int64_t> slots(size_t(ps.world_size) * kSlot, 0);
+  const int64_t mine[kSlot] = {ps.tp_rank, ps.pp_rank, ps.dp_rank, int64_t(model_sum.bytes),
+                               model_sum.crc32c, int64_t(optim_sum.bytes), optim_sum.crc32c};
+  std::copy(mine, mine + kSlot, slots.begin() + ptrdiff_t(size_t(ps.world_rank) * kSlot));
+  ps.world_comm.all_reduce_sum(slots.data(), int64_t(slots.size()));
+  std::vector<std::pair<std::string, FileChecksum>> files;
+  for (size_t r = 0; r < size_t(ps.world_size); ++r) {
+    const int64_t* s = slots.data() + r * kSlot;
+    const std::string rd = rank_dir_name(int(s[0]), int(s[1]));
+    if (s[3] > 0) files.push_back({rd + "/model.safetensors", {uint64_t(s[3]), uint32_t(s[4])}});
+    if (s[5] > 0)
+      files.push_back({rd + optim_file_name(int(s[2])), {uint64_t(s[5]), uint32_t(s[6])}});
   }
   if (ps.world_rank == 0) {
     nlohmann::json meta = {{"format", "megatron.cpp checkpoint"},
@@ -95,8 +125,46 @@ void save_checkpoint(const std::string& dir, const RunState& state, const ParamR
                            {"args", state.args}};
     if (!state.grad_scaler.is_null()) meta["grad_scaler"] = state.grad_scaler;
     meta["skipped_iterations"] = state.skipped_iterations;
+    meta["files"] = files_record(files);
     save_tokenizer_files(state.args.at("tokenizer"), tmp_dir);  // self-contained checkpoint
     atomic_write_text(tmp_dir + "/meta.json", meta.dump(2) + "\n");
+  }
+}
+
+// The one-line error of a save that failed before the checkpoint became
+// visible (disk full, quota, permissions): what failed, that the iteration
+// was not saved, which iteration `dir` still resumes from, and the fix.
+std::string save_failure(const std::string& dir, int64_t iteration, std::string what) {
+  const size_t fix = what.find("; fix:");
+  if (fix != std::string::npos) what.resize(fix);
+  int64_t previous = -1;
+  try {
+    previous = latest_iteration(dir);
+  } catch (const Error&) {  // a damaged tracker: say only what is known
+  }
+  const std::string it = std::to_string(iteration);
+  const bool space = what.find("No space left") != std::string::npos ||
+                     what.find("quota") != std::string::npos;
+  return "saving the checkpoint of iteration " + it + " failed: " + what +
+         "; the checkpoint of iteration " + it + " was not saved and " + dir +
+         (previous >= 0 ? " still resumes from iteration " + std::to_string(previous)
+                        : " holds no complete checkpoint") +
+         (space ? "; fix: free space in " + dir + " (df -h " + dir + ") or --save to a disk "
+                  "with room"
+                : "; fix: check " + dir + " (permissions, the file system) or --save elsewhere") +
+         (previous >= 0 ? ", then resume with --load " + dir : std::string()) +
+         " (the incomplete " + fs::path(iteration_dir(dir, iteration)).filename().string() +
+         ".tmp is removed when a run next saves there)";
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& dir, const RunState& state, const ParamRegistry& reg,
+                     ReadView params, const AdamWOptimizer* opt, const ParallelState& ps) {
+  try {
+    write_iteration_tmp(dir, state, reg, params, opt, ps);
+  } catch (const Error& e) {
+    throw Error(save_failure(dir, state.iteration, e.what()));
   }
   ps.world_comm.barrier();  // every shard is on disk before the checkpoint becomes visible
   if (ps.world_rank == 0) commit_iteration(dir, state.iteration);  // never without a complete copy
@@ -139,7 +207,7 @@ void check_finite(const float* x, int64_t n, const std::string& what, const std:
 // in it, and where each parameter's elements are (whole tensors or slices).
 class OptimStateDir {
  public:
-  explicit OptimStateDir(const std::string& rank_dir) : dir_(rank_dir) {
+  OptimStateDir(const std::string& rank_dir, const CheckpointVerifier& verifier) : dir_(rank_dir) {
     std::vector<std::string> paths;
     std::error_code ec;
     for (const fs::directory_entry& e : fs::directory_iterator(rank_dir, ec)) {
@@ -151,8 +219,13 @@ class OptimStateDir {
     MT_CHECK(!paths.empty(), "checkpoint has no optimizer state (no optim_dp_*.safetensors in ",
              rank_dir, "); fix: pass --no-load-optim to start the optimizer afresh");
     std::sort(paths.begin(), paths.end());
+    for (const std::string& want : verifier.recorded_files(rank_dir, "optim_dp_"))
+      MT_CHECK(std::binary_search(paths.begin(), paths.end(), want), "checkpoint file ", want,
+               " is missing (its meta.json recorded it when it was saved)",
+               verifier.fix_hint(want));
     for (const std::string& path : paths) {
-      files_.emplace_back(path);
+      files_.emplace_back();
+      verifier.open(files_.back(), path);
       const SafetensorsReader& r = files_.back();
       const size_t f = files_.size() - 1;
       for (const std::string& t : r.names()) has_main_ = has_main_ || t.rfind("main_param.", 0) == 0;
@@ -231,12 +304,16 @@ class OptimStateDir {
 }  // namespace
 
 RunState load_checkpoint(const std::string& dir, const ParamRegistry& reg,
-                         const ParamSink& set_param, AdamWOptimizer* opt, const ParallelState& ps) {
+                         const ParamSink& set_param, AdamWOptimizer* opt, const ParallelState& ps,
+                         bool verify_checksums) {
   const nlohmann::json meta = read_checkpoint_meta(dir);
   const int64_t it = meta.at("iteration").get<int64_t>();
   const int tp = meta.at("tensor_model_parallel_size").get<int>();
   const int pp = meta.at("pipeline_model_parallel_size").get<int>();
   const std::string iter = checkpoint_iteration_dir(dir, it);
+  const CheckpointVerifier verifier(meta, dir, iter, verify_checksums);
+  const std::string note = verification_note(verifier, iter, verify_checksums);
+  if (!note.empty()) log_line(ps.world_rank == 0, "%s\n", note.c_str());
   const int64_t saved_vocab = meta.at("args").at("model").at("padded_vocab_size").get<int64_t>();
   MT_CHECK(saved_vocab == reg.config().padded_vocab_size, "checkpoint ", iter,
            " has a padded vocabulary of ", saved_vocab, " rows but this run pads to ",
@@ -265,7 +342,7 @@ RunState load_checkpoint(const std::string& dir, const ParamRegistry& reg,
   std::map<std::string, std::unique_ptr<OptimStateDir>> dirs;  // by rank dir
   auto state_dir = [&](const std::string& rank_dir) -> const OptimStateDir& {
     std::unique_ptr<OptimStateDir>& d = dirs[rank_dir];
-    if (!d) d = std::make_unique<OptimStateDir>(rank_dir);
+    if (!d) d = std::make_unique<OptimStateDir>(rank_dir, verifier);
     return *d;
   };
   const bool saved_main =
@@ -291,14 +368,14 @@ RunState load_checkpoint(const std::string& dir, const ParamRegistry& reg,
         read_state(p, "main_param.", values.data());
       } else if (own_shard) {  // the shape is checked too
         SafetensorsReader& r = models[own_dir];
-        if (r.path().empty()) r.open(own_dir + "/model.safetensors");
+        if (r.path().empty()) verifier.open(r, own_dir + "/model.safetensors");
         MT_CHECK(r.has(p.name), r.path(), " has no tensor '", p.name,
                  "'; fix: load a checkpoint of the same model configuration");
         r.read_f32(p.name, values.data(), local_shape(p));
       } else {
         load_param(p, [&](const std::string& rank_dir, float* dst, int64_t n) {
           SafetensorsReader& r = models[rank_dir];
-          if (r.path().empty()) r.open(rank_dir + "/model.safetensors");
+          if (r.path().empty()) verifier.open(r, rank_dir + "/model.safetensors");
           MT_CHECK(r.has(p.name), r.path(), " has no tensor '", p.name,
                    "'; fix: load a checkpoint of the same model configuration");
           r.read_f32(p.name, dst, n);
@@ -336,21 +413,34 @@ RunState load_checkpoint(const std::string& dir, const ParamRegistry& reg,
 }
 
 RunState load_checkpoint(const std::string& dir, const ParamRegistry& reg, float* params,
-                         AdamWOptimizer* opt, const ParallelState& ps) {
+                         AdamWOptimizer* opt, const ParallelState& ps, bool verify_checksums) {
   return load_checkpoint(dir, reg, [&](size_t i, const float* values) {
     const ParamSpec& p = reg.params()[i];
     std::copy(values, values + p.numel(), params + p.offset);
-  }, opt, ps);
+  }, opt, ps, verify_checksums);
 }
 
 }  // namespace mt
 
 namespace mt {
 
+double float_as_written(float f) {
+  // The shortest decimal that reads back as f (0.1f -> "0.1"), read as a
+  // double: JSON then shows 0.1, not 0.10000000149011612, and float(0.1) is f.
+  char buf[32];
+  const auto w = std::to_chars(buf, buf + sizeof buf, f);
+  double d = 0;
+  std::from_chars(buf, w.ptr, d);
+  return d;
+}
+
 nlohmann::json model_config_to_json(const ModelConfig& c) {
   nlohmann::json j = nlohmann::json::object();
   for_each_model_field(c, [&](const char* key, const char*, const char*, const auto& field) {
-    j[key] = field;
+    if constexpr (std::is_same_v<std::decay_t<decltype(field)>, float>)
+      j[key] = float_as_written(field);
+    else
+      j[key] = field;
   });
   return j;
 }
@@ -360,7 +450,8 @@ void check_same_architecture(const nlohmann::json& saved, const nlohmann::json& 
   ModelConfig fields;
   // A checkpoint older than a field was trained with the field's default.
   const nlohmann::json defaults = model_config_to_json(fields);
-  for_each_model_field(fields, [&](const char* key, const char* flag, const char*, const auto&) {
+  for_each_model_field(fields, [&](const char* key, const char* flag, const char*,
+                                   const auto& field) {
     const std::string k = key;
     // Not architecture: dropout and init (as in Megatron), the sequence length
     // (positions are max_position_embeddings), the padding (checked at load).
@@ -369,6 +460,10 @@ void check_same_architecture(const nlohmann::json& saved, const nlohmann::json& 
       return;
     const nlohmann::json a = saved.value(key, defaults.at(key)), b = run.value(key, defaults.at(key));
     if (a == b) return;
+    // A float field compares as the float it is (older checkpoints wrote
+    // 1e-5f as 9.999999747378752e-06).
+    if constexpr (std::is_same_v<std::decay_t<decltype(field)>, float>)
+      if (a.is_number() && b.is_number() && a.get<float>() == b.get<float>()) return;
     // The flag that sets it (its first name), or the key for derived fields.
     const std::string f = *flag ? std::string(flag).substr(0, std::string(flag).find(','))
                                 : "the model's " + k;

@@ -2,7 +2,8 @@
 //   <dir>/iter_0000010/mp_rank_TT_PPP/model.safetensors      this TP/PP rank's parameters
 //   <dir>/iter_0000010/mp_rank_TT_PPP/optim_dp_DDD.safetensors  Adam moments (per DP shard)
 //                                                                (and bf16 runs' fp32 main weights)
-//   <dir>/iter_0000010/meta.json                               iteration, data position, args
+//   <dir>/iter_0000010/meta.json                               iteration, data position, args,
+//                                                              every file's length and CRC-32C
 //   <dir>/latest_checkpointed_iteration.txt                    written last, atomically
 // A checkpoint is written into iter_N.tmp and renamed only after every rank has
 // finished, so a crash mid-save never leaves one that looks complete.
@@ -52,6 +53,7 @@ struct RunState {
 };
 
 std::string rank_dir_name(int tp_rank, int pp_rank);  // "mp_rank_TT_PPP"
+std::string optim_file_name(int dp_rank);             // "/optim_dp_DDD.safetensors"
 
 // Every rank calls it (collective over the world). `params` (the model's
 // weights, fp32 or bf16) must be complete (distributed optimizer: no
@@ -66,17 +68,24 @@ using ParamSink = std::function<void(size_t i, const float* values)>;
 // saved with another TP or PP size: every parameter's values go to set_param;
 // with opt, the owned parts of its moments and (when saved) main weights go
 // to opt. Main weights the checkpoint lacks are set_param's to set from the
-// values (the trainer's sink sets both).
+// values (the trainer's sink sets both). Every file and tensor read is checked
+// against its checksum (train/checkpoint_verify.h) unless verify_checksums is
+// false (--no-verify-checkpoint-checksums).
 RunState load_checkpoint(const std::string& dir, const ParamRegistry& reg,
-                         const ParamSink& set_param, AdamWOptimizer* opt, const ParallelState& ps);
+                         const ParamSink& set_param, AdamWOptimizer* opt, const ParallelState& ps,
+                         bool verify_checksums = true);
 // The same into a flat fp32 buffer (total floats, the registry's offsets).
 RunState load_checkpoint(const std::string& dir, const ParamRegistry& reg, float* params,
-                         AdamWOptimizer* opt, const ParallelState& ps);
+                         AdamWOptimizer* opt, const ParallelState& ps,
+                         bool verify_checksums = true);
 
 }  // namespace mt
 
 namespace mt {
+// Float fields are written as given (0.1, not 0.10000000149011612): the
+// shortest decimal that reads back as the same float (float_as_written).
 nlohmann::json model_config_to_json(const ModelConfig& c);
+double float_as_written(float f);
 ModelConfig model_config_from_json(const nlohmann::json& j);
 // Refuses (naming the flag and both values) a --load whose model differs from
 // this run's in its architecture — anything but dropout, init (which may

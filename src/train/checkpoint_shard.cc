@@ -31,7 +31,7 @@ std::vector<int64_t> local_shape(const ParamSpec& p) {
   return p.ndim == 1 ? std::vector<int64_t>{p.rows} : std::vector<int64_t>{p.rows, p.cols};
 }
 
-void write_model_shard(const std::string& path, const ParamRegistry& reg, ReadView params,
+FileChecksum write_model_shard(const std::string& path, const ParamRegistry& reg, ReadView params,
                        int pp_rank, int pp_size) {
   SafetensorsWriter model;
   for (const ParamSpec& p : reg.params()) {
@@ -46,7 +46,9 @@ void write_model_shard(const std::string& path, const ParamRegistry& reg, ReadVi
   model.set_metadata("tp_size", std::to_string(reg.stage().tp_size));
   model.set_metadata("pp_rank", std::to_string(pp_rank));
   model.set_metadata("pp_size", std::to_string(pp_size));
-  model.write(path);
+  FileChecksum sum;
+  sum.bytes = model.write(path, &sum.crc32c);
+  return sum;
 }
 
 void read_full_tensor(const std::string& iter_dir, const ShardSource& read, const ParamSpec& p,

@@ -16,6 +16,7 @@
 
 #include "kernels/precision.h"
 #include "model/params.h"
+#include "train/checkpoint_verify.h"
 
 namespace mt {
 
@@ -25,8 +26,9 @@ std::vector<int64_t> local_shape(const ParamSpec& p);
 // Writes every parameter of `reg` (values in `params`, at each spec's offset;
 // F32, or BF16 for a bf16 model's weights, as Megatron saves a bf16 model)
 // to `path` atomically, with the metadata above; TP coordinates come from
-// reg.stage(), the pipeline ones are given.
-void write_model_shard(const std::string& path, const ParamRegistry& reg, ReadView params,
+// reg.stage(), the pipeline ones are given. Returns the file's length and
+// CRC-32C (for meta.json's "files").
+FileChecksum write_model_shard(const std::string& path, const ParamRegistry& reg, ReadView params,
                        int pp_rank, int pp_size);
 
 // Reads one parameter's whole local tensor (numel floats) as the rank whose

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "checkpoint_bytes_util.h"
 #include "cli_test_util.h"
 
 namespace mt::test {
@@ -99,29 +100,23 @@ TEST_F(CheckpointSafety, AStopOnASavePointSavesOnceAndACrashedResaveIsRepaired) 
   EXPECT_EQ(read_text(ckpt + "/latest_checkpointed_iteration.txt"), "10\n");
 }
 
-// Overwrites float `index` of tensor `name` in a safetensors file.
-void poison(const std::string& path, const std::string& name, int64_t index, float value) {
-  std::string bytes = read_text(path);
-  uint64_t n = 0;
-  std::memcpy(&n, bytes.data(), 8);
-  const auto header = nlohmann::json::parse(bytes.substr(8, n));
-  const size_t at = 8 + n + header.at(name).at("data_offsets").at(0).get<size_t>() + 4 * index;
-  std::memcpy(&bytes[at], &value, 4);
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
-}
-
+// Non-finite values saved as such (checksums consistent: not damage, which
+// checkpoint_checksum_test.cc covers, but a checkpoint written holding them).
 TEST_F(CheckpointSafety, NonFiniteOrDamagedCheckpointsAreNamed) {
   first_run();
-  const std::string rank_dir = ckpt + "/iter_0000010/mp_rank_00_000";
-  poison(rank_dir + "/model.safetensors", "decoder.layers.1.mlp.linear_fc1.weight", 7,
-         std::numeric_limits<float>::quiet_NaN());
+  const std::string iter_dir = ckpt + "/iter_0000010", rank_dir = iter_dir + "/mp_rank_00_000";
+  set_saved_value(iter_dir, "mp_rank_00_000/model.safetensors",
+                  "decoder.layers.1.mlp.linear_fc1.weight", 7,
+                  std::numeric_limits<float>::quiet_NaN());
   const std::string named = "tensor 'decoder.layers.1.mlp.linear_fc1.weight' holds 1 non-finite";
   expect_refused(run(train(" --train-iters 20 --load " + ckpt + " --save " + ckpt)), named);
   expect_refused(run(megatron() + " generate --load " + ckpt + " --prompt hi"), named);
-  poison(rank_dir + "/optim_dp_000.safetensors", "exp_avg_sq.embedding.position_embeddings.weight",
-         0, std::numeric_limits<float>::infinity());
+  set_saved_value(iter_dir, "mp_rank_00_000/optim_dp_000.safetensors",
+                  "exp_avg_sq.embedding.position_embeddings.weight", 0,
+                  std::numeric_limits<float>::infinity());
   fs::copy_file(ckpt + "/iter_0000005/mp_rank_00_000/model.safetensors",
                 rank_dir + "/model.safetensors", fs::copy_options::overwrite_existing);
+  rerecord(iter_dir, "mp_rank_00_000/model.safetensors");
   expect_refused(run(train(" --train-iters 20 --load " + ckpt + " --save " + ckpt)),
                  "optimizer state exp_avg_sq.embedding.position_embeddings.weight holds 1");
 
