@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_cli.h"
 #include "checkpoint/crc32c.h"
 #include "dist/mpi_env.h"
 #include "dist/parallel_state.h"
@@ -56,54 +57,55 @@ void bench_crc(int reps) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  mt::MpiEnv mpi(&argc, &argv);
   std::string base = "/tmp";
   int reps = 3;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--dir" && i + 1 < argc) base = argv[++i];
-    else if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
-    else {
-      std::fprintf(stderr, "usage: bench_checkpoint [--dir D] [--reps N]\n");
-      return a == "--help" || a == "-h" ? 0 : 2;
-    }
-  }
-  bench_crc(reps);
+  CLI::App app{"Checkpoint save/load time of a GPT-2-small-sized model with AdamW state (~1.5 GB "
+               "on disk, each save through fsync) and CRC-32C throughput: one JSON line per "
+               "result",
+               "bench_checkpoint"};
+  app.add_option("--dir", base, "directory on the disk to measure (default /tmp)");
+  app.add_option("--reps", reps, "repetitions, the best is reported (default 3)")
+      ->check(at_least(1));
+  if (const int rc = parse_bench_args(app, argc, argv); rc >= 0) return rc;
+  return run_bench([&] {
+    mt::MpiEnv mpi(&argc, &argv);
+    bench_crc(reps);
 
-  mt::ParallelState ps(mt::ParallelConfig{});
-  mt::ModelConfig c;  // GPT-2 small
-  c.num_layers = 12;
-  c.num_attention_heads = 12;
-  c.hidden_size = 768;
-  c.seq_length = 1024;
-  c.vocab_size = 50257;
-  c.finalize(1);
-  mt::ParamRegistry reg(c, mt::StageLayout{0, 1, 0, c.num_layers, true, true});
-  std::vector<float> params(size_t(reg.total_floats()));
-  for (size_t i = 0; i < params.size(); ++i) params[i] = float(int(i % 2001) - 1000) * 1e-4f;
-  mt::AdamWOptimizer opt(reg, mt::OptimizerConfig{});
-  mt::RunState st;
-  st.iteration = 1;
-  st.args = {{"model", mt::model_config_to_json(c)},
-             {"tokenizer", {{"type", "NullTokenizer"}, {"vocab_size", c.vocab_size}}},
-             {"layer_stage", std::vector<int>(size_t(c.num_layers), 0)}};
-  const std::string dir = base + "/bench_checkpoint_" + std::to_string(::getpid());
-  const double bytes = double(reg.total_floats()) * 4 * 3;  // weights + two moments
-  const double save = best_of(reps, [&] {
+    mt::ParallelState ps(mt::ParallelConfig{});
+    mt::ModelConfig c;  // GPT-2 small
+    c.num_layers = 12;
+    c.num_attention_heads = 12;
+    c.hidden_size = 768;
+    c.seq_length = 1024;
+    c.vocab_size = 50257;
+    c.finalize(1);
+    mt::ParamRegistry reg(c, mt::StageLayout{0, 1, 0, c.num_layers, true, true});
+    std::vector<float> params(size_t(reg.total_floats()));
+    for (size_t i = 0; i < params.size(); ++i) params[i] = float(int(i % 2001) - 1000) * 1e-4f;
+    mt::AdamWOptimizer opt(reg, mt::OptimizerConfig{});
+    mt::RunState st;
+    st.iteration = 1;
+    st.args = {{"model", mt::model_config_to_json(c)},
+               {"tokenizer", {{"type", "NullTokenizer"}, {"vocab_size", c.vocab_size}}},
+               {"layer_stage", std::vector<int>(size_t(c.num_layers), 0)}};
+    const std::string dir = base + "/bench_checkpoint_" + std::to_string(::getpid());
+    const double bytes = double(reg.total_floats()) * 4 * 3;  // weights + two moments
+    const double save = best_of(reps, [&] {
+      std::filesystem::remove_all(dir);
+      mt::save_checkpoint(dir, st, reg, params.data(), &opt, ps);
+    });
+    std::printf("{\"bench\": \"checkpoint_save\", \"model\": \"gpt2-small\", \"params\": %lld, "
+                "\"bytes\": %.0f, \"seconds\": %.3f, \"GB_per_s\": %.2f}\n",
+                static_cast<long long>(reg.total_floats()), bytes, save, bytes / save / 1e9);
+    std::fflush(stdout);
+    std::vector<float> loaded(params.size());
+    const double load = best_of(reps, [&] {
+      mt::load_checkpoint(dir, reg, loaded.data(), &opt, ps);
+    });
+    std::printf("{\"bench\": \"checkpoint_load\", \"model\": \"gpt2-small\", \"bytes\": %.0f, "
+                "\"seconds\": %.3f, \"GB_per_s\": %.2f, \"same\": %s}\n",
+                bytes, load, bytes / load / 1e9, loaded == params ? "true" : "false");
     std::filesystem::remove_all(dir);
-    mt::save_checkpoint(dir, st, reg, params.data(), &opt, ps);
+    return 0;
   });
-  std::printf("{\"bench\": \"checkpoint_save\", \"model\": \"gpt2-small\", \"params\": %lld, "
-              "\"bytes\": %.0f, \"seconds\": %.3f, \"GB_per_s\": %.2f}\n",
-              static_cast<long long>(reg.total_floats()), bytes, save, bytes / save / 1e9);
-  std::fflush(stdout);
-  std::vector<float> loaded(params.size());
-  const double load = best_of(reps, [&] {
-    mt::load_checkpoint(dir, reg, loaded.data(), &opt, ps);
-  });
-  std::printf("{\"bench\": \"checkpoint_load\", \"model\": \"gpt2-small\", \"bytes\": %.0f, "
-              "\"seconds\": %.3f, \"GB_per_s\": %.2f, \"same\": %s}\n",
-              bytes, load, bytes / load / 1e9, loaded == params ? "true" : "false");
-  std::filesystem::remove_all(dir);
-  return 0;
 }

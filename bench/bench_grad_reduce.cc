@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_cli.h"
 #include "core/log.h"
 #include "dist/mpi_env.h"
 #include "dist/parallel_state.h"
@@ -76,35 +77,35 @@ void run(const mt::ParamRegistry& reg, const char* name, const mt::ParallelState
 }  // namespace
 
 int main(int argc, char** argv) {
-  mt::MpiEnv mpi(&argc, &argv);
   std::string which = "small";
   int64_t iters = 20;
   int threads = 1;
   bool zero = false, overlap = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--zero") zero = true;
-    else if (a == "--overlap") overlap = true;
-    else if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
-    else if (a == "small" || a == "b") which = a;
-    else iters = std::stoll(a);
-  }
-  if (iters < 1) {
-    std::fprintf(stderr, "error: iterations %lld must be >= 1\n", (long long)iters);
-    return 1;
-  }
-  omp_set_num_threads(threads);
-  mt::ParallelState ps(mt::ParallelConfig{});  // DP = world
-  const Shape shape = which == "b" ? Shape{"b", 12, 12, 768, 1024, 50304}
-                                   : Shape{"small", 6, 6, 384, 256, 50304};
-  mt::ModelConfig c;
-  c.num_layers = shape.layers;
-  c.num_attention_heads = shape.heads;
-  c.hidden_size = shape.hidden;
-  c.seq_length = shape.seq;
-  c.vocab_size = shape.vocab;
-  c.finalize(1);
-  const mt::ParamRegistry reg(c, mt::StageLayout{0, 1, 0, shape.layers, true, true});
-  for (bool bf16 : {false, true}) run(reg, shape.name, ps, iters, zero, overlap, bf16, threads);
-  return 0;
+  CLI::App app{"The data-parallel gradient reduction alone, fp32 against bf16 on the wire: one "
+               "JSON line per result (launch with mpirun; DP = world)",
+               "bench_grad_reduce"};
+  app.add_option("config", which, "small | b (default small)")
+      ->check(CLI::IsMember({"small", "b"}));
+  app.add_option("iters", iters, "timed iterations (default 20)")->check(at_least(1));
+  app.add_flag("--zero", zero, "the distributed optimizer's reduce-scatter instead of all-reduce");
+  app.add_flag("--overlap", overlap, "start each bucket as soon as it is complete");
+  app.add_option("--threads", threads, "OpenMP threads (default 1)")->check(at_least(1));
+  if (const int rc = parse_bench_args(app, argc, argv); rc >= 0) return rc;
+  return run_bench([&] {
+    mt::MpiEnv mpi(&argc, &argv);
+    omp_set_num_threads(threads);
+    mt::ParallelState ps(mt::ParallelConfig{});  // DP = world
+    const Shape shape = which == "b" ? Shape{"b", 12, 12, 768, 1024, 50304}
+                                     : Shape{"small", 6, 6, 384, 256, 50304};
+    mt::ModelConfig c;
+    c.num_layers = shape.layers;
+    c.num_attention_heads = shape.heads;
+    c.hidden_size = shape.hidden;
+    c.seq_length = shape.seq;
+    c.vocab_size = shape.vocab;
+    c.finalize(1);
+    const mt::ParamRegistry reg(c, mt::StageLayout{0, 1, 0, shape.layers, true, true});
+    for (bool bf16 : {false, true}) run(reg, shape.name, ps, iters, zero, overlap, bf16, threads);
+    return 0;
+  });
 }

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "bench_cli.h"
 #include "model/params.h"
 #include "parallel/tensor_parallel_linear.h"
 #include "train/memory_report.h"
@@ -70,20 +71,33 @@ Fit largest(double budget, int64_t hidden, int64_t seq, int64_t dp, bool before)
 }  // namespace
 
 int main(int argc, char** argv) {
-  const double budget_gb = argc > 1 ? std::atof(argv[1]) : 20.0;
-  const int64_t hidden = argc > 2 ? std::atoll(argv[2]) : 2048;
-  const int64_t seq = argc > 3 ? std::atoll(argv[3]) : 2048;
-  const int64_t dp = argc > 4 ? std::atoll(argv[4]) : 2;
-  for (const bool before : {false, true}) {
-    const Fit f = largest(budget_gb * 1e9, hidden, seq, dp, before);
-    std::printf(
-        "{\"bench\":\"largest_model\",\"bytes\":\"%s\",\"budget_gb\":%.1f,\"hidden\":%lld,"
-        "\"seq\":%lld,\"dp\":%lld,\"layers\":%lld,\"params\":%lld,\"predicted_gb\":{\"params\":%.2f,"
-        "\"grads\":%.2f,\"optimizer\":%.2f,\"activations\":%.2f,\"workspace\":%.2f,\"total\":%.2f}}\n",
-        before ? "before (10 + 8/d, fp32 activations)" : "now (6 + 12/d, bf16 activations)",
-        budget_gb, (long long)hidden, (long long)seq, (long long)dp, (long long)f.layers,
-        (long long)f.params, f.bytes.params / 1e9, f.bytes.grads / 1e9, f.bytes.optimizer / 1e9,
-        f.bytes.activations / 1e9, f.bytes.workspace / 1e9, f.bytes.total() / 1e9);
-  }
-  return 0;
+  double budget_gb = 20.0;
+  int64_t hidden = 2048, seq = 2048, dp = 2;
+  CLI::App app{"The largest GPT (hidden H, H/128 heads, seq S) that fits a per-rank memory "
+               "budget at DP with ZeRO, bf16 and full recompute, by the prediction `megatron "
+               "train` uses; one JSON line now and one before bf16 matched Megatron's bytes",
+               "bench_largest_model"};
+  app.add_option("budget_gb", budget_gb, "per-rank budget in GB (default 20)")
+      ->check(at_least(1));
+  app.add_option("hidden", hidden, "hidden size, a multiple of 128 (default 2048)")
+      ->check(at_least(1));
+  app.add_option("seq", seq, "sequence length (default 2048)")->check(at_least(1));
+  app.add_option("dp", dp, "data-parallel size (default 2)")->check(at_least(1));
+  if (const int rc = parse_bench_args(app, argc, argv); rc >= 0) return rc;
+  return run_bench([&] {
+    MT_CHECK(hidden % 128 == 0, "hidden ", hidden, " is not a multiple of 128 (heads of 128 "
+             "features); fix: give e.g. ", (hidden / 128 + 1) * 128);
+    for (const bool before : {false, true}) {
+      const Fit f = largest(budget_gb * 1e9, hidden, seq, dp, before);
+      std::printf(
+          "{\"bench\":\"largest_model\",\"bytes\":\"%s\",\"budget_gb\":%.1f,\"hidden\":%lld,"
+          "\"seq\":%lld,\"dp\":%lld,\"layers\":%lld,\"params\":%lld,\"predicted_gb\":{\"params\":%.2f,"
+          "\"grads\":%.2f,\"optimizer\":%.2f,\"activations\":%.2f,\"workspace\":%.2f,\"total\":%.2f}}\n",
+          before ? "before (10 + 8/d, fp32 activations)" : "now (6 + 12/d, bf16 activations)",
+          budget_gb, (long long)hidden, (long long)seq, (long long)dp, (long long)f.layers,
+          (long long)f.params, f.bytes.params / 1e9, f.bytes.grads / 1e9, f.bytes.optimizer / 1e9,
+          f.bytes.activations / 1e9, f.bytes.workspace / 1e9, f.bytes.total() / 1e9);
+    }
+    return 0;
+  });
 }

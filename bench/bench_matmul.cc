@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_cli.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 
@@ -126,7 +127,11 @@ void bench_attention(int64_t b, int64_t a, int64_t s, int64_t d, float p, mt::Ma
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  CLI::App app{"Matmul and attention throughput on GPT-2 small's shapes, fp32 and bf16: one JSON "
+               "line per shape and math mode (set OMP_NUM_THREADS to the cores)",
+               "bench_matmul"};
+  if (const int rc = parse_bench_args(app, argc, argv); rc >= 0) return rc;
   std::printf("{\"bench\":\"matmul\",\"name\":\"cpu\",\"native_bf16\":%s}\n",
               mt::cpu_has_native_bf16() ? "true" : "false");
   for (const mt::MathMode math : {mt::MathMode::kF32, mt::MathMode::kBF16}) {

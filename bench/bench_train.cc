@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_cli.h"
 #include "core/log.h"
 #include "dist/mpi_env.h"
 #include "dist/parallel_state.h"
@@ -152,47 +153,58 @@ void run(const BenchConfig& bc, int threads, mt::ParallelState& ps, const BenchO
 }  // namespace
 
 int main(int argc, char** argv) {
-  mt::MpiEnv mpi(&argc, &argv);
   std::string which = "all";
   int tp = 1, pp = 1, threads = 0;
   BenchOptions o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--tp" && i + 1 < argc) tp = std::atoi(argv[++i]);
-    else if (a == "--pp" && i + 1 < argc) pp = std::atoi(argv[++i]);
-    else if (a == "--m" && i + 1 < argc) o.m = std::stoll(argv[++i]);
-    else if (a == "--last-stage-layers" && i + 1 < argc) o.last_stage_layers = std::stoll(argv[++i]);
-    else if (a == "--vpp" && i + 1 < argc) o.vpp = std::stoll(argv[++i]);
-    else if (a == "--sp") o.sp = true;
-    else if (a == "--overlap") o.overlap = true;
-    else if (a == "--zero") o.zero = true;
-    else if (a == "--bf16") o.math = mt::MathMode::kBF16;
-    else if (a == "--grad-reduce-in-bf16") o.grad_reduce_in_bf16 = true;
-    else if (a == "--recompute" && i + 1 < argc) o.recompute = argv[++i];
-    else if (a == "--bucket" && i + 1 < argc) o.bucket_floats = std::stoll(argv[++i]);
-    else if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
-    else if (a == "a" || a == "b" || a == "llama" || a == "small" || a == "all") which = a;
-    else o.iters = std::stoll(a);
-  }
-  if (o.recompute != "" && o.recompute != "full" && o.recompute != "selective") {
-    std::fprintf(stderr, "error: --recompute '%s' is not full or selective\n", o.recompute.c_str());
-    return 1;
-  }
-  mt::ParallelConfig pc;
-  pc.tp = tp;
-  pc.pp = pp;
-  mt::ParallelState ps(pc);
-  const BenchConfig a{"a", 4, 4, 128, 64, 12, 65, 200};
-  const BenchConfig b{"b", 12, 12, 768, 1024, 1, 50304, 5};
-  const BenchConfig llama{"llama", 12, 12, 768, 1024, 1, 32000, 5, true, 4, 2048};
-  const BenchConfig small{"small", 6, 6, 384, 256, 8, 50304, 10};
-  for (const BenchConfig* bc : {&a, &b, &llama, &small}) {
-    if (which != "all" && which != bc->name) continue;
-    if (threads > 0) {
-      run(*bc, threads, ps, o);
-    } else {
-      for (int t : {1, 2}) run(*bc, t, ps, o);
+  CLI::App app{"Training-step throughput (forward + backward + clip + AdamW on random tokens), "
+               "one JSON line per (config, threads); under mpirun TP x DP (DP = world / TP)",
+               "bench_train"};
+  app.add_option("config", which, "a | b | small | llama | all (default all)")
+      ->check(CLI::IsMember({"a", "b", "small", "llama", "all"}));
+  app.add_option("iters", o.iters, "timed iterations (default: the config's)")
+      ->check(at_least(1));
+  app.add_option("--tp", tp, "tensor-parallel size")->check(at_least(1));
+  app.add_option("--pp", pp, "pipeline-parallel size (1F1B over --m micro-batches)")
+      ->check(at_least(1));
+  app.add_option("--m", o.m, "micro-batches per iteration")->check(at_least(1));
+  app.add_option("--last-stage-layers", o.last_stage_layers,
+                 "layers on the last pipeline stage (default: even split)")
+      ->check(at_least(0));
+  app.add_option("--vpp", o.vpp, "model chunks per pipeline rank (interleaved 1F1B)")
+      ->check(at_least(1));
+  app.add_flag("--sp", o.sp, "sequence parallelism (with --tp)");
+  app.add_flag("--overlap", o.overlap, "overlap the DP gradient reduction with backward");
+  app.add_flag("--zero", o.zero, "the distributed optimizer (ZeRO-1) over DP");
+  bool bf16 = false;
+  app.add_flag("--bf16", bf16, "bf16 weights, activations and GEMM operands");
+  app.add_flag("--grad-reduce-in-bf16", o.grad_reduce_in_bf16,
+               "with --bf16: the DP gradient reduction moves bf16");
+  app.add_option("--recompute", o.recompute, "activation recompute: full | selective")
+      ->check(CLI::IsMember({"full", "selective"}));
+  app.add_option("--bucket", o.bucket_floats, "DP gradient bucket size in floats")
+      ->check(at_least(1));
+  app.add_option("--threads", threads, "OpenMP threads (default: 1 and 2)")
+      ->check(at_least(0));
+  if (const int rc = parse_bench_args(app, argc, argv); rc >= 0) return rc;
+  if (bf16) o.math = mt::MathMode::kBF16;
+  return run_bench([&] {
+    mt::MpiEnv mpi(&argc, &argv);
+    mt::ParallelConfig pc;
+    pc.tp = tp;
+    pc.pp = pp;
+    mt::ParallelState ps(pc);
+    const BenchConfig a{"a", 4, 4, 128, 64, 12, 65, 200};
+    const BenchConfig b{"b", 12, 12, 768, 1024, 1, 50304, 5};
+    const BenchConfig llama{"llama", 12, 12, 768, 1024, 1, 32000, 5, true, 4, 2048};
+    const BenchConfig small{"small", 6, 6, 384, 256, 8, 50304, 10};
+    for (const BenchConfig* bc : {&a, &b, &llama, &small}) {
+      if (which != "all" && which != bc->name) continue;
+      if (threads > 0) {
+        run(*bc, threads, ps, o);
+      } else {
+        for (int t : {1, 2}) run(*bc, t, ps, o);
+      }
     }
-  }
-  return 0;
+    return 0;
+  });
 }

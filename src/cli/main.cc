@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/config_file.h"
@@ -33,8 +35,16 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);
-    std::fprintf(stderr, "error: %s; see `megatron %s --help`\n", e.what(),
-                 app.get_subcommands().empty() ? "" : app.get_subcommands()[0]->get_name().c_str());
+    CLI::App* parsed = app.get_subcommands().empty() ? &app : app.get_subcommands()[0];
+    const std::string sub = parsed == &app ? "" : " " + parsed->get_name();
+    // A misspelt flag leaves a required one unset too, and CLI11 checks the
+    // required ones first: name the argument it did not know, the one to fix.
+    std::string what = e.what();
+    std::vector<std::string> unknown = parsed->remaining();
+    std::reverse(unknown.begin(), unknown.end());  // CLI11 was given the arguments last-first
+    if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr && !unknown.empty())
+      what = CLI::ExtrasError(unknown).what();
+    std::fprintf(stderr, "error: %s; see `megatron%s --help`\n", what.c_str(), sub.c_str());
     return 2;
   }
   try {
