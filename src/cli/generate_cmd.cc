@@ -1,4 +1,6 @@
 // `megatron generate`: load a checkpoint, stream text from a prompt.
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
 
@@ -64,6 +66,13 @@ Command add_generate_command(CLI::App& app) {
   app.add_option("--tensor-model-parallel-size", a->tp,
                  "TP size to decode with (launch that many ranks with mpirun); the checkpoint "
                  "is re-sharded if it was saved with another");
+  app.footer(
+      "Context window: the model sees at most --seq-length tokens (its context, recorded in\n"
+      "  the checkpoint). A longer prompt is cut to its last tokens that fit. When prompt and\n"
+      "  generated text fill the context, it restarts on its last half: the key/value cache is\n"
+      "  rebuilt from the last seq-length/2 tokens and generation goes on, so each token then\n"
+      "  conditions on the last seq-length/2 to seq-length tokens, not on all before it.\n"
+      "  Both are said once on stderr; --output-json marks them (prompt_truncated, context_slid).");
   make_integer_options_strict(app);
   return [a]() {
     check_generate_args(*a);
@@ -133,9 +142,17 @@ Command add_generate_command(CLI::App& app) {
       }
       context.push_back(next);
       if (dec.position() == dec.capacity()) {  // slide: keep the last half, re-encode it
+        const size_t keep = size_t(dec.capacity() / 2);
+        if (rank0 && !slid) {  // once: every later slide is the same
+          std::fflush(stdout);  // on a terminal, after the text so far, on a line of its own
+          std::fprintf(stderr, "%sgenerate: the context of %zu tokens is full; it restarts on "
+                       "its last %zu tokens, and again each time it fills: from here on each "
+                       "token conditions on the last %zu to %zu tokens only\n",
+                       isatty(STDOUT_FILENO) && isatty(STDERR_FILENO) ? "\n" : "", capacity,
+                       keep, keep, capacity);
+        }
         slid = true;
         dec.reset();
-        const size_t keep = size_t(dec.capacity() / 2);
         for (size_t j = context.size() - keep; j < context.size(); ++j) logits = dec.step(context[j]);
       } else {
         logits = dec.step(next);
