@@ -94,11 +94,11 @@ class BackgroundRun {
 inline bool wait_for_iteration(const std::string& path, int64_t it, double seconds) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   const std::string needle = "\"iteration\":" + std::to_string(it) + ",";
-  while (std::chrono::steady_clock::now() < until) {
+  for (;;) {  // looks at least once
     if (read_text(path).find(needle) != std::string::npos) return true;
+    if (std::chrono::steady_clock::now() >= until) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  return false;
 }
 
 }  // namespace mt::test

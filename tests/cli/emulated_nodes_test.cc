@@ -116,5 +116,83 @@ TEST(EmulatedNodes, DownedLinkEndsTheJobThroughTheTimeout) {
   EXPECT_LE(after, timeout_s + 20) << out;
 }
 
+// Faults on 2 nodes x 2 ranks (TP2 inside, DP2 across; a checkpoint every 4
+// iterations): each ends the whole job in bounded time with a message
+// saying what happened, and a resume from the last checkpoint continues with
+// the uninterrupted run's losses (one rank's, to layout round-off).
+enum class Fault { kKillRankOnOtherNode, kKillWholeNode, kSigtermAllRanks };
+
+void expect_fault_ends_job_and_resume_matches(Fault fault) {
+  SKIP_WITHOUT_NAMESPACES();
+  TempDir dir;
+  const std::string data = prepare_data(dir, synthetic_corpus(100));
+  const std::string train = " train" + data + tiny_model_flags() +
+                            " --train-iters 40 --eval-interval 0 --global-batch-size 16";
+  const RunResult one = run(megatron() + train + " --log-json " + dir.file("one.json"));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const std::string parallel = " --tensor-model-parallel-size 2 --make-vocab-size-divisible-by 64"
+                               " --save-interval 4 --save " +
+                               dir.file("ckpt") + " --distributed-timeout-minutes 0.1";
+  // An evaluation after every iteration slows the run down (it does not
+  // change the training losses), so that the fault lands mid-run.
+  BackgroundRun job(across_nodes(2, 2, "", dir.file("nodes_id")) + train + parallel +
+                        " --eval-interval 1 --eval-iters 20 --log-json " + dir.file("a.json"),
+                    dir.file(""));
+  ASSERT_TRUE(wait_for_iteration(dir.file("a.json"), 6, 120)) << job.output();
+  ASSERT_FALSE(wait_for_iteration(dir.file("a.json"), 40, 0)) << "too fast to fault mid-run";
+  const std::string id = read_text(dir.file("nodes_id"));
+  const std::string node2 = "mt" + id.substr(0, id.find('\n')) + "n2";
+  if (fault == Fault::kKillRankOnOtherNode) {
+    const std::vector<pid_t> p = BackgroundRun::pids_matching(dir.file(""), 3);
+    ASSERT_EQ(p.size(), 1u);
+    ::kill(p[0], SIGKILL);
+  } else if (fault == Fault::kKillWholeNode) {  // its ranks and Open MPI's daemon
+    ASSERT_EQ(run("kill -9 $(ip netns pids " + node2 + ")").exit_code, 0);
+  } else {
+    for (int r = 0; r < 4; ++r)
+      for (pid_t p : BackgroundRun::pids_matching(dir.file(""), r)) ::kill(p, SIGTERM);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(job.wait(60)) << job.output();
+  const double after =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::string out = job.output();
+  std::printf("the fault ended the job in %.1f s\n", after);
+  EXPECT_LE(after, 20) << out;
+  if (fault == Fault::kSigtermAllRanks) {
+    EXPECT_EQ(job.exit_code(), 0) << out;  // saved at the end of the iteration
+  } else {
+    EXPECT_NE(job.exit_code(), 0) << out;
+    EXPECT_TRUE(out.find("exited on signal 9") != std::string::npos ||
+                out.find("lost communication with a remote daemon") != std::string::npos)
+        << out;
+  }
+  // Resume from the last complete checkpoint; run to iteration 40.
+  const RunResult resumed = run(across_nodes(2, 2) + train + parallel + " --load " +
+                                dir.file("ckpt") + " --log-json " + dir.file("b.json"));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  const JsonLogLines ref = read_log_json(dir.file("one.json"));
+  const JsonLogLines b = read_log_json(dir.file("b.json"));
+  ASSERT_FALSE(b.train.empty()) << resumed.output;
+  EXPECT_EQ(b.train.rbegin()->first, 40);
+  EXPECT_GE(b.train.begin()->first, 5);  // it resumed, from a checkpoint after the first
+  for (const auto& [it, entry] : b.train) {
+    const double want = ref.train.at(it).at("loss").get<double>();
+    EXPECT_NEAR(entry.at("loss").get<double>(), want, 1e-5 * std::abs(want)) << "iteration " << it;
+  }
+}
+
+TEST(EmulatedNodes, KilledRankOnTheOtherNodeEndsTheJobAndResumes) {
+  expect_fault_ends_job_and_resume_matches(Fault::kKillRankOnOtherNode);
+}
+
+TEST(EmulatedNodes, KilledNodeEndsTheJobAndResumes) {
+  expect_fault_ends_job_and_resume_matches(Fault::kKillWholeNode);
+}
+
+TEST(EmulatedNodes, SigtermToAllRanksSavesAndResumes) {
+  expect_fault_ends_job_and_resume_matches(Fault::kSigtermAllRanks);
+}
+
 }  // namespace
 }  // namespace mt::test
