@@ -123,6 +123,10 @@ Command add_train_command(CLI::App& app) {
   run->add_option("--global-batch-size", a->global_batch_size, "sequences per iteration");
   run->add_option("--train-iters", a->train_iters, "iterations to train")->required();
   run->add_option("--seed", a->seed, "seed of init, dropout and data order");
+  run->add_flag("--skip-train", a->skip_train,
+                "no training: evaluate the --load checkpoint on --eval-iters batches of the "
+                "validation and test splits, print and write val_loss/val_ppl and "
+                "test_loss/test_ppl to --log-json, and exit (saves nothing)");
 
   CLI::Option_group* data = group("data");
   data->add_option("--data-path", a->data_path, "prefix of the .bin/.idx dataset");

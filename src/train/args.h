@@ -98,6 +98,9 @@ struct TrainArgs {
   // fresh optimizer (Megatron's flag; a release checkpoint loads so anyway).
   bool finetune = false;
   std::vector<std::string> model_flags_given;
+  // Megatron's --skip-train: evaluate the --load checkpoint on the validation
+  // and test splits, write val_* / test_* to --log-json, and exit.
+  bool skip_train = false;
   int64_t exit_interval = 0;
   double exit_duration_in_mins = 0;
   // Megatron's --exit-signal-handler: SIGTERM / SIGINT save and exit at the

@@ -90,6 +90,7 @@ ArgList argument_list(const TrainArgs& a) {
   b.add("--global-batch-size", a.global_batch_size);
   b.add("--train-iters", a.train_iters);
   b.add("--seed", a.seed);
+  b.add("--skip-train", a.skip_train);
 
   b.add("--data-path", a.data_path);
   b.add("--split", a.split);

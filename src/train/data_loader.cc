@@ -19,11 +19,17 @@ DataLoader::DataLoader(const TrainArgs& args, int64_t dp_rank)
                                         checked_mul(args.train_iters, g, "samples to train "
                                                     "(--train-iters x --global-batch-size)"),
                                         args.seed, "train");
-  if (ranges[1].present && ranges[1].size() > 0 && args.eval_iters > 0 && args.eval_interval > 0)
-    valid_ = std::make_unique<GptDataset>(data_, ranges[1], args.model.seq_length,
-                                          checked_mul(args.eval_iters, g, "samples to evaluate "
-                                                      "(--eval-iters x --global-batch-size)"),
-                                          args.seed, "valid");
+  // Evaluated every --eval-interval, or once with --skip-train.
+  const bool evaluate = args.eval_iters > 0 && (args.eval_interval > 0 || args.skip_train);
+  auto held_out = [&](const SplitRange& range, const char* name) {
+    return std::make_unique<GptDataset>(data_, range, args.model.seq_length,
+                                        checked_mul(args.eval_iters, g, "samples to evaluate "
+                                                    "(--eval-iters x --global-batch-size)"),
+                                        args.seed, name);
+  };
+  if (evaluate && ranges[1].present && ranges[1].size() > 0) valid_ = held_out(ranges[1], "valid");
+  if (evaluate && args.skip_train && ranges[2].present && ranges[2].size() > 0)
+    test_ = held_out(ranges[2], "test");
 }
 
 MicroBatchRef DataLoader::fill(const GptDataset& ds, int64_t batch_index, int64_t k,
@@ -43,6 +49,12 @@ MicroBatchRef DataLoader::valid_batch(int64_t eval_iter, int64_t k, int32_t* tok
                                       int32_t* labels) const {
   MT_CHECK(valid_ != nullptr, "no validation split (internal error)");
   return fill(*valid_, eval_iter, k, tokens, labels);
+}
+
+MicroBatchRef DataLoader::test_batch(int64_t eval_iter, int64_t k, int32_t* tokens,
+                                     int32_t* labels) const {
+  MT_CHECK(test_ != nullptr, "no test split (internal error)");
+  return fill(*test_, eval_iter, k, tokens, labels);
 }
 
 }  // namespace mt

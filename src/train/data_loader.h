@@ -1,5 +1,5 @@
 // The training and validation data of a run: the indexed dataset, its
-// train/valid splits as GPTDatasets, and which samples each micro-batch of
+// train/valid (and with --skip-train test) splits as GPTDatasets, and which samples each micro-batch of
 // each DP rank reads (Megatron's MegatronPretrainingSampler order, so a step's
 // global batch is the same whatever the layout).
 #pragma once
@@ -26,6 +26,10 @@ class DataLoader {
   // evaluation reads the same eval_iters batches, so curves compare.
   MicroBatchRef valid_batch(int64_t eval_iter, int64_t k, int32_t* tokens, int32_t* labels) const;
   bool has_valid() const { return valid_ != nullptr; }
+  // The same for the test split, built only for --skip-train (which
+  // evaluates the loaded checkpoint on both held-out splits).
+  MicroBatchRef test_batch(int64_t eval_iter, int64_t k, int32_t* tokens, int32_t* labels) const;
+  bool has_test() const { return test_ != nullptr; }
   int64_t train_documents() const { return train_docs_; }
 
  private:
@@ -36,7 +40,7 @@ class DataLoader {
   int64_t dp_rank_;
   int64_t vocab_size_;
   IndexedDataset data_;
-  std::unique_ptr<GptDataset> train_, valid_;
+  std::unique_ptr<GptDataset> train_, valid_, test_;
   int64_t train_docs_ = 0;
 };
 

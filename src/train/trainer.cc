@@ -171,7 +171,10 @@ void load_checkpoint_or_initialize(Trainer& t, const nlohmann::json& run_args, b
     check_same_architecture(read_checkpoint_meta(args.load).at("args").at("model"),
                             run_args.at("model"), args.load);
     t.state = load_checkpoint(args.load, *t.reg, set_param,
-                              args.no_load_optim || args.finetune ? nullptr : t.opt.get(), t.ps,
+                              args.no_load_optim || args.finetune || args.skip_train
+                                  ? nullptr  // --skip-train: weights only, no step follows
+                                  : t.opt.get(),
+                              t.ps,
                               !args.no_verify_checkpoint_checksums);
     log_line(t.ps.world_rank == 0, "loaded checkpoint from %s at iteration %lld%s\n",
              args.load.c_str(), static_cast<long long>(t.state.iteration),
@@ -311,11 +314,12 @@ void setup_data_and_log(Trainer& t) {
 }
 
 // Megatron's evaluate_and_print_results: the mean token loss over --eval-iters
-// batches of the validation split, and its perplexity.
-void evaluate_and_print_results(Trainer& t, int64_t iteration) {
+// batches of the validation split (or, with `test`, the test split), and its
+// perplexity.
+void evaluate_and_print_results(Trainer& t, int64_t iteration, bool test = false) {
   const TrainArgs& args = t.args;
   ParallelState& ps = t.ps;
-  if (!t.data->has_valid()) return;
+  if (!(test ? t.data->has_test() : t.data->has_valid())) return;
   t.sync->wait_params();  // --overlap-param-gather: the updated parameters
   PassContext ctx;
   ctx.training = false;
@@ -325,7 +329,9 @@ void evaluate_and_print_results(Trainer& t, int64_t iteration) {
     sum += run_pipeline_schedule(
         *t.rt, t.links, t.eval_ops, ctx,
         [&](int64_t k, int32_t* tokens, int32_t* labels) {
-          return t.data->valid_batch(e, k, tokens, labels).first_sample;
+          return (test ? t.data->test_batch(e, k, tokens, labels)
+                       : t.data->valid_batch(e, k, tokens, labels))
+              .first_sample;
         },
         nullptr, &eval_wait);
   if (ps.pp_size > 1) ps.pp_comm.all_reduce_sum(&sum, 1);  // the last stage's loss
@@ -333,9 +339,12 @@ void evaluate_and_print_results(Trainer& t, int64_t iteration) {
   const double loss = sum / double(args.eval_iters * t.tokens_per_iter);
   const double ppl = std::exp(std::min(loss, 20.0));
   if (t.log.tty) std::printf("\r\033[K");
-  log_line(t.log.rank0, "%svalidation at iteration %lld | lm loss: %.6E | lm loss PPL: %.6E\n",
-           timestamp().c_str(), static_cast<long long>(iteration), loss, ppl);
-  t.log.json.write({{"iteration", iteration}, {"val_loss", loss}, {"val_ppl", ppl}});
+  log_line(t.log.rank0, "%s%s at iteration %lld | lm loss: %.6E | lm loss PPL: %.6E\n",
+           timestamp().c_str(), test ? "test" : "validation", static_cast<long long>(iteration),
+           loss, ppl);
+  t.log.json.write({{"iteration", iteration},
+                    {test ? "test_loss" : "val_loss", loss},
+                    {test ? "test_ppl" : "val_ppl", ppl}});
 }
 
 // Megatron's save_checkpoint_and_time; nothing without --save, or when --save
@@ -425,6 +434,23 @@ bool train(Trainer& t) {
   return false;
 }
 
+// Megatron's --skip-train: no step; the loaded checkpoint's loss and
+// perplexity on --eval-iters batches of the validation and of the test split
+// (those the --split gives documents), printed and written to --log-json;
+// nothing is saved.
+int evaluate_only(Trainer& t) {
+  MT_CHECK(t.data->has_valid() || t.data->has_test(), "--skip-train has nothing to evaluate: ",
+           "--split ", t.args.split, " gives the validation and test splits no documents, or "
+           "--eval-iters is ", t.args.eval_iters, "; fix: a --split with held-out weights "
+           "(e.g. 969,30,1) and --eval-iters >= 1");
+  evaluate_and_print_results(t, t.state.iteration);
+  evaluate_and_print_results(t, t.state.iteration, /*test=*/true);
+  log_line(t.ps.world_rank == 0, "done: --skip-train evaluated the checkpoint of iteration %lld "
+           "in %s\n", static_cast<long long>(t.state.iteration),
+           human_duration(t.run_timer.seconds()).c_str());
+  return 0;
+}
+
 // Megatron's --use-checkpoint-args: every model field the command line does
 // not give comes from the checkpoint being loaded (its vocabulary from its
 // tokenizer, as always); the ones it gives must then agree with it where
@@ -458,12 +484,17 @@ int run_training(TrainArgs args, ParallelState& ps) {
   args.validate(ps.world_size);
   check_same_arguments(launched, ps.world_comm);  // before the first collective that could hang
   const int64_t loaded_iteration = args.load.empty() ? -1 : latest_iteration(args.load);
+  MT_CHECK(!args.skip_train || loaded_iteration >= 0, "--skip-train evaluates a checkpoint, and ",
+           args.load.empty() ? std::string("no --load was given")
+                             : "--load " + args.load + " holds none",
+           "; fix: --load DIR of a checkpoint (a --save of megatron train or megatron convert)");
   prepare_save_dir(args, loaded_iteration, ps);  // first: it may restore the loaded iteration
   const nlohmann::json run_args = resolve_run_args(args, loaded_iteration, ps);
   install_exit_signal_handlers();
 
   Trainer t = setup_model_and_optimizer(args, run_args, loaded_iteration, ps, run_timer);
   setup_data_and_log(t);
+  if (args.skip_train) return evaluate_only(t);
   const int64_t start_iteration = t.state.iteration;
   const bool saved_at_exit = train(t);
   t.sync->wait_params();  // the final parameters are complete on every rank

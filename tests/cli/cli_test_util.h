@@ -174,6 +174,7 @@ inline std::string tiny_model_flags() {
 struct JsonLogLines {
   std::map<int64_t, nlohmann::json> train;
   std::vector<nlohmann::json> eval;
+  std::vector<nlohmann::json> test;  // --skip-train's test-split evaluations
   nlohmann::json memory;  // --log-memory's report of rank 0 (null if none)
   std::map<int, nlohmann::json> memory_by_rank;  // every rank's
 };
@@ -187,6 +188,8 @@ inline JsonLogLines read_log_json(const std::string& path) {
     nlohmann::json j = nlohmann::json::parse(line);
     if (j.contains("val_loss"))
       out.eval.push_back(j);
+    else if (j.contains("test_loss"))
+      out.test.push_back(j);
     else if (j.contains("memory"))
       out.memory_by_rank[j.at("rank").get<int>()] = j.at("memory");
     else
