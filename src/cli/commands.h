@@ -13,5 +13,6 @@ Command add_train_command(CLI::App& app);
 Command add_generate_command(CLI::App& app);
 Command add_preprocess_command(CLI::App& app);
 Command add_convert_command(CLI::App& app);
+Command add_score_command(CLI::App& app);
 
 }  // namespace mt

@@ -11,10 +11,8 @@
 #include "data/tokenizer.h"
 #include "dist/mpi_env.h"
 #include "dist/parallel_state.h"
-#include "model/gpt_decoder.h"
+#include "cli/decoding_model.h"
 #include "model/sampling.h"
-#include "train/checkpoint_io.h"
-#include "train/checkpoint_tokenizer.h"
 
 namespace mt {
 
@@ -28,15 +26,6 @@ struct GenerateArgs {
   std::string output_json;  // --output-json: ids and log-probabilities
 };
 
-// Natural-log probability of `token` under softmax(logits) over the real
-// vocabulary (no padding rows), at temperature 1, in double.
-double log_prob(const float* logits, int64_t vocab_size, int32_t token) {
-  double mx = -INFINITY;
-  for (int64_t j = 0; j < vocab_size; ++j) mx = std::max(mx, double(logits[j]));
-  double sum = 0;
-  for (int64_t j = 0; j < vocab_size; ++j) sum += std::exp(double(logits[j]) - mx);
-  return double(logits[token]) - mx - std::log(sum);
-}
 void check_generate_args(const GenerateArgs& a) {
   const SamplingConfig& c = a.sampling;
   MT_CHECK(a.max_new_tokens >= 0, "--max-new-tokens ", a.max_new_tokens,
@@ -84,30 +73,10 @@ Command add_generate_command(CLI::App& app) {
     pc.tp = a->tp;
     ParallelState ps(pc);
     const bool rank0 = ps.world_rank == 0;
-    const nlohmann::json meta = read_checkpoint_meta(a->load);
-    const nlohmann::json& args = meta.at("args");
-    ModelConfig cfg = model_config_from_json(args.at("model"));
-    cfg.finalize(a->tp);
-    cfg.padded_vocab_size = args.at("model").at("padded_vocab_size");  // as trained
-    MT_CHECK(cfg.padded_vocab_size % a->tp == 0 && cfg.num_attention_heads % a->tp == 0,
-             "--tensor-model-parallel-size ", a->tp, " does not divide the checkpoint's ",
-             cfg.num_attention_heads, " heads and ", cfg.padded_vocab_size, " vocabulary rows");
-    const nlohmann::json& tj = args.at("tokenizer");
-    MT_CHECK(tj.at("type") != "NullTokenizer", "generate needs a text tokenizer; this checkpoint "
-             "was trained with NullTokenizer (token ids only)");
-    // The checkpoint's own tokenizer: its vocabulary, or its copied files.
-    const std::unique_ptr<Tokenizer> tok = tokenizer_from_record(
-        tj, checkpoint_iteration_dir(a->load, meta.at("iteration").get<int64_t>()));
-    ParamRegistry reg(cfg, StageLayout{ps.tp_rank, ps.tp_size, 0, cfg.num_layers, true, true});
-    HostBuffer params(size_t(reg.total_floats()) * sizeof(float));
-    float* p = reinterpret_cast<float*>(params.data());
-    const RunState st = load_checkpoint(a->load, reg, p, nullptr, ps);
-    if (rank0)
-      std::fprintf(stderr, "generate: %s, iteration %lld, %s, %s\n", a->load.c_str(),
-                   static_cast<long long>(st.iteration), cfg.summary().c_str(),
-                   ps.layout().c_str());
-
-    GptDecoder dec(reg, p, TensorParallel{&ps.tp_comm, false});
+    DecodingModel model = load_for_decoding(a->load, ps, "generate");
+    const ModelConfig& cfg = model.cfg;
+    const Tokenizer* tok = model.tok.get();
+    GptDecoder& dec = *model.dec;
     std::vector<int32_t> context = tok->tokenize(a->prompt);
     MT_CHECK(!context.empty(), "--prompt is empty; give at least one character");
     const RngStream rng = RngStream::make(a->seed, "generate");

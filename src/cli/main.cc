@@ -21,6 +21,9 @@ int main(int argc, char** argv) {
   commands[train] = mt::add_train_command(*train);
   CLI::App* gen = app.add_subcommand("generate", "generate text from a checkpoint");
   commands[gen] = mt::add_generate_command(*gen);
+  CLI::App* score = app.add_subcommand(
+      "score", "the loss of a checkpoint on a text or JSONL file, per document (no training)");
+  commands[score] = mt::add_score_command(*score);
   CLI::App* pre = app.add_subcommand("preprocess", "tokenize text into a Megatron .bin/.idx dataset");
   commands[pre] = mt::add_preprocess_command(*pre);
   CLI::App* conv = app.add_subcommand(

@@ -1,0 +1,50 @@
+#include "cli/decoding_model.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "core/error.h"
+#include "train/checkpoint_tokenizer.h"
+
+namespace mt {
+
+DecodingModel load_for_decoding(const std::string& load, const ParallelState& ps,
+                                const char* who) {
+  DecodingModel m;
+  const int tp = ps.tp_size;
+  const nlohmann::json meta = read_checkpoint_meta(load);
+  const nlohmann::json& args = meta.at("args");
+  m.cfg = model_config_from_json(args.at("model"));
+  m.cfg.finalize(tp);
+  m.cfg.padded_vocab_size = args.at("model").at("padded_vocab_size");  // as trained
+  MT_CHECK(m.cfg.padded_vocab_size % tp == 0 && m.cfg.num_attention_heads % tp == 0,
+           "--tensor-model-parallel-size ", tp, " does not divide the checkpoint's ",
+           m.cfg.num_attention_heads, " heads and ", m.cfg.padded_vocab_size, " vocabulary rows");
+  const nlohmann::json& tj = args.at("tokenizer");
+  MT_CHECK(tj.at("type") != "NullTokenizer", who, " needs a text tokenizer; this checkpoint "
+           "was trained with NullTokenizer (token ids only)");
+  // The checkpoint's own tokenizer: its vocabulary, or its copied files.
+  m.tok = tokenizer_from_record(tj,
+                                checkpoint_iteration_dir(load, meta.at("iteration").get<int64_t>()));
+  m.reg = std::make_unique<ParamRegistry>(
+      m.cfg, StageLayout{ps.tp_rank, ps.tp_size, 0, m.cfg.num_layers, true, true});
+  m.params = HostBuffer(size_t(m.reg->total_floats()) * sizeof(float));
+  float* p = reinterpret_cast<float*>(m.params.data());
+  m.state = load_checkpoint(load, *m.reg, p, nullptr, ps);
+  if (ps.world_rank == 0)
+    std::fprintf(stderr, "%s: %s, iteration %lld, %s, %s\n", who, load.c_str(),
+                 static_cast<long long>(m.state.iteration), m.cfg.summary().c_str(),
+                 ps.layout().c_str());
+  m.dec = std::make_unique<GptDecoder>(*m.reg, p, TensorParallel{&ps.tp_comm, false});
+  return m;
+}
+
+double log_prob(const float* logits, int64_t vocab_size, int32_t token) {
+  double mx = -INFINITY;
+  for (int64_t j = 0; j < vocab_size; ++j) mx = std::max(mx, double(logits[j]));
+  double sum = 0;
+  for (int64_t j = 0; j < vocab_size; ++j) sum += std::exp(double(logits[j]) - mx);
+  return double(logits[token]) - mx - std::log(sum);
+}
+
+}  // namespace mt
