@@ -73,6 +73,14 @@ TEST_F(SameArgs, ASwitchGivenOnOneRankOnlyFails) {
                  "--log-parallel-layout");
 }
 
+// Another layout: the groups (built before the check, by collectives every
+// rank makes alike) do not hang; the check names the flag.
+TEST_F(SameArgs, AnotherPipelineSizeFailsNamingTheFlag) {
+  expect_refused(" --train-iters 8", " --train-iters 8 --pipeline-model-parallel-size 2",
+                 "rank 1 was launched with --pipeline-model-parallel-size 2 but rank 0 with "
+                 "--pipeline-model-parallel-size 1");
+}
+
 // The same values written differently (1e-3 / 0.001, a flag / its default,
 // a config file / the flags it holds) are the same arguments: the job trains.
 TEST_F(SameArgs, IdenticalArgumentsStillTrain) {
