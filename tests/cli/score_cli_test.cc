@@ -87,13 +87,16 @@ TEST_F(ScoreCli, TensorParallelScoresAsOneRankAndTrainingTextBeatsShuffled) {
   for (char& c : shuffled)
     if (c == '\n') c = ' ';  // one document
   write_text(dir_.file("docs.txt"), text + "\n\n" + shuffled + "\n");
+  // Into files: under mpirun, stderr lines can land inside stdout's.
   const RunResult one = run(megatron() + " score --load " + dir_.file("ckpt") + " --input " +
-                            dir_.file("docs.txt"));
+                            dir_.file("docs.txt") + " --output-json " + dir_.file("one.jsonl"));
   ASSERT_EQ(one.exit_code, 0) << one.output;
   const RunResult two = run(mpirun(2) + " score --tensor-model-parallel-size 2 --load " +
-                            dir_.file("ckpt") + " --input " + dir_.file("docs.txt"));
+                            dir_.file("ckpt") + " --input " + dir_.file("docs.txt") +
+                            " --output-json " + dir_.file("two.jsonl"));
   ASSERT_EQ(two.exit_code, 0) << two.output;
-  const std::vector<nlohmann::json> a = json_lines(one.output), b = json_lines(two.output);
+  const std::vector<nlohmann::json> a = json_lines(read_text(dir_.file("one.jsonl")));
+  const std::vector<nlohmann::json> b = json_lines(read_text(dir_.file("two.jsonl")));
   ASSERT_GE(a.size(), 3u) << one.output;
   ASSERT_EQ(a.size(), b.size()) << two.output;
   for (size_t d = 0; d + 1 < a.size(); ++d) {

@@ -134,6 +134,18 @@ TEST(DistributedOptimizer, CheckpointResumesAtOtherDpTpPpAndChecksSlices) {
   fs::copy(dir.file("c"), dir.file("bad"), fs::copy_options::recursive);
   const std::string bad = dir.file("bad/iter_0000004/mp_rank_00_000");
   fs::remove(bad + "/optim_dp_001.safetensors");
+  // meta.json lists every file it saved: the missing one is named.
+  const RunResult listed = run(megatron() + flags + zero + " --load " + dir.file("bad"));
+  EXPECT_NE(listed.exit_code, 0) << listed.output;
+  EXPECT_NE(listed.output.find("optim_dp_001.safetensors is missing"), std::string::npos)
+      << listed.output;
+  EXPECT_NE(listed.output.find("--no-load-optim"), std::string::npos) << listed.output;
+  // A checkpoint from before that list (no "files" in meta.json): the slices
+  // found must still cover the whole state.
+  const std::string meta_path = dir.file("bad/iter_0000004/meta.json");
+  nlohmann::json meta = nlohmann::json::parse(read_text(meta_path));
+  ASSERT_EQ(meta.erase("files"), 1u);
+  write_text(meta_path, meta.dump());
   const RunResult partial = run(megatron() + flags + zero + " --load " + dir.file("bad"));
   EXPECT_NE(partial.exit_code, 0) << partial.output;
   EXPECT_NE(partial.output.find("cover only"), std::string::npos) << partial.output;
