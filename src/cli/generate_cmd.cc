@@ -13,6 +13,7 @@
 #include "dist/parallel_state.h"
 #include "cli/decoding_model.h"
 #include "model/sampling.h"
+#include "train/run_args_check.h"
 
 namespace mt {
 
@@ -72,6 +73,16 @@ Command add_generate_command(CLI::App& app) {
     ParallelConfig pc;
     pc.tp = a->tp;
     ParallelState ps(pc);
+    // Every rank decodes: another prompt, seed or sampling flag on one rank
+    // would diverge (train/run_args_check.h).
+    check_same_arguments({{"--load", a->load},
+                          {"--prompt", a->prompt},
+                          {"--max-new-tokens", std::to_string(a->max_new_tokens)},
+                          {"--temperature", arg_value_text(a->sampling.temperature)},
+                          {"--top-k", std::to_string(a->sampling.top_k)},
+                          {"--top-p", arg_value_text(a->sampling.top_p)},
+                          {"--seed", std::to_string(a->seed)}},
+                         ps.world_comm);
     const bool rank0 = ps.world_rank == 0;
     DecodingModel model = load_for_decoding(a->load, ps, "generate");
     const ModelConfig& cfg = model.cfg;

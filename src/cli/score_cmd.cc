@@ -21,6 +21,7 @@
 #include "data/preprocess_pipeline.h"
 #include "dist/mpi_env.h"
 #include "dist/parallel_state.h"
+#include "train/run_args_check.h"
 
 namespace mt {
 namespace {
@@ -121,6 +122,12 @@ Command add_score_command(CLI::App& app) {
     ParallelConfig pc;
     pc.tp = a->tp;
     ParallelState ps(pc);
+    // Every rank decodes the same documents (train/run_args_check.h).
+    check_same_arguments({{"--load", a->load},
+                          {"--input", a->input},
+                          {"--json-keys", a->json_key},
+                          {"--append-eod", a->append_eod ? "true" : "false"}},
+                         ps.world_comm);
     const bool rank0 = ps.world_rank == 0;
     const std::vector<std::string> docs = read_documents(*a);
     DecodingModel model = load_for_decoding(a->load, ps, "score");

@@ -111,6 +111,29 @@ TEST_F(ScoreCli, TensorParallelScoresAsOneRankAndTrainingTextBeatsShuffled) {
   }
 }
 
+// TP ranks of generate and score decode alike: launched with different
+// arguments (mpirun's `:`), the job ends naming the flag.
+TEST_F(ScoreCli, RanksLaunchedDifferentlyAreRefused) {
+  write_text(dir_.file("a.txt"), "The cat sees the river.\n");
+  write_text(dir_.file("b.txt"), "The queen helps a dog.\n");
+  const std::string bin = std::string(MT_BINARY);
+  const std::string mpirun2 = "timeout 120 mpirun --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -n 1 ";
+  const std::string gen = bin + " generate --tensor-model-parallel-size 2 --max-new-tokens 5 --load " +
+                          dir_.file("ckpt");
+  RunResult r = run(mpirun2 + gen + " --seed 1 : -n 1 " + gen + " --seed 2");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.exit_code, 124) << "hung";
+  EXPECT_NE(r.output.find("rank 1 was launched with --seed 2 but rank 0 with --seed 1"),
+            std::string::npos)
+      << r.output;
+  const std::string score = bin + " score --tensor-model-parallel-size 2 --load " +
+                            dir_.file("ckpt") + " --input ";
+  r = run(mpirun2 + score + dir_.file("a.txt") + " : -n 1 " + score + dir_.file("b.txt"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.exit_code, 124) << "hung";
+  EXPECT_NE(r.output.find("--input"), std::string::npos) << r.output;
+}
+
 TEST_F(ScoreCli, BadInputIsOneClearError) {
   const std::string score = megatron() + " score --load " + dir_.file("ckpt") + " --input ";
   RunResult r = run(score + dir_.file("missing.txt"));
