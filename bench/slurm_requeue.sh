@@ -7,12 +7,15 @@
 # and exit; the job requeues itself and the rerun resumes from that checkpoint
 # and finishes. Checks the save (log lines, latest_checkpointed_iteration.txt),
 # the resume, and that the losses after the resume equal those of the same run
-# launched directly (mpirun, never interrupted). Prints one JSON line.
-# Takes about 6 minutes (Slurm holds a requeued job 120 s before it may start
+# launched directly (mpirun, never interrupted, run first). Then the same job with
+# --time=1 and no early signal: the limit's own SIGTERM must save too, and
+# `scontrol requeue` of the TIMEOUT job must resume. Prints one JSON line.
+# Takes about 10 minutes (Slurm holds a requeued job 120 s before it may start
 # again), so it is not in CI. Needs root; starts Slurm if it is not up and
 # stops it again at the end.
 #
 #   bench/slurm_requeue.sh [path/to/megatron]      (default build/megatron)
+# MT_BENCH_ITERS=N sets --train-iters instead of the ~150 s estimate.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 megatron="$(realpath "${1:-$repo/build/megatron}")"
@@ -54,7 +57,14 @@ direct --train-iters 30 --log-interval 10 --log-json "$work/calibrate.jsonl" >/d
   die "a direct 30-iteration run failed; try: bash $0 with a working $megatron"
 iters=$(python3 -c "import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; \
 ms=r[-1]['ms_per_iter']; print(max(100, min(5000, int(150000 / ms))))" "$work/calibrate.jsonl")
+[[ -n ${MT_BENCH_ITERS:-} ]] && iters=$MT_BENCH_ITERS
 train_args=("${model_args[@]}" --train-iters "$iters" --log-interval 1)
+
+# The uninterrupted reference first, alone (run beside the job it would slow both).
+echo "slurm_requeue: $iters iterations; the uninterrupted reference run" >&2
+direct --train-iters "$iters" --log-interval 1 --log-json "$work/reference.jsonl" \
+  >"$work/reference.out" 2>&1 ||
+  die "the reference run failed; see $work/reference.out"
 
 # --- the Slurm job: signalled near its time limit, requeued, resumed ---------
 job=$(cd "$repo" && TP=2 PP=1 CKPT="$work/ckpt" MEGATRON="$megatron" \
@@ -63,30 +73,46 @@ job=$(cd "$repo" && TP=2 PP=1 CKPT="$work/ckpt" MEGATRON="$megatron" \
     "${train_args[@]}" --log-json "$work/slurm.jsonl")
 echo "slurm_requeue: submitted job $job; waiting for the time limit's signal" >&2
 job_field() { scontrol show job "$job" 2>/dev/null | grep -o "$1=[^ ]*" | head -1 | cut -d= -f2; }
-deadline=$((SECONDS + 1500))
+deadline=$((SECONDS + 2400))
 until grep -q "requeueing" "$work/job.out" 2>/dev/null; do
   state=$(job_field JobState)
   [[ $state == COMPLETED || $state == FAILED || $state == TIMEOUT || $state == CANCELLED ]] &&
     die "job $job ended ($state) before being stopped near its limit; see $work/job.out"
-  (( SECONDS < deadline )) || die "no requeue after 1500 s; see $work/job.out"
+  (( SECONDS < deadline )) || die "no requeue after 2400 s; see $work/job.out"
   sleep 2
 done
-
-# While Slurm holds the requeued job, the uninterrupted reference run.
-echo "slurm_requeue: job stopped and requeued; running the uninterrupted reference" >&2
-direct --train-iters "$iters" --log-interval 1 --log-json "$work/reference.jsonl" \
-  >"$work/reference.out" 2>&1 ||
-  die "the reference run failed; see $work/reference.out"
 
 until [[ $(job_field JobState) == COMPLETED ]]; do
   state=$(job_field JobState)
   [[ $state == FAILED || $state == TIMEOUT || $state == CANCELLED ]] &&
     die "requeued job $job ended $state; see $work/job.out"
-  (( SECONDS < deadline )) || die "requeued job not done after 1500 s; see $work/job.out"
+  (( SECONDS < deadline )) || die "requeued job not done after 2400 s; see $work/job.out"
   sleep 2
 done
 restarts=$(job_field Restarts)
-job_id=$job
+
+# --- the time limit's own SIGTERM (no early signal: a harmless B:URG) --------
+# Every rank gets SIGTERM at the limit and SIGKILL KillWait (10 s here) later;
+# the batch shell dies too, so the job ends TIMEOUT and is requeued from here.
+echo "slurm_requeue: again with the time limit's own SIGTERM (--time=1)" >&2
+job=$(cd "$repo" && TP=2 PP=1 CKPT="$work/ckpt_limit" MEGATRON="$megatron" \
+  sbatch --parsable --job-name=mt-limit --nodes=1 --ntasks-per-node=2 --cpus-per-task=1 \
+    --time=1 --signal=B:URG@10 --output="$work/limit.out" examples/slurm/train.sbatch \
+    "${train_args[@]}")
+until [[ $(job_field JobState) == TIMEOUT ]]; do
+  state=$(job_field JobState)
+  [[ $state == COMPLETED || $state == FAILED || $state == CANCELLED ]] &&
+    die "job $job ended $state, not at its time limit; see $work/limit.out"
+  (( SECONDS < deadline )) || die "job $job did not reach its time limit; see $work/limit.out"
+  sleep 2
+done
+cp "$work/ckpt_limit/latest_checkpointed_iteration.txt" "$work/limit_tracker.txt" 2>/dev/null || true
+scontrol requeue "$job"
+until grep -q "loaded checkpoint" "$work/limit.out"; do
+  (( SECONDS < deadline )) || die "requeued job $job did not resume; see $work/limit.out"
+  sleep 2
+done
+scancel "$job"
 job=""
 
 python3 - "$work" "$restarts" "$iters" <<'EOF'
@@ -111,6 +137,13 @@ first = requeued_at[0]
 after = sorted(i for i in slurm if i > first)
 equal = bool(after) and all(slurm[i] == ref.get(i) for i in after) and max(ref) == max(slurm)
 tracker_ok = bool(saved_as_asked) and saved_as_asked[0] == first and first in saved_log
+lim = open(f"{work}/limit.out").read()
+lim_saved = [int(x) for x in re.findall(r"saved checkpoint at iteration (\d+)", lim)]
+lim_resumed = [int(x) for x in re.findall(r"loaded checkpoint from \S+ at iteration (\d+)", lim)]
+try: lim_tracker = int(open(f"{work}/limit_tracker.txt").read())
+except OSError: lim_tracker = None
+lim_ok = bool(lim_saved) and lim_tracker == lim_saved[0] and lim_resumed == [lim_tracker]
+ok = equal and tracker_ok and bool(resumed) and resumed[0] == first and lim_ok
 print(json.dumps({
     "launcher": "srun --mpi=pmix",
     "train_iters": iters,
@@ -124,6 +157,9 @@ print(json.dumps({
     "losses_compared": len(after),
     "losses_equal": equal,
     "max_abs_loss_diff": max((abs(slurm[i] - ref[i]) for i in after if i in ref), default=None),
+    "time_limit_sigterm_saved_iteration": lim_saved[0] if lim_saved else None,
+    "time_limit_tracker": lim_tracker,
+    "time_limit_requeued_resumed_iteration": lim_resumed[0] if lim_resumed else None,
 }))
-sys.exit(0 if equal and tracker_ok and resumed and resumed[0] == first else 1)
+sys.exit(0 if ok else 1)
 EOF

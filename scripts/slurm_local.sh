@@ -133,7 +133,7 @@ start() {
 stop() {
   require_root
   if alive slurmctld; then scancel --full --quiet --user=root 2>/dev/null || true; fi
-  local pidfile
+  local pidfile pid
   for pidfile in "$state/slurmd.pid" "$state/slurmctld.pid"; do
     [[ -s $pidfile ]] && kill "$(cat "$pidfile")" 2>/dev/null || true
   done
@@ -141,6 +141,9 @@ stop() {
     alive slurmd || alive slurmctld || break
     sleep 0.2
   done
+  # A step daemon may outlive slurmd (a job cancelled by stop): end it too.
+  for _ in $(seq 25); do alive slurmstepd || break; sleep 0.2; done
+  for pid in $(pgrep -x slurmstepd); do kill -9 "$pid" 2>/dev/null || true; done
   if [[ -s /run/munge/munged.pid ]]; then kill "$(cat /run/munge/munged.pid)" 2>/dev/null || true; fi
   rm -rf "$state" "$conf"
   say "stopped"
