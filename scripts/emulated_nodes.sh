@@ -38,12 +38,13 @@ set_id() {
 node() { echo "mt${id}n$1"; }  # namespace and hostname of node $1
 veth() { echo "mt${id}v$1"; }  # its link's end on the bridge
 
-# MT_NODES_ID=auto (`run` only): the first free id of 1..250, claimed
+# MT_NODES_ID=auto (`run` only): the first free id of 100..250 (0..99 are
+# for fixed use, e.g. one per test), claimed
 # atomically (mkdir) and written to $MT_NODES_ID_FILE if set; a claim whose
 # owner died is cleaned up and reused.
 claim_free_id() {
   local k
-  for ((k = 1; k <= 250; k++)); do
+  for ((k = 100; k <= 250; k++)); do
     set_id "$k"
     if [[ -f $state/owner ]] && ! kill -0 "$(cat "$state/owner")" 2>/dev/null; then down; fi
     if mkdir "$state" 2>/dev/null; then
@@ -52,7 +53,7 @@ claim_free_id() {
       return 0
     fi
   done
-  die "no free emulated-node id in 1..250 (/run/megatron-emulated-nodes-*); fix: scripts/emulated_nodes.sh down with MT_NODES_ID=K"
+  die "no free emulated-node id in 100..250 (/run/megatron-emulated-nodes-*); fix: scripts/emulated_nodes.sh down with MT_NODES_ID=K"
 }
 
 die() { echo "emulated_nodes: error: $*" >&2; exit 1; }

@@ -3,8 +3,8 @@
 // TP inside or across nodes equal one rank; --log-parallel-layout says which
 // groups cross nodes; a downed inter-node link ends the job through the
 // watchdog. Skipped, saying why, where network namespaces cannot be made.
-#include "background_run.h"
-#include "cli_test_util.h"
+#include "cli/background_run.h"
+#include "cli/cli_test_util.h"
 
 namespace mt::test {
 namespace {
@@ -24,15 +24,17 @@ bool namespaces_allowed(std::string* why) {
       GTEST_SKIP() << "network namespaces are not available here (needs root): " << why; \
   } while (0)
 
-// `megatron` on nodes x slots ranks of a fresh set of emulated nodes (its id
-// chosen free, written to id_file if given); extra: more mpirun flags.
-std::string across_nodes(int nodes, int slots, const std::string& extra = "",
-                         const std::string& id_file = "") {
-  return "MT_NODES_ID=auto " + (id_file.empty() ? "" : "MT_NODES_ID_FILE=" + id_file + " ") +
-         "timeout 300 bash " + kScript + " run " + std::to_string(nodes) + " " +
-         std::to_string(slots) + " -- --bind-to none -n " + std::to_string(nodes * slots) +
-         " -x OMP_NUM_THREADS=1 " + extra + " " + MT_BINARY;
+// `megatron` on nodes x slots ranks of a fresh set of emulated nodes with
+// the id `id` (each test its own: tests that run at the same time never
+// share namespaces, and one test's runs follow each other); extra: more
+// mpirun flags.
+std::string across_nodes(int id, int nodes, int slots, const std::string& extra = "") {
+  return "MT_NODES_ID=" + std::to_string(id) + " timeout 300 bash " + kScript + " run " +
+         std::to_string(nodes) + " " + std::to_string(slots) + " -- --bind-to none -n " +
+         std::to_string(nodes * slots) + " -x OMP_NUM_THREADS=1 " + extra + " " + MT_BINARY;
 }
+constexpr int kLayoutsId = 41, kLinkId = 42;
+int fault_id(int fault) { return 43 + fault; }
 
 std::string group_line(const std::string& out, const std::string& kind) {
   const size_t at = out.find("\n" + kind + ": ");
@@ -71,7 +73,7 @@ TEST(EmulatedNodes, LayoutsInsideAndAcrossNodesEqualOneRank) {
   };
   for (const Case& c : cases) {
     const std::string log = dir.file(c.name + ".json");
-    const RunResult r = run(across_nodes(2, 2, c.mpirun_extra) + train + log + c.flags);
+    const RunResult r = run(across_nodes(kLayoutsId, 2, 2, c.mpirun_extra) + train + log + c.flags);
     ASSERT_EQ(r.exit_code, 0) << c.name << "\n" << r.output;
     EXPECT_NE(r.output.find("nodes: mt"), std::string::npos) << r.output;
     for (const auto& [kind, want] : {std::pair{"tp", c.tp}, {"dp", c.dp}, {"pp", c.pp}}) {
@@ -94,16 +96,14 @@ TEST(EmulatedNodes, DownedLinkEndsTheJobThroughTheTimeout) {
   TempDir dir;
   const std::string data = prepare_data(dir, synthetic_corpus(100));
   const double timeout_s = 6;
-  BackgroundRun job(across_nodes(2, 1, "", dir.file("nodes_id")) + " train" + data +
+  BackgroundRun job(across_nodes(kLinkId, 2, 1) + " train" + data +
                         tiny_model_flags() +
                         " --train-iters 100000 --eval-interval 0 --distributed-timeout-minutes 0.1"
                         " --log-json " + dir.file("log.json"),
                     dir.file(""));
   ASSERT_TRUE(wait_for_iteration(dir.file("log.json"), 3, 120)) << job.output();
-  const std::string id = read_text(dir.file("nodes_id"));
-  ASSERT_FALSE(id.empty());
   const RunResult cut =
-      run("MT_NODES_ID=" + id.substr(0, id.find('\n')) + " bash " + kScript + " link-down 2");
+      run("MT_NODES_ID=" + std::to_string(kLinkId) + " bash " + kScript + " link-down 2");
   ASSERT_EQ(cut.exit_code, 0) << cut.output;
   const auto t0 = std::chrono::steady_clock::now();
   ASSERT_TRUE(job.wait(timeout_s + 60)) << "still running after the link went down:\n"
@@ -135,13 +135,13 @@ void expect_fault_ends_job_and_resume_matches(Fault fault) {
                                dir.file("ckpt") + " --distributed-timeout-minutes 0.1";
   // An evaluation after every iteration slows the run down (it does not
   // change the training losses), so that the fault lands mid-run.
-  BackgroundRun job(across_nodes(2, 2, "", dir.file("nodes_id")) + train + parallel +
+  const int id = fault_id(int(fault));
+  BackgroundRun job(across_nodes(id, 2, 2) + train + parallel +
                         " --eval-interval 1 --eval-iters 20 --log-json " + dir.file("a.json"),
                     dir.file(""));
   ASSERT_TRUE(wait_for_iteration(dir.file("a.json"), 6, 120)) << job.output();
   ASSERT_FALSE(wait_for_iteration(dir.file("a.json"), 40, 0)) << "too fast to fault mid-run";
-  const std::string id = read_text(dir.file("nodes_id"));
-  const std::string node2 = "mt" + id.substr(0, id.find('\n')) + "n2";
+  const std::string node2 = "mt" + std::to_string(id) + "n2";
   if (fault == Fault::kKillRankOnOtherNode) {
     const std::vector<pid_t> p = BackgroundRun::pids_matching(dir.file(""), 3);
     ASSERT_EQ(p.size(), 1u);
@@ -168,7 +168,7 @@ void expect_fault_ends_job_and_resume_matches(Fault fault) {
         << out;
   }
   // Resume from the last complete checkpoint; run to iteration 40.
-  const RunResult resumed = run(across_nodes(2, 2) + train + parallel + " --load " +
+  const RunResult resumed = run(across_nodes(id, 2, 2) + train + parallel + " --load " +
                                 dir.file("ckpt") + " --log-json " + dir.file("b.json"));
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   const JsonLogLines ref = read_log_json(dir.file("one.json"));
