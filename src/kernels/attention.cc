@@ -102,9 +102,15 @@ inline void dropout_multipliers(float* mult, int64_t n, uint64_t base, const Rng
 // Resolved sizes shared by forward and backward.
 struct AttentionPlan {
   int64_t b, a, s, d, bh, block;
+  int64_t sk, q_pos0, k_pos0, s_global;  // keys, positions, dropout sequence length
   int64_t a_global;  // heads of the whole model (dropout index); defaults to a
   float scale;       // 1 / sqrt(d)
   MathMode math;     // of the matmuls
+
+  // Keys [0, visible(qi)) of the block are visible to local query qi.
+  int64_t visible(int64_t qi) const {
+    return std::clamp<int64_t>(q_pos0 + qi - k_pos0 + 1, 0, sk);
+  }
 };
 
 AttentionPlan make_plan(const AttentionDims& dims, const AttentionDropout& drop) {
@@ -118,6 +124,15 @@ AttentionPlan make_plan(const AttentionDims& dims, const AttentionDropout& drop)
   pl.a = dims.a;
   pl.s = dims.s;
   pl.d = dims.d;
+  pl.sk = dims.sk > 0 ? dims.sk : dims.s;
+  pl.q_pos0 = dims.q_pos0;
+  pl.k_pos0 = dims.k_pos0;
+  pl.s_global = dims.s_global > 0 ? dims.s_global : dims.s;
+  MT_CHECK(dims.sk >= 0 && pl.q_pos0 >= 0 && pl.k_pos0 >= 0 &&
+               pl.q_pos0 + pl.s <= pl.s_global && pl.k_pos0 + pl.sk <= pl.s_global,
+           "attention: queries [", pl.q_pos0, ", ", pl.q_pos0 + pl.s, ") or keys [", pl.k_pos0,
+           ", ", pl.k_pos0 + pl.sk, ") outside the sequence [0, ", pl.s_global,
+           "); fix: set AttentionDims.s_global to the whole sequence length");
   pl.bh = dims.b * dims.a;
   pl.block = std::min(kAttentionBlockQ, dims.s);
   pl.a_global = drop.a_global > 0 ? drop.a_global : dims.a;
@@ -133,21 +148,27 @@ AttentionPlan make_plan(const AttentionDims& dims, const AttentionDropout& drop)
 inline uint64_t dropout_row_base(const AttentionPlan& pl, const AttentionDropout& drop, int64_t bh,
                                  int64_t qi) {
   const int64_t bi = bh / pl.a, j = bh % pl.a;
-  return uint64_t((((drop.sample0 + bi) * pl.a_global + drop.head0 + j) * pl.s + qi) * pl.s);
+  return uint64_t(
+      (((drop.sample0 + bi) * pl.a_global + drop.head0 + j) * pl.s_global + pl.q_pos0 + qi) *
+          pl.s_global +
+      pl.k_pos0);
 }
 
 // Softmax backward of one score row of query qi with nk visible keys, given
 // D = Σ_j P_j dP̃_j:  p_row: S → dropout(P);  dp_row: dP → dS·scale, where
 // dP̃_j = m_j dP_j is the gradient after the dropout multiplier m_j.
-inline void softmax_backward_row(float* p_row, float* dp_row, int64_t nk, float row_lse,
-                                 float dsum, const AttentionPlan& pl,
+// The results go to p_out and ds_out: p_row and dp_row themselves (fp32, and
+// fp16 whose matmuls round fp32 operands) or the bf16 operands of the matmuls.
+template <class T>
+inline void softmax_backward_row(const float* p_row, const float* dp_row, T* p_out, T* ds_out,
+                                 int64_t nk, float row_lse, float dsum, const AttentionPlan& pl,
                                  const AttentionDropout& drop, uint64_t base, float keep_scale) {
   if (drop.p <= 0.f) {
 #pragma omp simd
     for (int64_t j = 0; j < nk; ++j) {
       const float pr = exp_f32(p_row[j] * pl.scale - row_lse);
-      p_row[j] = pr;
-      dp_row[j] = pl.scale * pr * (dp_row[j] - dsum);
+      store_f32(ds_out, j, pl.scale * pr * (dp_row[j] - dsum));
+      store_f32(p_out, j, pr);
     }
     return;
   }
@@ -158,8 +179,8 @@ inline void softmax_backward_row(float* p_row, float* dp_row, int64_t nk, float 
 #pragma omp simd
     for (int64_t j = 0; j < w; ++j) {
       const float pr = exp_f32(p_row[j0 + j] * pl.scale - row_lse);
-      p_row[j0 + j] = pr * mult[j];
-      dp_row[j0 + j] = pl.scale * pr * (dp_row[j0 + j] * mult[j] - dsum);
+      store_f32(ds_out, j0 + j, pl.scale * pr * (dp_row[j0 + j] * mult[j] - dsum));
+      store_f32(p_out, j0 + j, pr * mult[j]);
     }
   }
 }
@@ -220,7 +241,8 @@ inline void softmax_backward_row_own_d(float* p_row, float* dp_row, T* p_out, T*
 // as its bf16 copy in the workspace (x16, same layout; null otherwise), which
 // the matmul then reads instead of converting the fp32 one.
 
-// scores (bh, bq, kv) = q[:, q0:q0+bq] (bq, d) · k[:, 0:kv] (kv, d)ᵀ; also used
+// scores (bh, bq, kv) = q[:, q0:q0+bq] (bq, d) · k[:, 0:kv] (kv, d)ᵀ (q rows of
+// stride s·d per head, keys sk·d); also used
 // for dP = dctx · vᵀ.                                                    [=]
 void block_times_keys_t(float* scores, const float* q_block, const float* keys,
                         const uint16_t* q_block16, const uint16_t* keys16,
@@ -232,12 +254,13 @@ void block_times_keys_t(float* scores, const float* q_block, const float* keys,
   sh.k = pl.d;
   sh.trans_b = true;
   sh.batch_stride_a = pl.s * pl.d;
-  sh.batch_stride_b = pl.s * pl.d;
+  sh.batch_stride_b = pl.sk * pl.d;
   sh.math = pl.math;
   matmul(scores, q_block, keys, nullptr, sh, keys16, q_block16);
 }
 
 // out[:, q0:q0+bq] (bq, d) = probs (bh, bq, kv) · vals[:, 0:kv] (kv, d)   [=]
+// (out of stride s·d per head, vals sk·d)
 void probs_times_values(float* out_block, const float* probs, const float* vals,
                         const uint16_t* probs16, const uint16_t* vals16, const AttentionPlan& pl,
                         int64_t bq, int64_t kv) {
@@ -246,13 +269,14 @@ void probs_times_values(float* out_block, const float* probs, const float* vals,
   sh.m = bq;
   sh.n = pl.d;
   sh.k = kv;
-  sh.batch_stride_b = pl.s * pl.d;
+  sh.batch_stride_b = pl.sk * pl.d;
   sh.batch_stride_c = pl.s * pl.d;
   sh.math = pl.math;
   matmul(out_block, probs, vals, nullptr, sh, vals16, probs16);
 }
 
 // out[:, 0:kv] (kv, d) (+)= probs (bh, bq, kv)ᵀ · rows[:, q0:q0+bq] (bq, d)
+// (out of stride sk·d per head, rows s·d)
 void probs_t_times_rows(float* out, const float* probs, const float* rows_block,
                         const uint16_t* probs16, const uint16_t* rows_block16,
                         const AttentionPlan& pl, int64_t bq, int64_t kv, bool accumulate) {
@@ -263,15 +287,16 @@ void probs_t_times_rows(float* out, const float* probs, const float* rows_block,
   sh.k = bq;
   sh.trans_a = true;
   sh.batch_stride_b = pl.s * pl.d;
-  sh.batch_stride_c = pl.s * pl.d;
+  sh.batch_stride_c = pl.sk * pl.d;
   sh.accumulate = accumulate;
   sh.math = pl.math;
   matmul(out, probs, rows_block, nullptr, sh, rows_block16, probs16);
 }
 
 // The workspace, in floats from its start; each part begins on 64 bytes.
-//   fp32 (bh, block, s): scores (S, then P), dscores (dP, then dS·scale);
-//   bf16 only: p16, ds16 (bh, block, s) and q16, k16, v16, dctx16 (bh, s, d).
+//   fp32 (bh, block, sk): scores (S, then P), dscores (dP, then dS·scale);
+//   bf16 only: p16, ds16 (bh, block, sk), q16, dctx16 (bh, s, d) and k16, v16
+//   (bh, sk, d).
 // In bf16 the rows of P and dS are rounded by the row passes while in cache,
 // and q, k, v, dctx once per call, instead of by every matmul.
 struct WorkspaceLayout {
@@ -281,20 +306,22 @@ struct WorkspaceLayout {
 
 WorkspaceLayout workspace_layout(const AttentionDims& dims) {
   auto part = [](int64_t floats) { return (floats + 15) / 16 * 16; };
-  const int64_t block = std::min(kAttentionBlockQ, dims.s);
-  const int64_t scores = dims.b * dims.a * block * dims.s, rows = dims.b * dims.a * dims.s * dims.d;
+  const int64_t block = std::min(kAttentionBlockQ, dims.s), sk = dims.sk > 0 ? dims.sk : dims.s;
+  const int64_t scores = dims.b * dims.a * block * sk;
+  const int64_t q_rows = dims.b * dims.a * dims.s * dims.d, k_rows = dims.b * dims.a * sk * dims.d;
   WorkspaceLayout w;
   w.dscores = part(scores);
   w.total = w.dscores + part(scores);
   if (dims.math == MathMode::kBF16) {
-    const int64_t scores16 = part((scores + 1) / 2), rows16 = part((rows + 1) / 2);
+    const int64_t scores16 = part((scores + 1) / 2);
+    const int64_t q16 = part((q_rows + 1) / 2), k16 = part((k_rows + 1) / 2);
     w.p16 = w.total;
     w.ds16 = w.p16 + scores16;
     w.q16 = w.ds16 + scores16;
-    w.k16 = w.q16 + rows16;
-    w.v16 = w.k16 + rows16;
-    w.dctx16 = w.v16 + rows16;
-    w.total = w.dctx16 + rows16;
+    w.k16 = w.q16 + q16;
+    w.v16 = w.k16 + k16;
+    w.dctx16 = w.v16 + k16;
+    w.total = w.dctx16 + q16;
   }
   return w;
 }
@@ -366,34 +393,46 @@ void attention_forward(float* ctx, float* lse, ReadView q_in, ReadView k_in, Rea
   const uint16_t *q16 = nullptr, *k16 = nullptr, *v16 = nullptr;
   if (bf16) {
     p16 = bf16_part(workspace, wl.p16);  // (bh, bq, kv)
-    const int64_t n = pl.bh * pl.s * pl.d;  // (bh, s, d) each
-    q16 = bf16_operand(q_in, bf16_part(workspace, wl.q16), n);
-    k16 = bf16_operand(k_in, bf16_part(workspace, wl.k16), n);
-    v16 = bf16_operand(v_in, bf16_part(workspace, wl.v16), n);
+    q16 = bf16_operand(q_in, bf16_part(workspace, wl.q16), pl.bh * pl.s * pl.d);
+    k16 = bf16_operand(k_in, bf16_part(workspace, wl.k16), pl.bh * pl.sk * pl.d);
+    v16 = bf16_operand(v_in, bf16_part(workspace, wl.v16), pl.bh * pl.sk * pl.d);
   }
   for (int64_t q0 = 0; q0 < pl.s; q0 += pl.block) {
-    const int64_t bq = std::min(pl.block, pl.s - q0), kv = q0 + bq;
+    const int64_t bq = std::min(pl.block, pl.s - q0), kv = pl.visible(q0 + bq - 1);
+    if (kv == 0) {  // the block sees no key: ctx 0, lse -inf
+      for (int64_t h = 0; h < pl.bh; ++h) {
+        std::fill_n(ctx + (h * pl.s + q0) * pl.d, bq * pl.d, 0.f);
+        std::fill_n(lse + h * pl.s + q0, bq, -std::numeric_limits<float>::infinity());
+      }
+      continue;
+    }
     block_times_keys_t(scores, at(q, q0 * pl.d), k, bf16 ? q16 + q0 * pl.d : nullptr, k16, pl, bq,
                        kv);
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < pl.bh * bq; ++r) {
-      const int64_t h = r / bq, qi = q0 + r % bq, nk = qi + 1;  // keys 0..qi visible
+      const int64_t h = r / bq, qi = q0 + r % bq, nk = pl.visible(qi);
       float* row = scores + r * kv;
-      const float shift = row_max(row, nk) * pl.scale;
-      float sum = 0.f;
+      float inv = 0.f;
+      if (nk == 0) {
+        lse[h * pl.s + qi] = -std::numeric_limits<float>::infinity();
+      } else {
+        const float shift = row_max(row, nk) * pl.scale;
+        float sum = 0.f;
 #pragma omp simd reduction(+ : sum)
-      for (int64_t j = 0; j < nk; ++j) {
-        const float e = exp_f32(row[j] * pl.scale - shift);
-        row[j] = e;
-        sum += e;
+        for (int64_t j = 0; j < nk; ++j) {
+          const float e = exp_f32(row[j] * pl.scale - shift);
+          row[j] = e;
+          sum += e;
+        }
+        lse[h * pl.s + qi] = shift + std::log(sum);
+        inv = 1.f / sum;
       }
-      lse[h * pl.s + qi] = shift + std::log(sum);
       // P = e / sum (and dropout) into the row, or (bf16) into the bf16
-      // operand of P·v only; masked (future) keys are 0.
+      // operand of P·v only; masked keys are 0.
       if (p16)
-        normalize_row(p16 + r * kv, row, nk, kv, 1.f / sum, pl, drop, h, qi, keep_scale);
+        normalize_row(p16 + r * kv, row, nk, kv, inv, pl, drop, h, qi, keep_scale);
       else
-        normalize_row(row, row, nk, kv, 1.f / sum, pl, drop, h, qi, keep_scale);
+        normalize_row(row, row, nk, kv, inv, pl, drop, h, qi, keep_scale);
     }
     probs_times_values(ctx + q0 * pl.d, scores, v, p16, v16, pl, bq, kv);
   }
@@ -401,11 +440,12 @@ void attention_forward(float* ctx, float* lse, ReadView q_in, ReadView k_in, Rea
 
 void attention_backward(float* dq, float* dk, float* dv, const float* dctx, ReadView q_in,
                         ReadView k_in, ReadView v_in, ReadView ctx_in, const float* lse,
-                        const AttentionDims& dims, const AttentionDropout& drop, float* workspace) {
+                        const AttentionDims& dims, const AttentionDropout& drop, float* workspace,
+                        const float* row_dsum) {
   MT_CHECK(dq && dk && dv && dctx && lse && workspace &&
-               (dims.math != MathMode::kF32 || ctx_in.f32 != nullptr),
+               (dims.math != MathMode::kF32 || row_dsum || ctx_in.f32 != nullptr),
            "attention_backward: null pointer",
-           "; fix: pass every tensor (ctx in fp32 math) and a workspace of "
+           "; fix: pass every tensor (ctx in fp32 math without row_dsum) and a workspace of "
            "attention_workspace_floats()");
   check_views("attention_backward", dims, {q_in, k_in, v_in});
   const float *q = q_in.f32, *k = k_in.f32, *v = v_in.f32, *ctx = ctx_in.f32;
@@ -421,62 +461,119 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dctx, Read
   if (bf16) {
     p16 = bf16_part(workspace, wl.p16);    // (bh, bq, kv) each
     ds16 = bf16_part(workspace, wl.ds16);
-    const int64_t n = pl.bh * pl.s * pl.d;  // (bh, s, d) each
-    q16 = bf16_operand(q_in, bf16_part(workspace, wl.q16), n);
-    k16 = bf16_operand(k_in, bf16_part(workspace, wl.k16), n);
-    v16 = bf16_operand(v_in, bf16_part(workspace, wl.v16), n);
+    const int64_t nq = pl.bh * pl.s * pl.d, nk = pl.bh * pl.sk * pl.d;
+    q16 = bf16_operand(q_in, bf16_part(workspace, wl.q16), nq);
+    k16 = bf16_operand(k_in, bf16_part(workspace, wl.k16), nk);
+    v16 = bf16_operand(v_in, bf16_part(workspace, wl.v16), nk);
     dctx16 = bf16_part(workspace, wl.dctx16);
-    f32_to_bf16(dctx16, dctx, n);
+    f32_to_bf16(dctx16, dctx, nq);
   }
-  // Last block first: it sees every key, so it writes all of dk, dv with `=`
-  // and the earlier blocks accumulate into their key ranges.
+  // Last block first: it sees the most keys, so it writes dk, dv [0, kv) with
+  // `=` (and zeroes the keys no query sees), the earlier blocks accumulate.
   const int64_t nblocks = (pl.s + pl.block - 1) / pl.block;
+  bool dkv_written = false;
   for (int64_t blk = nblocks - 1; blk >= 0; --blk) {
     const int64_t q0 = blk * pl.block;
-    const int64_t bq = std::min(pl.block, pl.s - q0), kv = q0 + bq;
-    const bool first = blk == nblocks - 1;
+    const int64_t bq = std::min(pl.block, pl.s - q0), kv = pl.visible(q0 + bq - 1);
     const int64_t off = q0 * pl.d;  // of the query block in (bh, s, d)
+    if (!dkv_written) {
+      for (int64_t h = 0; h < pl.bh; ++h) {
+        std::fill_n(dk + (h * pl.sk + kv) * pl.d, (pl.sk - kv) * pl.d, 0.f);
+        std::fill_n(dv + (h * pl.sk + kv) * pl.d, (pl.sk - kv) * pl.d, 0.f);
+      }
+    }
+    if (kv == 0) {  // no visible key: no gradient
+      for (int64_t h = 0; h < pl.bh; ++h) std::fill_n(dq + (h * pl.s + q0) * pl.d, bq * pl.d, 0.f);
+      continue;
+    }
     block_times_keys_t(probs, at(q, off), k, bf16 ? q16 + off : nullptr, k16, pl, bq, kv);  // S
     block_times_keys_t(dprobs, dctx + off, v, bf16 ? dctx16 + off : nullptr, v16, pl, bq,
                        kv);  // dP = dctx · vᵀ
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < pl.bh * bq; ++r) {
-      const int64_t h = r / bq, qi = q0 + r % bq, nk = qi + 1;
+      const int64_t h = r / bq, qi = q0 + r % bq, nk = pl.visible(qi);
       float* p_row = probs + r * kv;
       float* dp_row = dprobs + r * kv;
       const float row_lse = lse[h * pl.s + qi];
       const uint64_t base = dropout ? dropout_row_base(pl, drop, h, qi) : 0;
-      if (pl.math == MathMode::kF32) {
+      // Where P and dS·scale go: the bf16 operands, or the fp32 rows in place.
+      uint16_t* p_out16 = bf16 ? p16 + r * kv : nullptr;
+      uint16_t* ds_out16 = bf16 ? ds16 + r * kv : nullptr;
+      const bool own_d = row_dsum == nullptr && pl.math != MathMode::kF32;
+      if (nk > 0 && !own_d) {
         // D = dctx_i · ctx_i (= Σ_j P_ij dP_ij after dropout): d products, not kv
-        const float* dc = dctx + (h * pl.s + qi) * pl.d;
-        const float* c = ctx + (h * pl.s + qi) * pl.d;
         float dsum = 0.f;
+        if (row_dsum) {
+          dsum = row_dsum[h * pl.s + qi];
+        } else {
+          const float* dc = dctx + (h * pl.s + qi) * pl.d;
+          const float* c = ctx + (h * pl.s + qi) * pl.d;
 #pragma omp simd reduction(+ : dsum)
-        for (int64_t t = 0; t < pl.d; ++t) dsum += dc[t] * c[t];
-        softmax_backward_row(p_row, dp_row, nk, row_lse, dsum, pl, drop, base, keep_scale);
-        std::fill(p_row + nk, p_row + kv, 0.f);
-        std::fill(dp_row + nk, dp_row + kv, 0.f);
-      } else if (bf16) {  // the results go straight into the matmuls' bf16 operands
-        uint16_t* p_out = p16 + r * kv;
-        uint16_t* ds_out = ds16 + r * kv;
-        softmax_backward_row_own_d(p_row, dp_row, p_out, ds_out, nk, row_lse, pl, drop, base,
+          for (int64_t t = 0; t < pl.d; ++t) dsum += dc[t] * c[t];
+        }
+        if (bf16)
+          softmax_backward_row(p_row, dp_row, p_out16, ds_out16, nk, row_lse, dsum, pl, drop, base,
+                               keep_scale);
+        else
+          softmax_backward_row(p_row, dp_row, p_row, dp_row, nk, row_lse, dsum, pl, drop, base,
+                               keep_scale);
+      } else if (nk > 0 && bf16) {  // the results go straight into the matmuls' bf16 operands
+        softmax_backward_row_own_d(p_row, dp_row, p_out16, ds_out16, nk, row_lse, pl, drop, base,
                                    keep_scale);
-        std::fill(p_out + nk, p_out + kv, uint16_t(0));
-        std::fill(ds_out + nk, ds_out + kv, uint16_t(0));
-      } else {  // fp16: in place, rounded by the matmuls
+      } else if (nk > 0) {  // fp16: in place, rounded by the matmuls
         softmax_backward_row_own_d(p_row, dp_row, p_row, dp_row, nk, row_lse, pl, drop, base,
                                    keep_scale);
+      }
+      if (bf16) {
+        std::fill(p_out16 + nk, p_out16 + kv, uint16_t(0));
+        std::fill(ds_out16 + nk, ds_out16 + kv, uint16_t(0));
+      } else {
         std::fill(p_row + nk, p_row + kv, 0.f);
         std::fill(dp_row + nk, dp_row + kv, 0.f);
       }
     }
     // dv[:, 0:kv] (+)= dropout(P)ᵀ · dctx_block; dk[:, 0:kv] (+)= (dS·scale)ᵀ · q_block
     probs_t_times_rows(dv, probs, dctx + off, p16, bf16 ? dctx16 + off : nullptr, pl, bq, kv,
-                       !first);
+                       dkv_written);
     probs_t_times_rows(dk, dprobs, at(q, off), ds16, bf16 ? q16 + off : nullptr, pl, bq, kv,
-                       !first);
+                       dkv_written);
+    dkv_written = true;
     // dq_block = (dS·scale) · k[:, 0:kv]
     probs_times_values(dq + off, dprobs, k, ds16, k16, pl, bq, kv);
+  }
+}
+
+void attention_merge(float* ctx, float* lse, const float* ctx_block, const float* lse_block,
+                     int64_t rows, int64_t d) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float l0 = lse[r], l1 = lse_block[r];
+    if (l1 == -std::numeric_limits<float>::infinity()) continue;  // the block adds nothing
+    float* c = ctx + r * d;
+    const float* cb = ctx_block + r * d;
+    if (l0 == -std::numeric_limits<float>::infinity()) {
+      std::copy_n(cb, d, c);
+      lse[r] = l1;
+      continue;
+    }
+    const float mx = std::max(l0, l1);
+    const float e0 = std::exp(l0 - mx), e1 = std::exp(l1 - mx);
+    const float l = mx + std::log(e0 + e1);
+    const float w0 = std::exp(l0 - l), w1 = std::exp(l1 - l);
+#pragma omp simd
+    for (int64_t t = 0; t < d; ++t) c[t] = c[t] * w0 + cb[t] * w1;
+    lse[r] = l;
+  }
+}
+
+void attention_row_dsum(float* dsum, const float* dctx, const float* ctx, int64_t rows,
+                        int64_t d) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    float acc = 0.f;
+#pragma omp simd reduction(+ : acc)
+    for (int64_t t = 0; t < d; ++t) acc += dctx[r * d + t] * ctx[r * d + t];
+    dsum[r] = acc;
   }
 }
 

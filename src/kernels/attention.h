@@ -1,5 +1,12 @@
 // Causal multi-head self-attention core: softmax(q kᵀ / sqrt(d) + causal mask),
-// dropout on the probabilities, times v. Blocked over query rows: for each
+// dropout on the probabilities, times v. One call is one block of a longer
+// sequence in general: s queries at global positions [q_pos0, q_pos0 + s) over
+// sk keys at [k_pos0, k_pos0 + sk), key visible when its position <= the
+// query's (the whole causal self-attention is q_pos0 = k_pos0 = 0, sk = s).
+// The blocks of one query row (context parallelism's ring) merge with
+// attention_merge by their log-sum-exp; backward then takes the merged lse and
+// D = rowsum(dctx * ctx) of the merged result. A row that sees no key of the
+// block gets ctx 0 and lse -inf. Blocked over query rows: for each
 // block of kBlockQ queries, all (b, a) heads at once as one batched oneDNN
 // matmul over the causal key range; only (b·a, kBlockQ, s) scores live at a
 // time, never (b·a, s, s). Forward saves the row log-sum-exp; backward
@@ -20,8 +27,9 @@ namespace mt {
 
 inline constexpr int64_t kAttentionBlockQ = 128;
 
-// Dropout on probabilities: element (bi, j, qi, ki) has the global index
-// (((sample0 + bi) * a_global + head0 + j) * s + qi) * s + ki.
+// Dropout on probabilities: element (bi, j, qi, ki) at global positions
+// (Q, K) = (q_pos0 + qi, k_pos0 + ki) has the global index
+// (((sample0 + bi) * a_global + head0 + j) * S + Q) * S + K, S = s_global.
 struct AttentionDropout {
   RngStream rng;
   float p = 0.f;
@@ -29,8 +37,11 @@ struct AttentionDropout {
 };
 
 struct AttentionDims {
-  int64_t b = 0, a = 0, s = 0, d = 0;  // micro-batch, local heads, sequence, head dim
+  int64_t b = 0, a = 0, s = 0, d = 0;  // micro-batch, local heads, queries, head dim
   MathMode math = MathMode::kF32;      // of the matmuls
+  int64_t sk = 0;                      // keys (0: s)
+  int64_t q_pos0 = 0, k_pos0 = 0;      // global positions of the first query and key
+  int64_t s_global = 0;                // whole sequence, of the dropout index (0: s)
 };
 
 // Floats of scratch space forward and backward need (caller plans it once);
@@ -38,15 +49,30 @@ struct AttentionDims {
 // in the matmul kernel's own scratch).
 int64_t attention_workspace_floats(const AttentionDims& dims);
 
-// q, k, v, ctx: (b, a, s, d) contiguous; lse: (b, a, s).   [ctx, lse: =]
+// q, ctx: (b, a, s, d), k, v: (b, a, sk, d) contiguous; lse: (b, a, s).   [ctx, lse: =]
 // q, k, v: fp32, or in bf16 math bf16 storage, read as they are (no copy).
 void attention_forward(float* ctx, float* lse, ReadView q, ReadView k, ReadView v,
                        const AttentionDims& dims, const AttentionDropout& drop, float* workspace);
-// dq, dk, dv: (b, a, s, d)   [=]. ctx is read in fp32 math only (may be null
-// otherwise).
+// dq: (b, a, s, d), dk, dv: (b, a, sk, d)   [=]. lse: (b, a, s) of the whole
+// row (merged over blocks). row_dsum: (b, a, s) D = rowsum(dctx * ctx) of the
+// merged ctx, or null: then computed from ctx in fp32 math, and in bf16/fp16
+// from the row's own dP (ctx may then be null; row_dsum is required when the
+// row's keys span several calls).
 void attention_backward(float* dq, float* dk, float* dv, const float* dctx, ReadView q,
                         ReadView k, ReadView v, ReadView ctx, const float* lse,
                         const AttentionDims& dims, const AttentionDropout& drop,
-                        float* workspace);
+                        float* workspace, const float* row_dsum = nullptr);
+
+// Merges one block's result into the running one by the online-softmax rule
+// (rows: b·a·s query rows, ctx rows of d):                [ctx, lse: updated]
+//   lse' = log(e^lse + e^lse_block),
+//   ctx' = ctx · e^(lse - lse') + ctx_block · e^(lse_block - lse').
+// A row's -inf (no visible key yet) takes the other side as it is.
+void attention_merge(float* ctx, float* lse, const float* ctx_block, const float* lse_block,
+                     int64_t rows, int64_t d);
+
+// D = rowsum(dctx * ctx) per query row (rows of d).        [dsum: =]
+void attention_row_dsum(float* dsum, const float* dctx, const float* ctx, int64_t rows,
+                        int64_t d);
 
 }  // namespace mt
