@@ -14,5 +14,6 @@ Command add_generate_command(CLI::App& app);
 Command add_preprocess_command(CLI::App& app);
 Command add_convert_command(CLI::App& app);
 Command add_score_command(CLI::App& app);
+Command add_plan_command(CLI::App& app);
 
 }  // namespace mt

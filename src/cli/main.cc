@@ -1,4 +1,4 @@
-// megatron: train | generate | preprocess | convert. Every error becomes one line on
+// megatron: train | generate | score | preprocess | convert | plan. Every error becomes one line on
 // stderr and a non-zero exit; in a multi-rank job the whole job is aborted so
 // that no rank waits for one that died.
 #include <algorithm>
@@ -29,6 +29,9 @@ int main(int argc, char** argv) {
   CLI::App* conv = app.add_subcommand(
       "convert", "convert Hugging Face gpt2/llama folders <-> megatron.cpp checkpoints");
   commands[conv] = mt::add_convert_command(*conv);
+  CLI::App* plan = app.add_subcommand(
+      "plan", "memory and step time of every TP/PP/DP layout of a model on a cluster (no ranks)");
+  commands[plan] = mt::add_plan_command(*plan);
   try {
     std::vector<std::string> args = mt::expand_config_args(argc, argv);
     std::reverse(args.begin(), args.end());  // CLI11 takes a vector last-first

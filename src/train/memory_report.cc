@@ -264,15 +264,56 @@ MemoryPlan memory_plan(const ParamRegistry& reg, int64_t micro_batch, const Tens
                        int64_t in_flight, const std::string& recompute_method,
                        int64_t recompute_num_layers, MathMode math, int64_t dp,
                        bool distributed_optimizer) {
-  std::vector<GptShapes> shapes;
-  for (int c = 0; c < int(reg.stage().chunk_ranges().size()); ++c) {
-    shapes.push_back(make_shapes(reg, micro_batch, tp, c));  // as ModelRuntime makes them
-    shapes.back().cm.math = math;
-    set_full_recompute(shapes.back(), recompute_method, recompute_num_layers);
+  MT_CHECK(tp.size() == reg.stage().tp_size, "TP group of size ", tp.size(),
+           " for a parameter list built for TP ", reg.stage().tp_size, " (internal error)");
+  return memory_plan(reg, micro_batch, tp.size(), tp.sequence_parallel, in_flight,
+                     recompute_method, recompute_num_layers, math, dp, distributed_optimizer);
+}
+
+// The local sizes make_shapes (model/gpt.cc) gives each chunk, from the
+// configuration and the stage alone; tests compare the result with the plan of
+// a live ModelRuntime (memory_plan(rt, ...)).
+MemoryPlan memory_plan(const ParamRegistry& reg, int64_t micro_batch, int64_t tp_size,
+                       bool sequence_parallel, int64_t in_flight,
+                       const std::string& recompute_method, int64_t recompute_num_layers,
+                       MathMode math, int64_t dp, bool distributed_optimizer) {
+  const ModelConfig& c = reg.config();
+  const StageLayout& st = reg.stage();
+  MT_CHECK(tp_size == st.tp_size, "memory plan: TP ", tp_size,
+           " for a parameter list built for TP ", st.tp_size, " (internal error)");
+  MemoryPlan p;
+  p.params_local = reg.total_floats();
+  p.dp = dp;
+  p.distributed_optimizer = distributed_optimizer;
+  p.math = math_mode_name(math);
+  p.s = c.seq_length;
+  p.b = micro_batch;
+  p.h = c.hidden_size;
+  p.a_local = divide(c.num_attention_heads, tp_size, "--num-attention-heads by TP");
+  p.g_local = divide(c.query_groups(), tp_size, "--num-query-groups by TP");
+  p.f_local = divide(c.ffn_hidden_size, tp_size, "--ffn-hidden-size by TP");
+  p.swiglu = c.swiglu;
+  p.rms_norm = c.rms_norm();
+  p.v_local = divide(c.padded_vocab_size, tp_size, "padded vocabulary by TP");
+  p.tp = tp_size;
+  p.sequence_parallel = sequence_parallel && tp_size > 1;
+  const auto ranges = st.chunk_ranges();
+  p.chunks = int64_t(ranges.size());
+  p.in_flight = in_flight;
+  p.has_embedding = st.has_embedding;
+  p.has_output = st.has_output;
+  int64_t kept = 0, group_size = 0;
+  for (const auto& [begin, end] : ranges) {
+    GptShapes sh;  // only the layer count: set_full_recompute's input
+    sh.num_layers = end - begin;
+    set_full_recompute(sh, recompute_method, recompute_num_layers);
+    p.layers += sh.num_layers;
+    for (int64_t g : sh.recompute_group) kept += g < 0;
+    if (group_size == 0) group_size = sh.recompute_group_size;
   }
-  std::vector<const GptShapes*> chunks;
-  for (const GptShapes& s : shapes) chunks.push_back(&s);
-  return plan_of_chunks(reg, chunks, in_flight, dp, distributed_optimizer);
+  p.recompute_layers_kept = kept == p.layers ? -1 : kept;
+  p.recompute_group_size = kept == p.layers ? 0 : group_size;
+  return p;
 }
 
 MemoryClasses measure_memory(const ModelRuntime& rt, const HostBuffer& optimizer_state) {

@@ -78,6 +78,13 @@ MemoryPlan memory_plan(const ParamRegistry& reg, int64_t micro_batch, const Tens
                        int64_t in_flight, const std::string& recompute_method,
                        int64_t recompute_num_layers, MathMode math, int64_t dp,
                        bool distributed_optimizer);
+// The same plan from the layout alone, without a communicator (`megatron
+// plan`): a TP group of `tp_size` ranks (the registry's stage), sequence
+// parallelism when `sequence_parallel` and tp_size > 1. The one above calls it.
+MemoryPlan memory_plan(const ParamRegistry& reg, int64_t micro_batch, int64_t tp_size,
+                       bool sequence_parallel, int64_t in_flight,
+                       const std::string& recompute_method, int64_t recompute_num_layers,
+                       MathMode math, int64_t dp, bool distributed_optimizer);
 // What the rank holds: the resident bytes each class's buffers added when
 // they were first touched (HostBuffer::resident_bytes).
 MemoryClasses measure_memory(const ModelRuntime& rt, const HostBuffer& optimizer_state);

@@ -1,0 +1,20 @@
+#include "cli/model_flags.h"
+
+#include <type_traits>
+
+namespace mt {
+
+std::vector<std::pair<std::string, CLI::Option*>> add_model_flags(CLI::Option_group& group,
+                                                                  ModelConfig& m) {
+  std::vector<std::pair<std::string, CLI::Option*>> options;
+  for_each_model_field(m, [&](const char* key, const char* flag, const char* help, auto& field) {
+    if (*flag == '\0') return;  // set from the tokenizer or derived
+    if constexpr (std::is_same_v<std::decay_t<decltype(field)>, bool>)
+      options.push_back({key, group.add_flag(flag, field, help)});
+    else
+      options.push_back({key, group.add_option(flag, field, help)});
+  });
+  return options;
+}
+
+}  // namespace mt

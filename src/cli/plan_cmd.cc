@@ -1,0 +1,146 @@
+// `megatron plan`: memory and step time of every layout of a model on a
+// cluster, before a rank is launched; `--calibrate` measures this machine.
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/model_flags.h"
+#include "cli/strict_numbers.h"
+#include "core/error.h"
+#include "dist/mpi_env.h"
+#include "dist/parallel_state.h"
+#include "train/plan_calibrate.h"
+#include "train/plan_report.h"
+
+namespace mt {
+
+namespace {
+
+struct PlanArgs {
+  ModelConfig model;
+  int64_t global_batch_size = 0;
+  int64_t num_nodes = 1, devices_per_node = 1;
+  std::string device;
+  int64_t tp = 0, pp = 0, layers_per_virtual_stage = 0, micro_batch_size = 0;
+  bool sequence_parallel = false, distributed_optimizer = false, bf16 = false, fp32 = false;
+  std::string recompute_granularity;
+  int64_t top = 10;
+  bool json = false;
+  bool calibrate = false;
+  std::string output;
+};
+
+int run_calibrate(const PlanArgs& a) {
+  MpiEnv mpi;
+  ParallelState ps(ParallelConfig{});
+  const std::string path = a.output.empty() ? devices_dir() + "/cpu-here.json" : a.output;
+  const DeviceProfile d = calibrate_device(ps.world_comm, "cpu-here");
+  if (ps.world_rank == 0) {
+    std::ofstream out(path);
+    MT_CHECK(out.good(), "--calibrate: cannot write ", path, "; fix: pass --output FILE.json");
+    out << device_profile_to_json(d).dump(2) << "\n";
+    MT_CHECK(out.good(), "--calibrate: writing ", path, " failed (disk full?)");
+    std::printf("%s\nsaved %s\n", device_profile_to_json(d).dump(2).c_str(), path.c_str());
+  }
+  return 0;
+}
+
+int run_plan(const PlanArgs& a) {
+  MT_CHECK(!a.device.empty(), "--device is required (a100-80gb, h100-80gb, cpu-here or FILE.json)");
+  MT_CHECK(a.global_batch_size > 0, "--global-batch-size ", a.global_batch_size,
+           " must be > 0 (it is required: plan sizes the micro-batches from it)");
+  MT_CHECK(a.num_nodes > 0 && a.devices_per_node > 0, "--num-nodes ", a.num_nodes,
+           " and --devices-per-node ", a.devices_per_node, " must be > 0");
+  MT_CHECK(a.model.vocab_size > 0, "--vocab-size ", a.model.vocab_size,
+           " must be > 0 (the true vocabulary; plan pads it by Megatron's rule)");
+  MT_CHECK(!(a.bf16 && a.fp32), "--bf16 and --fp32 are both set; choose one, or neither to "
+           "compare both");
+  MT_CHECK(a.top >= 0, "--top ", a.top, " must be >= 0 (0: all)");
+  PlanCluster c;
+  c.nodes = a.num_nodes;
+  c.devices_per_node = a.devices_per_node;
+  c.device = load_device_profile(a.device);
+  PlanProblem pb;
+  pb.model = a.model;
+  pb.model.check_flag_ranges();
+  pb.global_batch_size = a.global_batch_size;
+  pb.world = c.world();
+  PlanPins pins;
+  if (a.tp > 0) pins.tp = a.tp;
+  if (a.pp > 0) pins.pp = a.pp;
+  if (a.layers_per_virtual_stage > 0) pins.layers_per_virtual_stage = a.layers_per_virtual_stage;
+  if (a.micro_batch_size > 0) pins.micro_batch_size = a.micro_batch_size;
+  if (a.sequence_parallel) pins.sequence_parallel = true;
+  if (a.distributed_optimizer) pins.distributed_optimizer = true;
+  if (a.bf16) pins.bf16 = true;
+  if (a.fp32) pins.bf16 = false;
+  if (!a.recompute_granularity.empty()) pins.recompute = a.recompute_granularity;
+  std::vector<std::string> rejected;
+  const std::vector<PlanLayout> layouts = enumerate_layouts(pb, pins, &rejected);
+  if (layouts.empty()) {
+    std::string why;
+    for (size_t i = 0; i < rejected.size() && i < 5; ++i) why += "\n  " + rejected[i];
+    MT_FAIL("no layout of ", pb.world, " ranks can run this model with these flags (",
+            rejected.size(), " rejected):", why,
+            "\nfix: change the pinned sizes, --global-batch-size or the cluster");
+  }
+  const std::vector<PlanResult> results = evaluate_layouts(pb, layouts, c);
+  if (a.json) {
+    const size_t n = a.top > 0 ? std::min(results.size(), size_t(a.top)) : results.size();
+    for (size_t i = 0; i < n; ++i) std::printf("%s\n", plan_result_json(results[i]).dump().c_str());
+  } else {
+    std::printf("%s", format_plan(pb, c, results, a.top).c_str());
+  }
+  MT_CHECK(results[0].fits, "no layout fits in ", c.device.memory_bytes / 1e9,
+           " GB per device; the smallest: ", misfit_reason(results[0], c),
+           "; fix: more devices, a smaller micro-batch or model, --recompute-granularity full, "
+           "--use-distributed-optimizer");
+  return 0;
+}
+
+}  // namespace
+
+Command add_plan_command(CLI::App& app) {
+  auto a = std::make_shared<PlanArgs>();
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_option("--config", "read flags from a TOML file of `flag-name = value` lines");
+  app.footer(
+      "Every layout the flags leave free (TP, PP, virtual stages, DP, micro-batch, SP, recompute,\n"
+      "  distributed optimizer, bf16/fp32), with memory per rank from train's --log-memory model\n"
+      "  and step time from the device profile; see docs/plan.md.");
+  CLI::Option_group* model = app.add_option_group("model");
+  add_model_flags(*model, a->model);
+  model->add_option("--vocab-size", a->model.vocab_size,
+                    "the true vocabulary (padded by --make-vocab-size-divisible-by x TP)");
+  CLI::Option_group* cl = app.add_option_group("cluster");
+  cl->add_option("--global-batch-size", a->global_batch_size, "sequences per iteration");
+  cl->add_option("--num-nodes", a->num_nodes, "nodes (default 1)");
+  cl->add_option("--devices-per-node", a->devices_per_node, "ranks per node (default 1)");
+  cl->add_option("--device", a->device,
+                 "a100-80gb | h100-80gb | cpu-here | FILE.json (configs/devices/)");
+  CLI::Option_group* pin = app.add_option_group("pins (left out: every value is tried)");
+  pin->add_option("--tensor-model-parallel-size", a->tp, "TP size");
+  pin->add_option("--pipeline-model-parallel-size", a->pp, "PP size");
+  pin->add_option("--num-layers-per-virtual-pipeline-stage", a->layers_per_virtual_stage,
+                  "layers per model chunk (interleaved 1F1B)");
+  pin->add_option("--micro-batch-size", a->micro_batch_size, "sequences per micro-batch");
+  pin->add_flag("--sequence-parallel", a->sequence_parallel, "sequence parallelism on");
+  pin->add_option("--recompute-granularity", a->recompute_granularity,
+                  "selective (what this build always does) | full (uniform, 1 layer per group)");
+  pin->add_flag("--use-distributed-optimizer", a->distributed_optimizer, "ZeRO-1 on");
+  pin->add_flag("--bf16", a->bf16, "bf16 only");
+  pin->add_flag("--fp32", a->fp32, "fp32 only");
+  CLI::Option_group* out = app.add_option_group("output");
+  out->add_option("--top", a->top, "layouts to print (default 10; 0: all)");
+  out->add_flag("--json", a->json,
+                "one JSON object per line, best first (fields: see docs/plan.md)");
+  out->add_flag("--calibrate", a->calibrate,
+                "measure this machine (GEMMs, memory bandwidth; links between ranks under "
+                "mpirun -n 2) and save configs/devices/cpu-here.json");
+  out->add_option("--output", a->output, "--calibrate: write the profile here instead");
+  make_integer_options_strict(app);
+  return [a]() { return a->calibrate ? run_calibrate(*a) : run_plan(*a); };
+}
+
+}  // namespace mt

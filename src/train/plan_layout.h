@@ -1,0 +1,83 @@
+// `megatron plan`'s layouts: every way to run a model on a cluster that the
+// given flags leave free (TP, PP, virtual stages, DP, micro-batch size, SP,
+// recompute, distributed optimizer, precision), each checked with train's
+// own validation (TrainArgs::validate: the same "cannot divide" messages), and
+// its memory per rank predicted by train's one memory model for the first and
+// the last pipeline stage.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "model/params.h"
+#include "train/args.h"
+#include "train/memory_report.h"
+
+namespace mt {
+
+struct PlanLayout {
+  int64_t tp = 1, pp = 1, vp = 1, dp = 1, cp = 1;
+  int64_t micro_batch_size = 1;
+  bool sequence_parallel = false;
+  std::string recompute = "selective";  // "selective" (always so here) | "full" (uniform, 1 layer)
+  bool distributed_optimizer = false;
+  bool bf16 = true;
+  int64_t world() const { return tp * pp * dp * cp; }
+  // "TP2 PP4 VP2 DP8 mbs1 SP full ZeRO bf16"
+  std::string name() const;
+};
+
+// What the flags pin; an empty optional is free.
+struct PlanPins {
+  std::optional<int64_t> tp, pp, layers_per_virtual_stage, micro_batch_size;
+  std::optional<bool> sequence_parallel, distributed_optimizer, bf16;
+  std::optional<std::string> recompute;  // "selective" | "full"
+};
+
+// The model and batch being planned: `model` as the flags give it
+// (vocab_size the true vocabulary, padded per TP by Megatron's rule).
+struct PlanProblem {
+  ModelConfig model;
+  int64_t global_batch_size = 0;
+  int64_t world = 1;  // nodes x devices per node
+};
+
+// TrainArgs of `megatron train` for this layout (what its --log-memory and
+// its checks see); data path and iterations are placeholders.
+TrainArgs train_args_of(const PlanProblem& pb, const PlanLayout& l);
+
+// Throws mt::Error with train's message when the layout cannot run
+// (world size, heads, ffn, query groups, layers, virtual stages, batch...).
+void check_layout(const PlanProblem& pb, const PlanLayout& l);
+
+// Every layout the pins leave free that passes check_layout; `rejected`
+// (optional) collects each distinct reason a candidate failed, with the
+// first layout it rejected.
+std::vector<PlanLayout> enumerate_layouts(const PlanProblem& pb, const PlanPins& pins,
+                                          std::vector<std::string>* rejected = nullptr);
+
+// Memory per rank of the first and the last pipeline stage (the same when PP = 1).
+struct PlanMemory {
+  MemoryClasses first, last;
+  const MemoryClasses& most_loaded() const {
+    return first.total() >= last.total() ? first : last;
+  }
+};
+
+// The MemoryPlan of pipeline stage `pp_rank` of the layout, TP rank 0, as
+// train builds it before allocating (trainer.cc: the same in-flight records).
+MemoryPlan layout_memory_plan(const PlanProblem& pb, const PlanLayout& l, int64_t pp_rank);
+// The same with the stage's registry given (stage_registry; callers cache it).
+MemoryPlan layout_memory_plan(const PlanProblem& pb, const PlanLayout& l, int64_t pp_rank,
+                              const ParamRegistry& reg);
+// The parameter list of pipeline stage `pp_rank`, TP rank 0 (it depends on
+// TP, PP and the virtual stages only).
+ParamRegistry stage_registry(const PlanProblem& pb, const PlanLayout& l, int64_t pp_rank);
+PlanMemory layout_memory(const PlanProblem& pb, const PlanLayout& l);
+
+// Parameters the rank of pipeline stage `pp_rank` holds (TP rank 0).
+int64_t layout_params_local(const PlanProblem& pb, const PlanLayout& l, int64_t pp_rank);
+
+}  // namespace mt

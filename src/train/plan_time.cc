@@ -1,0 +1,132 @@
+#include "train/plan_time.h"
+
+#include <algorithm>
+#include <set>
+
+#include "dist/parallel_state.h"
+
+namespace mt {
+
+double all_reduce_seconds(double bytes, int64_t p, const LinkProfile& link) {
+  if (p <= 1) return 0;
+  const double q = double(p);
+  return 2 * (q - 1) / q * bytes / link.bandwidth_bytes_per_s + 2 * (q - 1) * link.latency_s;
+}
+
+double reduce_scatter_seconds(double bytes, int64_t p, const LinkProfile& link) {
+  if (p <= 1) return 0;
+  const double q = double(p);
+  return (q - 1) / q * bytes / link.bandwidth_bytes_per_s + (q - 1) * link.latency_s;
+}
+
+double p2p_seconds(double bytes, const LinkProfile& link) {
+  return link.latency_s + bytes / link.bandwidth_bytes_per_s;
+}
+
+namespace {
+
+// Most nodes one group of `kind` spans (ranks tp-dp-pp, devices_per_node a node).
+int max_nodes_spanned(GroupKind kind, const PlanLayout& l, const PlanCluster& c) {
+  int most = 1;
+  for (const std::vector<int>& g : group_ranks(kind, int(c.world()), int(l.tp), int(l.pp))) {
+    std::set<int64_t> nodes;
+    for (int r : g) nodes.insert(r / c.devices_per_node);
+    most = std::max(most, int(nodes.size()));
+  }
+  return most;
+}
+
+}  // namespace
+
+std::string NodeCrossing::describe() const {
+  auto one = [](const char* name, int n) {
+    return std::string(name) + (n > 1 ? " across " + std::to_string(n) + " nodes" : " inside nodes");
+  };
+  return one("TP", tp) + ", " + one("DP", dp) + ", " + one("PP", pp);
+}
+
+NodeCrossing node_crossing_of(const PlanLayout& l, const PlanCluster& c) {
+  NodeCrossing x;
+  x.tp = max_nodes_spanned(GroupKind::kTp, l, c);
+  x.dp = max_nodes_spanned(GroupKind::kDp, l, c);
+  x.pp = max_nodes_spanned(GroupKind::kPp, l, c);
+  return x;
+}
+
+StepTime predict_step_time(const ModelConfig& mc, const PlanProblem& pb, const PlanLayout& l,
+                           const PlanCluster& c, const NodeCrossing& x, int64_t params_first,
+                           int64_t params_last) {
+  const DeviceProfile& dev = c.device;
+  const double peak = dev.peak_flops(l.bf16);
+  auto gemm = [&](double flops) { return flops / (peak * dev.efficiency(flops)); };
+  const double t = double(l.tp), s = double(mc.seq_length), b = double(l.micro_batch_size);
+  const double n = s * b, h = double(mc.hidden_size);
+  const double nl = l.sequence_parallel ? n / t : n;  // residual-stream rows on a rank
+  const double a = double(mc.num_attention_heads), d = double(mc.head_dim());
+  const double f = double(mc.ffn_hidden_size), v = double(mc.padded_vocab_size);
+
+  // One layer, one micro-batch, forward: GEMMs at their own efficiency. The
+  // causal attention products count half (Megatron's formula does too).
+  const double attn = 2 * b * (a / t) * s * s * d / 2;
+  const double linear = gemm(2 * n * h * double(mc.qkv_rows()) / t) + gemm(2 * n * h * h / t) +
+                        gemm(2 * n * h * double(mc.fc1_rows(mc.ffn_hidden_size)) / t) +
+                        gemm(2 * n * f * h / t);
+  const double core = 2 * gemm(attn);
+  // Element-wise passes (norms, bias, dropout, residual adds, GELU/SwiGLU)
+  // read and write each value about this many times per forward.
+  const double e = l.bf16 ? 2.0 : 4.0;
+  const double elementwise = e * (12 * nl * h + 4 * n * f / t) / dev.memory_bandwidth_bytes_per_s;
+  const double layer_fwd = linear + core + elementwise;
+  // Backward: two GEMMs per linear layer (input and weight gradients), the
+  // attention core re-derives its probabilities: 2.5 products per forward one.
+  const double layer_bwd = 2 * linear + 2.5 * core + 2 * elementwise;
+  const double layers = double(mc.num_layers) / double(l.pp);
+  const bool full = l.recompute == "full";
+  // The loss head on the last stage: logits GEMM (and its two backward ones)
+  // plus the softmax-cross-entropy passes over (s, b, v/t).
+  const double head = 3 * gemm(2 * n * h * v / t) + 4 * 4 * n * v / t / dev.memory_bandwidth_bytes_per_s;
+  const double first_mb = layers * (layer_fwd + layer_bwd + (full ? layer_fwd : 0));
+  const double last_mb = first_mb + head;
+  const double mb = std::max(first_mb, last_mb);
+
+  // TP per micro-batch: two all-reduces (with SP: reduce-scatter + all-gather,
+  // the same bytes) per layer forward, two backward, two more in a recompute;
+  // the vocabulary-parallel embedding's and the loss's (max, sum, target).
+  const LinkProfile& tp_link = x.tp > 1 ? dev.inter_node : dev.intra_node;
+  const double wire = l.bf16 && dev.bf16_activations_on_wire ? 2.0 : 4.0;
+  double tp_mb = 0;
+  if (l.tp > 1) {
+    const double ar = all_reduce_seconds(n * h * wire, l.tp, tp_link);
+    tp_mb = layers * (4 + (full ? 2 : 0)) * ar + ar + 3 * all_reduce_seconds(n * 4, l.tp, tp_link);
+  }
+  // PP per micro-batch: each chunk receives an activation and a gradient.
+  const LinkProfile& pp_link = x.pp > 1 ? dev.inter_node : dev.intra_node;
+  const double pp_mb = l.pp > 1 ? 2 * double(l.vp) * p2p_seconds(nl * h * wire, pp_link) : 0;
+
+  const double m = double(pb.global_batch_size) / (b * double(l.dp));
+  StepTime st;
+  st.compute = m * mb;
+  st.recompute = full ? m * layers * layer_fwd : 0;
+  st.tp_comm = m * tp_mb;
+  st.pp_comm = m * pp_mb;
+  st.bubble = double(l.pp - 1) / double(l.vp) * (mb + tp_mb + pp_mb);
+
+  // Once per step: DP gradients (fp32) and, with ZeRO-1, the parameters'
+  // all-gather; the tied embedding's gradient between first and last stage.
+  const double params = double(std::max(params_first, params_last));
+  const LinkProfile& dp_link = x.dp > 1 ? dev.inter_node : dev.intra_node;
+  if (l.dp > 1)
+    st.dp_comm = l.distributed_optimizer
+                     ? reduce_scatter_seconds(params * 4, l.dp, dp_link) +
+                           reduce_scatter_seconds(params * (l.bf16 ? 2 : 4), l.dp, dp_link)
+                     : all_reduce_seconds(params * 4, l.dp, dp_link);
+  if (l.pp > 1 && mc.tied_output())
+    st.dp_comm += all_reduce_seconds(v / t * h * 4, 2, pp_link);
+  // AdamW reads grad, m, v, main weight and writes m, v, main weight and the
+  // model's copy: ~40 bytes per parameter it owns (fp32: 32).
+  const double owned = params / double(l.distributed_optimizer ? l.dp : 1);
+  st.optimizer = owned * (l.bf16 ? 40.0 : 32.0) / dev.memory_bandwidth_bytes_per_s;
+  return st;
+}
+
+}  // namespace mt

@@ -1,0 +1,60 @@
+// `megatron plan`'s step time of one layout on one cluster:
+//   compute   GEMM FLOPs of a micro-batch on the busiest pipeline stage, each
+//             GEMM at the device's peak x its efficiency for that GEMM's size,
+//             plus memory-bound element-wise work at the memory bandwidth;
+//             full recompute adds one more forward of the layers
+//   TP        the all-reduces (reduce-scatter + all-gather with SP) of every
+//             layer, the vocabulary-parallel embedding and loss, per micro-batch
+//   PP        the p2p activation and gradient of each model chunk, per micro-batch
+//   bubble    (P − 1)/v micro-batch times of the 1F1B / interleaved schedule
+//   DP        gradient all-reduce, or reduce-scatter + all-gather of the
+//             parameters with the distributed optimizer, and the tied-embedding
+//             all-reduce between the first and last stage; once per step
+//   optimizer the AdamW step over the rank's (shard of the) parameters
+// Collectives are rings with an α–β cost on the slowest link the group uses:
+// inside a node, or between nodes when its ranks span several (ranks placed
+// tp-dp-pp, TP fastest, as Megatron places them). Nothing is assumed to
+// overlap: this program's collectives and receives are blocking.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "train/device_profile.h"
+#include "train/plan_layout.h"
+
+namespace mt {
+
+struct PlanCluster {
+  int64_t nodes = 1, devices_per_node = 1;
+  DeviceProfile device;
+  int64_t world() const { return nodes * devices_per_node; }
+};
+
+// Which groups span more than one node, and the most nodes one group spans.
+struct NodeCrossing {
+  int tp = 1, dp = 1, pp = 1;  // most nodes one group of that kind spans
+  std::string describe() const;  // "TP inside nodes, DP across 2 nodes, PP across 4 nodes"
+};
+NodeCrossing node_crossing_of(const PlanLayout& l, const PlanCluster& c);
+
+struct StepTime {
+  double compute = 0;    // m micro-batches on the busiest stage (recompute included)
+  double recompute = 0;  // of which the extra forward of full recompute
+  double tp_comm = 0, pp_comm = 0;  // exposed, per step (m micro-batches)
+  double bubble = 0;     // (P − 1)/v micro-batch times, communication included
+  double dp_comm = 0, optimizer = 0;
+  double total() const { return compute + tp_comm + pp_comm + bubble + dp_comm + optimizer; }
+};
+
+// `model` finalized for the layout's TP (padded vocabulary); `x` its
+// node_crossing_of (computed once per TP and PP by the caller).
+StepTime predict_step_time(const ModelConfig& model, const PlanProblem& pb, const PlanLayout& l,
+                           const PlanCluster& c, const NodeCrossing& x,
+                           int64_t params_local_first, int64_t params_local_last);
+
+// α–β ring costs of `bytes` over `p` ranks.
+double all_reduce_seconds(double bytes, int64_t p, const LinkProfile& link);
+double reduce_scatter_seconds(double bytes, int64_t p, const LinkProfile& link);  // = all-gather
+double p2p_seconds(double bytes, const LinkProfile& link);
+
+}  // namespace mt
