@@ -84,6 +84,9 @@ Command add_train_command(CLI::App& app) {
   CLI::Option_group* par = group("parallelism");
   par->add_option("--tensor-model-parallel-size", a->tensor_model_parallel_size, "TP size");
   par->add_option("--pipeline-model-parallel-size", a->pipeline_model_parallel_size, "PP size");
+  par->add_option("--context-parallel-size", a->context_parallel_size,
+                  "CP size: the sequence split over CP ranks (2 of 2·CP chunks each, causal "
+                  "load balance), ring attention; gradients averaged over DP x CP");
   par->add_option("--num-layers-per-virtual-pipeline-stage",
                   a->num_layers_per_virtual_pipeline_stage,
                   "layers per model chunk: interleaved 1F1B with L/(PP x this) chunks per rank");
@@ -177,6 +180,7 @@ Command add_train_command(CLI::App& app) {
     ParallelConfig pc;
     pc.tp = a->tensor_model_parallel_size;
     pc.pp = a->pipeline_model_parallel_size;
+    pc.cp = a->context_parallel_size;
     check_parallel_config(mpi.world_size(), pc);
     ParallelState ps(pc);
     return run_training(*a, ps);

@@ -12,8 +12,12 @@ const char* group_kind_name(GroupKind kind) {
   switch (kind) {
     case GroupKind::kTp:
       return "tp";
+    case GroupKind::kCp:
+      return "cp";
     case GroupKind::kDp:
       return "dp";
+    case GroupKind::kDpCp:
+      return "dp_cp";
     case GroupKind::kPp:
       return "pp";
     case GroupKind::kModelParallel:
@@ -28,74 +32,93 @@ const char* group_kind_name(GroupKind kind) {
 
 void check_parallel_config(int world, const ParallelConfig& cfg) {
   MT_CHECK(world >= 1, "world size ", world, " must be at least 1");
-  MT_CHECK(cfg.tp >= 1 && cfg.pp >= 1 && cfg.vpp >= 1,
+  MT_CHECK(cfg.tp >= 1 && cfg.pp >= 1 && cfg.vpp >= 1 && cfg.cp >= 1,
            "parallel sizes must be >= 1, got TP=", cfg.tp, " PP=", cfg.pp, " VPP=", cfg.vpp,
-           "; fix: pass positive --tensor-model-parallel-size / --pipeline-model-parallel-size");
-  const int64_t mp = int64_t(cfg.tp) * cfg.pp;  // int64: TP x PP of two int flags may not fit int
+           " CP=", cfg.cp,
+           "; fix: pass positive --tensor-model-parallel-size / --pipeline-model-parallel-size / "
+           "--context-parallel-size");
+  // int64: TP x CP x PP of int flags may not fit int.
+  const int64_t mp = int64_t(cfg.tp) * cfg.pp * cfg.cp;
+  const std::string cp = cfg.cp > 1 ? " x CP(" + std::to_string(cfg.cp) + ")" : "";
   MT_CHECK(world % mp == 0, "world size ", world, " is not divisible by TP(", cfg.tp, ") x PP(",
-           cfg.pp, ") = ", mp, "; fix: launch a multiple of ", mp, " ranks (e.g. mpirun -n ",
-           mp * std::max<int64_t>(1, (world + mp - 1) / mp), ") or choose TP and PP whose product divides ",
+           cfg.pp, ")", cp, " = ", mp, "; fix: launch a multiple of ", mp, " ranks (e.g. mpirun -n ",
+           mp * std::max<int64_t>(1, (world + mp - 1) / mp), ") or choose sizes whose product divides ",
            world);
   MT_CHECK(cfg.vpp == 1 || cfg.pp > 1, "virtual pipeline stages VPP=", cfg.vpp,
            " need pipeline parallelism, but PP=", cfg.pp,
            "; fix: use PP >= 2 with interleaving, or VPP=1");
 }
 
-std::vector<std::vector<int>> group_ranks(GroupKind kind, int world, int tp, int pp) {
-  check_parallel_config(world, ParallelConfig{tp, pp, 1});
-  const int dp = world / (tp * pp);
-  std::vector<std::vector<int>> groups;
-  switch (kind) {
-    case GroupKind::kTp:
-      for (int p = 0; p < pp; ++p)
-        for (int d = 0; d < dp; ++d) {
-          std::vector<int> g;
-          for (int t = 0; t < tp; ++t) g.push_back(mesh_rank(t, d, p, tp, dp));
-          groups.push_back(g);
-        }
-      break;
-    case GroupKind::kDp:
-      for (int p = 0; p < pp; ++p)
-        for (int t = 0; t < tp; ++t) {
-          std::vector<int> g;
-          for (int d = 0; d < dp; ++d) g.push_back(mesh_rank(t, d, p, tp, dp));
-          groups.push_back(g);
-        }
-      break;
-    case GroupKind::kPp:
-    case GroupKind::kEmbedding:
-      for (int d = 0; d < dp; ++d)
-        for (int t = 0; t < tp; ++t) {
-          std::vector<int> g;
-          for (int p = 0; p < pp; ++p) g.push_back(mesh_rank(t, d, p, tp, dp));
-          if (kind == GroupKind::kEmbedding && pp > 1) g = {g.front(), g.back()};
-          groups.push_back(g);
-        }
-      break;
-    case GroupKind::kModelParallel:
-      for (int d = 0; d < dp; ++d) {
-        std::vector<int> g;
-        for (int p = 0; p < pp; ++p)
-          for (int t = 0; t < tp; ++t) g.push_back(mesh_rank(t, d, p, tp, dp));
-        groups.push_back(g);
+std::vector<std::vector<int>> axis_groups(const int (&sizes)[kMeshAxes],
+                                          const bool (&in_group)[kMeshAxes]) {
+  int stride[kMeshAxes];
+  int world = 1, members = 1;
+  for (int a = 0; a < kMeshAxes; ++a) {
+    stride[a] = world;
+    world *= sizes[a];
+    if (in_group[a]) members *= sizes[a];
+  }
+  // The rank of the i-th combination of the axes selected by `want`, the first fastest.
+  auto rank_of = [&](int i, bool want) {
+    int r = 0;
+    for (int a = 0; a < kMeshAxes; ++a)
+      if (in_group[a] == want) {
+        r += (i % sizes[a]) * stride[a];
+        i /= sizes[a];
       }
-      break;
-    case GroupKind::kWorld: {
-      std::vector<int> g(static_cast<size_t>(world));
-      for (int r = 0; r < world; ++r) g[size_t(r)] = r;
-      groups.push_back(g);
-      break;
-    }
+    return r;
+  };
+  std::vector<std::vector<int>> groups;
+  for (int outer = 0; outer < world / members; ++outer) {
+    std::vector<int> g;
+    for (int inner = 0; inner < members; ++inner) g.push_back(rank_of(outer, false) + rank_of(inner, true));
+    groups.push_back(g);
   }
   return groups;
+}
+
+std::vector<std::vector<int>> group_ranks(GroupKind kind, int world, int tp, int pp, int cp) {
+  ParallelConfig cfg;
+  cfg.tp = tp;
+  cfg.pp = pp;
+  cfg.cp = cp;
+  check_parallel_config(world, cfg);
+  const int sizes[kMeshAxes] = {tp, cp, world / (tp * pp * cp), pp};
+  auto groups_of = [&](bool t, bool c, bool d, bool p) {
+    const bool axes[kMeshAxes] = {t, c, d, p};
+    return axis_groups(sizes, axes);
+  };
+  switch (kind) {
+    case GroupKind::kTp:
+      return groups_of(true, false, false, false);
+    case GroupKind::kCp:
+      return groups_of(false, true, false, false);
+    case GroupKind::kDp:
+      return groups_of(false, false, true, false);
+    case GroupKind::kDpCp:
+      return groups_of(false, true, true, false);
+    case GroupKind::kPp:
+      return groups_of(false, false, false, true);
+    case GroupKind::kEmbedding: {
+      auto groups = groups_of(false, false, false, true);
+      if (pp > 1)
+        for (auto& g : groups) g = {g.front(), g.back()};
+      return groups;
+    }
+    case GroupKind::kModelParallel:
+      return groups_of(true, false, false, true);
+    case GroupKind::kWorld:
+      return groups_of(true, true, true, true);
+  }
+  MT_FAIL("unknown group kind ", int(kind));
 }
 
 namespace {
 
 // Builds this rank's communicator of `kind` with MPI_Comm_split of `world`
 // (collective: every rank calls it). Ranks in no group get a null one.
-Communicator split(const Communicator& world, GroupKind kind, int tp, int pp) {
-  const auto groups = group_ranks(kind, world.size(), tp, pp);
+Communicator split(const Communicator& world, GroupKind kind, int tp, int pp, int cp) {
+  const auto groups = group_ranks(kind, world.size(), tp, pp, cp);
   int color = MPI_UNDEFINED, key = 0;
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const auto& g = groups[gi];
@@ -124,16 +147,22 @@ ParallelState::ParallelState(const ParallelConfig& cfg) {
   world_rank = world_comm.rank();
   world_size = world_comm.size();
   tp_size = cfg.tp;
+  cp_size = cfg.cp;
   pp_size = cfg.pp;
   vpp_size = cfg.vpp;
-  dp_size = world_size / (tp_size * pp_size);
+  dp_size = world_size / (tp_size * cp_size * pp_size);
   tp_rank = world_rank % tp_size;
-  dp_rank = (world_rank / tp_size) % dp_size;
-  pp_rank = world_rank / (tp_size * dp_size);
+  cp_rank = (world_rank / tp_size) % cp_size;
+  dp_rank = (world_rank / (tp_size * cp_size)) % dp_size;
+  pp_rank = world_rank / (tp_size * cp_size * dp_size);
+  dp_cp_rank = cp_rank + cp_size * dp_rank;
+  dp_cp_size = dp_size * cp_size;
   pp_is_first_stage = pp_rank == 0;
   pp_is_last_stage = pp_rank == pp_size - 1;
-  pp_next_rank = mesh_rank(tp_rank, dp_rank, (pp_rank + 1) % pp_size, tp_size, dp_size);
-  pp_prev_rank = mesh_rank(tp_rank, dp_rank, (pp_rank + pp_size - 1) % pp_size, tp_size, dp_size);
+  pp_next_rank = mesh_rank(tp_rank, cp_rank, dp_rank, (pp_rank + 1) % pp_size, tp_size, cp_size,
+                           dp_size);
+  pp_prev_rank = mesh_rank(tp_rank, cp_rank, dp_rank, (pp_rank + pp_size - 1) % pp_size, tp_size,
+                           cp_size, dp_size);
   in_embedding_group = pp_is_first_stage || pp_is_last_stage;
 
   // Which node each rank is on (collective, like the splits below).
@@ -154,23 +183,29 @@ ParallelState::ParallelState(const ParallelConfig& cfg) {
     if (it == node_names.end()) node_names.push_back(n);
   }
 
-  tp_comm = split(world_comm, GroupKind::kTp, tp_size, pp_size);
-  dp_comm = split(world_comm, GroupKind::kDp, tp_size, pp_size);
-  pp_comm = split(world_comm, GroupKind::kPp, tp_size, pp_size);
-  mp_comm = split(world_comm, GroupKind::kModelParallel, tp_size, pp_size);
-  embd_comm = split(world_comm, GroupKind::kEmbedding, tp_size, pp_size);
+  tp_comm = split(world_comm, GroupKind::kTp, tp_size, pp_size, cp_size);
+  cp_comm = split(world_comm, GroupKind::kCp, tp_size, pp_size, cp_size);
+  // At CP = 1 DP x CP is DP: gradients keep the "dp" communicator (and its name).
+  dp_comm = split(world_comm, GroupKind::kDp, tp_size, pp_size, cp_size);
+  if (cp_size > 1) dp_cp_comm = split(world_comm, GroupKind::kDpCp, tp_size, pp_size, cp_size);
+  pp_comm = split(world_comm, GroupKind::kPp, tp_size, pp_size, cp_size);
+  mp_comm = split(world_comm, GroupKind::kModelParallel, tp_size, pp_size, cp_size);
+  embd_comm = split(world_comm, GroupKind::kEmbedding, tp_size, pp_size, cp_size);
 
   // The split must agree with the arithmetic above.
   MT_CHECK(tp_comm.rank() == tp_rank && dp_comm.rank() == dp_rank && pp_comm.rank() == pp_rank &&
+               cp_comm.rank() == cp_rank && dp_cp().rank() == dp_cp_rank &&
                embd_comm.is_member() == in_embedding_group,
            "ParallelState: communicator ranks disagree with the mesh (tp ", tp_comm.rank(), "/",
-           tp_rank, ", dp ", dp_comm.rank(), "/", dp_rank, ", pp ", pp_comm.rank(), "/", pp_rank,
-           ")");
+           tp_rank, ", cp ", cp_comm.rank(), "/", cp_rank, ", dp ", dp_comm.rank(), "/", dp_rank,
+           ", pp ", pp_comm.rank(), "/", pp_rank, ")");
 }
 
 std::string ParallelState::layout() const {
   std::ostringstream os;
-  os << "TP(" << tp_size << ")-PP(" << pp_size << ")";
+  os << "TP(" << tp_size << ")";
+  if (cp_size > 1) os << "-CP(" << cp_size << ")";
+  os << "-PP(" << pp_size << ")";
   if (vpp_size > 1) os << "-VPP(" << vpp_size << ")";
   os << "-DP(" << dp_size << ")";
   return os.str();
@@ -180,8 +215,12 @@ const Communicator& ParallelState::comm(GroupKind kind) const {
   switch (kind) {
     case GroupKind::kTp:
       return tp_comm;
+    case GroupKind::kCp:
+      return cp_comm;
     case GroupKind::kDp:
       return dp_comm;
+    case GroupKind::kDpCp:
+      return dp_cp();
     case GroupKind::kPp:
       return pp_comm;
     case GroupKind::kModelParallel:
@@ -212,8 +251,9 @@ std::string node_crossing(const std::vector<std::vector<int>>& groups,
 
 std::string ParallelState::describe_groups() const {
   std::ostringstream os;
-  os << layout() << " world " << world_size << ", rank " << world_rank << " (tp " << tp_rank
-     << ", dp " << dp_rank << ", pp " << pp_rank << ")\n";
+  os << layout() << " world " << world_size << ", rank " << world_rank << " (tp " << tp_rank;
+  if (cp_size > 1) os << ", cp " << cp_rank;
+  os << ", dp " << dp_rank << ", pp " << pp_rank << ")\n";
   os << "nodes:";
   for (size_t n = 0; n < node_names.size(); ++n) {
     os << " " << node_names[n] << " [";
@@ -223,17 +263,19 @@ std::string ParallelState::describe_groups() const {
     os << "]";
   }
   os << "\n";
-  for (GroupKind kind : {GroupKind::kTp, GroupKind::kDp, GroupKind::kPp, GroupKind::kModelParallel,
-                         GroupKind::kEmbedding, GroupKind::kWorld}) {
+  for (GroupKind kind : {GroupKind::kTp, GroupKind::kCp, GroupKind::kDp, GroupKind::kDpCp,
+                         GroupKind::kPp, GroupKind::kModelParallel, GroupKind::kEmbedding,
+                         GroupKind::kWorld}) {
+    if (cp_size == 1 && (kind == GroupKind::kCp || kind == GroupKind::kDpCp)) continue;
+    const auto groups = group_ranks(kind, world_size, tp_size, pp_size, cp_size);
     os << group_kind_name(kind) << ":";
-    for (const auto& g : group_ranks(kind, world_size, tp_size, pp_size)) {
+    for (const auto& g : groups) {
       const bool mine = std::find(g.begin(), g.end(), world_rank) != g.end();
       os << " " << (mine ? "*" : "") << "[";
       for (size_t i = 0; i < g.size(); ++i) os << (i ? "," : "") << g[i];
       os << "]";
     }
-    os << "  (" << node_crossing(group_ranks(kind, world_size, tp_size, pp_size), node_of_rank)
-       << ")\n";
+    os << "  (" << node_crossing(groups, node_of_rank) << ")\n";
   }
   return os.str();
 }

@@ -51,6 +51,8 @@ void TrainArgs::check_flag_ranges() const {
            tensor_model_parallel_size, " must be >= 1");
   MT_CHECK(pipeline_model_parallel_size >= 1, "--pipeline-model-parallel-size ",
            pipeline_model_parallel_size, " must be >= 1");
+  MT_CHECK(context_parallel_size >= 1, "--context-parallel-size ", context_parallel_size,
+           " must be >= 1");
   MT_CHECK(num_layers_per_virtual_pipeline_stage >= 0, "--num-layers-per-virtual-pipeline-stage ",
            num_layers_per_virtual_pipeline_stage, " must be > 0 (or left out: no interleaving)");
   MT_CHECK(decoder_first_pipeline_num_layers >= 0, "--decoder-first-pipeline-num-layers ",
@@ -125,9 +127,20 @@ void TrainArgs::check_size_arithmetic() const {
 void TrainArgs::validate(int world_size) {
   check_flag_ranges();
   const int64_t tp = tensor_model_parallel_size, pp = pipeline_model_parallel_size;
-  MT_CHECK(world_size % (tp * pp) == 0, "world size ", world_size,
-           " is not divisible by TP ", tp, " x PP ", pp, " = ", tp * pp,
-           "; fix: launch a multiple of ", tp * pp, " ranks or change the sizes");
+  const int64_t cp = context_parallel_size;
+  if (cp == 1)
+    MT_CHECK(world_size % (tp * pp) == 0, "world size ", world_size,
+             " is not divisible by TP ", tp, " x PP ", pp, " = ", tp * pp,
+             "; fix: launch a multiple of ", tp * pp, " ranks or change the sizes");
+  else
+    MT_CHECK(world_size % (tp * pp * cp) == 0, "world size ", world_size,
+             " is not divisible by TP ", tp, " x PP ", pp, " x CP ", cp, " = ", tp * pp * cp,
+             "; fix: launch a multiple of ", tp * pp * cp, " ranks or change the sizes");
+  // Context parallelism cuts the sequence into 2·CP equal chunks (rank i
+  // holds chunks i and 2·CP-1-i); with SP each rank's s/CP rows split over TP.
+  MT_CHECK(cp == 1 || model.seq_length % (2 * cp) == 0, "--seq-length ", model.seq_length,
+           " is not divisible by 2 x --context-parallel-size ", cp, " = ", 2 * cp,
+           "; fix: choose a sequence length that is a multiple of ", 2 * cp);
   if (decoder_first_pipeline_num_layers == 0 && decoder_last_pipeline_num_layers == 0)
     MT_CHECK(model.num_layers % pp == 0, "--num-layers ", model.num_layers,
              " is not divisible by --pipeline-model-parallel-size ", pp,
@@ -150,7 +163,7 @@ void TrainArgs::validate(int world_size) {
   }
   MT_CHECK(!sequence_parallel || tp > 1, "--sequence-parallel needs --tensor-model-parallel-size "
            "> 1 (it is a mode of the tensor-parallel layers); got TP ", tp);
-  dp_size = world_size / (tp * pp);
+  dp_size = world_size / (tp * pp * cp);
   MT_CHECK(model.num_attention_heads % tp == 0, "--num-attention-heads ",
            model.num_attention_heads, " is not divisible by TP ", tp,
            "; fix: choose a TP size that divides the heads");
@@ -165,6 +178,14 @@ void TrainArgs::validate(int world_size) {
            "; fix: choose a TP size that divides it");
   MT_CHECK(!sequence_parallel || model.seq_length % tp == 0, "--seq-length ", model.seq_length,
            " is not divisible by TP ", tp, " (needed by --sequence-parallel)");
+  MT_CHECK(!sequence_parallel || cp == 1 || (model.seq_length / cp) % tp == 0, "--seq-length ",
+           model.seq_length, " / CP ", cp, " = ", model.seq_length / cp,
+           " rows per context-parallel rank are not divisible by TP ", tp,
+           " (needed by --sequence-parallel); fix: a sequence length that is a multiple of ",
+           2 * cp * tp);
+  MT_CHECK(cp == 1, "--context-parallel-size ", cp, ": the ring attention that context "
+           "parallelism needs is not built yet (issue 15); fix: use --context-parallel-size 1");
+
   const int64_t per_step = checked_mul(micro_batch_size, dp_size, "--micro-batch-size x DP");
   if (global_batch_size == 0) global_batch_size = per_step;
   MT_CHECK(global_batch_size % (micro_batch_size * dp_size) == 0, "--global-batch-size ",

@@ -19,6 +19,9 @@ struct TrainArgs {
   // Parallel layout.
   int tensor_model_parallel_size = 1;
   int pipeline_model_parallel_size = 1;
+  // Megatron's --context-parallel-size: the sequence split over CP ranks
+  // (each holds chunks i and 2·CP-1-i of 2·CP), attention as a ring.
+  int context_parallel_size = 1;
   bool sequence_parallel = false;
   int64_t num_layers_per_virtual_pipeline_stage = 0;  // 0: no interleaving
   int64_t decoder_first_pipeline_num_layers = 0;  // 0: even split

@@ -61,13 +61,16 @@ void write_iteration_tmp(const std::string& dir, const RunState& state, const Pa
     make_dir(tmp_dir);
   }
   ps.world_comm.barrier();
-  if (ps.dp_rank == 0) make_dir(rank_dir);
+  // Parameters are replicated over DP and CP; the optimizer is sharded (ZeRO)
+  // or replicated over DP x CP, whose rank names its file.
+  const bool writes_model = ps.dp_cp_rank == 0;
+  if (writes_model) make_dir(rank_dir);
   ps.world_comm.barrier();
   FileChecksum model_sum, optim_sum;  // bytes 0: this rank wrote no such file
-  if (ps.dp_rank == 0)  // the parameters are replicated over DP
+  if (writes_model)
     model_sum =
         write_model_shard(rank_dir + "/model.safetensors", reg, params, ps.pp_rank, ps.pp_size);
-  if (opt != nullptr && (opt->sharded() || ps.dp_rank == 0)) {
+  if (opt != nullptr && (opt->sharded() || writes_model)) {
     SafetensorsWriter os;
     if (!opt->sharded()) {  // replicated over DP: whole tensors from DP rank 0
       for (const ParamSpec& p : reg.params()) {
@@ -91,18 +94,18 @@ void write_iteration_tmp(const std::string& dir, const RunState& state, const Pa
           os.add("main_param." + p.name, StDType::kF32, {sg.size()}, opt->main_params() + sg.state);
       }
       os.set_metadata("slices", slices.dump());
-      os.set_metadata("dp_rank", std::to_string(ps.dp_rank));
-      os.set_metadata("dp_size", std::to_string(ps.dp_size));
+      os.set_metadata("dp_rank", std::to_string(ps.dp_cp_rank));
+      os.set_metadata("dp_size", std::to_string(ps.dp_cp_size));
     }
     os.set_metadata("steps", std::to_string(opt->steps()));
-    optim_sum.bytes = os.write(rank_dir + optim_file_name(ps.dp_rank), &optim_sum.crc32c);
+    optim_sum.bytes = os.write(rank_dir + optim_file_name(ps.dp_cp_rank), &optim_sum.crc32c);
   }
   // Every rank's files and their checksums to rank 0, for meta.json: a slot
   // of (tp, pp, dp, model bytes, model crc, optimizer bytes, optimizer crc)
   // per rank, summed over the world (the other ranks' slots are zeros).
   constexpr size_t kSlot = 7;
   std::vector<int64_t> slots(size_t(ps.world_size) * kSlot, 0);
-  const int64_t mine[kSlot] = {ps.tp_rank, ps.pp_rank, ps.dp_rank, int64_t(model_sum.bytes),
+  const int64_t mine[kSlot] = {ps.tp_rank, ps.pp_rank, ps.dp_cp_rank, int64_t(model_sum.bytes),
                                model_sum.crc32c, int64_t(optim_sum.bytes), optim_sum.crc32c};
   std::copy(mine, mine + kSlot, slots.begin() + ptrdiff_t(size_t(ps.world_rank) * kSlot));
   ps.world_comm.all_reduce_sum(slots.data(), int64_t(slots.size()));

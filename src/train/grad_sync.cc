@@ -17,11 +17,13 @@ GradSync::GradSync(ModelRuntime& rt, const ParallelState& ps, int64_t bucket_siz
   MT_CHECK(!grad_reduce_in_bf16 || rt.math() == MathMode::kBF16,
            "--grad-reduce-in-bf16 in a ", math_mode_name(rt.math()),
            " run; fix: add --bf16 (it rounds a bf16 run's gradients for the DP reduction)");
-  buckets_ = std::make_unique<GradBuckets>(rt.reg, rt.grads, ps.dp_comm, bucket_size_floats,
+  // Gradients are averaged over DP x CP (CP ranks hold other tokens of the
+  // same sequences), and the distributed optimizer shards over it.
+  buckets_ = std::make_unique<GradBuckets>(rt.reg, rt.grads, ps.dp_cp(), bucket_size_floats,
                                            overlap, distributed, grad_reduce_in_bf16);
   if (distributed)
     gather_ = std::make_unique<ParamGather>(buckets_->buckets(), rt.params, rt.params_bf16,
-                                            ps.dp_comm);
+                                            ps.dp_cp());
   // Parts as the model reports them: -1 embeddings, l for decoder layer l,
   // total_layers for the loss head.
   const int64_t total = rt.total_layers();
@@ -74,7 +76,7 @@ void GradSync::finish() {
     int64_t begin = p.offset, end = p.offset + p.numel();
     if (distributed()) {  // this rank's piece of the embedding's own bucket
       const FlatRange mine =
-          buckets_->buckets()[buckets_->bucket_of(size_t(word_embedding_))].shard(ps_.dp_rank);
+          buckets_->buckets()[buckets_->bucket_of(size_t(word_embedding_))].shard(ps_.dp_cp_rank);
       begin = std::max(begin, mine.begin);
       end = std::max(begin, std::min(end, mine.end));
     }
@@ -83,7 +85,7 @@ void GradSync::finish() {
 }
 
 std::vector<FlatRange> GradSync::optimizer_ranges() const {
-  return distributed() ? owned_ranges(buckets_->buckets(), ps_.dp_rank) : std::vector<FlatRange>{};
+  return distributed() ? owned_ranges(buckets_->buckets(), ps_.dp_cp_rank) : std::vector<FlatRange>{};
 }
 
 void GradSync::gather_params() {
@@ -102,6 +104,7 @@ double GradSync::comm_seconds() const {
   // Blocking calls are timed by the communicators themselves; overlapped
   // buckets by the time spent launching, testing and waiting on them.
   return ps_.tp_comm.busy_seconds() + ps_.dp_comm.busy_seconds() + ps_.embd_comm.busy_seconds() +
+         (ps_.cp_size > 1 ? ps_.dp_cp_comm.busy_seconds() + ps_.cp_comm.busy_seconds() : 0.0) +
          (buckets_->overlap() ? buckets_->comm_seconds() : 0.0) + buckets_->convert_seconds() +
          (overlap_param_gather_ ? gather_->comm_seconds() : 0.0);
 }
@@ -109,6 +112,10 @@ double GradSync::comm_seconds() const {
 void GradSync::reset_timers() {
   ps_.tp_comm.reset_busy_seconds();
   ps_.dp_comm.reset_busy_seconds();
+  if (ps_.cp_size > 1) {
+    ps_.dp_cp_comm.reset_busy_seconds();
+    ps_.cp_comm.reset_busy_seconds();
+  }
   ps_.embd_comm.reset_busy_seconds();
   buckets_->reset_timers();
   if (gather_ != nullptr) gather_->reset_timers();

@@ -39,7 +39,7 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, Par
                                           &sync.hook(), &r.wait_seconds);
   sync.finish();  // TP sum of SP grads, DP average (or reduce-scatter), tied embedding
   if (ps.pp_size > 1) ps.pp_comm.all_reduce_sum(&loss_sum, 1);  // the last stage's loss
-  ps.dp_comm.all_reduce_sum(&loss_sum, 1);
+  ps.dp_cp().all_reduce_sum(&loss_sum, 1);  // each CP rank summed its own tokens
   r.loss = loss_sum / double(tokens_per_iteration);
   if (scaler != nullptr) {
     // Unscale this rank's reduced gradients (its optimizer segments; with the

@@ -228,7 +228,7 @@ Trainer setup_model_and_optimizer(const TrainArgs& args, const nlohmann::json& r
   // large for the host is refused here, with the numbers.
   t.predicted = predict_memory(memory_plan(
       *t.reg, args.micro_batch_size, TensorParallel{&ps.tp_comm, args.sequence_parallel}, in_flight,
-      recompute_method, args.recompute_num_layers, args.math_mode(), ps.dp_size,
+      recompute_method, args.recompute_num_layers, args.math_mode(), ps.dp_cp_size,
       args.use_distributed_optimizer));
   t.host_line = check_host_memory(t.predicted.total(), ps, args.skip_memory_check);
   t.rt = std::make_unique<ModelRuntime>(
@@ -247,7 +247,7 @@ Trainer setup_model_and_optimizer(const TrainArgs& args, const nlohmann::json& r
   // Plain AdamW, or (distributed optimizer) AdamW over this DP rank's pieces.
   // bf16: the fp32 main weights live only here (this rank's pieces with ZeRO).
   t.opt = std::make_unique<AdamWOptimizer>(*t.reg, args.optim, t.sync->optimizer_ranges(),
-                                           &ps.dp_comm, args.bf16);
+                                           &ps.dp_cp(), args.bf16);
   t.schedule = args.lr_schedule();
   t.tokens_per_iter = args.global_batch_size * mc.seq_length;
 
@@ -335,7 +335,7 @@ void evaluate_and_print_results(Trainer& t, int64_t iteration, bool test = false
         },
         nullptr, &eval_wait);
   if (ps.pp_size > 1) ps.pp_comm.all_reduce_sum(&sum, 1);  // the last stage's loss
-  ps.dp_comm.all_reduce_sum(&sum, 1);
+  ps.dp_cp().all_reduce_sum(&sum, 1);  // each CP rank summed its own tokens
   const double loss = sum / double(args.eval_iters * t.tokens_per_iter);
   const double ppl = std::exp(std::min(loss, 20.0));
   if (t.log.tty) std::printf("\r\033[K");
