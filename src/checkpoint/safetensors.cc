@@ -17,6 +17,7 @@
 #include "checkpoint/crc32c.h"
 #include "core/error.h"
 #include "core/file_kind.h"
+#include "core/mapped_regions.h"
 
 static_assert(std::endian::native == std::endian::little,
               "safetensors data is little-endian; a big-endian host needs byte swapping");
@@ -222,7 +223,10 @@ SafetensorsReader& SafetensorsReader::operator=(SafetensorsReader&& o) noexcept 
 }
 
 void SafetensorsReader::close() noexcept {
-  if (map_ != nullptr) ::munmap(const_cast<unsigned char*>(map_), map_size_);
+  if (map_ != nullptr) {
+    unregister_mapped_region(map_);
+    ::munmap(const_cast<unsigned char*>(map_), map_size_);
+  }
   map_ = nullptr;
   map_size_ = 0;
   data_start_ = 0;
@@ -263,6 +267,7 @@ void SafetensorsReader::open(const std::string& path) {
            " bytes failed: ", std::strerror(err));
   map_ = static_cast<const unsigned char*>(m);
   map_size_ = file_size;
+  register_mapped_region(map_, map_size_, path);  // a later truncation is named
 
   try {
     uint64_t n = 0;

@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/file_kind.h"
+#include "core/mapped_regions.h"
 
 namespace mt {
 
@@ -170,13 +171,17 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
     ::close(fd);
     MT_CHECK(p != MAP_FAILED, "cannot mmap ", path, " (", size_, " bytes): ", std::strerror(err));
     data_ = static_cast<const unsigned char*>(p);
+    register_mapped_region(data_, size_t(size_), path);  // a later truncation is named
   } else {
     ::close(fd);
   }
 }
 
 MappedFile::~MappedFile() {
-  if (data_) ::munmap(const_cast<unsigned char*>(data_), size_t(size_));
+  if (data_) {
+    unregister_mapped_region(data_);
+    ::munmap(const_cast<unsigned char*>(data_), size_t(size_));
+  }
 }
 
 MappedFile::MappedFile(MappedFile&& o) noexcept
@@ -187,7 +192,10 @@ MappedFile::MappedFile(MappedFile&& o) noexcept
 
 MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
   if (this != &o) {
-    if (data_) ::munmap(const_cast<unsigned char*>(data_), size_t(size_));
+    if (data_) {
+      unregister_mapped_region(data_);
+      ::munmap(const_cast<unsigned char*>(data_), size_t(size_));
+    }
     path_ = std::move(o.path_);
     data_ = o.data_;
     size_ = o.size_;
