@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "cli/strict_numbers.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "data/preprocess.h"
@@ -34,6 +35,7 @@ Command add_preprocess_command(CLI::App& app) {
       ->check(CLI::Range(1, 1024));
   app.add_flag("--append-eod", o->append_eod, "append the end-of-document token to each document");
   app.add_flag("--document-per-file", *per_file, ".txt: the whole file is one document");
+  make_integer_options_strict(app);
   return [o, per_file]() {
     o->whole_file_as_document = *per_file;
     o->progress = true;

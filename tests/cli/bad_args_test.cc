@@ -60,6 +60,10 @@ TEST_F(BadArgs, IntegersAreDecimalAndInRange) {
        "'99999999999999999999' is outside the range"},
       {"hex", train(" --num-layers 0x2"), "--num-layers: '0x2'"},
       {"negative seed", train(" --seed -1"), "--seed: '-1'"},
+      {"hex in preprocess",
+       " preprocess --input in.txt --output-prefix out --tokenizer-type NullTokenizer"
+       " --vocab-size 0x10",
+       "--vocab-size: '0x10'"},
   };
   for (const BadInputCase& c : cases) expect_fails(c);
   // "010" is ten (argparse's int()), not octal eight: the log names 10 layers.
