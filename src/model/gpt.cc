@@ -13,6 +13,7 @@
 #include "kernels/layernorm.h"
 #include "kernels/matmul.h"
 #include "model/dropout_sites.h"
+#include "parallel/context_parallel_attention.h"
 #include "parallel/vocab_parallel_cross_entropy.h"
 #include "parallel/vocab_parallel_embedding.h"
 
@@ -74,7 +75,7 @@ GptWeights bind_weights(const ParamRegistry& reg, ReadView base) {
 }
 
 GptShapes make_shapes(const ParamRegistry& reg, int64_t micro_batch, const TensorParallel& tp,
-                      int chunk) {
+                      int chunk, const ContextParallel& cp) {
   const ModelConfig& c = reg.config();
   const StageLayout& st = reg.stage();
   const auto ranges = st.chunk_ranges();
@@ -83,10 +84,14 @@ GptShapes make_shapes(const ParamRegistry& reg, int64_t micro_batch, const Tenso
   GptShapes sh;
   sh.tp = tp;
   if (tp.size() == 1) sh.tp.sequence_parallel = false;
-  sh.s = c.seq_length;
+  sh.cp = cp;
+  sh.s_global = c.seq_length;
+  if (cp.size() > 1)
+    divide(c.seq_length, 2 * cp.size(), "--seq-length by 2 x CP (context parallelism)");
+  sh.s = c.seq_length / cp.size();
   sh.s_local = sh.tp.sequence_parallel
-                   ? divide(c.seq_length, tp.size(), "--seq-length by TP (sequence parallelism)")
-                   : c.seq_length;
+                   ? divide(sh.s, tp.size(), "--seq-length / CP by TP (sequence parallelism)")
+                   : sh.s;
   sh.t0 = sh.tp.sequence_parallel ? sh.s_local * st.tp_rank : 0;
   sh.b = micro_batch;
   sh.h = c.hidden_size;
@@ -213,7 +218,9 @@ GptWorkspace carve_workspace(Arena& arena, const GptShapes& sh) {
     ws.ce_sum = reinterpret_cast<double*>(arena.alloc_f32(2 * n));
     ws.ce_target = reinterpret_cast<double*>(arena.alloc_f32(2 * n));
   }
-  ws.attn = arena.alloc_f32(attention_workspace_floats({sh.b, sh.a, sh.s, sh.d, sh.cm.math}));
+  ws.attn = arena.alloc_f32(sh.cp.size() > 1 ? context_parallel_attention_workspace_floats(
+                                                   attention_dims(sh))
+                                             : attention_workspace_floats(attention_dims(sh)));
   ws.dres = arena.alloc_f32(nl * h);
   ws.dln = arena.alloc_f32(nl * h);
   ws.dq = arena.alloc_f32(heads);
@@ -239,7 +246,7 @@ double gpt_forward(const GptWeights& w, const GptGrads* grads, GptActivations& a
     for (int64_t t = 0; t < sh.s; ++t)
       for (int64_t bi = 0; bi < sh.b; ++bi) {
         act.ids[t * sh.b + bi] = tokens[bi * sh.s + t];
-        act.positions[t * sh.b + bi] = int32_t(t);
+        act.positions[t * sh.b + bi] = int32_t(sh.global_position(t));
       }
     for (int64_t i = 0; i < n; ++i)
       MT_CHECK(act.ids[i] >= 0 && act.ids[i] < sh.vocab_size, "token id ", act.ids[i],
@@ -253,8 +260,8 @@ double gpt_forward(const GptWeights& w, const GptGrads* grads, GptActivations& a
                                      sh.tp);
     if (sh.learned_positions)
       embedding_forward(emb, act.positions + sh.t0 * sh.b, w.wpe, nl, h, 0, sh.max_pos, true);
-    dropout_forward(act.hidden, emb, sh.s_local, sh.b, h,
-                    hidden_dropout_spec(sh, ctx, "embedding", act.sample0));
+    hidden_dropout_forward(sh, act.hidden, emb,
+                           hidden_dropout_spec(sh, ctx, "embedding", act.sample0));
   }
   for (int64_t l = 0; l < sh.num_layers; ++l) {
     need(sh.layer_begin + l);
@@ -316,8 +323,8 @@ void gpt_backward(const GptWeights& w, const GptGrads& grads, GptActivations& ac
     if (ctx.grads_ready) (*ctx.grads_ready)(sh.layer_begin + l);
   }
   if (sh.has_embedding) {
-    dropout_backward(ws.dln, ws.dres, sh.s_local, sh.b, h,
-                     hidden_dropout_spec(sh, ctx, "embedding", act.sample0));
+    hidden_dropout_backward(sh, ws.dln, ws.dres,
+                            hidden_dropout_spec(sh, ctx, "embedding", act.sample0));
     if (sh.learned_positions)
       embedding_backward(grads.wpe, ws.dln, act.positions + sh.t0 * sh.b, nl, h, 0, sh.max_pos);
     vocab_parallel_embedding_backward(grads.wte, ws.full_a, ws.dln, act.ids, n, h, sh.v_start,

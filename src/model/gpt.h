@@ -15,6 +15,7 @@
 #include "kernels/precision.h"
 #include "kernels/rope.h"
 #include "model/params.h"
+#include "parallel/context_parallel.h"
 #include "parallel/tensor_parallel_linear.h"
 
 namespace mt {
@@ -63,8 +64,12 @@ GptGrads bind_chunk_grads(const ParamRegistry& reg, float* grads, int chunk);
 // Local sizes of one micro-batch on this rank, and its tensor-parallel group.
 // With sequence parallelism the residual stream, LayerNorms and dropout work
 // on this rank's slab of s_local = s/tp positions starting at t0.
+// With context parallelism s = s_global/CP rows: this rank's two sequence
+// chunks (parallel/context_parallel.h), at global positions
+// cp_global_position(); per-head tensors are then chunk-major (2, b, a, s/2, d).
 struct GptShapes {
-  int64_t s = 0, b = 0, h = 0;  // sequence, micro-batch, hidden
+  int64_t s = 0, b = 0, h = 0;  // sequence rows on this rank (s_global/CP), micro-batch, hidden
+  int64_t s_global = 0;          // the whole sequence
   int64_t s_local = 0, t0 = 0;   // residual-stream rows on this rank (s/tp with SP)
   int64_t a = 0, d = 0;          // local heads, head dim
   int64_t g = 0;                 // local query groups (key/value heads); a with no GQA
@@ -84,6 +89,7 @@ struct GptShapes {
   std::shared_ptr<const RopeTable> rope;  // rotary embedding of q and k, if used
   float eps = 1e-5f, hidden_dropout = 0.f, attention_dropout = 0.f;
   TensorParallel tp;             // TP group (null or size 1: no tensor parallelism)
+  ContextParallel cp;            // CP group (null or size 1: the whole sequence here)
   // How the GEMMs compute (fp32, or bf16/fp16 operands with fp32 accumulation).
   // In bf16 the weights (GptWeights) and the saved activations are bf16 too.
   Compute cm;
@@ -96,10 +102,19 @@ struct GptShapes {
   std::vector<int64_t> recompute_group;
   int64_t recompute_group_size = 0;  // layers per group (scratch records planned)
   int64_t tokens() const { return s * b; }
+  int64_t cp_chunks() const { return cp.chunks(); }  // sequence chunks on this rank (1 or 2)
+  int64_t chunk_len() const { return s / cp.chunks(); }
+  int64_t chunk_pos0(int64_t j) const {  // global position of chunk j's first token
+    return cp.size() > 1 ? cp_chunk_pos0(cp.size(), cp.rank(), chunk_len(), j) : 0;
+  }
+  int64_t global_position(int64_t r) const {  // of this rank's row r
+    return cp_global_position(cp.size(), cp.rank(), s, r);
+  }
   int64_t local_tokens() const { return s_local * b; }
 };
 GptShapes make_shapes(const ParamRegistry& reg, int64_t micro_batch,
-                      const TensorParallel& tp = TensorParallel{}, int chunk = 0);
+                      const TensorParallel& tp = TensorParallel{}, int chunk = 0,
+                      const ContextParallel& cp = ContextParallel{});
 
 // Megatron's --recompute-method over this chunk's layers: "uniform" makes
 // groups of `num_layers` consecutive layers, "block" recomputes the first

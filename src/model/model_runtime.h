@@ -47,7 +47,7 @@ class ModelRuntime {
   ModelRuntime(const ParamRegistry& reg, int64_t micro_batch,
                const TensorParallel& tp = TensorParallel{}, int64_t in_flight = 1,
                const std::string& recompute_method = "", int64_t recompute_num_layers = 0,
-               MathMode math = MathMode::kF32);
+               MathMode math = MathMode::kF32, const ContextParallel& cp = ContextParallel{});
 
   const ParamRegistry& reg;
   GptShapes sh;             // chunk 0's shapes (sizes and groups are the same for all)
@@ -99,7 +99,7 @@ class ModelRuntime {
   void backward(int chunk, size_t slot, const PassContext& ctx);
 
   // --- Sizes the training loop needs.
-  int64_t tokens_per_micro_batch() const { return sh.tokens(); }  // b · s
+  int64_t tokens_per_micro_batch() const { return sh.tokens(); }  // b · s (s/CP with CP)
   int64_t total_layers() const { return sh.total_layers; }        // in the whole model
   bool sequence_parallel() const { return sh.tp.sequence_parallel; }
 

@@ -2,11 +2,20 @@
 
 #include "core/checked_math.h"
 #include "core/error.h"
+#include "parallel/context_parallel.h"
 
 namespace mt {
 
-DataLoader::DataLoader(const TrainArgs& args, int64_t dp_rank)
-    : args_(args), dp_rank_(dp_rank), vocab_size_(args.model.vocab_size), data_(args.data_path) {
+DataLoader::DataLoader(const TrainArgs& args, int64_t dp_rank, int64_t cp_rank)
+    : args_(args),
+      dp_rank_(dp_rank),
+      cp_rank_(cp_rank),
+      vocab_size_(args.model.vocab_size),
+      data_(args.data_path) {
+  if (args.context_parallel_size > 1) {
+    full_tokens_.resize(size_t(args.micro_batch_size * args.model.seq_length));
+    full_labels_.resize(full_tokens_.size());
+  }
   // Every token id checked once at start-up (a corrupt .bin fails here, with
   // the file, document, position and id, not when its sample is first read).
   if (vocab_size_ > 0) data_.validate_token_range(vocab_size_);
@@ -36,7 +45,17 @@ MicroBatchRef DataLoader::fill(const GptDataset& ds, int64_t batch_index, int64_
                                int32_t* tokens, int32_t* labels) const {
   const int64_t first = micro_batch_first_sample(batch_index, args_.global_batch_size,
                                                  args_.micro_batch_size, args_.dp_size, dp_rank_, k);
-  fill_micro_batch(ds, first, args_.micro_batch_size, tokens, labels, vocab_size_);
+  const int64_t cp = args_.context_parallel_size, s = args_.model.seq_length;
+  if (cp == 1) {
+    fill_micro_batch(ds, first, args_.micro_batch_size, tokens, labels, vocab_size_);
+    return {first};
+  }
+  fill_micro_batch(ds, first, args_.micro_batch_size, full_tokens_.data(), full_labels_.data(),
+                   vocab_size_);
+  for (int64_t bi = 0; bi < args_.micro_batch_size; ++bi) {
+    cp_select_chunks(tokens + bi * (s / cp), full_tokens_.data() + bi * s, s, cp, cp_rank_);
+    cp_select_chunks(labels + bi * (s / cp), full_labels_.data() + bi * s, s, cp, cp_rank_);
+  }
   return {first};
 }
 

@@ -1,10 +1,13 @@
 // The training and validation data of a run: the indexed dataset, its
 // train/valid (and with --skip-train test) splits as GPTDatasets, and which samples each micro-batch of
 // each DP rank reads (Megatron's MegatronPretrainingSampler order, so a step's
-// global batch is the same whatever the layout).
+// global batch is the same whatever the layout). With context parallelism
+// each CP rank of a DP rank gets the same samples, cut to its two sequence
+// chunks (parallel/context_parallel.h): tokens and labels (b, s/CP).
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "data/gpt_dataset.h"
 #include "data/indexed_dataset.h"
@@ -18,9 +21,9 @@ struct MicroBatchRef {
 
 class DataLoader {
  public:
-  DataLoader(const TrainArgs& args, int64_t dp_rank);
+  DataLoader(const TrainArgs& args, int64_t dp_rank, int64_t cp_rank = 0);
 
-  // Fills tokens/labels (b, s) of micro-batch k of iteration `iteration` (1-based).
+  // Fills tokens/labels (b, s/CP) of micro-batch k of iteration `iteration` (1-based).
   MicroBatchRef train_batch(int64_t iteration, int64_t k, int32_t* tokens, int32_t* labels) const;
   // Evaluation batch `eval_iter` (0-based) of the validation split; every
   // evaluation reads the same eval_iters batches, so curves compare.
@@ -38,7 +41,10 @@ class DataLoader {
 
   const TrainArgs& args_;
   int64_t dp_rank_;
+  int64_t cp_rank_;
   int64_t vocab_size_;
+  // CP > 1: the whole (b, s) samples before this rank's chunks are cut out.
+  mutable std::vector<int32_t> full_tokens_, full_labels_;
   IndexedDataset data_;
   std::unique_ptr<GptDataset> train_, valid_, test_;
   int64_t train_docs_ = 0;

@@ -70,9 +70,11 @@ MemoryClasses predict_memory(const MemoryPlan& p) {
   // Local sizes (float counts). n: tokens of a micro-batch; nl: rows of the
   // residual stream on this rank (n/t with sequence parallelism); hl: the
   // attention width on this rank (a_local · head_dim = h/t).
-  const double n = double(p.s * p.b);
+  // Context parallelism: this rank's s/cp rows of each sequence (activations ÷ CP).
+  const int64_t s = p.cp > 1 ? divide(p.s, 2 * p.cp, "memory plan: s / (2 cp)") * 2 : p.s;
+  const double n = double(s * p.b);
   const double nl =
-      p.sequence_parallel ? double(divide(p.s, p.tp, "memory plan: s / tp") * p.b) : n;
+      p.sequence_parallel ? double(divide(s, p.tp, "memory plan: s / tp") * p.b) : n;
   const double h = double(p.h), hl = double(divide(p.h, p.tp, "memory plan: h / tp"));
   const double a = double(p.a_local), f = double(p.f_local);
   const double f_in = p.swiglu ? 2 * f : f;  // fc1 outputs
@@ -146,12 +148,18 @@ MemoryClasses predict_memory(const MemoryPlan& p) {
   //   last stage: logits (s, b, v/t), ce_max (s, b), ce_sum and ce_target
   //   (s, b) doubles                            n·v + 5n
   //   (bf16 adds the logits' gradient in bf16: n·v/2)
-  const double block = double(std::min<int64_t>(kAttentionBlockQ, p.s));
-  const double score_block = double(p.b) * a * block * double(p.s);
+  //   context parallelism: the kernel's blocks are (chunk x chunk), chunk =
+  //   s/(2cp), and the ring adds two K|V buffers (2 · 2n·hl), dK|dV two
+  //   outgoing and one incoming (3 · 2n·hl), a block's ctx, dq, dk, dv
+  //   (4 · n·hl/2) and lse plus the rows' D (3 · n·a/2): 12·n·hl + 1.5·n·a
+  const int64_t kv = p.cp > 1 ? s / 2 : s;  // keys (and queries) of one kernel call
+  const double block = double(std::min<int64_t>(kAttentionBlockQ, kv));
+  const double score_block = double(p.b) * a * block * double(kv);
   // bf16: the attention products read bf16 copies of the probability and
   // score-gradient blocks and of q, k, v and the context gradient (2 bytes each).
   const double attention =
-      2 * score_block + (p.math == "bf16" ? (2 * score_block + 4 * n * hl) / 2 : 0.0);
+      2 * score_block + (p.math == "bf16" ? (2 * score_block + 4 * n * hl) / 2 : 0.0) +
+      (p.cp > 1 ? 12 * n * hl + 1.5 * n * a : 0.0);
   const double logits = n * double(p.v_local) * (p.math == "bf16" ? 1.5 : 1.0);
   const double loss_head = p.has_output ? logits + 5 * n : 0.0;
   m.workspace = 4.0 * (n * qkv + 3 * nl * h + 2 * n * h + 5 * n * hl + n * f +
@@ -225,7 +233,8 @@ MemoryPlan plan_of_chunks(const ParamRegistry& reg, const std::vector<const GptS
   p.dp = dp;
   p.distributed_optimizer = distributed_optimizer;
   p.math = math_mode_name(sh.cm.math);
-  p.s = sh.s;
+  p.s = sh.s_global;
+  p.cp = sh.cp.size();
   p.b = sh.b;
   p.h = sh.h;
   p.a_local = sh.a;

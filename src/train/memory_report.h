@@ -29,7 +29,7 @@ struct TensorParallel;
 struct MemoryPlan {
   // Parameters and optimizer.
   int64_t params_local = 0;            // floats this rank holds (ParamRegistry::total_floats())
-  int64_t dp = 1;                      // data-parallel size
+  int64_t dp = 1;                      // data-parallel size (x CP: the optimizer's shards)
   bool distributed_optimizer = false;  // optimizer state sharded over dp (ZeRO-1)
   std::string math = "fp32";           // "fp32" | "bf16" | "fp16" (math_mode_name)
 
@@ -42,6 +42,7 @@ struct MemoryPlan {
   bool rms_norm = false;               // norms keep rstd only (no mean)
   int64_t v_local = 0;                 // padded vocabulary on this rank (v / tp)
   int64_t tp = 1;                      // tensor-parallel size
+  int64_t cp = 1;                      // context-parallel size: s/cp rows of each sequence here
   bool sequence_parallel = false;      // residual stream cut to s/tp rows
   int64_t layers = 0;                  // transformer layers on this rank (all its chunks)
   int64_t chunks = 1;                  // model chunks (virtual pipeline stages) on this rank

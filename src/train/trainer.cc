@@ -226,14 +226,17 @@ Trainer setup_model_and_optimizer(const TrainArgs& args, const nlohmann::json& r
   const std::string recompute_method = args.recompute_granularity == "full" ? args.recompute_method : "";
   // Planned bytes per class, known before anything is allocated: a model too
   // large for the host is refused here, with the numbers.
-  t.predicted = predict_memory(memory_plan(
+  MemoryPlan plan = memory_plan(
       *t.reg, args.micro_batch_size, TensorParallel{&ps.tp_comm, args.sequence_parallel}, in_flight,
       recompute_method, args.recompute_num_layers, args.math_mode(), ps.dp_cp_size,
-      args.use_distributed_optimizer));
+      args.use_distributed_optimizer);
+  plan.cp = ps.cp_size;
+  t.predicted = predict_memory(plan);
   t.host_line = check_host_memory(t.predicted.total(), ps, args.skip_memory_check);
   t.rt = std::make_unique<ModelRuntime>(
       *t.reg, args.micro_batch_size, TensorParallel{&ps.tp_comm, args.sequence_parallel},
-      in_flight, recompute_method, args.recompute_num_layers, args.math_mode());
+      in_flight, recompute_method, args.recompute_num_layers, args.math_mode(),
+      ContextParallel{ps.cp_size > 1 ? &ps.cp_comm : nullptr});
   t.links = pipeline_links(ps);
   t.train_ops = training_schedule(ps.pp_size, ps.pp_rank, int(vpp), m);
   t.eval_ops = schedule_forward_only(ps.pp_size, ps.pp_rank, int(vpp), m);
@@ -275,7 +278,7 @@ Trainer setup_model_and_optimizer(const TrainArgs& args, const nlohmann::json& r
 void setup_data_and_log(Trainer& t) {
   const TrainArgs& args = t.args;
   const bool rank0 = t.ps.world_rank == 0;
-  t.data = std::make_unique<DataLoader>(args, t.ps.dp_rank);
+  t.data = std::make_unique<DataLoader>(args, t.ps.dp_rank, t.ps.cp_rank);
   // MFU against the peak of the math the GEMMs use (bf16 ~2x fp32 here; the
   // emulated fp16 runs fp32 GEMMs).
   const MathMode peak_math = args.bf16 ? MathMode::kBF16 : MathMode::kF32;

@@ -1,0 +1,43 @@
+// Ring attention over the context-parallel group (Megatron core's
+// AttnFuncWithCPAndKVP2P, on the CPU). Each CP rank holds its queries, keys
+// and values of its two sequence chunks (context_parallel.h). Forward: the
+// K/V blocks travel around the ring (rank i sends to i+1, receives from i-1)
+// with non-blocking send/recv started before the block computation, so the
+// transfer of the next block hides behind the current one; each (query chunk,
+// key chunk) pair that the causal mask does not hide entirely is one call of
+// attention_forward at global positions, and the results merge by their
+// log-sum-exp (attention_merge). Backward: the K/V blocks make the same
+// trip, each rank adds its queries' contribution to the block's dK/dV, and
+// the dK/dV accumulator travels one hop behind until it returns to its owner.
+//
+// Layout: q, k, v, ctx, dq, dk, dv are chunk-major (2, b, a, c, d) — each
+// chunk a contiguous (b, a, c, d) tensor — and lse (2, b, a, c); c = s/(2·CP).
+// Probability dropout is keyed by global (query, key) positions over the whole
+// sequence (dims.s_global), so it equals the one-rank mask.
+#pragma once
+#include <cstdint>
+
+#include "kernels/attention.h"
+#include "parallel/context_parallel.h"
+
+namespace mt {
+
+// dims: b, a, s = this rank's s/CP rows, d, math, s_global. Scratch floats
+// forward and backward need (the attention kernel's plus the ring's buffers).
+int64_t context_parallel_attention_workspace_floats(const AttentionDims& dims);
+
+// ctx (2, b, a, c, d), lse (2, b, a, c)                                   [=]
+void context_parallel_attention_forward(float* ctx, float* lse, ReadView q, ReadView k,
+                                        ReadView v, const AttentionDims& dims,
+                                        const AttentionDropout& drop, const ContextParallel& cp,
+                                        float* workspace);
+
+// dq, dk, dv (2, b, a, c, d) of this rank's chunks                         [=]
+// (dk, dv: summed over every rank's queries). ctx, lse: the forward's merged ones.
+void context_parallel_attention_backward(float* dq, float* dk, float* dv, const float* dctx,
+                                         ReadView q, ReadView k, ReadView v, const float* ctx,
+                                         const float* lse, const AttentionDims& dims,
+                                         const AttentionDropout& drop, const ContextParallel& cp,
+                                         float* workspace);
+
+}  // namespace mt
