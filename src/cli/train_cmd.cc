@@ -177,13 +177,19 @@ Command add_train_command(CLI::App& app) {
     MpiEnv mpi;
     // First: a rank stopped during start-up must not hang the others either.
     CommWatchdog watchdog(a->distributed_timeout_minutes * 60);
-    ParallelConfig pc;
-    pc.tp = a->tensor_model_parallel_size;
-    pc.pp = a->pipeline_model_parallel_size;
-    pc.cp = a->context_parallel_size;
-    check_parallel_config(mpi.world_size(), pc);
-    ParallelState ps(pc);
-    return run_training(*a, ps);
+    int rc = 0;
+    {
+      ParallelConfig pc;
+      pc.tp = a->tensor_model_parallel_size;
+      pc.pp = a->pipeline_model_parallel_size;
+      pc.cp = a->context_parallel_size;
+      check_parallel_config(mpi.world_size(), pc);
+      ParallelState ps(pc);
+      rc = run_training(*a, ps);
+    }
+    // Last: a rank frozen at the very end must not hang the others either.
+    mpi.finalize();
+    return rc;
   };
 }
 

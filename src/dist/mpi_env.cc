@@ -6,9 +6,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <string>
 
 #include "core/error.h"
 #include "dist/communicator.h"
+#include "dist/watchdog.h"
 
 namespace mt {
 
@@ -51,7 +53,14 @@ MpiEnv::~MpiEnv() {
   // MPI_Finalize is collective: skip it while an error unwinds (the caller
   // aborts the job with abort_job, which needs MPI still running).
   if (std::uncaught_exceptions() > 0) return;
-  if (owns_ && mpi_running()) MPI_Finalize();
+  finalize();
+}
+
+void MpiEnv::finalize() {
+  if (!owns_ || !mpi_running()) return;
+  static const GroupId world{"world", "all " + std::to_string(world_size_) + " ranks"};
+  WaitScope waiting("MPI_Finalize", &world);
+  MPI_Finalize();
 }
 
 int world_rank_or_zero() {

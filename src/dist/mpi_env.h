@@ -36,7 +36,12 @@ class MpiEnv {
   // argc / argv may be null. Throws mt::Error if MPI cannot provide
   // MPI_THREAD_FUNNELED. Sets MPI_ERRORS_RETURN on MPI_COMM_WORLD.
   explicit MpiEnv(int* argc = nullptr, char*** argv = nullptr);
-  ~MpiEnv();  // MPI_Finalize, if this object initialised MPI
+  ~MpiEnv();  // finalize(), unless an exception unwinds
+  // MPI_Finalize (collective), if this object initialised MPI and it is still
+  // running, inside a WaitScope: with a CommWatchdog alive, a peer that never
+  // arrives (stopped, frozen) ends the job instead of hanging it at exit. Call
+  // it after every Communicator is gone and before the watchdog is. Idempotent.
+  void finalize();
   MpiEnv(const MpiEnv&) = delete;
   MpiEnv& operator=(const MpiEnv&) = delete;
 

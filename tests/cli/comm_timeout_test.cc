@@ -85,6 +85,29 @@ TEST(CommTimeout, PauseShorterThanTheTimeoutIsSurvivedWithTheSameLosses) {
         << "iteration " << it;
 }
 
+// tests/dist/finalize_probe.cc, built into the tests folder of the build.
+std::string finalize_probe() {
+  return (std::filesystem::path(MT_BINARY).parent_path() / "tests" / "finalize_probe").string();
+}
+
+// A peer that never reaches MPI_Finalize (frozen at the very end of a job):
+// the ranks waiting there are ended by the watchdog too. The probe's rank 1
+// sleeps 60 s before finalising; with a 3 s timeout the job must end long
+// before that, with the watchdog's line. (Without the watch over
+// MPI_Finalize it would end after 60 s with exit code 0.)
+TEST(CommTimeout, PeerMissingAtFinalizeEndsJob) {
+  const auto start = std::chrono::steady_clock::now();
+  const RunResult r = run("env PROBE_TIMEOUT_S=3 PROBE_SLEEP_S=60 timeout 300 mpirun "
+                          "--oversubscribe --bind-to none -n 2 -x PROBE_TIMEOUT_S -x PROBE_SLEEP_S " +
+                          finalize_probe());
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("in MPI_Finalize on group 'world' (all 2 ranks)"), std::string::npos)
+      << r.output;
+  EXPECT_LT(took, 40) << r.output;
+}
+
 TEST(CommTimeout, NegativeTimeoutIsRefused) {
   TempDir dir;
   const std::string data = prepare_data(dir, synthetic_corpus(20));
