@@ -134,11 +134,12 @@ std::string why_faster(const PlanResult& a, const PlanResult& b) {
       {y.dp_comm - x.dp_comm, std::string("DP traffic") + (b.crossing.dp > 1 ? " (across nodes)" : "")},
       {y.optimizer - x.optimizer, "optimizer step"}};
   std::sort(parts.begin(), parts.end(), [](auto& p, auto& q) { return p.first > q.first; });
-  std::string out;
-  for (const auto& [d, what] : parts)
-    if (d > 0.02 * x.total() && out.size() < 200)
-      out += (out.empty() ? "" : ", ") + fmt("%.3f s", d) + " more " + what;
-  return out.empty() ? "within 2% on every part" : out;
+  // The parts where b loses at least 2% of a's step (at least the largest).
+  std::string out = fmt("%.1f%% slower: ", 100 * (y.total() / x.total() - 1));
+  for (size_t i = 0; i < parts.size(); ++i)
+    if (parts[i].first > 0 && (i == 0 || parts[i].first > 0.02 * x.total()) && out.size() < 200)
+      out += (i == 0 ? "" : ", ") + fmt("%.3f s", parts[i].first) + " more " + parts[i].second;
+  return parts[0].first > 0 ? out : out + "no part larger (the same step)";
 }
 
 std::string format_plan(const PlanProblem& pb, const PlanCluster& c,
