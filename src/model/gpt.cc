@@ -219,7 +219,7 @@ GptWorkspace carve_workspace(Arena& arena, const GptShapes& sh) {
     ws.ce_target = reinterpret_cast<double*>(arena.alloc_f32(2 * n));
   }
   ws.attn = arena.alloc_f32(sh.cp.size() > 1 ? context_parallel_attention_workspace_floats(
-                                                   attention_dims(sh))
+                                                   attention_dims(sh), sh.g)
                                              : attention_workspace_floats(attention_dims(sh)));
   ws.dres = arena.alloc_f32(nl * h);
   ws.dln = arena.alloc_f32(nl * h);

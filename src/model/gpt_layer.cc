@@ -38,8 +38,8 @@ void for_each_chunk(const GptShapes& sh, F f) {
 void attention_core_forward(float* ctx, const LayerActivations& act, GptWorkspace& ws,
                             const GptShapes& sh, const AttentionDropout& drop) {
   if (sh.cp.size() > 1)
-    context_parallel_attention_forward(ctx, act.lse, act.q, act.k, act.v, attention_dims(sh), drop,
-                                       sh.cp, ws.attn);
+    context_parallel_attention_forward(ctx, act.lse, act.q, act.k, act.v, attention_dims(sh), sh.g,
+                                       drop, sh.cp, ws.attn);
   else
     attention_forward(ctx, act.lse, act.q, act.k, act.v, attention_dims(sh), drop, ws.attn);
 }
@@ -148,7 +148,7 @@ void layer_backward(const LayerWeights& w, const LayerGrads& g, const LayerActiv
   const AttentionDropout drop = attention_dropout_spec(sh, ctx, layer, sample0);
   if (sh.cp.size() > 1)
     context_parallel_attention_backward(ws.dq, ws.dk, ws.dv, ws.dctx, act.q, act.k, act.v,
-                                        act.ctx, act.lse, attention_dims(sh), drop, sh.cp,
+                                        act.ctx, act.lse, attention_dims(sh), sh.g, drop, sh.cp,
                                         ws.attn);
   else
     attention_backward(ws.dq, ws.dk, ws.dv, ws.dctx, act.q, act.k, act.v, act.ctx, act.lse,

@@ -11,22 +11,78 @@ namespace {
 
 // Tags of the ring's messages (one CP communicator; MPI keeps each pair's
 // messages in order, so layers and micro-batches need no tag of their own).
-constexpr int kTagK = 151, kTagV = 152, kTagDk = 153, kTagDv = 154;
+constexpr int kTagK = 151, kTagDk = 153;
 
 struct RingShape {
   int64_t c = 0;     // chunk length (tokens)
   int64_t cs = 0;    // elements of one chunk of q, k, v: b·a·c·d
   int64_t rows = 0;  // query rows of one chunk: b·a·c
+  int64_t g = 0;     // key/value heads (query groups)
+  int64_t gs = 0;    // elements of one chunk of the groups' k or v: b·g·c·d
 };
 
-RingShape ring_shape(const AttentionDims& dims, const ContextParallel& cp) {
+RingShape ring_shape(const AttentionDims& dims, int64_t groups, const ContextParallel& cp) {
   MT_CHECK(cp.size() > 1 && dims.s % 2 == 0, "context-parallel attention over ", dims.s,
            " rows at CP ", cp.size(), " (internal error: needs CP > 1 and two equal chunks)");
+  MT_CHECK(groups >= 1 && dims.a % groups == 0, "context-parallel attention: ", dims.a,
+           " heads in ", groups, " query groups (internal error)");
   RingShape r;
   r.c = dims.s / 2;
   r.rows = dims.b * dims.a * r.c;
   r.cs = r.rows * dims.d;
+  r.g = groups;
+  r.gs = dims.b * groups * r.c * dims.d;
   return r;
+}
+
+// Grouped-query attention: the a heads' k and v (2b, a, c, d) repeat each
+// group's (2b, g, c, d); only the groups travel.
+// packed (2b, g, c, d) = the first head of each group                    [=]
+void pack_groups(float* packed, const float* heads, int64_t batches, int64_t a, int64_t g,
+                 int64_t cd) {
+  const int64_t r = a / g;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t bi = 0; bi < batches; ++bi)
+    for (int64_t gi = 0; gi < g; ++gi)
+      std::copy_n(heads + (bi * a + gi * r) * cd, cd, packed + (bi * g + gi) * cd);
+}
+// heads (2b, a, c, d) = each head its group's                              [=]
+void unpack_groups(float* heads, const float* packed, int64_t batches, int64_t a, int64_t g,
+                   int64_t cd) {
+  const int64_t r = a / g;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t bi = 0; bi < batches; ++bi)
+    for (int64_t hi = 0; hi < a; ++hi)
+      std::copy_n(packed + (bi * g + hi / r) * cd, cd, heads + (bi * a + hi) * cd);
+}
+// packed (2b, g, c, d) += the sum of each group's heads' gradients         [+=]
+void add_group_sums(float* packed, const float* heads, int64_t batches, int64_t a, int64_t g,
+                    int64_t cd) {
+  const int64_t r = a / g;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t bi = 0; bi < batches; ++bi)
+    for (int64_t gi = 0; gi < g; ++gi) {
+      float* dst = packed + (bi * g + gi) * cd;
+      for (int64_t j = 0; j < r; ++j) {
+        const float* src = heads + (bi * a + gi * r + j) * cd;
+        for (int64_t i = 0; i < cd; ++i) dst[i] += src[i];
+      }
+    }
+}
+// heads (2b, a, c, d) = the group's gradient on its first head, 0 on the
+// others (heads_to_qkv sums a group's heads, so the sum is the group's)    [=]
+void groups_to_first_heads(float* heads, const float* packed, int64_t batches, int64_t a,
+                           int64_t g, int64_t cd) {
+  const int64_t r = a / g;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t bi = 0; bi < batches; ++bi)
+    for (int64_t hi = 0; hi < a; ++hi) {
+      float* dst = heads + (bi * a + hi) * cd;
+      if (hi % r == 0)
+        std::copy_n(packed + (bi * g + hi / r) * cd, cd, dst);
+      else
+        std::fill(dst, dst + cd, 0.f);
+    }
 }
 
 // The attention of one chunk pair: queries of this rank's chunk qj over keys
@@ -53,15 +109,16 @@ bool fully_masked(const AttentionDims& bd) { return bd.k_pos0 > bd.q_pos0 + bd.s
 // Scratch carved from the workspace: [attention kernel | ring buffers].
 struct RingScratch {
   float* attn = nullptr;
-  float* kv[2] = {nullptr, nullptr};        // (K | V) of one rank's two chunks, 4·cs each
+  float* kv[2] = {nullptr, nullptr};        // travelling (K | V) groups of two chunks, 4·gs each
+  float* kv_heads = nullptr;                // (K | V) repeated per head, 4·cs
   float* blk_ctx = nullptr;                 // (cs)
   float* blk_lse = nullptr;                 // (rows)
   float* dsum = nullptr;                    // (2·rows)
   float* blk_dq = nullptr;                  // (cs)
   float* blk_dk = nullptr;                  // (cs)
   float* blk_dv = nullptr;                  // (cs)
-  float* dkv_part[2] = {nullptr, nullptr};  // (dK | dV) travelling accumulators, 4·cs each
-  float* dkv_in = nullptr;                  // (4·cs)
+  float* dkv_part[2] = {nullptr, nullptr};  // (dK | dV) travelling group sums, 4·gs each
+  float* dkv_in = nullptr;                  // (4·gs)
 };
 
 int64_t kernel_floats(const AttentionDims& dims, int64_t c) {
@@ -82,17 +139,18 @@ RingScratch carve(float* ws, const AttentionDims& dims, const RingShape& r) {
     return q;
   };
   s.attn = take(kernel_floats(dims, r.c));
-  s.kv[0] = take(4 * r.cs);
-  s.kv[1] = take(4 * r.cs);
+  s.kv[0] = take(4 * r.gs);
+  s.kv[1] = take(4 * r.gs);
+  s.kv_heads = take(4 * r.cs);
   s.blk_ctx = take(r.cs);
   s.blk_lse = take(r.rows);
   s.dsum = take(2 * r.rows);
   s.blk_dq = take(r.cs);
   s.blk_dk = take(r.cs);
   s.blk_dv = take(r.cs);
-  s.dkv_part[0] = take(4 * r.cs);
-  s.dkv_part[1] = take(4 * r.cs);
-  s.dkv_in = take(4 * r.cs);
+  s.dkv_part[0] = take(4 * r.gs);
+  s.dkv_part[1] = take(4 * r.gs);
+  s.dkv_in = take(4 * r.gs);
   return s;
 }
 
@@ -108,36 +166,65 @@ void add(float* dst, const float* src, int64_t n) {
 
 }  // namespace
 
-int64_t context_parallel_attention_workspace_floats(const AttentionDims& dims) {
+int64_t context_parallel_attention_workspace_floats(const AttentionDims& dims, int64_t groups) {
   const int64_t c = dims.s / 2, cs = dims.b * dims.a * c * dims.d, rows = dims.b * dims.a * c;
-  return kernel_floats(dims, c) + 8 * cs + cs + rows + 2 * rows + 3 * cs + 12 * cs;
+  const int64_t gs = dims.b * groups * c * dims.d;
+  return kernel_floats(dims, c) + 8 * gs + 4 * cs + cs + rows + 2 * rows + 3 * cs + 12 * gs;
 }
 
+namespace {
+
+// The K/V of this step: this rank's own (t = 0), or the received groups
+// repeated per head. Starts the next step's transfer of the groups first.
+struct KvStep {
+  const float* k = nullptr;
+  const float* v = nullptr;
+  CommHandle send, recv;
+};
+
+KvStep start_kv_step(int t, ReadView k, ReadView v, RingScratch& w, const RingShape& r,
+                     const AttentionDims& dims, const ContextParallel& cp) {
+  const Communicator& comm = *cp.cp;
+  const int n = int(cp.size()), me = int(cp.rank());
+  const int64_t kvp = 2 * r.gs;  // one rank's K (or V) groups: two chunks
+  const int64_t batches = 2 * dims.b, cd = r.c * dims.d;
+  KvStep st;
+  if (t == 0) {  // pack this rank's groups: what travels first
+    pack_groups(w.kv[0], k.f32, batches, dims.a, r.g, cd);
+    pack_groups(w.kv[0] + kvp, v.f32, batches, dims.a, r.g, cd);
+  }
+  // One message of K | V groups to the next rank, the next step's from the previous.
+  if (t + 1 < n) {
+    st.recv = comm.irecv(w.kv[(t + 1) % 2], 2 * kvp, (me + n - 1) % n, kTagK);
+    st.send = comm.isend(w.kv[t % 2], 2 * kvp, (me + 1) % n, kTagK);
+  }
+  if (t == 0) {
+    st.k = k.f32;
+    st.v = v.f32;
+  } else {
+    unpack_groups(w.kv_heads, w.kv[t % 2], batches, dims.a, r.g, cd);
+    unpack_groups(w.kv_heads + 2 * r.cs, w.kv[t % 2] + kvp, batches, dims.a, r.g, cd);
+    st.k = w.kv_heads;
+    st.v = w.kv_heads + 2 * r.cs;
+  }
+  return st;
+}
+
+}  // namespace
+
 void context_parallel_attention_forward(float* ctx, float* lse, ReadView q, ReadView k,
-                                        ReadView v, const AttentionDims& dims,
+                                        ReadView v, const AttentionDims& dims, int64_t groups,
                                         const AttentionDropout& drop, const ContextParallel& cp,
                                         float* workspace) {
   check_fp32("context_parallel_attention_forward", q, k, v);
-  const RingShape r = ring_shape(dims, cp);
+  const RingShape r = ring_shape(dims, groups, cp);
   RingScratch w = carve(workspace, dims, r);
-  const Communicator& comm = *cp.cp;
   const int n = int(cp.size()), me = int(cp.rank());
-  const int next = (me + 1) % n, prev = (me + n - 1) % n;
-  const int64_t kv_n = 2 * r.cs;  // one rank's K (or V): two chunks
   bool started[2] = {false, false};  // has query chunk j a result yet?
   for (int t = 0; t < n; ++t) {
     const int src = (me - t + n) % n;  // whose K/V this step holds
-    const float* kc = t == 0 ? k.f32 : w.kv[t % 2];
-    const float* vc = t == 0 ? v.f32 : w.kv[t % 2] + kv_n;
     // The next block travels while this one is computed.
-    CommHandle sk, sv, rk, rv;
-    if (t + 1 < n) {
-      float* dst = w.kv[(t + 1) % 2];
-      rk = comm.irecv(dst, kv_n, prev, kTagK);
-      rv = comm.irecv(dst + kv_n, kv_n, prev, kTagV);
-      sk = comm.isend(kc, kv_n, next, kTagK);
-      sv = comm.isend(vc, kv_n, next, kTagV);
-    }
+    KvStep kv = start_kv_step(t, k, v, w, r, dims, cp);
     for (int64_t qj = 0; qj < 2; ++qj)
       for (int64_t kj = 0; kj < 2; ++kj) {
         const AttentionDims bd = block_dims(dims, cp, r.c, qj, src, kj);
@@ -145,19 +232,17 @@ void context_parallel_attention_forward(float* ctx, float* lse, ReadView q, Read
         float* ctx_j = ctx + qj * r.cs;
         float* lse_j = lse + qj * r.rows;
         const ReadView qv = q.f32 + qj * r.cs;
-        const ReadView kv = kc + kj * r.cs, vv = vc + kj * r.cs;
+        const ReadView kb = kv.k + kj * r.cs, vb = kv.v + kj * r.cs;
         if (!started[qj]) {  // the first block of these rows writes directly
-          attention_forward(ctx_j, lse_j, qv, kv, vv, bd, drop, w.attn);
+          attention_forward(ctx_j, lse_j, qv, kb, vb, bd, drop, w.attn);
           started[qj] = true;
         } else {
-          attention_forward(w.blk_ctx, w.blk_lse, qv, kv, vv, bd, drop, w.attn);
+          attention_forward(w.blk_ctx, w.blk_lse, qv, kb, vb, bd, drop, w.attn);
           attention_merge(ctx_j, lse_j, w.blk_ctx, w.blk_lse, r.rows, dims.d);
         }
       }
-    rk.wait();
-    rv.wait();
-    sk.wait();
-    sv.wait();
+    kv.recv.wait();
+    kv.send.wait();
   }
   // Every query sees at least its own position (the diagonal block), so each
   // chunk has a result; guard the invariant anyway.
@@ -168,69 +253,53 @@ void context_parallel_attention_forward(float* ctx, float* lse, ReadView q, Read
 void context_parallel_attention_backward(float* dq, float* dk, float* dv, const float* dctx,
                                          ReadView q, ReadView k, ReadView v, const float* ctx,
                                          const float* lse, const AttentionDims& dims,
-                                         const AttentionDropout& drop, const ContextParallel& cp,
-                                         float* workspace) {
+                                         int64_t groups, const AttentionDropout& drop,
+                                         const ContextParallel& cp, float* workspace) {
   check_fp32("context_parallel_attention_backward", q, k, v);
-  const RingShape r = ring_shape(dims, cp);
+  const RingShape r = ring_shape(dims, groups, cp);
   RingScratch w = carve(workspace, dims, r);
   const Communicator& comm = *cp.cp;
   const int n = int(cp.size()), me = int(cp.rank());
   const int next = (me + 1) % n, prev = (me + n - 1) % n;
-  const int64_t kv_n = 2 * r.cs;
+  const int64_t kvp = 2 * r.gs, batches = 2 * dims.b, cd = r.c * dims.d;
   // D = rowsum(dctx · ctx) of the merged rows, for every block's softmax backward.
   attention_row_dsum(w.dsum, dctx, ctx, 2 * r.rows, dims.d);
   std::fill(dq, dq + 2 * r.cs, 0.f);
-  CommHandle sdk, sdv;  // the accumulator sent last step (its buffer is reused next-but-one)
+  CommHandle sdkv;  // the accumulator sent last step (its buffer is reused next-but-one)
   for (int t = 0; t < n; ++t) {
     const int src = (me - t + n) % n;
-    const float* kc = t == 0 ? k.f32 : w.kv[t % 2];
-    const float* vc = t == 0 ? v.f32 : w.kv[t % 2] + kv_n;
-    CommHandle sk, sv, rk, rv, rdk, rdv;
-    if (t + 1 < n) {
-      float* dst = w.kv[(t + 1) % 2];
-      rk = comm.irecv(dst, kv_n, prev, kTagK);
-      rv = comm.irecv(dst + kv_n, kv_n, prev, kTagV);
-      sk = comm.isend(kc, kv_n, next, kTagK);
-      sv = comm.isend(vc, kv_n, next, kTagV);
-    }
-    if (t > 0) {  // src's accumulator, from the ranks that held this block before
-      rdk = comm.irecv(w.dkv_in, kv_n, prev, kTagDk);
-      rdv = comm.irecv(w.dkv_in + kv_n, kv_n, prev, kTagDv);
-    }
-    float* part = w.dkv_part[t % 2];  // this rank's dK | dV of src's chunks
-    std::fill(part, part + 2 * kv_n, 0.f);
+    KvStep kv = start_kv_step(t, k, v, w, r, dims, cp);
+    CommHandle rdkv;
+    if (t > 0)  // src's dK | dV group sums, from the ranks that held this block before
+      rdkv = comm.irecv(w.dkv_in, 2 * kvp, prev, kTagDk);
+    float* part = w.dkv_part[t % 2];  // this rank's dK | dV of src's chunks' groups
+    std::fill(part, part + 2 * kvp, 0.f);
     for (int64_t qj = 0; qj < 2; ++qj)
       for (int64_t kj = 0; kj < 2; ++kj) {
         const AttentionDims bd = block_dims(dims, cp, r.c, qj, src, kj);
         if (fully_masked(bd)) continue;
         attention_backward(w.blk_dq, w.blk_dk, w.blk_dv, dctx + qj * r.cs, q.f32 + qj * r.cs,
-                           kc + kj * r.cs, vc + kj * r.cs, ctx + qj * r.cs, lse + qj * r.rows,
-                           bd, drop, w.attn, w.dsum + qj * r.rows);
+                           kv.k + kj * r.cs, kv.v + kj * r.cs, ctx + qj * r.cs,
+                           lse + qj * r.rows, bd, drop, w.attn, w.dsum + qj * r.rows);
         add(dq + qj * r.cs, w.blk_dq, r.cs);
-        add(part + kj * r.cs, w.blk_dk, r.cs);
-        add(part + kv_n + kj * r.cs, w.blk_dv, r.cs);
+        add_group_sums(part + kj * r.gs, w.blk_dk, dims.b, dims.a, r.g, cd);
+        add_group_sums(part + kvp + kj * r.gs, w.blk_dv, dims.b, dims.a, r.g, cd);
       }
     if (t > 0) {
-      rdk.wait();
-      rdv.wait();
-      add(part, w.dkv_in, 2 * kv_n);
+      rdkv.wait();
+      add(part, w.dkv_in, 2 * kvp);
     }
-    sdk.wait();  // last step's accumulator left (before this one's send is posted)
-    sdv.wait();
-    sdk = comm.isend(part, kv_n, next, kTagDk);
-    sdv = comm.isend(part + kv_n, kv_n, next, kTagDv);
-    rk.wait();
-    rv.wait();
-    sk.wait();
-    sv.wait();
+    sdkv.wait();  // last step's accumulator left (before this one's send is posted)
+    sdkv = comm.isend(part, 2 * kvp, next, kTagDk);
+    kv.recv.wait();
+    kv.send.wait();
   }
   // The accumulator of this rank's own chunks has been round the ring.
-  CommHandle rdk = comm.irecv(dk, kv_n, prev, kTagDk);
-  CommHandle rdv = comm.irecv(dv, kv_n, prev, kTagDv);
-  rdk.wait();
-  rdv.wait();
-  sdk.wait();
-  sdv.wait();
+  CommHandle rdkv = comm.irecv(w.dkv_in, 2 * kvp, prev, kTagDk);
+  rdkv.wait();
+  sdkv.wait();
+  groups_to_first_heads(dk, w.dkv_in, batches, dims.a, r.g, cd);
+  groups_to_first_heads(dv, w.dkv_in + kvp, batches, dims.a, r.g, cd);
 }
 
 }  // namespace mt

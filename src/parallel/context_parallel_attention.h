@@ -14,6 +14,12 @@
 // chunk a contiguous (b, a, c, d) tensor — and lse (2, b, a, c); c = s/(2·CP).
 // Probability dropout is keyed by global (query, key) positions over the whole
 // sequence (dims.s_global), so it equals the one-rank mask.
+//
+// Grouped-query attention (`groups` < a): k and v come repeated per head (as
+// qkv_to_heads makes them), but only the groups' K/V travel (a/groups times
+// less traffic), are repeated per head on arrival, and the dK/dV accumulators
+// travel as group sums; dk and dv come back with each group's gradient on
+// its first head and 0 on the others (heads_to_qkv sums a group's heads).
 #pragma once
 #include <cstdint>
 
@@ -24,11 +30,11 @@ namespace mt {
 
 // dims: b, a, s = this rank's s/CP rows, d, math, s_global. Scratch floats
 // forward and backward need (the attention kernel's plus the ring's buffers).
-int64_t context_parallel_attention_workspace_floats(const AttentionDims& dims);
+int64_t context_parallel_attention_workspace_floats(const AttentionDims& dims, int64_t groups);
 
 // ctx (2, b, a, c, d), lse (2, b, a, c)                                   [=]
 void context_parallel_attention_forward(float* ctx, float* lse, ReadView q, ReadView k,
-                                        ReadView v, const AttentionDims& dims,
+                                        ReadView v, const AttentionDims& dims, int64_t groups,
                                         const AttentionDropout& drop, const ContextParallel& cp,
                                         float* workspace);
 
@@ -37,7 +43,7 @@ void context_parallel_attention_forward(float* ctx, float* lse, ReadView q, Read
 void context_parallel_attention_backward(float* dq, float* dk, float* dv, const float* dctx,
                                          ReadView q, ReadView k, ReadView v, const float* ctx,
                                          const float* lse, const AttentionDims& dims,
-                                         const AttentionDropout& drop, const ContextParallel& cp,
-                                         float* workspace);
+                                         int64_t groups, const AttentionDropout& drop,
+                                         const ContextParallel& cp, float* workspace);
 
 }  // namespace mt

@@ -149,9 +149,11 @@ MemoryClasses predict_memory(const MemoryPlan& p) {
   //   (s, b) doubles                            n·v + 5n
   //   (bf16 adds the logits' gradient in bf16: n·v/2)
   //   context parallelism: the kernel's blocks are (chunk x chunk), chunk =
-  //   s/(2cp), and the ring adds two K|V buffers (2 · 2n·hl), dK|dV two
-  //   outgoing and one incoming (3 · 2n·hl), a block's ctx, dq, dk, dv
-  //   (4 · n·hl/2) and lse plus the rows' D (3 · n·a/2): 12·n·hl + 1.5·n·a
+  //   s/(2cp), and the ring adds two travelling K|V group buffers (2 · 2n·hg,
+  //   hg = g·d = hl·g/a), K|V repeated per head (2n·hl), dK|dV group sums two
+  //   outgoing and one incoming (3 · 2n·hg), a block's ctx, dq, dk, dv
+  //   (4 · n·hl/2) and lse plus the rows' D (3 · n·a/2):
+  //   10·n·hg + 4·n·hl + 1.5·n·a
   const int64_t kv = p.cp > 1 ? s / 2 : s;  // keys (and queries) of one kernel call
   const double block = double(std::min<int64_t>(kAttentionBlockQ, kv));
   const double score_block = double(p.b) * a * block * double(kv);
@@ -159,7 +161,9 @@ MemoryClasses predict_memory(const MemoryPlan& p) {
   // score-gradient blocks and of q, k, v and the context gradient (2 bytes each).
   const double attention =
       2 * score_block + (p.math == "bf16" ? (2 * score_block + 4 * n * hl) / 2 : 0.0) +
-      (p.cp > 1 ? 12 * n * hl + 1.5 * n * a : 0.0);
+      (p.cp > 1 ? 10 * n * hl * double(p.g_local > 0 ? p.g_local : p.a_local) / a + 4 * n * hl +
+                      1.5 * n * a
+                : 0.0);
   const double logits = n * double(p.v_local) * (p.math == "bf16" ? 1.5 : 1.0);
   const double loss_head = p.has_output ? logits + 5 * n : 0.0;
   m.workspace = 4.0 * (n * qkv + 3 * nl * h + 2 * n * h + 5 * n * hl + n * f +

@@ -123,8 +123,9 @@ TEST(ContextParallel, CheckpointsResumeAtAnotherCp) {
   }
 }
 
-// --log-memory at CP 2: every class measured within 5% of the prediction on
-// both ranks, and the saved activations halve (each rank holds s/2 rows).
+// --log-memory at CP 2 (GPT-2, and Llama with GQA): every class measured
+// within 5% of the prediction on both ranks, and the saved activations halve
+// (each rank holds s/2 rows).
 TEST(ContextParallel, MemoryIsPredictedAndActivationsDivideByCp) {
   TempDir dir;
   const std::string flags = " train" + prepare_data(dir, synthetic_corpus(100)) +
@@ -133,8 +134,14 @@ TEST(ContextParallel, MemoryIsPredictedAndActivationsDivideByCp) {
                             " --train-iters 1 --lr 1e-4 --split 90,10,0 --eval-interval 0"
                             " --peak-tflops 1 --log-memory --make-vocab-size-divisible-by 64";
   std::map<std::string, nlohmann::json> rank0;
-  for (const auto& [tag, cmd] : {std::pair<std::string, std::string>{"cp1", megatron() + flags},
-                                 {"cp2", mpirun(2) + flags + " --context-parallel-size 2"}}) {
+  // (Llama with 2 query groups of 8 heads: the ring's K/V travel as groups.)
+  const std::string llama = " --normalization RMSNorm --position-embedding-type rope --swiglu"
+                            " --ffn-hidden-size 2816 --group-query-attention --num-query-groups 2"
+                            " --disable-bias-linear --untie-embeddings-and-output-weights";
+  for (const auto& [tag, cmd] :
+       {std::pair<std::string, std::string>{"cp1", megatron() + flags},
+        {"cp2", mpirun(2) + flags + " --context-parallel-size 2"},
+        {"llama_cp2", mpirun(2) + flags + llama + " --context-parallel-size 2"}}) {
     const std::string log = dir.file(tag + ".json");
     const RunResult r = run(cmd + " --log-json " + log);
     ASSERT_EQ(r.exit_code, 0) << tag << "\n" << r.output;

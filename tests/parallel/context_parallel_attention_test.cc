@@ -65,10 +65,34 @@ Vec local_chunks(const Vec& full, int64_t b, int64_t a, int64_t S, int64_t d, in
   return out;
 }
 
+// (batches, a, rows, d) → the sum over each group's a/g heads: (batches, g, rows, d).
+Vec group_sums(const Vec& x, int64_t batches, int64_t a, int64_t g, int64_t cd) {
+  Vec out(static_cast<size_t>(batches * g * cd), 0.f);
+  for (int64_t bi = 0; bi < batches; ++bi)
+    for (int64_t hi = 0; hi < a; ++hi)
+      for (int64_t i = 0; i < cd; ++i)
+        out[size_t((bi * g + hi / (a / g)) * cd + i)] += x[size_t((bi * a + hi) * cd + i)];
+  return out;
+}
+
+// k, v (b, a, S, d) with each group's values repeated for its heads (as
+// qkv_to_heads makes them), from (b, g, S, d) random values.
+Vec repeated_groups(int64_t b, int64_t a, int64_t g, int64_t S, int64_t d, uint32_t seed) {
+  const Vec groups = random_vec(b * g * S * d, seed);
+  Vec out;
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t hi = 0; hi < a; ++hi)
+      out.insert(out.end(), groups.begin() + (bi * g + hi / (a / g)) * S * d,
+                 groups.begin() + (bi * g + hi / (a / g) + 1) * S * d);
+  return out;
+}
+
+// Without (g = a) and with grouped-query attention (g = 2 of 4 heads: only
+// the groups travel; dk, dv compared as each group's sum over its heads).
 TEST(ContextParallelAttention, RingEqualsTheWholeSequence) {
   Communicator world = Communicator::world();
   const int64_t cp = world.size(), me = world.rank();
-  const int64_t b = 2, a = 2, d = 8, c = 5, S = 2 * cp * c;
+  const int64_t b = 2, a = 4, d = 8, c = 5, S = 2 * cp * c;
   AttentionDropout drop;
   drop.rng = RngStream::make(7, "cp_attention_test", 3);
   drop.p = 0.2f;
@@ -81,48 +105,54 @@ TEST(ContextParallelAttention, RingEqualsTheWholeSequence) {
   local.d = d;
   local.s_global = S;
   if (cp == 1) {  // one rank: the ring is not the path (gpt_layer calls attention_forward)
-    Vec ws(size_t(context_parallel_attention_workspace_floats(local)));
+    Vec ws(size_t(context_parallel_attention_workspace_floats(local, a)));
     Vec x(size_t(b * a * S * d)), lse(size_t(b * a * S));
     EXPECT_THROW(context_parallel_attention_forward(x.data(), lse.data(), x.data(), x.data(),
-                                                    x.data(), local, drop, group, ws.data()),
+                                                    x.data(), local, a, drop, group, ws.data()),
                  Error);
     return;
   }
-  const int64_t n = b * a * S * d;
-  const Vec q = random_vec(n, 1), k = random_vec(n, 2), v = random_vec(n, 3),
-            dctx = random_vec(n, 4);
-  // One rank's attention of the whole sequence.
-  AttentionDims whole;
-  whole.b = b;
-  whole.a = a;
-  whole.s = S;
-  whole.d = d;
-  Vec ws_whole(size_t(attention_workspace_floats(whole)));
-  const size_t nz = static_cast<size_t>(n);
-  Vec ctx(nz), lse(static_cast<size_t>(b * a * S)), dq(nz), dk(nz), dv(nz);
-  attention_forward(ctx.data(), lse.data(), q.data(), k.data(), v.data(), whole, drop,
-                    ws_whole.data());
-  attention_backward(dq.data(), dk.data(), dv.data(), dctx.data(), q.data(), k.data(), v.data(),
-                     ctx.data(), lse.data(), whole, drop, ws_whole.data());
-  // The ring, from this rank's chunks.
-  auto mine = [&](const Vec& full, int64_t row_len) {
-    return local_chunks(full, b, a, S, d, cp, me, row_len);
-  };
-  const Vec lq = mine(q, d), lk = mine(k, d), lv = mine(v, d), ldctx = mine(dctx, d);
-  const int64_t ln = n / cp;
-  Vec ws(size_t(context_parallel_attention_workspace_floats(local)));
-  Vec lctx(size_t(ln), kGarbage), llse(size_t(ln / d), kGarbage);
-  context_parallel_attention_forward(lctx.data(), llse.data(), lq.data(), lk.data(), lv.data(),
-                                     local, drop, group, ws.data());
-  expect_close(lctx, mine(ctx, d), "ctx");
-  expect_close(llse, mine(lse, 1), "lse");
-  Vec ldq(size_t(ln), kGarbage), ldk(size_t(ln), kGarbage), ldv(size_t(ln), kGarbage);
-  context_parallel_attention_backward(ldq.data(), ldk.data(), ldv.data(), ldctx.data(),
-                                      lq.data(), lk.data(), lv.data(), lctx.data(), llse.data(),
-                                      local, drop, group, ws.data());
-  expect_close(ldq, mine(dq, d), "dq", 1e-4);
-  expect_close(ldk, mine(dk, d), "dk", 1e-4);
-  expect_close(ldv, mine(dv, d), "dv", 1e-4);
+  for (int64_t g : {a, int64_t(2)}) {
+    SCOPED_TRACE("query groups " + std::to_string(g));
+    const int64_t n = b * a * S * d;
+    const Vec q = random_vec(n, 1), k = repeated_groups(b, a, g, S, d, 2),
+              v = repeated_groups(b, a, g, S, d, 3), dctx = random_vec(n, 4);
+    // One rank's attention of the whole sequence.
+    AttentionDims whole;
+    whole.b = b;
+    whole.a = a;
+    whole.s = S;
+    whole.d = d;
+    Vec ws_whole(size_t(attention_workspace_floats(whole)));
+    const size_t nz = static_cast<size_t>(n);
+    Vec ctx(nz), lse(static_cast<size_t>(b * a * S)), dq(nz), dk(nz), dv(nz);
+    attention_forward(ctx.data(), lse.data(), q.data(), k.data(), v.data(), whole, drop,
+                      ws_whole.data());
+    attention_backward(dq.data(), dk.data(), dv.data(), dctx.data(), q.data(), k.data(),
+                       v.data(), ctx.data(), lse.data(), whole, drop, ws_whole.data());
+    // The ring, from this rank's chunks.
+    auto mine = [&](const Vec& full, int64_t row_len) {
+      return local_chunks(full, b, a, S, d, cp, me, row_len);
+    };
+    const Vec lq = mine(q, d), lk = mine(k, d), lv = mine(v, d), ldctx = mine(dctx, d);
+    const int64_t ln = n / cp;
+    Vec ws(size_t(context_parallel_attention_workspace_floats(local, g)));
+    Vec lctx(size_t(ln), kGarbage), llse(size_t(ln / d), kGarbage);
+    context_parallel_attention_forward(lctx.data(), llse.data(), lq.data(), lk.data(), lv.data(),
+                                       local, g, drop, group, ws.data());
+    expect_close(lctx, mine(ctx, d), "ctx");
+    expect_close(llse, mine(lse, 1), "lse");
+    Vec ldq(size_t(ln), kGarbage), ldk(size_t(ln), kGarbage), ldv(size_t(ln), kGarbage);
+    context_parallel_attention_backward(ldq.data(), ldk.data(), ldv.data(), ldctx.data(),
+                                        lq.data(), lk.data(), lv.data(), lctx.data(),
+                                        llse.data(), local, g, drop, group, ws.data());
+    expect_close(ldq, mine(dq, d), "dq", 1e-4);
+    const int64_t cd = S / cp / 2 * d;  // one chunk's rows of one head
+    expect_close(group_sums(ldk, 2 * b, a, g, cd), group_sums(mine(dk, d), 2 * b, a, g, cd), "dk",
+                 1e-4);
+    expect_close(group_sums(ldv, 2 * b, a, g, cd), group_sums(mine(dv, d), 2 * b, a, g, cd), "dv",
+                 1e-4);
+  }
 }
 
 }  // namespace
