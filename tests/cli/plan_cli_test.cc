@@ -169,5 +169,28 @@ TEST(PlanCli, BadInputNamesTheConstraint) {
   EXPECT_NE(r.output.find("a100-80gb"), std::string::npos) << r.output;
 }
 
+// --calibrate on 2 ranks writes a profile that passes the strict reader (plan
+// runs with it), with measured peaks, links and this host's memory share.
+TEST(PlanCli, CalibrateWritesAProfilePlanRunsWith) {
+  TempDir dir;
+  const std::string out = dir.file("cpu.json");
+  const RunResult c = run(mpirun(2) + " plan --calibrate --output " + out);
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  std::ifstream in(out);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j.at("name"), "cpu-here");
+  EXPECT_GT(j.at("peak_flops").at("fp32").get<double>(), 1e9);  // > 1 GFLOP/s per rank
+  EXPECT_GT(j.at("peak_flops").at("bf16").get<double>(), 1e9);
+  EXPECT_GT(j.at("memory_bytes").get<double>(), 1e8);
+  EXPECT_EQ(j.at("gemm_efficiency").size(), 5u);
+  EXPECT_GT(j.at("links").at("intra_node").at("bandwidth_bytes_per_s").get<double>(), 1e6);
+  EXPECT_NE(j.at("sources").dump().find("2 rank(s)"), std::string::npos) << j.dump();
+  const RunResult r = run(plan() + kModel + " --vocab-size 1000 --global-batch-size 8"
+                          " --num-nodes 1 --devices-per-node 2 --device " + out + " --json --top 1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_EQ(json_lines(r.output).size(), 1u) << r.output;
+  EXPECT_GT(json_lines(r.output)[0].at("tokens_per_s").get<double>(), 0);
+}
+
 }  // namespace
 }  // namespace mt::test
