@@ -172,6 +172,9 @@ class Communicator {
   // since the last reset (non-blocking work is timed by whoever waits on it).
   double busy_seconds() const { return busy_seconds_; }
   void reset_busy_seconds() const { busy_seconds_ = 0; }
+  // Time a caller spent waiting on this group's non-blocking operations
+  // (what the overlap did not hide), counted with the blocking calls.
+  void add_busy_seconds(double s) const { busy_seconds_ += s; }
 
  private:
   void check_member(const char* op) const;

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "core/log.h"
 
 namespace mt {
 
@@ -159,6 +160,15 @@ void check_fp32(const char* what, ReadView q, ReadView k, ReadView v) {
            "context parallelism yet; fix: drop --bf16 or use --context-parallel-size 1");
 }
 
+// Waits for the handles, adding the time spent to the CP group's busy
+// seconds: the communication the block computation did not hide.
+template <class... H>
+void wait_exposed(const Communicator& comm, H&... handles) {
+  Timer timer;
+  (handles.wait(), ...);
+  comm.add_busy_seconds(timer.seconds());
+}
+
 void add(float* dst, const float* src, int64_t n) {
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
@@ -241,8 +251,7 @@ void context_parallel_attention_forward(float* ctx, float* lse, ReadView q, Read
           attention_merge(ctx_j, lse_j, w.blk_ctx, w.blk_lse, r.rows, dims.d);
         }
       }
-    kv.recv.wait();
-    kv.send.wait();
+    wait_exposed(*cp.cp, kv.recv, kv.send);
   }
   // Every query sees at least its own position (the diagonal block), so each
   // chunk has a result; guard the invariant anyway.
@@ -286,18 +295,16 @@ void context_parallel_attention_backward(float* dq, float* dk, float* dv, const 
         add_group_sums(part + kvp + kj * r.gs, w.blk_dv, dims.b, dims.a, r.g, cd);
       }
     if (t > 0) {
-      rdkv.wait();
+      wait_exposed(comm, rdkv);
       add(part, w.dkv_in, 2 * kvp);
     }
-    sdkv.wait();  // last step's accumulator left (before this one's send is posted)
+    wait_exposed(comm, sdkv);  // last step's accumulator left (before this one's send is posted)
     sdkv = comm.isend(part, 2 * kvp, next, kTagDk);
-    kv.recv.wait();
-    kv.send.wait();
+    wait_exposed(comm, kv.recv, kv.send);
   }
   // The accumulator of this rank's own chunks has been round the ring.
   CommHandle rdkv = comm.irecv(w.dkv_in, 2 * kvp, prev, kTagDk);
-  rdkv.wait();
-  sdkv.wait();
+  wait_exposed(comm, rdkv, sdkv);
   groups_to_first_heads(dk, w.dkv_in, batches, dims.a, r.g, cd);
   groups_to_first_heads(dv, w.dkv_in + kvp, batches, dims.a, r.g, cd);
 }
