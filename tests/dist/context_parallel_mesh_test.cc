@@ -57,8 +57,9 @@ TEST(ContextParallelMesh, CpOneChangesNothing) {
       }
 }
 
-// For every layout up to 24 ranks: each kind partitions the world, and each
-// group's members share exactly the coordinates they should (t, c, d, p).
+// For every layout up to 24 ranks (CP = 1 included: the tp-dp-pp mesh): each
+// kind partitions the world, and each group's members share exactly the
+// coordinates they should (t, c, d, p).
 TEST(ContextParallelMesh, EveryKindPartitionsTheWorldConsistently) {
   for (int world = 1; world <= 24; ++world)
     for (int tp = 1; tp <= world; ++tp)
@@ -93,6 +94,9 @@ TEST(ContextParallelMesh, EveryKindPartitionsTheWorldConsistently) {
           for (int r = 0; r < world; ++r) {
             const auto c = coords(r);
             ASSERT_EQ(mesh_rank(c[0], c[1], c[2], c[3], tp, cp, dp), r);
+            if (cp == 1) {  // the CP-free form
+              ASSERT_EQ(mesh_rank(c[0], c[2], c[3], tp, dp), r);
+            }
           }
         }
 }

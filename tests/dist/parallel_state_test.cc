@@ -86,42 +86,6 @@ TEST(GroupRanks, PureDataParallel) {
   EXPECT_EQ(group_ranks(GroupKind::kWorld, 1, 1, 1), (Groups{{0}}));
 }
 
-// For every layout up to 24 ranks: each of tp, dp, pp, mp partitions the
-// world, and each group's members share exactly the coordinates they should.
-TEST(GroupRanks, EveryKindPartitionsTheWorldConsistently) {
-  for (int world = 1; world <= 24; ++world)
-    for (int tp = 1; tp <= world; ++tp)
-      for (int pp = 1; pp <= world / tp; ++pp) {
-        if (world % (tp * pp)) continue;
-        const int dp = world / (tp * pp);
-        auto coords = [&](int r) { return std::vector<int>{r % tp, (r / tp) % dp, r / (tp * dp)}; };
-        const GroupKind kinds[] = {GroupKind::kTp, GroupKind::kDp, GroupKind::kPp,
-                                   GroupKind::kModelParallel};
-        const int sizes[] = {tp, dp, pp, tp * pp};
-        const int varying[][3] = {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}, {1, 0, 1}};
-        for (int k = 0; k < 4; ++k) {
-          std::vector<int> seen(size_t(world), 0);
-          for (const auto& g : group_ranks(kinds[k], world, tp, pp)) {
-            ASSERT_EQ(int(g.size()), sizes[k]) << world << " " << tp << " " << pp << " " << k;
-            ASSERT_TRUE(std::is_sorted(g.begin(), g.end()));
-            for (int r : g) {
-              ++seen[size_t(r)];
-              for (int c = 0; c < 3; ++c) {
-                if (!varying[k][c]) {
-                  ASSERT_EQ(coords(r)[c], coords(g[0])[c]) << k << " " << c;
-                }
-              }
-            }
-          }
-          for (int r = 0; r < world; ++r) ASSERT_EQ(seen[size_t(r)], 1) << "rank " << r;
-        }
-        for (int r = 0; r < world; ++r) {
-          const auto c = coords(r);
-          ASSERT_EQ(mesh_rank(c[0], c[1], c[2], tp, dp), r);
-        }
-      }
-}
-
 TEST(ParallelConfigCheck, MisfitNamesTheNumbersAndTheFix) {
   const std::string err = error_of_config(6, {4, 1, 1});
   EXPECT_NE(err.find("world size 6"), std::string::npos) << err;
