@@ -1,10 +1,9 @@
 #!/usr/bin/env python3
 """megatron plan's step time against `megatron train` measured on this machine.
 
-Calibrates a cpu-here profile right before each run (`mpirun -n R megatron
-plan --calibrate`: R ranks measure at once, as R training ranks share the
-host), then for each layout of GPT-2 small (config b of bench_train) and of the small
-config (6 layers, hidden 384, seq 256) runs `megatron train` for a few
+Calibrates a cpu-here profile once per rank count R (`mpirun -n R megatron
+plan --calibrate`, as R training ranks share the host), then for each layout
+of GPT-2 small (config b of bench_train) and of the small config (6 layers, hidden 384, seq 256) runs `megatron train` for a few
 iterations and `megatron plan --json` pinned to the same layout, and prints
 one JSON line per layout: predicted and measured tokens/s and the error; then
 a summary line with the median and worst absolute error.
@@ -13,7 +12,9 @@ Data: ../shared/data's Tiny Shakespeare (character ids < 65) read through
 NullTokenizer with --vocab-size 50256, so the vocabulary is GPT-2's (50257,
 padded to 50304). Meaningful only on an otherwise idle machine.
 
-Usage: python3 bench/plan_validate.py [build dir] [iterations]   (default build 8)
+Usage: python3 bench/plan_validate.py [build dir] [iterations] [layouts]
+  (default build 8 all; layouts: comma-separated indices into LAYOUTS, e.g.
+  0,1,2, to split the run into parts of a few minutes each)
 """
 import json
 import os
@@ -25,6 +26,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build")
 ITERS = int(sys.argv[2]) if len(sys.argv) > 2 else 8
+PICK = [int(x) for x in sys.argv[3].split(",")] if len(sys.argv) > 3 else None
 BIN = os.path.join(BUILD, "megatron")
 DATA = os.path.join(ROOT, "..", "shared", "data", "megatron-indexed", "tinyshakespeare_text_document")
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
@@ -127,24 +129,27 @@ def main():
         sys.exit(f"missing {DATA}.bin (../shared/data)")
     errors = []
     with tempfile.TemporaryDirectory() as tmp:
-        for model, ranks, mbs, gbs, layout in LAYOUTS:
-            # Calibrated right before each run: on a shared host the load
-            # changes from minute to minute.
+        for i, (model, ranks, mbs, gbs, layout) in enumerate(LAYOUTS):
+            if PICK is not None and i not in PICK:
+                continue
             profile = os.path.join(tmp, f"cpu-here-{ranks}.json")
-            calibrate(ranks, profile)
+            if not os.path.exists(profile):
+                calibrate(ranks, profile)
             p = predict(model, ranks, mbs, gbs, layout, profile)
             best, median = measure(model, ranks, mbs, gbs, layout, tmp)
             tokens = gbs * int(MODELS[model][7])
             measured = tokens / best
             err = p["tokens_per_s"] / measured - 1
             errors.append(abs(err))
-            print(json.dumps({"model": model, "ranks": ranks, "threads": threads(ranks),
+            print(json.dumps({"index": i, "model": model, "ranks": ranks, "threads": threads(ranks),
                               "micro_batch_size": mbs, "global_batch_size": gbs,
                               "layout": " ".join(layout) or "(1 rank)",
                               "predicted_tokens_per_s": round(p["tokens_per_s"], 1),
                               "measured_tokens_per_s": round(measured, 1),
                               "measured_median_tokens_per_s": round(tokens / median, 1),
-                              "error": round(err, 4)}), flush=True)
+                              "error": round(err, 4),
+                              "predicted_step_s": round(p["step_time_s"], 3),
+                              "measured_step_s": round(best, 3)}), flush=True)
     print(json.dumps({"layouts": len(errors), "median_abs_error": round(statistics.median(errors), 4),
                       "worst_abs_error": round(max(errors), 4)}))
 

@@ -1,9 +1,10 @@
-// `megatron plan --calibrate`: this machine's device profile, measured. Every
-// rank measures at once (under `mpirun -n R` a "device" is one of R ranks
-// sharing the host, as in a training run of R ranks): oneDNN GEMM rates of
-// square matrices at a few sizes (the efficiency curve, fp32 and bf16 peaks),
-// a triad's memory bandwidth, and between ranks 0 and 1 an all-reduce's
-// bandwidth and the latency of a small all-reduce and of a p2p ping-pong.
+// `megatron plan --calibrate`: this machine's device profile, measured with
+// this program's own kernels and calls. Under `mpirun -n R` a "device" is one
+// of R ranks sharing the host, as in a training run of R ranks: min(R, cores)
+// ranks measure compute at once (oneDNN linear layers at a few shapes, fp32
+// and bf16 curves; the attention core by sequence length, precision and
+// dropout; a triad's memory bandwidth), and all R ranks the α–β of each
+// collective (all-reduce, reduce-scatter, all-gather, p2p ping-pong).
 #pragma once
 #include "dist/communicator.h"
 #include "train/device_profile.h"

@@ -103,7 +103,8 @@ std::string classes_line(const char* stage, const MemoryClasses& m) {
 std::string time_line(const StepTime& t) {
   return fmt("compute %.3f s (recompute %.3f), bubble %.3f s", t.compute, t.recompute, t.bubble) +
          fmt(", TP %.3f s, PP %.3f s", t.tp_comm, t.pp_comm) +
-         fmt(", DP %.3f s, optimizer %.3f s", t.dp_comm, t.optimizer);
+         fmt(", DP %.3f s, optimizer %.3f s", t.dp_comm, t.optimizer) +
+         (t.shared > 0 ? fmt(", ranks sharing cores %.3f s", t.shared) : std::string());
 }
 
 }  // namespace
@@ -132,7 +133,8 @@ std::string why_faster(const PlanResult& a, const PlanResult& b) {
        std::string("TP traffic") + (b.crossing.tp > 1 ? " (across nodes)" : "")},
       {y.pp_comm - x.pp_comm, std::string("PP p2p") + (b.crossing.pp > 1 ? " (across nodes)" : "")},
       {y.dp_comm - x.dp_comm, std::string("DP traffic") + (b.crossing.dp > 1 ? " (across nodes)" : "")},
-      {y.optimizer - x.optimizer, "optimizer step"}};
+      {y.optimizer - x.optimizer, "optimizer step"},
+      {y.shared - x.shared, "ranks sharing the node's cores"}};
   std::sort(parts.begin(), parts.end(), [](auto& p, auto& q) { return p.first > q.first; });
   // The parts where b loses at least 2% of a's step (at least the largest).
   std::string out = fmt("%.1f%% slower: ", 100 * (y.total() / x.total() - 1));

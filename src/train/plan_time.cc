@@ -10,17 +10,31 @@ namespace mt {
 double all_reduce_seconds(double bytes, int64_t p, const LinkProfile& link) {
   if (p <= 1) return 0;
   const double q = double(p);
-  return 2 * (q - 1) / q * bytes / link.bandwidth_bytes_per_s + 2 * (q - 1) * link.latency_s;
+  const AlphaBeta ab = link.of(Collective::kAllReduce);
+  return 2 * (q - 1) / q * bytes / ab.bandwidth_bytes_per_s + 2 * (q - 1) * ab.latency_s;
 }
 
-double reduce_scatter_seconds(double bytes, int64_t p, const LinkProfile& link) {
+namespace {
+
+double half_ring(double bytes, int64_t p, const AlphaBeta& ab) {
   if (p <= 1) return 0;
   const double q = double(p);
-  return (q - 1) / q * bytes / link.bandwidth_bytes_per_s + (q - 1) * link.latency_s;
+  return (q - 1) / q * bytes / ab.bandwidth_bytes_per_s + (q - 1) * ab.latency_s;
+}
+
+}  // namespace
+
+double reduce_scatter_seconds(double bytes, int64_t p, const LinkProfile& link) {
+  return half_ring(bytes, p, link.of(Collective::kReduceScatter));
+}
+
+double all_gather_seconds(double bytes, int64_t p, const LinkProfile& link) {
+  return half_ring(bytes, p, link.of(Collective::kAllGather));
 }
 
 double p2p_seconds(double bytes, const LinkProfile& link) {
-  return link.latency_s + bytes / link.bandwidth_bytes_per_s;
+  const AlphaBeta ab = link.of(Collective::kP2p);
+  return ab.latency_s + bytes / ab.bandwidth_bytes_per_s;
 }
 
 namespace {
@@ -58,28 +72,30 @@ StepTime predict_step_time(const ModelConfig& mc, const PlanProblem& pb, const P
                            int64_t params_last) {
   const DeviceProfile& dev = c.device;
   const double peak = dev.peak_flops(l.bf16);
-  auto gemm = [&](double flops) { return flops / (peak * dev.efficiency(flops)); };
+  auto gemm = [&](double flops) { return flops / (peak * dev.efficiency(flops, l.bf16)); };
   const double t = double(l.tp), s = double(mc.seq_length), b = double(l.micro_batch_size);
   const double n = s * b, h = double(mc.hidden_size);
   const double nl = l.sequence_parallel ? n / t : n;  // residual-stream rows on a rank
   const double a = double(mc.num_attention_heads), d = double(mc.head_dim());
   const double f = double(mc.ffn_hidden_size), v = double(mc.padded_vocab_size);
 
-  // One layer, one micro-batch, forward: GEMMs at their own efficiency. The
-  // causal attention products count half (Megatron's formula does too).
-  const double attn = 2 * b * (a / t) * s * s * d / 2;
+  // One layer, one micro-batch, forward: GEMMs at their own efficiency.
   const double linear = gemm(2 * n * h * double(mc.qkv_rows()) / t) + gemm(2 * n * h * h / t) +
                         gemm(2 * n * h * double(mc.fc1_rows(mc.ffn_hidden_size)) / t) +
                         gemm(2 * n * f * h / t);
-  const double core = 2 * gemm(attn);
+  // The causal attention core: two products counted half forward, 2.5 times
+  // that backward (the probabilities are re-derived), at the core's own rate.
+  const double attn_fwd_flops = 2 * b * (a / t) * s * s * d;
+  const bool dropout = mc.attention_dropout > 0;
+  const double core_fwd = dev.attention_seconds(attn_fwd_flops, s, l.bf16, dropout);
+  const double core_bwd = dev.attention_seconds(2.5 * attn_fwd_flops, s, l.bf16, dropout);
   // Element-wise passes (norms, bias, dropout, residual adds, GELU/SwiGLU)
   // read and write each value about this many times per forward.
   const double e = l.bf16 ? 2.0 : 4.0;
   const double elementwise = e * (12 * nl * h + 4 * n * f / t) / dev.memory_bandwidth_bytes_per_s;
-  const double layer_fwd = linear + core + elementwise;
-  // Backward: two GEMMs per linear layer (input and weight gradients), the
-  // attention core re-derives its probabilities: 2.5 products per forward one.
-  const double layer_bwd = 2 * linear + 2.5 * core + 2 * elementwise;
+  const double layer_fwd = linear + core_fwd + elementwise;
+  // Backward: two GEMMs per linear layer (input and weight gradients).
+  const double layer_bwd = 2 * linear + core_bwd + 2 * elementwise;
   const double layers = double(mc.num_layers) / double(l.pp);
   const bool full = l.recompute == "full";
   // The loss head on the last stage: logits GEMM (and its two backward ones)
@@ -89,15 +105,20 @@ StepTime predict_step_time(const ModelConfig& mc, const PlanProblem& pb, const P
   const double last_mb = first_mb + head;
   const double mb = std::max(first_mb, last_mb);
 
-  // TP per micro-batch: two all-reduces (with SP: reduce-scatter + all-gather,
-  // the same bytes) per layer forward, two backward, two more in a recompute;
+  // TP per micro-batch and layer: forward two all-reduces (with SP an
+  // all-gather before each column-parallel GEMM and a reduce-scatter after
+  // each row-parallel one), backward the same, a recomputed forward two more;
   // the vocabulary-parallel embedding's and the loss's (max, sum, target).
   const LinkProfile& tp_link = x.tp > 1 ? dev.inter_node : dev.intra_node;
   const double wire = l.bf16 && dev.bf16_activations_on_wire ? 2.0 : 4.0;
   double tp_mb = 0;
   if (l.tp > 1) {
-    const double ar = all_reduce_seconds(n * h * wire, l.tp, tp_link);
-    tp_mb = layers * (4 + (full ? 2 : 0)) * ar + ar + 3 * all_reduce_seconds(n * 4, l.tp, tp_link);
+    const double act = n * h * wire;
+    const double pair = l.sequence_parallel
+                            ? reduce_scatter_seconds(act, l.tp, tp_link) + all_gather_seconds(act, l.tp, tp_link)
+                            : all_reduce_seconds(act, l.tp, tp_link);
+    tp_mb = layers * (4 + (full ? 2 : 0)) * pair + pair +
+            3 * all_reduce_seconds(n * 4, l.tp, tp_link);
   }
   // PP per micro-batch: each chunk receives an activation and a gradient.
   const LinkProfile& pp_link = x.pp > 1 ? dev.inter_node : dev.intra_node;
@@ -109,7 +130,13 @@ StepTime predict_step_time(const ModelConfig& mc, const PlanProblem& pb, const P
   st.recompute = full ? m * layers * layer_fwd : 0;
   st.tp_comm = m * tp_mb;
   st.pp_comm = m * pp_mb;
-  st.bubble = double(l.pp - 1) / double(l.vp) * (mb + tp_mb + pp_mb);
+  // 1F1B with stages of unequal time: the busiest stage runs its m
+  // micro-batches back to back; before its first and after its last, the
+  // other stages' forward and backward of one micro-batch each (fill and
+  // drain). Equal stages give Megatron's (P − 1)/(v·m) of the compute.
+  const double comm_mb = tp_mb + pp_mb;
+  const double stages_sum = double(l.pp - 1) * first_mb + last_mb + double(l.pp) * comm_mb;
+  st.bubble = l.pp > 1 ? (stages_sum - (mb + comm_mb)) / double(l.vp) : 0;
 
   // Once per step: DP gradients (fp32) and, with ZeRO-1, the parameters'
   // all-gather; the tied embedding's gradient between first and last stage.
@@ -118,7 +145,7 @@ StepTime predict_step_time(const ModelConfig& mc, const PlanProblem& pb, const P
   if (l.dp > 1)
     st.dp_comm = l.distributed_optimizer
                      ? reduce_scatter_seconds(params * 4, l.dp, dp_link) +
-                           reduce_scatter_seconds(params * (l.bf16 ? 2 : 4), l.dp, dp_link)
+                           all_gather_seconds(params * (l.bf16 ? 2 : 4), l.dp, dp_link)
                      : all_reduce_seconds(params * 4, l.dp, dp_link);
   if (l.pp > 1 && mc.tied_output())
     st.dp_comm += all_reduce_seconds(v / t * h * 4, 2, pp_link);
@@ -126,6 +153,16 @@ StepTime predict_step_time(const ModelConfig& mc, const PlanProblem& pb, const P
   // model's copy: ~40 bytes per parameter it owns (fp32: 32).
   const double owned = params / double(l.distributed_optimizer ? l.dp : 1);
   st.optimizer = owned * (l.bf16 ? 40.0 : 32.0) / dev.memory_bandwidth_bytes_per_s;
+
+  // More ranks on a node than cores (one thread each): the ranks take turns,
+  // so the node's summed compute over its cores bounds the step. A node holds
+  // whole pipelines unless PP crosses nodes (then, at worst, last stages only).
+  const double ranks = double(c.devices_per_node), cores = double(dev.cores_per_node);
+  if (dev.cores_per_node > 0 && ranks > cores) {
+    const double per_rank = x.pp > 1 ? m * mb : m * (double(l.pp - 1) * first_mb + last_mb) / double(l.pp);
+    const double node = ranks * (per_rank + st.optimizer) / cores + st.dp_comm;
+    st.shared = std::max(0.0, node - st.total());
+  }
   return st;
 }
 

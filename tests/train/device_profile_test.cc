@@ -91,5 +91,69 @@ TEST(DeviceProfile, MalformedFieldsAreNamed) {
       << error_of(j);
 }
 
+// The optional fields --calibrate writes (bf16 curve, attention rates,
+// cores, per-collective α–β) round-trip, change what they must, and are
+// refused when malformed; the GPU profiles' defaults are the old behaviour.
+TEST(DeviceProfile, OptionalMeasuredFields) {
+  nlohmann::json j = shipped("a100-80gb");
+  const DeviceProfile gpu = device_profile_from_json(j, "a100");
+  EXPECT_TRUE(gpu.gemm_efficiency_bf16.empty());
+  EXPECT_TRUE(gpu.attention.empty());
+  EXPECT_EQ(gpu.cores_per_node, 0);
+  // Defaults: bf16 on the one curve, attention as a GEMM, collectives on the link's pair.
+  EXPECT_DOUBLE_EQ(gpu.efficiency(1e10, true), gpu.efficiency(1e10, false));
+  EXPECT_DOUBLE_EQ(gpu.attention_seconds(1e10, 2048, true, true),
+                   1e10 / (312e12 * gpu.efficiency(1e10, true)));
+  EXPECT_DOUBLE_EQ(gpu.intra_node.of(Collective::kReduceScatter).bandwidth_bytes_per_s, 230e9);
+
+  j["gemm_efficiency_bf16"] = {{{"flops", 1e6}, {"fraction", 0.2}}, {{"flops", 1e9}, {"fraction", 0.9}}};
+  j["attention_flops_per_s"] = {
+      {{"seq_length", 256}, {"fp32", 1e12}, {"bf16", 2e12}, {"fp32_dropout", 5e11}, {"bf16_dropout", 1e12}},
+      {{"seq_length", 4096}, {"fp32", 3e12}, {"bf16", 4e12}, {"fp32_dropout", 7e11}, {"bf16_dropout", 3e12}}};
+  j["cores_per_node"] = 16;
+  nlohmann::json coll;
+  for (const char* k : {"all_reduce", "reduce_scatter", "all_gather", "p2p"})
+    coll[k] = {{"bandwidth_bytes_per_s", 1e9}, {"latency_s", 1e-5}};
+  coll["reduce_scatter"]["bandwidth_bytes_per_s"] = 1e8;
+  j["links"]["intra_node"]["collectives"] = coll;
+  const DeviceProfile d = device_profile_from_json(j, "measured");
+  EXPECT_EQ(device_profile_to_json(d), device_profile_to_json(device_profile_from_json(
+                                           device_profile_to_json(d), "round trip")));
+  EXPECT_DOUBLE_EQ(d.efficiency(1e9, true), 0.9);
+  EXPECT_DOUBLE_EQ(d.efficiency(1e9, false), gpu.efficiency(1e9, false));  // fp32 curve kept
+  EXPECT_DOUBLE_EQ(d.attention_seconds(1e12, 256, false, false), 1.0);
+  EXPECT_DOUBLE_EQ(d.attention_seconds(1e12, 256, false, true), 2.0);   // dropout's own rate
+  EXPECT_DOUBLE_EQ(d.attention_seconds(1e12, 8192, true, false), 0.25);  // clamped at 4096
+  EXPECT_NEAR(d.attention_seconds(1e12, 1024, false, false), 1 / 2e12 * 1e12, 1e-12);  // log-midpoint
+  EXPECT_EQ(d.cores_per_node, 16);
+  EXPECT_DOUBLE_EQ(d.intra_node.of(Collective::kReduceScatter).bandwidth_bytes_per_s, 1e8);
+  EXPECT_DOUBLE_EQ(d.intra_node.of(Collective::kAllGather).latency_s, 1e-5);
+  EXPECT_DOUBLE_EQ(d.inter_node.of(Collective::kReduceScatter).bandwidth_bytes_per_s, 22e9);
+
+  nlohmann::json bad = j;
+  bad["cores_per_node"] = 1.5;
+  EXPECT_NE(error_of(bad).find("'cores_per_node' is 1.5"), std::string::npos) << error_of(bad);
+  bad["cores_per_node"] = 0;
+  EXPECT_NE(error_of(bad).find("a whole number >= 1"), std::string::npos) << error_of(bad);
+  bad = j;
+  bad["attention_flops_per_s"][1]["seq_length"] = 128;
+  EXPECT_NE(error_of(bad).find("increasing seq_length"), std::string::npos) << error_of(bad);
+  bad = j;
+  bad["attention_flops_per_s"][0].erase("bf16_dropout");
+  EXPECT_NE(error_of(bad).find("field 'bf16_dropout' is missing"), std::string::npos) << error_of(bad);
+  bad = j;
+  bad["links"]["intra_node"]["collectives"].erase("p2p");
+  EXPECT_NE(error_of(bad).find("links.intra_node.collectives: field 'p2p' is missing"),
+            std::string::npos) << error_of(bad);
+  bad = j;
+  bad["links"]["intra_node"]["collectives"]["all_gather"]["latency_s"] = 0;
+  EXPECT_NE(error_of(bad).find("collectives.all_gather: 'latency_s' is 0"), std::string::npos)
+      << error_of(bad);
+  bad = j;
+  bad["gemm_efficiency_bf16"][0]["fraction"] = 1.2;
+  EXPECT_NE(error_of(bad).find("gemm_efficiency_bf16[0]: fraction 1.2"), std::string::npos)
+      << error_of(bad);
+}
+
 }  // namespace
 }  // namespace mt

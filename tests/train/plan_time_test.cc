@@ -1,6 +1,7 @@
-// megatron plan's step-time model: ring α–β costs, which groups cross nodes
-// (tp-dp-pp rank order), the bubble (P − 1)/(v·m) of the compute, the levers
-// moving time the way they must, and the ranking with its reasons.
+// megatron plan's step-time model: ring α–β costs per collective, which
+// groups cross nodes (tp-dp-pp rank order), the 1F1B bubble of unequal
+// stages, bf16's curve, the attention core's rate, ranks sharing cores, the
+// levers moving time the way they must, and the ranking with its reasons.
 #include "train/plan_time.h"
 
 #include <gtest/gtest.h>
@@ -78,22 +79,109 @@ TEST(PlanTime, GroupsCrossNodesInMegatronsRankOrder) {
   EXPECT_EQ(node_crossing_of(l, c).tp, 2);
 }
 
-TEST(PlanTime, BubbleIsPMinusOneOverVmOfTheMicroBatchTime) {
+// 1F1B with unequal stages: the last stage (the logits) runs its m
+// micro-batches back to back, the other P − 1 stages' one micro-batch each is
+// the fill and drain (÷ v interleaved): less than (P − 1) of the busiest stage.
+TEST(PlanTime, BubbleIsTheOtherStagesFillAndDrain) {
   const PlanProblem pb = model(4, 16);
   PlanCluster c{1, 4, flat_device()};
   PlanLayout l;
-  l.pp = 4, l.dp = 1, l.micro_batch_size = 1;
+  l.dp = 4, l.micro_batch_size = 1;
+  const double m = 16, m1 = 4;
+  const double whole = time_of(pb, l, c).compute / m1;  // all layers + logits, one micro-batch
+  l.pp = 4, l.dp = 1;
   const StepTime one = time_of(pb, l, c);
-  const double m = 16;
-  const double per_mb = (one.compute + one.pp_comm) / m;
-  EXPECT_NEAR(one.bubble, 3.0 * per_mb, 1e-12 * one.bubble);
+  const double last = one.compute / m;          // a quarter of the layers + logits
+  const double first = (whole - last) / 3;      // a quarter of the layers
+  ASSERT_GT(last, 1.05 * first);
+  EXPECT_NEAR(one.bubble, 3.0 * (first + one.pp_comm / m), 1e-9 * one.bubble);
+  EXPECT_LT(one.bubble, 3.0 * (last + one.pp_comm / m));  // Megatron's formula on the busiest
   l.vp = 2;
   const StepTime two = time_of(pb, l, c);
-  EXPECT_NEAR(two.bubble, 1.5 * (two.compute + two.pp_comm) / m, 1e-12 * two.bubble);
-  EXPECT_LT(two.bubble, one.bubble);
+  EXPECT_NEAR(two.bubble, 1.5 * (first + two.pp_comm / m), 1e-9 * two.bubble);
   EXPECT_GT(two.pp_comm, one.pp_comm);  // each chunk sends and receives
   l.pp = 1, l.vp = 1, l.dp = 4;
   EXPECT_EQ(time_of(pb, l, c).bubble, 0);
+}
+
+// Each collective is priced with its own measured α–β: a slow reduce-scatter
+// slows SP's TP traffic, not plain TP's all-reduces nor the DP all-reduce.
+TEST(PlanTime, CollectivesUseTheirOwnAlphaBeta) {
+  LinkProfile link{1e9, 1e-5};
+  EXPECT_DOUBLE_EQ(all_gather_seconds(1e9, 4, link), 0.75 + 3 * 1e-5);
+  link.collectives[size_t(Collective::kReduceScatter)] = {1e8, 1e-4};
+  link.collectives[size_t(Collective::kAllGather)] = {2e9, 1e-6};
+  link.collectives[size_t(Collective::kAllReduce)] = {1e9, 1e-5};
+  link.collectives[size_t(Collective::kP2p)] = {4e9, 2e-6};
+  EXPECT_DOUBLE_EQ(reduce_scatter_seconds(1e9, 2, link), 5 + 1e-4);
+  EXPECT_DOUBLE_EQ(all_gather_seconds(1e9, 2, link), 0.25 + 1e-6);
+  EXPECT_DOUBLE_EQ(p2p_seconds(1e9, link), 0.25 + 2e-6);
+
+  const PlanProblem pb = model(2, 8);
+  PlanCluster fast{1, 2, flat_device()}, slow_rs = fast;
+  slow_rs.device.intra_node.collectives[size_t(Collective::kReduceScatter)] = {1e9, 1e-6};
+  for (size_t k : {size_t(Collective::kAllReduce), size_t(Collective::kAllGather),
+                   size_t(Collective::kP2p)})
+    slow_rs.device.intra_node.collectives[k] = {1e11, 1e-6};
+  PlanLayout l;
+  l.tp = 2, l.dp = 1, l.sequence_parallel = true;
+  const double sp_fast = time_of(pb, l, fast).tp_comm, sp_slow = time_of(pb, l, slow_rs).tp_comm;
+  EXPECT_GT(sp_slow, 10 * sp_fast);
+  // Per layer and micro-batch: 4 reduce-scatters of s·b·h fp32 (plus the embedding's).
+  const double act = 256.0 * 1 * 512 * 4;
+  EXPECT_GT(sp_slow, 8 * 4 * 8 * reduce_scatter_seconds(act, 2, slow_rs.device.intra_node));
+  l.sequence_parallel = false;
+  EXPECT_LT(time_of(pb, l, slow_rs).tp_comm, 2 * time_of(pb, l, fast).tp_comm);
+}
+
+// bf16 GEMMs follow their own curve, and the attention core its own rate.
+TEST(PlanTime, Bf16CurveAndAttentionRate) {
+  const PlanProblem pb = model(1, 4);
+  PlanCluster c{1, 1, flat_device()};
+  PlanLayout l;
+  l.bf16 = true;
+  const StepTime base = time_of(pb, l, c);
+  PlanCluster half = c;  // bf16 at half the efficiency everywhere: GEMM time doubles
+  half.device.gemm_efficiency_bf16 = {{1e6, 0.25}, {1e10, 0.5}};
+  const StepTime h = time_of(pb, l, half);
+  EXPECT_GT(h.compute, 1.6 * base.compute);
+  l.bf16 = false;  // fp32 untouched
+  EXPECT_DOUBLE_EQ(time_of(pb, l, half).compute, time_of(pb, l, c).compute);
+  // The attention core at 1 GFLOP/s (dropout 0.1, the model's default):
+  // 3.5 x 2·b·a·s²·d FLOPs per layer and micro-batch.
+  PlanCluster attn = c;
+  attn.device.attention = {{256, 1e12, 1e12, 1e9, 1e12}};
+  const StepTime a = time_of(pb, l, attn);
+  const double core = 3.5 * 2 * 1 * 8 * 256.0 * 256 * 64 / 1e9;
+  const double before = time_of(pb, l, c).compute;
+  const double gemm_core = 3.5 * 2 * 8 * 256.0 * 256 * 64 / 1e12;  // at most, on the flat device
+  EXPECT_GT(a.compute - before, 4 * 8 * (core - 2 * gemm_core));
+  EXPECT_LT(a.compute - before, 4 * 8 * core);
+}
+
+// More ranks on a node than cores: the node's summed compute over its cores
+// bounds the step; with a core per rank nothing changes.
+TEST(PlanTime, OversubscribedRanksShareTheNode) {
+  const PlanProblem pb = model(4, 16);
+  PlanCluster own{1, 4, flat_device()}, shared = own;
+  shared.device.cores_per_node = 2;
+  PlanLayout l;
+  l.dp = 4, l.bf16 = false;
+  const StepTime alone = time_of(pb, l, own);
+  EXPECT_EQ(alone.shared, 0);
+  const StepTime two = time_of(pb, l, shared);
+  EXPECT_NEAR(two.total(), 2 * (alone.compute + alone.optimizer) + alone.dp_comm,
+              1e-9 * two.total());
+  EXPECT_GT(two.shared, 0.9 * alone.compute);
+  shared.device.cores_per_node = 4;
+  EXPECT_EQ(time_of(pb, l, shared).shared, 0);
+  // PP: the first stages' ranks wait part of the time, the node holds whole
+  // pipelines: the bound is the stages' mean, less than 2x the busiest.
+  shared.device.cores_per_node = 2;
+  l.pp = 2, l.dp = 2;
+  const StepTime pp_alone = time_of(pb, l, own), pp_two = time_of(pb, l, shared);
+  EXPECT_GT(pp_two.total(), pp_alone.total());
+  EXPECT_LT(pp_two.total(), 2 * pp_alone.total());
 }
 
 TEST(PlanTime, LeversMoveTimeTheWayTheyMust) {
