@@ -215,6 +215,30 @@ inline void expect_same_losses(const JsonLogLines& ref, const JsonLogLines& got,
   }
 }
 
+// Runs `launch` (a whole `train` command line of 10 iterations) to iteration
+// 5 saving dir/c, then resumes it to 10: the losses of iterations 6-10 that
+// the same checkpoint resumed under other layouts must reproduce.
+inline JsonLogLines save_at_5_and_resume(const TempDir& dir, const std::string& launch) {
+  const RunResult save = run(launch + " --exit-interval 5 --save " + dir.file("c"));
+  EXPECT_EQ(save.exit_code, 0) << save.output;
+  const RunResult cont =
+      run(launch + " --load " + dir.file("c") + " --log-json " + dir.file("cont.json"));
+  EXPECT_EQ(cont.exit_code, 0) << cont.output;
+  if (save.exit_code != 0 || cont.exit_code != 0) return {};
+  JsonLogLines ref = read_log_json(dir.file("cont.json"));
+  EXPECT_EQ(ref.train.size(), 5u);
+  return ref;
+}
+
+// Resumes dir/c under `launch` and compares its losses with `ref` to `tol`.
+inline void expect_resume_equal(const TempDir& dir, const std::string& tag,
+                                const std::string& launch, const JsonLogLines& ref, double tol) {
+  const RunResult r =
+      run(launch + " --load " + dir.file("c") + " --log-json " + dir.file(tag + ".json"));
+  ASSERT_EQ(r.exit_code, 0) << tag << "\n" << r.output;
+  expect_same_losses(ref, read_log_json(dir.file(tag + ".json")), tag, tol);
+}
+
 inline bool exists(const std::string& path) { return std::filesystem::exists(path); }
 
 }  // namespace mt::test

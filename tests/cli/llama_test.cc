@@ -116,27 +116,13 @@ TEST(Llama, SaveAtTp2Pp2ResumeAtTp1Pp1AndPp4AndGenerate) {
                             " --make-vocab-size-divisible-by 64 --hidden-dropout 0.1"
                             " --attention-dropout 0.1 --eval-interval 0";
   const std::string tp2pp2 = " --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2";
-  const RunResult save = run(mpirun(4) + flags + tp2pp2 + " --exit-interval 5 --save " +
-                             dir.file("c"));
-  ASSERT_EQ(save.exit_code, 0) << save.output;
-  const RunResult cont = run(mpirun(4) + flags + tp2pp2 + " --load " + dir.file("c") +
-                             " --log-json " + dir.file("cont.json"));
-  ASSERT_EQ(cont.exit_code, 0) << cont.output;
-  const JsonLogLines ref = read_log_json(dir.file("cont.json"));
+  const JsonLogLines ref = save_at_5_and_resume(dir, mpirun(4) + flags + tp2pp2);
   ASSERT_EQ(ref.train.size(), 5u);
   const std::pair<std::string, std::string> others[] = {
       {"tp1pp4", mpirun(4) + flags + " --pipeline-model-parallel-size 4"},
       {"tp1pp1", megatron() + flags}};
-  for (const auto& [tag, cmd] : others) {
-    const RunResult r = run(cmd + " --load " + dir.file("c") + " --log-json " + dir.file(tag + ".json"));
-    ASSERT_EQ(r.exit_code, 0) << tag << "\n" << r.output;
-    const JsonLogLines got = read_log_json(dir.file(tag + ".json"));
-    ASSERT_EQ(got.train.size(), 5u) << tag;
-    for (int64_t it = 6; it <= 10; ++it) {
-      const double a = ref.train.at(it).at("loss").get<double>();
-      EXPECT_NEAR(got.train.at(it).at("loss").get<double>(), a, 1e-6 * a) << tag << " it " << it;
-    }
-  }
+  for (const auto& [tag, cmd] : others) expect_resume_equal(dir, tag, cmd, ref, 1e-6);
+
   // Seeded sampling from the TP2 x PP2 checkpoint: the same text on one rank
   // and on two TP ranks (KV cache of 2 query groups, RoPE per position).
   // The text is stdout alone: stderr's notes (the header, the context window
