@@ -170,7 +170,8 @@ TEST(PlanCli, BadInputNamesTheConstraint) {
 }
 
 // --calibrate on 2 ranks writes a profile that passes the strict reader (plan
-// runs with it), with measured peaks, links and this host's memory share.
+// runs with it), with measured peaks, curves, attention rates, collectives,
+// cores and this host's memory share.
 TEST(PlanCli, CalibrateWritesAProfilePlanRunsWith) {
   TempDir dir;
   const std::string out = dir.file("cpu.json");
@@ -185,6 +186,15 @@ TEST(PlanCli, CalibrateWritesAProfilePlanRunsWith) {
   EXPECT_EQ(j.at("gemm_efficiency").size(), 5u);
   EXPECT_GT(j.at("links").at("intra_node").at("bandwidth_bytes_per_s").get<double>(), 1e6);
   EXPECT_NE(j.at("sources").dump().find("2 rank(s)"), std::string::npos) << j.dump();
+  // Its own bf16 curve, the attention core at 3 lengths, the host's cores
+  // and each collective's measured α–β (the strict reader accepted them).
+  EXPECT_EQ(j.at("gemm_efficiency_bf16").size(), 5u);
+  ASSERT_EQ(j.at("attention_flops_per_s").size(), 3u);
+  EXPECT_GT(j.at("attention_flops_per_s")[1].at("bf16").get<double>(), 1e8);
+  EXPECT_GE(j.at("cores_per_node").get<int64_t>(), 1);
+  for (const char* k : {"all_reduce", "reduce_scatter", "all_gather", "p2p"})
+    EXPECT_GT(j.at("links").at("intra_node").at("collectives").at(k).at("bandwidth_bytes_per_s")
+                  .get<double>(), 1e6) << k;
   const RunResult r = run(plan() + kModel + " --vocab-size 1000 --global-batch-size 8"
                           " --num-nodes 1 --devices-per-node 2 --device " + out + " --json --top 1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
