@@ -1,7 +1,6 @@
 // `megatron train`: Megatron-LM's flag names, or a config file of them.
-#include <type_traits>
-
 #include "cli/commands.h"
+#include "cli/model_flags.h"
 #include "cli/strict_numbers.h"
 #include "dist/mpi_env.h"
 #include "dist/parallel_state.h"
@@ -31,14 +30,10 @@ Command add_train_command(CLI::App& app) {
       "  (BF16 with --bf16) and the fp32 main weights beside the Adam moments: resumes are exact.");
 
   CLI::Option_group* model = group("model");
-  auto model_options = std::make_shared<std::vector<std::pair<std::string, CLI::Option*>>>();
-  for_each_model_field(m, [&](const char* key, const char* flag, const char* help, auto& field) {
-    if (*flag == '\0') return;  // set from the tokenizer or derived
-    if constexpr (std::is_same_v<std::decay_t<decltype(field)>, bool>)
-      model_options->push_back({key, model->add_flag(flag, field, help)});
-    else
-      model_options->push_back({key, model->add_option(flag, field, help)});
-  });
+  // The one list of model flags (plan registers the same); which were given
+  // is recorded when the command runs.
+  auto model_options = std::make_shared<std::vector<std::pair<std::string, CLI::Option*>>>(
+      add_model_flags(*model, m));
   model->add_flag("--use-checkpoint-args", a->use_checkpoint_args,
                   "with --load: the model flags not given here come from the checkpoint "
                   "(e.g. one made by `megatron convert`)");
