@@ -35,7 +35,8 @@ double DeviceProfile::attention_seconds(double flops, double seq, bool bf16, boo
   if (seq >= a.back().seq_length) return flops / rate(a.back());
   size_t i = 1;
   while (seq > a[i].seq_length) ++i;
-  const double t = std::log(seq / a[i - 1].seq_length) / std::log(a[i].seq_length / a[i - 1].seq_length);
+  const double t =
+      std::log(seq / a[i - 1].seq_length) / std::log(a[i].seq_length / a[i - 1].seq_length);
   return flops / (rate(a[i - 1]) + t * (rate(a[i]) - rate(a[i - 1])));
 }
 
@@ -89,7 +90,8 @@ LinkProfile link(const json& j, const std::string& where) {
   l.latency_s = positive(j, "latency_s", where);
   if (j.contains("collectives")) {
     std::set<std::string> kinds;
-    for (size_t c = 0; c < size_t(Collective::kCount); ++c) kinds.insert(collective_name(Collective(c)));
+    for (size_t c = 0; c < size_t(Collective::kCount); ++c)
+      kinds.insert(collective_name(Collective(c)));
     check_keys(j.at("collectives"), kinds, where + ".collectives");
     for (size_t c = 0; c < size_t(Collective::kCount); ++c) {
       const char* k = collective_name(Collective(c));
@@ -143,7 +145,8 @@ DeviceProfile device_profile_from_json(const json& j, const std::string& origin)
   d.peak_flops_bf16 = positive(j.at("peak_flops"), "bf16", w + " peak_flops");
   d.gemm_efficiency = efficiency_curve(j.at("gemm_efficiency"), w, "gemm_efficiency");
   if (j.contains("gemm_efficiency_bf16"))
-    d.gemm_efficiency_bf16 = efficiency_curve(j.at("gemm_efficiency_bf16"), w, "gemm_efficiency_bf16");
+    d.gemm_efficiency_bf16 =
+        efficiency_curve(j.at("gemm_efficiency_bf16"), w, "gemm_efficiency_bf16");
   if (j.contains("attention_flops_per_s")) {
     const json& a = j.at("attention_flops_per_s");
     MT_CHECK(a.is_array() && !a.empty(), w, ": 'attention_flops_per_s' must be a non-empty list of "
@@ -211,7 +214,8 @@ json device_profile_to_json(const DeviceProfile& d) {
                      {"inter_node", link_json(d.inter_node)}}}};
   if (!d.gemm_efficiency_bf16.empty()) {
     json e16 = json::array();
-    for (const auto& [f, r] : d.gemm_efficiency_bf16) e16.push_back({{"flops", f}, {"fraction", r}});
+    for (const auto& [f, r] : d.gemm_efficiency_bf16)
+      e16.push_back({{"flops", f}, {"fraction", r}});
     out["gemm_efficiency_bf16"] = e16;
   }
   for (const DeviceProfile::AttentionRate& r : d.attention)

@@ -141,16 +141,20 @@ void measure_collectives(const Communicator& world, LinkProfile& link) {
     return AlphaBeta{moved / std::max(t_big - steps * alpha, 1e-9), alpha};
   };
   auto ar = [&](int64_t n) { return [&, n] { world.all_reduce_sum(in.data(), n); }; };
-  auto rs = [&](int64_t n) { return [&, n] { world.reduce_scatter_sum(out.data(), in.data(), n / p); }; };
+  auto rs = [&](int64_t n) {
+    return [&, n] { world.reduce_scatter_sum(out.data(), in.data(), n / p); };
+  };
   auto ag = [&](int64_t n) { return [&, n] { world.all_gather(out.data(), in.data(), n / p); }; };
   using C = Collective;
   link.collectives[size_t(C::kAllReduce)] =
       fit(collective_time(world, ar(p), 100), collective_time(world, ar(big), 5), 2 * (q - 1),
           2 * (q - 1) / q);
   link.collectives[size_t(C::kReduceScatter)] =
-      fit(collective_time(world, rs(p), 100), collective_time(world, rs(big), 5), q - 1, (q - 1) / q);
+      fit(collective_time(world, rs(p), 100), collective_time(world, rs(big), 5), q - 1,
+          (q - 1) / q);
   link.collectives[size_t(C::kAllGather)] =
-      fit(collective_time(world, ag(p), 100), collective_time(world, ag(big), 5), q - 1, (q - 1) / q);
+      fit(collective_time(world, ag(p), 100), collective_time(world, ag(big), 5), q - 1,
+          (q - 1) / q);
   link.collectives[size_t(C::kP2p)] =
       fit(p2p_time(world, in, 1, 100), p2p_time(world, in, big, 5), 1, 1);
   link.bandwidth_bytes_per_s = link.collectives[size_t(C::kAllReduce)].bandwidth_bytes_per_s;
@@ -200,7 +204,8 @@ DeviceProfile calibrate_device(const Communicator& world, const std::string& nam
     const double peak = *std::max_element(rate.begin(), rate.end());
     auto& curve = math == MathMode::kF32 ? d.gemm_efficiency : d.gemm_efficiency_bf16;
     for (size_t i = 0; i < rate.size(); ++i)
-      curve.push_back({2.0 * double(rows) * double(shapes[i][0]) * double(shapes[i][1]), rate[i] / peak});
+      curve.push_back(
+          {2.0 * double(rows) * double(shapes[i][0]) * double(shapes[i][1]), rate[i] / peak});
     (math == MathMode::kF32 ? d.peak_flops_fp32 : d.peak_flops_bf16) = peak;
   }
   for (int64_t s : {256, 1024, 4096}) {

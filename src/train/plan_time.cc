@@ -100,7 +100,8 @@ StepTime predict_step_time(const ModelConfig& mc, const PlanProblem& pb, const P
   const bool full = l.recompute == "full";
   // The loss head on the last stage: logits GEMM (and its two backward ones)
   // plus the softmax-cross-entropy passes over (s, b, v/t).
-  const double head = 3 * gemm(2 * n * h * v / t) + 4 * 4 * n * v / t / dev.memory_bandwidth_bytes_per_s;
+  const double head =
+      3 * gemm(2 * n * h * v / t) + 4 * 4 * n * v / t / dev.memory_bandwidth_bytes_per_s;
   const double first_mb = layers * (layer_fwd + layer_bwd + (full ? layer_fwd : 0));
   const double last_mb = first_mb + head;
   const double mb = std::max(first_mb, last_mb);
@@ -114,9 +115,9 @@ StepTime predict_step_time(const ModelConfig& mc, const PlanProblem& pb, const P
   double tp_mb = 0;
   if (l.tp > 1) {
     const double act = n * h * wire;
-    const double pair = l.sequence_parallel
-                            ? reduce_scatter_seconds(act, l.tp, tp_link) + all_gather_seconds(act, l.tp, tp_link)
-                            : all_reduce_seconds(act, l.tp, tp_link);
+    const double pair = l.sequence_parallel ? reduce_scatter_seconds(act, l.tp, tp_link) +
+                                                  all_gather_seconds(act, l.tp, tp_link)
+                                            : all_reduce_seconds(act, l.tp, tp_link);
     tp_mb = layers * (4 + (full ? 2 : 0)) * pair + pair +
             3 * all_reduce_seconds(n * 4, l.tp, tp_link);
   }
@@ -159,7 +160,8 @@ StepTime predict_step_time(const ModelConfig& mc, const PlanProblem& pb, const P
   // whole pipelines unless PP crosses nodes (then, at worst, last stages only).
   const double ranks = double(c.devices_per_node), cores = double(dev.cores_per_node);
   if (dev.cores_per_node > 0 && ranks > cores) {
-    const double per_rank = x.pp > 1 ? m * mb : m * (double(l.pp - 1) * first_mb + last_mb) / double(l.pp);
+    const double per_rank =
+        x.pp > 1 ? m * mb : m * (double(l.pp - 1) * first_mb + last_mb) / double(l.pp);
     const double node = ranks * (per_rank + st.optimizer) / cores + st.dp_comm;
     st.shared = std::max(0.0, node - st.total());
   }

@@ -106,10 +106,12 @@ TEST(DeviceProfile, OptionalMeasuredFields) {
                    1e10 / (312e12 * gpu.efficiency(1e10, true)));
   EXPECT_DOUBLE_EQ(gpu.intra_node.of(Collective::kReduceScatter).bandwidth_bytes_per_s, 230e9);
 
-  j["gemm_efficiency_bf16"] = {{{"flops", 1e6}, {"fraction", 0.2}}, {{"flops", 1e9}, {"fraction", 0.9}}};
-  j["attention_flops_per_s"] = {
-      {{"seq_length", 256}, {"fp32", 1e12}, {"bf16", 2e12}, {"fp32_dropout", 5e11}, {"bf16_dropout", 1e12}},
-      {{"seq_length", 4096}, {"fp32", 3e12}, {"bf16", 4e12}, {"fp32_dropout", 7e11}, {"bf16_dropout", 3e12}}};
+  j["gemm_efficiency_bf16"] = {{{"flops", 1e6}, {"fraction", 0.2}},
+                               {{"flops", 1e9}, {"fraction", 0.9}}};
+  j["attention_flops_per_s"] = {{{"seq_length", 256}, {"fp32", 1e12}, {"bf16", 2e12},
+                                 {"fp32_dropout", 5e11}, {"bf16_dropout", 1e12}},
+                                {{"seq_length", 4096}, {"fp32", 3e12}, {"bf16", 4e12},
+                                 {"fp32_dropout", 7e11}, {"bf16_dropout", 3e12}}};
   j["cores_per_node"] = 16;
   nlohmann::json coll;
   for (const char* k : {"all_reduce", "reduce_scatter", "all_gather", "p2p"})
@@ -124,7 +126,8 @@ TEST(DeviceProfile, OptionalMeasuredFields) {
   EXPECT_DOUBLE_EQ(d.attention_seconds(1e12, 256, false, false), 1.0);
   EXPECT_DOUBLE_EQ(d.attention_seconds(1e12, 256, false, true), 2.0);   // dropout's own rate
   EXPECT_DOUBLE_EQ(d.attention_seconds(1e12, 8192, true, false), 0.25);  // clamped at 4096
-  EXPECT_NEAR(d.attention_seconds(1e12, 1024, false, false), 1 / 2e12 * 1e12, 1e-12);  // log-midpoint
+  // 1024 is halfway between 256 and 4096 in log(seq): 2e12 FLOP/s.
+  EXPECT_NEAR(d.attention_seconds(1e12, 1024, false, false), 0.5, 1e-12);
   EXPECT_EQ(d.cores_per_node, 16);
   EXPECT_DOUBLE_EQ(d.intra_node.of(Collective::kReduceScatter).bandwidth_bytes_per_s, 1e8);
   EXPECT_DOUBLE_EQ(d.intra_node.of(Collective::kAllGather).latency_s, 1e-5);
@@ -140,7 +143,8 @@ TEST(DeviceProfile, OptionalMeasuredFields) {
   EXPECT_NE(error_of(bad).find("increasing seq_length"), std::string::npos) << error_of(bad);
   bad = j;
   bad["attention_flops_per_s"][0].erase("bf16_dropout");
-  EXPECT_NE(error_of(bad).find("field 'bf16_dropout' is missing"), std::string::npos) << error_of(bad);
+  EXPECT_NE(error_of(bad).find("field 'bf16_dropout' is missing"), std::string::npos)
+      << error_of(bad);
   bad = j;
   bad["links"]["intra_node"]["collectives"].erase("p2p");
   EXPECT_NE(error_of(bad).find("links.intra_node.collectives: field 'p2p' is missing"),
