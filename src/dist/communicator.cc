@@ -425,10 +425,17 @@ void Communicator::send(const uint16_t* x, int64_t n, int peer, int tag) const {
   send(x, n, MPI_UINT16_T, peer, tag);
 }
 
+int64_t Communicator::type_bytes(MPI_Datatype type) const {
+  int size = 0;
+  check_mpi(MPI_Type_size(type, &size), "MPI_Type_size", name_);
+  return size;
+}
+
 void Communicator::send(const void* x, int64_t n, MPI_Datatype type, int peer, int tag) const {
   check_peer("send", peer, tag);
   BusyTimer busy(busy_seconds_, "send", id_.get(), world_ranks_[size_t(peer)]);
   check_mpi(MPI_Send(x, count("send", n), type, peer, tag, comm_), "send", name_);
+  sent_bytes_ += n * type_bytes(type);
 }
 
 void Communicator::recv(float* x, int64_t n, int peer, int tag) const {
@@ -561,13 +568,22 @@ CommHandle Communicator::isend(const void* x, int64_t n, MPI_Datatype type, int 
   check_peer("isend", peer, tag);
   MPI_Request req;
   check_mpi(MPI_Isend(x, count("isend", n), type, peer, tag, comm_, &req), "isend", name_);
+  sent_bytes_ += n * type_bytes(type);
   return CommHandle(req, "isend", id_, world_ranks_[size_t(peer)]);
 }
 
 CommHandle Communicator::irecv(float* x, int64_t n, int peer, int tag) const {
+  return irecv(x, n, MPI_FLOAT, peer, tag);
+}
+
+CommHandle Communicator::irecv(uint16_t* x, int64_t n, int peer, int tag) const {
+  return irecv(x, n, MPI_UINT16_T, peer, tag);
+}
+
+CommHandle Communicator::irecv(void* x, int64_t n, MPI_Datatype type, int peer, int tag) const {
   check_peer("irecv", peer, tag);
   MPI_Request req;
-  check_mpi(MPI_Irecv(x, count("irecv", n), MPI_FLOAT, peer, tag, comm_, &req), "irecv", name_);
+  check_mpi(MPI_Irecv(x, count("irecv", n), type, peer, tag, comm_, &req), "irecv", name_);
   return CommHandle(req, "irecv", id_, world_ranks_[size_t(peer)]);
 }
 

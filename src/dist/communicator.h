@@ -166,6 +166,7 @@ class Communicator {
   CommHandle isend(const float* x, int64_t n, int peer, int tag) const;
   CommHandle isend(const uint16_t* x, int64_t n, int peer, int tag) const;
   CommHandle irecv(float* x, int64_t n, int peer, int tag) const;
+  CommHandle irecv(uint16_t* x, int64_t n, int peer, int tag) const;  // bf16 activations
 
  public:
   // Wall time spent inside this group's blocking collectives and send/recv
@@ -175,10 +176,15 @@ class Communicator {
   // Time a caller spent waiting on this group's non-blocking operations
   // (what the overlap did not hide), counted with the blocking calls.
   void add_busy_seconds(double s) const { busy_seconds_ += s; }
+  // Bytes this rank has sent point-to-point (send, isend) in this group since
+  // the last reset: the context-parallel ring's traffic on the CP group.
+  int64_t sent_bytes() const { return sent_bytes_; }
+  void reset_sent_bytes() const { sent_bytes_ = 0; }
 
  private:
   void check_member(const char* op) const;
   int count(const char* op, int64_t n) const;  // n as an MPI count, checked
+  int64_t type_bytes(MPI_Datatype type) const;
   void check_peer(const char* op, int peer, int tag) const;
   void check_split(const char* op, const ChunkSplit& split) const;
   void all_reduce(void* x, int64_t n, MPI_Datatype type, MPI_Op op, const char* what) const;
@@ -195,6 +201,7 @@ class Communicator {
   void send(const void* x, int64_t n, MPI_Datatype type, int peer, int tag) const;
   void recv(void* x, int64_t n, MPI_Datatype type, int peer, int tag) const;
   CommHandle isend(const void* x, int64_t n, MPI_Datatype type, int peer, int tag) const;
+  CommHandle irecv(void* x, int64_t n, MPI_Datatype type, int peer, int tag) const;
   CommHandle start_all_gather_in_place(void* x, const ChunkSplit& split, MPI_Datatype type) const;
   void all_reduce_chunked(void* x, int64_t n, MPI_Datatype type, MPI_Op op,
                           const char* what) const;  // all_reduce without the busy timer
@@ -203,6 +210,7 @@ class Communicator {
   std::shared_ptr<const GroupId> id_ = std::make_shared<const GroupId>(GroupId{"null", ""});
   std::vector<int> world_ranks_;  // of this group's ranks, in group order
   mutable double busy_seconds_ = 0;  // wall time inside blocking MPI calls
+  mutable int64_t sent_bytes_ = 0;   // point-to-point bytes sent
   std::string name_ = "null";
   int rank_ = -1;
   int size_ = 0;

@@ -148,7 +148,7 @@ void layer_backward(const LayerWeights& w, const LayerGrads& g, const LayerActiv
   const AttentionDropout drop = attention_dropout_spec(sh, ctx, layer, sample0);
   if (sh.cp.size() > 1)
     context_parallel_attention_backward(ws.dq, ws.dk, ws.dv, ws.dctx, act.q, act.k, act.v,
-                                        act.ctx, act.lse, attention_dims(sh), sh.g, drop, sh.cp,
+                                        act.ctx_sbh, act.lse, attention_dims(sh), sh.g, drop, sh.cp,
                                         ws.attn);
   else
     attention_backward(ws.dq, ws.dk, ws.dv, ws.dctx, act.q, act.k, act.v, act.ctx, act.lse,

@@ -39,7 +39,8 @@ RingShape ring_shape(const AttentionDims& dims, int64_t groups, const ContextPar
 // Grouped-query attention: the a heads' k and v (2b, a, c, d) repeat each
 // group's (2b, g, c, d); only the groups travel.
 // packed (2b, g, c, d) = the first head of each group                    [=]
-void pack_groups(float* packed, const float* heads, int64_t batches, int64_t a, int64_t g,
+template <class T>
+void pack_groups(T* packed, const T* heads, int64_t batches, int64_t a, int64_t g,
                  int64_t cd) {
   const int64_t r = a / g;
 #pragma omp parallel for collapse(2) schedule(static)
@@ -48,7 +49,8 @@ void pack_groups(float* packed, const float* heads, int64_t batches, int64_t a, 
       std::copy_n(heads + (bi * a + gi * r) * cd, cd, packed + (bi * g + gi) * cd);
 }
 // heads (2b, a, c, d) = each head its group's                              [=]
-void unpack_groups(float* heads, const float* packed, int64_t batches, int64_t a, int64_t g,
+template <class T>
+void unpack_groups(T* heads, const T* packed, int64_t batches, int64_t a, int64_t g,
                    int64_t cd) {
   const int64_t r = a / g;
 #pragma omp parallel for collapse(2) schedule(static)
@@ -107,11 +109,14 @@ AttentionDims block_dims(const AttentionDims& dims, const ContextParallel& cp, i
 // hides it, so it is skipped (no computation, no contribution).
 bool fully_masked(const AttentionDims& bd) { return bd.k_pos0 > bd.q_pos0 + bd.s - 1; }
 
-// Scratch carved from the workspace: [attention kernel | ring buffers].
+// Scratch carved from the workspace: [attention kernel | ring buffers]. The
+// travelling K|V are in the storage of q, k, v (fp32, or bf16 in bf16 runs:
+// half the bytes on the wire); the dK|dV accumulators are always fp32 (sums
+// over the ring's ranks keep their precision).
 struct RingScratch {
   float* attn = nullptr;
-  float* kv[2] = {nullptr, nullptr};        // travelling (K | V) groups of two chunks, 4·gs each
-  float* kv_heads = nullptr;                // (K | V) repeated per head, 4·cs
+  void* kv[2] = {nullptr, nullptr};         // travelling (K | V) groups of two chunks, 4·gs each
+  void* kv_heads = nullptr;                 // (K | V) repeated per head, 4·cs
   float* blk_ctx = nullptr;                 // (cs)
   float* blk_lse = nullptr;                 // (rows)
   float* dsum = nullptr;                    // (2·rows)
@@ -131,6 +136,14 @@ int64_t kernel_floats(const AttentionDims& dims, int64_t c) {
   return attention_workspace_floats(bd);
 }
 
+// Bytes of one stored q/k/v element: bf16 math reads bf16 storage.
+int64_t kv_elem_bytes(const AttentionDims& dims) { return dims.math == MathMode::kBF16 ? 2 : 4; }
+
+// Floats that n K/V elements take in the workspace.
+int64_t kv_floats(const AttentionDims& dims, int64_t n) {
+  return (n * kv_elem_bytes(dims) + 3) / 4;
+}
+
 RingScratch carve(float* ws, const AttentionDims& dims, const RingShape& r) {
   RingScratch s;
   float* p = ws;
@@ -140,9 +153,9 @@ RingScratch carve(float* ws, const AttentionDims& dims, const RingShape& r) {
     return q;
   };
   s.attn = take(kernel_floats(dims, r.c));
-  s.kv[0] = take(4 * r.gs);
-  s.kv[1] = take(4 * r.gs);
-  s.kv_heads = take(4 * r.cs);
+  s.kv[0] = take(kv_floats(dims, 4 * r.gs));
+  s.kv[1] = take(kv_floats(dims, 4 * r.gs));
+  s.kv_heads = take(kv_floats(dims, 4 * r.cs));
   s.blk_ctx = take(r.cs);
   s.blk_lse = take(r.rows);
   s.dsum = take(2 * r.rows);
@@ -155,9 +168,14 @@ RingScratch carve(float* ws, const AttentionDims& dims, const RingShape& r) {
   return s;
 }
 
-void check_fp32(const char* what, ReadView q, ReadView k, ReadView v) {
-  MT_CHECK(q.f32 && k.f32 && v.f32, what, ": bf16 q/k/v storage is not supported with "
-           "context parallelism yet; fix: drop --bf16 or use --context-parallel-size 1");
+// q, k, v are stored as the math reads them: bf16 in bf16 math, else fp32.
+void check_storage(const char* what, const AttentionDims& dims, ReadView q, ReadView k,
+                   ReadView v) {
+  const bool bf16 = dims.math == MathMode::kBF16;
+  for (const ReadView& x : {q, k, v})
+    MT_CHECK(bf16 ? x.bf16 != nullptr : x.f32 != nullptr, what, ": q/k/v storage does not match ",
+             math_mode_name(dims.math), " math (internal error: the ring sends K/V as stored; "
+             "pass bf16 storage in bf16 math, fp32 otherwise)");
 }
 
 // Waits for the handles, adding the time spent to the CP group's busy
@@ -179,45 +197,81 @@ void add(float* dst, const float* src, int64_t n) {
 int64_t context_parallel_attention_workspace_floats(const AttentionDims& dims, int64_t groups) {
   const int64_t c = dims.s / 2, cs = dims.b * dims.a * c * dims.d, rows = dims.b * dims.a * c;
   const int64_t gs = dims.b * groups * c * dims.d;
-  return kernel_floats(dims, c) + 8 * gs + 4 * cs + cs + rows + 2 * rows + 3 * cs + 12 * gs;
+  return kernel_floats(dims, c) + 2 * kv_floats(dims, 4 * gs) + kv_floats(dims, 4 * cs) + cs +
+         rows + 2 * rows + 3 * cs + 12 * gs;
+}
+
+int64_t context_parallel_ring_bytes(const AttentionDims& dims, int64_t groups, int64_t cp_size,
+                                    bool backward) {
+  const int64_t kv = 2 * 2 * dims.b * groups * (dims.s / 2) * dims.d;  // K | V, two chunks
+  const int64_t kv_msgs = (cp_size - 1) * kv * kv_elem_bytes(dims);
+  return backward ? kv_msgs + cp_size * kv * int64_t(sizeof(float)) : kv_msgs;
+}
+
+void context_parallel_row_dsum(float* dsum, const float* dctx, ReadView ctx_sbh,
+                               const AttentionDims& dims) {
+  const int64_t b = dims.b, a = dims.a, d = dims.d, c = dims.s / 2;
+  visit(ctx_sbh, [&](auto* ctx) {
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t jb = 0; jb < 2 * b; ++jb)  // (chunk, sample)
+      for (int64_t hi = 0; hi < a; ++hi)
+        for (int64_t p = 0; p < c; ++p) {
+          const int64_t j = jb / b, bi = jb % b;
+          const float* dc = dctx + ((jb * a + hi) * c + p) * d;
+          const int64_t o = ((j * c + p) * b + bi) * a * d + hi * d;  // row (j·c + p, bi), head hi
+          float acc = 0.f;
+#pragma omp simd reduction(+ : acc)
+          for (int64_t t = 0; t < d; ++t) acc += dc[t] * load_f32(ctx, o + t);
+          dsum[(jb * a + hi) * c + p] = acc;
+        }
+  });
 }
 
 namespace {
 
 // The K/V of this step: this rank's own (t = 0), or the received groups
 // repeated per head. Starts the next step's transfer of the groups first.
+// T: the storage of k and v (float, or uint16_t for bf16).
 struct KvStep {
-  const float* k = nullptr;
-  const float* v = nullptr;
+  ReadView k, v;
   CommHandle send, recv;
 };
 
-KvStep start_kv_step(int t, ReadView k, ReadView v, RingScratch& w, const RingShape& r,
+template <class T>
+KvStep start_kv_step(int t, const T* k, const T* v, RingScratch& w, const RingShape& r,
                      const AttentionDims& dims, const ContextParallel& cp) {
   const Communicator& comm = *cp.cp;
   const int n = int(cp.size()), me = int(cp.rank());
   const int64_t kvp = 2 * r.gs;  // one rank's K (or V) groups: two chunks
   const int64_t batches = 2 * dims.b, cd = r.c * dims.d;
+  T* const ring[2] = {static_cast<T*>(w.kv[0]), static_cast<T*>(w.kv[1])};
+  T* const heads = static_cast<T*>(w.kv_heads);
   KvStep st;
   if (t == 0) {  // pack this rank's groups: what travels first
-    pack_groups(w.kv[0], k.f32, batches, dims.a, r.g, cd);
-    pack_groups(w.kv[0] + kvp, v.f32, batches, dims.a, r.g, cd);
+    pack_groups(ring[0], k, batches, dims.a, r.g, cd);
+    pack_groups(ring[0] + kvp, v, batches, dims.a, r.g, cd);
   }
   // One message of K | V groups to the next rank, the next step's from the previous.
   if (t + 1 < n) {
-    st.recv = comm.irecv(w.kv[(t + 1) % 2], 2 * kvp, (me + n - 1) % n, kTagK);
-    st.send = comm.isend(w.kv[t % 2], 2 * kvp, (me + 1) % n, kTagK);
+    st.recv = comm.irecv(ring[(t + 1) % 2], 2 * kvp, (me + n - 1) % n, kTagK);
+    st.send = comm.isend(ring[t % 2], 2 * kvp, (me + 1) % n, kTagK);
   }
   if (t == 0) {
-    st.k = k.f32;
-    st.v = v.f32;
+    st.k = k;
+    st.v = v;
   } else {
-    unpack_groups(w.kv_heads, w.kv[t % 2], batches, dims.a, r.g, cd);
-    unpack_groups(w.kv_heads + 2 * r.cs, w.kv[t % 2] + kvp, batches, dims.a, r.g, cd);
-    st.k = w.kv_heads;
-    st.v = w.kv_heads + 2 * r.cs;
+    unpack_groups(heads, ring[t % 2], batches, dims.a, r.g, cd);
+    unpack_groups(heads + 2 * r.cs, ring[t % 2] + kvp, batches, dims.a, r.g, cd);
+    st.k = heads;
+    st.v = heads + 2 * r.cs;
   }
   return st;
+}
+
+KvStep start_kv_step(int t, ReadView k, ReadView v, RingScratch& w, const RingShape& r,
+                     const AttentionDims& dims, const ContextParallel& cp) {
+  return k.bf16 ? start_kv_step(t, k.bf16, v.bf16, w, r, dims, cp)
+                : start_kv_step(t, k.f32, v.f32, w, r, dims, cp);
 }
 
 }  // namespace
@@ -226,7 +280,7 @@ void context_parallel_attention_forward(float* ctx, float* lse, ReadView q, Read
                                         ReadView v, const AttentionDims& dims, int64_t groups,
                                         const AttentionDropout& drop, const ContextParallel& cp,
                                         float* workspace) {
-  check_fp32("context_parallel_attention_forward", q, k, v);
+  check_storage("context_parallel_attention_forward", dims, q, k, v);
   const RingShape r = ring_shape(dims, groups, cp);
   RingScratch w = carve(workspace, dims, r);
   const int n = int(cp.size()), me = int(cp.rank());
@@ -241,8 +295,8 @@ void context_parallel_attention_forward(float* ctx, float* lse, ReadView q, Read
         if (fully_masked(bd)) continue;
         float* ctx_j = ctx + qj * r.cs;
         float* lse_j = lse + qj * r.rows;
-        const ReadView qv = q.f32 + qj * r.cs;
-        const ReadView kb = kv.k + kj * r.cs, vb = kv.v + kj * r.cs;
+        const ReadView qv = q.at(qj * r.cs);
+        const ReadView kb = kv.k.at(kj * r.cs), vb = kv.v.at(kj * r.cs);
         if (!started[qj]) {  // the first block of these rows writes directly
           attention_forward(ctx_j, lse_j, qv, kb, vb, bd, drop, w.attn);
           started[qj] = true;
@@ -260,11 +314,12 @@ void context_parallel_attention_forward(float* ctx, float* lse, ReadView q, Read
 }
 
 void context_parallel_attention_backward(float* dq, float* dk, float* dv, const float* dctx,
-                                         ReadView q, ReadView k, ReadView v, const float* ctx,
+                                         ReadView q, ReadView k, ReadView v, ReadView ctx_sbh,
                                          const float* lse, const AttentionDims& dims,
                                          int64_t groups, const AttentionDropout& drop,
                                          const ContextParallel& cp, float* workspace) {
-  check_fp32("context_parallel_attention_backward", q, k, v);
+  check_storage("context_parallel_attention_backward", dims, q, k, v);
+  MT_CHECK(ctx_sbh, "context_parallel_attention_backward: null ctx_sbh (internal error)");
   const RingShape r = ring_shape(dims, groups, cp);
   RingScratch w = carve(workspace, dims, r);
   const Communicator& comm = *cp.cp;
@@ -272,7 +327,7 @@ void context_parallel_attention_backward(float* dq, float* dk, float* dv, const 
   const int next = (me + 1) % n, prev = (me + n - 1) % n;
   const int64_t kvp = 2 * r.gs, batches = 2 * dims.b, cd = r.c * dims.d;
   // D = rowsum(dctx · ctx) of the merged rows, for every block's softmax backward.
-  attention_row_dsum(w.dsum, dctx, ctx, 2 * r.rows, dims.d);
+  context_parallel_row_dsum(w.dsum, dctx, ctx_sbh, dims);
   std::fill(dq, dq + 2 * r.cs, 0.f);
   CommHandle sdkv;  // the accumulator sent last step (its buffer is reused next-but-one)
   for (int t = 0; t < n; ++t) {
@@ -287,9 +342,9 @@ void context_parallel_attention_backward(float* dq, float* dk, float* dv, const 
       for (int64_t kj = 0; kj < 2; ++kj) {
         const AttentionDims bd = block_dims(dims, cp, r.c, qj, src, kj);
         if (fully_masked(bd)) continue;
-        attention_backward(w.blk_dq, w.blk_dk, w.blk_dv, dctx + qj * r.cs, q.f32 + qj * r.cs,
-                           kv.k + kj * r.cs, kv.v + kj * r.cs, ctx + qj * r.cs,
-                           lse + qj * r.rows, bd, drop, w.attn, w.dsum + qj * r.rows);
+        attention_backward(w.blk_dq, w.blk_dk, w.blk_dv, dctx + qj * r.cs, q.at(qj * r.cs),
+                           kv.k.at(kj * r.cs), kv.v.at(kj * r.cs), nullptr, lse + qj * r.rows,
+                           bd, drop, w.attn, w.dsum + qj * r.rows);
         add(dq + qj * r.cs, w.blk_dq, r.cs);
         add_group_sums(part + kj * r.gs, w.blk_dk, dims.b, dims.a, r.g, cd);
         add_group_sums(part + kvp + kj * r.gs, w.blk_dv, dims.b, dims.a, r.g, cd);

@@ -15,6 +15,13 @@
 // Probability dropout is keyed by global (query, key) positions over the whole
 // sequence (dims.s_global), so it equals the one-rank mask.
 //
+// Precision: q, k, v come as the run stores them, fp32 or (bf16 math) bf16,
+// and the K/V travel in that storage (bf16: half the bytes); ctx, lse and the
+// gradients are fp32, and so are the dK/dV accumulators on the ring (sums
+// over CP ranks keep fp32 precision). Backward takes D = rowsum(dctx · ctx)
+// from the projection input ctx_sbh (what bf16 runs keep of ctx, in bf16),
+// as FlashAttention-2 and Transformer Engine do.
+//
 // Grouped-query attention (`groups` < a): k and v come repeated per head (as
 // qkv_to_heads makes them), but only the groups' K/V travel (a/groups times
 // less traffic), are repeated per head on arrival, and the dK/dV accumulators
@@ -39,11 +46,24 @@ void context_parallel_attention_forward(float* ctx, float* lse, ReadView q, Read
                                         float* workspace);
 
 // dq, dk, dv (2, b, a, c, d) of this rank's chunks                         [=]
-// (dk, dv: summed over every rank's queries). ctx, lse: the forward's merged ones.
+// (dk, dv: summed over every rank's queries). lse: the forward's merged one;
+// ctx_sbh (s, b, a·d): the forward's merged ctx as the projection reads it
+// (chunk j's c·b rows at row j·c·b; fp32 or bf16).
 void context_parallel_attention_backward(float* dq, float* dk, float* dv, const float* dctx,
-                                         ReadView q, ReadView k, ReadView v, const float* ctx,
+                                         ReadView q, ReadView k, ReadView v, ReadView ctx_sbh,
                                          const float* lse, const AttentionDims& dims,
                                          int64_t groups, const AttentionDropout& drop,
                                          const ContextParallel& cp, float* workspace);
+
+// D (2, b, a, c) = rowsum over d of dctx (2, b, a, c, d) · ctx_sbh (s, b, a·d)  [=]
+void context_parallel_row_dsum(float* dsum, const float* dctx, ReadView ctx_sbh,
+                               const AttentionDims& dims);
+
+// Bytes this rank sends around the ring in one forward (backward = false) or
+// one backward of one layer and micro-batch: (CP-1) K|V messages, and in
+// backward (CP-1) K|V plus CP dK|dV ones, each of 2·b·g·(s/CP)·d elements
+// (K|V in the q/k/v storage: 2 bytes in bf16 math, else 4; dK|dV fp32).
+int64_t context_parallel_ring_bytes(const AttentionDims& dims, int64_t groups, int64_t cp_size,
+                                    bool backward);
 
 }  // namespace mt

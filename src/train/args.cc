@@ -183,8 +183,6 @@ void TrainArgs::validate(int world_size) {
            " rows per context-parallel rank are not divisible by TP ", tp,
            " (needed by --sequence-parallel); fix: a sequence length that is a multiple of ",
            2 * cp * tp);
-  MT_CHECK(cp == 1 || !bf16, "--bf16 with --context-parallel-size ", cp, " is not supported yet "
-           "(the ring attention reads fp32 q/k/v); fix: drop --bf16 or use --context-parallel-size 1");
 
   const int64_t per_step = checked_mul(micro_batch_size, dp_size, "--micro-batch-size x DP");
   if (global_batch_size == 0) global_batch_size = per_step;

@@ -153,7 +153,8 @@ MemoryClasses predict_memory(const MemoryPlan& p) {
   //   hg = g·d = hl·g/a), K|V repeated per head (2n·hl), dK|dV group sums two
   //   outgoing and one incoming (3 · 2n·hg), a block's ctx, dq, dk, dv
   //   (4 · n·hl/2) and lse plus the rows' D (3 · n·a/2):
-  //   10·n·hg + 4·n·hl + 1.5·n·a
+  //   10·n·hg + 4·n·hl + 1.5·n·a; bf16 keeps the K|V buffers in bf16 (half
+  //   of 4·n·hg and of 2n·hl): 8·n·hg + 3·n·hl + 1.5·n·a
   const int64_t kv = p.cp > 1 ? s / 2 : s;  // keys (and queries) of one kernel call
   const double block = double(std::min<int64_t>(kAttentionBlockQ, kv));
   const double score_block = double(p.b) * a * block * double(kv);
@@ -161,8 +162,8 @@ MemoryClasses predict_memory(const MemoryPlan& p) {
   // score-gradient blocks and of q, k, v and the context gradient (2 bytes each).
   const double attention =
       2 * score_block + (p.math == "bf16" ? (2 * score_block + 4 * n * hl) / 2 : 0.0) +
-      (p.cp > 1 ? 10 * n * hl * double(p.g_local > 0 ? p.g_local : p.a_local) / a + 4 * n * hl +
-                      1.5 * n * a
+      (p.cp > 1 ? (bf16 ? 8 : 10) * n * hl * double(p.g_local > 0 ? p.g_local : p.a_local) / a +
+                      (bf16 ? 3 : 4) * n * hl + 1.5 * n * a
                 : 0.0);
   const double logits = n * double(p.v_local) * (p.math == "bf16" ? 1.5 : 1.0);
   const double loss_head = p.has_output ? logits + 5 * n : 0.0;

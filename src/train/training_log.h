@@ -3,7 +3,9 @@
 // iteration, learning rate, the loss averaged over the interval, grad norm,
 // throughput, MFU, gradient-sync time, fp16 loss scale, pipeline bubble, ETA)
 // and the same numbers as one JSON object per line (--log-json; it adds
-// dp_grad_bytes_per_iter, GradSync::dp_grad_bytes of rank 0); with
+// dp_grad_bytes_per_iter, GradSync::dp_grad_bytes of rank 0, and
+// cp_bytes_per_iter, the bytes rank 0 sent on the CP group: the ring
+// attention's K|V and dK|dV, evaluations' forward passes included); with
 // --log-memory, the memory report after the first step (report_memory).
 #pragma once
 #include <cstdint>

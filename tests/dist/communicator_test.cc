@@ -142,6 +142,22 @@ TEST(Communicator, SendRecvRing) {
   int bad = 0;
   for (int j = 0; j < n; ++j) bad += in[j] != float(prev * n + j);
   EXPECT_EQ(bad, 0);
+  // The same with bf16 (uint16) elements: what the context-parallel ring
+  // sends; sent_bytes counts the sends' bytes (2 per element).
+  {
+    c.reset_sent_bytes();
+    std::vector<uint16_t> out16(n), in16(n, 0xffff);
+    for (int j = 0; j < n; ++j) out16[j] = uint16_t(r * 7 + j);
+    CommHandle recv = c.irecv(in16.data(), n, prev, 14);
+    CommHandle send = c.isend(out16.data(), n, next, 14);
+    send.wait();
+    recv.wait();
+    for (int j = 0; j < n; ++j) bad += in16[j] != uint16_t(prev * 7 + j);
+    EXPECT_EQ(bad, 0);
+    EXPECT_EQ(c.sent_bytes(), int64_t(n) * 2);
+    c.reset_sent_bytes();
+    EXPECT_EQ(c.sent_bytes(), 0);
+  }
   // Blocking ring: even ranks send first, odd ranks receive first.
   if (w > 1) {
     std::fill(in.begin(), in.end(), -1.0f);

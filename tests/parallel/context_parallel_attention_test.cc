@@ -87,8 +87,55 @@ Vec repeated_groups(int64_t b, int64_t a, int64_t g, int64_t S, int64_t d, uint3
   return out;
 }
 
+// Chunk-major heads (2, b, a, c, d) → the projection's (2c, b, a·d) rows.
+Vec heads_to_sbh_rows(const Vec& x, int64_t b, int64_t a, int64_t c, int64_t d) {
+  Vec out(x.size());
+  for (int64_t j = 0; j < 2; ++j)
+    for (int64_t bi = 0; bi < b; ++bi)
+      for (int64_t hi = 0; hi < a; ++hi)
+        for (int64_t p = 0; p < c; ++p)
+          for (int64_t t = 0; t < d; ++t)
+            out[size_t(((j * c + p) * b + bi) * a * d + hi * d + t)] =
+                x[size_t((((j * b + bi) * a + hi) * c + p) * d + t)];
+  return out;
+}
+
+std::vector<uint16_t> to_bf16(const Vec& x) {
+  std::vector<uint16_t> out(x.size());
+  f32_to_bf16(out.data(), x.data(), int64_t(x.size()));
+  return out;
+}
+
+// The storage a run of `math` keeps q, k, v in: bf16 in bf16 math.
+struct Stored {
+  Vec f32;
+  std::vector<uint16_t> bf16;
+  Stored(const Vec& x, MathMode math) {
+    if (math == MathMode::kBF16)
+      bf16 = to_bf16(x);
+    else
+      f32 = x;
+  }
+  ReadView view() const { return bf16.empty() ? ReadView(f32.data()) : ReadView(bf16.data()); }
+};
+
+// Tolerances relative to each tensor's largest magnitude: fp32 is round-off
+// only (the blocks merge in another order: 1e-5 forward, 1e-4 gradients).
+// bf16: both sides read the same bf16 q, k, v, but the probabilities are
+// rounded to bf16 (2^-9 relative) per block against the block's own
+// log-sum-exp in the ring and against the row's in the whole attention, the
+// context gradient is rounded for every block's products, and the ring takes
+// D from the bf16-rounded ctx, not from the rounded dP: elements differ by a
+// few bf16 ulps of the largest value (measured worst: 3.4e-3 ctx, 7.1e-3
+// gradients at 2 and 4 ranks); 1e-2 and 2e-2 are above that and well below
+// the errors of a wrong merge, mask or dropout key (O(1)).
+struct RingTolerance {
+  double fwd, bwd;
+};
+
 // Without (g = a) and with grouped-query attention (g = 2 of 4 heads: only
-// the groups travel; dk, dv compared as each group's sum over its heads).
+// the groups travel; dk, dv compared as each group's sum over its heads), in
+// fp32 and in bf16 math with bf16 q/k/v storage (bf16 K/V on the ring).
 TEST(ContextParallelAttention, RingEqualsTheWholeSequence) {
   Communicator world = Communicator::world();
   const int64_t cp = world.size(), me = world.rank();
@@ -112,46 +159,93 @@ TEST(ContextParallelAttention, RingEqualsTheWholeSequence) {
                  Error);
     return;
   }
-  for (int64_t g : {a, int64_t(2)}) {
-    SCOPED_TRACE("query groups " + std::to_string(g));
-    const int64_t n = b * a * S * d;
-    const Vec q = random_vec(n, 1), k = repeated_groups(b, a, g, S, d, 2),
-              v = repeated_groups(b, a, g, S, d, 3), dctx = random_vec(n, 4);
-    // One rank's attention of the whole sequence.
-    AttentionDims whole;
-    whole.b = b;
-    whole.a = a;
-    whole.s = S;
-    whole.d = d;
-    Vec ws_whole(size_t(attention_workspace_floats(whole)));
-    const size_t nz = static_cast<size_t>(n);
-    Vec ctx(nz), lse(static_cast<size_t>(b * a * S)), dq(nz), dk(nz), dv(nz);
-    attention_forward(ctx.data(), lse.data(), q.data(), k.data(), v.data(), whole, drop,
-                      ws_whole.data());
-    attention_backward(dq.data(), dk.data(), dv.data(), dctx.data(), q.data(), k.data(),
-                       v.data(), ctx.data(), lse.data(), whole, drop, ws_whole.data());
-    // The ring, from this rank's chunks.
-    auto mine = [&](const Vec& full, int64_t row_len) {
-      return local_chunks(full, b, a, S, d, cp, me, row_len);
-    };
-    const Vec lq = mine(q, d), lk = mine(k, d), lv = mine(v, d), ldctx = mine(dctx, d);
-    const int64_t ln = n / cp;
-    Vec ws(size_t(context_parallel_attention_workspace_floats(local, g)));
-    Vec lctx(size_t(ln), kGarbage), llse(size_t(ln / d), kGarbage);
-    context_parallel_attention_forward(lctx.data(), llse.data(), lq.data(), lk.data(), lv.data(),
-                                       local, g, drop, group, ws.data());
-    expect_close(lctx, mine(ctx, d), "ctx");
-    expect_close(llse, mine(lse, 1), "lse");
-    Vec ldq(size_t(ln), kGarbage), ldk(size_t(ln), kGarbage), ldv(size_t(ln), kGarbage);
-    context_parallel_attention_backward(ldq.data(), ldk.data(), ldv.data(), ldctx.data(),
-                                        lq.data(), lk.data(), lv.data(), lctx.data(),
-                                        llse.data(), local, g, drop, group, ws.data());
-    expect_close(ldq, mine(dq, d), "dq", 1e-4);
-    const int64_t cd = S / cp / 2 * d;  // one chunk's rows of one head
-    expect_close(group_sums(ldk, 2 * b, a, g, cd), group_sums(mine(dk, d), 2 * b, a, g, cd), "dk",
-                 1e-4);
-    expect_close(group_sums(ldv, 2 * b, a, g, cd), group_sums(mine(dv, d), 2 * b, a, g, cd), "dv",
-                 1e-4);
+  for (const MathMode math : {MathMode::kF32, MathMode::kBF16})
+    for (int64_t g : {a, int64_t(2)}) {
+      SCOPED_TRACE(std::string(math_mode_name(math)) + " query groups " + std::to_string(g));
+      const RingTolerance tol = math == MathMode::kBF16 ? RingTolerance{1e-2, 2e-2}
+                                                        : RingTolerance{1e-5, 1e-4};
+      const int64_t n = b * a * S * d;
+      const Vec q = random_vec(n, 1), k = repeated_groups(b, a, g, S, d, 2),
+                v = repeated_groups(b, a, g, S, d, 3), dctx = random_vec(n, 4);
+      // One rank's attention of the whole sequence.
+      AttentionDims whole;
+      whole.b = b;
+      whole.a = a;
+      whole.s = S;
+      whole.d = d;
+      whole.math = math;
+      local.math = math;
+      Vec ws_whole(size_t(attention_workspace_floats(whole)));
+      const size_t nz = static_cast<size_t>(n);
+      Vec ctx(nz), lse(static_cast<size_t>(b * a * S)), dq(nz), dk(nz), dv(nz);
+      const Stored sq(q, math), sk(k, math), sv(v, math);
+      attention_forward(ctx.data(), lse.data(), sq.view(), sk.view(), sv.view(), whole, drop,
+                        ws_whole.data());
+      attention_backward(dq.data(), dk.data(), dv.data(), dctx.data(), sq.view(), sk.view(),
+                         sv.view(), ctx.data(), lse.data(), whole, drop, ws_whole.data());
+      // The ring, from this rank's chunks.
+      auto mine = [&](const Vec& full, int64_t row_len) {
+        return local_chunks(full, b, a, S, d, cp, me, row_len);
+      };
+      const Stored lq(mine(q, d), math), lk(mine(k, d), math), lv(mine(v, d), math);
+      const Vec ldctx = mine(dctx, d);
+      const int64_t ln = n / cp;
+      Vec ws(size_t(context_parallel_attention_workspace_floats(local, g)));
+      Vec lctx(size_t(ln), kGarbage), llse(size_t(ln / d), kGarbage);
+      // Bytes on the wire, counted by the communicator: forward (CP-1) K|V
+      // messages, backward (CP-1) K|V and CP dK|dV, each 2·b·g·(S/CP)·d
+      // elements (K|V as stored: 2 bytes in bf16; dK|dV 4).
+      const int64_t msg = 2 * b * g * (S / cp) * d, kv_bytes = math == MathMode::kBF16 ? 2 : 4;
+      world.reset_sent_bytes();
+      context_parallel_attention_forward(lctx.data(), llse.data(), lq.view(), lk.view(),
+                                         lv.view(), local, g, drop, group, ws.data());
+      EXPECT_EQ(world.sent_bytes(), (cp - 1) * msg * kv_bytes);
+      EXPECT_EQ(context_parallel_ring_bytes(local, g, cp, false), (cp - 1) * msg * kv_bytes);
+      expect_close(lctx, mine(ctx, d), "ctx", tol.fwd);
+      expect_close(llse, mine(lse, 1), "lse", 1e-5);
+      // The projection's input: fp32, or (bf16 runs) its bf16 rounding.
+      const Vec sbh = heads_to_sbh_rows(lctx, b, a, S / cp / 2, d);
+      const Stored ctx_sbh(sbh, math);
+      Vec ldq(size_t(ln), kGarbage), ldk(size_t(ln), kGarbage), ldv(size_t(ln), kGarbage);
+      world.reset_sent_bytes();
+      context_parallel_attention_backward(ldq.data(), ldk.data(), ldv.data(), ldctx.data(),
+                                          lq.view(), lk.view(), lv.view(), ctx_sbh.view(),
+                                          llse.data(), local, g, drop, group, ws.data());
+      EXPECT_EQ(world.sent_bytes(), (cp - 1) * msg * kv_bytes + cp * msg * 4);
+      EXPECT_EQ(context_parallel_ring_bytes(local, g, cp, true),
+                (cp - 1) * msg * kv_bytes + cp * msg * 4);
+      expect_close(ldq, mine(dq, d), "dq", tol.bwd);
+      const int64_t cd = S / cp / 2 * d;  // one chunk's rows of one head
+      expect_close(group_sums(ldk, 2 * b, a, g, cd), group_sums(mine(dk, d), 2 * b, a, g, cd),
+                   "dk", tol.bwd);
+      expect_close(group_sums(ldv, 2 * b, a, g, cd), group_sums(mine(dv, d), 2 * b, a, g, cd),
+                   "dv", tol.bwd);
+    }
+}
+
+// A bf16 ring refuses fp32 q/k/v (and the other way round): the K/V travel
+// as stored, so storage and math must agree.
+TEST(ContextParallelAttention, StorageMustMatchTheMath) {
+  Communicator world = Communicator::world();
+  if (world.size() == 1) GTEST_SKIP() << "needs a CP group of 2 or more ranks";
+  ContextParallel group{&world};
+  AttentionDims local;
+  local.b = 1;
+  local.a = 2;
+  local.s = 4;
+  local.d = 4;
+  local.s_global = 4 * world.size();
+  local.math = MathMode::kBF16;
+  Vec ws(size_t(context_parallel_attention_workspace_floats(local, 2)));
+  Vec x(size_t(1 * 2 * 4 * 4)), lse(size_t(1 * 2 * 4));
+  AttentionDropout drop;
+  try {
+    context_parallel_attention_forward(x.data(), lse.data(), x.data(), x.data(), x.data(), local,
+                                       2, drop, group, ws.data());
+    ADD_FAILURE() << "fp32 q/k/v in bf16 math accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("does not match bf16 math"), std::string::npos)
+        << e.what();
   }
 }
 
