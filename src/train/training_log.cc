@@ -77,6 +77,8 @@ void training_log(TrainingLog& log, const StepResult& r, double step_seconds, do
     // The context-parallel ring's bytes sent by this rank (point-to-point on the CP group).
     const int64_t cp_bytes = ps.cp_comm.sent_bytes() / log.interval_iters;
     ps.cp_comm.reset_sent_bytes();
+    // Of comm_ms: the ring's waits on its transfers (what the blocks did not hide).
+    const double cp_ms = 1e3 * ps.cp_comm.busy_seconds() / double(log.interval_iters);
     sync.reset_timers();
     const std::string bubble = ps.pp_size > 1 ? bubble_part(log, ps) : "";
     const double eta = (run_timer.seconds() / double(it - log.start_iteration)) *
@@ -96,7 +98,8 @@ void training_log(TrainingLog& log, const StepResult& r, double step_seconds, do
                         {"loss", mean_loss}, {"lr", lr}, {"grad_norm", norm},
                         {"ms_per_iter", ms}, {"tokens_per_s", tps}, {"tflops", tflops},
                         {"mfu", mfu}, {"comm_ms_per_iter", comm_ms},
-                        {"dp_grad_bytes_per_iter", dp_bytes}, {"cp_bytes_per_iter", cp_bytes}};
+                        {"dp_grad_bytes_per_iter", dp_bytes}, {"cp_bytes_per_iter", cp_bytes},
+                        {"cp_comm_ms_per_iter", cp_ms}};
     if (scaler) {
       j["loss_scale"] = scaler->scale();
       j["skipped_iterations"] = log.interval_skipped;

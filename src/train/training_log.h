@@ -5,7 +5,9 @@
 // and the same numbers as one JSON object per line (--log-json; it adds
 // dp_grad_bytes_per_iter, GradSync::dp_grad_bytes of rank 0, and
 // cp_bytes_per_iter, the bytes rank 0 sent on the CP group: the ring
-// attention's K|V and dK|dV, evaluations' forward passes included); with
+// attention's K|V and dK|dV, evaluations' forward passes included, and
+// cp_comm_ms_per_iter, the part of comm_ms_per_iter the ring spent waiting
+// on them); with
 // --log-memory, the memory report after the first step (report_memory).
 #pragma once
 #include <cstdint>

@@ -219,9 +219,13 @@ TEST(ContextParallel, RingTrafficIsTheFormula) {
                               (c.cp - 1) * msg * c.kv_bytes + c.cp * msg * 4;  // backward
     const JsonLogLines got = read_log_json(log);
     ASSERT_EQ(got.train.size(), 2u) << c.tag;
-    for (const auto& [it, j] : got.train)
+    for (const auto& [it, j] : got.train) {
       EXPECT_EQ(j.at("cp_bytes_per_iter").get<int64_t>(), layers * micro_batches * per_layer)
           << c.tag << " iteration " << it;
+      // The ring's exposed wait is part of the communication time.
+      EXPECT_LE(j.at("cp_comm_ms_per_iter").get<double>(), j.at("comm_ms_per_iter").get<double>())
+          << c.tag << " iteration " << it;
+    }
   }
 }
 
