@@ -22,7 +22,7 @@ struct PlanArgs {
   int64_t global_batch_size = 0;
   int64_t num_nodes = 1, devices_per_node = 1;
   std::string device;
-  int64_t tp = 0, pp = 0, layers_per_virtual_stage = 0, micro_batch_size = 0;
+  int64_t tp = 0, pp = 0, cp = 0, layers_per_virtual_stage = 0, micro_batch_size = 0;
   bool sequence_parallel = false, distributed_optimizer = false, bf16 = false, fp32 = false;
   std::string recompute_granularity;
   int64_t top = 10;
@@ -54,6 +54,7 @@ int run_plan(const PlanArgs& a) {
            " and --devices-per-node ", a.devices_per_node, " must be > 0");
   MT_CHECK(a.model.vocab_size > 0, "--vocab-size ", a.model.vocab_size,
            " must be > 0 (the true vocabulary; plan pads it by Megatron's rule)");
+  MT_CHECK(a.cp >= 0, "--context-parallel-size ", a.cp, " must be >= 1");
   MT_CHECK(!(a.bf16 && a.fp32), "--bf16 and --fp32 are both set; choose one, or neither to "
            "compare both");
   MT_CHECK(a.top >= 0, "--top ", a.top, " must be >= 0 (0: all)");
@@ -69,6 +70,7 @@ int run_plan(const PlanArgs& a) {
   PlanPins pins;
   if (a.tp > 0) pins.tp = a.tp;
   if (a.pp > 0) pins.pp = a.pp;
+  if (a.cp > 0) pins.cp = a.cp;
   if (a.layers_per_virtual_stage > 0) pins.layers_per_virtual_stage = a.layers_per_virtual_stage;
   if (a.micro_batch_size > 0) pins.micro_batch_size = a.micro_batch_size;
   if (a.sequence_parallel) pins.sequence_parallel = true;
@@ -122,6 +124,8 @@ Command add_plan_command(CLI::App& app) {
   CLI::Option_group* pin = app.add_option_group("pins (left out: every value is tried)");
   pin->add_option("--tensor-model-parallel-size", a->tp, "TP size");
   pin->add_option("--pipeline-model-parallel-size", a->pp, "PP size");
+  pin->add_option("--context-parallel-size", a->cp,
+                  "CP size (left out: 1; context parallelism is tried only when pinned)");
   pin->add_option("--num-layers-per-virtual-pipeline-stage", a->layers_per_virtual_stage,
                   "layers per model chunk (interleaved 1F1B)");
   pin->add_option("--micro-batch-size", a->micro_batch_size, "sequences per micro-batch");

@@ -10,7 +10,8 @@
 namespace mt {
 
 std::string PlanLayout::name() const {
-  std::string s = "TP" + std::to_string(tp) + " PP" + std::to_string(pp);
+  std::string s = "TP" + std::to_string(tp) + (cp > 1 ? " CP" + std::to_string(cp) : "") + " PP" +
+                  std::to_string(pp);
   if (vp > 1) s += " VP" + std::to_string(vp);
   s += " DP" + std::to_string(dp) + " mbs" + std::to_string(micro_batch_size);
   if (sequence_parallel) s += " SP";
@@ -25,6 +26,7 @@ TrainArgs train_args_of(const PlanProblem& pb, const PlanLayout& l) {
   a.model = pb.model;
   a.tensor_model_parallel_size = int(l.tp);
   a.pipeline_model_parallel_size = int(l.pp);
+  a.context_parallel_size = int(l.cp);
   a.num_layers_per_virtual_pipeline_stage =
       l.vp > 1 ? pb.model.num_layers / (l.pp * l.vp) : 0;
   a.sequence_parallel = l.sequence_parallel;
@@ -47,12 +49,12 @@ TrainArgs train_args_of(const PlanProblem& pb, const PlanLayout& l) {
 }
 
 void check_layout(const PlanProblem& pb, const PlanLayout& l) {
-  MT_CHECK(l.cp == 1, "context parallelism (CP ", l.cp, ") is not built; fix: CP 1");
   MT_CHECK(l.recompute == "selective" || l.recompute == "full", "--recompute-granularity '",
            l.recompute, "' is not one of selective, full");
   TrainArgs a = train_args_of(pb, l);
   a.validate(int(pb.world));  // train's checks and messages, world = nodes x devices per node
-  MT_CHECK(l.world() == pb.world, "TP ", l.tp, " x PP ", l.pp, " x DP ", l.dp, " = ", l.world(),
+  MT_CHECK(l.world() == pb.world, "TP ", l.tp, " x CP ", l.cp, " x PP ", l.pp, " x DP ", l.dp,
+           " = ", l.world(),
            " ranks, but the cluster has ", pb.world, " (internal error)");
   MT_CHECK(a.virtual_stages() == l.vp, "--num-layers ", pb.model.num_layers,
            " is not divisible by PP ", l.pp, " x ", l.vp, " virtual stages");
@@ -90,8 +92,9 @@ std::vector<PlanLayout> enumerate_layouts(const PlanProblem& pb, const PlanPins&
   std::vector<PlanLayout> out;
   std::map<std::string, std::string> reasons;  // reason -> the first layout it rejected
   const int64_t L = pb.model.num_layers;
+  const int64_t cp = pins.cp.value_or(1);
   for (int64_t tp : pinned_or(pins.tp, divisors(pb.world)))
-    for (int64_t pp : pinned_or(pins.pp, divisors(std::max<int64_t>(pb.world / tp, 1)))) {
+    for (int64_t pp : pinned_or(pins.pp, divisors(std::max<int64_t>(pb.world / (tp * cp), 1)))) {
       std::vector<int64_t> vps = {1};
       if (pins.layers_per_virtual_stage) {
         const int64_t k = *pins.layers_per_virtual_stage;
@@ -100,7 +103,7 @@ std::vector<PlanLayout> enumerate_layouts(const PlanProblem& pb, const PlanPins&
         for (int64_t v = 2; v <= L / pp; ++v)
           if (L % (pp * v) == 0) vps.push_back(v);
       }
-      const int64_t dp = pb.world / std::max<int64_t>(tp * pp, 1);
+      const int64_t dp = pb.world / std::max<int64_t>(tp * cp * pp, 1);
       const int64_t per_dp = pb.global_batch_size / std::max<int64_t>(dp, 1);
       std::vector<int64_t> mbs;
       for (int64_t b : {1, 2, 4, 8, 16})
@@ -113,19 +116,20 @@ std::vector<PlanLayout> enumerate_layouts(const PlanProblem& pb, const PlanPins&
             for (const std::string& rc :
                  pinned_or(pins.recompute, std::vector<std::string>{"selective", "full"}))
               for (bool zero : pinned_or(pins.distributed_optimizer,
-                                         dp > 1 ? std::vector<bool>{false, true}
+                                         dp * cp > 1 ? std::vector<bool>{false, true}
                                                 : std::vector<bool>{false}))
                 for (bool bf16 : pinned_or(pins.bf16, std::vector<bool>{true, false})) {
                   PlanLayout l;
-                  l.tp = tp, l.pp = pp, l.vp = std::max<int64_t>(v, 1), l.dp = dp;
+                  l.tp = tp, l.pp = pp, l.vp = std::max<int64_t>(v, 1), l.dp = dp, l.cp = cp;
                   l.micro_batch_size = b, l.sequence_parallel = sp, l.recompute = rc;
                   l.distributed_optimizer = zero, l.bf16 = bf16;
                   try {
                     MT_CHECK(v > 0, "--num-layers ", L, " is not divisible by PP ", pp,
                              " x --num-layers-per-virtual-pipeline-stage ",
                              pins.layers_per_virtual_stage.value_or(0));
-                    MT_CHECK(tp * pp <= pb.world, "TP ", tp, " x PP ", pp, " = ", tp * pp,
-                             " is more than the ", pb.world, " ranks of the cluster");
+                    MT_CHECK(tp * cp * pp <= pb.world, "TP ", tp, " x CP ", cp, " x PP ", pp,
+                             " = ", tp * cp * pp, " is more than the ", pb.world,
+                             " ranks of the cluster");
                     check_layout(pb, l);
                     out.push_back(l);
                   } catch (const Error& e) {
@@ -161,8 +165,12 @@ MemoryPlan layout_memory_plan(const PlanProblem& pb, const PlanLayout& l, int64_
   const int64_t in_flight = l.vp > 1 ? max_in_flight_interleaved(int(l.pp), int(pp_rank), int(l.vp), m)
                                      : max_in_flight_1f1b(int(l.pp), int(pp_rank), m);
   const std::string method = l.recompute == "full" ? a.recompute_method : "";
-  return memory_plan(reg, l.micro_batch_size, l.tp, l.sequence_parallel, in_flight, method,
-                     a.recompute_num_layers, a.math_mode(), l.dp, l.distributed_optimizer);
+  // ZeRO shards over DP x CP, and each CP rank holds s/CP of every sequence.
+  MemoryPlan p = memory_plan(reg, l.micro_batch_size, l.tp, l.sequence_parallel, in_flight,
+                             method, a.recompute_num_layers, a.math_mode(), l.dp * l.cp,
+                             l.distributed_optimizer);
+  p.cp = l.cp;
+  return p;
 }
 
 PlanMemory layout_memory(const PlanProblem& pb, const PlanLayout& l) {

@@ -31,7 +31,8 @@ struct PlanLayout {
 
 // What the flags pin; an empty optional is free.
 struct PlanPins {
-  std::optional<int64_t> tp, pp, layers_per_virtual_stage, micro_batch_size;
+  // cp: --context-parallel-size, enumerated only when pinned (else 1).
+  std::optional<int64_t> tp, pp, cp, layers_per_virtual_stage, micro_batch_size;
   std::optional<bool> sequence_parallel, distributed_optimizer, bf16;
   std::optional<std::string> recompute;  // "selective" | "full"
 };

@@ -103,6 +103,7 @@ std::string classes_line(const char* stage, const MemoryClasses& m) {
 std::string time_line(const StepTime& t) {
   return fmt("compute %.3f s (recompute %.3f), bubble %.3f s", t.compute, t.recompute, t.bubble) +
          fmt(", TP %.3f s, PP %.3f s", t.tp_comm, t.pp_comm) +
+         (t.cp_comm > 0 ? fmt(", CP ring %.3f s", t.cp_comm) : std::string()) +
          fmt(", DP %.3f s, optimizer %.3f s", t.dp_comm, t.optimizer) +
          (t.shared > 0 ? fmt(", ranks sharing cores %.3f s", t.shared) : std::string());
 }
@@ -132,6 +133,7 @@ std::string why_faster(const PlanResult& a, const PlanResult& b) {
       {y.tp_comm - x.tp_comm,
        std::string("TP traffic") + (b.crossing.tp > 1 ? " (across nodes)" : "")},
       {y.pp_comm - x.pp_comm, std::string("PP p2p") + (b.crossing.pp > 1 ? " (across nodes)" : "")},
+      {y.cp_comm - x.cp_comm, "CP ring"},
       {y.dp_comm - x.dp_comm, std::string("DP traffic") + (b.crossing.dp > 1 ? " (across nodes)" : "")},
       {y.optimizer - x.optimizer, "optimizer step"},
       {y.shared - x.shared, "ranks sharing the node's cores"}};

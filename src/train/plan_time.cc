@@ -74,7 +74,10 @@ StepTime predict_step_time(const ModelConfig& mc, const PlanProblem& pb, const P
   const double peak = dev.peak_flops(l.bf16);
   auto gemm = [&](double flops) { return flops / (peak * dev.efficiency(flops, l.bf16)); };
   const double t = double(l.tp), s = double(mc.seq_length), b = double(l.micro_batch_size);
-  const double n = s * b, h = double(mc.hidden_size);
+  // Context parallelism: each rank computes s/CP tokens of every sequence and
+  // 1/CP of the causal attention (chunks i and 2CP-1-i balance it).
+  const double cp = double(l.cp), sl = s / cp;
+  const double n = sl * b, h = double(mc.hidden_size);
   const double nl = l.sequence_parallel ? n / t : n;  // residual-stream rows on a rank
   const double a = double(mc.num_attention_heads), d = double(mc.head_dim());
   const double f = double(mc.ffn_hidden_size), v = double(mc.padded_vocab_size);
@@ -85,10 +88,10 @@ StepTime predict_step_time(const ModelConfig& mc, const PlanProblem& pb, const P
                         gemm(2 * n * f * h / t);
   // The causal attention core: two products counted half forward, 2.5 times
   // that backward (the probabilities are re-derived), at the core's own rate.
-  const double attn_fwd_flops = 2 * b * (a / t) * s * s * d;
+  const double attn_fwd_flops = 2 * b * (a / t) * s * s * d / cp;
   const bool dropout = mc.attention_dropout > 0;
-  const double core_fwd = dev.attention_seconds(attn_fwd_flops, s, l.bf16, dropout);
-  const double core_bwd = dev.attention_seconds(2.5 * attn_fwd_flops, s, l.bf16, dropout);
+  const double core_fwd = dev.attention_seconds(attn_fwd_flops, sl, l.bf16, dropout);
+  const double core_bwd = dev.attention_seconds(2.5 * attn_fwd_flops, sl, l.bf16, dropout);
   // Element-wise passes (norms, bias, dropout, residual adds, GELU/SwiGLU)
   // read and write each value about this many times per forward.
   const double e = l.bf16 ? 2.0 : 4.0;
@@ -125,8 +128,20 @@ StepTime predict_step_time(const ModelConfig& mc, const PlanProblem& pb, const P
   const LinkProfile& pp_link = x.pp > 1 ? dev.inter_node : dev.intra_node;
   const double pp_mb = l.pp > 1 ? 2 * double(l.vp) * p2p_seconds(nl * h * wire, pp_link) : 0;
 
+  // CP per micro-batch and layer: forward CP-1 K|V messages, backward CP-1
+  // K|V and CP dK|dV (fp32), each 2·b·(g/t)·(s/CP)·d elements; a recomputed
+  // forward CP-1 more. CP ranks sit next to TP in the rank order (tp-cp-dp-pp).
+  const LinkProfile& cp_link = l.tp * l.cp > c.devices_per_node ? dev.inter_node : dev.intra_node;
+  double cp_mb = 0;
+  if (l.cp > 1) {
+    const double msg = 2 * b * double(mc.query_groups()) / t * sl * d;
+    const double kv = p2p_seconds(msg * (l.bf16 ? 2.0 : 4.0), cp_link);
+    cp_mb = layers * ((2 + (full ? 1 : 0)) * (cp - 1) * kv + cp * p2p_seconds(msg * 4, cp_link));
+  }
+
   const double m = double(pb.global_batch_size) / (b * double(l.dp));
   StepTime st;
+  st.cp_comm = m * cp_mb;
   st.compute = m * mb;
   st.recompute = full ? m * layers * layer_fwd : 0;
   st.tp_comm = m * tp_mb;
@@ -135,7 +150,7 @@ StepTime predict_step_time(const ModelConfig& mc, const PlanProblem& pb, const P
   // micro-batches back to back; before its first and after its last, the
   // other stages' forward and backward of one micro-batch each (fill and
   // drain). Equal stages give Megatron's (P − 1)/(v·m) of the compute.
-  const double comm_mb = tp_mb + pp_mb;
+  const double comm_mb = tp_mb + pp_mb + cp_mb;
   const double stages_sum = double(l.pp - 1) * first_mb + last_mb + double(l.pp) * comm_mb;
   st.bubble = l.pp > 1 ? (stages_sum - (mb + comm_mb)) / double(l.vp) : 0;
 
@@ -143,16 +158,17 @@ StepTime predict_step_time(const ModelConfig& mc, const PlanProblem& pb, const P
   // all-gather; the tied embedding's gradient between first and last stage.
   const double params = double(std::max(params_first, params_last));
   const LinkProfile& dp_link = x.dp > 1 ? dev.inter_node : dev.intra_node;
-  if (l.dp > 1)
+  const int64_t dp_cp = l.dp * l.cp;  // gradients and ZeRO shards over DP x CP
+  if (dp_cp > 1)
     st.dp_comm = l.distributed_optimizer
-                     ? reduce_scatter_seconds(params * 4, l.dp, dp_link) +
-                           all_gather_seconds(params * (l.bf16 ? 2 : 4), l.dp, dp_link)
-                     : all_reduce_seconds(params * 4, l.dp, dp_link);
+                     ? reduce_scatter_seconds(params * 4, dp_cp, dp_link) +
+                           all_gather_seconds(params * (l.bf16 ? 2 : 4), dp_cp, dp_link)
+                     : all_reduce_seconds(params * 4, dp_cp, dp_link);
   if (l.pp > 1 && mc.tied_output())
     st.dp_comm += all_reduce_seconds(v / t * h * 4, 2, pp_link);
   // AdamW reads grad, m, v, main weight and writes m, v, main weight and the
   // model's copy: ~40 bytes per parameter it owns (fp32: 32).
-  const double owned = params / double(l.distributed_optimizer ? l.dp : 1);
+  const double owned = params / double(l.distributed_optimizer ? dp_cp : 1);
   st.optimizer = owned * (l.bf16 ? 40.0 : 32.0) / dev.memory_bandwidth_bytes_per_s;
 
   // More ranks on a node than cores (one thread each): the ranks take turns,

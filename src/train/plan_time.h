@@ -47,11 +47,12 @@ struct StepTime {
   double compute = 0;    // m micro-batches on the busiest stage (recompute included)
   double recompute = 0;  // of which the extra forward of full recompute
   double tp_comm = 0, pp_comm = 0;  // exposed, per step (m micro-batches)
+  double cp_comm = 0;    // the ring attention's K|V and dK|dV steps, counted as if not hidden
   double bubble = 0;     // (P − 1)/v micro-batch times, communication included
   double dp_comm = 0, optimizer = 0;
   double shared = 0;     // more ranks than cores: what the node's summed work adds
   double total() const {
-    return compute + tp_comm + pp_comm + bubble + dp_comm + optimizer + shared;
+    return compute + tp_comm + pp_comm + cp_comm + bubble + dp_comm + optimizer + shared;
   }
 };
 

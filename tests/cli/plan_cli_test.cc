@@ -76,6 +76,12 @@ TEST(PlanCli, MemoryIsWhatTrainPredictsForTheSameLayout) {
       {" --use-distributed-optimizer --bf16 --recompute-granularity full --recompute-method "
        "uniform --recompute-num-layers 1",
        "", 1, 1, false, true, true, "full"},
+      // Context parallelism (pinned: plan tries CP only when asked): s/CP
+      // rows per rank, the ring's buffers, ZeRO shards over DP x CP.
+      {" --context-parallel-size 2", " --context-parallel-size 2", 1, 1, false, false, false,
+       "selective"},
+      {" --context-parallel-size 2 --bf16 --use-distributed-optimizer",
+       " --context-parallel-size 2", 1, 1, false, true, true, "selective"},
   };
   for (const Case& c : cases) {
     const TrainMemory t = train_memory(dir, data, c.train_flags);
@@ -84,13 +90,14 @@ TEST(PlanCli, MemoryIsWhatTrainPredictsForTheSameLayout) {
         run(plan() + kModel + " --vocab-size " + std::to_string(t.vocab) +
             " --global-batch-size 8 --micro-batch-size 2 --num-nodes 1 --devices-per-node 2"
             " --device a100-80gb --json --top 0 --tensor-model-parallel-size " +
-            std::to_string(c.tp) + " --pipeline-model-parallel-size " + std::to_string(c.pp));
+            std::to_string(c.tp) + " --pipeline-model-parallel-size " + std::to_string(c.pp) +
+            c.plan_pins);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     bool found = false;
     for (const nlohmann::json& j : json_lines(r.output)) {
       if (j.at("sequence_parallel") != c.sp || j.at("distributed_optimizer") != c.zero ||
           j.at("precision") != (c.bf16 ? "bf16" : "fp32") || j.at("recompute") != c.recompute ||
-          j.at("vp") != 1)
+          j.at("vp") != 1 || (j.at("cp") == 2) != (c.plan_pins.find("context") != std::string::npos))
         continue;
       found = true;
       EXPECT_EQ(j.at("memory").at("total_bytes").get<double>(), t.total) << c.train_flags;

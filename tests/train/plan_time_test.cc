@@ -54,6 +54,32 @@ TEST(PlanTime, RingCosts) {
   EXPECT_DOUBLE_EQ(p2p_seconds(1e9, link), 1 + 1e-5);
 }
 
+// Context parallelism: the ring's steps per micro-batch and layer (forward
+// CP-1 K|V messages, backward CP-1 K|V and CP fp32 dK|dV, each
+// 2·b·g·(s/CP)·d elements) at the CP group's link (CP sits next to TP: inside
+// a node of 8 at TP2 CP2, across nodes of 2 at TP2 CP2); each rank computes
+// half the tokens, so compute falls against the same DP.
+TEST(PlanTime, ContextParallelRingAndHalfTheTokens) {
+  const PlanProblem pb = model(4, 8);  // 8 layers, h 512, 8 heads (d 64), s 256
+  PlanLayout cp2;
+  cp2.tp = 2, cp2.cp = 2, cp2.dp = 1, cp2.micro_batch_size = 1, cp2.bf16 = false;
+  PlanLayout tp2 = cp2;
+  tp2.cp = 1, tp2.dp = 2;
+  const PlanCluster inside{1, 4, flat_device()}, across{2, 2, flat_device()};
+  const double msg = 2 * 1 * 8.0 / 2 * (256 / 2) * 64;  // elements: b=1, g/t=4, s/CP=128, d=64
+  const double per_layer = 2 * p2p_seconds(msg * 4, inside.device.intra_node) +
+                           2 * p2p_seconds(msg * 4, inside.device.intra_node);
+  const double m = 8;  // micro-batches: 8 / (1 x DP 1)
+  EXPECT_NEAR(time_of(pb, cp2, inside).cp_comm, m * 8 * per_layer, 1e-12);
+  EXPECT_EQ(time_of(pb, tp2, inside).cp_comm, 0);
+  const double across_layer = 2 * p2p_seconds(msg * 4, across.device.inter_node) +
+                              2 * p2p_seconds(msg * 4, across.device.inter_node);
+  EXPECT_NEAR(time_of(pb, cp2, across).cp_comm, m * 8 * across_layer, 1e-12);
+  // Per micro-batch CP2 does half of TP2 x DP2's tokens, with twice the micro-batches.
+  EXPECT_LT(time_of(pb, cp2, inside).compute, 1.1 * time_of(pb, tp2, inside).compute);
+  EXPECT_GT(time_of(pb, cp2, inside).compute, 0.9 * time_of(pb, tp2, inside).compute);
+}
+
 TEST(PlanTime, EfficiencyCurveInterpolatesInLogFlops) {
   const DeviceProfile d = flat_device();
   EXPECT_DOUBLE_EQ(d.efficiency(1e3), 0.5);
