@@ -39,10 +39,11 @@ double p2p_seconds(double bytes, const LinkProfile& link) {
 
 namespace {
 
-// Most nodes one group of `kind` spans (ranks tp-dp-pp, devices_per_node a node).
+// Most nodes one group of `kind` spans (ranks tp-cp-dp-pp, devices_per_node a node).
 int max_nodes_spanned(GroupKind kind, const PlanLayout& l, const PlanCluster& c) {
   int most = 1;
-  for (const std::vector<int>& g : group_ranks(kind, int(c.world()), int(l.tp), int(l.pp))) {
+  for (const std::vector<int>& g :
+       group_ranks(kind, int(c.world()), int(l.tp), int(l.pp), int(l.cp))) {
     std::set<int64_t> nodes;
     for (int r : g) nodes.insert(r / c.devices_per_node);
     most = std::max(most, int(nodes.size()));
@@ -62,7 +63,8 @@ std::string NodeCrossing::describe() const {
 NodeCrossing node_crossing_of(const PlanLayout& l, const PlanCluster& c) {
   NodeCrossing x;
   x.tp = max_nodes_spanned(GroupKind::kTp, l, c);
-  x.dp = max_nodes_spanned(GroupKind::kDp, l, c);
+  // Gradients (and ZeRO) reduce over DP x CP.
+  x.dp = max_nodes_spanned(l.cp > 1 ? GroupKind::kDpCp : GroupKind::kDp, l, c);
   x.pp = max_nodes_spanned(GroupKind::kPp, l, c);
   return x;
 }
@@ -131,7 +133,8 @@ StepTime predict_step_time(const ModelConfig& mc, const PlanProblem& pb, const P
   // CP per micro-batch and layer: forward CP-1 K|V messages, backward CP-1
   // K|V and CP dK|dV (fp32), each 2·b·(g/t)·(s/CP)·d elements; a recomputed
   // forward CP-1 more. CP ranks sit next to TP in the rank order (tp-cp-dp-pp).
-  const LinkProfile& cp_link = l.tp * l.cp > c.devices_per_node ? dev.inter_node : dev.intra_node;
+  const LinkProfile& cp_link =
+      l.cp > 1 && max_nodes_spanned(GroupKind::kCp, l, c) > 1 ? dev.inter_node : dev.intra_node;
   double cp_mb = 0;
   if (l.cp > 1) {
     const double msg = 2 * b * double(mc.query_groups()) / t * sl * d;
