@@ -15,7 +15,7 @@ std::vector<PlanResult> evaluate_layouts(const PlanProblem& pb, const std::vecto
                                          const PlanCluster& c) {
   // Parameter lists depend on TP, PP, virtual stages and the stage only.
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, std::unique_ptr<ParamRegistry>> regs;
-  std::map<std::pair<int64_t, int64_t>, NodeCrossing> crossings;
+  std::map<std::tuple<int64_t, int64_t, int64_t>, NodeCrossing> crossings;
   std::map<int64_t, ModelConfig> models;
   auto reg = [&](const PlanLayout& l, int64_t stage) -> const ParamRegistry& {
     auto& r = regs[{l.tp, l.pp, l.vp, stage}];
@@ -33,8 +33,9 @@ std::vector<PlanResult> evaluate_layouts(const PlanProblem& pb, const std::vecto
     r.memory.last = l.pp == 1 ? r.memory.first
                               : predict_memory(layout_memory_plan(pb, l, l.pp - 1, last));
     r.fits = r.most_loaded_bytes() <= c.device.memory_bytes;
-    auto x = crossings.find({l.tp, l.pp});
-    if (x == crossings.end()) x = crossings.emplace(std::make_pair(l.tp, l.pp), node_crossing_of(l, c)).first;
+    auto x = crossings.find({l.tp, l.pp, l.cp});
+    if (x == crossings.end())
+      x = crossings.emplace(std::make_tuple(l.tp, l.pp, l.cp), node_crossing_of(l, c)).first;
     r.crossing = x->second;
     auto mc = models.find(l.tp);
     if (mc == models.end()) {

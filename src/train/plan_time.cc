@@ -57,7 +57,8 @@ std::string NodeCrossing::describe() const {
   auto one = [](const char* name, int n) {
     return std::string(name) + (n > 1 ? " across " + std::to_string(n) + " nodes" : " inside nodes");
   };
-  return one("TP", tp) + ", " + one("DP", dp) + ", " + one("PP", pp);
+  return one("TP", tp) + ", " + (cp > 0 ? one("CP", cp) + ", " : std::string()) + one("DP", dp) +
+         ", " + one("PP", pp);
 }
 
 NodeCrossing node_crossing_of(const PlanLayout& l, const PlanCluster& c) {
@@ -66,6 +67,7 @@ NodeCrossing node_crossing_of(const PlanLayout& l, const PlanCluster& c) {
   // Gradients (and ZeRO) reduce over DP x CP.
   x.dp = max_nodes_spanned(l.cp > 1 ? GroupKind::kDpCp : GroupKind::kDp, l, c);
   x.pp = max_nodes_spanned(GroupKind::kPp, l, c);
+  if (l.cp > 1) x.cp = max_nodes_spanned(GroupKind::kCp, l, c);
   return x;
 }
 
@@ -133,8 +135,7 @@ StepTime predict_step_time(const ModelConfig& mc, const PlanProblem& pb, const P
   // CP per micro-batch and layer: forward CP-1 K|V messages, backward CP-1
   // K|V and CP dK|dV (fp32), each 2·b·(g/t)·(s/CP)·d elements; a recomputed
   // forward CP-1 more. CP ranks sit next to TP in the rank order (tp-cp-dp-pp).
-  const LinkProfile& cp_link =
-      l.cp > 1 && max_nodes_spanned(GroupKind::kCp, l, c) > 1 ? dev.inter_node : dev.intra_node;
+  const LinkProfile& cp_link = x.cp > 1 ? dev.inter_node : dev.intra_node;
   double cp_mb = 0;
   if (l.cp > 1) {
     const double msg = 2 * b * double(mc.query_groups()) / t * sl * d;

@@ -39,7 +39,8 @@ struct PlanCluster {
 // Which groups span more than one node, and the most nodes one group spans.
 struct NodeCrossing {
   int tp = 1, dp = 1, pp = 1;  // most nodes one group of that kind spans
-  std::string describe() const;  // "TP inside nodes, DP across 2 nodes, PP across 4 nodes"
+  int cp = 0;                  // the same for CP; 0: no CP group (CP = 1)
+  std::string describe() const;  // "TP inside nodes, CP inside nodes, DP across 2 nodes, ..."
 };
 NodeCrossing node_crossing_of(const PlanLayout& l, const PlanCluster& c);
 

@@ -103,6 +103,14 @@ TEST(PlanTime, GroupsCrossNodesInMegatronsRankOrder) {
   EXPECT_EQ(x.describe(), "TP inside nodes, DP across 2 nodes, PP across 2 nodes");
   l.tp = 16, l.pp = 1, l.dp = 2;  // TP wider than a node
   EXPECT_EQ(node_crossing_of(l, c).tp, 2);
+  // tp-cp-dp-pp: TP4 x CP2 fills a node, DP x CP (what gradients use) spans 2
+  l.tp = 4, l.cp = 2, l.dp = 2, l.pp = 2;
+  x = node_crossing_of(l, c);
+  EXPECT_EQ(x.cp, 1);
+  EXPECT_EQ(x.dp, 2);
+  EXPECT_EQ(x.describe(), "TP inside nodes, CP inside nodes, DP across 2 nodes, PP across 2 nodes");
+  l.tp = 1, l.cp = 16, l.dp = 1, l.pp = 2;  // CP wider than a node
+  EXPECT_EQ(node_crossing_of(l, c).cp, 2);
 }
 
 // 1F1B with unequal stages: the last stage (the logits) runs its m
