@@ -2,6 +2,9 @@
 // A primitive is created once per distinct shape/stride/flags/math mode and
 // cached for the life of the process; every call after the first only wraps
 // pointers (and, in bf16/fp16, converts operands into reused scratch).
+// Unbatched bf16 products (the linear layers) run on the VDPBF16PS kernel of
+// gemm_bf16.h instead where the build and shape allow (same numerics class:
+// bf16 operands, fp32 sums).
 #pragma once
 #include <cstdint>
 

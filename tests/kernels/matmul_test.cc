@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/gemm_bf16.h"
 #include "kernel_test_util.h"
 
 namespace mt {
@@ -348,12 +349,18 @@ TEST(MatmulMixedCache, MathModeIsPartOfTheKeyAndScratchIsReused) {
   big.math = MathMode::kF16;  // fp32 scratch: the larger of the two modes
   std::vector<float> x(300 * 300, 0.25f), y(300 * 300);
   matmul(y.data(), x.data(), x.data(), nullptr, big);
-  const int64_t grown = matmul_scratch_bytes();
+  // The operand scratch, without the VDPBF16PS kernel's packing scratch
+  // (which the bf16 products below may grow once, then reuse).
+  auto operand_scratch = [] { return matmul_scratch_bytes() - gemm_bf16_scratch_bytes(); };
+  const int64_t grown = operand_scratch();
   EXPECT_GE(grown, int64_t(2 * 300 * 300 * sizeof(float)));
   matmul(c.data(), a.data(), b.data(), nullptr, s);
   big.math = MathMode::kBF16;
+  matmul(y.data(), x.data(), x.data(), nullptr, big);
+  const int64_t all = matmul_scratch_bytes();
   for (int i = 0; i < 3; ++i) matmul(y.data(), x.data(), x.data(), nullptr, big);
-  EXPECT_EQ(matmul_scratch_bytes(), grown);
+  EXPECT_EQ(operand_scratch(), grown);
+  EXPECT_EQ(matmul_scratch_bytes(), all);
   EXPECT_FLOAT_EQ(y[0], 300 * 0.0625f);
 }
 
@@ -536,6 +543,39 @@ TEST(LinearMixedStorage, Bf16StoredWeightsAndBiasAreReadAsStored) {
   // A bf16-stored weight belongs to bf16 math only.
   EXPECT_THROW(linear_forward(y.data(), inp.data(), ReadView(w16.data()), nullptr, n, in, out),
                Error);
+}
+
+// A bf16 run's saved activations are bf16: the weight gradient then reads
+// them (and dout, as stored or rounded once) in bf16, with or without dinp,
+// accumulated onto the fp32 gradient (the VDPBF16PS kernel where built).
+TEST(LinearMixedStorage, WeightGradientFromBf16Activations) {
+  const int64_t n = 37, in = 40, out = 29;
+  auto inp = randn(n * in, "inp"), w = randn(out * in, "w"), g = randn(n * out, "g");
+  const auto dw0 = randn(out * in, "dw0"), db0 = randn(out, "db0");
+  std::vector<uint16_t> inp16(inp.size()), g16(g.size());
+  f32_to_bf16(inp16.data(), inp.data(), int64_t(inp.size()));
+  f32_to_bf16(g16.data(), g.data(), int64_t(g.size()));
+  const auto ri = rounded(inp, MathMode::kBF16), rg = rounded(g, MathMode::kBF16);
+  std::vector<double> ref_dw(dw0.begin(), dw0.end());
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t o = 0; o < out; ++o)
+      for (int64_t i = 0; i < in; ++i)
+        ref_dw[size_t(o * in + i)] += double(rg[size_t(r * out + o)]) * ri[size_t(r * in + i)];
+  Compute cm;
+  cm.math = MathMode::kBF16;
+  std::vector<float> dinp(static_cast<size_t>(n * in));
+  {  // dout fp32 with a bias gradient, no dinp
+    std::vector<float> dw(dw0), db(db0);
+    linear_backward(nullptr, dw.data(), db.data(), g.data(), ReadView(inp16.data()), w.data(), n,
+                    in, out, false, cm);
+    expect_all_close(dw, ref_dw, 1e-5, "dweight, fp32 dout");
+  }
+  {  // dout stored in bf16, with dinp
+    std::vector<float> dw(dw0);
+    linear_backward(dinp.data(), dw.data(), nullptr, ReadView(g16.data()), ReadView(inp16.data()),
+                    w.data(), n, in, out, false, cm);
+    expect_all_close(dw, ref_dw, 1e-5, "dweight, bf16 dout");
+  }
 }
 
 TEST(Linear, BiasBackwardIsColumnSumAndAccumulates) {
