@@ -372,6 +372,30 @@ int64_t matmul_scratch_bytes() {
 }
 
 namespace {
+// dbias (c) += column sums of dout (n, c); with out16, also out16 = bf16 of
+// dout, from the same read. Threads own disjoint column chunks and sum their
+// rows in order, so the result does not depend on the thread count.
+void column_sums(float* dbias, uint16_t* out16, const float* dout, int64_t n, int64_t c) {
+  constexpr int64_t kChunk = 64;
+  const int64_t chunks = (c + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static)
+  for (int64_t ch = 0; ch < chunks; ++ch) {
+    const int64_t c0 = ch * kChunk, w = std::min(kChunk, c - c0);
+    float acc[kChunk] = {};
+    for (int64_t r = 0; r < n; ++r) {
+      const float* row = dout + r * c + c0;
+#pragma omp simd
+      for (int64_t j = 0; j < w; ++j) acc[j] += row[j];
+      if (out16 != nullptr) {
+        uint16_t* o = out16 + r * c + c0;
+#pragma omp simd
+        for (int64_t j = 0; j < w; ++j) o[j] = bf16_from_f32(row[j]);
+      }
+    }
+    for (int64_t j = 0; j < w; ++j) dbias[c0 + j] += acc[j];
+  }
+}
+
 void check_weight_math(ReadView x, const Compute& cm) {
   MT_CHECK(x.bf16 == nullptr || cm.math == MathMode::kBF16, "linear: a bf16-stored operand in ",
            math_mode_name(cm.math), " math (internal error: bf16 storage belongs to --bf16 runs)");
@@ -405,12 +429,18 @@ void linear_backward(float* dinp, float* dweight, float* dbias, ReadView dout_in
   // bf16: round dout once for both products instead of once per product
   // (or read it as stored).
   const uint16_t* dout16 = dout_in.bf16;
+  bool bias_done = false;
   if (cm.math == MathMode::kBF16 && dinp && dweight && dout16 == nullptr) {
     MatmulCache& cache = matmul_cache();
     std::lock_guard<std::mutex> lock(cache.mu);
     auto* buf = static_cast<uint16_t*>(
         scratch(cache.scratch_dout, size_t(n * out_features) * sizeof(uint16_t)));
-    f32_to_bf16(buf, dout, n * out_features);
+    if (dbias) {  // the bias gradient from the same read of dout
+      column_sums(dbias, buf, dout, n, out_features);
+      bias_done = true;
+    } else {
+      f32_to_bf16(buf, dout, n * out_features);
+    }
     dout16 = buf;
   }
   if (dinp) {
@@ -435,7 +465,7 @@ void linear_backward(float* dinp, float* dweight, float* dbias, ReadView dout_in
     s.math = cm.math;
     matmul(dweight, dout, inp.f32, nullptr, s, inp.bf16, dout16);
   }
-  if (dbias) bias_backward(dbias, dout, n, out_features);  // fp32
+  if (dbias && !bias_done) bias_backward(dbias, dout, n, out_features);  // fp32
 }
 
 namespace {
@@ -458,21 +488,7 @@ void bias_add(float* x, ReadView bias, int64_t n, int64_t c) {
 }
 
 void bias_backward(float* dbias, const float* dout, int64_t n, int64_t c) {
-  // Threads own disjoint column chunks and sum their rows in order, so the
-  // result does not depend on the thread count.
-  constexpr int64_t kChunk = 64;
-  const int64_t chunks = (c + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static)
-  for (int64_t ch = 0; ch < chunks; ++ch) {
-    const int64_t c0 = ch * kChunk, w = std::min(kChunk, c - c0);
-    float acc[kChunk] = {};
-    for (int64_t r = 0; r < n; ++r) {
-      const float* row = dout + r * c + c0;
-#pragma omp simd
-      for (int64_t j = 0; j < w; ++j) acc[j] += row[j];
-    }
-    for (int64_t j = 0; j < w; ++j) dbias[c0 + j] += acc[j];
-  }
+  column_sums(dbias, nullptr, dout, n, c);
 }
 
 double measure_matmul_peak_flops(int64_t size, MathMode math) {

@@ -2,6 +2,10 @@
 
 #include <omp.h>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
 
 namespace mt {
@@ -103,7 +107,17 @@ void ModelRuntime::zero_grads() {
 #pragma omp parallel
   {
     const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-    std::fill(grads + n * t / nt, grads + n * (t + 1) / nt, 0.f);
+    float* p = grads + n * t / nt;
+    float* const end = grads + n * (t + 1) / nt;
+#if defined(__AVX512F__)
+    // Streaming stores: the buffer (4 bytes per parameter) is far larger than
+    // the caches and next read by the backward pass, so writing around them
+    // saves reading every line in first (~half of this pass's traffic).
+    for (; p < end && reinterpret_cast<uintptr_t>(p) % 64 != 0; ++p) *p = 0.f;
+    for (; p + 16 <= end; p += 16) _mm512_stream_ps(p, _mm512_setzero_ps());
+    _mm_sfence();
+#endif
+    std::fill(p, end, 0.f);
   }
 }
 

@@ -70,14 +70,16 @@ void row_parallel_linear_backward(float* dinput, float* dweight, float* dbias, f
                                   const TensorParallel& tp, const Compute& cm) {
   const bool sp = tp.sequence_parallel && tp.size() > 1;
   const int64_t rows = sp ? n / tp.size() : n;
-  if (dbias) bias_backward(dbias, dout, rows, out_features);
+  // The bias gradient sums this rank's rows of dout: with SP before the
+  // gather, else inside linear_backward (with dout's bf16 rounding, one read).
+  if (dbias && sp) bias_backward(dbias, dout, rows, out_features);
   const float* d = dout;
   if (sp) {
     reduce_scatter_to_sp_region_backward(dfull, dout, rows * out_features, *tp.tp);
     d = dfull;
   }
-  linear_backward(dinput, dweight, nullptr, d, input, weight, n, in_local, out_features, false,
-                  cm);
+  linear_backward(dinput, dweight, sp ? nullptr : dbias, d, input, weight, n, in_local,
+                  out_features, false, cm);
 }
 
 }  // namespace mt
