@@ -19,7 +19,7 @@
 // guards the primitives guards them too. Copying into dense layouts also keeps
 // oneDNN on its fast bf16 kernels for the strided attention batches.
 //
-// Unbatched bf16 products whose layout gemm_bf16_supports() go to the
+// Unbatched bf16 products whose layout gemm_bf16_supports() accepts go to the
 // VDPBF16PS kernel (gemm_bf16.h) once their operands are bf16: on GPT-2
 // small's bf16 step it is ~6% faster than oneDNN's brgemm (bench/README.md).
 // The batched attention products, fp32 and fp16 stay on oneDNN.
