@@ -1,9 +1,11 @@
 // bf16 products as a register-blocked AVX512-BF16 (VDPBF16PS) kernel, for
 // the linear layers of a bf16 run (matmul.cc sends them here).
 //
-// oneDNN 2.6's brgemm runs GPT-2 small's linear products at 480-600 GFLOP/s
-// with 2 threads (the weight gradient, with its transposed A, the slowest);
-// this kernel reaches 600-790 on the same shapes (bench_matmul). Operands are
+// oneDNN 2.6's brgemm runs GPT-2 small's weight gradients (transposed A) at
+// 480-600 GFLOP/s with 2 threads, its other linear products at 560-700. This
+// kernel is 5-10% faster on the weight gradients and some forward shapes,
+// a few percent slower on others (bench_matmul), and makes GPT-2 small's bf16
+// training step ~5-7% faster overall (bench/README.md). Operands are
 // read in VDPBF16PS's pair layout (two consecutive k values of one row or
 // column in a 32-bit word): A stored (m, k) is already so and is read in
 // place; A stored (k, m) and B either way are packed into it, blocked for

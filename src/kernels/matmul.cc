@@ -21,7 +21,7 @@
 //
 // Unbatched bf16 products whose layout gemm_bf16_supports() accepts go to the
 // VDPBF16PS kernel (gemm_bf16.h) once their operands are bf16: on GPT-2
-// small's bf16 step it is ~6% faster than oneDNN's brgemm (bench/README.md).
+// small's bf16 step it is ~5-7% faster than oneDNN's brgemm (bench/README.md).
 // The batched attention products, fp32 and fp16 stay on oneDNN.
 //
 // Implementations oneDNN 2.6.3 picks on this machine (AVX-512 EPYC; see them
