@@ -40,6 +40,13 @@ class HostBuffer {
   size_t resident_ = 0;
 };
 
+// Scratch that only grows: buf's data, reallocated first when smaller than
+// `bytes` (then reused by every call that fits).
+inline void* grown(HostBuffer& buf, size_t bytes) {
+  if (buf.size() < bytes) buf = HostBuffer(bytes);
+  return buf.data();
+}
+
 // Resident set size of this process now (/proc/self/statm), and its peak
 // (VmHWM in /proc/self/status). 0 where /proc is unavailable.
 size_t current_rss_bytes();

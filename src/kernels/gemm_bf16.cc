@@ -50,10 +50,8 @@ Scratch& scratch() {
 }
 
 template <class T>
-T* grown(HostBuffer& buf, int64_t count) {
-  const size_t bytes = size_t(count) * sizeof(T);
-  if (buf.size() < bytes) buf = HostBuffer(bytes);
-  return reinterpret_cast<T*>(buf.data());
+T* grown_to(HostBuffer& buf, int64_t count) {
+  return static_cast<T*>(grown(buf, size_t(count) * sizeof(T)));
 }
 
 // Pairs per k block: all of them up to kKcMax, else equal blocks of ≤ 256.
@@ -327,9 +325,11 @@ void gemm_bf16(const Bf16Gemm& g) {
   std::lock_guard<std::mutex> lock(s.mu);
   const int threads = omp_get_max_threads();
   const int64_t kp = (g.k + 1) / 2;
-  uint32_t* pb = grown<uint32_t>(s.b, block_pairs(kp) * std::min(kNc, (g.n + kNr - 1) / kNr * kNr));
-  uint32_t* pa = g.trans_a ? grown<uint32_t>(s.a, threads * kMc * kKcMax) : nullptr;
-  float* partial = g.c_bf16 && block_pairs(kp) < kp ? grown<float>(s.c, g.m * g.n) : nullptr;
+  const int64_t block_columns = std::min(kNc, (g.n + kNr - 1) / kNr * kNr);
+  uint32_t* pb = grown_to<uint32_t>(s.b, block_pairs(kp) * block_columns);
+  uint32_t* pa = g.trans_a ? grown_to<uint32_t>(s.a, threads * kMc * kKcMax) : nullptr;
+  const bool several_blocks = block_pairs(kp) < kp;
+  float* partial = g.c_bf16 && several_blocks ? grown_to<float>(s.c, g.m * g.n) : nullptr;
   run(g, pb, pa, partial, threads);
 #endif
 }

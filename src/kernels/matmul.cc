@@ -88,11 +88,6 @@ MatmulCache& matmul_cache() {
   return cache;
 }
 
-// Pointer to at least `bytes` of `buf`, regrown (never shrunk) when too small.
-void* scratch(HostBuffer& buf, size_t bytes) {
-  if (buf.size() < bytes) buf = HostBuffer(bytes);
-  return buf.data();
-}
 
 MatmulKey resolve(const MatmulShape& s, bool has_bias) {
   MT_CHECK(s.batch >= 1 && s.m >= 1 && s.n >= 1 && s.k >= 1,
@@ -196,11 +191,11 @@ const void* pack_operand(HostBuffer& buf, const float* x, MathMode math, int64_t
   const int64_t n = batch * rows * cols;
   const void* out;
   if (math == MathMode::kBF16) {
-    auto* dst = static_cast<uint16_t*>(scratch(buf, size_t(n) * sizeof(uint16_t)));
+    auto* dst = static_cast<uint16_t*>(grown(buf, size_t(n) * sizeof(uint16_t)));
     pack_dense(dst, x, batch, rows, cols, *ld, *bs, [](float v) { return bf16_from_f32(v); });
     out = dst;
   } else {
-    auto* dst = static_cast<float*>(scratch(buf, size_t(n) * sizeof(float)));
+    auto* dst = static_cast<float*>(grown(buf, size_t(n) * sizeof(float)));
     pack_dense(dst, x, batch, rows, cols, *ld, *bs, [](float v) { return f16_round(v); });
     out = dst;
   }
@@ -213,7 +208,7 @@ const void* pack_operand(HostBuffer& buf, const float* x, MathMode math, int64_t
 // x's layout) as fp32 values rounded to bf16, packed dense into scratch.
 const float* pack_bf16_as_f32(HostBuffer& buf, const float* x, const uint16_t* x16, int64_t batch,
                               int64_t rows, int64_t cols, int64_t* ld, int64_t* bs) {
-  auto* dst = static_cast<float*>(scratch(buf, size_t(batch * rows * cols) * sizeof(float)));
+  auto* dst = static_cast<float*>(grown(buf, size_t(batch * rows * cols) * sizeof(float)));
   if (x16 != nullptr)
     pack_dense(dst, x16, batch, rows, cols, *ld, *bs, [](uint16_t v) { return f32_from_bf16(v); });
   else
@@ -268,7 +263,7 @@ void matmul_impl(WriteView c_out, const float* a, const float* b, ReadView bias_
   void* c_data = c_out.bf16 ? static_cast<void*>(c_out.bf16) : static_cast<void*>(c);
   const float* bias = bias_ref.f32;
   if (bias_ref.bf16) {  // a bf16 model's bias: (n) floats, widened per call
-    auto* wide = static_cast<float*>(scratch(cache.scratch_bias, size_t(s.n) * sizeof(float)));
+    auto* wide = static_cast<float*>(grown(cache.scratch_bias, size_t(s.n) * sizeof(float)));
     bf16_to_f32(wide, bias_ref.bf16, s.n);
     bias = wide;
   }
@@ -285,7 +280,7 @@ void matmul_impl(WriteView c_out, const float* a, const float* b, ReadView bias_
     key.math = MathMode::kF32;
     if (key.c_bf16) {  // fp32 C in scratch, rounded below
       key.c_bf16 = false;
-      c_data = scratch(cache.scratch_c, size_t(s.batch * s.m * s.n) * sizeof(float));
+      c_data = grown(cache.scratch_c, size_t(s.batch * s.m * s.n) * sizeof(float));
     }
   } else if (s.math != MathMode::kF32) {
     // Operands given in bf16 are used as they are, in their own layout (the
@@ -434,7 +429,7 @@ void linear_backward(float* dinp, float* dweight, float* dbias, ReadView dout_in
     MatmulCache& cache = matmul_cache();
     std::lock_guard<std::mutex> lock(cache.mu);
     auto* buf = static_cast<uint16_t*>(
-        scratch(cache.scratch_dout, size_t(n * out_features) * sizeof(uint16_t)));
+        grown(cache.scratch_dout, size_t(n * out_features) * sizeof(uint16_t)));
     if (dbias) {  // the bias gradient from the same read of dout
       column_sums(dbias, buf, dout, n, out_features);
       bias_done = true;
