@@ -121,6 +121,10 @@ Command add_train_command(CLI::App& app) {
   run->add_option("--global-batch-size", a->global_batch_size, "sequences per iteration");
   run->add_option("--train-iters", a->train_iters, "iterations to train")->required();
   run->add_option("--seed", a->seed, "seed of init, dropout and data order");
+  run->add_option("--device", a->device,
+                  "cpu (default) or cuda: where parameters, gradients, optimizer state and "
+                  "activations live and every kernel runs (cuda needs a build with "
+                  "-DMT_CUDA=ON and an NVIDIA GPU)");
   run->add_flag("--skip-train", a->skip_train,
                 "no training: evaluate the --load checkpoint on --eval-iters batches of the "
                 "validation and test splits, print and write val_loss/val_ppl and "

@@ -12,7 +12,9 @@
 
 #include <cmath>
 
+#include "backend/device.h"
 #include "core/error.h"
+#include "kernels/cuda/adamw.h"
 #include "kernels/precision.h"
 
 namespace mt {
@@ -48,6 +50,8 @@ void adamw_step(float* param, const float* grad, float* m, float* v, int64_t n,
            " must be >= 1 (1-based); fix: pass iteration + 1");
   MT_CHECK(h.beta1 >= 0.f && h.beta1 < 1.f && h.beta2 >= 0.f && h.beta2 < 1.f,
            "adamw_step: betas (", h.beta1, ", ", h.beta2, ") must be in [0, 1)");
+  if (MT_ON_DEVICE(param))
+    return cuda::adamw_step(param, grad, m, v, n, h, step, param_bf16);
   const double lr = h.lr, wd = h.weight_decay, b1 = h.beta1, b2 = h.beta2;
   const double bias_correction1 = 1.0 - std::pow(b1, double(step));
   const double bias_correction2 = 1.0 - std::pow(b2, double(step));

@@ -18,7 +18,9 @@
 #include <immintrin.h>
 #endif
 
+#include "backend/device.h"
 #include "core/error.h"
+#include "kernels/cuda/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/vec_math.h"
 
@@ -382,8 +384,10 @@ void attention_forward(float* ctx, float* lse, ReadView q_in, ReadView k_in, Rea
   MT_CHECK(ctx && lse && workspace, "attention_forward: null pointer",
            "; fix: pass ctx, lse, q, k, v and a workspace of attention_workspace_floats()");
   check_views("attention_forward", dims, {q_in, k_in, v_in});
+  const AttentionPlan pl = make_plan(dims, drop);  // checks the sizes, positions and dropout
+  if (MT_ON_DEVICE(ctx))
+    return cuda::attention_forward(ctx, lse, q_in, k_in, v_in, dims, drop, workspace);
   const float *q = q_in.f32, *k = k_in.f32, *v = v_in.f32;
-  const AttentionPlan pl = make_plan(dims, drop);
   const bool dropout = drop.p > 0.f;
   const float keep_scale = dropout ? 1.f / (1.f - drop.p) : 1.f;
   const WorkspaceLayout wl = workspace_layout(dims);
@@ -448,8 +452,11 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dctx, Read
            "; fix: pass every tensor (ctx in fp32 math without row_dsum) and a workspace of "
            "attention_workspace_floats()");
   check_views("attention_backward", dims, {q_in, k_in, v_in});
+  const AttentionPlan pl = make_plan(dims, drop);  // checks the sizes, positions and dropout
+  if (MT_ON_DEVICE(dq))
+    return cuda::attention_backward(dq, dk, dv, dctx, q_in, k_in, v_in, ctx_in, lse, dims, drop,
+                                    workspace, row_dsum);
   const float *q = q_in.f32, *k = k_in.f32, *v = v_in.f32, *ctx = ctx_in.f32;
-  const AttentionPlan pl = make_plan(dims, drop);
   const bool dropout = drop.p > 0.f;
   const float keep_scale = dropout ? 1.f / (1.f - drop.p) : 1.f;
   const WorkspaceLayout wl = workspace_layout(dims);
@@ -545,6 +552,7 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dctx, Read
 
 void attention_merge(float* ctx, float* lse, const float* ctx_block, const float* lse_block,
                      int64_t rows, int64_t d) {
+  if (MT_ON_DEVICE(ctx)) return cuda::attention_merge(ctx, lse, ctx_block, lse_block, rows, d);
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     const float l0 = lse[r], l1 = lse_block[r];
@@ -568,6 +576,7 @@ void attention_merge(float* ctx, float* lse, const float* ctx_block, const float
 
 void attention_row_dsum(float* dsum, const float* dctx, const float* ctx, int64_t rows,
                         int64_t d) {
+  if (MT_ON_DEVICE(dsum)) return cuda::attention_row_dsum(dsum, dctx, ctx, rows, d);
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     float acc = 0.f;

@@ -6,12 +6,15 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backend/device.h"
 #include "core/error.h"
+#include "kernels/cuda/cross_entropy.h"
 #include "kernels/vec_math.h"
 
 namespace mt {
 
 void check_targets(const int32_t* targets, int64_t n, int64_t v) {
+  if (MT_ON_DEVICE(targets)) return cuda::check_targets(targets, n, v);
   for (int64_t i = 0; i < n; ++i)
     MT_CHECK(targets[i] >= 0 && targets[i] < v, "cross-entropy: target id ", targets[i],
              " at row ", i, " is outside [0, ", v,
@@ -75,6 +78,7 @@ void row_finish(float& loss, WriteView grad, const float* e, double sum_exp,
 }  // namespace
 
 void cross_entropy_shard_max(float* row_max, const float* logits, int64_t n, int64_t v_local) {
+  if (MT_ON_DEVICE(row_max)) return cuda::cross_entropy_shard_max(row_max, logits, n, v_local);
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) row_max[i] = mt::row_max(logits + i * v_local, v_local);
 }
@@ -82,6 +86,9 @@ void cross_entropy_shard_max(float* row_max, const float* logits, int64_t n, int
 void cross_entropy_shard_sums(double* sum_exp, double* target_logit, float* logits,
                               const float* row_max, const int32_t* targets, int64_t n,
                               int64_t v_local, int64_t v_start, bool keep_exp) {
+  if (MT_ON_DEVICE(sum_exp))
+    return cuda::cross_entropy_shard_sums(sum_exp, target_logit, logits, row_max, targets, n,
+                                          v_local, v_start, keep_exp);
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i)
     row_sums(sum_exp[i], target_logit[i], logits + i * v_local, row_max[i],
@@ -92,6 +99,9 @@ void cross_entropy_shard_finish(float* losses, WriteView grad, const float* logi
                                 const double* sum_exp, const double* target_logit,
                                 const int32_t* targets, int64_t n, int64_t v_local,
                                 int64_t v_start, float grad_scale) {
+  if (MT_ON_DEVICE(losses))
+    return cuda::cross_entropy_shard_finish(losses, grad, logits, sum_exp, target_logit, targets,
+                                            n, v_local, v_start, grad_scale);
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i)
     row_finish(losses[i], grad.at(i * v_local), logits + i * v_local, sum_exp[i],
@@ -100,6 +110,8 @@ void cross_entropy_shard_finish(float* losses, WriteView grad, const float* logi
 
 void cross_entropy_rows(float* losses, float* logits, WriteView grad, const int32_t* targets,
                         int64_t n, int64_t v, float grad_scale) {
+  if (MT_ON_DEVICE(losses))
+    return cuda::cross_entropy_rows(losses, logits, grad, targets, n, v, grad_scale);
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     float* z = logits + i * v;
@@ -111,6 +123,8 @@ void cross_entropy_rows(float* losses, float* logits, WriteView grad, const int3
 
 void softmax_cross_entropy(float* losses, float* logits, const int32_t* targets, int64_t n,
                            int64_t v, float grad_scale) {
+  if (MT_ON_DEVICE(losses))
+    return cuda::softmax_cross_entropy(losses, logits, targets, n, v, grad_scale);
   MT_CHECK(n >= 0 && v > 0, "softmax_cross_entropy: bad shape n=", n, " v=", v,
            "; fix: pass the row count and a positive vocabulary size");
   check_targets(targets, n, v);

@@ -13,7 +13,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backend/device.h"
 #include "core/error.h"
+#include "kernels/cuda/dropout.h"
 
 namespace mt {
 
@@ -115,6 +117,8 @@ void forward_impl(To* out, const float* x, int64_t s_local, int64_t b, int64_t h
 void dropout_add_forward(WriteView out, const float* x, ReadView residual, int64_t s_local,
                          int64_t b, int64_t h_local, const DropoutSpec& d) {
   check_spec("dropout_add_forward", s_local, b, h_local, d);
+  if (MT_ON_DEVICE(out.raw()))
+    return cuda::dropout_add_forward(out, x, residual, s_local, b, h_local, d);
   visit(out, [&](auto* y) {
     visit(residual, [&](const auto* r) { add_impl(y, x, r, s_local, b, h_local, d); });
   });
@@ -125,6 +129,7 @@ void dropout_forward(WriteView out, const float* x, int64_t s_local, int64_t b, 
                      const DropoutSpec& d) {
   check_spec("dropout_forward", s_local, b, h_local, d);
   if (out.f32 == x && d.p == 0.f) return;
+  if (MT_ON_DEVICE(out.raw())) return cuda::dropout_forward(out, x, s_local, b, h_local, d);
   visit(out, [&](auto* y) { forward_impl(y, x, s_local, b, h_local, d); });
 }
 
@@ -132,6 +137,7 @@ void dropout_forward(WriteView out, const float* x, int64_t s_local, int64_t b, 
 void dropout_backward(float* dx, const float* dout, int64_t s_local, int64_t b, int64_t h_local,
                       const DropoutSpec& d) {
   check_spec("dropout_backward", s_local, b, h_local, d);
+  if (MT_ON_DEVICE(dx)) return cuda::dropout_backward(dx, dout, s_local, b, h_local, d);
   if (d.p == 0.f) {
     if (dx != dout) std::memcpy(dx, dout, size_t(s_local * b * h_local) * sizeof(float));
     return;

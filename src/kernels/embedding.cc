@@ -8,7 +8,9 @@
 
 #include <algorithm>
 
+#include "backend/device.h"
 #include "core/error.h"
+#include "kernels/cuda/embedding.h"
 
 namespace mt {
 
@@ -54,6 +56,8 @@ void forward_impl(float* out, const int32_t* ids, const T* table, int64_t n, int
 // out (n, h) = table[ids - row_start]   (or += when accumulate)
 void embedding_forward(float* out, const int32_t* ids, ReadView table, int64_t n, int64_t h,
                        int64_t row_start, int64_t rows, bool accumulate) {
+  if (MT_ON_DEVICE(out))
+    return cuda::embedding_forward(out, ids, table, n, h, row_start, rows, accumulate);
   check_ids("embedding_forward", ids, n, h, row_start, rows);
   MT_CHECK(bool(table), "embedding_forward: no table");
   if (table.bf16)
@@ -65,6 +69,8 @@ void embedding_forward(float* out, const int32_t* ids, ReadView table, int64_t n
 // dtable (rows, h) += scatter of dout by ids (deterministic: no atomics)
 void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int64_t n,
                         int64_t h, int64_t row_start, int64_t rows) {
+  if (MT_ON_DEVICE(dtable))
+    return cuda::embedding_backward(dtable, dout, ids, n, h, row_start, rows);
   check_ids("embedding_backward", ids, n, h, row_start, rows);
   const int64_t nblocks = (h + kColBlock - 1) / kColBlock;
 #pragma omp parallel for schedule(static)

@@ -13,6 +13,8 @@
 // the tiny true value (|gelu| < 1e-10 for x < -6).
 #include "kernels/gelu.h"
 
+#include "backend/device.h"
+#include "kernels/cuda/gelu.h"
 #include "kernels/vec_math.h"
 
 namespace mt {
@@ -55,11 +57,13 @@ void backward_impl(float* dinp, const Ti* inp, const float* dout, int64_t n) {
 
 // out (n) =
 void gelu_forward(WriteView out, ReadView inp, int64_t n) {
+  if (MT_ON_DEVICE(out.raw())) return cuda::gelu_forward(out, inp, n);
   visit(out, [&](auto* y) { visit(inp, [&](const auto* x) { forward_impl(y, x, n); }); });
 }
 
 // dinp (n) = dout * gelu'(inp)   (may alias dout)
 void gelu_backward(float* dinp, ReadView inp, const float* dout, int64_t n) {
+  if (MT_ON_DEVICE(dinp)) return cuda::gelu_backward(dinp, inp, dout, n);
   visit(inp, [&](const auto* x) { backward_impl(dinp, x, dout, n); });
 }
 

@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backend/device.h"
 #include "core/error.h"
+#include "kernels/cuda/layernorm.h"
 
 namespace mt {
 
@@ -113,6 +115,8 @@ void backward_impl(float* dinp, float* dweight, float* dbias, const float* dout,
 
 void layernorm_forward(WriteView out, float* mean, float* rstd, ReadView inp, ReadView weight,
                        ReadView bias, int64_t n, int64_t c, float eps) {
+  if (MT_ON_DEVICE(out.raw()))
+    return cuda::layernorm_forward(out, mean, rstd, inp, weight, bias, n, c, eps);
   MT_CHECK(out && inp && weight && bias, "layernorm_forward: null output, input, weight or bias");
   visit(out, [&](auto* y) {
     visit(inp, [&](const auto* x) {
@@ -126,6 +130,8 @@ void layernorm_forward(WriteView out, float* mean, float* rstd, ReadView inp, Re
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                         ReadView inp, ReadView weight, const float* mean,
                         const float* rstd, int64_t n, int64_t c) {
+  if (MT_ON_DEVICE(dinp))
+    return cuda::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, n, c);
   MT_CHECK(inp && weight, "layernorm_backward: null input or weight");
   visit(inp, [&](const auto* x) {
     visit(weight, [&](const auto* w) {

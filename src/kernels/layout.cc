@@ -2,10 +2,14 @@
 
 #include <cstring>
 
+#include "backend/device.h"
+#include "kernels/cuda/layout.h"
+
 namespace mt {
 
 void qkv_to_heads(float* q, float* k, float* v, const float* qkv, int64_t s, int64_t b,
                   int64_t a, int64_t g, int64_t d) {
+  if (MT_ON_DEVICE(q)) return cuda::qkv_to_heads(q, k, v, qkv, s, b, a, g, d);
   const size_t row = size_t(d) * sizeof(float);
   const int64_t hpg = a / g, width = (hpg + 2) * d;  // heads per group, floats per group
 #pragma omp parallel for collapse(2) schedule(static)
@@ -22,6 +26,7 @@ void qkv_to_heads(float* q, float* k, float* v, const float* qkv, int64_t s, int
 
 void heads_to_qkv(float* dqkv, const float* dq, const float* dk, const float* dv, int64_t s,
                   int64_t b, int64_t a, int64_t g, int64_t d) {
+  if (MT_ON_DEVICE(dqkv)) return cuda::heads_to_qkv(dqkv, dq, dk, dv, s, b, a, g, d);
   const size_t row = size_t(d) * sizeof(float);
   const int64_t hpg = a / g, width = (hpg + 2) * d;
 #pragma omp parallel for collapse(2) schedule(static)
@@ -48,6 +53,7 @@ void heads_to_qkv(float* dqkv, const float* dq, const float* dk, const float* dv
 }
 
 void heads_to_sbh(WriteView out, const float* x, int64_t s, int64_t b, int64_t a, int64_t d) {
+  if (MT_ON_DEVICE(out.raw())) return cuda::heads_to_sbh(out, x, s, b, a, d);
   visit(out, [&](auto* y) {
 #pragma omp parallel for collapse(2) schedule(static)
     for (int64_t t = 0; t < s; ++t)
@@ -62,6 +68,7 @@ void heads_to_sbh(WriteView out, const float* x, int64_t s, int64_t b, int64_t a
 }
 
 void sbh_to_heads(float* out, const float* x, int64_t s, int64_t b, int64_t a, int64_t d) {
+  if (MT_ON_DEVICE(out)) return cuda::sbh_to_heads(out, x, s, b, a, d);
   const size_t row = size_t(d) * sizeof(float);
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t bi = 0; bi < b; ++bi)

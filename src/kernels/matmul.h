@@ -8,6 +8,7 @@
 #pragma once
 #include <cstdint>
 
+#include "backend/device.h"
 #include "kernels/precision.h"
 
 namespace mt {
@@ -64,13 +65,18 @@ void bias_add(float* x, ReadView bias, int64_t n, int64_t c);
 // at least 5 runs and ~0.25 s (the MFU denominator; in bf16 both operands are
 // stored in bf16, so no conversion is counted).
 double measure_matmul_peak_flops(int64_t size = 2048, MathMode math = MathMode::kF32);
+// The MFU denominator of a run on `device`: the CPU's 2048^3 oneDNN rate
+// above, or the GPU's best cuBLASLt rate of an 8192^3 product.
+double measure_matmul_peak_flops_on(Device device, MathMode math);
 
 // Number of distinct primitives created so far (for tests of the cache).
 int64_t matmul_primitive_count();
 
-// Whether oneDNN runs bf16 matmuls on this CPU (AVX-512 or better; natively
-// fast with AVX512_BF16 / AMX). Without, MathMode::kBF16 rounds the operands
-// to bf16 and multiplies them with the fp32 primitive: same results, no speed-up.
+// Whether bf16 matmuls run on bf16 operands here: the CPU has bf16 dot-product
+// instructions (AVX512_BF16 / AMX) and oneDNN creates bf16 matmuls. Without,
+// MathMode::kBF16 rounds the operands to bf16 and multiplies them with the
+// fp32 primitive (a bf16 x bf16 product is exact in fp32): the same results
+// at fp32 speed, where oneDNN's emulation of bf16 would be ~3x slower.
 bool matmul_bf16_native();
 // Bytes of operand scratch the bf16/fp16 paths hold (grows, never shrinks).
 int64_t matmul_scratch_bytes();

@@ -9,7 +9,9 @@
 #include <cpuid.h>
 #endif
 
+#include "backend/device.h"
 #include "core/error.h"
+#include "kernels/cuda/precision.h"
 
 namespace mt {
 namespace {
@@ -35,6 +37,7 @@ const char* math_mode_name(MathMode m) {
 void f32_to_bf16(uint16_t* out, const float* in, int64_t n) {
   MT_CHECK(n >= 0 && (n == 0 || (out && in)), "f32_to_bf16: n=", n, " out=", out, " in=", in,
            "; fix: pass buffers of n elements");
+  if (MT_ON_DEVICE(out)) return cuda::f32_to_bf16(out, in, n);
 #pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
   for (int64_t i = 0; i < n; ++i) out[i] = bf16_from_f32(in[i]);
 }
@@ -42,6 +45,7 @@ void f32_to_bf16(uint16_t* out, const float* in, int64_t n) {
 void bf16_to_f32(float* out, const uint16_t* in, int64_t n) {
   MT_CHECK(n >= 0 && (n == 0 || (out && in)), "bf16_to_f32: n=", n, " out=", out, " in=", in,
            "; fix: pass buffers of n elements");
+  if (MT_ON_DEVICE(out)) return cuda::bf16_to_f32(out, in, n);
 #pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
   for (int64_t i = 0; i < n; ++i) out[i] = f32_from_bf16(in[i]);
 }
@@ -49,6 +53,7 @@ void bf16_to_f32(float* out, const uint16_t* in, int64_t n) {
 void round_to_f16(float* out, const float* in, int64_t n) {
   MT_CHECK(n >= 0 && (n == 0 || (out && in)), "round_to_f16: n=", n, " out=", out, " in=", in,
            "; fix: pass buffers of n elements");
+  if (MT_ON_DEVICE(out)) return cuda::round_to_f16(out, in, n);
 #pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
   for (int64_t i = 0; i < n; ++i) out[i] = f16_round(in[i]);
 }
@@ -77,6 +82,7 @@ bool cpu_has_native_bf16() {
 }
 
 void convert(WriteView out, ReadView in, int64_t n) {
+  if (MT_ON_DEVICE(out.raw())) return cuda::convert(out, in, n);
   if (out.f32 && in.f32)
     std::copy(in.f32, in.f32 + n, out.f32);
   else if (out.f32)

@@ -77,6 +77,7 @@ struct ReadView {
   ReadView(const uint16_t* p) : bf16(p) {}  // NOLINT
   explicit operator bool() const { return f32 != nullptr || bf16 != nullptr; }
   bool operator==(const ReadView&) const = default;
+  const void* raw() const { return bf16 ? static_cast<const void*>(bf16) : f32; }  // either pointer
   ReadView at(int64_t offset) const {  // the view `offset` elements in
     return bf16 ? ReadView(bf16 + offset) : f32 ? ReadView(f32 + offset) : ReadView();
   }
@@ -93,6 +94,7 @@ struct WriteView {
   WriteView(uint16_t* p) : bf16(p) {}  // NOLINT
   explicit operator bool() const { return f32 != nullptr || bf16 != nullptr; }
   operator ReadView() const { return bf16 ? ReadView(bf16) : ReadView(f32); }  // NOLINT
+  void* raw() const { return bf16 ? static_cast<void*>(bf16) : f32; }  // either pointer
   WriteView at(int64_t offset) const {
     return bf16 ? WriteView(bf16 + offset) : f32 ? WriteView(f32 + offset) : WriteView();
   }

@@ -9,6 +9,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backend/device.h"
+#include "kernels/cuda/reduce.h"
+
 namespace mt {
 
 namespace {
@@ -18,6 +21,7 @@ constexpr int kMaxThreads = 256;
 }  // namespace
 
 double sum_squares(const float* x, int64_t n) {
+  if (MT_ON_DEVICE(x)) return cuda::sum_squares(x, n);
   double partial[kMaxThreads] = {};
   const int nt = std::max(1, std::min(omp_get_max_threads(), kMaxThreads));
   int used = 1;
@@ -38,6 +42,7 @@ double sum_squares(const float* x, int64_t n) {
 
 // x (n) *= alpha
 void scale_inplace(float* x, int64_t n, float alpha) {
+  if (MT_ON_DEVICE(x)) return cuda::scale_inplace(x, n, alpha);
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) x[i] *= alpha;
 }
@@ -45,6 +50,7 @@ void scale_inplace(float* x, int64_t n, float alpha) {
 // True iff no element is NaN or +-Inf (exponent bits all ones), tested on the
 // bit pattern so it holds even under -ffast-math.
 bool all_finite(const float* x, int64_t n) {
+  if (MT_ON_DEVICE(x)) return cuda::all_finite(x, n);
   int bad = 0;
 #pragma omp parallel for simd schedule(static) reduction(| : bad)
   for (int64_t i = 0; i < n; ++i) {

@@ -11,7 +11,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backend/device.h"
 #include "core/error.h"
+#include "kernels/cuda/rmsnorm.h"
 
 namespace mt {
 
@@ -88,6 +90,7 @@ void backward_impl(float* dinp, float* dweight, const float* dout, const Ti* inp
 
 void rmsnorm_forward(WriteView out, float* rstd, ReadView inp, ReadView weight, int64_t n,
                      int64_t c, float eps) {
+  if (MT_ON_DEVICE(out.raw())) return cuda::rmsnorm_forward(out, rstd, inp, weight, n, c, eps);
   MT_CHECK(out && inp && weight, "rmsnorm_forward: null output, input or weight");
   visit(out, [&](auto* y) {
     visit(inp, [&](const auto* x) {
@@ -98,6 +101,8 @@ void rmsnorm_forward(WriteView out, float* rstd, ReadView inp, ReadView weight, 
 
 void rmsnorm_backward(float* dinp, float* dweight, const float* dout, ReadView inp,
                       ReadView weight, const float* rstd, int64_t n, int64_t c) {
+  if (MT_ON_DEVICE(dinp))
+    return cuda::rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, n, c);
   MT_CHECK(inp && weight, "rmsnorm_backward: null input or weight");
   visit(inp, [&](const auto* x) {
     visit(weight, [&](const auto* w) { backward_impl(dinp, dweight, dout, x, w, rstd, n, c); });

@@ -14,7 +14,9 @@
 #include <cstdlib>
 #include <string>
 
+#include "backend/device.h"
 #include "core/error.h"
+#include "kernels/cuda/rope.h"
 
 namespace mt {
 
@@ -33,10 +35,9 @@ int64_t rotary_dim(int64_t head_dim, float rotary_percent) {
   return int64_t(double(head_dim) * p);
 }
 
-// In place on x (b, a, s, d): y1 = x1 cos - x2 sin_sign, y2 = x2 cos + x1 sin_sign
-// with sin_sign = sign * sin; sign -1 is the inverse rotation.
-void rotate(float* x, int64_t b, int64_t a, int64_t s, int64_t d, const RopeTable& t,
-            int64_t pos0, float sign, const char* who) {
+// The shapes and the table, checked on the host before either device rotates.
+void check_rope(int64_t b, int64_t a, int64_t s, int64_t d, const RopeTable& t, int64_t pos0,
+                const char* who) {
   MT_CHECK(b >= 0 && a >= 0 && s >= 0 && d > 0, who, ": bad shape b=", b, " a=", a, " s=", s,
            " d=", d, "; fix: pass x as (b, a, s, d) with d the head dimension");
   MT_CHECK(t.rot_dim > 0 && t.rot_dim % 2 == 0 &&
@@ -49,6 +50,12 @@ void rotate(float* x, int64_t b, int64_t a, int64_t s, int64_t d, const RopeTabl
            ") exceed the RoPE table's max_pos=", t.max_pos,
            "; fix: raise --max-position-embeddings to at least ", pos0 + s,
            " or shorten the sequence");
+}
+
+// In place on x (b, a, s, d): y1 = x1 cos - x2 sin_sign, y2 = x2 cos + x1 sin_sign
+// with sin_sign = sign * sin; sign -1 is the inverse rotation.
+void rotate(float* x, int64_t b, int64_t a, int64_t s, int64_t d, const RopeTable& t,
+            int64_t pos0, float sign) {
   const int64_t half = t.rot_dim / 2, rows = b * a * s;
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
@@ -103,13 +110,17 @@ RopeTable make_rope_table(int64_t max_pos, int64_t head_dim, float rotary_percen
 // x (b, a, s, d) =, in place
 void rope_forward(float* x, int64_t b, int64_t a, int64_t s, int64_t d, const RopeTable& t,
                   int64_t pos0) {
-  rotate(x, b, a, s, d, t, pos0, 1.f, "rope_forward");
+  check_rope(b, a, s, d, t, pos0, "rope_forward");
+  if (MT_ON_DEVICE(x)) return cuda::rope_forward(x, b, a, s, d, t, pos0);
+  rotate(x, b, a, s, d, t, pos0, 1.f);
 }
 
 // dx (b, a, s, d) =, in place
 void rope_backward(float* dx, int64_t b, int64_t a, int64_t s, int64_t d, const RopeTable& t,
                    int64_t pos0) {
-  rotate(dx, b, a, s, d, t, pos0, -1.f, "rope_backward");
+  check_rope(b, a, s, d, t, pos0, "rope_backward");
+  if (MT_ON_DEVICE(dx)) return cuda::rope_backward(dx, b, a, s, d, t, pos0);
+  rotate(dx, b, a, s, d, t, pos0, -1.f);
 }
 
 }  // namespace mt

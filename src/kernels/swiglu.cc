@@ -11,7 +11,9 @@
 #include <cmath>
 #include <cstdint>
 
+#include "backend/device.h"
 #include "core/error.h"
+#include "kernels/cuda/swiglu.h"
 #include "kernels/vec_math.h"
 
 namespace mt {
@@ -65,6 +67,7 @@ void backward_impl(float* din, const Ti* in, const float* dout, int64_t n, int64
 void swiglu_forward(WriteView out, ReadView in, int64_t n, int64_t f) {
   MT_CHECK(n >= 0 && f > 0, "swiglu_forward: bad shape n=", n, " f=", f,
            "; fix: pass the row count and the (per-half) FFN width f of in (n, 2f)");
+  if (MT_ON_DEVICE(out.raw())) return cuda::swiglu_forward(out, in, n, f);
   visit(out, [&](auto* y) { visit(in, [&](const auto* x) { forward_impl(y, x, n, f); }); });
 }
 
@@ -75,6 +78,7 @@ void swiglu_backward(float* din, ReadView in, const float* dout, int64_t n, int6
   const auto addr = [](const float* p) { return reinterpret_cast<uintptr_t>(p); };
   MT_CHECK(n == 0 || addr(din) >= addr(dout + n * f) || addr(dout) >= addr(din + n * 2 * f),
            "swiglu_backward: din overlaps dout; fix: give din its own (n, 2f) buffer");
+  if (MT_ON_DEVICE(din)) return cuda::swiglu_backward(din, in, dout, n, f);
   visit(in, [&](const auto* x) { backward_impl(din, x, dout, n, f); });
 }
 

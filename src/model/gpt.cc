@@ -3,6 +3,8 @@
 // softmax cross-entropy, whose logits gradient is consumed in forward.
 #include "model/gpt.h"
 
+#include "backend/device.h"
+
 #include <algorithm>
 
 #include "core/divide.h"
@@ -199,6 +201,12 @@ GptActivations carve_activations(Arena& arena, const GptShapes& sh) {
     act.dlnf = arena.alloc_f32(nl * h);
     act.losses = arena.alloc_f32(n);
   }
+  if (!arena.counting()) {
+    act.host_ids.resize(size_t(n));
+    act.host_positions.resize(size_t(n));
+    act.host_labels.resize(size_t(n));
+    if (sh.has_output) act.host_losses.resize(size_t(n));
+  }
   return act;
 }
 
@@ -243,16 +251,20 @@ double gpt_forward(const GptWeights& w, const GptGrads* grads, GptActivations& a
   if (sh.has_embedding) {
     need(-1);
     // Tokens arrive (b, s); activations are sequence-first (s, b).
+    int32_t* ids = act.host_ids.data();
+    int32_t* positions = act.host_positions.data();
     for (int64_t t = 0; t < sh.s; ++t)
       for (int64_t bi = 0; bi < sh.b; ++bi) {
-        act.ids[t * sh.b + bi] = tokens[bi * sh.s + t];
-        act.positions[t * sh.b + bi] = int32_t(sh.global_position(t));
+        ids[t * sh.b + bi] = tokens[bi * sh.s + t];
+        positions[t * sh.b + bi] = int32_t(sh.global_position(t));
       }
     for (int64_t i = 0; i < n; ++i)
-      MT_CHECK(act.ids[i] >= 0 && act.ids[i] < sh.vocab_size, "token id ", act.ids[i],
+      MT_CHECK(ids[i] >= 0 && ids[i] < sh.vocab_size, "token id ", ids[i],
                " at sequence position ", i / sh.b, " is outside the vocabulary of ", sh.vocab_size,
                "; fix: preprocess the data with the tokenizer of this model, or pass the right "
                "--vocab-size");
+    copy_bytes(act.ids, ids, size_t(n) * sizeof(int32_t));
+    copy_bytes(act.positions, positions, size_t(n) * sizeof(int32_t));
     // The embedding sum in fp32 (the record itself, or bf16 runs' workspace),
     // then dropout into the record (rounded in bf16).
     float* emb = act.hidden.f32 ? act.hidden.f32 : ws.hbuf;
@@ -284,7 +296,8 @@ double gpt_forward(const GptWeights& w, const GptGrads* grads, GptActivations& a
   column_parallel_linear_forward(ws.logits, ws.full_a, lnf, w.out, nullptr, n, h, sh.v, sh.tp,
                                  sh.cm);
   for (int64_t t = 0; t < sh.s; ++t)
-    for (int64_t bi = 0; bi < sh.b; ++bi) act.labels[t * sh.b + bi] = labels[bi * sh.s + t];
+    for (int64_t bi = 0; bi < sh.b; ++bi) act.host_labels[t * sh.b + bi] = labels[bi * sh.s + t];
+  copy_bytes(act.labels, act.host_labels.data(), size_t(n) * sizeof(int32_t));
   const bool grad = ctx.training && grads != nullptr;
   // The gradient of the logits: in place, or (bf16) rounded once into dlogits16.
   const WriteView dlogits = ws.dlogits16 ? WriteView(ws.dlogits16) : WriteView(ws.logits);
@@ -295,8 +308,10 @@ double gpt_forward(const GptWeights& w, const GptGrads* grads, GptActivations& a
   if (grad)
     column_parallel_linear_backward(act.dlnf, grads->out, nullptr, ws.full_a, ws.full_b,
                                     dlogits, lnf, w.out, n, h, sh.v, sh.tp, sh.cm);
+  // The losses to the host (a GPU run waits for its forward here), summed in order.
+  copy_bytes(act.host_losses.data(), act.losses, size_t(n) * sizeof(float));
   double sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += act.losses[i];
+  for (int64_t i = 0; i < n; ++i) sum += act.host_losses[size_t(i)];
   return sum;
 }
 
@@ -304,7 +319,7 @@ void gpt_backward(const GptWeights& w, const GptGrads& grads, GptActivations& ac
                   GptWorkspace& ws, const GptShapes& sh, const PassContext& ctx) {
   const int64_t n = sh.tokens(), nl = sh.local_tokens(), h = sh.h;
   if (sh.has_output) {
-    std::fill(ws.dres, ws.dres + nl * h, 0.f);
+    fill_zero(ws.dres, size_t(nl * h) * sizeof(float));
     const ReadView last = act.hidden.at(sh.num_layers * nl * h);
     norm_backward(sh, ws.dres, grads.lnf_w, grads.lnf_b, act.dlnf, last, w.lnf_w, act.lnf_mean,
                   act.lnf_rstd, nl);

@@ -162,6 +162,10 @@ struct GptActivations {
   float* dlnf = nullptr;         // (s_local, b, h) gradient of lnf, computed in forward (fused loss head)
   float* losses = nullptr;       // (s, b) per-token loss
   int64_t sample0 = 0;           // global index of the micro-batch's first sample
+  // Host memory: ids, positions and labels (s, b) are made here, then copied
+  // to the record's device (a plain copy on the CPU); the losses come back here.
+  std::vector<int32_t> host_ids, host_positions, host_labels;
+  std::vector<float> host_losses;
 };
 
 // Scratch shared by every micro-batch and layer.

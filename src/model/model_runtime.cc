@@ -13,13 +13,13 @@ namespace mt {
 ModelRuntime::ModelRuntime(const ParamRegistry& r, int64_t micro_batch, const TensorParallel& tp,
                            int64_t in_flight, const std::string& recompute_method,
                            int64_t recompute_num_layers, MathMode math,
-                           const ContextParallel& cp)
+                           const ContextParallel& cp, Device device)
     : reg(r), sh(make_shapes(r, micro_batch, tp, 0, cp)) {
   MT_CHECK(in_flight >= 1, "in-flight micro-batches ", in_flight, " must be >= 1");
   const size_t n = size_t(r.total_floats());
   const bool bf16 = math == MathMode::kBF16;
-  params_buf_ = HostBuffer(n * (bf16 ? sizeof(uint16_t) : sizeof(float)));
-  grads_buf_ = HostBuffer(n * sizeof(float));
+  params_buf_ = DeviceBuffer(device, n * (bf16 ? sizeof(uint16_t) : sizeof(float)));
+  grads_buf_ = DeviceBuffer(device, n * sizeof(float));
   if (bf16)
     params_bf16 = reinterpret_cast<uint16_t*>(params_buf_.data());
   else
@@ -41,8 +41,8 @@ ModelRuntime::ModelRuntime(const ParamRegistry& r, int64_t micro_batch, const Te
   for (const ModelChunk& ch : chunks)
     for (int64_t i = 0; i < in_flight; ++i) carve_activations(plan, ch.sh);
   carve_workspace(plan_ws, ws_shapes);
-  act_buf_ = HostBuffer(plan.used());
-  ws_buf_ = HostBuffer(plan_ws.used());
+  act_buf_ = DeviceBuffer(device, plan.used());
+  ws_buf_ = DeviceBuffer(device, plan_ws.used());
   Arena real(act_buf_.data(), act_buf_.size()), real_ws(ws_buf_.data(), ws_buf_.size());
   for (ModelChunk& ch : chunks) {
     ch.slots.resize(size_t(in_flight));
@@ -87,6 +87,14 @@ void ModelRuntime::backward(int chunk, size_t slot, const PassContext& ctx) {
 
 void ModelRuntime::set_param(size_t i, const float* values) {
   const ParamSpec& p = reg.params().at(i);
+  if (device() != Device::kCpu) {  // fp32 values go up, then are stored as the weights are
+    // (start-up and loading only: one allocation per parameter is fine there)
+    const DeviceBuffer up(device(), size_t(p.numel()) * sizeof(float));
+    copy_bytes(up.data(), values, up.size());
+    const WriteView dst = params_bf16 ? WriteView(params_bf16 + p.offset) : WriteView(params + p.offset);
+    convert(dst, up.as<float>(), p.numel());
+    return;
+  }
   if (params_bf16)
     f32_to_bf16(params_bf16 + p.offset, values, p.numel());
   else
@@ -99,11 +107,18 @@ void ModelRuntime::set_params(const float* values) {
 
 void ModelRuntime::get_param(size_t i, float* out) const {
   const ParamSpec& p = reg.params().at(i);
+  if (device() != Device::kCpu) {  // widened on the GPU, then copied down
+    const DeviceBuffer down(device(), size_t(p.numel()) * sizeof(float));
+    convert(down.as<float>(), weights().at(p.offset), p.numel());
+    copy_bytes(out, down.data(), down.size());
+    return;
+  }
   convert(out, weights().at(p.offset), p.numel());
 }
 
 void ModelRuntime::zero_grads() {
   const int64_t n = reg.total_floats();
+  if (device() != Device::kCpu) return fill_zero(grads, size_t(n) * sizeof(float));
 #pragma omp parallel
   {
     const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/device.h"
 #include "core/arena.h"
 #include "model/gpt.h"
 #include "model/params.h"
@@ -47,7 +48,8 @@ class ModelRuntime {
   ModelRuntime(const ParamRegistry& reg, int64_t micro_batch,
                const TensorParallel& tp = TensorParallel{}, int64_t in_flight = 1,
                const std::string& recompute_method = "", int64_t recompute_num_layers = 0,
-               MathMode math = MathMode::kF32, const ContextParallel& cp = ContextParallel{});
+               MathMode math = MathMode::kF32, const ContextParallel& cp = ContextParallel{},
+               Device device = Device::kCpu);
 
   const ParamRegistry& reg;
   GptShapes sh;             // chunk 0's shapes (sizes and groups are the same for all)
@@ -103,12 +105,13 @@ class ModelRuntime {
   int64_t total_layers() const { return sh.total_layers; }        // in the whole model
   bool sequence_parallel() const { return sh.tp.sequence_parallel; }
 
-  // The memory this rank holds, by class (HostBuffers: resident_bytes() is
-  // what their first touch added to the process).
-  const HostBuffer& params_buffer() const { return params_buf_; }  // fp32 or bf16 weights
-  const HostBuffer& grads_buffer() const { return grads_buf_; }
-  const HostBuffer& activations_buffer() const { return act_buf_; }   // saved activation records
-  const HostBuffer& workspace_buffer() const { return ws_buf_; }      // per-step scratch
+  // The memory this rank holds, by class, on its device (resident_bytes():
+  // on the CPU what the buffer's first touch added to the process).
+  const DeviceBuffer& params_buffer() const { return params_buf_; }  // fp32 or bf16 weights
+  const DeviceBuffer& grads_buffer() const { return grads_buf_; }
+  const DeviceBuffer& activations_buffer() const { return act_buf_; }   // saved activation records
+  const DeviceBuffer& workspace_buffer() const { return ws_buf_; }      // per-step scratch
+  Device device() const { return params_buf_.device(); }
   // Planned bytes of activation records and workspace (before page rounding).
   size_t activation_bytes() const { return act_buf_.size() + ws_buf_.size(); }
   MathMode math() const { return sh.cm.math; }
@@ -120,11 +123,11 @@ class ModelRuntime {
   // out (numel()) = parameter i's weights, widened to fp32.
   void get_param(size_t i, float* out) const;
   // grads = 0 (OpenMP threads each clear a contiguous part: one memset would
-  // be one core's store bandwidth).
+  // be one core's store bandwidth; on the GPU one memset).
   void zero_grads();
 
  private:
-  HostBuffer params_buf_, grads_buf_, act_buf_, ws_buf_;
+  DeviceBuffer params_buf_, grads_buf_, act_buf_, ws_buf_;
 };
 
 }  // namespace mt

@@ -1,5 +1,8 @@
 #include "optim/grad_scaler.h"
 
+#include "backend/device.h"
+#include "kernels/reduce.h"
+
 #include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -81,6 +84,11 @@ void GradScaler::load_state(const nlohmann::json& state) {
 }
 
 bool unscale_and_check(float* grads, int64_t n, float inv_scale) {
+  if (MT_ON_DEVICE(grads)) {  // two passes on the GPU: the same answer and values
+    const bool bad = !all_finite(grads, n);
+    scale_inplace(grads, n, inv_scale);
+    return bad;
+  }
   // Non-finite = all exponent bits set (inf or NaN); a bit test stays correct
   // even if the build ever enables -ffast-math.
   int64_t bad = 0;

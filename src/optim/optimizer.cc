@@ -11,7 +11,7 @@ namespace mt {
 
 AdamWOptimizer::AdamWOptimizer(const ParamRegistry& reg, const OptimizerConfig& cfg,
                                std::vector<FlatRange> ranges, const Communicator* dp,
-                               bool main_weights)
+                               bool main_weights, Device device)
     : reg_(reg), cfg_(cfg), sharded_(!ranges.empty()), dp_(dp), main_weights_(main_weights) {
   MT_CHECK(!sharded_ || (dp != nullptr && dp->is_member()),
            "a sharded AdamWOptimizer (", ranges.size(),
@@ -33,7 +33,7 @@ AdamWOptimizer::AdamWOptimizer(const ParamRegistry& reg, const OptimizerConfig& 
     state += r.size();
   }
   state_floats_ = state;
-  buffer_ = HostBuffer(state_bytes());
+  buffer_ = DeviceBuffer(device, state_bytes());
   m_ = reinterpret_cast<float*>(buffer_.data());
   v_ = m_ + state_floats_;
   if (main_weights_) main_ = v_ + state_floats_;
@@ -87,8 +87,8 @@ void AdamWOptimizer::set_param_state(size_t param, const float* m, const float* 
   const int64_t offset = reg_.params()[param].offset;
   for (const OptimSegment& s : segments_) {
     if (s.param != param) continue;
-    std::memcpy(m_ + s.state, m + (s.begin - offset), size_t(s.size()) * sizeof(float));
-    std::memcpy(v_ + s.state, v + (s.begin - offset), size_t(s.size()) * sizeof(float));
+    copy_bytes(m_ + s.state, m + (s.begin - offset), size_t(s.size()) * sizeof(float));
+    copy_bytes(v_ + s.state, v + (s.begin - offset), size_t(s.size()) * sizeof(float));
   }
 }
 
@@ -99,7 +99,7 @@ void AdamWOptimizer::set_main_params(size_t param, const float* values) {
   const int64_t offset = reg_.params()[param].offset;
   for (const OptimSegment& s : segments_)
     if (s.param == param)
-      std::memcpy(main_ + s.state, values + (s.begin - offset), size_t(s.size()) * sizeof(float));
+      copy_bytes(main_ + s.state, values + (s.begin - offset), size_t(s.size()) * sizeof(float));
 }
 
 }  // namespace mt

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/device.h"
 #include "core/arena.h"
 #include "dist/communicator.h"
 #include "kernels/adamw.h"
@@ -60,7 +61,7 @@ class AdamWOptimizer {
   // main_weights: keep fp32 main weights (bf16 runs), see above.
   AdamWOptimizer(const ParamRegistry& reg, const OptimizerConfig& cfg,
                  std::vector<FlatRange> ranges = {}, const Communicator* dp = nullptr,
-                 bool main_weights = false);
+                 bool main_weights = false, Device device = Device::kCpu);
 
   // Global L2 norm of the gradients, every element counted once across the
   // data- and model-parallel groups: over this rank's segments (TP-replicated
@@ -94,7 +95,9 @@ class AdamWOptimizer {
   size_t state_bytes() const {
     return size_t((main_weights_ ? 3 : 2) * state_floats_) * sizeof(float);
   }
-  const HostBuffer& state_buffer() const { return buffer_; }  // m, v (and main) page-rounded
+  // m, v (and main) on the model's device (page-rounded on the CPU); the
+  // pointers above point into it (GPU memory in GPU runs).
+  const DeviceBuffer& state_buffer() const { return buffer_; }
   const OptimizerConfig& config() const { return cfg_; }
   const ParamRegistry& registry() const { return reg_; }
 
@@ -113,7 +116,7 @@ class AdamWOptimizer {
   const Communicator* dp_;
   std::vector<OptimSegment> segments_;
   int64_t state_floats_ = 0;
-  HostBuffer buffer_;
+  DeviceBuffer buffer_;
   float* m_ = nullptr;
   float* v_ = nullptr;
   bool main_weights_ = false;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <tuple>
 
+#include "backend/device.h"
 #include "core/checked_math.h"
 #include "core/error.h"
 #include "data/tokenizer.h"
@@ -228,6 +229,7 @@ void TrainArgs::validate(int world_size) {
   MT_CHECK(tokenizer_type != "NullTokenizer" || vocab_size > 0,
            "--tokenizer-type NullTokenizer needs --vocab-size N");
   MT_CHECK(!(bf16 && fp16), "--bf16 and --fp16 are both set; choose one");
+  parse_device(device);  // "cpu" or "cuda"; whether cuda can run is checked at start-up
   MT_CHECK(!grad_reduce_in_bf16 || bf16,
            "--grad-reduce-in-bf16 needs --bf16 (it rounds a bf16 run's gradients for the "
            "data-parallel reduction); fix: add --bf16 or drop --grad-reduce-in-bf16");

@@ -82,6 +82,7 @@ struct TrainArgs {
   int64_t eval_iters = 100;
   std::string log_json;
   double peak_tflops = 0;  // 0 → measure at start-up
+  std::string device = "cpu";  // cpu | cuda (backend/device.h)
   std::string save;
   int64_t save_interval = 0;
   std::string load;

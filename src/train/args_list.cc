@@ -106,6 +106,7 @@ ArgList argument_list(const TrainArgs& a) {
   b.add("--eval-iters", a.eval_iters);
   b.add("--log-json", a.log_json);
   b.add("--peak-tflops", a.peak_tflops);
+  b.add("--device", a.device);
   b.add("--save", a.save);
   b.add("--save-interval", a.save_interval);
   b.add("--load", a.load);

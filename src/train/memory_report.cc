@@ -330,7 +330,7 @@ MemoryPlan memory_plan(const ParamRegistry& reg, int64_t micro_batch, int64_t tp
   return p;
 }
 
-MemoryClasses measure_memory(const ModelRuntime& rt, const HostBuffer& optimizer_state) {
+MemoryClasses measure_memory(const ModelRuntime& rt, const DeviceBuffer& optimizer_state) {
   MemoryClasses m;
   m.params = double(rt.params_buffer().resident_bytes());
   m.grads = double(rt.grads_buffer().resident_bytes());

@@ -20,7 +20,7 @@
 
 namespace mt {
 
-class HostBuffer;
+class DeviceBuffer;
 class ModelRuntime;
 class ParamRegistry;
 struct TensorParallel;
@@ -88,7 +88,7 @@ MemoryPlan memory_plan(const ParamRegistry& reg, int64_t micro_batch, int64_t tp
                        MathMode math, int64_t dp, bool distributed_optimizer);
 // What the rank holds: the resident bytes each class's buffers added when
 // they were first touched (HostBuffer::resident_bytes).
-MemoryClasses measure_memory(const ModelRuntime& rt, const HostBuffer& optimizer_state);
+MemoryClasses measure_memory(const ModelRuntime& rt, const DeviceBuffer& optimizer_state);
 
 // One line per class: predicted MB, measured MB, measured/predicted; then the
 // total and the process's peak RSS.

@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "backend/device.h"
 #include "core/log.h"
 #include "data/tokenizer.h"
 #include "dist/watchdog.h"
@@ -33,6 +34,20 @@
 namespace mt {
 
 namespace {
+
+// --device cuda: ends at once, with one line, where it cannot run (no CUDA
+// build, no GPU, an old driver) or asks for what GPU runs do not have yet.
+void check_device(const TrainArgs& args, int world_size) {
+  const Device d = parse_device(args.device);
+  if (d == Device::kCpu) return;
+  require_device(d);
+  MT_CHECK(world_size == 1, "--device cuda with ", world_size,
+           " ranks: GPU runs are one process on one GPU in this build (the NCCL communicator of "
+           "multi-GPU runs is not built yet); fix: launch one rank, or train with --device cpu");
+  MT_CHECK(args.save.empty() && args.load.empty(),
+           "--device cuda with --save/--load: checkpoints of GPU runs are not built yet; fix: "
+           "drop --save/--load, or train with --device cpu");
+}
 
 // The run's tokenizer record (train/checkpoint_tokenizer.h); sets the model's
 // vocabulary. Resuming without tokenizer flags adopts the checkpoint's; with
@@ -190,17 +205,24 @@ void load_checkpoint_or_initialize(Trainer& t, const nlohmann::json& run_args, b
 }
 
 // What the GEMMs of --bf16 / --fp16 run on this CPU.
-void log_precision(const TrainArgs& args, bool rank0) {
+void log_precision(const TrainArgs& args, bool rank0, Device device) {
+  if (device == Device::kCuda) {
+    if (args.bf16 || args.fp16)
+      log_line(rank0, "%s: cuBLASLt GEMMs on %s operands with fp32 accumulation (GPU)\n",
+               args.bf16 ? "bf16" : "fp16", args.bf16 ? "bf16" : "fp16");
+    else
+      log_line(rank0, "fp32: cuBLASLt GEMMs in fp32 without TF32 (GPU; MT_CUDA_ALLOW_TF32=1 "
+               "allows it)\n");
+    return;
+  }
   if (args.bf16)
     log_line(rank0, "%s\n",
-             !matmul_bf16_native()
-                 ? "bf16: oneDNN has no bf16 matmul on this CPU; GEMM operands are rounded to bf16 "
-                   "and multiplied in fp32 (the same numbers, no speed-up)"
-             : cpu_has_native_bf16()
+             matmul_bf16_native()
                  ? "bf16: GEMMs on bf16 operands with fp32 accumulation (CPU has native bf16 "
                    "instructions)"
-                 : "bf16: this CPU has no native bf16 instructions; oneDNN emulates the bf16 GEMMs "
-                   "(correct, but slower than fp32)");
+                 : "bf16: no native bf16 matmul here (no bf16 instructions in this CPU, or oneDNN "
+                   "capped below them); the bf16-stored GEMM operands are multiplied in fp32 (the "
+                   "same products, fp32 speed; bf16 memory savings kept)");
   if (args.fp16)
     log_line(rank0, "fp16: GEMM operands rounded to fp16 and multiplied in fp32 (no fast fp16 "
              "matmul on this CPU), %s loss scaling\n", args.loss_scale > 0 ? "static" : "dynamic");
@@ -232,11 +254,15 @@ Trainer setup_model_and_optimizer(const TrainArgs& args, const nlohmann::json& r
       args.use_distributed_optimizer);
   plan.cp = ps.cp_size;
   t.predicted = predict_memory(plan);
-  t.host_line = check_host_memory(t.predicted.total(), ps, args.skip_memory_check);
+  const Device device = parse_device(args.device);
+  // (GPU runs hold the model in GPU memory: cudaMalloc's failure names the numbers.)
+  t.host_line = device == Device::kCpu
+                    ? check_host_memory(t.predicted.total(), ps, args.skip_memory_check)
+                    : "memory: the model's classes above are in GPU memory";
   t.rt = std::make_unique<ModelRuntime>(
       *t.reg, args.micro_batch_size, TensorParallel{&ps.tp_comm, args.sequence_parallel},
       in_flight, recompute_method, args.recompute_num_layers, args.math_mode(),
-      ContextParallel{ps.cp_size > 1 ? &ps.cp_comm : nullptr});
+      ContextParallel{ps.cp_size > 1 ? &ps.cp_comm : nullptr}, device);
   t.links = pipeline_links(ps);
   t.train_ops = training_schedule(ps.pp_size, ps.pp_rank, int(vpp), m);
   t.eval_ops = schedule_forward_only(ps.pp_size, ps.pp_rank, int(vpp), m);
@@ -250,7 +276,7 @@ Trainer setup_model_and_optimizer(const TrainArgs& args, const nlohmann::json& r
   // Plain AdamW, or (distributed optimizer) AdamW over this DP rank's pieces.
   // bf16: the fp32 main weights live only here (this rank's pieces with ZeRO).
   t.opt = std::make_unique<AdamWOptimizer>(*t.reg, args.optim, t.sync->optimizer_ranges(),
-                                           &ps.dp_cp(), args.bf16);
+                                           &ps.dp_cp(), args.bf16, device);
   t.schedule = args.lr_schedule();
   t.tokens_per_iter = args.global_batch_size * mc.seq_length;
 
@@ -263,7 +289,7 @@ Trainer setup_model_and_optimizer(const TrainArgs& args, const nlohmann::json& r
            static_cast<long long>(args.global_batch_size), static_cast<long long>(mc.seq_length));
 
   load_checkpoint_or_initialize(t, run_args, resume);
-  log_precision(args, rank0);
+  log_precision(args, rank0, device);
   MT_CHECK(t.state.iteration <= args.train_iters, "checkpoint is at iteration ", t.state.iteration,
            " beyond --train-iters ", args.train_iters, "; fix: raise --train-iters");
   std::error_code same_ec;
@@ -282,10 +308,13 @@ void setup_data_and_log(Trainer& t) {
   // MFU against the peak of the math the GEMMs use (bf16 ~2x fp32 here; the
   // emulated fp16 runs fp32 GEMMs).
   const MathMode peak_math = args.bf16 ? MathMode::kBF16 : MathMode::kF32;
+  const bool gpu = t.rt->device() == Device::kCuda;
   const double peak = args.peak_tflops > 0 ? args.peak_tflops * 1e12
-                                           : measure_matmul_peak_flops(2048, peak_math);
+                      : gpu ? measure_matmul_peak_flops_on(Device::kCuda, peak_math)
+                            : measure_matmul_peak_flops(2048, peak_math);
   log_line(rank0, "peak %s matmul: %.1f GFLOP/s per rank (%s)\n", math_mode_name(peak_math),
-           peak / 1e9, args.peak_tflops > 0 ? "--peak-tflops" : "measured, 2048^3 oneDNN");
+           peak / 1e9, args.peak_tflops > 0 ? "--peak-tflops"
+                       : gpu ? "measured, 8192^3 cuBLASLt" : "measured, 2048^3 oneDNN");
   const MemoryClasses& predicted = t.predicted;
   const MemoryReport memrep{size_t(predicted.params), size_t(predicted.grads),
                             size_t(predicted.optimizer), size_t(predicted.activations),
@@ -485,6 +514,7 @@ int run_training(TrainArgs args, ParallelState& ps) {
   const ArgList launched = argument_list(args);  // as parsed, before anything derives
   if (args.use_checkpoint_args) adopt_checkpoint_model(args);
   args.validate(ps.world_size);
+  check_device(args, ps.world_size);  // --device cuda: at once, one line, if it cannot run
   check_same_arguments(launched, ps.world_comm);  // before the first collective that could hang
   const int64_t loaded_iteration = args.load.empty() ? -1 : latest_iteration(args.load);
   MT_CHECK(!args.skip_train || loaded_iteration >= 0, "--skip-train evaluates a checkpoint, and ",

@@ -53,6 +53,19 @@ TEST_F(BadArgs, NegativeOrZeroValuesNameTheirFlag) {
   for (const BadInputCase& c : cases) expect_fails(c);
 }
 
+// --device: a name that is no device, and cuda where it cannot run (this
+// suite's binary: a CPU-only build, or no GPU; scripts/check_device_refusal.sh
+// checks the CUDA build's own line) end at start-up with one line and the fix.
+TEST_F(BadArgs, DeviceThatCannotRunIsRefused) {
+  const BadInputCase cases[] = {
+      {"unknown device", train(" --device tpu"), "--device tpu is not a device"},
+      {"cuda without a GPU build or GPU", train(" --device cuda"), "--device cuda: "},
+  };
+  for (const BadInputCase& c : cases) expect_fails(c);
+  const RunResult r = run(megatron() + substitute(train(" --device cuda"), data, dir.file("")));
+  EXPECT_NE(r.output.find("fix: "), std::string::npos) << r.output;
+}
+
 TEST_F(BadArgs, IntegersAreDecimalAndInRange) {
   const BadInputCase cases[] = {
       {"1e20 for an integer", train(" --hidden-size 1e20"), "--hidden-size: '1e20'"},

@@ -1,0 +1,184 @@
+// RMSNorm on the GPU, the function of rmsnorm.cc: y = x * rstd * w with
+// rstd = 1 / sqrt(mean(x^2) + eps), fp32 statistics, fp32 / bf16 storage of
+// input, weight and output independently.
+//
+// As layernorm.cu: forward and dinp one block per row (fixed reduction tree;
+// fp32 round-off differs from the CPU's simd order), dweight as column sums in
+// two deterministic passes without atomics (per-chunk partials into scratch,
+// then each column adds its chunks in order, in double as the CPU does).
+#include "kernels/cuda/rmsnorm.h"
+
+#include <algorithm>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/device.h"
+#include "core/error.h"
+#include "kernels/cuda/device_math.cuh"
+
+namespace mt::cuda {
+
+namespace {
+
+constexpr int kColTile = 32;  // columns of a parameter-gradient block (one warp's width)
+constexpr int kRowLanes = 8;  // row lanes of that block (256 threads)
+
+// Threads of a row block: few enough that every thread has several columns.
+int row_threads(int64_t c) { return c <= 1024 ? 128 : c <= 4096 ? 256 : 512; }
+
+// Rows per chunk of the parameter-gradient pass: a multiple of kRowLanes, at
+// least 64, and at most ~256 chunks (the second pass walks them serially).
+// Depends on n only, so the summation order is fixed for a shape.
+int64_t rows_per_chunk(int64_t n) {
+  const int64_t per = (n + 255) / 256;
+  return std::max<int64_t>(64, (per + kRowLanes - 1) / kRowLanes * kRowLanes);
+}
+
+__device__ __forceinline__ float warp_sum(float x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
+// Sum over the block (blockDim.x a multiple of 32); every thread gets the same
+// bits (a xor butterfly adds the same two values in every lane).
+__device__ float block_sum(float x) {
+  __shared__ float part[32];
+  x = warp_sum(x);
+  __syncthreads();  // an earlier call's readers are done with part
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = x;
+  __syncthreads();
+  const int lane = threadIdx.x & 31;
+  return warp_sum(lane < int(blockDim.x >> 5) ? part[lane] : 0.f);
+}
+
+// One block per row: out = x * rstd * weight. out may be inp (each thread
+// writes only the columns it read, after the statistics).
+template <class To, class Ti, class W>
+__global__ void forward_kernel(To* out, float* rstd, const Ti* inp, const W* weight, int64_t c,
+                               float eps) {
+  const int64_t i = blockIdx.x;
+  const Ti* x = inp + i * c;
+  To* y = out + i * c;
+  float sq = 0.f;
+  for (int64_t j = threadIdx.x; j < c; j += blockDim.x) sq += ld_f32(x, j) * ld_f32(x, j);
+  const float r = 1.f / sqrtf(block_sum(sq) / float(c) + eps);
+  for (int64_t j = threadIdx.x; j < c; j += blockDim.x)
+    st_f32(y, j, ld_f32(x, j) * r * ld_f32(weight, j));
+  if (threadIdx.x == 0) rstd[i] = r;
+}
+
+// One block per row: with xhat = x * rstd and g = dout * weight,
+// dinp += rstd * (g - xhat * mean(g * xhat)).
+template <class Ti, class W>
+__global__ void dinp_kernel(float* dinp, const float* dout, const Ti* inp, const W* weight,
+                            const float* rstd, int64_t c) {
+  const int64_t i = blockIdx.x;
+  const Ti* x = inp + i * c;
+  const float* dy = dout + i * c;
+  float* dx = dinp + i * c;
+  const float r = rstd[i];
+  float sum_gx = 0.f;
+  for (int64_t j = threadIdx.x; j < c; j += blockDim.x)
+    sum_gx += dy[j] * ld_f32(weight, j) * (ld_f32(x, j) * r);
+  const float mean_gx = block_sum(sum_gx) / float(c);
+  for (int64_t j = threadIdx.x; j < c; j += blockDim.x)
+    dx[j] += r * (dy[j] * ld_f32(weight, j) - (ld_f32(x, j) * r) * mean_gx);
+}
+
+// Block (kColTile, kRowLanes) of chunk blockIdx.x, columns blockIdx.y * kColTile..:
+// part[chunk][col] = Σ dout * xhat over the chunk's rows (lane y takes rows
+// y, y + 8, ...; the lanes are added in order).
+template <class Ti>
+__global__ void param_partial_kernel(float* part, const float* dout, const Ti* inp,
+                                     const float* rstd, int64_t n, int64_t c,
+                                     int64_t chunk_rows) {
+  __shared__ float sw[kRowLanes][kColTile];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t chunk = blockIdx.x;
+  const int64_t col = int64_t(blockIdx.y) * kColTile + tx;
+  const int64_t r0 = chunk * chunk_rows, r1 = min(n, r0 + chunk_rows);
+  float aw = 0.f;
+  if (col < c) {
+    for (int64_t i = r0 + ty; i < r1; i += kRowLanes)
+      aw += dout[i * c + col] * (ld_f32(inp, i * c + col) * rstd[i]);
+  }
+  sw[ty][tx] = aw;
+  __syncthreads();
+  if (ty == 0 && col < c) {
+    float tw = 0.f;
+#pragma unroll
+    for (int k = 0; k < kRowLanes; ++k) tw += sw[k][tx];
+    part[chunk * c + col] = tw;
+  }
+}
+
+// dweight[col] += Σ_chunks part (double, in chunk order).
+__global__ void param_finish_kernel(float* dweight, const float* part, int64_t chunks,
+                                    int64_t c) {
+  const int64_t col = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (col >= c) return;
+  double w = 0.0;
+  for (int64_t k = 0; k < chunks; ++k) w += double(part[k * c + col]);
+  dweight[col] += float(w);
+}
+
+// Grow-only scratch of the column partials (reused across calls).
+float* partial_scratch(int64_t floats) {
+  static DeviceBuffer buf;
+  const size_t bytes = size_t(floats) * sizeof(float);
+  if (buf.size() < bytes) buf = DeviceBuffer(Device::kCuda, bytes);
+  return buf.as<float>();
+}
+
+}  // namespace
+
+// out (n, c) =, rstd (n) =
+void rmsnorm_forward(WriteView out, float* rstd, ReadView inp, ReadView weight, int64_t n,
+                     int64_t c, float eps) {
+  MT_CHECK(out && inp && weight, "rmsnorm_forward: null output, input or weight");
+  MT_CHECK(n >= 0 && c > 0, "rmsnorm_forward: bad shape n=", n, " c=", c,
+           "; fix: pass the row count and a positive hidden size");
+  MT_CHECK(eps > 0.f, "rmsnorm_forward: eps=", eps, " must be > 0; fix: use e.g. 1e-5");
+  if (n == 0) return;
+  const int threads = row_threads(c);
+  visit(out, [&](auto* y) {
+    visit(inp, [&](const auto* x) {
+      visit(weight, [&](const auto* w) {
+        forward_kernel<<<unsigned(n), threads, 0, stream()>>>(y, rstd, x, w, c, eps);
+      });
+    });
+  });
+  MT_CUDA_LAUNCH_CHECK();
+}
+
+// dinp (n, c) +=, dweight (c) +=
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, ReadView inp,
+                      ReadView weight, const float* rstd, int64_t n, int64_t c) {
+  MT_CHECK(inp && weight, "rmsnorm_backward: null input or weight");
+  MT_CHECK(n >= 0 && c > 0, "rmsnorm_backward: bad shape n=", n, " c=", c,
+           "; fix: pass the row count and a positive hidden size");
+  if (n == 0) return;
+  const int64_t col_tiles = (c + kColTile - 1) / kColTile;
+  MT_CHECK(col_tiles <= 65535, "rmsnorm_backward (cuda): hidden size c=", c,
+           " is above the GPU kernel's ", 65535 * kColTile, "; fix: --device cpu");
+  const int threads = row_threads(c);
+  visit(inp, [&](const auto* x) {
+    visit(weight, [&](const auto* w) {
+      dinp_kernel<<<unsigned(n), threads, 0, stream()>>>(dinp, dout, x, w, rstd, c);
+    });
+  });
+  MT_CUDA_LAUNCH_CHECK();
+
+  const int64_t chunk_rows = rows_per_chunk(n);
+  const int64_t chunks = (n + chunk_rows - 1) / chunk_rows;
+  float* part = partial_scratch(chunks * c);
+  const dim3 grid{unsigned(chunks), unsigned(col_tiles)}, block{kColTile, kRowLanes};
+  visit(inp, [&](const auto* x) {
+    param_partial_kernel<<<grid, block, 0, stream()>>>(part, dout, x, rstd, n, c, chunk_rows);
+  });
+  MT_CUDA_LAUNCH_CHECK();
+  param_finish_kernel<<<blocks_for(c, 256), 256, 0, stream()>>>(dweight, part, chunks, c);
+  MT_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace mt::cuda
