@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/device.h"
 #include "core/error.h"
 #include "kernels/reduce.h"
 
@@ -42,12 +43,25 @@ AdamWOptimizer::AdamWOptimizer(const ParamRegistry& reg, const OptimizerConfig& 
 double AdamWOptimizer::grad_norm(const float* grads, Communicator* mp) const {
   const StageLayout& st = reg_.stage();
   double sq = 0;
+  // On the GPU each sum is a wait for the device: adjacent counted segments
+  // are summed as one range there (one wait per step with one rank).
+  const bool merge = MT_ON_DEVICE(grads);
+  int64_t run_begin = 0, run_end = 0;
   for (const OptimSegment& s : segments_) {
     const ParamSpec& p = reg_.params()[s.param];
     if (p.tp_replicated() && st.tp_rank != 0) continue;
     if (p.tied && !st.has_embedding) continue;  // the first stage's copy counts
-    sq += sum_squares(grads + s.begin, s.size());
+    if (!merge) {
+      sq += sum_squares(grads + s.begin, s.size());
+      continue;
+    }
+    if (s.begin != run_end) {
+      if (run_end > run_begin) sq += sum_squares(grads + run_begin, run_end - run_begin);
+      run_begin = s.begin;
+    }
+    run_end = s.end;
   }
+  if (run_end > run_begin) sq += sum_squares(grads + run_begin, run_end - run_begin);
   if (sharded_) dp_->all_reduce_sum(&sq, 1);
   if (mp != nullptr) mp->all_reduce_sum(&sq, 1);
   return std::sqrt(sq);

@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "backend/device.h"
 #include "checkpoint/atomic_file.h"
 #include "checkpoint/safetensors.h"
 #include "core/error.h"
@@ -52,7 +53,29 @@ namespace {
 
 // Every rank writes its files into <dir>/iter_N.tmp; rank 0 adds meta.json.
 void write_iteration_tmp(const std::string& dir, const RunState& state, const ParamRegistry& reg,
-                         ReadView params, const AdamWOptimizer* opt, const ParallelState& ps) {
+                         ReadView params_in, const AdamWOptimizer* opt, const ParallelState& ps) {
+  // A GPU run's weights and optimizer state are copied to the host first (the
+  // writers read host memory); the copies live until the files are written.
+  std::vector<char> host_params, host_state;
+  ReadView params = params_in;
+  const bool params_on_gpu = on_device(params_in.raw());
+  if (params_on_gpu) {
+    const size_t bytes = size_t(reg.total_floats()) * (params_in.bf16 ? 2 : 4);
+    host_params.resize(bytes);
+    copy_bytes(host_params.data(), params_in.raw(), bytes);
+    params = params_in.bf16 ? ReadView(reinterpret_cast<const uint16_t*>(host_params.data()))
+                            : ReadView(reinterpret_cast<const float*>(host_params.data()));
+  }
+  const bool state_on_gpu = opt != nullptr && on_device(opt->exp_avg());
+  if (state_on_gpu) {
+    host_state.resize(opt->state_bytes());
+    copy_bytes(host_state.data(), opt->exp_avg(), opt->state_bytes());
+  }
+  // The optimizer's arrays as the writer reads them (offsets within state_buffer()).
+  const auto state_ptr = [&](const float* p) -> const float* {
+    if (!state_on_gpu || p == nullptr) return p;
+    return reinterpret_cast<const float*>(host_state.data()) + (p - opt->exp_avg());
+  };
   const std::string tmp_dir = iteration_dir(dir, state.iteration) + ".tmp";
   const std::string rank_dir = tmp_dir + "/" + rank_dir_name(ps.tp_rank, ps.pp_rank);
   if (ps.world_rank == 0) {
@@ -74,12 +97,13 @@ void write_iteration_tmp(const std::string& dir, const RunState& state, const Pa
     SafetensorsWriter os;
     if (!opt->sharded()) {  // replicated over DP: whole tensors from DP rank 0
       for (const ParamSpec& p : reg.params()) {
-        os.add("exp_avg." + p.name, StDType::kF32, local_shape(p), opt->exp_avg() + p.offset);
+        os.add("exp_avg." + p.name, StDType::kF32, local_shape(p),
+               state_ptr(opt->exp_avg()) + p.offset);
         os.add("exp_avg_sq." + p.name, StDType::kF32, local_shape(p),
-               opt->exp_avg_sq() + p.offset);
+               state_ptr(opt->exp_avg_sq()) + p.offset);
         if (opt->has_main_params())
           os.add("main_param." + p.name, StDType::kF32, local_shape(p),
-                 opt->main_params() + p.offset);
+                 state_ptr(opt->main_params()) + p.offset);
       }
     } else {  // this DP rank's slices
       nlohmann::json slices = nlohmann::json::object();
@@ -88,10 +112,13 @@ void write_iteration_tmp(const std::string& dir, const RunState& state, const Pa
         MT_CHECK(!slices.contains(p.name), "optimizer owns two slices of '", p.name,
                  "'; fix: plan one range per DP bucket (owned_ranges)");
         slices[p.name] = {sg.begin - p.offset, sg.end - p.offset};
-        os.add("exp_avg." + p.name, StDType::kF32, {sg.size()}, opt->exp_avg() + sg.state);
-        os.add("exp_avg_sq." + p.name, StDType::kF32, {sg.size()}, opt->exp_avg_sq() + sg.state);
+        os.add("exp_avg." + p.name, StDType::kF32, {sg.size()},
+               state_ptr(opt->exp_avg()) + sg.state);
+        os.add("exp_avg_sq." + p.name, StDType::kF32, {sg.size()},
+               state_ptr(opt->exp_avg_sq()) + sg.state);
         if (opt->has_main_params())
-          os.add("main_param." + p.name, StDType::kF32, {sg.size()}, opt->main_params() + sg.state);
+          os.add("main_param." + p.name, StDType::kF32, {sg.size()},
+                 state_ptr(opt->main_params()) + sg.state);
       }
       os.set_metadata("slices", slices.dump());
       os.set_metadata("dp_rank", std::to_string(ps.dp_cp_rank));

@@ -36,7 +36,8 @@ namespace mt {
 namespace {
 
 // --device cuda: ends at once, with one line, where it cannot run (no CUDA
-// build, no GPU, an old driver) or asks for what GPU runs do not have yet.
+// build, no GPU, an old driver) or asks for what GPU runs do not have yet
+// (several ranks: no NCCL communicator yet).
 void check_device(const TrainArgs& args, int world_size) {
   const Device d = parse_device(args.device);
   if (d == Device::kCpu) return;
@@ -44,9 +45,6 @@ void check_device(const TrainArgs& args, int world_size) {
   MT_CHECK(world_size == 1, "--device cuda with ", world_size,
            " ranks: GPU runs are one process on one GPU in this build (the NCCL communicator of "
            "multi-GPU runs is not built yet); fix: launch one rank, or train with --device cpu");
-  MT_CHECK(args.save.empty() && args.load.empty(),
-           "--device cuda with --save/--load: checkpoints of GPU runs are not built yet; fix: "
-           "drop --save/--load, or train with --device cpu");
 }
 
 // The run's tokenizer record (train/checkpoint_tokenizer.h); sets the model's

@@ -6,6 +6,7 @@
 // 20001 rows, in another order).
 #include "kernels/layernorm.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -96,7 +97,11 @@ TEST(LayernormCuda, ForwardAndBackward) {
                          mean.data(), rstd.data(), n, c);
       layernorm_backward(gdinp.get(), gdw.get(), gdb.get(), gdout.get(), x.gpu(), w.gpu(),
                          gmean2.get(), grstd2.get(), n, c);
-      EXPECT_LE(rel_max_err(gdinp.host(), dinp), 1e-5) << "dinp";
+      // dinp is rstd times a difference of O(1) terms: their round-off grows
+      // with rstd (316 = 1/sqrt(eps) for c = 1, where x - mean is exactly 0).
+      float max_rstd = 0.f;
+      for (float r : rstd) max_rstd = std::max(max_rstd, r);
+      EXPECT_LE(rel_max_err(gdinp.host(), dinp), 1e-5 * std::max(1.0, max_rstd / 100.0)) << "dinp";
       EXPECT_LE(rel_max_err(gdw.host(), dw), 1e-4) << "dweight";
       EXPECT_LE(rel_max_err(gdb.host(), db), 1e-4) << "dbias";
     }

@@ -107,6 +107,10 @@ void free(char* p) {
 
 void copy_bytes(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
+  if (!on_device(dst) && !on_device(src)) {  // host to host (CPU runs of a CUDA build)
+    std::memcpy(dst, src, bytes);
+    return;
+  }
   MT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cuda::stream()));
   if (!on_device(dst)) MT_CUDA_CHECK(cudaStreamSynchronize(cuda::stream()));
 }

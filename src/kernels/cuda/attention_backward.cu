@@ -17,6 +17,7 @@
 #include "backend/device.h"
 #include "core/error.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention_tc.h"
 #include "kernels/cuda/attention_tile.cuh"
 
 namespace mt::cuda {
@@ -324,6 +325,9 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dctx, Read
                         const AttentionDims& dims, const AttentionDropout& drop,
                         float* workspace, const float* row_dsum) {
   // The entry point (attention.cc) has checked the pointers, views and positions.
+  // bf16 math, d of 64 or 128: the tensor-core kernels (attention_tc.cu).
+  if (attention_tc_backward(dq, dk, dv, dctx, q, k, v, lse, dims, drop, workspace, row_dsum))
+    return;
   MT_CHECK(dims.d <= kMaxHeadDim, "attention_backward (cuda): head dim d=", dims.d,
            " is above the GPU kernel's ", kMaxHeadDim,
            "; fix: use more heads of at most 128 dims, or --device cpu");
