@@ -3,7 +3,8 @@
 # NCCL of the CUDA toolkit in /usr/local/cuda; Hopper, sm_90, unless
 # CMAKE_CUDA_ARCHITECTURES says otherwise). Portable host code (-DMT_NATIVE=OFF):
 # the binary runs on the GPU machine's CPU, not only on this one.
-# Builds `megatron` and the CUDA tests (MT_CUDA_TARGETS overrides); extra
+# Builds `megatron`, the CUDA tests and the CPU kernel tests (their CPU twins;
+# MT_CUDA_TARGETS overrides); extra
 # arguments go to CMake.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,5 +12,5 @@ nvcc=${CUDACXX:-/usr/local/cuda/bin/nvcc}
 [ -x "$nvcc" ] || { echo "build_cuda: no nvcc at $nvcc; fix: install the CUDA toolkit or set CUDACXX" >&2; exit 1; }
 cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DMT_CUDA=ON -DMT_NATIVE=OFF \
       -DCMAKE_CUDA_COMPILER="$nvcc" "$@" >/dev/null
-cmake --build build-cuda -j"$(nproc)" --target ${MT_CUDA_TARGETS:-megatron kernels_cuda_tests}
+cmake --build build-cuda -j"$(nproc)" --target ${MT_CUDA_TARGETS:-megatron kernels_cuda_tests kernels_tests}
 echo "build_cuda: ok (build-cuda/megatron, build-cuda/tests/kernels_cuda_tests)"

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 [ "${MT_SKIP_BUILD:-0}" = 1 ] || bash scripts/build_cuda.sh
 out=build-gpu-bundle
 rm -rf "$out" && mkdir -p "$out/bin" "$out/data"
-cp build-cuda/megatron build-cuda/tests/kernels_cuda_tests "$out/bin/"
+cp build-cuda/megatron build-cuda/tests/kernels_cuda_tests build-cuda/tests/kernels_tests "$out/bin/"
 ompi_plugins=$(ompi_info --path pkglibdir 2>/dev/null | awk '{print $2}')
 # Libraries: those of both binaries and of Open MPI's plugins (dlopen'ed).
 skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libstdc\+\+|libgcc_s|libcuda\.|libcudart|libcublas|libnccl|libnvidia)'
@@ -24,5 +24,6 @@ data=../shared/data/megatron-indexed
 [ -d "$data" ] || { echo "gpu_bundle: $data is missing (the test corpus)" >&2; exit 1; }
 cp "$data"/tinyshakespeare_text_document.{bin,idx} "$data"/vocab.json "$out/data/"
 cp bench/pytorch_gpt_cuda.py "$out/" 2>/dev/null || true
+tar -czf "$out/bin.tar.gz" -C "$out" bin && rm -rf "$out/bin"  # (carried at its compressed size)
 du -sh "$out"
 echo "gpu_bundle: ok ($out: carry it to the GPU machine, then bash scripts/gpu_check.sh)"

@@ -37,6 +37,7 @@
 #include <omp.h>
 
 #include <map>
+#include <cstdlib>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <vector>
@@ -74,7 +75,17 @@ struct MatmulEntry {
 
 // Engine, stream, primitive cache and operand scratch: one per process,
 // created on first use.
+// oneDNN 2.6's AMX bf16 matmul (brg:avx512_core_amx_bf16) gave wrong products
+// (relative error ~1) for an odd k with a transposed B on an H100 machine's
+// AMX host CPU (tests/kernels/matmul_test.cc has the case): oneDNN is kept
+// at AVX512-BF16 unless ONEDNN_MAX_CPU_ISA says otherwise. Before the engine.
+bool cap_onednn_isa() {
+  if (std::getenv("ONEDNN_MAX_CPU_ISA") != nullptr) return false;
+  return dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx512_core_bf16) == dnnl::status::success;
+}
+
 struct MatmulCache {
+  bool isa_capped = cap_onednn_isa();  // first: before any primitive
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
   std::mutex mu;  // guards everything below and the handles of the cached memory objects

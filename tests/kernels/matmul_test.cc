@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -213,13 +215,19 @@ TEST(Matmul, PrimitiveCacheDoesNotGrowForRepeatedShapes) {
 
 class MatmulMixed : public ::testing::TestWithParam<MathMode> {};
 
+// (37, 53, 29): an odd k, which oneDNN 2.6's AMX bf16 kernel (brg:avx512_core_amx_bf16)
+// multiplied wrongly with a transposed B on an AMX CPU (relative error ~1): matmul.cc
+// keeps oneDNN below AMX; this case checks it wherever the tests run.
 TEST_P(MatmulMixed, PlainAndTransposedMatchRoundedReference) {
+  for (const auto [m, n, k] : {std::array<int64_t, 3>{37, 29, 41}, {37, 53, 29}})
   for (bool ta : {false, true})
     for (bool tb : {false, true}) {
+      SCOPED_TRACE("m n k = " + std::to_string(m) + " " + std::to_string(n) + " " +
+                   std::to_string(k));
       MatmulShape s;
-      s.m = 37;
-      s.n = 29;
-      s.k = 41;
+      s.m = m;
+      s.n = n;
+      s.k = k;
       s.trans_a = ta;
       s.trans_b = tb;
       s.math = GetParam();
@@ -332,15 +340,18 @@ TEST(MatmulMixedCache, MathModeIsPartOfTheKeyAndScratchIsReused) {
   std::vector<float> a(19 * 23, 1.5f), b(23 * 21, 0.5f), c(19 * 21);
   matmul(c.data(), a.data(), b.data(), nullptr, s);
   const int64_t base = matmul_primitive_count();
+  // Without native bf16 (no bf16 instructions) the bf16 product is the fp32
+  // primitive's, on rounded operands: no primitive of its own.
+  const int64_t bf16_own = matmul_bf16_native() ? 1 : 0;
   s.math = MathMode::kBF16;
   matmul(c.data(), a.data(), b.data(), nullptr, s);
-  EXPECT_EQ(matmul_primitive_count(), base + 1);
+  EXPECT_EQ(matmul_primitive_count(), base + bf16_own);
   matmul(c.data(), a.data(), b.data(), nullptr, s);
-  EXPECT_EQ(matmul_primitive_count(), base + 1);
+  EXPECT_EQ(matmul_primitive_count(), base + bf16_own);
   EXPECT_FLOAT_EQ(c[0], 23 * 0.75f);  // 1.5 and 0.5 are exact in bf16
   s.math = MathMode::kF16;
   matmul(c.data(), a.data(), b.data(), nullptr, s);
-  EXPECT_EQ(matmul_primitive_count(), base + 2);
+  EXPECT_EQ(matmul_primitive_count(), base + bf16_own + 1);
   EXPECT_FLOAT_EQ(c[0], 23 * 0.75f);
 
   // Scratch grows to the largest operands seen, then is reused.

@@ -24,6 +24,7 @@ namespace {
 
 using test::OnGpu;
 using test::rel_max_err;
+using test::to_bf16;
 
 struct Case {
   int64_t b, a, s, d;
@@ -66,11 +67,6 @@ AttentionDropout dropout_of(const Case& c) {
 
 std::vector<float> nans(int64_t n) { return std::vector<float>(size_t(n), NAN); }
 
-std::vector<uint16_t> to_bf16(const std::vector<float>& x) {
-  std::vector<uint16_t> out(x.size());
-  for (size_t i = 0; i < x.size(); ++i) out[i] = bf16_from_f32(x[i]);
-  return out;
-}
 
 // -inf at the same rows; the finite ones within tol of max |cpu|.
 void expect_lse_near(const std::vector<float>& gpu, const std::vector<float>& cpu, double tol,
@@ -152,17 +148,20 @@ void check_all(const Case& c, bool fp16 = false) {
 
 TEST(AttentionCuda, SmallOddShape) {
   MT_REQUIRE_GPU();
+  const test::UseAttention use(cuda::AttentionImpl::kSimt);  // this file's kernels
   check_all({2, 3, 37, 16}, /*fp16=*/true);
   check_all({2, 3, 37, 16, 0, 0, 0, 0, 0.1f}, /*fp16=*/true);
 }
 
 TEST(AttentionCuda, HeadDims) {
   MT_REQUIRE_GPU();
+  const test::UseAttention use(cuda::AttentionImpl::kSimt);  // this file's kernels
   for (int64_t d : {8, 32, 40, 64, 80, 96, 128}) check_all({1, 2, 70, d, 0, 0, 0, 0, 0.1f});
 }
 
 TEST(AttentionCuda, LongerRows) {
   MT_REQUIRE_GPU();
+  const test::UseAttention use(cuda::AttentionImpl::kSimt);  // this file's kernels
   check_all({1, 2, 128, 64});
   check_all({2, 2, 200, 64});
   check_all({2, 2, 200, 64, 0, 0, 0, 0, 0.1f});
@@ -171,6 +170,7 @@ TEST(AttentionCuda, LongerRows) {
 
 TEST(AttentionCuda, BlocksOfALongerSequence) {
   MT_REQUIRE_GPU();
+  const test::UseAttention use(cuda::AttentionImpl::kSimt);  // this file's kernels
   // Queries after all the keys: every key visible, no mask.
   check_all({1, 2, 48, 32, 40, 64, 0, 128, 0.1f});
   // Diagonal block with sk != s, offsets not multiples of the tiles.
@@ -183,6 +183,7 @@ TEST(AttentionCuda, BlocksOfALongerSequence) {
 
 TEST(AttentionCuda, DropoutAcrossA32BitBlockCounterCarry) {
   MT_REQUIRE_GPU();
+  const test::UseAttention use(cuda::AttentionImpl::kSimt);  // this file's kernels
   // sample0 puts the global indices around 2^34, where the Philox block
   // counter (index / 4) carries into its high word.
   const int64_t per_sample = 5 * 25 * 25;  // a_global * s * s
@@ -191,6 +192,7 @@ TEST(AttentionCuda, DropoutAcrossA32BitBlockCounterCarry) {
 
 TEST(AttentionCuda, MergeAndRowDsum) {
   MT_REQUIRE_GPU();
+  const test::UseAttention use(cuda::AttentionImpl::kSimt);  // this file's kernels
   const int64_t rows = 77, d = 40;
   auto ctx = test::randn(rows * d, "attention.cuda.merge.ctx");
   auto lse = test::randn(rows, "attention.cuda.merge.lse", 2.f);

@@ -31,6 +31,7 @@ namespace {
 
 using test::OnGpu;
 using test::rel_max_err;
+using test::to_bf16;
 
 struct Case {
   int64_t b, a, s, d;
@@ -71,11 +72,6 @@ AttentionDropout dropout_of(const Case& c) {
 
 std::vector<float> nans(int64_t n) { return std::vector<float>(size_t(n), NAN); }
 
-std::vector<uint16_t> to_bf16(const std::vector<float>& x) {
-  std::vector<uint16_t> out(x.size());
-  for (size_t i = 0; i < x.size(); ++i) out[i] = bf16_from_f32(x[i]);
-  return out;
-}
 
 // -inf at the same rows; the finite ones within tol of max |cpu|.
 void expect_lse_near(const std::vector<float>& gpu, const std::vector<float>& cpu, double tol,
@@ -161,6 +157,7 @@ void check_both_storages(const Case& c) {
 
 TEST(AttentionTcCuda, TakesTheTensorCorePath) {
   MT_REQUIRE_GPU();
+  const test::UseAttention use(cuda::AttentionImpl::kTc);  // this file's kernels
   const Case c{1, 2, 100, 64};
   const auto q = test::randn(c.b * c.a * c.s * c.d, "attention_tc.cuda.path");
   OnGpu<float> gq(q), gctx(nans(int64_t(q.size()))), glse(nans(c.b * c.a * c.s));
@@ -187,6 +184,7 @@ TEST(AttentionTcCuda, TakesTheTensorCorePath) {
 
 TEST(AttentionTcCuda, ShortRows) {
   MT_REQUIRE_GPU();
+  const test::UseAttention use(cuda::AttentionImpl::kTc);  // this file's kernels
   for (int64_t d : {64, 128}) {
     check_both_storages({2, 3, 64, d});
     check_both_storages({2, 3, 64, d, 0, 0, 0, 0, 0.1f});
@@ -197,6 +195,7 @@ TEST(AttentionTcCuda, ShortRows) {
 
 TEST(AttentionTcCuda, LongRows) {
   MT_REQUIRE_GPU();
+  const test::UseAttention use(cuda::AttentionImpl::kTc);  // this file's kernels
   check_both_storages({2, 12, 1024, 64});
   check_both_storages({2, 12, 1024, 64, 0, 0, 0, 0, 0.1f});
   check_both_storages({4, 6, 1000, 64, 0, 0, 0, 0, 0.1f});  // partial last tile
@@ -206,6 +205,7 @@ TEST(AttentionTcCuda, LongRows) {
 
 TEST(AttentionTcCuda, BlocksOfALongerSequence) {
   MT_REQUIRE_GPU();
+  const test::UseAttention use(cuda::AttentionImpl::kTc);  // this file's kernels
   for (int64_t d : {64, 128}) {
     // Queries after all the keys: every key visible.
     check_both_storages({1, 2, 64, d, 128, 256, 0, 512, 0.1f});
@@ -221,6 +221,7 @@ TEST(AttentionTcCuda, BlocksOfALongerSequence) {
 // Two identical calls give identical bits (no atomics, a fixed order).
 TEST(AttentionTcCuda, Deterministic) {
   MT_REQUIRE_GPU();
+  const test::UseAttention use(cuda::AttentionImpl::kTc);  // this file's kernels
   const Case c{2, 12, 1000, 64, 0, 0, 0, 0, 0.1f};
   const int64_t nq = c.b * c.a * c.s * c.d, rows = c.b * c.a * c.s;
   const AttentionDims dm = dims_of(c);
@@ -265,6 +266,7 @@ double ms_per_call(Fn&& fn, int iters = 20) {
 // as FlashAttention counts them: causal forward 4·b·a·s²·d / 2, backward 2.5x.
 TEST(AttentionTcCuda, DISABLED_Throughput) {
   MT_REQUIRE_GPU();
+  const test::UseAttention use(cuda::AttentionImpl::kTc);  // this file's kernels
   for (float p : {0.f, 0.1f}) {
     const Case c{8, 12, 1024, 64, 0, 0, 0, 0, p};
     const int64_t nq = c.b * c.a * c.s * c.d, rows = c.b * c.a * c.s;

@@ -8,10 +8,13 @@
 #include <cmath>
 #include <cstring>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "backend/device.h"
+#include "kernels/cuda/attention_fa.h"
+#include "kernels/precision.h"
 
 namespace mt::test {
 
@@ -65,5 +68,42 @@ inline std::vector<float> widen_bf16(const std::vector<uint16_t>& x) {
   }
   return out;
 }
+
+// The attention implementation the CUDA entry points use, for one test's scope.
+struct UseAttention {
+  cuda::AttentionImpl before;
+  explicit UseAttention(cuda::AttentionImpl impl) : before(cuda::attention_impl(impl)) {}
+  ~UseAttention() { cuda::attention_impl(before); }
+};
+
+// bf16 storage of x (rounded to nearest even, as the kernels store).
+inline std::vector<uint16_t> to_bf16(const std::vector<float>& x) {
+  std::vector<uint16_t> out(x.size());
+  for (size_t i = 0; i < x.size(); ++i) out[i] = bf16_from_f32(x[i]);
+  return out;
+}
+
+// An array in fp32 or bf16 storage, on the host and (a copy) on the GPU.
+struct Stored {
+  bool bf16;
+  std::vector<float> f;
+  std::vector<uint16_t> b;
+  std::unique_ptr<OnGpu<float>> gf;
+  std::unique_ptr<OnGpu<uint16_t>> gb;
+  Stored(const std::vector<float>& x, bool is_bf16) : bf16(is_bf16) {
+    if (bf16) {
+      b = to_bf16(x);
+      gb = std::make_unique<OnGpu<uint16_t>>(b);
+    } else {
+      f = x;
+      gf = std::make_unique<OnGpu<float>>(f);
+    }
+  }
+  WriteView cpu() { return bf16 ? WriteView(b.data()) : WriteView(f.data()); }
+  WriteView gpu() { return bf16 ? WriteView(gb->get()) : WriteView(gf->get()); }
+  std::vector<float> cpu_values() const { return bf16 ? widen_bf16(b) : f; }
+  std::vector<float> gpu_values() const { return bf16 ? widen_bf16(gb->host()) : gf->host(); }
+  double tol() const { return bf16 ? 1e-2 : 1e-5; }  // relative, of an output stored so
+};
 
 }  // namespace mt::test

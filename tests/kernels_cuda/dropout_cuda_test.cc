@@ -16,13 +16,9 @@ namespace {
 
 using test::OnGpu;
 using test::rel_max_err;
+using test::to_bf16;
 using test::widen_bf16;
 
-std::vector<uint16_t> to_bf16(const std::vector<float>& x) {
-  std::vector<uint16_t> out(x.size());
-  for (size_t i = 0; i < x.size(); ++i) out[i] = bf16_from_f32(x[i]);
-  return out;
-}
 
 // A local shard (s_local, b, h_local) of a global (s_global, ., h_global)
 // activation, with offsets that are not multiples of 4 (Philox blocks).

@@ -20,30 +20,9 @@ namespace {
 
 using test::OnGpu;
 using test::rel_max_err;
+using test::Stored;
 using test::widen_bf16;
 
-// An array in fp32 or bf16 storage, on the host and (a copy) on the GPU.
-struct Stored {
-  bool bf16;
-  std::vector<float> f;
-  std::vector<uint16_t> b;
-  std::unique_ptr<OnGpu<float>> gf;
-  std::unique_ptr<OnGpu<uint16_t>> gb;
-  Stored(const std::vector<float>& x, bool is_bf16) : bf16(is_bf16) {
-    if (bf16) {
-      for (float v : x) b.push_back(bf16_from_f32(v));
-      gb = std::make_unique<OnGpu<uint16_t>>(b);
-    } else {
-      f = x;
-      gf = std::make_unique<OnGpu<float>>(f);
-    }
-  }
-  WriteView cpu() { return bf16 ? WriteView(b.data()) : WriteView(f.data()); }
-  WriteView gpu() { return bf16 ? WriteView(gb->get()) : WriteView(gf->get()); }
-  std::vector<float> cpu_values() const { return bf16 ? widen_bf16(b) : f; }
-  std::vector<float> gpu_values() const { return bf16 ? widen_bf16(gb->host()) : gf->host(); }
-  double tol() const { return bf16 ? 1e-2 : 1e-5; }
-};
 
 struct Shape {
   int64_t n, c;

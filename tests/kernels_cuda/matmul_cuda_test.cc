@@ -27,16 +27,12 @@ namespace {
 
 using test::OnGpu;
 using test::rel_max_err;
+using test::to_bf16;
 using test::widen_bf16;
 
 constexpr double kTolF32 = 1e-5, kTolLow = 2e-5, kTolBf16Out = 1e-2;
 constexpr uint16_t kNanBf16 = 0x7FC0;
 
-std::vector<uint16_t> to_bf16(const std::vector<float>& x) {
-  std::vector<uint16_t> out(x.size());
-  for (size_t i = 0; i < x.size(); ++i) out[i] = bf16_from_f32(x[i]);
-  return out;
-}
 std::vector<float> nans(int64_t n) { return std::vector<float>(size_t(n), NAN); }
 
 enum class BiasKind { kNone, kF32, kBf16 };

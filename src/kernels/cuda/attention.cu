@@ -18,6 +18,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "core/error.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention_fa.h"
 #include "kernels/cuda/attention_tc.h"
 #include "kernels/cuda/attention_tile.cuh"
 
@@ -193,8 +194,11 @@ __global__ void row_dsum_kernel(float* dsum, const float* dctx, const float* ctx
 void attention_forward(float* ctx, float* lse, ReadView q, ReadView k, ReadView v,
                        const AttentionDims& dims, const AttentionDropout& drop, float* workspace) {
   // The entry point (attention.cc) has checked the pointers, views and positions.
-  // bf16 math, d of 64 or 128: the tensor-core kernels (attention_tc.cu).
-  if (attention_tc_forward(ctx, lse, q, k, v, dims, drop)) return;
+  // bf16 math, d of 64 or 128: the tensor-core kernels, attention_fa.cu
+  // (MT_CUDA_ATTENTION=fa) or attention_tc.cu, unless SIMT is chosen.
+  const AttentionImpl impl = attention_impl();
+  if (impl == AttentionImpl::kFa && attention_fa_forward(ctx, lse, q, k, v, dims, drop)) return;
+  if (impl != AttentionImpl::kSimt && attention_tc_forward(ctx, lse, q, k, v, dims, drop)) return;
   MT_CHECK(dims.d <= kMaxHeadDim, "attention_forward (cuda): head dim d=", dims.d,
            " is above the GPU kernel's ", kMaxHeadDim,
            "; fix: use more heads of at most 128 dims, or --device cpu");

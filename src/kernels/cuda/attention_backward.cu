@@ -17,6 +17,7 @@
 #include "backend/device.h"
 #include "core/error.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention_fa.h"
 #include "kernels/cuda/attention_tc.h"
 #include "kernels/cuda/attention_tile.cuh"
 
@@ -325,8 +326,14 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dctx, Read
                         const AttentionDims& dims, const AttentionDropout& drop,
                         float* workspace, const float* row_dsum) {
   // The entry point (attention.cc) has checked the pointers, views and positions.
-  // bf16 math, d of 64 or 128: the tensor-core kernels (attention_tc.cu).
-  if (attention_tc_backward(dq, dk, dv, dctx, q, k, v, lse, dims, drop, workspace, row_dsum))
+  // bf16 math, d of 64 or 128: the tensor-core kernels, attention_fa.cu
+  // (MT_CUDA_ATTENTION=fa) or attention_tc.cu, unless SIMT is chosen.
+  const AttentionImpl impl = attention_impl();
+  if (impl == AttentionImpl::kFa &&
+      attention_fa_backward(dq, dk, dv, dctx, q, k, v, lse, dims, drop, workspace, row_dsum))
+    return;
+  if (impl != AttentionImpl::kSimt &&
+      attention_tc_backward(dq, dk, dv, dctx, q, k, v, lse, dims, drop, workspace, row_dsum))
     return;
   MT_CHECK(dims.d <= kMaxHeadDim, "attention_backward (cuda): head dim d=", dims.d,
            " is above the GPU kernel's ", kMaxHeadDim,

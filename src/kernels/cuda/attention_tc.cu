@@ -27,8 +27,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
-#include <string_view>
 #include <cstdint>
 
 #include "backend/cuda/cuda_check.h"
@@ -542,11 +540,9 @@ __global__ void __launch_bounds__(kTcThreads)
 
 // ---------------------------------------------------------------- host side
 
-// On unless MT_CUDA_ATTENTION_TC=0 (then every call runs the SIMT kernels).
-std::atomic<bool> g_tensor_cores{[] {
-  const char* e = std::getenv("MT_CUDA_ATTENTION_TC");
-  return !(e != nullptr && std::string_view(e) == "0");
-}()};
+// On unless a test turns it off (set_attention_tensor_cores); MT_CUDA_ATTENTION
+// (attention_fa.h) chooses between the implementations.
+std::atomic<bool> g_tensor_cores{true};
 
 bool aligned16(const void* p) { return p != nullptr && (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 

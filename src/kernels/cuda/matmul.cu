@@ -122,14 +122,28 @@ __global__ void column_partials_kernel(float* partial, const float* dout, int64_
     partial[int64_t(blockIdx.y) * c + col] = t;
   }
 }
-// Pass 2: dbias[col] += the chunks' partial sums, in chunk order.
+// Pass 2: dbias[col] += the chunks' partial sums, in double: block (32
+// columns, 16 chunk lanes); lane y adds chunks y, y + 16, ... in order, then
+// the lanes are added in a fixed tree (the same bits on every run; c/32
+// blocks of short loops instead of one thread walking every chunk).
+// Predicted (n=8192, c=768..3072): ~3 us per call, launch-bound (was ~17 us).
+constexpr int kFinishLanes = 16;
 __global__ void column_finish_kernel(float* dbias, const float* partial, int64_t chunks,
                                      int64_t c) {
-  const int64_t col = int64_t(blockIdx.x) * kThreads + threadIdx.x;
-  if (col >= c) return;
-  float t = 0.f;
-  for (int64_t ch = 0; ch < chunks; ++ch) t += partial[ch * c + col];
-  dbias[col] += t;
+  __shared__ double acc[kFinishLanes][kColTile];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t col = int64_t(blockIdx.x) * kColTile + tx;
+  double t = 0.0;
+  if (col < c) {
+#pragma unroll 4
+    for (int64_t ch = ty; ch < chunks; ch += kFinishLanes) t += double(partial[ch * c + col]);
+  }
+  acc[ty][tx] = t;
+  for (int h = kFinishLanes / 2; h > 0; h >>= 1) {
+    __syncthreads();  // lanes [h, 2h) wrote their sums
+    if (ty < h) acc[ty][tx] += acc[ty + h][tx];
+  }
+  if (ty == 0 && col < c) dbias[col] += float(acc[0][tx]);
 }
 
 void check_weight_math(ReadView x, const Compute& cm) {
@@ -274,8 +288,8 @@ void bias_backward(float* dbias, const float* dout, int64_t n, int64_t c) {
   column_partials_kernel<<<grid1, dim3(kColTile, kRowLanes), 0, stream()>>>(partial, dout, n, c,
                                                                             rows_per_chunk);
   MT_CUDA_LAUNCH_CHECK();
-  column_finish_kernel<<<blocks_for(c, kThreads), kThreads, 0, stream()>>>(dbias, partial, chunks,
-                                                                           c);
+  column_finish_kernel<<<unsigned((c + kColTile - 1) / kColTile), dim3(kColTile, kFinishLanes), 0,
+                         stream()>>>(dbias, partial, chunks, c);
   MT_CUDA_LAUNCH_CHECK();
 }
 

@@ -1,0 +1,325 @@
+// The FlashAttention-2 kernels (attention_fa.cu: mma.sync, bf16 math, d = 64
+// or 128) against the CPU code, through the public entry points with the
+// implementation forced to fa (cuda::attention_impl):
+//  - forward ctx (rel_max_err 2e-2) and lse (-inf at the same rows, the
+//    finite ones within 1e-3 of max |lse|);
+//  - backward dq, dk, dv (rel_max_err 2e-2) with the row's own D (row_dsum
+//    null: the pre-pass; with ctx and without) and with row_dsum given;
+//  - bf16 and fp32 storage of q, k, v; dropout p = 0.1 (the masks must be the
+//    CPU's bit for bit); blocks of a longer sequence (q_pos0, k_pos0, sk);
+//  - that these calls do take the fa path (attention_fa_* return true; false
+//    for d = 80, fp32 math, a pointer off 16 bytes), and that two identical
+//    calls give identical bits.
+// Every output is `=` and NaN-poisoned on the GPU first. 2e-2: both sides
+// round the same bf16 operands; the GPU rounds the unnormalised
+// probabilities and sums in another order.
+// DISABLED_Throughput prints ms and TFLOP/s of the fa and the tc path at
+// GPT-2 small's shape (run with --gtest_also_run_disabled_tests).
+#include "kernels/attention.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/attention_fa.h"
+#include "kernels/kernel_test_util.h"
+#include "kernels_cuda/cuda_test_util.h"
+
+namespace mt {
+namespace {
+
+using test::OnGpu;
+using test::rel_max_err;
+using test::to_bf16;
+
+struct Case {
+  int64_t b, a, s, d;
+  int64_t sk = 0, q_pos0 = 0, k_pos0 = 0, s_global = 0;
+  float p = 0.f;
+};
+
+std::string name_of(const Case& c, bool bf16_storage) {
+  return "(b=" + std::to_string(c.b) + ", a=" + std::to_string(c.a) + ", s=" +
+         std::to_string(c.s) + ", d=" + std::to_string(c.d) + ", sk=" + std::to_string(c.sk) +
+         ", q_pos0=" + std::to_string(c.q_pos0) + ", k_pos0=" + std::to_string(c.k_pos0) +
+         ") p=" + std::to_string(c.p) + (bf16_storage ? " bf16 storage" : " fp32 storage");
+}
+
+AttentionDims dims_of(const Case& c) {
+  AttentionDims dm;
+  dm.b = c.b;
+  dm.a = c.a;
+  dm.s = c.s;
+  dm.d = c.d;
+  dm.math = MathMode::kBF16;
+  dm.sk = c.sk;
+  dm.q_pos0 = c.q_pos0;
+  dm.k_pos0 = c.k_pos0;
+  dm.s_global = c.s_global;
+  return dm;
+}
+
+AttentionDropout dropout_of(const Case& c) {
+  AttentionDropout drop;
+  drop.rng = RngStream::make(11, "attention_fa_dropout", /*step=*/5);
+  drop.p = c.p;
+  drop.sample0 = 2;  // a shard of a larger batch and of more heads
+  drop.a_global = c.a + 3;
+  drop.head0 = 2;
+  return drop;
+}
+
+std::vector<float> nans(int64_t n) { return std::vector<float>(size_t(n), NAN); }
+
+using UseImpl = test::UseAttention;
+
+// -inf at the same rows; the finite ones within tol of max |cpu|.
+void expect_lse_near(const std::vector<float>& gpu, const std::vector<float>& cpu, double tol,
+                     const std::string& what) {
+  ASSERT_EQ(gpu.size(), cpu.size());
+  double ref = 1e-30, err = 0;
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    if (std::isinf(cpu[i])) {
+      EXPECT_EQ(gpu[i], cpu[i]) << what << " lse[" << i << "]";
+      continue;
+    }
+    ASSERT_TRUE(std::isfinite(gpu[i])) << what << " lse[" << i << "] = " << gpu[i];
+    ref = std::max(ref, std::fabs(double(cpu[i])));
+    err = std::max(err, std::fabs(double(gpu[i]) - double(cpu[i])));
+  }
+  EXPECT_LE(err / ref, tol) << what << " lse";
+}
+
+template <class T>
+ReadView view(const OnGpu<T>& x) {
+  return ReadView(static_cast<const T*>(x.get()));
+}
+
+// Forward and backward of one case; q, k, v stored as T (float or bf16).
+template <class T>
+void check_case(const Case& c, const std::vector<T>& q, const std::vector<T>& k,
+                const std::vector<T>& v) {
+  const std::string what = name_of(c, sizeof(T) == 2);
+  const double tol = 2e-2, lse_tol = 1e-3;
+  const AttentionDims dm = dims_of(c);
+  const AttentionDropout drop = dropout_of(c);
+  const int64_t sk = c.sk > 0 ? c.sk : c.s;
+  const int64_t nq = c.b * c.a * c.s * c.d, nk = c.b * c.a * sk * c.d, rows = c.b * c.a * c.s;
+  const int64_t nws = attention_workspace_floats(dm);
+  std::vector<float> ws(static_cast<size_t>(nws));
+  OnGpu<T> gq(q), gk(k), gv(v);
+  OnGpu<float> gws(nws);
+
+  std::vector<float> ctx(static_cast<size_t>(nq)), lse(static_cast<size_t>(rows));
+  attention_forward(ctx.data(), lse.data(), q.data(), k.data(), v.data(), dm, drop, ws.data());
+  OnGpu<float> gctx(nans(nq)), glse(nans(rows));
+  attention_forward(gctx.get(), glse.get(), view(gq), view(gk), view(gv), dm, drop, gws.get());
+  EXPECT_LE(rel_max_err(gctx.host(), ctx), tol) << what << " ctx";
+  expect_lse_near(glse.host(), lse, lse_tol, what);
+
+  // Backward from the CPU's ctx and lse (so both sides start from equal inputs).
+  const auto dctx = test::randn(nq, "attention_fa.cuda.dctx");
+  std::vector<float> dsum(static_cast<size_t>(rows));
+  attention_row_dsum(dsum.data(), dctx.data(), ctx.data(), rows, c.d);
+  OnGpu<float> gdctx(dctx), gctx_cpu(ctx), glse_cpu(lse), gdsum(dsum);
+  enum Variant { kOwnDWithCtx, kOwnDNoCtx, kGivenDsum };
+  for (Variant var : {kOwnDWithCtx, kOwnDNoCtx, kGivenDsum}) {
+    const char* vname = var == kOwnDWithCtx ? " [own D, ctx]"
+                        : var == kOwnDNoCtx ? " [own D, no ctx]"
+                                            : " [row_dsum]";
+    const bool with_ctx = var != kOwnDNoCtx;
+    const float* dsum_cpu = var == kGivenDsum ? dsum.data() : nullptr;
+    const float* dsum_gpu = var == kGivenDsum ? gdsum.get() : nullptr;
+    std::vector<float> dq(static_cast<size_t>(nq)), dk(static_cast<size_t>(nk)),
+        dv(static_cast<size_t>(nk));
+    attention_backward(dq.data(), dk.data(), dv.data(), dctx.data(), q.data(), k.data(),
+                       v.data(), with_ctx ? ctx.data() : nullptr, lse.data(), dm, drop,
+                       ws.data(), dsum_cpu);
+    OnGpu<float> gdq(nans(nq)), gdk(nans(nk)), gdv(nans(nk));
+    attention_backward(gdq.get(), gdk.get(), gdv.get(), gdctx.get(), view(gq), view(gk),
+                       view(gv), with_ctx ? gctx_cpu.get() : nullptr, glse_cpu.get(), dm, drop,
+                       gws.get(), dsum_gpu);
+    EXPECT_LE(rel_max_err(gdq.host(), dq), tol) << what << vname << " dq";
+    EXPECT_LE(rel_max_err(gdk.host(), dk), tol) << what << vname << " dk";
+    EXPECT_LE(rel_max_err(gdv.host(), dv), tol) << what << vname << " dv";
+  }
+}
+
+// One case in fp32 and in bf16 storage.
+void check_both_storages(const Case& c) {
+  const int64_t sk = c.sk > 0 ? c.sk : c.s;
+  const auto q = test::randn(c.b * c.a * c.s * c.d, "attention_fa.cuda.q", 1.5f);
+  const auto k = test::randn(c.b * c.a * sk * c.d, "attention_fa.cuda.k");
+  const auto v = test::randn(c.b * c.a * sk * c.d, "attention_fa.cuda.v");
+  check_case(c, q, k, v);
+  check_case(c, to_bf16(q), to_bf16(k), to_bf16(v));
+}
+
+TEST(AttentionFaCuda, TakesTheFaPath) {
+  MT_REQUIRE_GPU();
+  const UseImpl fa(cuda::AttentionImpl::kFa);
+  const Case c{1, 2, 100, 64};
+  const auto q = test::randn(c.b * c.a * c.s * c.d, "attention_fa.cuda.path");
+  OnGpu<float> gq(q), gctx(nans(int64_t(q.size()))), glse(nans(c.b * c.a * c.s));
+  AttentionDims dm = dims_of(c);
+  const AttentionDropout drop = dropout_of(c);
+  EXPECT_TRUE(cuda::attention_fa_forward(gctx.get(), glse.get(), view(gq), view(gq), view(gq), dm,
+                                         drop));
+  dm.d = 128;
+  dm.s = 50;
+  EXPECT_TRUE(cuda::attention_fa_forward(gctx.get(), glse.get(), view(gq), view(gq), view(gq), dm,
+                                         drop));
+  {  // backward too
+    const int64_t n = int64_t(q.size());
+    OnGpu<float> gdq(nans(n)), gdk(nans(n)), gdv(nans(n)), gdctx(q);
+    dm.d = 64;
+    dm.s = 100;
+    EXPECT_TRUE(cuda::attention_fa_backward(gdq.get(), gdk.get(), gdv.get(), gdctx.get(),
+                                            view(gq), view(gq), view(gq), glse.get(), dm, drop,
+                                            nullptr, nullptr));
+    dm.d = 80;
+    EXPECT_FALSE(cuda::attention_fa_backward(gdq.get(), gdk.get(), gdv.get(), gdctx.get(),
+                                             view(gq), view(gq), view(gq), glse.get(), dm, drop,
+                                             nullptr, nullptr));
+    dm.d = 128;
+    dm.s = 50;
+  }
+  dm.d = 80;  // unsupported head dim: not fa
+  EXPECT_FALSE(cuda::attention_fa_forward(gctx.get(), glse.get(), view(gq), view(gq), view(gq),
+                                          dm, drop));
+  dm.d = 64;
+  dm.math = MathMode::kF32;  // fp32 math: not fa
+  EXPECT_FALSE(cuda::attention_fa_forward(gctx.get(), glse.get(), view(gq), view(gq), view(gq),
+                                          dm, drop));
+  dm.math = MathMode::kBF16;
+  // A pointer off 16 bytes: not fa.
+  EXPECT_FALSE(cuda::attention_fa_forward(gctx.get(), glse.get(), ReadView(gq.get() + 1),
+                                          view(gq), view(gq), dm, drop));
+}
+
+TEST(AttentionFaCuda, ShortRows) {
+  MT_REQUIRE_GPU();
+  const UseImpl fa(cuda::AttentionImpl::kFa);
+  for (int64_t d : {64, 128}) {
+    check_both_storages({2, 3, 64, d});
+    check_both_storages({2, 3, 64, d, 0, 0, 0, 0, 0.1f});
+    check_both_storages({3, 2, 128, d, 0, 0, 0, 0, 0.1f});
+    check_both_storages({1, 2, 37, d});  // one partial tile
+  }
+}
+
+TEST(AttentionFaCuda, LongRows) {
+  MT_REQUIRE_GPU();
+  const UseImpl fa(cuda::AttentionImpl::kFa);
+  check_both_storages({2, 12, 1024, 64});
+  check_both_storages({2, 12, 1024, 64, 0, 0, 0, 0, 0.1f});
+  check_both_storages({4, 6, 1000, 64, 0, 0, 0, 0, 0.1f});  // partial last tile
+  check_both_storages({2, 4, 1024, 128, 0, 0, 0, 0, 0.1f});
+  check_both_storages({3, 2, 1000, 128});
+}
+
+TEST(AttentionFaCuda, BlocksOfALongerSequence) {
+  MT_REQUIRE_GPU();
+  const UseImpl fa(cuda::AttentionImpl::kFa);
+  for (int64_t d : {64, 128}) {
+    // Queries after all the keys: every key visible.
+    check_both_storages({1, 2, 64, d, 128, 256, 0, 512, 0.1f});
+    // Diagonal block, sk != s, offsets not multiples of the tiles.
+    check_both_storages({2, 2, 100, d, 150, 70, 30, 300, 0.1f});
+    // Keys later than the first queries: rows 0..19 see nothing (lse -inf, ctx 0).
+    check_both_storages({1, 2, 96, d, 96, 0, 20, 200, 0.1f});
+    // Every key after every query: all rows -inf, every gradient 0.
+    check_both_storages({1, 1, 40, d, 40, 0, 64, 128});
+  }
+}
+
+// Two identical calls give identical bits (no atomics, a fixed order).
+TEST(AttentionFaCuda, Deterministic) {
+  MT_REQUIRE_GPU();
+  const UseImpl fa(cuda::AttentionImpl::kFa);
+  const Case c{2, 12, 1000, 64, 0, 0, 0, 0, 0.1f};
+  const int64_t nq = c.b * c.a * c.s * c.d, rows = c.b * c.a * c.s;
+  const AttentionDims dm = dims_of(c);
+  const AttentionDropout drop = dropout_of(c);
+  OnGpu<uint16_t> gq(to_bf16(test::randn(nq, "attention_fa.cuda.det.q", 1.5f)));
+  OnGpu<uint16_t> gk(to_bf16(test::randn(nq, "attention_fa.cuda.det.k")));
+  OnGpu<uint16_t> gv(to_bf16(test::randn(nq, "attention_fa.cuda.det.v")));
+  OnGpu<float> gdctx(test::randn(nq, "attention_fa.cuda.det.dctx"));
+  OnGpu<float> gws(attention_workspace_floats(dm));
+  auto run = [&] {
+    OnGpu<float> ctx(nans(nq)), lse(nans(rows)), dq(nans(nq)), dk(nans(nq)), dv(nans(nq));
+    attention_forward(ctx.get(), lse.get(), view(gq), view(gk), view(gv), dm, drop, gws.get());
+    attention_backward(dq.get(), dk.get(), dv.get(), gdctx.get(), view(gq), view(gk), view(gv),
+                       nullptr, lse.get(), dm, drop, gws.get());
+    return std::vector<std::vector<float>>{ctx.host(), lse.host(), dq.host(), dk.host(),
+                                           dv.host()};
+  };
+  const auto first = run(), second = run();
+  const char* names[] = {"ctx", "lse", "dq", "dk", "dv"};
+  for (size_t i = 0; i < first.size(); ++i)
+    EXPECT_EQ(std::memcmp(first[i].data(), second[i].data(), first[i].size() * sizeof(float)), 0)
+        << names[i] << " differs between two identical calls";
+}
+
+// Milliseconds per call of fn (after two warm-up calls), timed over `iters`
+// calls between device synchronisations (the host clock's error is
+// microseconds against milliseconds of GPU work).
+template <class Fn>
+double ms_per_call(Fn&& fn, int iters = 20) {
+  fn();
+  fn();
+  device_synchronize();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) fn();
+  device_synchronize();
+  const auto t1 = std::chrono::steady_clock::now();
+  return std::chrono::duration<double, std::milli>(t1 - t0).count() / iters;
+}
+
+// GPT-2 small's attention (b=8, a=12, s=1024, d=64, bf16 storage): forward
+// and backward (own D, and with row_dsum given) ms and TFLOP/s of the fa and
+// the tc path. FLOPs as FlashAttention counts them: causal forward
+// 4·b·a·s²·d / 2, backward 2.5x.
+TEST(AttentionFaCuda, DISABLED_Throughput) {
+  MT_REQUIRE_GPU();
+  for (float p : {0.f, 0.1f}) {
+    const Case c{8, 12, 1024, 64, 0, 0, 0, 0, p};
+    const int64_t nq = c.b * c.a * c.s * c.d, rows = c.b * c.a * c.s;
+    const AttentionDims dm = dims_of(c);
+    const AttentionDropout drop = dropout_of(c);
+    OnGpu<uint16_t> gq(to_bf16(test::randn(nq, "attention_fa.cuda.bench.q")));
+    OnGpu<uint16_t> gk(to_bf16(test::randn(nq, "attention_fa.cuda.bench.k")));
+    OnGpu<uint16_t> gv(to_bf16(test::randn(nq, "attention_fa.cuda.bench.v")));
+    OnGpu<float> gdctx(test::randn(nq, "attention_fa.cuda.bench.dctx"));
+    OnGpu<float> gws(attention_workspace_floats(dm));
+    OnGpu<float> ctx(nq), lse(rows), dq(nq), dk(nq), dv(nq), dsum(rows);
+    const double fwd_flop = 4.0 * double(c.b * c.a) * double(c.s) * double(c.s) * c.d / 2;
+    for (cuda::AttentionImpl impl : {cuda::AttentionImpl::kFa, cuda::AttentionImpl::kTc}) {
+      const UseImpl use(impl);
+      const double fwd_ms = ms_per_call([&] {
+        attention_forward(ctx.get(), lse.get(), view(gq), view(gk), view(gv), dm, drop,
+                          gws.get());
+      });
+      const double bwd_ms = ms_per_call([&] {
+        attention_backward(dq.get(), dk.get(), dv.get(), gdctx.get(), view(gq), view(gk),
+                           view(gv), nullptr, lse.get(), dm, drop, gws.get());
+      });
+      attention_row_dsum(dsum.get(), gdctx.get(), ctx.get(), rows, c.d);
+      const double bwd_d_ms = ms_per_call([&] {
+        attention_backward(dq.get(), dk.get(), dv.get(), gdctx.get(), view(gq), view(gk),
+                           view(gv), nullptr, lse.get(), dm, drop, gws.get(), dsum.get());
+      });
+      std::printf("attention %s p=%.1f (b=8 a=12 s=1024 d=64 bf16): forward %.3f ms %.1f TFLOP/s, "
+                  "backward %.3f ms %.1f TFLOP/s, backward with row_dsum %.3f ms %.1f TFLOP/s\n",
+                  impl == cuda::AttentionImpl::kFa ? "fa" : "tc", double(p), fwd_ms,
+                  fwd_flop / (fwd_ms * 1e9), bwd_ms, 2.5 * fwd_flop / (bwd_ms * 1e9), bwd_d_ms,
+                  2.5 * fwd_flop / (bwd_d_ms * 1e9));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mt
