@@ -5,12 +5,15 @@
 
 #include "core/error.h"
 #include "train/checkpoint_tokenizer.h"
+#include "train/host_memory.h"
 
 namespace mt {
 
-DecodingModel load_for_decoding(const std::string& load, const ParallelState& ps,
+DecodingModel open_for_decoding(const std::string& load, const ParallelState& ps,
                                 const char* who) {
   DecodingModel m;
+  m.load = load;
+  m.who = who;
   const int tp = ps.tp_size;
   const nlohmann::json meta = read_checkpoint_meta(load);
   const nlohmann::json& args = meta.at("args");
@@ -28,15 +31,29 @@ DecodingModel load_for_decoding(const std::string& load, const ParallelState& ps
                                 checkpoint_iteration_dir(load, meta.at("iteration").get<int64_t>()));
   m.reg = std::make_unique<ParamRegistry>(
       m.cfg, StageLayout{ps.tp_rank, ps.tp_size, 0, m.cfg.num_layers, true, true});
+  return m;
+}
+
+void load_decoder(DecodingModel& m, const ParallelState& ps, int64_t positions,
+                  const std::string& levers, bool skip) {
+  MT_CHECK(positions >= 1 && positions <= m.context(), m.who, ": a key/value cache of ", positions,
+           " positions; it holds 1 to ", m.context(), " (internal error)");
+  const double weights = double(m.reg->total_floats()) * sizeof(float);
+  const double cache = GptDecoder::planned_bytes(*m.reg, positions);
+  const std::string host = check_host_memory(weights + cache, ps, skip, m.who, levers.c_str());
+  if (ps.world_rank == 0)
+    std::fprintf(stderr, "%s: key/value cache of %lld positions (the model's context: %lld), "
+                 "%.2f MB per rank, weights %.2f MB; %s\n", m.who,
+                 static_cast<long long>(positions), static_cast<long long>(m.context()),
+                 cache / 1e6, weights / 1e6, host.c_str());
   m.params = HostBuffer(size_t(m.reg->total_floats()) * sizeof(float));
   float* p = reinterpret_cast<float*>(m.params.data());
-  m.state = load_checkpoint(load, *m.reg, p, nullptr, ps);
+  m.state = load_checkpoint(m.load, *m.reg, p, nullptr, ps);
   if (ps.world_rank == 0)
-    std::fprintf(stderr, "%s: %s, iteration %lld, %s, %s\n", who, load.c_str(),
+    std::fprintf(stderr, "%s: %s, iteration %lld, %s, %s\n", m.who, m.load.c_str(),
                  static_cast<long long>(m.state.iteration), m.cfg.summary().c_str(),
                  ps.layout().c_str());
-  m.dec = std::make_unique<GptDecoder>(*m.reg, p, TensorParallel{&ps.tp_comm, false});
-  return m;
+  m.dec = std::make_unique<GptDecoder>(*m.reg, p, TensorParallel{&ps.tp_comm, false}, positions);
 }
 
 double log_prob(const float* logits, int64_t vocab_size, int32_t token) {

@@ -2,6 +2,11 @@
 // its model configuration at a TP size, its own tokenizer, this rank's weight
 // shards and a KV-cache decoder over them. Every rank of the TP group loads
 // its shards; the decoder all-gathers the logits, so each rank has them all.
+//
+// Two steps, because the request sizes the cache: open_for_decoding reads the
+// configuration and tokenizer (the caller tokenizes its text and counts the
+// positions it needs), load_decoder checks weights + cache against the host's
+// memory and only then allocates and loads.
 #pragma once
 #include <memory>
 #include <string>
@@ -16,18 +21,29 @@
 namespace mt {
 
 struct DecodingModel {
+  std::string load;                  // the checkpoint directory
+  const char* who = "";              // "generate", "score": prefixes its messages
   ModelConfig cfg;                   // vocab_size: the real vocabulary
   std::unique_ptr<Tokenizer> tok;    // the checkpoint's
   std::unique_ptr<ParamRegistry> reg;
-  HostBuffer params;
+  HostBuffer params;                 // empty until load_decoder
   RunState state;                    // iteration loaded
-  std::unique_ptr<GptDecoder> dec;
+  std::unique_ptr<GptDecoder> dec;   // null until load_decoder
+  int64_t context() const { return cfg.max_position_embeddings; }
 };
 
-// Loads `load` (a --save directory) for `who` ("generate", "score"), checking
-// that ps's TP size divides the model and that the tokenizer is a text one.
-DecodingModel load_for_decoding(const std::string& load, const ParallelState& ps,
+// Reads `load` (a --save directory) for `who`: its configuration, checking
+// that ps's TP size divides the model and that the tokenizer is a text one,
+// and its tokenizer. No weights yet.
+DecodingModel open_for_decoding(const std::string& load, const ParallelState& ps,
                                 const char* who);
+
+// Collective: checks that this rank's weights and a KV cache of `positions`
+// (1..context) fit the host's available memory (train/host_memory.h; every
+// rank of a host summed), naming `levers` as the fix unless `skip`; then loads
+// the weights and builds the decoder. Rank 0 says the cache's size on stderr.
+void load_decoder(DecodingModel& m, const ParallelState& ps, int64_t positions,
+                  const std::string& levers, bool skip);
 
 // Natural-log probability of `token` under softmax(logits) over the real
 // vocabulary (no padding rows), at temperature 1, in double.

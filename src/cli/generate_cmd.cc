@@ -25,7 +25,14 @@ struct GenerateArgs {
   uint64_t seed = 1234;
   int tp = 1;
   std::string output_json;  // --output-json: ids and log-probabilities
+  bool skip_memory_check = false;
 };
+
+// Positions of the key/value cache: the prompt (already cut to the context)
+// and the new tokens, at most the model's context (past it the window slides).
+int64_t cache_positions(int64_t prompt_tokens, int64_t max_new_tokens, int64_t context) {
+  return max_new_tokens >= context - prompt_tokens ? context : prompt_tokens + max_new_tokens;
+}
 
 void check_generate_args(const GenerateArgs& a) {
   const SamplingConfig& c = a.sampling;
@@ -56,13 +63,18 @@ Command add_generate_command(CLI::App& app) {
   app.add_option("--tensor-model-parallel-size", a->tp,
                  "TP size to decode with (launch that many ranks with mpirun); the checkpoint "
                  "is re-sharded if it was saved with another");
+  app.add_flag("--skip-memory-check", a->skip_memory_check,
+               "allocate even if weights and key/value cache exceed the host's available memory");
   app.footer(
       "Context window: the model sees at most --seq-length tokens (its context, recorded in\n"
       "  the checkpoint). A longer prompt is cut to its last tokens that fit. When prompt and\n"
       "  generated text fill the context, it restarts on its last half: the key/value cache is\n"
       "  rebuilt from the last seq-length/2 tokens and generation goes on, so each token then\n"
       "  conditions on the last seq-length/2 to seq-length tokens, not on all before it.\n"
-      "  Both are said once on stderr; --output-json marks them (prompt_truncated, context_slid).");
+      "  Both are said once on stderr; --output-json marks them (prompt_truncated, context_slid).\n"
+      "Memory: the key/value cache holds the prompt's tokens + --max-new-tokens, at most the\n"
+      "  context; its size is said on stderr, and a request that does not fit the host's\n"
+      "  available memory is refused before anything is allocated.");
   make_integer_options_strict(app);
   return [a]() {
     check_generate_args(*a);
@@ -84,19 +96,14 @@ Command add_generate_command(CLI::App& app) {
                           {"--seed", std::to_string(a->seed)}},
                          ps.world_comm);
     const bool rank0 = ps.world_rank == 0;
-    DecodingModel model = load_for_decoding(a->load, ps, "generate");
+    DecodingModel model = open_for_decoding(a->load, ps, "generate");
     const ModelConfig& cfg = model.cfg;
     const Tokenizer* tok = model.tok.get();
-    GptDecoder& dec = *model.dec;
     std::vector<int32_t> context = tok->tokenize(a->prompt);
     MT_CHECK(!context.empty(), "--prompt is empty; give at least one character");
-    const RngStream rng = RngStream::make(a->seed, "generate");
-    std::vector<float> scratch;
-    FILE* out = rank0 ? stdout : nullptr;  // every rank decodes; rank 0 prints
-    if (out) std::fputs(a->prompt.c_str(), out);
     // A prompt longer than the context: condition on its end, which is what
     // the continuation follows (its beginning would be forgotten anyway).
-    const size_t capacity = size_t(dec.capacity());
+    const size_t capacity = size_t(model.context());
     const bool truncated = context.size() > capacity;
     if (truncated) {
       if (rank0)
@@ -104,6 +111,19 @@ Command add_generate_command(CLI::App& app) {
                      "of %zu; conditioning on its last %zu\n", context.size(), capacity, capacity);
       context.erase(context.begin(), context.end() - std::ptrdiff_t(capacity));
     }
+    const int64_t positions =
+        cache_positions(int64_t(context.size()), a->max_new_tokens, model.context());
+    load_decoder(model, ps, positions,
+                 "lower --max-new-tokens (" + std::to_string(a->max_new_tokens) + ") or shorten "
+                 "--prompt (" + std::to_string(context.size()) + " tokens): the key/value cache "
+                 "holds both, " + std::to_string(positions) + " positions; or pass "
+                 "--skip-memory-check to try anyway",
+                 a->skip_memory_check);
+    GptDecoder& dec = *model.dec;
+    const RngStream rng = RngStream::make(a->seed, "generate");
+    std::vector<float> scratch;
+    FILE* out = rank0 ? stdout : nullptr;  // every rank decodes; rank 0 prints
+    if (out) std::fputs(a->prompt.c_str(), out);
     const float* logits = nullptr;
     for (int32_t t : context) logits = dec.step(t);
     StreamingDetokenizer stream(*tok);
@@ -121,8 +141,8 @@ Command add_generate_command(CLI::App& app) {
         std::fflush(out);
       }
       context.push_back(next);
-      if (dec.position() == dec.capacity()) {  // slide: keep the last half, re-encode it
-        const size_t keep = size_t(dec.capacity() / 2);
+      if (dec.position() == dec.context()) {  // slide: keep the last half, re-encode it
+        const size_t keep = size_t(dec.context() / 2);
         if (rank0 && !slid) {  // once: every later slide is the same
           std::fflush(stdout);  // on a terminal, after the text so far, on a line of its own
           std::fprintf(stderr, "%sgenerate: the context of %zu tokens is full; it restarts on "

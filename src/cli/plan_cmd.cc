@@ -50,8 +50,14 @@ int run_plan(const PlanArgs& a) {
   MT_CHECK(!a.device.empty(), "--device is required (a100-80gb, h100-80gb, cpu-here or FILE.json)");
   MT_CHECK(a.global_batch_size > 0, "--global-batch-size ", a.global_batch_size,
            " must be > 0 (it is required: plan sizes the micro-batches from it)");
-  MT_CHECK(a.num_nodes > 0 && a.devices_per_node > 0, "--num-nodes ", a.num_nodes,
-           " and --devices-per-node ", a.devices_per_node, " must be > 0");
+  const int64_t world = plan_world_size(a.num_nodes, a.devices_per_node);  // <= kMaxPlanRanks
+  // A pin above the limit is above the cluster too; refused here, so that
+  // TP x CP x PP cannot overflow in the enumeration.
+  for (const auto& [flag, pin] : {std::pair{"--tensor-model-parallel-size", a.tp},
+                                  {"--pipeline-model-parallel-size", a.pp},
+                                  {"--context-parallel-size", a.cp}})
+    MT_CHECK(pin <= kMaxPlanRanks, flag, " ", pin, " is more than the cluster's ", world,
+             " ranks (and plan's limit of ", kMaxPlanRanks, "); fix: pin at most ", world);
   MT_CHECK(a.model.vocab_size > 0, "--vocab-size ", a.model.vocab_size,
            " must be > 0 (the true vocabulary; plan pads it by Megatron's rule)");
   MT_CHECK(a.cp >= 0, "--context-parallel-size ", a.cp, " must be >= 1");
@@ -66,7 +72,7 @@ int run_plan(const PlanArgs& a) {
   pb.model = a.model;
   pb.model.check_flag_ranges();
   pb.global_batch_size = a.global_batch_size;
-  pb.world = c.world();
+  pb.world = world;
   PlanPins pins;
   if (a.tp > 0) pins.tp = a.tp;
   if (a.pp > 0) pins.pp = a.pp;

@@ -8,6 +8,9 @@
 // model never sees past its context). A token's log-probability is over the
 // real vocabulary (padding rows excluded, as after `convert` to Hugging
 // Face), in double.
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -18,6 +21,7 @@
 #include "cli/decoding_model.h"
 #include "cli/strict_numbers.h"
 #include "core/error.h"
+#include "core/file_kind.h"
 #include "data/preprocess_pipeline.h"
 #include "dist/mpi_env.h"
 #include "dist/parallel_state.h"
@@ -28,29 +32,45 @@ namespace {
 
 struct ScoreArgs {
   std::string load, input, json_key = "text", output_json;
-  bool append_eod = false, log_probs = false;
+  bool append_eod = false, log_probs = false, skip_memory_check = false;
   int tp = 1;
 };
 
-// The documents of a .txt or .jsonl file, in order.
-std::vector<std::string> read_documents(const ScoreArgs& a) {
-  std::ifstream in(a.input, std::ios::binary);
-  MT_CHECK(in.good(), "cannot open --input ", a.input, "; fix: give an existing .txt or .jsonl file");
+// Before anything is read or written: --output-json must not be --input
+// (atomic_write_text would replace the text with its scores), by name or by
+// another path to the same file (a link, "./", a hard link: same device and inode).
+void check_score_paths(const ScoreArgs& a) {
+  if (a.output_json.empty()) return;
+  struct stat in {}, out {};
+  const bool same = a.output_json == a.input ||
+                    (::stat(a.input.c_str(), &in) == 0 && ::stat(a.output_json.c_str(), &out) == 0 &&
+                     in.st_dev == out.st_dev && in.st_ino == out.st_ino);
+  MT_CHECK(!same, "--output-json ", a.output_json, " is the --input file ", a.input,
+           "; writing the scores would replace the text; fix: give another --output-json path");
+}
+
+bool is_jsonl(const std::string& path) {
+  return path.size() >= 6 && path.compare(path.size() - 6, 6, ".jsonl") == 0;
+}
+
+// The documents of a .txt or .jsonl stream, in order; *bytes: how many it read.
+std::vector<std::string> read_document_stream(const ScoreArgs& a, std::istream& in,
+                                              int64_t* bytes) {
   std::vector<std::string> docs;
-  const bool jsonl = a.input.size() >= 6 && a.input.compare(a.input.size() - 6, 6, ".jsonl") == 0;
-  if (!jsonl) {
+  *bytes = 0;
+  if (!is_jsonl(a.input)) {
     ParagraphSplitter split([&](const std::string& doc, int64_t) { docs.push_back(doc); });
     std::string buf(1 << 20, '\0');
-    int64_t offset = 0;
     while (in.read(buf.data(), std::streamsize(buf.size())) || in.gcount() > 0) {
-      split.feed(std::string_view(buf.data(), size_t(in.gcount())), offset);
-      offset += in.gcount();
+      split.feed(std::string_view(buf.data(), size_t(in.gcount())), *bytes);
+      *bytes += in.gcount();
     }
     split.finish();
     return docs;
   }
   std::string line;
   for (int64_t n = 1; std::getline(in, line); ++n) {
+    *bytes += int64_t(line.size()) + 1;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
     MT_CHECK(!j.is_discarded() && j.is_object() && j.contains(a.json_key) &&
@@ -62,24 +82,43 @@ std::vector<std::string> read_documents(const ScoreArgs& a) {
   return docs;
 }
 
+// The documents of --input, in order. A directory, an empty file or one of
+// blank lines only is an error naming it (not a total of 0 tokens, loss 0).
+std::vector<std::string> read_documents(const ScoreArgs& a) {
+  struct stat st {};
+  MT_CHECK(::stat(a.input.c_str(), &st) != 0 || !S_ISDIR(st.st_mode), "--input ", a.input,
+           " is ", file_kind(st.st_mode), "; fix: give a .txt or .jsonl file");
+  std::ifstream in(a.input, std::ios::binary);
+  MT_CHECK(in.good(), "cannot open --input ", a.input, "; fix: give an existing .txt or .jsonl file");
+  int64_t bytes = 0;
+  std::vector<std::string> docs = read_document_stream(a, in, &bytes);
+  MT_CHECK(!in.bad(), "cannot read --input ", a.input, "; fix: give a readable file");
+  // .txt: "\n\n \n\n\n" splits (as preprocess splits) into " " and "\n", blank lines all
+  const bool blank = std::all_of(docs.begin(), docs.end(), [](const std::string& d) {
+    return d.find_first_not_of(" \t\r\n") == std::string::npos;
+  });
+  MT_CHECK(!docs.empty() && (is_jsonl(a.input) || !blank), "--input ", a.input, bytes == 0 ? " is empty" : " has only blank lines",
+           ": no document to score; fix: give text (.txt: documents separated by blank lines; "
+           ".jsonl: one {\"", a.json_key, "\": \"...\"} object per line)");
+  return docs;
+}
+
 struct DocScore {
   int64_t predicted = 0;  // tokens whose probability was scored
   double sum_log_prob = 0;
-  std::vector<int32_t> ids;
   std::vector<double> log_probs;  // of ids[1..]
 };
 
-DocScore score_document(DecodingModel& m, const std::string& text, bool append_eod) {
+// Windows of the model's context, each starting from the previous one's last token.
+DocScore score_document(DecodingModel& m, const std::vector<int32_t>& ids) {
   DocScore s;
-  s.ids = m.tok->tokenize(text);
-  if (append_eod && m.tok->eod() >= 0) s.ids.push_back(m.tok->eod());
-  const int64_t n = int64_t(s.ids.size()), window = m.dec->capacity();
+  const int64_t n = int64_t(ids.size()), window = m.context();
   for (int64_t start = 0; start + 1 < n; start += window) {
     m.dec->reset();
     const int64_t end = std::min(n - 1, start + window);  // predicts ids[start+1 .. end]
     for (int64_t i = start; i < end; ++i) {
-      const float* logits = m.dec->step(s.ids[size_t(i)]);
-      const double lp = log_prob(logits, m.cfg.vocab_size, s.ids[size_t(i + 1)]);
+      const float* logits = m.dec->step(ids[size_t(i)]);
+      const double lp = log_prob(logits, m.cfg.vocab_size, ids[size_t(i + 1)]);
       s.log_probs.push_back(lp);
       s.sum_log_prob += lp;
       ++s.predicted;
@@ -105,16 +144,23 @@ Command add_score_command(CLI::App& app) {
                "also write each document's token ids and every predicted token's log-probability");
   app.add_option("--tensor-model-parallel-size", a->tp,
                  "TP size to score with (launch that many ranks with mpirun)");
+  app.add_flag("--skip-memory-check", a->skip_memory_check,
+               "allocate even if weights and key/value cache exceed the host's available memory");
   app.footer(
       "Output: one JSON line per document, {\"document\", \"tokens\" (predicted), \"loss\" (mean\n"
       "  negative log-likelihood, nats), \"ppl\", \"sum_log_prob\"[, \"ids\", \"log_probs\"]}, then\n"
       "  {\"total\": {\"documents\", \"tokens\", \"loss\", \"ppl\"}} over all predicted tokens.\n"
-      "  A document longer than the model's context is scored in windows of --seq-length\n"
-      "  predictions, each starting from the previous window's last token (as Megatron's\n"
-      "  samples overlap by one token); a document of fewer than 2 tokens has none to score.");
+      "  A document longer than the model's context (--max-position-embeddings, by default\n"
+      "  --seq-length) is scored in windows of that many predictions, each starting from the\n"
+      "  previous window's last token (as Megatron's samples overlap by one token); a document\n"
+      "  of fewer than 2 tokens has none to score. The key/value cache holds the longest\n"
+      "  window; its size is said on stderr, and one that does not fit the host's available\n"
+      "  memory is refused before anything is allocated. An --input that is a directory, empty\n"
+      "  or only blank lines is an error, and so is an --output-json that is the --input.");
   make_integer_options_strict(app);
   return [a]() {
     MT_CHECK(a->tp >= 1, "--tensor-model-parallel-size ", a->tp, " must be >= 1");
+    check_score_paths(*a);
     MpiEnv mpi;
     MT_CHECK(mpi.world_size() == a->tp, "score with --tensor-model-parallel-size ", a->tp,
              " needs exactly that many ranks; got world size ", mpi.world_size(),
@@ -130,12 +176,28 @@ Command add_score_command(CLI::App& app) {
                          ps.world_comm);
     const bool rank0 = ps.world_rank == 0;
     const std::vector<std::string> docs = read_documents(*a);
-    DecodingModel model = load_for_decoding(a->load, ps, "score");
+    DecodingModel model = open_for_decoding(a->load, ps, "score");
+    std::vector<std::vector<int32_t>> ids(docs.size());
+    size_t longest = 0;  // the document of most tokens
+    for (size_t d = 0; d < docs.size(); ++d) {
+      ids[d] = model.tok->tokenize(docs[d]);
+      if (a->append_eod && model.tok->eod() >= 0) ids[d].push_back(model.tok->eod());
+      if (ids[d].size() > ids[longest].size()) longest = d;
+    }
+    // The cache holds the longest window: its predictions, at most the context.
+    const int64_t n_longest = int64_t(ids[longest].size());
+    const int64_t positions = std::clamp<int64_t>(n_longest - 1, 1, model.context());
+    load_decoder(model, ps, positions,
+                 "shorten the longest document (document " + std::to_string(longest) + ", " +
+                     std::to_string(n_longest) + " tokens: the key/value cache holds " +
+                     std::to_string(positions) + " positions), or pass --skip-memory-check to "
+                     "try anyway",
+                 a->skip_memory_check);
     std::string out;
     int64_t total_tokens = 0;
     double total_log_prob = 0;
     for (size_t d = 0; d < docs.size(); ++d) {
-      const DocScore s = score_document(model, docs[d], a->append_eod);
+      const DocScore s = score_document(model, ids[d]);
       total_tokens += s.predicted;
       total_log_prob += s.sum_log_prob;
       nlohmann::json j = {{"document", d}, {"tokens", s.predicted},
@@ -145,7 +207,7 @@ Command add_score_command(CLI::App& app) {
         j["ppl"] = std::exp(-s.sum_log_prob / double(s.predicted));
       }
       if (a->log_probs) {
-        j["ids"] = s.ids;
+        j["ids"] = ids[d];
         j["log_probs"] = s.log_probs;
       }
       out += j.dump() + "\n";
@@ -161,10 +223,14 @@ Command add_score_command(CLI::App& app) {
       std::fputs(out.c_str(), stdout);
     else
       atomic_write_text(a->output_json, out);
-    std::fprintf(stderr, "score: %zu documents, %lld tokens scored, loss %.6f, ppl %.4f\n",
-                 docs.size(), static_cast<long long>(total_tokens),
-                 total_tokens > 0 ? -total_log_prob / double(total_tokens) : 0.0,
-                 total_tokens > 0 ? std::exp(-total_log_prob / double(total_tokens)) : 0.0);
+    if (total_tokens == 0)  // not a loss of 0: there was nothing to predict
+      std::fprintf(stderr, "score: %zu documents, no token scored (each has fewer than 2 "
+                   "tokens)\n", docs.size());
+    else
+      std::fprintf(stderr, "score: %zu documents, %lld tokens scored, loss %.6f, ppl %.4f\n",
+                   docs.size(), static_cast<long long>(total_tokens),
+                   -total_log_prob / double(total_tokens),
+                   std::exp(-total_log_prob / double(total_tokens)));
     return 0;
   };
 }

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/atomic_file.h"
+#include "checkpoint/dir_lock.h"
 #include "convert/convert.h"
 #include "convert/hf_config.h"
 #include "convert/hf_folder.h"
@@ -118,10 +119,14 @@ void check_hf_tensors(const HfWeightsReader& src, const std::vector<HfParamMap>&
   }
 }
 
-// Refuses a --save-dir that holds checkpoints (unless --overwrite-checkpoints),
-// creates it and removes a conversion that a crash interrupted.
-void prepare_save_dir(const ConvertOptions& o, const std::string& tmp) {
+// Creates --save-dir and locks it for the conversion (checkpoint/dir_lock.h:
+// one writer per folder, shared with train's --save; the caller holds the
+// result), refuses it if it holds checkpoints (unless --overwrite-checkpoints)
+// and removes a conversion that a crash interrupted.
+DirLock prepare_save_dir(const ConvertOptions& o, const std::string& tmp) {
   std::error_code ec;
+  check_writable_dir(o.save_dir, "convert");  // creates it
+  DirLock lock = lock_dir_or_fail(o.save_dir, "--save-dir");
   const std::vector<int64_t> held = saved_iterations(o.save_dir);
   const bool tracker = fs::exists(o.save_dir + "/" + kTrackerFile, ec);
   const bool release = fs::exists(iteration_dir(o.save_dir, kReleaseIteration), ec);
@@ -134,10 +139,10 @@ void prepare_save_dir(const ConvertOptions& o, const std::string& tmp) {
             "release checkpoint would replace what its tracker names; fix: choose a new "
             "--save-dir, or pass --overwrite-checkpoints to write it there anyway");
   }
-  check_writable_dir(o.save_dir, "convert");
   fs::remove_all(tmp, ec);
   fs::create_directories(tmp, ec);
   MT_CHECK(!ec, "cannot create ", tmp, ": ", ec.message());
+  return lock;
 }
 
 }  // namespace
@@ -200,7 +205,7 @@ void convert_hf_to_megatron(const ConvertOptions& o) {
   }
 
   const std::string tmp = iteration_dir(o.save_dir, kReleaseIteration) + ".tmp";
-  prepare_save_dir(o, tmp);
+  const DirLock lock = prepare_save_dir(o, tmp);  // held until the tracker is written
   log_line(true, "convert: %s %s -> megatron.cpp TP%d PP%d: %s\n", hf_family_name(fam),
            o.load_dir.c_str(), TP, PP, cfg.summary().c_str());
 

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/atomic_file.h"
+#include "checkpoint/dir_lock.h"
 #include "convert/convert.h"
 #include "convert/hf_config.h"
 #include "convert/hf_folder.h"
@@ -29,24 +30,28 @@ bool is_weight_file(const std::string& f) {
           f.compare(f.size() - 12, 12, ".safetensors") == 0);
 }
 
-// Refuses a --save-dir holding a model (unless --overwrite-checkpoints, which
-// removes its weight files first, so no stale shard survives).
-void prepare_hf_dir(const ConvertOptions& o) {
+// Creates --save-dir and locks it for the conversion (checkpoint/dir_lock.h:
+// one writer per folder; the caller holds the result), then refuses a folder
+// holding a model (unless --overwrite-checkpoints, which removes its weight
+// files first, so no stale shard survives).
+DirLock prepare_hf_dir(const ConvertOptions& o) {
   std::error_code ec;
   fs::create_directories(o.save_dir, ec);
   MT_CHECK(!ec && fs::is_directory(o.save_dir, ec), "cannot create --save-dir ", o.save_dir, ": ",
            ec ? ec.message() : "exists and is not a directory");
+  DirLock lock = lock_dir_or_fail(o.save_dir, "--save-dir");
   std::vector<fs::path> held;
   for (const fs::directory_entry& e : fs::directory_iterator(o.save_dir, ec)) {
     const std::string f = e.path().filename().string();
     if (f == "config.json" || is_weight_file(f)) held.push_back(e.path());
   }
-  if (held.empty()) return;
+  if (held.empty()) return lock;
   MT_CHECK(o.overwrite, "--save-dir ", o.save_dir, " already holds a model (",
            held.front().filename().string(), (held.size() > 1 ? ", ..." : ""),
            "); fix: choose a new --save-dir, or pass --overwrite-checkpoints to replace it");
   for (const fs::path& p : held)
     if (is_weight_file(p.filename().string())) fs::remove(p, ec);
+  return lock;
 }
 
 // The checkpoint's tokenizer files (checked against their recorded hashes)
@@ -98,7 +103,7 @@ void convert_megatron_to_hf(const ConvertOptions& o) {
       order.push_back(t);
       params += t.numel();
     }
-  prepare_hf_dir(o);
+  const DirLock lock = prepare_hf_dir(o);  // held until the folder is complete
   log_line(true, "convert: %s (iteration %lld, TP%d PP%d) -> %s %s: %s\n", o.load_dir.c_str(),
            static_cast<long long>(it), tp, pp, hf_family_name(fam), o.save_dir.c_str(),
            cfg.summary().c_str());

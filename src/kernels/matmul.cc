@@ -37,6 +37,7 @@
 #include <omp.h>
 
 #include <map>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -523,47 +524,99 @@ double measure_matmul_peak_flops_on(Device device, MathMode math) {
                                  : measure_matmul_peak_flops(2048, math);
 }
 
+std::vector<PeakShape> matmul_peak_shapes(int64_t size, PeakShape model_linear) {
+  std::vector<PeakShape> shapes = {{size, size, size}, {2 * size, size, size / 2}};
+  if (model_linear.m > 0 && model_linear.n > 0 && model_linear.k > 0) {
+    const int64_t rows = size * size / model_linear.n * size / model_linear.k;  // size³ / (n k)
+    model_linear.m = std::min(model_linear.m, std::max<int64_t>(64, rows / 64 * 64));
+    shapes.push_back(model_linear);
+  }
+  return shapes;
+}
+
+std::string PeakMeasurement::describe() const {
+  std::string s;
+  char buf[96];
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    std::snprintf(buf, sizeof buf, "%s%lldx%lldx%lld %.1f", i ? ", " : "",
+                  static_cast<long long>(shapes[i].m), static_cast<long long>(shapes[i].n),
+                  static_cast<long long>(shapes[i].k), shape_flops[i] / 1e9);
+    s += buf;
+  }
+  std::snprintf(buf, sizeof buf, " GFLOP/s, best of %d rounds in %.2f s", rounds, seconds);
+  return s + buf;
+}
+
 // The GPU's rate is cuda::measure_matmul_peak_flops (kernels/cuda/matmul.h).
+PeakMeasurement measure_matmul_peak(const std::vector<PeakShape>& shapes, MathMode math,
+                                    double budget_seconds) {
+  MT_CHECK(!shapes.empty(), "measure_matmul_peak: no shapes (internal error)");
+  for (const PeakShape& p : shapes)
+    MT_CHECK(p.m > 0 && p.n > 0 && p.k > 0, "measure_matmul_peak: shape ", p.m, "x", p.n, "x",
+             p.k, " has a size <= 0 (internal error)");
+  const bool bf16 = math == MathMode::kBF16;
+  struct Operands {
+    std::vector<float> a, b, c;
+    std::vector<uint16_t> a16, b16;
+    MatmulShape s;
+  };
+  std::vector<Operands> ops(shapes.size());
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    Operands& o = ops[i];
+    const PeakShape& p = shapes[i];
+    o.a.resize(size_t(p.m * p.k));
+    o.b.resize(size_t(p.k * p.n));
+    o.c.resize(size_t(p.m * p.n));
+    for (size_t j = 0; j < o.a.size(); ++j) o.a[j] = float(j % 13) * 0.01f;
+    for (size_t j = 0; j < o.b.size(); ++j) o.b[j] = float(j % 7) * 0.02f;
+    o.s.m = p.m, o.s.n = p.n, o.s.k = p.k;
+    o.s.math = math;
+    // In bf16 both operands are stored in bf16, so no conversion is timed:
+    // the rate of the GEMM itself, the highest the library reaches here.
+    if (bf16) {
+      o.a16.resize(o.a.size());
+      o.b16.resize(o.b.size());
+      f32_to_bf16(o.a16.data(), o.a.data(), int64_t(o.a.size()));
+      f32_to_bf16(o.b16.data(), o.b.data(), int64_t(o.b.size()));
+    }
+  }
+  // In bf16 oneDNN and the VDPBF16PS kernel (gemm_bf16.h) in turn; without
+  // native bf16 both would be oneDNN's fp32 product, so it runs once.
+  const int kernels = bf16 && matmul_bf16_native() ? 2 : 1;
+  PeakMeasurement r;
+  r.shapes = shapes;
+  r.shape_flops.assign(shapes.size(), 0.0);
+  const auto start = std::chrono::steady_clock::now();
+  auto since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
+  // A peak, not a typical rate: each shape's best run. The first round
+  // includes creating the primitives, so there are at least 2.
+  double last_round = 0;
+  while (r.rounds < 2 || (r.rounds < 100 && since(start) + last_round <= budget_seconds)) {
+    const auto round_start = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      Operands& o = ops[i];
+      const double flop = 2.0 * double(o.s.m) * double(o.s.n) * double(o.s.k);
+      for (int kernel = 0; kernel < kernels; ++kernel) {
+        const auto t0 = std::chrono::steady_clock::now();
+        matmul_impl(o.c.data(), o.a.data(), o.b.data(), nullptr, o.s,
+                    bf16 ? o.b16.data() : nullptr, bf16 ? o.a16.data() : nullptr, kernel == 1);
+        r.shape_flops[i] = std::max(r.shape_flops[i], flop / since(t0));
+      }
+    }
+    last_round = since(round_start);
+    ++r.rounds;
+  }
+  r.seconds = since(start);
+  r.flops = *std::max_element(r.shape_flops.begin(), r.shape_flops.end());
+  return r;
+}
+
 double measure_matmul_peak_flops(int64_t size, MathMode math) {
   MT_CHECK(size >= 64, "measure_matmul_peak_flops: size ", size,
            " is too small to measure a peak; fix: use >= 64 (default 2048)");
-  const size_t nel = size_t(size * size);
-  std::vector<float> a(nel), b(nel), c(nel);
-  for (size_t i = 0; i < nel; ++i) {
-    a[i] = float(i % 13) * 0.01f;
-    b[i] = float(i % 7) * 0.02f;
-  }
-  MatmulShape s;
-  s.m = s.n = s.k = size;
-  s.math = math;
-  // In bf16 both operands are stored in bf16, so no conversion is timed: the
-  // rate of the GEMM itself, the highest the library reaches here.
-  const bool bf16 = math == MathMode::kBF16;
-  std::vector<uint16_t> a16(bf16 ? nel : 0), b16(bf16 ? nel : 0);
-  if (bf16) {
-    f32_to_bf16(a16.data(), a.data(), int64_t(nel));
-    f32_to_bf16(b16.data(), b.data(), int64_t(nel));
-  }
-  const uint16_t* a_bf16 = bf16 ? a16.data() : nullptr;
-  const uint16_t* b_bf16 = bf16 ? b16.data() : nullptr;
-  const double flop = 2.0 * double(size) * double(size) * double(size);
-  // Best of at least 5 runs and ~0.25 s: a peak, not a typical rate. In bf16
-  // the higher of oneDNN's and the VDPBF16PS kernel's (gemm_bf16.h).
-  double best = 0;
-  for (int pass = 0; pass < (bf16 ? 2 : 1); ++pass) {
-    const bool own = pass == 1;
-    matmul_impl(c.data(), a.data(), b.data(), nullptr, s, b_bf16, a_bf16, own);  // warm-up
-    double total = 0;
-    for (int rep = 0; rep < 5 || (total < 0.25 && rep < 100); ++rep) {
-      const auto t0 = std::chrono::steady_clock::now();
-      matmul_impl(c.data(), a.data(), b.data(), nullptr, s, b_bf16, a_bf16, own);
-      const double sec =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      best = std::max(best, flop / sec);
-      total += sec;
-    }
-  }
-  return best;
+  return measure_matmul_peak(matmul_peak_shapes(size), math).flops;
 }
 
 }  // namespace mt

@@ -7,6 +7,8 @@
 // bf16 operands, fp32 sums).
 #pragma once
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "backend/device.h"
 #include "kernels/precision.h"
@@ -61,11 +63,40 @@ void bias_backward(float* dbias, const float* dout, int64_t n, int64_t c);
 // x (n, c) += bias (c) on every row (fp32 or bf16 storage)
 void bias_add(float* x, ReadView bias, int64_t n, int64_t c);
 
-// Best FLOP/s of a size³ matmul in `math` on the current thread count over
-// at least 5 runs and ~0.25 s (the MFU denominator; in bf16 both operands are
-// stored in bf16, so no conversion is counted).
+// One product of the CPU's peak measurement: C (m, n) = A (m, k) · B (k, n).
+struct PeakShape {
+  int64_t m = 0, n = 0, k = 0;
+};
+
+// The CPU's matmul peak (the MFU denominator): each shape's best rate and the
+// best of all.
+struct PeakMeasurement {
+  double flops = 0;                 // the highest of shape_flops
+  std::vector<PeakShape> shapes;
+  std::vector<double> shape_flops;  // each shape's best FLOP/s (in bf16 over both kernels)
+  int rounds = 0;                   // runs of every shape (and kernel)
+  double seconds = 0;               // the measurement's wall time
+  // "2048x2048x2048 171.2, 4096x2048x1024 180.3 GFLOP/s, best of 3 rounds in 1.02 s"
+  std::string describe() const;
+};
+
+// The shapes of a peak of `size`: size³; a wide, shallower product of the
+// same FLOPs, (2·size) x size x (size/2) (4096x2048x1024 for 2048); and
+// `model_linear` when given (m > 0: the run's own typical linear layer, its
+// rows cut, to a multiple of 64, so that its FLOPs stay within size³'s).
+std::vector<PeakShape> matmul_peak_shapes(int64_t size, PeakShape model_linear = {});
+
+// Best FLOP/s of each shape in `math` on the current thread count (in bf16
+// both operands stored in bf16, so no conversion is counted, and the higher
+// of oneDNN's and the VDPBF16PS kernel's where the CPU has it). Round robin
+// over the shapes, so that a burst of other load on a shared machine hits
+// each alike: at least 2 rounds, then more while one more fits in
+// `budget_seconds` (at most 100). ~1 s on 2 cores for the 2048 shapes.
+PeakMeasurement measure_matmul_peak(const std::vector<PeakShape>& shapes, MathMode math,
+                                    double budget_seconds = 1.0);
+// measure_matmul_peak(matmul_peak_shapes(size), math).flops
 double measure_matmul_peak_flops(int64_t size = 2048, MathMode math = MathMode::kF32);
-// The MFU denominator of a run on `device`: the CPU's 2048^3 oneDNN rate
+// The MFU denominator of a run on `device`: the CPU's measure_matmul_peak_flops(2048)
 // above, or the GPU's best cuBLASLt rate of an 8192^3 product.
 double measure_matmul_peak_flops_on(Device device, MathMode math);
 

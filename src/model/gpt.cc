@@ -77,7 +77,7 @@ GptWeights bind_weights(const ParamRegistry& reg, ReadView base) {
 }
 
 GptShapes make_shapes(const ParamRegistry& reg, int64_t micro_batch, const TensorParallel& tp,
-                      int chunk, const ContextParallel& cp) {
+                      int chunk, const ContextParallel& cp, int64_t rope_positions) {
   const ModelConfig& c = reg.config();
   const StageLayout& st = reg.stage();
   const auto ranges = st.chunk_ranges();
@@ -118,7 +118,8 @@ GptShapes make_shapes(const ParamRegistry& reg, int64_t micro_batch, const Tenso
   sh.swiglu = c.swiglu;
   if (c.rope())
     sh.rope = std::make_shared<const RopeTable>(
-        make_rope_table(c.max_position_embeddings, sh.d, c.rotary_percent, c.rotary_base));
+        make_rope_table(rope_positions > 0 ? rope_positions : c.seq_length, sh.d,
+                        c.rotary_percent, c.rotary_base));
   sh.eps = c.layernorm_epsilon;
   sh.hidden_dropout = c.hidden_dropout;
   sh.attention_dropout = c.attention_dropout;

@@ -112,9 +112,13 @@ struct GptShapes {
   }
   int64_t local_tokens() const { return s_local * b; }
 };
+// `rope_positions`: the positions the RoPE table covers; 0 is --seq-length,
+// every position a forward over a sample sees (not max_position_embeddings,
+// which can be far larger: 16M positions of a converted model would be a GB
+// of table). The KV-cache decoder passes its cache's positions.
 GptShapes make_shapes(const ParamRegistry& reg, int64_t micro_batch,
                       const TensorParallel& tp = TensorParallel{}, int chunk = 0,
-                      const ContextParallel& cp = ContextParallel{});
+                      const ContextParallel& cp = ContextParallel{}, int64_t rope_positions = 0);
 
 // Megatron's --recompute-method over this chunk's layers: "uniform" makes
 // groups of `num_layers` consecutive layers, "block" recomputes the first

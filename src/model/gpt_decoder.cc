@@ -10,15 +10,27 @@
 
 namespace mt {
 
-GptDecoder::GptDecoder(const ParamRegistry& reg, const float* params, const TensorParallel& tp)
-    : sh_(make_shapes(reg, 1, TensorParallel{tp.tp, false})),
-      w_(bind_weights(reg, params)) {
+namespace {
+int64_t cache_positions(const ParamRegistry& reg, int64_t positions) {
+  const int64_t context = reg.config().max_position_embeddings;
+  MT_CHECK(positions >= 0 && positions <= context, "a decoder cache of ", positions,
+           " positions; it holds 1 to ", context, " (the model's context), 0 for all");
+  return positions == 0 ? context : positions;
+}
+}  // namespace
+
+GptDecoder::GptDecoder(const ParamRegistry& reg, const float* params, const TensorParallel& tp,
+                       int64_t positions)
+    : sh_(make_shapes(reg, 1, TensorParallel{tp.tp, false}, 0, ContextParallel{},
+                      cache_positions(reg, positions))),
+      w_(bind_weights(reg, params)),
+      capacity_(cache_positions(reg, positions)) {
   MT_CHECK(sh_.has_embedding && sh_.has_output,
            "the decoder needs every layer on each rank (no pipeline parallelism)");
   const int64_t h = sh_.h, hl = sh_.a * sh_.d, kvl = sh_.g * sh_.d, L = sh_.num_layers;
   auto carve = [&](Arena& a) {
-    k_cache_ = a.alloc_f32(L * sh_.max_pos * kvl);  // one key/value head per query group
-    v_cache_ = a.alloc_f32(L * sh_.max_pos * kvl);
+    k_cache_ = a.alloc_f32(L * capacity_ * kvl);  // one key/value head per query group
+    v_cache_ = a.alloc_f32(L * capacity_ * kvl);
     x_ = a.alloc_f32(h);
     ln_ = a.alloc_f32(h);
     mean_ = a.alloc_f32(1);
@@ -31,17 +43,39 @@ GptDecoder::GptDecoder(const ParamRegistry& reg, const float* params, const Tens
     act_ = a.alloc_f32(sh_.f);
     logits_local_ = a.alloc_f32(sh_.v);
     logits_ = a.alloc_f32(sh_.v * sh_.tp.size());
-    scores_ = a.alloc_f32(sh_.max_pos);
+    scores_ = a.alloc_f32(capacity_);
   };
   Arena plan;
   carve(plan);
+  carved_ = int64_t(plan.used());
   buf_ = HostBuffer(plan.used());
   Arena real(buf_.data(), buf_.size());
   carve(real);
 }
 
+double GptDecoder::planned_bytes(const ParamRegistry& reg, int64_t positions) {
+  const ModelConfig& c = reg.config();
+  const double tp = double(reg.stage().tp_size), p = double(positions);
+  const double d = double(c.head_dim()), h = double(c.hidden_size);
+  const double hl = double(c.num_attention_heads) / tp * d, kvl = double(c.query_groups()) / tp * d;
+  const double f = double(c.ffn_hidden_size) / tp, f_in = c.swiglu ? 2 * f : f;
+  const double v = double(c.padded_vocab_size) / tp;
+  const double cache = 2 * double(c.num_layers) * p * kvl;  // keys and values
+  // x, ln, tmp; mean, rstd; qkv; q, ctx; fc; act; local and gathered logits; scores
+  const double scratch = 3 * h + 2 + (hl + 2 * kvl) + 2 * hl + f_in + f + v + v * tp + p;
+  const double rope =  // cos and sin: (positions, rot_dim / 2) each
+      c.rope() ? p * double(make_rope_table(1, c.head_dim(), c.rotary_percent, c.rotary_base).rot_dim)
+               : 0;
+  return 4 * (cache + scratch + rope);
+}
+
+int64_t GptDecoder::bytes() const {
+  const size_t rope = sh_.rope ? (sh_.rope->cos.size() + sh_.rope->sin.size()) * sizeof(float) : 0;
+  return carved_ + int64_t(rope);
+}
+
 const float* GptDecoder::step(int32_t token) {
-  MT_CHECK(pos_ < sh_.max_pos, "decoder context of ", sh_.max_pos, " positions is full");
+  MT_CHECK(pos_ < capacity_, "the decoder's cache of ", capacity_, " positions is full");
   MT_CHECK(token >= 0 && token < sh_.vocab_size, "token id ", token,
            " is outside the vocabulary of ", sh_.vocab_size);
   const int64_t h = sh_.h, d = sh_.d, a = sh_.a, g = sh_.g, hl = a * d, kvl = g * d;
@@ -53,8 +87,8 @@ const float* GptDecoder::step(int32_t token) {
   const float scale = 1.0f / std::sqrt(float(d));
   for (int64_t l = 0; l < sh_.num_layers; ++l) {
     const LayerWeights& lw = w_.layers[size_t(l)];
-    float* kc = k_cache_ + l * sh_.max_pos * kvl;
-    float* vc = v_cache_ + l * sh_.max_pos * kvl;
+    float* kc = k_cache_ + l * capacity_ * kvl;
+    float* vc = v_cache_ + l * capacity_ * kvl;
     norm_forward(sh_, ln_, mean_, rstd_, x_, lw.ln1_w, lw.ln1_b, 1);
     linear_forward(qkv_, ln_, lw.qkv_w, lw.qkv_b, 1, h, hl + 2 * kvl);  // column-parallel
     for (int64_t gi = 0; gi < g; ++gi) {  // qkv rows are (g_local, a/g + 2, d)

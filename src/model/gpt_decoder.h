@@ -4,6 +4,11 @@
 // group every rank holds its heads' cache and its weight shards, the
 // row-parallel outputs are all-reduced and the vocab-sharded logits
 // all-gathered, so every rank gets the full logits (PP = 1).
+//
+// The cache holds `positions` tokens, what the caller needs (a prompt and its
+// new tokens, the longest document scored), at most the model's context
+// (max_position_embeddings): sized by the context alone, a checkpoint of 16M
+// positions would take gigabytes for a one-line prompt.
 #pragma once
 #include <cstdint>
 
@@ -14,23 +19,34 @@ namespace mt {
 
 class GptDecoder {
  public:
+  // positions: 1..context(); 0 takes the whole context.
   GptDecoder(const ParamRegistry& reg, const float* params,
-             const TensorParallel& tp = TensorParallel{});
+             const TensorParallel& tp = TensorParallel{}, int64_t positions = 0);
+
+  // Bytes a decoder of `positions` allocates on a rank of `reg` (cache, RoPE
+  // table, one token's scratch), from the sizes alone (a closed form, not the
+  // carving: tests compare the two); in double, as absurd requests overflow int64.
+  static double planned_bytes(const ParamRegistry& reg, int64_t positions);
+  // What this one carved (the allocation rounds it up to pages) and its RoPE table.
+  int64_t bytes() const;
 
   // Feeds `token` at the next position; returns the logits (padded vocab) for
-  // the token after it. Throws if the context is full (see reset()).
+  // the token after it. Throws if the cache is full (see reset()).
   const float* step(int32_t token);
   void reset() { pos_ = 0; }
   int64_t position() const { return pos_; }
-  int64_t capacity() const { return sh_.max_pos; }
+  int64_t capacity() const { return capacity_; }  // positions of the cache
+  int64_t context() const { return sh_.max_pos; }  // the model's: max_position_embeddings
   int64_t vocab_size() const { return sh_.vocab_size; }
 
  private:
   GptShapes sh_;
   GptWeights w_;
+  int64_t capacity_ = 0;
+  int64_t carved_ = 0;  // bytes of buf_ the carving uses
   HostBuffer buf_;
-  float* k_cache_ = nullptr;  // (L, max_pos, g·d)  this rank's query groups
-  float* v_cache_ = nullptr;  // (L, max_pos, g·d)
+  float* k_cache_ = nullptr;  // (L, capacity, g·d)  this rank's query groups
+  float* v_cache_ = nullptr;  // (L, capacity, g·d)
   float *x_, *ln_, *mean_, *rstd_, *qkv_, *q_, *ctx_, *tmp_, *fc_, *act_, *scores_;
   float* logits_local_ = nullptr;  // (v/tp)
   float* logits_ = nullptr;        // (v)

@@ -60,14 +60,16 @@ int64_t available_host_memory_bytes() {
   return avail;
 }
 
-std::string check_host_memory(double predicted_bytes, const ParallelState& ps, bool skip) {
+std::string check_host_memory(double predicted_bytes, const ParallelState& ps, bool skip,
+                              const char* who, const char* levers) {
   char host[256] = {0};
   ::gethostname(host, sizeof host - 1);
   // Ranks of one host share its memory: gather (host hash, bytes) of every rank.
   const int n = ps.world_size;
   std::vector<int64_t> table(size_t(2 * n), 0);
   table[size_t(2 * ps.world_rank)] = int64_t(std::hash<std::string>{}(host) & 0x3fffffffffffffff);
-  table[size_t(2 * ps.world_rank + 1)] = int64_t(predicted_bytes);
+  // (an absurd request, e.g. 2^60 positions of cache, stays representable)
+  table[size_t(2 * ps.world_rank + 1)] = int64_t(std::min(predicted_bytes, 9e18));
   ps.world_comm.all_reduce_sum(table.data(), int64_t(table.size()));
   const int64_t mine = table[size_t(2 * ps.world_rank)];
   double host_total = 0;
@@ -83,12 +85,9 @@ std::string check_host_memory(double predicted_bytes, const ParallelState& ps, b
        << (ranks > 1 ? "s" : "") << " on " << host << ", available "
        << (avail < 0 ? std::string("unknown") : gb(double(avail)));
   if (!skip && avail >= 0)  // every rank of the host reports it, as a misfit
-    MT_CHECK(host_total <= double(avail), "the run needs ", gb(host_total), " (predicted: ",
+    MT_CHECK(host_total <= double(avail), who, " needs ", gb(host_total), " (predicted: ",
              gb(predicted_bytes), " per rank x ", ranks, " rank", ranks > 1 ? "s" : "", " on host ",
-             host, ") but only ", gb(double(avail)), " are available; fix: lower "
-             "--micro-batch-size, add --recompute-granularity full, --use-distributed-optimizer "
-             "or --bf16, spread the model over more ranks/hosts (TP/PP), or pass "
-             "--skip-memory-check to try anyway");
+             host, ") but only ", gb(double(avail)), " are available; fix: ", levers);
   return line.str();
 }
 

@@ -1,5 +1,6 @@
 #include "train/metrics.h"
 
+#include <cmath>
 #include <cstdio>
 
 namespace mt {
@@ -14,6 +15,24 @@ double flops_per_iteration(const ModelConfig& c, int64_t global_batch) {
   const double mlp = double(c.ffn_hidden_size) / h * (c.swiglu ? 1.5 : 1.0);
   const double logit = double(c.padded_vocab_size) / (2.0 * L * h);
   return 12.0 * double(global_batch) * s * L * h * h * (attention + mlp + logit);
+}
+
+double reported_mfu(double achieved, MfuPeak& peak, std::string* note) {
+  if (note) note->clear();
+  if (!(achieved > 0) || !std::isfinite(achieved)) return 0;
+  if (achieved > peak.flops) {
+    if (note && !peak.raised) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf,
+                    "peak raised to the achieved %.1f GFLOP/s per rank: the start-up measurement "
+                    "(%.1f GFLOP/s, ",
+                    achieved / 1e9, peak.measured / 1e9);
+      *note = buf + peak.source + ") was low; MFU from here is against the highest rate achieved";
+    }
+    peak.flops = achieved;
+    peak.raised = true;
+  }
+  return achieved / peak.flops;
 }
 
 std::string human_bytes(size_t bytes) {

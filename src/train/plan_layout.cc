@@ -3,11 +3,22 @@
 #include <algorithm>
 #include <map>
 
+#include "core/checked_math.h"
 #include "core/error.h"
 #include "model/params.h"
 #include "pipeline/schedules.h"
 
 namespace mt {
+
+int64_t plan_world_size(int64_t nodes, int64_t devices_per_node) {
+  MT_CHECK(nodes > 0 && devices_per_node > 0, "--num-nodes ", nodes, " and --devices-per-node ",
+           devices_per_node, " must be > 0");
+  const int64_t world = checked_mul(nodes, devices_per_node, "--num-nodes x --devices-per-node");
+  MT_CHECK(world <= kMaxPlanRanks, "--num-nodes ", nodes, " x --devices-per-node ",
+           devices_per_node, " = ", world, " ranks is more than plan's limit of ", kMaxPlanRanks,
+           " (2^20) ranks; fix: plan a cluster of at most ", kMaxPlanRanks, " ranks");
+  return world;
+}
 
 std::string PlanLayout::name() const {
   std::string s = "TP" + std::to_string(tp) + (cp > 1 ? " CP" + std::to_string(cp) : "") + " PP" +
@@ -66,11 +77,16 @@ void check_layout(const PlanProblem& pb, const PlanLayout& l) {
 
 namespace {
 
+// Ascending; O(sqrt(n)).
 std::vector<int64_t> divisors(int64_t n) {
-  std::vector<int64_t> d;
-  for (int64_t i = 1; i <= n; ++i)
-    if (n % i == 0) d.push_back(i);
-  return d;
+  std::vector<int64_t> low, high;
+  for (int64_t i = 1; i <= n / i; ++i)
+    if (n % i == 0) {
+      low.push_back(i);
+      if (i != n / i) high.push_back(n / i);
+    }
+  low.insert(low.end(), high.rbegin(), high.rend());
+  return low;
 }
 
 template <class T>
@@ -98,7 +114,7 @@ std::vector<PlanLayout> enumerate_layouts(const PlanProblem& pb, const PlanPins&
       std::vector<int64_t> vps = {1};
       if (pins.layers_per_virtual_stage) {
         const int64_t k = *pins.layers_per_virtual_stage;
-        vps = {k > 0 && L % (pp * k) == 0 ? L / (pp * k) : 0};
+        vps = {k > 0 && k <= L / pp && L % (pp * k) == 0 ? L / (pp * k) : 0};  // no overflow
       } else if (pp > 1) {
         for (int64_t v = 2; v <= L / pp; ++v)
           if (L % (pp * v) == 0) vps.push_back(v);
@@ -110,7 +126,13 @@ std::vector<PlanLayout> enumerate_layouts(const PlanProblem& pb, const PlanPins&
         if (per_dp > 0 && per_dp % b == 0) mbs.push_back(b);
       if (mbs.empty()) mbs.push_back(1);  // check_layout names the batch misfit
       for (int64_t v : vps)
-        for (int64_t b : pinned_or(pins.micro_batch_size, mbs))
+        for (int64_t b : pinned_or(pins.micro_batch_size, mbs)) {
+          // The first combination below is the least constrained (no SP,
+          // selective, no ZeRO: train's checks of those only add conditions,
+          // and precision adds none); when it fails, so do the others, so
+          // they are not tried (a world of many divisors has ~10^6
+          // candidates, each rejection an exception).
+          bool first = true, first_failed = false;
           for (bool sp : pinned_or(pins.sequence_parallel,
                                    tp > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false}))
             for (const std::string& rc :
@@ -119,6 +141,7 @@ std::vector<PlanLayout> enumerate_layouts(const PlanProblem& pb, const PlanPins&
                                          dp * cp > 1 ? std::vector<bool>{false, true}
                                                 : std::vector<bool>{false}))
                 for (bool bf16 : pinned_or(pins.bf16, std::vector<bool>{true, false})) {
+                  if (first_failed) continue;
                   PlanLayout l;
                   l.tp = tp, l.pp = pp, l.vp = std::max<int64_t>(v, 1), l.dp = dp, l.cp = cp;
                   l.micro_batch_size = b, l.sequence_parallel = sp, l.recompute = rc;
@@ -134,8 +157,11 @@ std::vector<PlanLayout> enumerate_layouts(const PlanProblem& pb, const PlanPins&
                     out.push_back(l);
                   } catch (const Error& e) {
                     reasons.emplace(reason(e), l.name());
+                    first_failed = first;
                   }
+                  first = false;
                 }
+        }
     }
   if (rejected) {
     rejected->clear();

@@ -37,6 +37,18 @@ struct PlanPins {
   std::optional<std::string> recompute;  // "selective" | "full"
 };
 
+// The most ranks `megatron plan` takes (nodes x devices per node, and any
+// TP/PP/CP pin), so that it answers in seconds: every divisor pair of the
+// world is a TP x PP candidate and node_crossing_of walks a group's ranks per
+// (TP, PP, CP). At 720,720 ranks (240 divisors, the most below the limit) a
+// 96-layer model plans in ~1.5 s on 2 cores; 2^20 ranks of 8 per node in
+// ~1 s. Train's rank numbers are ints besides.
+inline constexpr int64_t kMaxPlanRanks = int64_t(1) << 20;  // 1,048,576
+
+// --num-nodes x --devices-per-node, or mt::Error naming both values and
+// kMaxPlanRanks (each must be > 0; the product is computed without overflow).
+int64_t plan_world_size(int64_t nodes, int64_t devices_per_node);
+
 // The model and batch being planned: `model` as the flags give it
 // (vocab_size the true vocabulary, padded per TP by Megatron's rule).
 struct PlanProblem {

@@ -1,7 +1,7 @@
 #include "train/plan_time.h"
 
 #include <algorithm>
-#include <set>
+#include <vector>
 
 #include "dist/parallel_state.h"
 
@@ -39,14 +39,47 @@ double p2p_seconds(double bytes, const LinkProfile& link) {
 
 namespace {
 
-// Most nodes one group of `kind` spans (ranks tp-cp-dp-pp, devices_per_node a node).
+// Most nodes one group of `kind` spans (ranks tp-cp-dp-pp, TP fastest, as
+// group_ranks places them; devices_per_node ranks a node). Every group is the
+// first one shifted by its first rank, and how many nodes a shifted group
+// spans depends only on that rank modulo devices per node: so one group's
+// offsets and each distinct residue are counted, not every group's ranks
+// (a plan may have kMaxPlanRanks ranks and ask this for every TP x PP).
 int max_nodes_spanned(GroupKind kind, const PlanLayout& l, const PlanCluster& c) {
+  const int64_t size[kMeshAxes] = {l.tp, l.cp, l.dp, l.pp};
+  bool in[kMeshAxes] = {};
+  if (kind == GroupKind::kTp) in[kAxisTp] = true;
+  if (kind == GroupKind::kCp || kind == GroupKind::kDpCp) in[kAxisCp] = true;
+  if (kind == GroupKind::kDp || kind == GroupKind::kDpCp) in[kAxisDp] = true;
+  if (kind == GroupKind::kPp) in[kAxisPp] = true;
+  // Rank offsets of the axes in (or out of) the group, ascending.
+  auto offsets = [&](bool want) {
+    std::vector<int64_t> v = {0};
+    int64_t stride = 1;
+    for (int a = 0; a < kMeshAxes; ++a) {
+      if (in[a] == want) {
+        const size_t n = v.size();
+        for (int64_t i = 1; i < size[a]; ++i)
+          for (size_t j = 0; j < n; ++j) v.push_back(v[j] + i * stride);
+      }
+      stride *= size[a];
+    }
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  const std::vector<int64_t> members = offsets(true), firsts = offsets(false);
+  const int64_t d = c.devices_per_node;
+  std::vector<char> seen(size_t(std::min<int64_t>(d, l.world())), 0);
   int most = 1;
-  for (const std::vector<int>& g :
-       group_ranks(kind, int(c.world()), int(l.tp), int(l.pp), int(l.cp))) {
-    std::set<int64_t> nodes;
-    for (int r : g) nodes.insert(r / c.devices_per_node);
-    most = std::max(most, int(nodes.size()));
+  for (int64_t first : firsts) {
+    const int64_t residue = first % d;
+    if (size_t(residue) < seen.size() && seen[size_t(residue)]) continue;
+    if (size_t(residue) < seen.size()) seen[size_t(residue)] = 1;
+    int nodes = 0;
+    int64_t last = -1;
+    for (int64_t o : members)  // ascending, so the nodes are too
+      if ((residue + o) / d != last) ++nodes, last = (residue + o) / d;
+    most = std::max(most, nodes);
   }
   return most;
 }

@@ -33,7 +33,7 @@ namespace mt {
 struct PlanCluster {
   int64_t nodes = 1, devices_per_node = 1;
   DeviceProfile device;
-  int64_t world() const { return nodes * devices_per_node; }
+  int64_t world() const { return nodes * devices_per_node; }  // checked: plan_world_size
 };
 
 // Which groups span more than one node, and the most nodes one group spans.

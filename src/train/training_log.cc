@@ -62,7 +62,13 @@ void training_log(TrainingLog& log, const StepResult& r, double step_seconds, do
     const double ms = 1e3 * secs / double(log.interval_iters);
     const double tps = double(log.tokens_per_iter) * double(log.interval_iters) / secs;
     const double tflops = log.flops_per_iter / (ms * 1e-3) / double(ps.world_size) / 1e12;
-    const double mfu = tflops * 1e12 / log.peak_flops;
+    // Never above 1: an achieved rate above the peak raises it, said once.
+    std::string raised;
+    const double mfu = reported_mfu(tflops * 1e12, log.peak, &raised);
+    if (!raised.empty()) {
+      if (log.tty) std::printf("\r\033[K");
+      log_line(log.rank0, "iteration %lld: %s\n", static_cast<long long>(it), raised.c_str());
+    }
     const double mean_loss =
         log.interval_counted > 0 ? log.interval_loss / double(log.interval_counted) : loss;
     std::string fp16_part;
@@ -97,7 +103,8 @@ void training_log(TrainingLog& log, const StepResult& r, double step_seconds, do
     nlohmann::json j = {{"iteration", it}, {"consumed_samples", state.consumed_samples},
                         {"loss", mean_loss}, {"lr", lr}, {"grad_norm", norm},
                         {"ms_per_iter", ms}, {"tokens_per_s", tps}, {"tflops", tflops},
-                        {"mfu", mfu}, {"comm_ms_per_iter", comm_ms},
+                        {"mfu", mfu}, {"peak_tflops", log.peak.flops / 1e12},
+                        {"comm_ms_per_iter", comm_ms},
                         {"dp_grad_bytes_per_iter", dp_bytes}, {"cp_bytes_per_iter", cp_bytes},
                         {"cp_comm_ms_per_iter", cp_ms}};
     if (scaler) {

@@ -22,6 +22,7 @@
 #include "train/checkpoint_io.h"
 #include "train/grad_sync.h"
 #include "train/memory_report.h"
+#include "train/metrics.h"
 #include "train/train_step.h"
 
 namespace mt {
@@ -49,7 +50,7 @@ struct TrainingLog {
   int64_t start_iteration = 0;    // the loaded iteration (ETA counts the steps since)
   int64_t tokens_per_iter = 0;    // global batch x sequence length
   double flops_per_iter = 0;      // the whole model over the global batch (metrics.h)
-  double peak_flops = 0;          // per rank, of the math the GEMMs use (MFU)
+  MfuPeak peak;                    // per rank, of the math the GEMMs use (MFU; metrics.h)
   int64_t virtual_stages = 1;     // with micro_batches: the bubble's theory
   int64_t micro_batches = 1;
   JsonLog json;

@@ -61,10 +61,12 @@ TEST(CommTimeout, PauseShorterThanTheTimeoutIsSurvivedWithTheSameLosses) {
   TempDir dir;
   const std::string data = prepare_data(dir, synthetic_corpus(100));
   const std::string common = mpirun(2) + " train" + data + tiny_model_flags() + timeout_flag() +
-                             " --train-iters 40 --eval-interval 0 --log-json ";
+                             " --train-iters 400 --eval-interval 0 --log-json ";
   const RunResult straight = run(common + dir.file("a.json"));
   ASSERT_EQ(straight.exit_code, 0) << straight.output;
 
+  // (400 iterations of ~1 ms: the job must still be running when the test,
+  // polling every 50 ms, has seen iteration 3 and stops a rank; 40 were not.)
   BackgroundRun job(common + dir.file("b.json"), dir.file(""));
   ASSERT_TRUE(wait_for_iteration(dir.file("b.json"), 3, 120)) << job.output();
   const std::vector<pid_t> pids = BackgroundRun::pids_matching(dir.file(""), 1);
@@ -78,9 +80,9 @@ TEST(CommTimeout, PauseShorterThanTheTimeoutIsSurvivedWithTheSameLosses) {
   EXPECT_NE(job.output().find("warning: a healthy wait lasted"), std::string::npos)
       << job.output();
   const JsonLogLines a = read_log_json(dir.file("a.json")), b = read_log_json(dir.file("b.json"));
-  ASSERT_EQ(a.train.size(), 40u);
-  ASSERT_EQ(b.train.size(), 40u);
-  for (int64_t it = 1; it <= 40; ++it)
+  ASSERT_EQ(a.train.size(), 400u);
+  ASSERT_EQ(b.train.size(), 400u);
+  for (int64_t it = 1; it <= 400; ++it)
     EXPECT_EQ(a.train.at(it).at("loss").get<double>(), b.train.at(it).at("loss").get<double>())
         << "iteration " << it;
 }

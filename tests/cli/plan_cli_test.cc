@@ -3,6 +3,7 @@
 // rank's record), --json has the fields, best first, and bad input —
 // a layout that cannot divide, a model that fits nowhere, a malformed device
 // file — ends with one line naming the constraint and the numbers.
+#include <algorithm>
 #include <regex>
 
 #include "cli_test_util.h"
@@ -174,6 +175,47 @@ TEST(PlanCli, BadInputNamesTheConstraint) {
   r = run(base + " --device tpu-v9");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("a100-80gb"), std::string::npos) << r.output;
+}
+
+// Absurd clusters end at once with one line naming the values and the limit
+// (65536 x 65536 ran ~115 s into SIGFPE; 2 x 2^30 printed "DP -1073741824"),
+// exit 1 as plan's other refusals; the limit itself (2^20 ranks) is planned.
+// `timeout 30`: a hang fails as exit 124.
+TEST(PlanCli, AbsurdClustersAreRefusedInOneLine) {
+  const std::string base = "timeout 30 " + plan() + kModel + " --vocab-size 1000 --device a100-80gb";
+  struct Case {
+    std::string flags, names;
+  };
+  const Case cases[] = {
+      {" --global-batch-size 16 --num-nodes 65536 --devices-per-node 65536",
+       "--num-nodes 65536 x --devices-per-node 65536 = 4294967296 ranks is more than plan's "
+       "limit of 1048576"},
+      {" --global-batch-size 16 --num-nodes 2 --devices-per-node 1073741824",
+       "--num-nodes 2 x --devices-per-node 1073741824 = 2147483648 ranks is more than plan's "
+       "limit of 1048576"},
+      {" --global-batch-size 16 --num-nodes 1099511627776 --devices-per-node 1099511627776",
+       "1099511627776 x 1099511627776 overflows 64-bit integers"},
+      {" --global-batch-size 16 --num-nodes 1 --devices-per-node 8"
+       " --tensor-model-parallel-size 1099511627776",
+       "--tensor-model-parallel-size 1099511627776 is more than the cluster's 8 ranks"},
+  };
+  for (const Case& c : cases) {
+    const RunResult r = run(base + c.flags);
+    EXPECT_EQ(r.exit_code, 1) << c.flags << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.names), std::string::npos) << c.flags << "\n" << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << c.flags << "\n"
+                                                                       << r.output;
+    EXPECT_EQ(r.output.find("DP -"), std::string::npos) << r.output;
+  }
+  // 1024 x 1024 = 2^20 ranks, the limit: planned (DP 2^20 / (TP x PP)).
+  const RunResult r = run(base + " --global-batch-size 2097152 --num-nodes 1024"
+                                 " --devices-per-node 1024 --json --top 1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_EQ(json_lines(r.output).size(), 1u) << r.output;
+  EXPECT_EQ(json_lines(r.output)[0].at("tp").get<int64_t>() *
+                json_lines(r.output)[0].at("pp").get<int64_t>() *
+                json_lines(r.output)[0].at("dp").get<int64_t>(),
+            1048576);
 }
 
 // --calibrate on 2 ranks writes a profile that passes the strict reader (plan

@@ -601,6 +601,41 @@ TEST(Linear, BiasBackwardIsColumnSumAndAccumulates) {
   }
 }
 
+// The peak is the best of its shapes (a structural check, no timing bound):
+// 2048^3, the wide 4096x2048x1024 and the model's linear with its rows cut to
+// 2048^3's FLOPs; every shape measured in every round, the result their max.
+TEST(Matmul, PeakIsTheBestOfItsShapes) {
+  const std::vector<PeakShape> big = matmul_peak_shapes(2048, {8192, 3072, 768});
+  ASSERT_EQ(big.size(), 3u);
+  EXPECT_EQ(big[0].m * big[0].n * big[0].k, int64_t(2048) * 2048 * 2048);
+  EXPECT_EQ(big[1].m, 4096);
+  EXPECT_EQ(big[1].n, 2048);
+  EXPECT_EQ(big[1].k, 1024);
+  EXPECT_EQ(big[2].n, 3072);
+  EXPECT_EQ(big[2].k, 768);
+  EXPECT_EQ(big[2].m % 64, 0);
+  EXPECT_LE(big[2].m * big[2].n * big[2].k, int64_t(2048) * 2048 * 2048);
+  EXPECT_GT(big[2].m, 3000);  // cut, not dropped
+  EXPECT_EQ(matmul_peak_shapes(2048).size(), 2u);  // no model: the two
+  EXPECT_EQ(matmul_peak_shapes(2048, {256, 128, 64})[2].m, 256);  // small: as given
+  for (const MathMode math : {MathMode::kF32, MathMode::kBF16}) {
+    const std::vector<PeakShape> shapes = matmul_peak_shapes(128, {96, 80, 48});
+    const PeakMeasurement m = measure_matmul_peak(shapes, math, 0.05);
+    ASSERT_EQ(m.shape_flops.size(), 3u);
+    EXPECT_GE(m.rounds, 2);
+    EXPECT_LE(m.rounds, 100);
+    double best = 0;
+    for (double f : m.shape_flops) {
+      EXPECT_GT(f, 1e6);
+      EXPECT_TRUE(std::isfinite(f));
+      best = std::max(best, f);
+    }
+    EXPECT_EQ(m.flops, best);
+    EXPECT_NE(m.describe().find("128x128x128 "), std::string::npos) << m.describe();
+    EXPECT_NE(m.describe().find("96x80x48 "), std::string::npos) << m.describe();
+  }
+}
+
 TEST(Matmul, PeakFlopsIsMeasured) {
   const double flops = measure_matmul_peak_flops(128);
   EXPECT_GT(flops, 1e8);  // any working CPU does > 0.1 GFLOP/s

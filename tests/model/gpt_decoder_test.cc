@@ -1,7 +1,8 @@
 // The KV-cache decoder, one token at a time, gives the logits of the full
 // forward pass at every position — for GPT-2 (learned positions) and for the
 // Llama configuration (RoPE at each position, a cache of query groups,
-// SwiGLU, RMSNorm, untied output layer).
+// SwiGLU, RMSNorm, untied output layer) — and with a cache of the positions
+// asked for, not of the model's whole context.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,7 +14,8 @@
 namespace mt {
 namespace {
 
-void expect_decoder_matches_forward(const ModelConfig& cfg) {
+// positions: the decoder's cache (0: the whole context).
+void expect_decoder_matches_forward(const ModelConfig& cfg, int64_t positions = 0) {
   TinyGpt m(cfg, 1);
   m.reg.initialize(m.params, 11);
   std::mt19937 gen(5);
@@ -29,7 +31,13 @@ void expect_decoder_matches_forward(const ModelConfig& cfg) {
   m.loss(tokens, labels, eval, false);  // leaves the logits (s, 1, v) in the workspace
   const std::vector<float> full(m.ws.logits, m.ws.logits + s * v);
 
-  GptDecoder dec(m.reg, m.params);
+  GptDecoder dec(m.reg, m.params, TensorParallel{}, positions);
+  EXPECT_EQ(dec.capacity(), positions > 0 ? positions : cfg.max_position_embeddings);
+  EXPECT_EQ(dec.context(), cfg.max_position_embeddings);
+  // The closed form against the carving (alignment: < 64 bytes per buffer).
+  const double planned = GptDecoder::planned_bytes(m.reg, dec.capacity());
+  EXPECT_LE(planned, double(dec.bytes()));
+  EXPECT_LT(double(dec.bytes()), planned + 16 * 64);
   for (int64_t t = 0; t < s; ++t) {
     const float* got = dec.step(tokens[size_t(t)]);
     double worst = 0;
@@ -38,7 +46,21 @@ void expect_decoder_matches_forward(const ModelConfig& cfg) {
     EXPECT_LT(worst, 2e-5) << "position " << t;
   }
   EXPECT_EQ(dec.position(), s);
-  EXPECT_THROW(dec.step(tokens[0]), Error);  // the context (max positions) is full
+  if (dec.capacity() == s) {
+    EXPECT_THROW(dec.step(tokens[0]), Error);  // the cache is full
+  }
+}
+
+ModelConfig llama(ModelConfig cfg) {
+  cfg.normalization = "RMSNorm";
+  cfg.position_embedding_type = "rope";
+  cfg.swiglu = true;
+  cfg.ffn_hidden_size = 48;
+  cfg.group_query_attention = true;
+  cfg.num_query_groups = 2;
+  cfg.disable_bias_linear = true;
+  cfg.untie_embeddings_and_output_weights = true;
+  return cfg;
 }
 
 ModelConfig base() {
@@ -60,17 +82,28 @@ TEST(GptDecoder, GptStepsEqualTheFullForward) {
 }
 
 TEST(GptDecoder, LlamaStepsEqualTheFullForward) {
-  ModelConfig cfg = base();
-  cfg.normalization = "RMSNorm";
-  cfg.position_embedding_type = "rope";
-  cfg.swiglu = true;
-  cfg.ffn_hidden_size = 48;
-  cfg.group_query_attention = true;
-  cfg.num_query_groups = 2;
-  cfg.disable_bias_linear = true;
-  cfg.untie_embeddings_and_output_weights = true;
+  ModelConfig cfg = llama(base());
   cfg.finalize(1);
   expect_decoder_matches_forward(cfg);
+}
+
+// A context of 2^40 positions (RoPE: no table to train): neither training's
+// RoPE table nor the decoder's cache is sized by it (281 TB: bad_alloc before).
+TEST(GptDecoder, CacheHoldsThePositionsAskedForNotTheWholeContext) {
+  ModelConfig cfg = llama(base());
+  cfg.max_position_embeddings = int64_t(1) << 40;
+  cfg.finalize(1);
+  expect_decoder_matches_forward(cfg, cfg.seq_length);
+  TinyGpt m(cfg, 1);
+  GptDecoder dec(m.reg, m.params, TensorParallel{}, 3);
+  for (int32_t t = 0; t < 3; ++t) dec.step(t);
+  EXPECT_THROW(dec.step(0), Error);  // 3 positions, full
+  dec.reset();
+  EXPECT_NO_THROW(dec.step(0));
+  EXPECT_THROW(GptDecoder(m.reg, m.params, TensorParallel{}, cfg.max_position_embeddings + 1),
+               Error);
+  // The whole context, planned: 2 x 2 layers x 2^40 x 16 floats of cache alone.
+  EXPECT_GT(GptDecoder::planned_bytes(m.reg, cfg.max_position_embeddings), 2.8e14);
 }
 
 }  // namespace

@@ -124,6 +124,45 @@ TEST(PlanLayout, MisfitsNameTheConstraintAsTrainDoes) {
   }
 }
 
+// The cluster's size is checked before anything is enumerated: a product past
+// int64 or past kMaxPlanRanks is refused naming the flags, values and limit
+// (65536 x 65536 ran ~115 s and ended in SIGFPE; 2 x 2^30 printed DP < 0).
+TEST(PlanLayout, ClusterSizeIsCheckedAgainstTheLimit) {
+  EXPECT_EQ(plan_world_size(2, 4), 8);
+  EXPECT_EQ(plan_world_size(1024, 1024), kMaxPlanRanks);
+  auto message = [](int64_t nodes, int64_t per_node) {
+    try {
+      plan_world_size(nodes, per_node);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  const std::string big = message(65536, 65536);
+  EXPECT_NE(big.find("--num-nodes 65536 x --devices-per-node 65536 = 4294967296 ranks is more "
+                     "than plan's limit of 1048576"), std::string::npos) << big;
+  EXPECT_NE(message(2, int64_t(1) << 30).find("2147483648 ranks"), std::string::npos);
+  EXPECT_NE(message(1024, 1025).find("1049600 ranks"), std::string::npos);
+  EXPECT_NE(message(int64_t(1) << 40, int64_t(1) << 40).find("overflows"), std::string::npos);
+  EXPECT_NE(message(0, 8).find("must be > 0"), std::string::npos);
+  EXPECT_NE(message(8, -1).find("must be > 0"), std::string::npos);
+}
+
+// A world of many divisors (720,720 = 2^4·3^2·5·7·11·13: 240 divisors, ~7,300
+// TP x PP pairs) still enumerates every layout train accepts (only the
+// variants of a combination that already failed are skipped).
+TEST(PlanLayout, ManyDivisorsEnumerateTheSameLayouts) {
+  PlanProblem pb = tiny(720720, 720720 * 2);
+  const std::vector<PlanLayout> ls = enumerate_layouts(pb, {});
+  ASSERT_FALSE(ls.empty());
+  for (const PlanLayout& l : ls) EXPECT_EQ(l.world(), 720720) << l.name();
+  // 4 heads: TP 1, 2, 4; PP 1, 2, 4 divide 4 layers; each (TP, PP) with DP =
+  // 720720 / (TP x PP) and per-DP batch 2 x TP x PP, so micro-batches 1, 2, ...
+  std::set<std::pair<int64_t, int64_t>> tp_pp;
+  for (const PlanLayout& l : ls) tp_pp.insert({l.tp, l.pp});
+  EXPECT_EQ(tp_pp.size(), 9u);
+}
+
 // The plan of a layout is the MemoryPlan a live ModelRuntime reports for the
 // same registry, micro-batch, records in flight, recompute and math (TP 1:
 // a runtime of TP > 1 needs a communicator).

@@ -7,6 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
+
+#include "dist/parallel_state.h"
 
 #include "train/plan_report.h"
 
@@ -111,6 +114,44 @@ TEST(PlanTime, GroupsCrossNodesInMegatronsRankOrder) {
   EXPECT_EQ(x.describe(), "TP inside nodes, CP inside nodes, DP across 2 nodes, PP across 2 nodes");
   l.tp = 1, l.cp = 16, l.dp = 1, l.pp = 2;  // CP wider than a node
   EXPECT_EQ(node_crossing_of(l, c).cp, 2);
+}
+
+// node_crossing_of counts one group per residue of its first rank modulo
+// devices per node (a plan may have 2^20 ranks): the same as listing every
+// group of group_ranks and counting each one's nodes.
+TEST(PlanTime, NodeCrossingIsEveryGroupsOwnCount) {
+  auto brute = [](GroupKind kind, const PlanLayout& l, const PlanCluster& c) {
+    int most = 1;
+    for (const std::vector<int>& g :
+         group_ranks(kind, int(c.world()), int(l.tp), int(l.pp), int(l.cp))) {
+      std::set<int64_t> nodes;
+      for (int r : g) nodes.insert(r / c.devices_per_node);
+      most = std::max(most, int(nodes.size()));
+    }
+    return most;
+  };
+  int checked = 0;
+  for (int64_t per_node : {1, 3, 4, 6, 8})
+    for (int64_t nodes : {1, 2, 5, 8}) {
+      const PlanCluster c{nodes, per_node, flat_device()};
+      const int64_t w = c.world();
+      for (int64_t tp = 1; tp <= w; ++tp)
+        for (int64_t cp = 1; cp <= w / tp; ++cp)
+          for (int64_t pp = 1; pp <= w / (tp * cp); ++pp) {
+            if (w % (tp * cp * pp) != 0) continue;
+            PlanLayout l;
+            l.tp = tp, l.cp = cp, l.pp = pp, l.dp = w / (tp * cp * pp);
+            const NodeCrossing x = node_crossing_of(l, c);
+            const std::string at = l.name() + " on " + std::to_string(nodes) + " x " +
+                                   std::to_string(per_node);
+            EXPECT_EQ(x.tp, brute(GroupKind::kTp, l, c)) << at;
+            EXPECT_EQ(x.pp, brute(GroupKind::kPp, l, c)) << at;
+            EXPECT_EQ(x.dp, brute(cp > 1 ? GroupKind::kDpCp : GroupKind::kDp, l, c)) << at;
+            EXPECT_EQ(x.cp, cp > 1 ? brute(GroupKind::kCp, l, c) : 0) << at;
+            ++checked;
+          }
+    }
+  EXPECT_GT(checked, 500);
 }
 
 // 1F1B with unequal stages: the last stage (the logits) runs its m
