@@ -311,14 +311,6 @@ void launch_backward(const Launch& L) {
   MT_CUDA_LAUNCH_CHECK();
 }
 
-// Grow-only scratch for D when the caller's workspace is too small for it.
-float* dsum_scratch(int64_t floats) {
-  static DeviceBuffer buf;
-  const size_t bytes = size_t(floats) * sizeof(float);
-  if (buf.size() < bytes) buf = DeviceBuffer(Device::kCuda, bytes);
-  return buf.as<float>();
-}
-
 }  // namespace
 
 void attention_backward(float* dq, float* dk, float* dv, const float* dctx, ReadView q,
@@ -353,13 +345,9 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dctx, Read
   L.v = operand(v);
   L.lse = lse;
   L.own_d = row_dsum == nullptr && dims.math != MathMode::kF32;
-  // D (b, a, s): the caller's, or computed into the workspace, whose first
-  // part alone holds (b·a, min(s, 128), sk) floats (attention.cc's layout).
+  // D (b, a, s): the caller's, or computed into the workspace (or scratch).
   const int64_t rows = L.bh * L.g.s;
-  const int64_t ws_floats = L.bh * std::min<int64_t>(kAttentionBlockQ, L.g.s) * L.g.sk;
-  float* dsum = row_dsum ? const_cast<float*>(row_dsum)
-                : rows <= ws_floats ? workspace
-                                    : dsum_scratch(rows);
+  float* dsum = dsum_buffer(row_dsum, workspace, L.bh, L.g.s, L.g.sk);
   if (row_dsum == nullptr && !L.own_d) attention_row_dsum(dsum, dctx, ctx.f32, rows, dims.d);
   L.dsum = dsum;  // written only by the own-D pass, which has no row_dsum
   switch (chunks_for(dims.d)) {

@@ -516,7 +516,6 @@ std::atomic<int>& impl_state() {
   return state;
 }
 
-bool aligned16(const void* p) { return p != nullptr && (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 bool fa_supported(const AttentionDims& dims, int64_t blocks) {
   return dims.math == MathMode::kBF16 && (dims.d == 64 || dims.d == 128) &&
@@ -566,14 +565,6 @@ void launch_backward(const BackwardArgs& B) {
   MT_CUDA_LAUNCH_CHECK();
 }
 
-// Grow-only scratch for D when the caller's workspace is too small for it.
-float* fa_dsum_scratch(int64_t floats) {
-  static DeviceBuffer buf;
-  const size_t bytes = size_t(floats) * sizeof(float);
-  if (buf.size() < bytes) buf = DeviceBuffer(Device::kCuda, bytes);
-  return buf.as<float>();
-}
-
 }  // namespace
 
 AttentionImpl attention_impl() { return AttentionImpl(impl_state().load(std::memory_order_relaxed)); }
@@ -583,8 +574,8 @@ bool attention_fa_forward(float* ctx, float* lse, ReadView q, ReadView k, ReadVi
                           const AttentionDims& dims, const AttentionDropout& drop) {
   const Args g = attn::make_args(dims, drop);
   const int64_t bh = dims.b * dims.a, blocks = (g.s + kTile - 1) / kTile * bh;
-  if (!fa_supported(dims, blocks) || !aligned16(ctx) || !aligned16(q.raw()) ||
-      !aligned16(k.raw()) || !aligned16(v.raw()))
+  if (!fa_supported(dims, blocks) || !attn::aligned16(ctx) || !attn::aligned16(q.raw()) ||
+      !attn::aligned16(k.raw()) || !attn::aligned16(v.raw()))
     return false;
   const Operand oq = attn::operand(q), ok = attn::operand(k), ov = attn::operand(v);
   if (dims.d == 64)
@@ -603,8 +594,8 @@ bool attention_fa_backward(float* dq, float* dk, float* dv, const float* dctx, R
   B.bh = dims.b * dims.a;
   const int64_t blocks =
       std::max((B.g.s + kTile - 1) / kTile, (B.g.sk + kTile - 1) / kTile) * B.bh;
-  if (!fa_supported(dims, blocks) || !aligned16(dq) || !aligned16(dk) || !aligned16(dv) ||
-      !aligned16(dctx) || !aligned16(q.raw()) || !aligned16(k.raw()) || !aligned16(v.raw()))
+  if (!fa_supported(dims, blocks) || !attn::aligned16(dq) || !attn::aligned16(dk) || !attn::aligned16(dv) ||
+      !attn::aligned16(dctx) || !attn::aligned16(q.raw()) || !attn::aligned16(k.raw()) || !attn::aligned16(v.raw()))
     return false;
   B.dq = dq;
   B.dk = dk;
@@ -616,13 +607,8 @@ bool attention_fa_backward(float* dq, float* dk, float* dv, const float* dctx, R
   B.v = attn::operand(v);
   // bf16 math: without row_dsum the row's own D (attention.h), as the CPU.
   B.own_d = row_dsum == nullptr;
-  // D (b, a, s): the caller's, or written by the pre-pass into the workspace
-  // when it holds (b·a, min(s, 128), sk) floats (attention.cc's first part).
-  const int64_t rows = B.bh * B.g.s;
-  const int64_t ws_floats = B.bh * std::min<int64_t>(kAttentionBlockQ, B.g.s) * B.g.sk;
-  B.dsum = row_dsum ? const_cast<float*>(row_dsum)
-           : rows <= ws_floats && workspace ? workspace
-                                            : fa_dsum_scratch(rows);
+  // D (b, a, s): the caller's, or written there by the pre-pass.
+  B.dsum = attn::dsum_buffer(row_dsum, workspace, B.bh, B.g.s, B.g.sk);
   if (dims.d == 64)
     launch_backward<64>(B);
   else

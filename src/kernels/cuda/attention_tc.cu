@@ -544,7 +544,6 @@ __global__ void __launch_bounds__(kTcThreads)
 // (attention_fa.h) chooses between the implementations.
 std::atomic<bool> g_tensor_cores{true};
 
-bool aligned16(const void* p) { return p != nullptr && (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 bool tc_supported(const AttentionDims& dims, int64_t blocks) {
   return g_tensor_cores.load(std::memory_order_relaxed) && dims.math == MathMode::kBF16 &&
@@ -593,14 +592,6 @@ void launch_backward(const BackwardArgs& B) {
   MT_CUDA_LAUNCH_CHECK();
 }
 
-// Grow-only scratch for D when the caller's workspace is too small for it.
-float* tc_dsum_scratch(int64_t floats) {
-  static DeviceBuffer buf;
-  const size_t bytes = size_t(floats) * sizeof(float);
-  if (buf.size() < bytes) buf = DeviceBuffer(Device::kCuda, bytes);
-  return buf.as<float>();
-}
-
 }  // namespace
 
 bool set_attention_tensor_cores(bool on) { return g_tensor_cores.exchange(on); }
@@ -609,8 +600,8 @@ bool attention_tc_forward(float* ctx, float* lse, ReadView q, ReadView k, ReadVi
                           const AttentionDims& dims, const AttentionDropout& drop) {
   const Args g = attn::make_args(dims, drop);
   const int64_t bh = dims.b * dims.a, blocks = (g.s + kTile - 1) / kTile * bh;
-  if (!tc_supported(dims, blocks) || !aligned16(ctx) || !aligned16(q.raw()) ||
-      !aligned16(k.raw()) || !aligned16(v.raw()))
+  if (!tc_supported(dims, blocks) || !attn::aligned16(ctx) || !attn::aligned16(q.raw()) ||
+      !attn::aligned16(k.raw()) || !attn::aligned16(v.raw()))
     return false;
   const Operand oq = attn::operand(q), ok = attn::operand(k), ov = attn::operand(v);
   if (dims.d == 64)
@@ -629,8 +620,8 @@ bool attention_tc_backward(float* dq, float* dk, float* dv, const float* dctx, R
   B.bh = dims.b * dims.a;
   const int64_t blocks =
       std::max((B.g.s + kTile - 1) / kTile, (B.g.sk + kTile - 1) / kTile) * B.bh;
-  if (!tc_supported(dims, blocks) || !aligned16(dq) || !aligned16(dk) || !aligned16(dv) ||
-      !aligned16(dctx) || !aligned16(q.raw()) || !aligned16(k.raw()) || !aligned16(v.raw()))
+  if (!tc_supported(dims, blocks) || !attn::aligned16(dq) || !attn::aligned16(dk) || !attn::aligned16(dv) ||
+      !attn::aligned16(dctx) || !attn::aligned16(q.raw()) || !attn::aligned16(k.raw()) || !attn::aligned16(v.raw()))
     return false;
   B.dq = dq;
   B.dk = dk;
@@ -642,13 +633,8 @@ bool attention_tc_backward(float* dq, float* dk, float* dv, const float* dctx, R
   B.v = attn::operand(v);
   // bf16 math: without row_dsum the row's own D (attention.h), as the CPU.
   B.own_d = row_dsum == nullptr;
-  // D (b, a, s): the caller's, or written by the dq kernel into the workspace
-  // when it holds (b·a, min(s, 128), sk) floats (attention.cc's first part).
-  const int64_t rows = B.bh * B.g.s;
-  const int64_t ws_floats = B.bh * std::min<int64_t>(kAttentionBlockQ, B.g.s) * B.g.sk;
-  B.dsum = row_dsum ? const_cast<float*>(row_dsum)
-           : rows <= ws_floats && workspace ? workspace
-                                            : tc_dsum_scratch(rows);
+  // D (b, a, s): the caller's, or written there by the dq kernel.
+  B.dsum = attn::dsum_buffer(row_dsum, workspace, B.bh, B.g.s, B.g.sk);
   if (dims.d == 64)
     launch_backward<64>(B);
   else

@@ -8,10 +8,12 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/device.h"
 #include "kernels/attention.h"
 
 namespace mt::cuda::attn {
@@ -154,6 +156,26 @@ void allow_shared(Kernel kernel, size_t bytes) {
   if (bytes > 48 * 1024)
     MT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        int(bytes)));
+}
+
+// Host side of every implementation's entry point: 16-byte alignment (the
+// tensor-core kernels' vector loads), and where backward's D (b·a·s floats)
+// goes: the caller's row_dsum, else the workspace when its first part —
+// (b·a, min(s, 128), sk) floats in attention.cc's layout — holds it, else a
+// grow-only scratch shared by the implementations.
+inline bool aligned16(const void* p) {
+  return p != nullptr && (reinterpret_cast<uintptr_t>(p) & 15) == 0;
+}
+inline float* dsum_buffer(const float* row_dsum, float* workspace, int64_t bh, int64_t s,
+                          int64_t sk) {
+  if (row_dsum != nullptr) return const_cast<float*>(row_dsum);
+  const int64_t rows = bh * s;
+  if (workspace != nullptr && rows <= bh * std::min<int64_t>(kAttentionBlockQ, s) * sk)
+    return workspace;
+  static DeviceBuffer scratch;
+  const size_t bytes = size_t(rows) * sizeof(float);
+  if (scratch.size() < bytes) scratch = DeviceBuffer(Device::kCuda, bytes);
+  return scratch.as<float>();
 }
 
 }  // namespace mt::cuda::attn

@@ -29,6 +29,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/device.h"
 #include "core/error.h"
+#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/device_math.cuh"
 
 namespace mt::cuda {
@@ -54,36 +55,6 @@ const int32_t* gpu_targets(const int32_t* targets, int64_t n) {
   return dst;
 }
 
-// Reductions over the block (blockDim.x a multiple of 32); every thread gets
-// the same bits (a xor butterfly combines the same two values in every lane).
-__device__ __forceinline__ float warp_max(float x) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
-  return x;
-}
-__device__ __forceinline__ double warp_sum(double x) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-  return x;
-}
-__device__ float block_max(float x) {
-  __shared__ float part[32];
-  x = warp_max(x);
-  __syncthreads();  // an earlier call's readers are done with part
-  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = x;
-  __syncthreads();
-  const int lane = threadIdx.x & 31;
-  return warp_max(lane < int(blockDim.x >> 5) ? part[lane] : -INFINITY);
-}
-__device__ double block_sum(double x) {
-  __shared__ double part[32];
-  x = warp_sum(x);
-  __syncthreads();
-  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = x;
-  __syncthreads();
-  const int lane = threadIdx.x & 31;
-  return warp_sum(lane < int(blockDim.x >> 5) ? part[lane] : 0.0);
-}
 
 // ---- one row, by the whole block -------------------------------------------
 // Thread t takes quads q = t, t + B, ... (columns 4q .. 4q + 3, the last quad

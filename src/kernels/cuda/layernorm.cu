@@ -21,44 +21,15 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/device.h"
 #include "core/error.h"
+#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/norm_grad.cuh"
 
 namespace mt::cuda {
 
 namespace {
 
-constexpr int kColTile = 32;  // columns of a parameter-gradient block (one warp's width)
-constexpr int kRowLanes = 8;  // row lanes of that block (256 threads)
-constexpr int kFinishLanes = 16;  // chunk lanes of a finishing block (512 threads)
-
-// Threads of a row block: few enough that every thread has several columns.
-int row_threads(int64_t c) { return c <= 1024 ? 128 : c <= 4096 ? 256 : 512; }
-
-// Rows per chunk of the parameter-gradient pass: a multiple of kRowLanes, at
-// least 64, and at most ~256 chunks (the second pass walks them serially).
-// Depends on n only, so the summation order is fixed for a shape.
-int64_t rows_per_chunk(int64_t n) {
-  const int64_t per = (n + 255) / 256;
-  return std::max<int64_t>(64, (per + kRowLanes - 1) / kRowLanes * kRowLanes);
-}
-
-__device__ __forceinline__ float warp_sum(float x) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-  return x;
-}
-
-// Sum over the block (blockDim.x a multiple of 32); every thread gets the same
-// bits (a xor butterfly adds the same two values in every lane).
-__device__ float block_sum(float x) {
-  __shared__ float part[32];
-  x = warp_sum(x);
-  __syncthreads();  // an earlier call's readers are done with part
-  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = x;
-  __syncthreads();
-  const int lane = threadIdx.x & 31;
-  return warp_sum(lane < int(blockDim.x >> 5) ? part[lane] : 0.f);
-}
+using namespace norm;
 
 // One block per row: out = (x - mean) * rstd * weight + bias. out may be inp
 // (each thread writes only the columns it read, after the statistics).
@@ -174,14 +145,6 @@ __global__ void param_finish_kernel(float* dweight, float* dbias, const float* p
     dweight[col] += float(sw[0][tx]);
     dbias[col] += float(sb[0][tx]);
   }
-}
-
-// Grow-only scratch of the column partials (reused across calls).
-float* partial_scratch(int64_t floats) {
-  static DeviceBuffer buf;
-  const size_t bytes = size_t(floats) * sizeof(float);
-  if (buf.size() < bytes) buf = DeviceBuffer(Device::kCuda, bytes);
-  return buf.as<float>();
 }
 
 }  // namespace
