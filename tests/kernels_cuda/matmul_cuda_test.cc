@@ -447,6 +447,8 @@ TEST(MatmulCuda, PeakFlopsIsPositive) {
 }
 
 // The rates the trainer's MFU would use (run with --gtest_also_run_disabled_tests).
+// Disabled: a timing report that asserts nothing (speed is judged by benchmarks,
+// not by tests); scripts/gpu_check.sh runs it with --gtest_also_run_disabled_tests.
 TEST(MatmulCuda, DISABLED_PeakFlopsReport) {
   MT_REQUIRE_GPU();
   for (MathMode math : {MathMode::kF32, MathMode::kBF16, MathMode::kF16})
