@@ -52,6 +52,16 @@ inline RunResult run(const std::string& args) {
   return r;
 }
 
+// Runs `args` with its stderr written to `stderr_file`: output is stdout
+// alone. For what must be compared byte for byte (generated text), since
+// stderr's notes (headers, free memory, the context restarting) land at no
+// fixed place in a merged stream and may differ from run to run.
+inline RunResult run_stdout(const std::string& args, const std::string& stderr_file) {
+  std::string cmd = "(";  // (appended, not "(" + ...: GCC 12's false -Wrestrict)
+  cmd += args + " 2>" + stderr_file + ")";
+  return run(cmd);
+}
+
 inline std::string megatron() { return std::string("env OMP_NUM_THREADS=1 ") + MT_BINARY; }
 
 // `megatron` on n ranks, one thread each, never hanging the test for long.

@@ -306,14 +306,12 @@ TEST(ConvertCli, ConvertedCheckpointFineTunesFromIterationZeroAndDecodesAtTp1And
   EXPECT_NE(tr.output.find("iteration        1/       4"), std::string::npos) << tr.output;
   EXPECT_EQ(read_text(tuned + "/latest_checkpointed_iteration.txt"), "4\n");
 
-  // The text is stdout alone: stderr's lines (the header, the cache size) land
-  // at no fixed place in it once mpirun forwards both streams.
   const std::string err = dir.file("gen_stderr.txt");
   const std::string gen = " generate --load " + ckpt +
-                          " --prompt 'The cat sees' --max-new-tokens 16 --temperature 0 2>" + err;
-  const RunResult one = run("(" + megatron() + gen + ")");
+                          " --prompt 'The cat sees' --max-new-tokens 16 --temperature 0";
+  const RunResult one = run_stdout(megatron() + gen, err);
   ASSERT_EQ(one.exit_code, 0) << one.output << read_text(err);
-  const RunResult two = run("(" + mpirun(2) + gen + " --tensor-model-parallel-size 2)");
+  const RunResult two = run_stdout(mpirun(2) + gen + " --tensor-model-parallel-size 2", err);
   ASSERT_EQ(two.exit_code, 0) << two.output << read_text(err);
   EXPECT_NE(read_text(err).find("TP(2)"), std::string::npos) << read_text(err);
   // The text: what follows the prompt.

@@ -16,13 +16,8 @@ class GenerateCli : public BadInputFixture {
   };
   Output generate(const std::string& flags) const {
     const std::string err = dir.file("stderr.txt");
-    std::string cmd = "(";  // (appended, not "(" + ...: GCC 12's false -Wrestrict)
-    cmd += megatron() + " generate --load " + dir.file("ckpt") + flags + " 2>" + err + ")";
-    const RunResult r = run(cmd);
-    std::ifstream in(err);
-    std::stringstream notes;
-    notes << in.rdbuf();
-    return {r.exit_code, r.output, notes.str()};
+    const RunResult r = run_stdout(megatron() + " generate --load " + dir.file("ckpt") + flags, err);
+    return {r.exit_code, r.output, read_text(err)};
   }
 };
 

@@ -28,11 +28,10 @@ class GenerateWindow : public BadInputFixture {
   // stderr of a greedy generation of `n` tokens from "The "; its JSON in *j.
   std::string generate(int n, nlohmann::json* j) const {
     const std::string err = dir.file("stderr.txt"), json = dir.file("out.json");
-    std::string cmd = "(";
-    cmd += megatron() + " generate --load " + dir.file("ckpt") + " --prompt 'The ' " +
-           "--temperature 0 --max-new-tokens " + std::to_string(n) + " --output-json " + json +
-           " 2>" + err + ")";
-    const RunResult r = run(cmd);
+    const RunResult r = run_stdout(megatron() + " generate --load " + dir.file("ckpt") +
+                                       " --prompt 'The ' --temperature 0 --max-new-tokens " +
+                                       std::to_string(n) + " --output-json " + json,
+                                   err);
     EXPECT_EQ(r.exit_code, 0) << r.output << read_text(err);
     *j = nlohmann::json::parse(read_text(json));
     return read_text(err);
