@@ -1,16 +1,12 @@
 // `--config FILE`: a TOML file of `flag-name = value` lines standing in for
 // flags. Expanded into command-line arguments placed before the real ones, so
-// a flag given on the command line wins (flags take their last value).
+// a flag given on the command line wins (the file's value of it is dropped).
 // (CLI11 2.1 reads config files only for the top-level app, not a subcommand.)
 #pragma once
 #include <string>
 #include <vector>
 
 namespace mt {
-
-// "--num-layers", "4", "--lr", "1e-3", ... from the file; throws mt::Error
-// naming the file when it cannot be read or parsed.
-std::vector<std::string> config_file_args(const std::string& path);
 
 // argv with every `--config FILE` (or `--config=FILE`) expanded in place of
 // the subcommand's first argument: [sub, <from files>..., <rest of argv>].

@@ -2,6 +2,7 @@
 #include "cli/commands.h"
 #include "cli/model_flags.h"
 #include "cli/strict_numbers.h"
+#include "core/error.h"
 #include "dist/mpi_env.h"
 #include "dist/parallel_state.h"
 #include "dist/watchdog.h"
@@ -9,6 +10,17 @@
 #include "train/trainer.h"
 
 namespace mt {
+
+namespace {
+
+// A flag taking a list of words (--data-path), one group per occurrence.
+struct ListFlag {
+  const char* flag;
+  std::vector<std::string>* target;
+  std::vector<std::vector<std::string>> groups;
+};
+
+}  // namespace
 
 Command add_train_command(CLI::App& app) {
   auto a = std::make_shared<TrainArgs>();
@@ -131,8 +143,30 @@ Command add_train_command(CLI::App& app) {
                 "test_loss/test_ppl to --log-json, and exit (saves nothing)");
 
   CLI::Option_group* data = group("data");
-  data->add_option("--data-path", a->data_path, "prefix of the .bin/.idx dataset");
-  data->add_option("--split", a->split, "train,valid,test weights");
+  // Each occurrence of a list flag is its own group: a repeat is refused (argparse
+  // would silently keep the last one).
+  auto lists = std::make_shared<std::vector<ListFlag>>();
+  auto list_option = [&](const char* flag, std::vector<std::string>* target, const char* help) {
+    lists->push_back({flag, target, {}});
+    data->add_option(flag, lists->back().groups, help)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  };
+  lists->reserve(4);
+  list_option("--data-path", &a->data_path,
+              "the dataset: a .bin/.idx prefix, or a blend \"W1 PREFIX1 W2 PREFIX2 ...\" "
+              "(weights normalized) or \"PREFIX1 PREFIX2 ...\" (weighted by size); each cut "
+              "by --split");
+  list_option("--train-data-path", &a->train_data_path,
+              "instead of --data-path: the training blend (each dataset whole)");
+  list_option("--valid-data-path", &a->valid_data_path, "the validation blend (whole datasets)");
+  list_option("--test-data-path", &a->test_data_path, "the test blend (whole datasets)");
+  data->add_option("--split", a->split,
+                   "train,valid,test weights of each --data-path dataset (default 969,30,1)");
+  data->add_option("--data-cache-path", a->data_cache_path,
+                   "folder where blend indices are saved and reused (default: built each run)");
+  data->add_option("--mid-level-dataset-surplus", a->mid_level_dataset_surplus,
+                   "weighted blends: each dataset builds this fraction more samples than the "
+                   "blend draws (default 0.005)");
   data->add_option("--tokenizer-type", a->tokenizer_type,
                    "char | NullTokenizer | GPT2BPETokenizer | SentencePieceTokenizer | "
                    "Llama2Tokenizer (default: the checkpoint's when resuming, else char)");
@@ -169,9 +203,15 @@ Command add_train_command(CLI::App& app) {
 
   make_integer_options_strict(app);
 
-  return [a, model_options]() {
+  return [a, model_options, lists]() {
     for (const auto& [key, option] : *model_options)
       if (option->count() > 0) a->model_flags_given.push_back(key);
+    for (const ListFlag& l : *lists) {
+      MT_CHECK(l.groups.size() <= 1, l.flag, " is given ", l.groups.size(), " times; Megatron-LM "
+               "would train on the last one only; fix: give one ", l.flag, " with every dataset "
+               "(e.g. ", l.flag, " 0.3 data/a_text_document 0.7 data/b_text_document)");
+      if (!l.groups.empty()) *l.target = l.groups[0];
+    }
     install_exit_signal_handlers();  // first: a SIGTERM during start-up still saves-and-exits
     MpiEnv mpi;
     // First: a rank stopped during start-up must not hang the others either.

@@ -207,6 +207,11 @@ void GptDataset::read_sample(int64_t i, int64_t start, int64_t n, int32_t* out) 
   }
 }
 
+std::string GptDataset::describe_sample(int64_t i) const {
+  return "sample " + std::to_string(i) + " of GPT dataset '" + name_ + "' (" + data_->path_prefix() +
+         ")";
+}
+
 void GptDataset::get(int64_t i, int32_t* tokens) const { read_sample(i, 0, seq_length_ + 1, tokens); }
 
 int64_t micro_batch_first_sample(int64_t iteration_index, int64_t global_batch,
@@ -223,7 +228,7 @@ int64_t micro_batch_first_sample(int64_t iteration_index, int64_t global_batch,
   return iteration_index * global_batch + k * micro_batch * dp_size + dp_rank * micro_batch;
 }
 
-void fill_micro_batch(const GptDataset& dataset, int64_t first_sample_index, int64_t b,
+void fill_micro_batch(const SampleDataset& dataset, int64_t first_sample_index, int64_t b,
                       int32_t* tokens, int32_t* labels, int64_t vocab_size) {
   const int64_t s = dataset.seq_length();
   for (int64_t r = 0; r < b; ++r) {
@@ -236,8 +241,7 @@ void fill_micro_batch(const GptDataset& dataset, int64_t first_sample_index, int
       for (int64_t j = 0; j < s; ++j) ok &= tokens[r * s + j] >= 0 && tokens[r * s + j] < vocab_size;
       ok &= labels[r * s + s - 1] >= 0 && labels[r * s + s - 1] < vocab_size;
       if (!ok) {
-        const std::string where = "sample " + std::to_string(i) + " of GPT dataset '" +
-                                  dataset.name() + "' (" + dataset.indexed().path_prefix() + ")";
+        const std::string where = dataset.describe_sample(i);
         check_token_span(tokens + r * s, s, vocab_size, where);
         check_token_span(labels + r * s, s, vocab_size, where);
       }
@@ -245,9 +249,9 @@ void fill_micro_batch(const GptDataset& dataset, int64_t first_sample_index, int
   }
 }
 
-void MicroBatch::fill(const GptDataset& dataset, int64_t first_sample_index, int64_t vocab_size) {
+void MicroBatch::fill(const SampleDataset& dataset, int64_t first_sample_index, int64_t vocab_size) {
   MT_CHECK(dataset.seq_length() == s, "micro-batch buffers are for sequence length ", s,
-           " but dataset '", dataset.name(), "' has ", dataset.seq_length());
+           " but the dataset has ", dataset.seq_length());
   fill_micro_batch(dataset, first_sample_index, b, tokens.data(), labels.data(), vocab_size);
 }
 

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "data/indexed_dataset.h"
+#include "data/sample_dataset.h"
 
 namespace mt {
 
@@ -44,7 +45,7 @@ std::array<double, 3> parse_and_normalize_split(std::string_view split);
 // Sequence ranges of the train / valid / test splits of `num_sequences`.
 std::array<SplitRange, 3> split_ranges(std::string_view split, int64_t num_sequences);
 
-class GptDataset {
+class GptDataset final : public SampleDataset {
  public:
   // num_samples: samples the caller will draw (train_iters * global batch for
   // train); <= 0 builds exactly one epoch. `name` ("train", "valid", "test")
@@ -53,8 +54,8 @@ class GptDataset {
              int64_t num_samples, uint64_t seed, std::string name);
 
   // All samples built (Megatron's len(): >= num_samples; whole epochs).
-  int64_t size() const { return int64_t(shuffle_index_.size()); }
-  int64_t seq_length() const { return seq_length_; }
+  int64_t size() const override { return int64_t(shuffle_index_.size()); }
+  int64_t seq_length() const override { return seq_length_; }
   int64_t tokens_per_epoch() const { return tokens_per_epoch_; }
   int64_t num_epochs() const { return num_epochs_; }
   bool separate_final_epoch() const { return separate_final_epoch_; }
@@ -68,7 +69,8 @@ class GptDataset {
   // tokens[0, s+1) = sample i in dataset order (after the shuffle).
   void get(int64_t i, int32_t* tokens /* (s+1,) */) const;
   // out[0, n) = tokens [start, start + n) of sample i (start + n <= s + 1).
-  void read_sample(int64_t i, int64_t start, int64_t n, int32_t* out) const;
+  void read_sample(int64_t i, int64_t start, int64_t n, int32_t* out) const override;
+  std::string describe_sample(int64_t i) const override;
   // Start of unshuffled sample k: (position in document_index, token offset).
   std::pair<int64_t, int64_t> sample_start(int64_t k) const;
 
@@ -100,7 +102,7 @@ int64_t micro_batch_first_sample(int64_t iteration_index, int64_t global_batch,
 // (dataset order): tokens[i] = sample[:-1], labels[i] = sample[1:].
 // tokens, labels: (b, s) row-major, written with `=`. With vocab_size > 0 every
 // id is checked against it (check_token_span's message) as it is read.
-void fill_micro_batch(const GptDataset& dataset, int64_t first_sample_index, int64_t b,
+void fill_micro_batch(const SampleDataset& dataset, int64_t first_sample_index, int64_t b,
                       int32_t* tokens /* (b, s) */, int32_t* labels /* (b, s) */,
                       int64_t vocab_size = 0);
 
@@ -112,7 +114,7 @@ struct MicroBatch {
   MicroBatch(int64_t micro_batch, int64_t seq_length)
       : b(micro_batch), s(seq_length), tokens(size_t(b * s)), labels(size_t(b * s)) {}
   // Checks that s matches the dataset's sequence length.
-  void fill(const GptDataset& dataset, int64_t first_sample_index, int64_t vocab_size = 0);
+  void fill(const SampleDataset& dataset, int64_t first_sample_index, int64_t vocab_size = 0);
 };
 
 }  // namespace mt

@@ -7,6 +7,7 @@
 #include "backend/device.h"
 #include "core/checked_math.h"
 #include "core/error.h"
+#include "data/blend.h"
 #include "data/tokenizer.h"
 #include "model/params.h"
 
@@ -125,6 +126,32 @@ void TrainArgs::check_size_arithmetic() const {
               checked_mul(m.num_layers, 4 * int64_t(sizeof(float)), act), act);
 }
 
+// Megatron's blend flags (BlendedMegatronDatasetConfig's checks): --data-path
+// (cut by --split) or a blend per split, never both; each list parses.
+void TrainArgs::check_data_flags() const {
+  const bool per_split =
+      !train_data_path.empty() || !valid_data_path.empty() || !test_data_path.empty();
+  MT_CHECK(!(per_split && !data_path.empty()), "--data-path and --train-data-path / "
+           "--valid-data-path / --test-data-path are both given; fix: use one (--data-path is cut "
+           "by --split, the others are used whole)");
+  MT_CHECK(!per_split || split.empty(), "--split ", split, " cuts --data-path only; with "
+           "--train-data-path / --valid-data-path / --test-data-path each dataset is used whole; "
+           "fix: drop --split");
+  MT_CHECK(per_split || !data_path.empty(), "--data-path is required (the prefix of a .bin/.idx "
+           "pair, e.g. data/corpus_text_document, or a blend: 0.3 data/a_text_document 0.7 "
+           "data/b_text_document); fix: run `megatron preprocess` first");
+  MT_CHECK(!per_split || !train_data_path.empty() || skip_train, "--valid-data-path / "
+           "--test-data-path without --train-data-path; fix: add --train-data-path (or use "
+           "--data-path with --split)");
+  MT_CHECK(std::isfinite(mid_level_dataset_surplus) && mid_level_dataset_surplus >= 0,
+           "--mid-level-dataset-surplus ", mid_level_dataset_surplus, " must be >= 0 (Megatron's "
+           "default: 0.005)");
+  if (!data_path.empty()) parse_blend(data_path, "--data-path");
+  if (!train_data_path.empty()) parse_blend(train_data_path, "--train-data-path");
+  if (!valid_data_path.empty()) parse_blend(valid_data_path, "--valid-data-path");
+  if (!test_data_path.empty()) parse_blend(test_data_path, "--test-data-path");
+}
+
 void TrainArgs::validate(int world_size) {
   check_flag_ranges();
   const int64_t tp = tensor_model_parallel_size, pp = pipeline_model_parallel_size;
@@ -219,8 +246,7 @@ void TrainArgs::validate(int world_size) {
            "--lr-warmup-fraction and --lr-warmup-iters are both set; use one");
   MT_CHECK(save_interval == 0 || !save.empty(), "--save-interval ", save_interval,
            " needs --save DIR");
-  MT_CHECK(!data_path.empty(), "--data-path is required (the prefix of a .bin/.idx pair, e.g. "
-           "data/corpus_text_document); fix: run `megatron preprocess` first");
+  check_data_flags();
   const std::vector<std::string>& types = tokenizer_types();
   std::string known;
   for (const std::string& t : types) known += (known.empty() ? "" : ", ") + t;

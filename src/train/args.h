@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kernels/precision.h"
 #include "model/config.h"
@@ -67,8 +68,14 @@ struct TrainArgs {
   std::string lr_wsd_decay_style = "exponential";
 
   // Data.
-  std::string data_path;  // prefix of .bin/.idx
-  std::string split = "969,30,1";
+  // Megatron's blends (data/blend.h): "PREFIX", "W1 PREFIX1 W2 PREFIX2 ..." or
+  // "PREFIX1 PREFIX2 ..."; either data_path (cut by split per dataset) or a
+  // blend per split (each dataset whole).
+  std::vector<std::string> data_path;
+  std::vector<std::string> train_data_path, valid_data_path, test_data_path;
+  std::string split;  // "": 969,30,1 with --data-path (Megatron's default)
+  std::string data_cache_path;             // where blend indices are cached ("": not cached)
+  double mid_level_dataset_surplus = 0.005;  // extra samples built per blended dataset
   // "" (no tokenizer flags): the checkpoint's when resuming, else char.
   std::string tokenizer_type;  // char | NullTokenizer | GPT2BPETokenizer | SentencePieceTokenizer | Llama2Tokenizer
   std::string vocab_file;      // char: the vocab JSON written by preprocess; GPT-2: vocab.json
@@ -134,6 +141,8 @@ struct TrainArgs {
   void check_flag_ranges() const;
   // Fails (naming the flags) if the sizes they multiply into overflow int64.
   void check_size_arithmetic() const;
+  // --data-path or the per-split paths (one of them), each a blend that parses.
+  void check_data_flags() const;
 };
 
 }  // namespace mt

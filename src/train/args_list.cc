@@ -31,6 +31,14 @@ struct ListBuilder {
   }
 };
 
+// A list flag's words, space-separated (a word holding a space is quoted).
+std::string words_text(const std::vector<std::string>& words) {
+  std::string out;
+  for (const std::string& w : words)
+    out += (out.empty() ? "" : " ") + (w.find(' ') == std::string::npos ? w : "'" + w + "'");
+  return out;
+}
+
 }  // namespace
 
 std::string arg_value_text(double v) { return float_text(v); }
@@ -93,8 +101,13 @@ ArgList argument_list(const TrainArgs& a) {
   b.add("--seed", a.seed);
   b.add("--skip-train", a.skip_train);
 
-  b.add("--data-path", a.data_path);
+  b.add("--data-path", words_text(a.data_path));
+  b.add("--train-data-path", words_text(a.train_data_path));
+  b.add("--valid-data-path", words_text(a.valid_data_path));
+  b.add("--test-data-path", words_text(a.test_data_path));
   b.add("--split", a.split);
+  b.add("--data-cache-path", a.data_cache_path);
+  b.add("--mid-level-dataset-surplus", a.mid_level_dataset_surplus);
   b.add("--tokenizer-type", a.tokenizer_type);
   b.add("--vocab-file", a.vocab_file);
   b.add("--merge-file", a.merge_file);

@@ -6,42 +6,52 @@
 
 namespace mt {
 
-DataLoader::DataLoader(const TrainArgs& args, int64_t dp_rank, int64_t cp_rank)
+namespace {
+
+DatasetBuilderConfig builder_config(const TrainArgs& args) {
+  DatasetBuilderConfig c;
+  if (!args.data_path.empty()) c.blend = parse_blend(args.data_path, "--data-path");
+  const std::vector<std::string>* per_split[3] = {&args.train_data_path, &args.valid_data_path,
+                                                  &args.test_data_path};
+  for (int i = 0; i < 3; ++i)
+    if (!per_split[i]->empty())
+      c.blend_per_split[size_t(i)] =
+          parse_blend(*per_split[i], std::string("--") + kSplitNames[i] + "-data-path");
+  if (!args.split.empty()) c.split = args.split;
+  c.seq_length = args.model.seq_length;
+  c.seed = args.seed;
+  c.mid_level_surplus = args.mid_level_dataset_surplus;
+  c.vocab_size = args.model.vocab_size;
+  const int64_t g = args.global_batch_size;
+  // Evaluated every --eval-interval, or once with --skip-train.
+  const bool evaluate = args.eval_iters > 0 && (args.eval_interval > 0 || args.skip_train);
+  const int64_t eval_samples =
+      evaluate ? checked_mul(args.eval_iters, g, "samples to evaluate (--eval-iters x "
+                                                 "--global-batch-size)")
+               : 0;
+  c.sizes = {args.skip_train ? 0
+                             : checked_mul(args.train_iters, g, "samples to train "
+                                                                "(--train-iters x --global-batch-size)"),
+             eval_samples, args.skip_train ? eval_samples : 0};
+  return c;
+}
+
+}  // namespace
+
+DataLoader::DataLoader(const TrainArgs& args, int64_t dp_rank, int64_t cp_rank,
+                       const BlendIndexSource& blend_indices)
     : args_(args),
       dp_rank_(dp_rank),
       cp_rank_(cp_rank),
       vocab_size_(args.model.vocab_size),
-      data_(args.data_path) {
+      data_(build_dataset_splits(builder_config(args), blend_indices)) {
   if (args.context_parallel_size > 1) {
     full_tokens_.resize(size_t(args.micro_batch_size * args.model.seq_length));
     full_labels_.resize(full_tokens_.size());
   }
-  // Every token id checked once at start-up (a corrupt .bin fails here, with
-  // the file, document, position and id, not when its sample is first read).
-  if (vocab_size_ > 0) data_.validate_token_range(vocab_size_);
-  const auto ranges = split_ranges(args.split, data_.num_sequences());
-  MT_CHECK(ranges[0].present && ranges[0].size() > 0, "--split ", args.split, " leaves no ",
-           "training documents out of ", data_.num_sequences(), "; fix: give the first weight > 0");
-  train_docs_ = ranges[0].size();
-  const int64_t g = args.global_batch_size;
-  train_ = std::make_unique<GptDataset>(data_, ranges[0], args.model.seq_length,
-                                        checked_mul(args.train_iters, g, "samples to train "
-                                                    "(--train-iters x --global-batch-size)"),
-                                        args.seed, "train");
-  // Evaluated every --eval-interval, or once with --skip-train.
-  const bool evaluate = args.eval_iters > 0 && (args.eval_interval > 0 || args.skip_train);
-  auto held_out = [&](const SplitRange& range, const char* name) {
-    return std::make_unique<GptDataset>(data_, range, args.model.seq_length,
-                                        checked_mul(args.eval_iters, g, "samples to evaluate "
-                                                    "(--eval-iters x --global-batch-size)"),
-                                        args.seed, name);
-  };
-  if (evaluate && ranges[1].present && ranges[1].size() > 0) valid_ = held_out(ranges[1], "valid");
-  if (evaluate && args.skip_train && ranges[2].present && ranges[2].size() > 0)
-    test_ = held_out(ranges[2], "test");
 }
 
-MicroBatchRef DataLoader::fill(const GptDataset& ds, int64_t batch_index, int64_t k,
+MicroBatchRef DataLoader::fill(const SampleDataset& ds, int64_t batch_index, int64_t k,
                                int32_t* tokens, int32_t* labels) const {
   const int64_t first = micro_batch_first_sample(batch_index, args_.global_batch_size,
                                                  args_.micro_batch_size, args_.dp_size, dp_rank_, k);
@@ -61,19 +71,20 @@ MicroBatchRef DataLoader::fill(const GptDataset& ds, int64_t batch_index, int64_
 
 MicroBatchRef DataLoader::train_batch(int64_t iteration, int64_t k, int32_t* tokens,
                                       int32_t* labels) const {
-  return fill(*train_, iteration - 1, k, tokens, labels);
+  MT_CHECK(data_.split[0] != nullptr, "no training split (internal error)");
+  return fill(*data_.split[0], iteration - 1, k, tokens, labels);
 }
 
 MicroBatchRef DataLoader::valid_batch(int64_t eval_iter, int64_t k, int32_t* tokens,
                                       int32_t* labels) const {
-  MT_CHECK(valid_ != nullptr, "no validation split (internal error)");
-  return fill(*valid_, eval_iter, k, tokens, labels);
+  MT_CHECK(has_valid(), "no validation split (internal error)");
+  return fill(*data_.split[1], eval_iter, k, tokens, labels);
 }
 
 MicroBatchRef DataLoader::test_batch(int64_t eval_iter, int64_t k, int32_t* tokens,
                                      int32_t* labels) const {
-  MT_CHECK(test_ != nullptr, "no test split (internal error)");
-  return fill(*test_, eval_iter, k, tokens, labels);
+  MT_CHECK(has_test(), "no test split (internal error)");
+  return fill(*data_.split[2], eval_iter, k, tokens, labels);
 }
 
 }  // namespace mt

@@ -1,5 +1,6 @@
-// The training and validation data of a run: the indexed dataset, its
-// train/valid (and with --skip-train test) splits as GPTDatasets, and which samples each micro-batch of
+// The training and validation data of a run: its train/valid (and with
+// --skip-train test) splits (data/dataset_builder.h: one dataset cut by
+// --split, or blends), and which samples each micro-batch of
 // each DP rank reads (Megatron's MegatronPretrainingSampler order, so a step's
 // global batch is the same whatever the layout). With context parallelism
 // each CP rank of a DP rank gets the same samples, cut to its two sequence
@@ -9,8 +10,8 @@
 #include <memory>
 #include <vector>
 
+#include "data/dataset_builder.h"
 #include "data/gpt_dataset.h"
-#include "data/indexed_dataset.h"
 #include "train/args.h"
 
 namespace mt {
@@ -21,22 +22,26 @@ struct MicroBatchRef {
 
 class DataLoader {
  public:
-  DataLoader(const TrainArgs& args, int64_t dp_rank, int64_t cp_rank = 0);
+  // `blend_indices` (may be empty: build them) supplies blend indices, e.g. from
+  // --data-cache-path (train/blend_cache.h); every rank calls it alike.
+  DataLoader(const TrainArgs& args, int64_t dp_rank, int64_t cp_rank = 0,
+             const BlendIndexSource& blend_indices = {});
 
   // Fills tokens/labels (b, s/CP) of micro-batch k of iteration `iteration` (1-based).
   MicroBatchRef train_batch(int64_t iteration, int64_t k, int32_t* tokens, int32_t* labels) const;
   // Evaluation batch `eval_iter` (0-based) of the validation split; every
   // evaluation reads the same eval_iters batches, so curves compare.
   MicroBatchRef valid_batch(int64_t eval_iter, int64_t k, int32_t* tokens, int32_t* labels) const;
-  bool has_valid() const { return valid_ != nullptr; }
+  bool has_valid() const { return data_.split[1] != nullptr; }
   // The same for the test split, built only for --skip-train (which
   // evaluates the loaded checkpoint on both held-out splits).
   MicroBatchRef test_batch(int64_t eval_iter, int64_t k, int32_t* tokens, int32_t* labels) const;
-  bool has_test() const { return test_ != nullptr; }
-  int64_t train_documents() const { return train_docs_; }
+  bool has_test() const { return data_.split[2] != nullptr; }
+  // One line per blended split (its datasets, weights and samples), for the log.
+  const std::vector<std::string>& notes() const { return data_.notes; }
 
  private:
-  MicroBatchRef fill(const GptDataset& ds, int64_t batch_index, int64_t k, int32_t* tokens,
+  MicroBatchRef fill(const SampleDataset& ds, int64_t batch_index, int64_t k, int32_t* tokens,
                      int32_t* labels) const;
 
   const TrainArgs& args_;
@@ -45,9 +50,7 @@ class DataLoader {
   int64_t vocab_size_;
   // CP > 1: the whole (b, s) samples before this rank's chunks are cut out.
   mutable std::vector<int32_t> full_tokens_, full_labels_;
-  IndexedDataset data_;
-  std::unique_ptr<GptDataset> train_, valid_, test_;
-  int64_t train_docs_ = 0;
+  DatasetSplits data_;
 };
 
 }  // namespace mt

@@ -53,7 +53,7 @@ TrainArgs train_args_of(const PlanProblem& pb, const PlanLayout& l) {
   a.micro_batch_size = l.micro_batch_size;
   a.global_batch_size = pb.global_batch_size;
   a.train_iters = 1;
-  a.data_path = "(megatron plan)";
+  a.data_path = {"(megatron plan)"};
   a.tokenizer_type = "NullTokenizer";
   a.vocab_size = std::max<int64_t>(pb.model.vocab_size, 1);
   return a;

@@ -23,6 +23,7 @@
 #include "model/model_runtime.h"
 #include "train/checkpoint_io.h"
 #include "train/checkpoint_tokenizer.h"
+#include "train/blend_cache.h"
 #include "train/data_loader.h"
 #include "train/host_memory.h"
 #include "train/memory_report.h"
@@ -328,7 +329,9 @@ Trainer setup_model_and_optimizer(const TrainArgs& args, const nlohmann::json& r
 void setup_data_and_log(Trainer& t) {
   const TrainArgs& args = t.args;
   const bool rank0 = t.ps.world_rank == 0;
-  t.data = std::make_unique<DataLoader>(args, t.ps.dp_rank, t.ps.cp_rank);
+  t.data = std::make_unique<DataLoader>(args, t.ps.dp_rank, t.ps.cp_rank,
+                                        blend_cache_source(args.data_cache_path, t.ps.world_comm));
+  for (const std::string& note : t.data->notes()) log_line(rank0, "%s\n", note.c_str());
   // MFU against the peak of the math the GEMMs use (bf16 ~2x fp32 here; the
   // emulated fp16 runs fp32 GEMMs). On the CPU the best of 2048^3, a wide
   // 4096x2048x1024 and this model's first MLP linear (a micro-batch's rows x
@@ -516,7 +519,8 @@ bool train(Trainer& t) {
 // nothing is saved.
 int evaluate_only(Trainer& t) {
   MT_CHECK(t.data->has_valid() || t.data->has_test(), "--skip-train has nothing to evaluate: ",
-           "--split ", t.args.split, " gives the validation and test splits no documents, or "
+           "--split ", t.args.split.empty() ? "969,30,1" : t.args.split, " gives the validation "
+           "and test splits no documents (or no --valid-data-path / --test-data-path), or "
            "--eval-iters is ", t.args.eval_iters, "; fix: a --split with held-out weights "
            "(e.g. 969,30,1) and --eval-iters >= 1");
   evaluate_and_print_results(t, t.state.iteration);

@@ -39,7 +39,9 @@ TEST_F(BadInput, FlagsAndLayout) {
 }
 
 TEST_F(BadInput, DataFiles) {
-  const BadInputCase missing{"missing dataset", train(" --data-path {dir}nope_text_document"),
+  const BadInputCase missing{"missing dataset",
+                             " train --data-path {dir}nope_text_document --vocab-file "
+                             "{dir}corpus_vocab.json" + tiny_model_flags() + " --train-iters 8",
                              "nope_text_document.idx"};
   expect_fails(missing);
   const BadInputCase vocab{"missing vocabulary", train(" --vocab-file {dir}nope.json"), "nope.json"};

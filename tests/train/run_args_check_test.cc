@@ -55,7 +55,7 @@ TEST(ArgumentList, EqualNumbersWrittenAlike) {
 
 TEST(ArgumentList, SerialisationRoundTrips) {
   TrainArgs a;
-  a.data_path = "/data/with \"quotes\" and, commas";
+  a.data_path = {"0.3", "/data/with \"quotes\" and, commas", "0.7", "/data/b c"};
   const ArgList list = argument_list(a);
   EXPECT_EQ(parse_arguments(serialize_arguments(list)), list);
   EXPECT_THROW(parse_arguments("{not json"), Error);
