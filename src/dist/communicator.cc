@@ -396,6 +396,46 @@ void Communicator::all_gather_in_place(void* x, const ChunkSplit& split, MPI_Dat
             op, name_);
 }
 
+void Communicator::all_to_all_v(float* out, const ChunkSplit& recv_split, const float* in,
+                                const ChunkSplit& send_split) const {
+  all_to_all_v(out, recv_split, in, send_split, MPI_FLOAT, sizeof(float));
+}
+
+void Communicator::all_to_all_v(uint16_t* out, const ChunkSplit& recv_split, const uint16_t* in,
+                                const ChunkSplit& send_split) const {
+  all_to_all_v(out, recv_split, in, send_split, MPI_UINT16_T, sizeof(uint16_t));
+}
+
+void Communicator::all_to_all_v(void* out, const ChunkSplit& recv_split, const void* in,
+                                const ChunkSplit& send_split, MPI_Datatype type,
+                                size_t elem) const {
+  BusyTimer busy(busy_seconds_, "all_to_all_v", id_.get());
+  const char* op = "all_to_all_v";
+  check_split(op, send_split);
+  check_split(op, recv_split);
+  if (size_ == 1) {
+    MT_CHECK(send_split.total() == recv_split.total(), op, " on group '", name_, "': sends ",
+             send_split.total(), " elements to itself but receives ", recv_split.total());
+    if (send_split.total() > 0) std::memmove(out, in, size_t(send_split.total()) * elem);
+    return;
+  }
+  check_mpi(MPI_Alltoallv(in, send_split.counts.data(), send_split.displs.data(), type, out,
+                          recv_split.counts.data(), recv_split.displs.data(), type, comm_),
+            op, name_);
+}
+
+std::vector<int64_t> Communicator::all_to_all_counts(const std::vector<int64_t>& send) const {
+  BusyTimer busy(busy_seconds_, "all_to_all_counts", id_.get());
+  check_member("all_to_all_counts");
+  MT_CHECK(int(send.size()) == size_, "all_to_all_counts on group '", name_, "': ", send.size(),
+           " counts for a group of ", size_);
+  std::vector<int64_t> recv(send.size(), 0);
+  if (size_ == 1) return send;
+  check_mpi(MPI_Alltoall(send.data(), 1, MPI_INT64_T, recv.data(), 1, MPI_INT64_T, comm_),
+            "all_to_all_counts", name_);
+  return recv;
+}
+
 void Communicator::broadcast(void* data, size_t bytes, int root) const {
   BusyTimer busy(busy_seconds_, "broadcast", id_.get());
   check_member("broadcast");

@@ -143,6 +143,18 @@ class Communicator {
   // pairwise sum in fp32, rounded once to bf16). Half the bytes of fp32.
   void all_reduce_sum_bf16(uint16_t* x, int64_t n) const;
   void reduce_scatter_sum_bf16_in_place(uint16_t* x, const ChunkSplit& split) const;
+  // All-to-all with per-peer counts (MPI_Alltoallv; an expert dispatcher's
+  // exchange): chunk j of `in` (send_split) goes to rank j, and chunk i of
+  // `out` (recv_split) is what rank i sent here (`=`). send_split.counts[j] on
+  // this rank must equal recv_split.counts[i] on rank j (the caller exchanges
+  // the counts first, e.g. with all_to_all_counts). in and out must not overlap.
+  void all_to_all_v(float* out, const ChunkSplit& recv_split, const float* in,
+                    const ChunkSplit& send_split) const;
+  void all_to_all_v(uint16_t* out, const ChunkSplit& recv_split, const uint16_t* in,
+                    const ChunkSplit& send_split) const;  // bf16 activations
+  // recv[i] = send[rank] of rank i: the counts each peer will send here.
+  // send, recv: (size).
+  std::vector<int64_t> all_to_all_counts(const std::vector<int64_t>& send) const;
   // The `bytes` bytes at data on `root` are copied to every rank.
   void broadcast(void* data, size_t bytes, int root) const;
   void barrier() const;
@@ -198,6 +210,8 @@ class Communicator {
   CommHandle start_all_reduce(void* x, int64_t n, MPI_Datatype type, MPI_Op op,
                               const char* what) const;
   void all_gather(void* out, const void* in, int64_t n, MPI_Datatype type, size_t elem) const;
+  void all_to_all_v(void* out, const ChunkSplit& recv_split, const void* in,
+                    const ChunkSplit& send_split, MPI_Datatype type, size_t elem) const;
   void send(const void* x, int64_t n, MPI_Datatype type, int peer, int tag) const;
   void recv(void* x, int64_t n, MPI_Datatype type, int peer, int tag) const;
   CommHandle isend(const void* x, int64_t n, MPI_Datatype type, int peer, int tag) const;

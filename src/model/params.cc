@@ -8,6 +8,10 @@
 
 namespace mt {
 
+const char* grad_group_name(GradGroup g) {
+  return g == GradGroup::kDataParallel ? "data-parallel" : "expert-data-parallel";
+}
+
 std::pair<int64_t, int64_t> stage_layer_range(int64_t num_layers, int pp_size, int pp_rank,
                                               int64_t first_stage_layers,
                                               int64_t last_stage_layers) {

@@ -20,6 +20,15 @@ enum class Init : uint8_t { kNormal, kOnes, kZeros };
 // the loss head (final norm and untied output layer).
 enum class Part : uint8_t { kEmbedding, kLayer, kLossHead };
 
+// The group a parameter's gradient is averaged over after backward (Megatron
+// tags expert weights `allreduce=False` and reduces them over the
+// expert-data-parallel group): today every parameter is dense, reduced over
+// the data-parallel group (DP, or DP x CP with context parallelism). The DP
+// buckets (optim/grad_buckets.h) refuse a parameter of any other group until
+// that group's reduction exists.
+enum class GradGroup : uint8_t { kDataParallel, kExpertDataParallel };
+const char* grad_group_name(GradGroup g);
+
 struct ParamSpec {
   std::string name;               // Megatron-core name, e.g. decoder.layers.3.mlp.linear_fc1.weight
   int64_t global_rows = 0;        // global shape (rows, cols); cols = 1 for vectors
@@ -43,6 +52,7 @@ struct ParamSpec {
   // splits one by one (SwiGLU's fc1 = [gate; up]: each rank holds its slice
   // of both), as Megatron does; 1 for a plain contiguous split.
   int64_t row_blocks = 1;
+  GradGroup grad_group = GradGroup::kDataParallel;  // what its gradient is reduced over
 
   int64_t numel() const { return rows * cols; }
   bool tp_replicated() const { return partition_dim < 0; }

@@ -11,6 +11,10 @@ namespace mt {
 
 std::vector<GradBucket> plan_grad_buckets(const ParamRegistry& reg, int64_t bucket_size_floats,
                                           int dp_shards) {
+  for (const ParamSpec& p : reg.params())
+    MT_CHECK(p.grad_group == GradGroup::kDataParallel, "parameter '", p.name, "' is reduced over "
+             "the ", grad_group_name(p.grad_group), " group, which the data-parallel gradient "
+             "buckets do not reduce (internal error: that group has no reduction yet)");
   MT_CHECK(bucket_size_floats > 0, "DP bucket size is ", bucket_size_floats,
            " floats; fix: pass a positive --ddp-bucket-size (Megatron's default is "
            "max(40000000, 1000000 * dp))");

@@ -114,6 +114,37 @@ TEST(Communicator, AllGatherAndReduceScatter) {
   for (int j = 0; j < n; ++j) EXPECT_EQ(mine[j], float(w * (r * n + j) + w * (w - 1) / 2)) << j;
 }
 
+// Rank r sends (r + 1) * (j + 1) % 4 elements to rank j (some zero), each
+// value naming sender, receiver and position; counts exchanged first.
+TEST(Communicator, AllToAllVariableCounts) {
+  Communicator c = Communicator::world();
+  const int r = c.rank(), w = c.size();
+  std::vector<int64_t> send_counts(static_cast<size_t>(w), 0);
+  for (int j = 0; j < w; ++j) send_counts[size_t(j)] = (r + 1) * (j + 1) % 4;
+  const std::vector<int64_t> recv_counts = c.all_to_all_counts(send_counts);
+  for (int i = 0; i < w; ++i) EXPECT_EQ(recv_counts[size_t(i)], (i + 1) * (r + 1) % 4) << i;
+  const ChunkSplit send = chunk_split(send_counts), recv = chunk_split(recv_counts);
+  std::vector<float> in(size_t(send.total()));
+  std::vector<uint16_t> in16(in.size());
+  for (int j = 0; j < w; ++j)
+    for (int k = 0; k < send.counts[size_t(j)]; ++k) {
+      in[size_t(send.displs[size_t(j)] + k)] = float(1000 * r + 10 * j + k);
+      in16[size_t(send.displs[size_t(j)] + k)] = uint16_t(1000 * r + 10 * j + k);
+    }
+  std::vector<float> out(size_t(recv.total()), -1.0f);
+  std::vector<uint16_t> out16(out.size(), 0);
+  c.all_to_all_v(out.data(), recv, in.data(), send);
+  c.all_to_all_v(out16.data(), recv, in16.data(), send);
+  for (int i = 0; i < w; ++i)
+    for (int k = 0; k < recv.counts[size_t(i)]; ++k) {
+      EXPECT_EQ(out[size_t(recv.displs[size_t(i)] + k)], float(1000 * i + 10 * r + k));
+      EXPECT_EQ(out16[size_t(recv.displs[size_t(i)] + k)], uint16_t(1000 * i + 10 * r + k));
+    }
+  // Mismatched splits are refused by name, not sent.
+  const ChunkSplit wrong = chunk_split(std::vector<int64_t>(size_t(w + 1), 0));
+  EXPECT_THROW(c.all_to_all_v(out.data(), wrong, in.data(), send), Error);
+}
+
 TEST(Communicator, BroadcastFromLastRank) {
   Communicator c = Communicator::world();
   const int root = c.size() - 1;

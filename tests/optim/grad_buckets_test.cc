@@ -68,6 +68,16 @@ TEST(GradBuckets, LayoutTilesBufferInReverseOrder) {
   ASSERT_EQ(all.size(), 1u);
   EXPECT_EQ(all[0].numel(), reg.total_floats());
   EXPECT_THROW(plan_grad_buckets(reg, 0), Error);
+  // Every parameter names its reduction group; the DP buckets take only theirs.
+  for (const ParamSpec& p : reg.params()) EXPECT_EQ(p.grad_group, GradGroup::kDataParallel);
+  ParamRegistry expert = small_registry();
+  const_cast<ParamSpec&>(expert.params()[3]).grad_group = GradGroup::kExpertDataParallel;
+  try {
+    plan_grad_buckets(expert, 1000);
+    ADD_FAILURE() << "an expert-data-parallel parameter was bucketed with the dense ones";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("expert-data-parallel"), std::string::npos) << e.what();
+  }
 }
 
 TEST(GradBuckets, BucketOfMatchesLayout) {
