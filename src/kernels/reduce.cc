@@ -7,6 +7,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "backend/device.h"
@@ -59,6 +60,35 @@ bool all_finite(const float* x, int64_t n) {
     bad |= int((bits & 0x7f800000u) == 0x7f800000u);
   }
   return bad == 0;
+}
+
+bool unscale_and_check(float* grads, int64_t n, float inv_scale) {
+  if (MT_ON_DEVICE(grads)) {  // two passes on the GPU: the same answer and values
+    const bool bad = !all_finite(grads, n);
+    scale_inplace(grads, n, inv_scale);
+    return bad;
+  }
+  // Non-finite = all exponent bits set (inf or NaN); a bit test stays correct
+  // even if the build ever enables -ffast-math.
+  int64_t bad = 0;
+#pragma omp parallel for simd schedule(static) reduction(+ : bad)
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &grads[i], sizeof bits);
+    bad += (bits & 0x7f800000u) == 0x7f800000u;
+    grads[i] *= inv_scale;
+  }
+  return bad > 0;
+}
+
+int64_t count_nonfinite(const float* x, int64_t n, int64_t* first) {
+  int64_t bad = 0;
+#pragma omp parallel for reduction(+ : bad) schedule(static)
+  for (int64_t i = 0; i < n; ++i) bad += !std::isfinite(x[i]);
+  *first = -1;
+  for (int64_t i = 0; i < n && bad > 0 && *first < 0; ++i)
+    if (!std::isfinite(x[i])) *first = i;
+  return bad;
 }
 
 }  // namespace mt

@@ -7,5 +7,12 @@ namespace mt {
 double sum_squares(const float* x, int64_t n);  // in double, deterministic for a thread count
 void scale_inplace(float* x, int64_t n, float alpha);
 bool all_finite(const float* x, int64_t n);
+// fp16 loss scaling: grads *= inv_scale [=]; returns true when any gradient
+// was inf or NaN before scaling (the step must then be skipped). The caller
+// reduces the flag over the model-parallel (and, without a shared buffer,
+// data-parallel) group. grads: (n)
+bool unscale_and_check(float* grads, int64_t n, float inv_scale);
+// Elements of x that are inf or NaN, and the first one's index (-1: none).
+int64_t count_nonfinite(const float* x, int64_t n, int64_t* first);
 
 }  // namespace mt

@@ -5,7 +5,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "kernels/reduce.h"
-#include "optim/grad_bf16.h"
+#include "kernels/bf16_in_place.h"
 
 namespace mt {
 

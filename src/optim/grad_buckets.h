@@ -50,7 +50,7 @@
 // Gradients still accumulate in fp32 and the optimizer reads fp32; only the
 // wire format changes. Just before its collective a bucket's fp32 gradients
 // are rounded to bf16 in place, into the first half of the bucket's own
-// bytes (optim/grad_bf16.h), and reduced as bf16 (Communicator's *_bf16
+// bytes (kernels/bf16_in_place.h), and reduced as bf16 (Communicator's *_bf16
 // collectives: fp32 sums rounded once per pairwise addition), half the bytes.
 // After the wait the sum is widened back to fp32 into the bucket, times 1/DP
 // as in the fp32 path — the whole bucket (all-reduce) or this rank's piece

@@ -1,10 +1,6 @@
 #include "optim/grad_scaler.h"
 
-#include "backend/device.h"
-#include "kernels/reduce.h"
-
 #include <algorithm>
-#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -81,25 +77,6 @@ void GradScaler::load_state(const nlohmann::json& state) {
   scale_ = scale;
   growth_tracker_ = growth;
   hysteresis_tracker_ = state["hysteresis_tracker"].get<int64_t>();
-}
-
-bool unscale_and_check(float* grads, int64_t n, float inv_scale) {
-  if (MT_ON_DEVICE(grads)) {  // two passes on the GPU: the same answer and values
-    const bool bad = !all_finite(grads, n);
-    scale_inplace(grads, n, inv_scale);
-    return bad;
-  }
-  // Non-finite = all exponent bits set (inf or NaN); a bit test stays correct
-  // even if the build ever enables -ffast-math.
-  int64_t bad = 0;
-#pragma omp parallel for simd schedule(static) reduction(+ : bad)
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, &grads[i], sizeof bits);
-    bad += (bits & 0x7f800000u) == 0x7f800000u;
-    grads[i] *= inv_scale;
-  }
-  return bad > 0;
 }
 
 }  // namespace mt

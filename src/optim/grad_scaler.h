@@ -1,7 +1,7 @@
 // Loss scaling for fp16 training, with Megatron-LM's semantics
 // (megatron/core/optimizer/grad_scaler.py: ConstantGradScaler,
 // DynamicGradScaler). The loss is multiplied by scale() before backward; the
-// optimizer then unscales the gradients (unscale_and_check), skips the step
+// optimizer then unscales the gradients (kernels/reduce.h: unscale_and_check), skips the step
 // when any gradient overflowed, and calls update(found_inf).
 //
 // Dynamic rule (as Megatron's DynamicGradScaler.update):
@@ -58,11 +58,5 @@ class GradScaler {
   int64_t growth_interval_ = 1000, hysteresis_ = 2;
   int64_t growth_tracker_ = 0, hysteresis_tracker_ = 2;
 };
-
-// grads: (n)   grads *= inv_scale [=]. Returns true when any gradient was inf
-// or NaN before scaling (the step must then be skipped). OpenMP over n. The
-// caller reduces the flag over the model-parallel (and, without a shared
-// buffer, data-parallel) group before update().
-bool unscale_and_check(float* grads, int64_t n, float inv_scale);
 
 }  // namespace mt

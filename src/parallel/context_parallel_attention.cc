@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <limits>
 
+#include "backend/device.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "kernels/attention_ring.h"
 
 namespace mt {
 
@@ -34,58 +36,6 @@ RingShape ring_shape(const AttentionDims& dims, int64_t groups, const ContextPar
   r.g = groups;
   r.gs = dims.b * groups * r.c * dims.d;
   return r;
-}
-
-// Grouped-query attention: the a heads' k and v (2b, a, c, d) repeat each
-// group's (2b, g, c, d); only the groups travel.
-// packed (2b, g, c, d) = the first head of each group                    [=]
-template <class T>
-void pack_groups(T* packed, const T* heads, int64_t batches, int64_t a, int64_t g,
-                 int64_t cd) {
-  const int64_t r = a / g;
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t bi = 0; bi < batches; ++bi)
-    for (int64_t gi = 0; gi < g; ++gi)
-      std::copy_n(heads + (bi * a + gi * r) * cd, cd, packed + (bi * g + gi) * cd);
-}
-// heads (2b, a, c, d) = each head its group's                              [=]
-template <class T>
-void unpack_groups(T* heads, const T* packed, int64_t batches, int64_t a, int64_t g,
-                   int64_t cd) {
-  const int64_t r = a / g;
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t bi = 0; bi < batches; ++bi)
-    for (int64_t hi = 0; hi < a; ++hi)
-      std::copy_n(packed + (bi * g + hi / r) * cd, cd, heads + (bi * a + hi) * cd);
-}
-// packed (2b, g, c, d) += the sum of each group's heads' gradients         [+=]
-void add_group_sums(float* packed, const float* heads, int64_t batches, int64_t a, int64_t g,
-                    int64_t cd) {
-  const int64_t r = a / g;
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t bi = 0; bi < batches; ++bi)
-    for (int64_t gi = 0; gi < g; ++gi) {
-      float* dst = packed + (bi * g + gi) * cd;
-      for (int64_t j = 0; j < r; ++j) {
-        const float* src = heads + (bi * a + gi * r + j) * cd;
-        for (int64_t i = 0; i < cd; ++i) dst[i] += src[i];
-      }
-    }
-}
-// heads (2b, a, c, d) = the group's gradient on its first head, 0 on the
-// others (heads_to_qkv sums a group's heads, so the sum is the group's)    [=]
-void groups_to_first_heads(float* heads, const float* packed, int64_t batches, int64_t a,
-                           int64_t g, int64_t cd) {
-  const int64_t r = a / g;
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t bi = 0; bi < batches; ++bi)
-    for (int64_t hi = 0; hi < a; ++hi) {
-      float* dst = heads + (bi * a + hi) * cd;
-      if (hi % r == 0)
-        std::copy_n(packed + (bi * g + hi / r) * cd, cd, dst);
-      else
-        std::fill(dst, dst + cd, 0.f);
-    }
 }
 
 // The attention of one chunk pair: queries of this rank's chunk qj over keys
@@ -187,11 +137,6 @@ void wait_exposed(const Communicator& comm, H&... handles) {
   comm.add_busy_seconds(timer.seconds());
 }
 
-void add(float* dst, const float* src, int64_t n) {
-#pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
-}
-
 }  // namespace
 
 int64_t context_parallel_attention_workspace_floats(const AttentionDims& dims, int64_t groups) {
@@ -206,25 +151,6 @@ int64_t context_parallel_ring_bytes(const AttentionDims& dims, int64_t groups, i
   const int64_t kv = 2 * 2 * dims.b * groups * (dims.s / 2) * dims.d;  // K | V, two chunks
   const int64_t kv_msgs = (cp_size - 1) * kv * kv_elem_bytes(dims);
   return backward ? kv_msgs + cp_size * kv * int64_t(sizeof(float)) : kv_msgs;
-}
-
-void context_parallel_row_dsum(float* dsum, const float* dctx, ReadView ctx_sbh,
-                               const AttentionDims& dims) {
-  const int64_t b = dims.b, a = dims.a, d = dims.d, c = dims.s / 2;
-  visit(ctx_sbh, [&](auto* ctx) {
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t jb = 0; jb < 2 * b; ++jb)  // (chunk, sample)
-      for (int64_t hi = 0; hi < a; ++hi)
-        for (int64_t p = 0; p < c; ++p) {
-          const int64_t j = jb / b, bi = jb % b;
-          const float* dc = dctx + ((jb * a + hi) * c + p) * d;
-          const int64_t o = ((j * c + p) * b + bi) * a * d + hi * d;  // row (j·c + p, bi), head hi
-          float acc = 0.f;
-#pragma omp simd reduction(+ : acc)
-          for (int64_t t = 0; t < d; ++t) acc += dc[t] * load_f32(ctx, o + t);
-          dsum[(jb * a + hi) * c + p] = acc;
-        }
-  });
 }
 
 namespace {
@@ -248,8 +174,8 @@ KvStep start_kv_step(int t, const T* k, const T* v, RingScratch& w, const RingSh
   T* const heads = static_cast<T*>(w.kv_heads);
   KvStep st;
   if (t == 0) {  // pack this rank's groups: what travels first
-    pack_groups(ring[0], k, batches, dims.a, r.g, cd);
-    pack_groups(ring[0] + kvp, v, batches, dims.a, r.g, cd);
+    pack_head_groups(ring[0], k, batches, dims.a, r.g, cd);
+    pack_head_groups(ring[0] + kvp, v, batches, dims.a, r.g, cd);
   }
   // One message of K | V groups to the next rank, the next step's from the previous.
   if (t + 1 < n) {
@@ -260,8 +186,8 @@ KvStep start_kv_step(int t, const T* k, const T* v, RingScratch& w, const RingSh
     st.k = k;
     st.v = v;
   } else {
-    unpack_groups(heads, ring[t % 2], batches, dims.a, r.g, cd);
-    unpack_groups(heads + 2 * r.cs, ring[t % 2] + kvp, batches, dims.a, r.g, cd);
+    unpack_head_groups(heads, ring[t % 2], batches, dims.a, r.g, cd);
+    unpack_head_groups(heads + 2 * r.cs, ring[t % 2] + kvp, batches, dims.a, r.g, cd);
     st.k = heads;
     st.v = heads + 2 * r.cs;
   }
@@ -327,8 +253,8 @@ void context_parallel_attention_backward(float* dq, float* dk, float* dv, const 
   const int next = (me + 1) % n, prev = (me + n - 1) % n;
   const int64_t kvp = 2 * r.gs, batches = 2 * dims.b, cd = r.c * dims.d;
   // D = rowsum(dctx · ctx) of the merged rows, for every block's softmax backward.
-  context_parallel_row_dsum(w.dsum, dctx, ctx_sbh, dims);
-  std::fill(dq, dq + 2 * r.cs, 0.f);
+  ring_row_dsum(w.dsum, dctx, ctx_sbh, dims);
+  fill_zero(dq, size_t(2 * r.cs) * sizeof(float));
   CommHandle sdkv;  // the accumulator sent last step (its buffer is reused next-but-one)
   for (int t = 0; t < n; ++t) {
     const int src = (me - t + n) % n;
@@ -337,7 +263,7 @@ void context_parallel_attention_backward(float* dq, float* dk, float* dv, const 
     if (t > 0)  // src's dK | dV group sums, from the ranks that held this block before
       rdkv = comm.irecv(w.dkv_in, 2 * kvp, prev, kTagDk);
     float* part = w.dkv_part[t % 2];  // this rank's dK | dV of src's chunks' groups
-    std::fill(part, part + 2 * kvp, 0.f);
+    fill_zero(part, size_t(2 * kvp) * sizeof(float));
     for (int64_t qj = 0; qj < 2; ++qj)
       for (int64_t kj = 0; kj < 2; ++kj) {
         const AttentionDims bd = block_dims(dims, cp, r.c, qj, src, kj);
@@ -345,13 +271,13 @@ void context_parallel_attention_backward(float* dq, float* dk, float* dv, const 
         attention_backward(w.blk_dq, w.blk_dk, w.blk_dv, dctx + qj * r.cs, q.at(qj * r.cs),
                            kv.k.at(kj * r.cs), kv.v.at(kj * r.cs), nullptr, lse + qj * r.rows,
                            bd, drop, w.attn, w.dsum + qj * r.rows);
-        add(dq + qj * r.cs, w.blk_dq, r.cs);
-        add_group_sums(part + kj * r.gs, w.blk_dk, dims.b, dims.a, r.g, cd);
-        add_group_sums(part + kvp + kj * r.gs, w.blk_dv, dims.b, dims.a, r.g, cd);
+        add_inplace(dq + qj * r.cs, w.blk_dq, r.cs);
+        add_head_group_sums(part + kj * r.gs, w.blk_dk, dims.b, dims.a, r.g, cd);
+        add_head_group_sums(part + kvp + kj * r.gs, w.blk_dv, dims.b, dims.a, r.g, cd);
       }
     if (t > 0) {
       wait_exposed(comm, rdkv);
-      add(part, w.dkv_in, 2 * kvp);
+      add_inplace(part, w.dkv_in, 2 * kvp);
     }
     wait_exposed(comm, sdkv);  // last step's accumulator left (before this one's send is posted)
     sdkv = comm.isend(part, 2 * kvp, next, kTagDk);
@@ -360,8 +286,8 @@ void context_parallel_attention_backward(float* dq, float* dk, float* dv, const 
   // The accumulator of this rank's own chunks has been round the ring.
   CommHandle rdkv = comm.irecv(w.dkv_in, 2 * kvp, prev, kTagDk);
   wait_exposed(comm, rdkv, sdkv);
-  groups_to_first_heads(dk, w.dkv_in, batches, dims.a, r.g, cd);
-  groups_to_first_heads(dv, w.dkv_in + kvp, batches, dims.a, r.g, cd);
+  head_groups_to_first_heads(dk, w.dkv_in, batches, dims.a, r.g, cd);
+  head_groups_to_first_heads(dv, w.dkv_in + kvp, batches, dims.a, r.g, cd);
 }
 
 }  // namespace mt

@@ -55,9 +55,6 @@ void context_parallel_attention_backward(float* dq, float* dk, float* dv, const 
                                          int64_t groups, const AttentionDropout& drop,
                                          const ContextParallel& cp, float* workspace);
 
-// D (2, b, a, c) = rowsum over d of dctx (2, b, a, c, d) · ctx_sbh (s, b, a·d)  [=]
-void context_parallel_row_dsum(float* dsum, const float* dctx, ReadView ctx_sbh,
-                               const AttentionDims& dims);
 
 // Bytes this rank sends around the ring in one forward (backward = false) or
 // one backward of one layer and micro-batch: (CP-1) K|V messages, and in

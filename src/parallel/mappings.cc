@@ -1,6 +1,6 @@
 #include "parallel/mappings.h"
 
-#include <cstring>
+#include "backend/device.h"
 
 namespace mt {
 
@@ -39,7 +39,7 @@ void reduce_scatter_to_sp_region_backward(float* dfull, const float* dslab, int6
 
 void scatter_to_sp_region_forward(float* slab, const float* full, int64_t slab_n,
                                   const Communicator& tp) {
-  std::memcpy(slab, full + int64_t(tp.rank()) * slab_n, size_t(slab_n) * sizeof(float));
+  copy_bytes(slab, full + int64_t(tp.rank()) * slab_n, size_t(slab_n) * sizeof(float));
 }
 
 void scatter_to_sp_region_backward(float* dfull, const float* dslab, int64_t slab_n,

@@ -1,8 +1,8 @@
 #include "pipeline/schedules.h"
 
 #include <algorithm>
-#include <cstring>
 
+#include "backend/device.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -179,7 +179,7 @@ double run_pipeline_schedule(ModelRuntime& rt, const PipelineLinks& links,
         // no longer needs: the shared input_grad() is overwritten by the next backward.
         const int receiver_chunk = links.stage == 0 ? op.chunk - 1 : op.chunk;
         float* buf = rt.grad_send_buffer(op.chunk, i);
-        std::memcpy(buf, rt.input_grad(), size_t(n) * sizeof(float));
+        copy_bytes(buf, rt.input_grad(), size_t(n) * sizeof(float));
         bwd_send = links.pp->isend(buf, n, prev_rank, bwd_tag(receiver_chunk));
         break;
       }

@@ -17,6 +17,7 @@
 #include "checkpoint/safetensors.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "kernels/reduce.h"
 #include "train/checkpoint_dir.h"
 #include "train/checkpoint_shard.h"
 #include "train/checkpoint_tokenizer.h"
@@ -221,12 +222,9 @@ void read_resharded(const std::string& iter_dir, const ShardSource& read, const 
 // A loaded tensor with NaN or Inf would train (or generate) garbage that is
 // reported far from its cause; name it instead.
 void check_finite(const float* x, int64_t n, const std::string& what, const std::string& iter) {
-  int64_t bad = 0, first = -1;
-#pragma omp parallel for reduction(+ : bad) schedule(static)
-  for (int64_t i = 0; i < n; ++i) bad += !std::isfinite(x[i]);
+  int64_t first = -1;
+  const int64_t bad = count_nonfinite(x, n, &first);
   if (bad == 0) return;
-  for (int64_t i = 0; i < n && first < 0; ++i)
-    if (!std::isfinite(x[i])) first = i;
   MT_FAIL("checkpoint ", iter, ": ", what, " holds ", bad, " non-finite values of ", n,
           " (first at element ", first, ": ", x[first], "); fix: load an earlier iteration (write "
           "its number into ", kTrackerFile, "), or this one with --no-load-optim if only the "

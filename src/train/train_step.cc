@@ -3,6 +3,8 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/reduce.h"
+
 namespace mt {
 
 void set_param_values(ModelRuntime& rt, AdamWOptimizer& opt, size_t i, const float* values) {

@@ -3,6 +3,8 @@
 // Rank-independent (this binary also runs under mpirun).
 #include "optim/grad_scaler.h"
 
+#include "kernels/reduce.h"
+
 #include <gtest/gtest.h>
 
 #include <cfloat>

@@ -1,4 +1,4 @@
-#include "optim/grad_bf16.h"
+#include "kernels/bf16_in_place.h"
 
 #include <omp.h>
 

@@ -1,10 +1,10 @@
-// In-place fp32 ↔ bf16 of a gradient bucket (optim/grad_bf16.h): rounding
+// In-place fp32 ↔ bf16 of a gradient bucket (kernels/bf16_in_place.h): rounding
 // gives bf16_from_f32 of every element (ties to even, NaN, overflow) at byte
 // 2i, widening gives back f32_from_bf16 · scale at byte 4i, for odd and even
 // lengths, below and above the one-thread size, on 1 and 2 OpenMP threads;
 // a bucket inside a larger buffer leaves its neighbours' bytes alone, and a
 // piece [begin, end) widens only its own elements (the reduce-scatter case).
-#include "optim/grad_bf16.h"
+#include "kernels/bf16_in_place.h"
 
 #include <gtest/gtest.h>
 #include <omp.h>
