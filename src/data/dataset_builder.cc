@@ -25,7 +25,7 @@ class Builder {
     for (const std::string& prefix : blend.prefixes) {
       const IndexedDataset& d = open(prefix);
       if (per_split) {
-        ranges.push_back({0, d.num_sequences(), d.num_sequences() > 0});
+        ranges.push_back({0, d.num_sequences(), true});  // whole (empty: refused below)
       } else {
         ranges.push_back(split_ranges(c_.split, d.num_sequences())[size_t(i)]);
       }
