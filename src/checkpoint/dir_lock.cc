@@ -118,6 +118,10 @@ void DirLock::unlock() noexcept {
   fd_ = -1;
 }
 
+void DirLock::moved_to(const std::string& dir) {
+  if (fd_ >= 0) path_ = dir + "/" + kDirLockFile;
+}
+
 std::string dir_in_use_message(const std::string& flag, const std::string& dir,
                                const std::string& holder) {
   return flag + " " + dir + " is in use by another megatron run (" +

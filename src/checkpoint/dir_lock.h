@@ -48,6 +48,10 @@ class DirLock {
   // Removes the lock file and releases the lock (nothing if not held).
   void unlock() noexcept;
 
+  // The locked directory was renamed to `dir` (its lock file with it): unlock()
+  // then removes the file there, never a lock file another run made at the old path.
+  void moved_to(const std::string& dir);
+
   bool locked() const { return fd_ >= 0; }
   const std::string& path() const { return path_; }  // <dir>/.megatron.lock once tried
 

@@ -27,14 +27,17 @@ Command add_convert_command(CLI::App& app) {
       "  (gpt2: vocab.json + merges.txt; llama: tokenizer.model). Writes the release checkpoint\n"
       "  <save-dir>/release (tracker 'release'): `train --load` fine-tunes it from iteration 0\n"
       "  with a fresh optimizer, `generate --load` decodes it. The vocabulary is padded to a\n"
-      "  multiple of --make-vocab-size-divisible-by x TP with copies of the last row. Dropout is\n"
+      "  multiple of --make-vocab-size-divisible-by x TP with copies of the last row (rows of\n"
+      "  a config.json vocab_size above the tokenizer's are kept as padding rows). Dropout is\n"
       "  recorded as 0.0 (converted models carry none): pass --hidden-dropout and\n"
       "  --attention-dropout to train to fine-tune with dropout.\n"
       "megatron -> hf: any checkpoint of --load-dir (its tracker's iteration, any TP/PP) whose\n"
       "  model is gpt2-like (LayerNorm, learned positions, GELU, biases, tied) or llama-like\n"
       "  (RMSNorm, rope, SwiGLU, no linear biases) -> config.json, model.safetensors (sharded\n"
       "  with model.safetensors.index.json above --max-shard-size-mb) and the checkpoint's\n"
-      "  tokenizer files under Hugging Face's names.");
+      "  tokenizer files under Hugging Face's names; vocab_size as imported when recorded.\n"
+      "Both write into a working folder (release.tmp; <save-dir>.tmp beside it) renamed into\n"
+      "  place when complete: a failure or a kill never leaves a partial or missing model.");
   app.add_option("--model-type", a->model_type, "GPT (the only model type)")->required();
   app.add_option("--loader", a->loader,
                  "hf (also llama_hf, gpt2_hf): a Hugging Face folder; megatron: a checkpoint")

@@ -1,6 +1,7 @@
 #include "convert/hf_config.h"
 
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <vector>
 
@@ -20,24 +21,56 @@ std::string shown(const json& v) {
 
 bool present(const json& c, const char* key) { return c.contains(key) && !c.at(key).is_null(); }
 
+// Upper limits of config.json's sizes: far above any real model (Llama 3
+// 405B: hidden 16384, ffn 53248, 126 layers, vocabulary 128256; contexts of
+// millions of positions), low enough that every product of them (parameters,
+// bytes) fits a 64-bit integer: a damaged or hand-edited file is refused by
+// name instead of overflowing or failing in an allocation.
+constexpr int64_t kMaxHidden = int64_t(1) << 17;     // hidden_size, n_embd
+constexpr int64_t kMaxFfn = int64_t(1) << 20;        // intermediate_size, n_inner
+constexpr int64_t kMaxLayers = int64_t(1) << 14;     // num_hidden_layers, n_layer
+constexpr int64_t kMaxHeads = int64_t(1) << 14;      // attention and key/value heads
+constexpr int64_t kMaxPositions = int64_t(1) << 24;  // max_position_embeddings, n_positions
+constexpr int64_t kMaxVocab = int64_t(1) << 24;      // vocab_size
+
+const char* const kFixFile = "; fix: correct config.json (the file is damaged, hand-edited or not "
+                             "of this model)";
+
 int64_t get_int(const json& c, const char* key, const std::string& path, int64_t fallback,
-                bool required, int64_t min_value = 1) {
+                bool required, int64_t max_value) {
   if (!present(c, key)) {
     MT_CHECK(!required, path, " has no '", key, "'; fix: a Hugging Face config.json of this "
              "model type always has it (the file is incomplete or of another model type)");
     return fallback;
   }
-  const json& v = c.at(key);
-  MT_CHECK(v.is_number_integer() && v.get<int64_t>() >= min_value, path, ": '", key, "' is ",
-           shown(v), ", not an integer >= ", min_value);
+  const json& v = c.at(key);  // nlohmann stores a non-negative integer as unsigned
+  const bool u = v.is_number_unsigned();
+  MT_CHECK(u ? v.get<uint64_t>() >= 1 : v.is_number_integer() && v.get<int64_t>() >= 1, path,
+           ": '", key, "' is ", shown(v), ", not an integer >= 1", kFixFile);
+  MT_CHECK(u ? v.get<uint64_t>() <= uint64_t(max_value) : v.get<int64_t>() <= max_value, path,
+           ": '", key, "' is ", shown(v), ", above the limit ", max_value,
+           " (no real model is that large)", kFixFile);
   return v.get<int64_t>();
 }
 
-double get_number(const json& c, const char* key, const std::string& path, double fallback) {
-  if (!present(c, key)) return fallback;
+// A number that must be finite and above `above` once stored as a float (the
+// precision megatron.cpp keeps): `what` says the usual values, for the fix.
+float get_positive(const json& c, const char* key, const std::string& path, double fallback,
+                   double above, const char* what) {
+  if (!present(c, key)) return float(fallback);
   const json& v = c.at(key);
-  MT_CHECK(v.is_number(), path, ": '", key, "' is ", shown(v), ", not a number");
-  return v.get<double>();
+  MT_CHECK(v.is_number(), path, ": '", key, "' is ", shown(v), ", not a number", kFixFile);
+  const float x = float(v.get<double>());
+  MT_CHECK(std::isfinite(x) && x > above, path, ": '", key, "' is ", shown(v),
+           ", not a finite number > ", above, "; fix: correct config.json (", what, ")");
+  return x;
+}
+
+// `a` % `b` == 0 for two sizes of config.json, or an error naming both keys.
+void check_divides(const std::string& path, const char* a_key, int64_t a, const char* b_key,
+                   int64_t b) {
+  MT_CHECK(a % b == 0, path, ": '", a_key, "' ", a, " is not divisible by '", b_key, "' ", b,
+           kFixFile);
 }
 
 bool get_bool(const json& c, const char* key, const std::string& path, bool fallback) {
@@ -72,13 +105,14 @@ double tidy(float x) {
 
 ModelConfig gpt2_config(const json& c, const std::string& path) {
   ModelConfig m;
-  m.hidden_size = get_int(c, "n_embd", path, 0, true);
-  m.num_layers = get_int(c, "n_layer", path, 0, true);
-  m.num_attention_heads = get_int(c, "n_head", path, 0, true);
-  m.ffn_hidden_size = get_int(c, "n_inner", path, 4 * m.hidden_size, false);  // null: 4h
-  m.max_position_embeddings = get_int(c, "n_positions", path, 0, true);
-  m.vocab_size = get_int(c, "vocab_size", path, 0, true);
-  m.layernorm_epsilon = float(get_number(c, "layer_norm_epsilon", path, 1e-5));
+  m.hidden_size = get_int(c, "n_embd", path, 0, true, kMaxHidden);
+  m.num_layers = get_int(c, "n_layer", path, 0, true, kMaxLayers);
+  m.num_attention_heads = get_int(c, "n_head", path, 0, true, kMaxHeads);
+  m.ffn_hidden_size = get_int(c, "n_inner", path, 4 * m.hidden_size, false, kMaxFfn);  // null: 4h
+  m.max_position_embeddings = get_int(c, "n_positions", path, 0, true, kMaxPositions);
+  m.vocab_size = get_int(c, "vocab_size", path, 0, true, kMaxVocab);
+  m.layernorm_epsilon = get_positive(c, "layer_norm_epsilon", path, 1e-5, 0, "GPT-2 uses 1e-05");
+  check_divides(path, "n_embd", m.hidden_size, "n_head", m.num_attention_heads);
   const std::string act = get_string(c, "activation_function", path, "gelu_new");
   if (act != "gelu_new" && act != "gelu_pytorch_tanh")
     unsupported(path, "activation_function", act,
@@ -98,19 +132,22 @@ ModelConfig gpt2_config(const json& c, const std::string& path) {
 
 ModelConfig llama_config(const json& c, const std::string& path) {
   ModelConfig m;
-  m.hidden_size = get_int(c, "hidden_size", path, 0, true);
-  m.ffn_hidden_size = get_int(c, "intermediate_size", path, 0, true);
-  m.num_layers = get_int(c, "num_hidden_layers", path, 0, true);
-  m.num_attention_heads = get_int(c, "num_attention_heads", path, 0, true);
-  const int64_t kv = get_int(c, "num_key_value_heads", path, m.num_attention_heads, false);
+  m.hidden_size = get_int(c, "hidden_size", path, 0, true, kMaxHidden);
+  m.ffn_hidden_size = get_int(c, "intermediate_size", path, 0, true, kMaxFfn);
+  m.num_layers = get_int(c, "num_hidden_layers", path, 0, true, kMaxLayers);
+  m.num_attention_heads = get_int(c, "num_attention_heads", path, 0, true, kMaxHeads);
+  const int64_t kv =
+      get_int(c, "num_key_value_heads", path, m.num_attention_heads, false, kMaxHeads);
   if (kv != m.num_attention_heads) {
     m.group_query_attention = true;
     m.num_query_groups = kv;
   }
-  m.max_position_embeddings = get_int(c, "max_position_embeddings", path, 0, true);
-  m.vocab_size = get_int(c, "vocab_size", path, 0, true);
-  m.layernorm_epsilon = float(get_number(c, "rms_norm_eps", path, 1e-6));
-  m.rotary_base = float(get_number(c, "rope_theta", path, 10000.0));
+  m.max_position_embeddings = get_int(c, "max_position_embeddings", path, 0, true, kMaxPositions);
+  m.vocab_size = get_int(c, "vocab_size", path, 0, true, kMaxVocab);
+  m.layernorm_epsilon =
+      get_positive(c, "rms_norm_eps", path, 1e-6, 0, "Llama models use 1e-05 or 1e-06");
+  m.rotary_base =
+      get_positive(c, "rope_theta", path, 10000.0, 1, "Llama models use 10000 or 500000");
   m.untie_embeddings_and_output_weights = !get_bool(c, "tie_word_embeddings", path, false);
   m.normalization = "RMSNorm";
   m.position_embedding_type = "rope";
@@ -124,15 +161,16 @@ ModelConfig llama_config(const json& c, const std::string& path) {
       unsupported(path, key, true, "the Llama configuration has no linear biases");
   const std::string act = get_string(c, "hidden_act", path, "silu");
   if (act != "silu") unsupported(path, "hidden_act", act, "the gated MLP is SwiGLU (silu)");
-  MT_CHECK(m.num_attention_heads > 0 && m.hidden_size % m.num_attention_heads == 0, path,
-           ": hidden_size ", m.hidden_size, " is not divisible by num_attention_heads ",
-           m.num_attention_heads);
+  check_divides(path, "hidden_size", m.hidden_size, "num_attention_heads",
+                m.num_attention_heads);
   const int64_t d = m.hidden_size / m.num_attention_heads;
-  if (present(c, "head_dim") && get_int(c, "head_dim", path, d, false) != d)
+  if (present(c, "head_dim") && get_int(c, "head_dim", path, d, false, kMaxHidden) != d)
     unsupported(path, "head_dim", c.at("head_dim"),
                 "the head dimension is hidden_size / num_attention_heads = " + std::to_string(d));
-  MT_CHECK(m.num_attention_heads % kv == 0, path, ": num_attention_heads ", m.num_attention_heads,
-           " is not divisible by num_key_value_heads ", kv);
+  MT_CHECK(d % 2 == 0, path, ": 'hidden_size' ", m.hidden_size, " / 'num_attention_heads' ",
+           m.num_attention_heads, " = head dimension ", d, " is odd; RoPE rotates pairs of "
+           "features", kFixFile);
+  check_divides(path, "num_attention_heads", m.num_attention_heads, "num_key_value_heads", kv);
   return m;
 }
 
@@ -156,7 +194,8 @@ ModelConfig model_config_from_hf(const json& config, const std::string& path, Hf
             "of one of those");
   }
   m.seq_length = m.max_position_embeddings;
-  m.init_method_std = float(get_number(config, "initializer_range", path, 0.02));
+  m.init_method_std =
+      get_positive(config, "initializer_range", path, 0.02, 0, "models use 0.02");
   m.hidden_dropout = 0.f;
   m.attention_dropout = 0.f;
   return m;
@@ -194,7 +233,7 @@ HfFamily hf_family_of(const ModelConfig& c) {
 }
 
 json hf_config_from_model(const ModelConfig& c, HfFamily f, const json& tokenizer,
-                          const std::string& torch_dtype) {
+                          const std::string& torch_dtype, int64_t vocab_rows) {
   json j;
   const bool has_eod = tokenizer.is_object() && tokenizer.contains("eod") &&
                        tokenizer.at("eod").is_number_integer() && tokenizer.at("eod") >= 0;
@@ -203,7 +242,7 @@ json hf_config_from_model(const ModelConfig& c, HfFamily f, const json& tokenize
   if (f == HfFamily::kGpt2) {
     j = {{"architectures", {"GPT2LMHeadModel"}},
          {"model_type", "gpt2"},
-         {"vocab_size", c.vocab_size},
+         {"vocab_size", vocab_rows},
          {"n_embd", c.hidden_size},
          {"n_layer", c.num_layers},
          {"n_head", c.num_attention_heads},
@@ -223,7 +262,7 @@ json hf_config_from_model(const ModelConfig& c, HfFamily f, const json& tokenize
   } else {
     j = {{"architectures", {"LlamaForCausalLM"}},
          {"model_type", "llama"},
-         {"vocab_size", c.vocab_size},
+         {"vocab_size", vocab_rows},
          {"hidden_size", c.hidden_size},
          {"intermediate_size", c.ffn_hidden_size},
          {"num_hidden_layers", c.num_layers},

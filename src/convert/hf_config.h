@@ -25,9 +25,13 @@ enum class HfFamily { kGpt2, kLlama };
 const char* hf_family_name(HfFamily f);  // "gpt2" | "llama"
 
 // config.json (parsed; `path` for messages) as a ModelConfig, not finalized:
-// vocab_size is HF's (unpadded), seq_length = max_position_embeddings,
-// dropout 0 (converted models carry none; set --hidden-dropout /
-// --attention-dropout when fine-tuning). Throws mt::Error naming the key.
+// vocab_size is config.json's (the caller sets the tokenizer's when that is
+// smaller), seq_length = max_position_embeddings, dropout 0 (converted models
+// carry none; set --hidden-dropout / --attention-dropout when fine-tuning).
+// Every value finalize() would check is checked here first, so that a bad
+// one is an mt::Error naming the file, the key, the value and the fix (never
+// a train flag the user did not pass); sizes above limits no real model
+// reaches are refused the same way, before anything is allocated.
 ModelConfig model_config_from_hf(const nlohmann::json& config, const std::string& path,
                                  HfFamily* family);
 
@@ -37,9 +41,10 @@ HfFamily hf_family_of(const ModelConfig& c);
 
 // config.json for `c` in family `f`. `tokenizer`: the checkpoint's tokenizer
 // record (its eod / bos become eos_token_id / bos_token_id when known);
-// `torch_dtype`: "float32" | "bfloat16".
+// `torch_dtype`: "float32" | "bfloat16"; `vocab_rows`: its vocab_size (the
+// rows of the exported embedding).
 nlohmann::json hf_config_from_model(const ModelConfig& c, HfFamily f,
                                     const nlohmann::json& tokenizer,
-                                    const std::string& torch_dtype);
+                                    const std::string& torch_dtype, int64_t vocab_rows);
 
 }  // namespace mt

@@ -2,6 +2,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -9,15 +10,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/atomic_dir.h"
 #include "checkpoint/atomic_file.h"
-#include "checkpoint/dir_lock.h"
 #include "convert/convert.h"
+#include "convert/convert_output.h"
 #include "convert/hf_config.h"
 #include "convert/hf_folder.h"
 #include "convert/hf_weights.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "data/tokenizer.h"
+#include "kernels/reduce.h"
 #include "train/checkpoint_dir.h"
 #include "train/checkpoint_io.h"
 #include "train/checkpoint_shard.h"
@@ -119,14 +122,16 @@ void check_hf_tensors(const HfWeightsReader& src, const std::vector<HfParamMap>&
   }
 }
 
-// Creates --save-dir and locks it for the conversion (checkpoint/dir_lock.h:
-// one writer per folder, shared with train's --save; the caller holds the
-// result), refuses it if it holds checkpoints (unless --overwrite-checkpoints)
-// and removes a conversion that a crash interrupted.
-DirLock prepare_save_dir(const ConvertOptions& o, const std::string& tmp) {
+// Under the lock of --save-dir (convert_output.h): repairs what a killed
+// conversion left (release.old, release.tmp: checkpoint/atomic_dir.h), refuses
+// a folder holding checkpoints (unless --overwrite-checkpoints) and creates
+// the working directory release.tmp.
+void prepare_save_dir(const ConvertOptions& o, const std::string& tmp) {
   std::error_code ec;
-  check_writable_dir(o.save_dir, "convert");  // creates it
-  DirLock lock = lock_dir_or_fail(o.save_dir, "--save-dir");
+  check_writable_dir(o.save_dir, "convert");
+  for (const std::string& line :
+       repair_replaced_dir(iteration_dir(o.save_dir, kReleaseIteration), "conversion"))
+    log_line(true, "convert: %s\n", line.c_str());
   const std::vector<int64_t> held = saved_iterations(o.save_dir);
   const bool tracker = fs::exists(o.save_dir + "/" + kTrackerFile, ec);
   const bool release = fs::exists(iteration_dir(o.save_dir, kReleaseIteration), ec);
@@ -139,10 +144,28 @@ DirLock prepare_save_dir(const ConvertOptions& o, const std::string& tmp) {
             "release checkpoint would replace what its tracker names; fix: choose a new "
             "--save-dir, or pass --overwrite-checkpoints to write it there anyway");
   }
-  fs::remove_all(tmp, ec);
   fs::create_directories(tmp, ec);
   MT_CHECK(!ec, "cannot create ", tmp, ": ", ec.message());
-  return lock;
+}
+
+// Refuses a tensor holding NaN or Inf (a diverged run's weights compute NaN
+// whatever they are fed), naming it, its file and the first such element.
+void check_finite(const HfWeightsReader& src, const std::string& name,
+                  const std::vector<float>& x) {
+  if (all_finite(x.data(), int64_t(x.size()))) return;
+  size_t i = 0;
+  while (i < x.size() && std::isfinite(x[i])) ++i;
+  MT_FAIL("tensor '", name, "' in ", src.file_of(name), " holds ",
+          std::isnan(x[i]) ? "NaN" : "Inf", " (element ", i, " of ", x.size(),
+          "); a model with non-finite weights computes NaN; fix: convert a checkpoint saved "
+          "before its training diverged");
+}
+
+// The smallest --make-vocab-size-divisible-by (doubling the given one) whose
+// padded vocabulary holds `rows`.
+int64_t divisible_by_holding(int64_t vocab, int64_t divisible_by, int64_t tp, int64_t rows) {
+  while (padded_vocab_size(vocab, divisible_by, tp) < rows) divisible_by *= 2;
+  return divisible_by;
 }
 
 }  // namespace
@@ -166,13 +189,22 @@ void convert_hf_to_megatron(const ConvertOptions& o) {
 
   const TokenizerOptions tok_opts = hf_tokenizer_options(o.load_dir, fam);
   const std::unique_ptr<Tokenizer> tok = make_tokenizer(tok_opts);
-  MT_CHECK(tok->vocab_size() == cfg.vocab_size, "--load-dir ", o.load_dir, ": the tokenizer (",
+  MT_CHECK(tok->vocab_size() <= cfg.vocab_size, "--load-dir ", o.load_dir, ": the tokenizer (",
            tok->type(), ") has ", tok->vocab_size(), " entries but config.json's vocab_size is ",
            cfg.vocab_size, "; the ids would mean other text; fix: the tokenizer files these "
            "weights were trained with");
+  // config.json's vocab_size above the tokenizer's (GPT-2 trained with 50304
+  // rows for 50257 tokens): the extra rows are padding, as Megatron's.
+  const int64_t hf_vocab = cfg.vocab_size;
+  cfg.vocab_size = tok->vocab_size();
 
   cfg.make_vocab_size_divisible_by = o.make_vocab_size_divisible_by;
   cfg.finalize(TP);
+  MT_CHECK(cfg.padded_vocab_size >= hf_vocab, cfg_path, ": 'vocab_size' ", hf_vocab, " is the "
+           "tokenizer's ", cfg.vocab_size, " + ", hf_vocab - cfg.vocab_size, " padding rows, more "
+           "than the padded vocabulary of ", cfg.padded_vocab_size, " (--make-vocab-size-divisible-by ",
+           o.make_vocab_size_divisible_by, " x TP ", TP, ") keeps; fix: --make-vocab-size-divisible-by ",
+           divisible_by_holding(cfg.vocab_size, o.make_vocab_size_divisible_by, TP, hf_vocab));
   const char* fix = "; fix: choose a --target-tensor-parallel-size that divides it";
   MT_CHECK(cfg.num_attention_heads % TP == 0, "--target-tensor-parallel-size ", TP,
            " does not divide the ", cfg.num_attention_heads, " attention heads", fix);
@@ -192,7 +224,7 @@ void convert_hf_to_megatron(const ConvertOptions& o) {
   const std::string prefix = fam == HfFamily::kGpt2 && src.has("transformer.wte.weight")
                                  ? "transformer."
                                  : "";
-  const std::vector<HfParamMap> maps = hf_param_maps(fam, full_reg, prefix);
+  const std::vector<HfParamMap> maps = hf_param_maps(fam, full_reg, prefix, hf_vocab);
   check_hf_tensors(src, maps, fam, maps.front().hf.front().name, o.load_dir);
   std::map<std::string, const HfParamMap*> by_name;
   for (const HfParamMap& m : maps) by_name[m.param->name] = &m;
@@ -204,10 +236,19 @@ void convert_hf_to_megatron(const ConvertOptions& o) {
       ParamRegistry(cfg, StageLayout{tp, TP, b, e, pp == 0, pp == PP - 1, {}});  // sizes divide
   }
 
-  const std::string tmp = iteration_dir(o.save_dir, kReleaseIteration) + ".tmp";
-  const DirLock lock = prepare_save_dir(o, tmp);  // held until the tracker is written
+  // Written into release.tmp and renamed into place when complete; a failure
+  // removes release.tmp (and --save-dir if this run created it).
+  const std::string tmp = tmp_dir_of(iteration_dir(o.save_dir, kReleaseIteration));
+  ConvertOutput output(o.save_dir, tmp);  // locked until the tracker is written
+  prepare_save_dir(o, tmp);
   log_line(true, "convert: %s %s -> megatron.cpp TP%d PP%d: %s\n", hf_family_name(fam),
            o.load_dir.c_str(), TP, PP, cfg.summary().c_str());
+  if (hf_vocab != cfg.vocab_size)
+    log_line(true, "convert: config.json's vocab_size %lld = the tokenizer's %lld + %lld padding "
+             "rows, kept as padding rows (padded vocabulary %lld)\n",
+             static_cast<long long>(hf_vocab), static_cast<long long>(cfg.vocab_size),
+             static_cast<long long>(hf_vocab - cfg.vocab_size),
+             static_cast<long long>(cfg.padded_vocab_size));
 
   std::vector<float> full;  // the current parameter's full tensor
   std::vector<std::vector<float>> parts;  // and the HF tensors it is made of
@@ -227,6 +268,7 @@ void convert_hf_to_megatron(const ConvertOptions& o) {
         for (size_t i = 0; i < m.hf.size(); ++i) {
           parts[i].resize(size_t(m.hf[i].numel()));
           src.read_f32(m.hf[i].name, parts[i].data(), m.hf[i].shape);
+          check_finite(src, m.hf[i].name, parts[i]);
           ptrs.push_back(parts[i].data());
         }
         hf_to_megatron(m, cfg, ptrs, full.data());
@@ -263,12 +305,17 @@ void convert_hf_to_megatron(const ConvertOptions& o) {
         {"tokenizer", record},
         {"layer_stage", layer_stage},
         {"converted_from",
-         {{"loader", "hf"}, {"load_dir", o.load_dir}, {"model_type", hf_family_name(fam)}}}}}};
+         {{"loader", "hf"},
+          {"load_dir", o.load_dir},
+          {"model_type", hf_family_name(fam)},
+          {"vocab_size", hf_vocab}}}}}};  // config.json's: the export writes it back
   const std::string text = meta.dump(2) + "\n";
   parse_checkpoint_meta(text, tmp + "/meta.json", kReleaseIteration);  // what loaders will check
   save_tokenizer_files(record, tmp);
   atomic_write_text(tmp + "/meta.json", text);
+  fsync_tree(tmp);  // the tokenizer copies and the rank directories too
   commit_iteration(o.save_dir, kReleaseIteration);  // tracker "release", last
+  output.done();
   log_line(true, "convert: wrote %s (%d x %d shards, %lld parameters with the padded "
            "vocabulary, tokenizer %s) in %.1f s; peak RSS %.1f MB\n",
            iteration_dir(o.save_dir, kReleaseIteration).c_str(), TP, PP,

@@ -4,6 +4,7 @@
 #include <map>
 #include <utility>
 
+#include "core/checked_math.h"
 #include "core/error.h"
 
 namespace mt {
@@ -19,10 +20,11 @@ struct RowSource {
   bool pad = false;
 };
 
-RowSource row_source(HfLayout layout, const ModelConfig& c, int64_t r) {
+// `vocab_rows`: rows of the Hugging Face vocabulary tensor (kVocab).
+RowSource row_source(HfLayout layout, const ModelConfig& c, int64_t vocab_rows, int64_t r) {
   switch (layout) {
     case HfLayout::kVocab:
-      return r < c.vocab_size ? RowSource{0, r, false} : RowSource{0, c.vocab_size - 1, true};
+      return r < vocab_rows ? RowSource{0, r, false} : RowSource{0, vocab_rows - 1, true};
     case HfLayout::kGpt2Qkv: {  // Megatron row (head j, w of q/k/v, e) = HF column w·h + j·d + e
       const int64_t d = c.head_dim(), j = r / (3 * d), w = r % (3 * d) / d, e = r % d;
       return {0, w * c.hidden_size + j * d + e, false};
@@ -116,13 +118,13 @@ const std::map<std::string, Rule>& model_rules(HfFamily f) {
 
 // Shapes of the HF tensors of parameter p under `layout`.
 std::vector<std::vector<int64_t>> hf_shapes(const ParamSpec& p, HfLayout layout,
-                                            const ModelConfig& c) {
+                                            const ModelConfig& c, int64_t vocab_rows) {
   const int64_t R = p.global_rows, C = p.global_cols;
   const std::vector<int64_t> own = p.ndim == 1 ? std::vector<int64_t>{R} : std::vector<int64_t>{R, C};
   switch (layout) {
     case HfLayout::kCopy: return {own};
     case HfLayout::kTranspose: return {{C, R}};
-    case HfLayout::kVocab: return {{c.vocab_size, C}};
+    case HfLayout::kVocab: return {{vocab_rows, C}};
     case HfLayout::kGpt2Qkv: return {p.ndim == 1 ? own : std::vector<int64_t>{C, R}};
     case HfLayout::kLlamaQkv: {
       const int64_t d = c.head_dim(), g = c.query_groups();
@@ -137,13 +139,16 @@ std::vector<std::vector<int64_t>> hf_shapes(const ParamSpec& p, HfLayout layout,
 
 int64_t HfTensor::numel() const {
   int64_t n = 1;
-  for (int64_t s : shape) n *= s;
+  for (int64_t s : shape) n = checked_mul(n, s, "elements of tensor '" + name + "'");
   return n;
 }
 
 std::vector<HfParamMap> hf_param_maps(HfFamily f, const ParamRegistry& full,
-                                      const std::string& gpt2_prefix) {
+                                      const std::string& gpt2_prefix, int64_t vocab_rows) {
   const ModelConfig& c = full.config();
+  if (vocab_rows == 0) vocab_rows = c.vocab_size;
+  MT_CHECK(vocab_rows >= c.vocab_size && vocab_rows <= c.padded_vocab_size, "vocabulary rows ",
+           vocab_rows, " outside [", c.vocab_size, ", ", c.padded_vocab_size, "]");
   const std::string model_pre = f == HfFamily::kGpt2 ? gpt2_prefix : "";
   std::vector<HfParamMap> out;
   for (const ParamSpec& p : full.params()) {
@@ -166,7 +171,7 @@ std::vector<HfParamMap> hf_param_maps(HfFamily f, const ParamRegistry& full,
     HfParamMap m;
     m.param = &p;
     m.layout = rule->layout;
-    const auto shapes = hf_shapes(p, rule->layout, c);
+    const auto shapes = hf_shapes(p, rule->layout, c, vocab_rows);
     for (size_t i = 0; i < rule->hf.size(); ++i) m.hf.push_back({layer_pre + rule->hf[i], shapes[i]});
     out.push_back(std::move(m));
   }
@@ -181,6 +186,7 @@ void hf_to_megatron(const HfParamMap& m, const ModelConfig& cfg,
     transpose(hf[0], C, R, full);
     return;
   }
+  const int64_t vocab_rows = m.hf[0].shape[0];  // read for kVocab only
   std::vector<float> t;
   std::vector<const float*> src = hf;
   if (m.layout == HfLayout::kGpt2Qkv && p.ndim == 2) {  // c_attn (h, 3h): rows of its transpose
@@ -190,7 +196,7 @@ void hf_to_megatron(const HfParamMap& m, const ModelConfig& cfg,
   }
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < R; ++r) {
-    const RowSource s = row_source(m.layout, cfg, r);
+    const RowSource s = row_source(m.layout, cfg, vocab_rows, r);
     std::copy(src[size_t(s.tensor)] + s.row * C, src[size_t(s.tensor)] + (s.row + 1) * C,
               full + r * C);
   }
@@ -205,6 +211,7 @@ void megatron_to_hf(const HfParamMap& m, const ModelConfig& cfg, const float* fu
     return;
   }
   const bool gpt2_qkv_weight = m.layout == HfLayout::kGpt2Qkv && p.ndim == 2;
+  const int64_t vocab_rows = m.hf[0].shape[0];  // read for kVocab only
   std::vector<float> t;
   std::vector<float*> dst = hf;
   if (gpt2_qkv_weight) {
@@ -213,7 +220,7 @@ void megatron_to_hf(const HfParamMap& m, const ModelConfig& cfg, const float* fu
   }
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < R; ++r) {
-    const RowSource s = row_source(m.layout, cfg, r);
+    const RowSource s = row_source(m.layout, cfg, vocab_rows, r);
     if (s.pad) continue;
     std::copy(full + r * C, full + (r + 1) * C, dst[size_t(s.tensor)] + s.row * C);
   }

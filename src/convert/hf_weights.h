@@ -23,8 +23,11 @@
 //   layers.L.input_layernorm / post_attention_layernorm -> input_layernorm / pre_mlp_layernorm
 //   model.norm                 -> decoder.final_layernorm
 //   lm_head (untied)           -> output_layer.weight (padded)
-// Padded vocabulary rows are copies of the last real row (as Megatron's
-// checkpoint saver pads); the export cuts them off.
+// The Hugging Face vocabulary tensors hold `vocab_rows` rows: the tokenizer's
+// vocabulary, or more when config.json's vocab_size is itself padded (a GPT-2
+// of 50304 rows for 50257 tokens); Megatron's padded rows beyond them are
+// copies of the last row (as Megatron's checkpoint saver pads), which the
+// export cuts off.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -38,7 +41,7 @@ namespace mt {
 enum class HfLayout : uint8_t {
   kCopy,       // same layout
   kTranspose,  // Conv1D (in, out) <-> Linear (out, in)
-  kVocab,      // rows [0, v) the same; padded rows = row v-1 (export: cut)
+  kVocab,      // rows [0, vocab_rows) the same; padded rows = the last (export: cut)
   kGpt2Qkv,    // c_attn weight or bias: [q | k | v] <-> per head [q; k; v]
   kLlamaQkv,   // q_proj, k_proj, v_proj <-> per query group [q heads; k; v]
   kGateUp,     // gate_proj, up_proj <-> [gate; up]
@@ -61,8 +64,10 @@ struct HfParamMap {
 // The whole model's table, in `full`'s parameter order (a registry of the
 // whole model: TP 1, one stage with every layer). `gpt2_prefix` is "" or
 // "transformer." (the names a GPT-2 folder uses; ignored for llama).
+// `vocab_rows`: rows of the vocabulary tensors, in [vocab_size,
+// padded_vocab_size] (0: vocab_size).
 std::vector<HfParamMap> hf_param_maps(HfFamily f, const ParamRegistry& full,
-                                      const std::string& gpt2_prefix);
+                                      const std::string& gpt2_prefix, int64_t vocab_rows = 0);
 
 // Megatron's full tensor from the Hugging Face ones (hf[i]: m.hf[i]'s data).
 void hf_to_megatron(const HfParamMap& m, const ModelConfig& cfg,

@@ -4,9 +4,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/atomic_dir.h"
 #include "checkpoint/atomic_file.h"
 #include "checkpoint/dir_lock.h"
 #include "convert/convert.h"
+#include "convert/convert_output.h"
 #include "convert/hf_config.h"
 #include "convert/hf_folder.h"
 #include "convert/hf_weights.h"
@@ -30,28 +32,62 @@ bool is_weight_file(const std::string& f) {
           f.compare(f.size() - 12, 12, ".safetensors") == 0);
 }
 
-// Creates --save-dir and locks it for the conversion (checkpoint/dir_lock.h:
-// one writer per folder; the caller holds the result), then refuses a folder
-// holding a model (unless --overwrite-checkpoints, which removes its weight
-// files first, so no stale shard survives).
-DirLock prepare_hf_dir(const ConvertOptions& o) {
+// What an export writes into a Hugging Face folder. The rest of a folder it
+// replaces (README.md, .git, ...) is carried over into the new copy.
+bool written_by_export(const std::string& f) {
+  return f == "config.json" || is_weight_file(f) || f == "vocab.json" || f == "merges.txt" ||
+         f == "tokenizer.model" || f == kDirLockFile;
+}
+
+// Moves what the export does not write from `from` (the previous copy of the
+// folder) into `to` (the new one), but for names `to` already has.
+void carry_over_other_files(const std::string& from, const std::string& to) {
   std::error_code ec;
-  fs::create_directories(o.save_dir, ec);
-  MT_CHECK(!ec && fs::is_directory(o.save_dir, ec), "cannot create --save-dir ", o.save_dir, ": ",
-           ec ? ec.message() : "exists and is not a directory");
-  DirLock lock = lock_dir_or_fail(o.save_dir, "--save-dir");
+  std::vector<fs::path> other;
+  for (const fs::directory_entry& e : fs::directory_iterator(from, ec))
+    if (!written_by_export(e.path().filename().string())) other.push_back(e.path());
+  for (const fs::path& p : other) {
+    const fs::path dst = fs::path(to) / p.filename();
+    if (fs::exists(fs::symlink_status(dst, ec))) continue;
+    fs::rename(p, dst, ec);
+    MT_CHECK(!ec, "cannot move ", p.string(), " into ", to, ": ", ec.message(), "; fix: move it by "
+             "hand (", from, " is the previous copy of the folder)");
+  }
+}
+
+// Under the lock of --save-dir: finishes or undoes what a killed export left
+// (the previous copy beside a complete new one, an incomplete <save-dir>.tmp),
+// then refuses a folder holding a model unless --overwrite-checkpoints.
+void prepare_hf_dir(const ConvertOptions& o, const std::string& dir) {
+  std::error_code ec;
+  if (fs::is_directory(old_dir_of(dir), ec)) carry_over_other_files(old_dir_of(dir), dir);
+  for (const std::string& line : repair_replaced_dir(dir, "conversion"))
+    log_line(true, "convert: %s\n", line.c_str());
   std::vector<fs::path> held;
-  for (const fs::directory_entry& e : fs::directory_iterator(o.save_dir, ec)) {
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
     const std::string f = e.path().filename().string();
     if (f == "config.json" || is_weight_file(f)) held.push_back(e.path());
   }
-  if (held.empty()) return lock;
-  MT_CHECK(o.overwrite, "--save-dir ", o.save_dir, " already holds a model (",
-           held.front().filename().string(), (held.size() > 1 ? ", ..." : ""),
+  MT_CHECK(held.empty() || o.overwrite, "--save-dir ", o.save_dir, " already holds a model (",
+           held.empty() ? "" : held.front().filename().string(), (held.size() > 1 ? ", ..." : ""),
            "); fix: choose a new --save-dir, or pass --overwrite-checkpoints to replace it");
-  for (const fs::path& p : held)
-    if (is_weight_file(p.filename().string())) fs::remove(p, ec);
-  return lock;
+  fs::create_directories(tmp_dir_of(dir), ec);
+  MT_CHECK(!ec, "cannot create ", tmp_dir_of(dir), " (the new folder is written there and renamed "
+           "into place when complete): ", ec.message(), "; fix: check the permissions of ",
+           fs::path(dir).parent_path().string());
+}
+
+// Rows of the exported vocabulary: config.json's vocab_size of the folder the
+// checkpoint was converted from when recorded and still held (a GPT-2 padded
+// to 50304 exports 50304 rows, its padding rows included), else the
+// tokenizer's vocabulary (the padding is cut off).
+int64_t export_vocab_rows(const nlohmann::json& args, const ModelConfig& cfg) {
+  const nlohmann::json from = args.value("converted_from", nlohmann::json::object());
+  if (!from.is_object() || !from.contains("vocab_size") ||
+      !from.at("vocab_size").is_number_integer())
+    return cfg.vocab_size;
+  const int64_t v = from.at("vocab_size").get<int64_t>();
+  return v >= cfg.vocab_size && v <= cfg.padded_vocab_size ? v : cfg.vocab_size;
 }
 
 // The checkpoint's tokenizer files (checked against their recorded hashes)
@@ -67,10 +103,8 @@ std::string copy_tokenizer(const nlohmann::json& record, const std::string& iter
                                    {"merge_file", "merges.txt"},
                                    {"tokenizer_model", "tokenizer.model"}}) {
     if (!r.contains(role) || !r.at(role).is_object()) continue;
-    std::error_code ec;
-    fs::copy_file(r.at(role).at("path").get<std::string>(), out + "/" + name,
-                  fs::copy_options::overwrite_existing, ec);
-    MT_CHECK(!ec, "cannot copy the tokenizer file ", name, " into ", out, ": ", ec.message());
+    // Small files: read and written whole, so that a full disk is named as such.
+    atomic_write_text(out + "/" + name, read_text_file(r.at(role).at("path").get<std::string>()));
     copied += (copied.empty() ? "" : ", ") + std::string(name);
   }
   return type + " (" + copied + ")";
@@ -95,7 +129,8 @@ void convert_megatron_to_hf(const ConvertOptions& o) {
            cfg.vocab_size, "; the meta.json is damaged");
 
   const ParamRegistry full_reg(cfg, StageLayout{0, 1, 0, cfg.num_layers, true, true, {}});
-  const std::vector<HfParamMap> maps = hf_param_maps(fam, full_reg, "transformer.");
+  const int64_t vocab_rows = export_vocab_rows(args, cfg);
+  const std::vector<HfParamMap> maps = hf_param_maps(fam, full_reg, "transformer.", vocab_rows);
   std::vector<HfTensor> order;
   int64_t params = 0;
   for (const HfParamMap& m : maps)
@@ -103,11 +138,21 @@ void convert_megatron_to_hf(const ConvertOptions& o) {
       order.push_back(t);
       params += t.numel();
     }
-  const DirLock lock = prepare_hf_dir(o);  // held until the folder is complete
+  // The folder is written into <save-dir>.tmp and renamed into place when
+  // complete (checkpoint/atomic_dir.h); a failure leaves --save-dir as it was.
+  const std::string dir = normalized_save_dir(o.save_dir), tmp = tmp_dir_of(dir);
+  const std::string restored = restore_interrupted_replace(dir, "conversion");  // before creating dir
+  if (!restored.empty()) log_line(true, "convert: %s\n", restored.c_str());
+  ConvertOutput output(dir, tmp);  // locked until the folder is in place
+  prepare_hf_dir(o, dir);
   log_line(true, "convert: %s (iteration %lld, TP%d PP%d) -> %s %s: %s\n", o.load_dir.c_str(),
            static_cast<long long>(it), tp, pp, hf_family_name(fam), o.save_dir.c_str(),
            cfg.summary().c_str());
-  HfWeightsWriter out(o.save_dir, order, o.bf16, uint64_t(o.max_shard_size_mb) * 1000000);
+  if (vocab_rows != cfg.vocab_size)
+    log_line(true, "convert: vocab_size %lld as imported (the tokenizer's %lld + %lld padding "
+             "rows)\n", static_cast<long long>(vocab_rows), static_cast<long long>(cfg.vocab_size),
+             static_cast<long long>(vocab_rows - cfg.vocab_size));
+  HfWeightsWriter out(tmp, order, o.bf16, uint64_t(o.max_shard_size_mb) * 1000000);
 
   const CheckpointVerifier verifier(meta, o.load_dir, iter, true);
   const std::string note = verification_note(verifier, iter, true);
@@ -138,9 +183,17 @@ void convert_megatron_to_hf(const ConvertOptions& o) {
   out.finish();
   const std::string dtype = o.bf16 ? "bfloat16" : "float32";
   const nlohmann::json& record = args.at("tokenizer");
-  atomic_write_text(o.save_dir + "/config.json",
-                    hf_config_from_model(cfg, fam, record, dtype).dump(2) + "\n");
-  const std::string tok = copy_tokenizer(record, iter, o.save_dir);
+  atomic_write_text(tmp + "/config.json",
+                    hf_config_from_model(cfg, fam, record, dtype, vocab_rows).dump(2) + "\n");
+  const std::string tok = copy_tokenizer(record, iter, tmp);
+  fsync_tree(tmp);
+  const bool replaced = move_into_place(dir);  // <save-dir> aside to <save-dir>.old, tmp in
+  if (replaced) {
+    output.lock().moved_to(old_dir_of(dir));
+    carry_over_other_files(old_dir_of(dir), dir);
+    remove_dir_synced(old_dir_of(dir));
+  }
+  output.done();
   log_line(true, "convert: wrote %s (%s, %zu weight file%s, %lld parameters, %s, tokenizer %s) in "
            "%.1f s; peak RSS %.1f MB\n", o.save_dir.c_str(), hf_family_name(fam), out.files(),
            out.files() == 1 ? "" : "s", static_cast<long long>(params), dtype.c_str(), tok.c_str(),

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "checkpoint/atomic_dir.h"
 #include "checkpoint/atomic_file.h"
 #include "core/error.h"
 #include "model/config.h"
@@ -251,29 +252,12 @@ void check_save_target(const std::string& save, const std::string& load,
 }
 
 std::vector<std::string> recover_checkpoint_dir(const std::string& dir) {
+  std::set<int64_t> its = iter_entries(dir, ".old");
+  for (int64_t it : iter_entries(dir, ".tmp")) its.insert(it);
   std::vector<std::string> done;
-  std::error_code ec;
-  for (int64_t it : iter_entries(dir, ".old")) {
-    const std::string d = iteration_dir(dir, it);
-    if (fs::is_directory(d, ec)) {
-      fs::remove_all(d + ".old", ec);
-      MT_CHECK(!ec, "cannot remove ", d, ".old: ", ec.message());
-      done.push_back("removed " + d + ".old (the previous copy of a completed re-save)");
-    } else {
-      fs::rename(d + ".old", d, ec);
-      MT_CHECK(!ec, "cannot rename ", d, ".old back to ", d, ": ", ec.message(),
-               "; fix: rename it by hand");
-      done.push_back("restored " + d + " from " + d + ".old (a re-save interrupted by a crash)");
-    }
-  }
-  for (int64_t it : iter_entries(dir, ".tmp")) {
-    const std::string d = iteration_dir(dir, it) + ".tmp";
-    fs::remove_all(d, ec);
-    MT_CHECK(!ec, "cannot remove the incomplete save ", d, ": ", ec.message(),
-             "; fix: remove it by hand");
-    done.push_back("removed " + d + " (a save interrupted by a crash; incomplete)");
-  }
-  if (!done.empty()) fsync_dir(dir);
+  for (int64_t it : its)
+    for (std::string& line : repair_replaced_dir(iteration_dir(dir, it), "save"))
+      done.push_back(std::move(line));
   return done;
 }
 
@@ -294,25 +278,11 @@ void check_writable_dir(const std::string& dir, const std::string& tag) {
 
 void commit_iteration(const std::string& dir, int64_t iteration) {
   const std::string final_dir = iteration_dir(dir, iteration);
-  const std::string tmp_dir = final_dir + ".tmp", old_dir = final_dir + ".old";
-  std::error_code ec;
-  const bool replacing = fs::is_directory(final_dir, ec);
-  if (replacing) {  // keep the complete copy until the new one is in place
-    fs::remove_all(old_dir, ec);
-    fs::rename(final_dir, old_dir, ec);
-    MT_CHECK(!ec, "cannot rename ", final_dir, " aside to ", old_dir, ": ", ec.message());
-  }
-  fs::rename(tmp_dir, final_dir, ec);
-  MT_CHECK(!ec, "cannot rename ", tmp_dir, " to ", final_dir, ": ", ec.message());
-  fsync_dir(dir);
+  const bool replaced = move_into_place(final_dir);  // iter_N.tmp -> iter_N, the old copy aside
   atomic_write_text(dir + "/" + kTrackerFile, (iteration == kReleaseIteration
                                                     ? std::string(kReleaseTracker)
                                                     : std::to_string(iteration)) + "\n");
-  if (replacing) {
-    fs::remove_all(old_dir, ec);
-    MT_CHECK(!ec, "cannot remove ", old_dir, " after saving ", final_dir, ": ", ec.message());
-    fsync_dir(dir);
-  }
+  if (replaced) remove_dir_synced(old_dir_of(final_dir));
 }
 
 }  // namespace mt

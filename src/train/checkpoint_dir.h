@@ -17,7 +17,8 @@
 // to iter_N.old, renames iter_N.tmp in, writes the tracker and only then
 // removes iter_N.old. A crash at any point leaves iter_N or iter_N.old
 // complete; readers fall back to iter_N.old, and the next run that saves into
-// the directory puts it back (recover_checkpoint_dir).
+// the directory puts it back (recover_checkpoint_dir). The steps are
+// checkpoint/atomic_dir.h's, which `convert` uses for its output too.
 #pragma once
 #include <cstdint>
 #include <string>

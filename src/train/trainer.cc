@@ -153,10 +153,13 @@ nlohmann::json resolve_run_args(TrainArgs& args, int64_t loaded_iteration,
       {"tokenizer", resolve_tokenizer(args, loaded_iteration, ps.world_rank == 0)}};
   args.model.finalize(ps.tp_size);
   if (loaded_iteration >= 0) {  // keep the checkpoint's vocabulary padding when this TP size divides it
-    const int64_t saved = read_checkpoint_meta(args.load).at("args").at("model").at(
-        "padded_vocab_size");
+    const nlohmann::json saved_args = read_checkpoint_meta(args.load).at("args");
+    const int64_t saved = saved_args.at("model").at("padded_vocab_size");
     if (saved % ps.tp_size == 0 && saved >= args.model.vocab_size)
       args.model.padded_vocab_size = saved;
+    // Where a converted model came from (its Hugging Face vocab_size: what an export writes back).
+    if (saved_args.contains("converted_from"))
+      run_args["converted_from"] = saved_args.at("converted_from");
   }
   run_args["model"] = model_config_to_json(args.model);
   run_args["seed"] = args.seed;

@@ -5,39 +5,15 @@
 // tracker still names the first checkpoint, the half-written iteration is
 // never taken for complete, and resuming from it reproduces the
 // uninterrupted run's losses.
-#include <sys/mount.h>
-#include <cerrno>
-#include <cstring>
-#include <unistd.h>
-
 #include <filesystem>
 
 #include "cli_test_util.h"
+#include "disk_fault_util.h"
 
 namespace mt::test {
 namespace {
 
 namespace fs = std::filesystem;
-
-// A tmpfs of `size` mounted on `dir` for the guard's lifetime (unmounted in
-// every case, also when an assertion fails).
-class TmpfsMount {
- public:
-  TmpfsMount(const std::string& dir, const std::string& size) : dir_(dir) {
-    fs::create_directories(dir);
-    ok_ = ::mount("tmpfs", dir.c_str(), "tmpfs", 0, ("size=" + size).c_str()) == 0;
-    if (!ok_) error_ = std::strerror(errno);
-  }
-  ~TmpfsMount() {
-    if (ok_) ::umount2(dir_.c_str(), MNT_DETACH);
-  }
-  bool ok() const { return ok_; }
-  const std::string& error() const { return error_; }
-
- private:
-  std::string dir_, error_;
-  bool ok_ = false;
-};
 
 TEST(CheckpointDiskFull, TheSecondSaveFailsAndThePreviousCheckpointResumesExactly) {
   TempDir dir;
@@ -60,13 +36,7 @@ TEST(CheckpointDiskFull, TheSecondSaveFailsAndThePreviousCheckpointResumesExactl
   EXPECT_NE(full.exit_code, 0) << full.output;
   EXPECT_NE(full.output.find("saved checkpoint at iteration 5"), std::string::npos) << full.output;
   // One line: ENOSPC by name, the directory, what still loads, the fix.
-  std::string line;
-  for (size_t b = 0, e; b < full.output.size(); b = e + 1) {
-    e = full.output.find('\n', b);
-    if (e == std::string::npos) e = full.output.size();
-    const std::string l = full.output.substr(b, e - b);
-    if (l.find("error:") != std::string::npos) line = l;
-  }
+  const std::string line = last_error_line(full.output);
   for (const std::string& want :
        {std::string("No space left on device"), ckpt + "/iter_0000010",
         std::string("checkpoint of iteration 10 was not saved"), ckpt + " still resumes from iteration 5",
