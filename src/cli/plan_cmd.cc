@@ -1,5 +1,6 @@
 // `megatron plan`: memory and step time of every layout of a model on a
 // cluster, before a rank is launched; `--calibrate` measures this machine.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -86,6 +87,13 @@ int run_plan(const PlanArgs& a) {
   if (!a.recompute_granularity.empty()) pins.recompute = a.recompute_granularity;
   std::vector<std::string> rejected;
   const std::vector<PlanLayout> layouts = enumerate_layouts(pb, pins, &rejected);
+  // As train does (TrainArgs::disable_sequence_parallel_without_tp): TP 1
+  // layouts are planned without SP, said once.
+  if (a.sequence_parallel &&
+      std::any_of(layouts.begin(), layouts.end(), [](const PlanLayout& l) { return l.tp == 1; }))
+    std::fprintf(stderr, "warning: --sequence-parallel has no effect on layouts with TP 1 (it "
+                 "splits the tensor-parallel layers' activations; TP 1 has none to split); "
+                 "they are planned without it, as Megatron-LM trains them\n");
   if (layouts.empty()) {
     std::string why;
     for (size_t i = 0; i < rejected.size() && i < 5; ++i) why += "\n  " + rejected[i];

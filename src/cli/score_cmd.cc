@@ -137,7 +137,8 @@ Command add_score_command(CLI::App& app) {
   app.add_option("--json-keys", a->json_key, "JSONL: the key holding each document's text");
   app.add_flag("--append-eod", a->append_eod,
                "end every document with the end-of-document token (and score it), as "
-               "preprocess --append-eod wrote the training data");
+               "preprocess --append-eod wrote the training data; refused when the checkpoint's "
+               "tokenizer has none");
   app.add_option("--output-json", a->output_json,
                  "write the JSON lines here instead of stdout (one per document, then a total)");
   app.add_flag("--log-probs", a->log_probs,
@@ -177,11 +178,15 @@ Command add_score_command(CLI::App& app) {
     const bool rank0 = ps.world_rank == 0;
     const std::vector<std::string> docs = read_documents(*a);
     DecodingModel model = open_for_decoding(a->load, ps, "score");
+    MT_CHECK(!a->append_eod || model.tok->eod() >= 0, "--append-eod: the checkpoint's ",
+             model.tok->type(), " tokenizer has no end-of-document token (a char vocabulary has "
+             "one only when preprocess built it with --append-eod), so its training data had none "
+             "either; fix: score without --append-eod");
     std::vector<std::vector<int32_t>> ids(docs.size());
     size_t longest = 0;  // the document of most tokens
     for (size_t d = 0; d < docs.size(); ++d) {
       ids[d] = model.tok->tokenize(docs[d]);
-      if (a->append_eod && model.tok->eod() >= 0) ids[d].push_back(model.tok->eod());
+      if (a->append_eod) ids[d].push_back(model.tok->eod());
       if (ids[d].size() > ids[longest].size()) longest = d;
     }
     // The cache holds the longest window: its predictions, at most the context.

@@ -71,8 +71,11 @@ int64_t for_each_json_line(const std::string& path,
   int64_t line_no = 0, bytes = 0;
   while (std::getline(in, line)) {
     ++line_no;
+    const int64_t line_start = bytes;
     bytes += int64_t(line.size()) + 1;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    // Before the JSON parser, whose complaint would not say what is wrong.
+    check_input_utf8(line, path + " line " + std::to_string(line_no), line_start);
     nlohmann::json obj;
     try {
       obj = nlohmann::json::parse(line);
@@ -226,6 +229,11 @@ PreprocessStats preprocess(const PreprocessOptions& o) {
   }
   stats.vocab_path = o.output_prefix + "_vocab.json";
   tok.save(stats.vocab_path);
+  // Its checksum beside it, as for the other tokenizers: train refuses the
+  // dataset with a vocabulary edited since (train/checkpoint_tokenizer.h).
+  TokenizerOptions written;
+  written.vocab_file = stats.vocab_path;
+  stats.tokenizer_path = write_tokenizer_record(o.output_prefix, *make_tokenizer(written));
   return stats;
 }
 

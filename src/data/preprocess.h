@@ -11,8 +11,9 @@
 //          a string. One dataset per key, as Megatron writes. An empty string
 //          becomes a document with no sequence (as Megatron's builder
 //          records it); blank lines are skipped.
-// Outputs: <prefix>_<key>_document.bin/.idx (key "text" for .txt) and
-// <prefix>_vocab.json. The vocabulary is the sorted distinct code points of
+// Outputs: <prefix>_<key>_document.bin/.idx (key "text" for .txt),
+// <prefix>_vocab.json and <prefix>_tokenizer.json (its SHA-256, as for the
+// other tokenizers; written last). The vocabulary is the sorted distinct code points of
 // the whole input (first streaming pass), plus "<|endoftext|>" last with
 // append_eod, which also ends every non-empty document with the eod id
 // (Megatron's --append-eod). Token dtype: uint16 when the vocabulary has fewer
@@ -67,7 +68,7 @@ struct PreprocessStats {
   int64_t vocab_size = 0;
   int32_t eod = -1;
   std::string vocab_path;      // char: the vocabulary written
-  std::string tokenizer_path;  // others: <prefix>_tokenizer.json
+  std::string tokenizer_path;  // <prefix>_tokenizer.json
   std::vector<std::string> dataset_prefixes;  // one per key
 };
 

@@ -65,14 +65,7 @@ class DocumentEncoder {
   }
 
   void encode_or_throw(const Doc& d, Encoded& e) const {
-    const size_t bad = utf8_first_invalid(d.text);
-    if (bad != d.text.size()) {
-      char hex[8];
-      std::snprintf(hex, sizeof hex, "0x%02X", unsigned((unsigned char)d.text[bad]));
-      MT_FAIL(where(d), ": invalid UTF-8 at byte offset ", d.offset + int64_t(bad), " (byte ", hex,
-              "); Megatron's preprocess reads strict UTF-8 too; fix: convert the input to UTF-8 "
-              "(e.g. iconv -f latin1 -t utf-8)");
-    }
+    check_input_utf8(d.text, where(d), d.offset);
     if (!jsonl_) {
       add_sentences(d, std::vector<std::string_view>{d.text}, e);
       return;
@@ -183,6 +176,22 @@ void write_text_atomically(const std::string& path, const std::string& text) {
 
 }  // namespace
 
+void check_input_utf8(std::string_view text, const std::string& where, int64_t base_offset) {
+  const size_t bad = utf8_first_invalid(text);
+  if (bad == text.size()) return;
+  char hex[8];
+  std::snprintf(hex, sizeof hex, "0x%02X", unsigned((unsigned char)text[bad]));
+  MT_FAIL(where, ": invalid UTF-8 at byte offset ", base_offset + int64_t(bad), " (byte ", hex,
+          "); Megatron's preprocess reads strict UTF-8 too; fix: convert the input to UTF-8 "
+          "(e.g. iconv -f latin1 -t utf-8)");
+}
+
+std::string write_tokenizer_record(const std::string& output_prefix, const Tokenizer& tok) {
+  const std::string path = output_prefix + "_tokenizer.json";
+  write_text_atomically(path, tok.describe().dump(2) + "\n");
+  return path;
+}
+
 PreprocessStats preprocess_with_tokenizer(const PreprocessOptions& o, const Tokenizer& tok, bool jsonl) {
   MT_CHECK(o.workers >= 1 && o.workers <= 1024, "--workers ", o.workers, " must be in [1, 1024]");
   MT_CHECK(!o.append_eod || tok.eod() >= 0, "--append-eod: tokenizer ", tok.type(),
@@ -288,8 +297,7 @@ PreprocessStats preprocess_with_tokenizer(const PreprocessOptions& o, const Toke
     stats.sequences += w->num_sequences();
     stats.tokens += w->num_tokens();
   }
-  stats.tokenizer_path = o.output_prefix + "_tokenizer.json";
-  write_text_atomically(stats.tokenizer_path, tok.describe().dump(2) + "\n");
+  stats.tokenizer_path = write_tokenizer_record(o.output_prefix, tok);
   return stats;
 }
 

@@ -55,6 +55,15 @@ class ParagraphSplitter {
   bool pending_newline_ = false;
 };
 
+// Unless `text` is valid UTF-8, throws naming `where` (file and line), the
+// file's byte offset of the first bad byte (base_offset: where text starts)
+// and the fix.
+void check_input_utf8(std::string_view text, const std::string& where, int64_t base_offset);
+
+// Writes <output_prefix>_tokenizer.json, tok.describe() (type, files and their
+// SHA-256): what `train` checks its tokenizer files against. Returns its path.
+std::string write_tokenizer_record(const std::string& output_prefix, const Tokenizer& tok);
+
 // Preprocess with a ready tokenizer (anything but "char"): .jsonl lines or
 // .txt paragraphs are tokenized on o.workers threads in batches of a few MB,
 // and written in input order, so the output is byte-identical for any number

@@ -16,10 +16,14 @@ namespace {
 // --tokenizer-type char: the character vocabulary <prefix>_vocab.json.
 class CharTokenizerAdapter final : public Tokenizer {
  public:
+  // The SHA-256 is that of the vocabulary's JSON as preprocess writes it
+  // (CharTokenizer::to_json), so `sha256sum <prefix>_vocab.json` prints it and
+  // a re-formatted copy of the same vocabulary has it too.
   explicit CharTokenizerAdapter(const std::string& vocab_file)
-      : tok_(CharTokenizer::load(vocab_file)), path_(vocab_file), sha256_(sha256_file_hex(vocab_file)) {}
+      : tok_(CharTokenizer::load(vocab_file)), path_(vocab_file), sha256_(sha256_hex(tok_.to_json())) {}
   // A vocabulary that lives in a checkpoint's meta.json, not in a file.
-  explicit CharTokenizerAdapter(CharTokenizer tok) : tok_(std::move(tok)) {}
+  explicit CharTokenizerAdapter(CharTokenizer tok)
+      : tok_(std::move(tok)), sha256_(sha256_hex(tok_.to_json())) {}
   std::string type() const override { return "char"; }
   int64_t vocab_size() const override { return tok_.vocab_size(); }
   int32_t eod() const override { return tok_.eod(); }

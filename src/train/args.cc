@@ -152,6 +152,14 @@ void TrainArgs::check_data_flags() const {
   if (!test_data_path.empty()) parse_blend(test_data_path, "--test-data-path");
 }
 
+std::string TrainArgs::disable_sequence_parallel_without_tp() {
+  if (!sequence_parallel || tensor_model_parallel_size != 1) return "";
+  sequence_parallel = false;
+  return "--sequence-parallel with --tensor-model-parallel-size 1: sequence parallelism is off "
+         "(it splits the tensor-parallel layers' activations, and TP 1 has none to split); "
+         "training as without it, as Megatron-LM does";
+}
+
 void TrainArgs::validate(int world_size) {
   check_flag_ranges();
   const int64_t tp = tensor_model_parallel_size, pp = pipeline_model_parallel_size;
@@ -189,8 +197,8 @@ void TrainArgs::validate(int world_size) {
     MT_CHECK(decoder_first_pipeline_num_layers == 0 && decoder_last_pipeline_num_layers == 0,
              "--decoder-first/last-pipeline-num-layers do not combine with virtual stages");
   }
-  MT_CHECK(!sequence_parallel || tp > 1, "--sequence-parallel needs --tensor-model-parallel-size "
-           "> 1 (it is a mode of the tensor-parallel layers); got TP ", tp);
+  MT_CHECK(!sequence_parallel || tp > 1, "--sequence-parallel with TP 1 (internal error: "
+           "disable_sequence_parallel_without_tp() switches it off before validate)");
   dp_size = world_size / (tp * pp * cp);
   MT_CHECK(model.num_attention_heads % tp == 0, "--num-attention-heads ",
            model.num_attention_heads, " is not divisible by TP ", tp,

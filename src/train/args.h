@@ -134,6 +134,11 @@ struct TrainArgs {
   }
   // The layers (and model chunks) pipeline rank pp_rank holds, for a TP shard.
   StageLayout stage_layout(int tp_rank, int tp_size, int pp_rank, int pp_size) const;
+  // Megatron-LM's rule (training/arguments.py): with TP 1 there is nothing
+  // for sequence parallelism to split, so --sequence-parallel is switched off
+  // with a warning and the run goes on as without it. Returns the warning, ""
+  // when the flag was not set or TP > 1. Before validate().
+  std::string disable_sequence_parallel_without_tp();
   // Checks every flag's range and every layout-dependent constraint (sizes
   // with checked arithmetic, naming the flags); every rank calls it.
   void validate(int world_size);

@@ -79,6 +79,40 @@ bool is_gpt2_era_field(std::string_view key) {
   return false;
 }
 
+// The first `max` bytes of `bytes` for a one-line message: printable ASCII as
+// is, every other byte as \xNN (a NUL would end the printed message early,
+// a control byte could hide the rest), "..." when cut.
+std::string escaped(std::string_view bytes, size_t max = 40) {
+  std::string out;
+  for (size_t i = 0; i < bytes.size() && i < max; ++i) {
+    const unsigned char c = static_cast<unsigned char>(bytes[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += char(c);
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02X", unsigned(c));
+      out += hex;
+    }
+  }
+  if (bytes.size() > max) out += "...";
+  return out;
+}
+
+// What to write into a damaged tracker: the newest complete iteration,
+// 'release' for a release checkpoint, or (neither) nothing: remove it.
+std::string tracker_fix(const std::string& dir, const std::string& path) {
+  const std::vector<int64_t> its = saved_iterations(dir);
+  std::error_code ec;
+  const bool release = fs::is_directory(iteration_dir(dir, kReleaseIteration), ec);
+  if (!its.empty())
+    return "fix: write the iteration to resume from into it, e.g. `echo " +
+           std::to_string(its.back()) + " > " + path + "` (complete ones: " +
+           describe_iterations(dir, its) + ")" + (release ? ", or 'release'" : "");
+  if (release) return "fix: write 'release' into it (`echo release > " + path + "`)";
+  return "fix: remove it (" + dir + " holds no iter_NNNNNNN or release directory for it to "
+         "name), or pass the --load of a run that saved";
+}
+
 int64_t meta_int(const nlohmann::json& j, const char* key, const std::string& path,
                  int64_t min_value, int64_t max_value = INT64_MAX) {
   MT_CHECK(j.contains(key), "checkpoint metadata ", path, " has no '", key,
@@ -116,9 +150,8 @@ int64_t latest_iteration(const std::string& dir) {
   if (body == kReleaseTracker) return kReleaseIteration;
   bool digits = !body.empty() && body.size() <= 18;
   for (char c : body) digits = digits && std::isdigit(static_cast<unsigned char>(c));
-  MT_CHECK(digits, path, " holds '", body.substr(0, 40), "', not an iteration number or '",
-           kReleaseTracker, "'; fix: write ",
-           "the number of a complete iter_NNNNNNN directory of ", dir, " into it");
+  MT_CHECK(digits, path, " holds '", escaped(body), "', not an iteration number or '",
+           kReleaseTracker, "'; ", tracker_fix(dir, path));
   return std::stoll(body);
 }
 

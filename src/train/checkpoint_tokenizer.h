@@ -3,7 +3,11 @@
 // a different tokenizer on resume is an error, not text decoded wrongly.
 //
 // meta.json's args.tokenizer (the "record"):
-//  - char:          {"type": "char", "vocab": [...]}: the vocabulary itself;
+//  - char:          {"type": "char", "vocab": [...], "vocab_sha256": ...}: the
+//                   vocabulary itself and the SHA-256 of its JSON as preprocess
+//                   writes it (`sha256sum <prefix>_vocab.json`), so that a
+//                   vocabulary edited in meta.json is refused; records saved
+//                   before the checksum have none and are accepted;
 //  - NullTokenizer: {"type": "NullTokenizer", "vocab_size": N};
 //  - GPT2BPETokenizer, SentencePieceTokenizer, Llama2Tokenizer: Tokenizer::
 //    describe(): {"type", "vocab_size", "eod", "bos", and per file
@@ -26,6 +30,25 @@ namespace mt {
 
 // The record of `tok`, built from `options` (see above).
 nlohmann::json tokenizer_record(const Tokenizer& tok, const TokenizerOptions& options);
+class CharTokenizer;
+// The record of a character vocabulary, with its checksum.
+nlohmann::json char_tokenizer_record(const CharTokenizer& vocab);
+// The vocabulary of a char record, checked against its "vocab_sha256" (none
+// recorded: accepted). `where` names the file holding the record (a
+// meta.json); a mismatch is an error naming it and both checksums.
+CharTokenizer char_vocab_of(const nlohmann::json& record, const std::string& where);
+
+// A dataset made by `megatron preprocess` has its tokenizer recorded beside
+// it: <prefix>_tokenizer.json (Tokenizer::describe(): per file its SHA-256)
+// for --data-path <prefix>_<key>_document. When that record and the run's
+// `record` are of the same type but name a file of different content (a
+// vocabulary edited after preprocessing, another merges.txt), the dataset's
+// ids would mean other text: an error naming both files and checksums.
+// `vocab_file` is the run's --vocab-file ("" when adopted from --load), for
+// the message. No record beside the dataset (older datasets, Megatron-LM's
+// own preprocess): accepted.
+void check_dataset_tokenizer(const std::string& data_prefix, const nlohmann::json& record,
+                             const std::string& vocab_file);
 
 // Do two records name the same tokenizer? Paths may differ; contents may not.
 bool same_tokenizer(const nlohmann::json& a, const nlohmann::json& b);

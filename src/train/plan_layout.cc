@@ -133,8 +133,10 @@ std::vector<PlanLayout> enumerate_layouts(const PlanProblem& pb, const PlanPins&
           // they are not tried (a world of many divisors has ~10^6
           // candidates, each rejection an exception).
           bool first = true, first_failed = false;
-          for (bool sp : pinned_or(pins.sequence_parallel,
-                                   tp > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false}))
+          // TP 1 runs without SP even when it is pinned (train switches it
+          // off with a warning, as Megatron-LM does; plan_cmd says so).
+          for (bool sp : tp > 1 ? pinned_or(pins.sequence_parallel, std::vector<bool>{false, true})
+                                : std::vector<bool>{false})
             for (const std::string& rc :
                  pinned_or(pins.recompute, std::vector<std::string>{"selective", "full"}))
               for (bool zero : pinned_or(pins.distributed_optimizer,

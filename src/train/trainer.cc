@@ -16,6 +16,7 @@
 #include "backend/device.h"
 #include "checkpoint/dir_lock.h"
 #include "core/log.h"
+#include "data/char_tokenizer.h"
 #include "data/tokenizer.h"
 #include "dist/watchdog.h"
 #include "kernels/matmul.h"
@@ -60,6 +61,10 @@ nlohmann::json resolve_tokenizer(TrainArgs& args, int64_t loaded_iteration, bool
     const nlohmann::json meta = read_checkpoint_meta(args.load);
     saved = meta.at("args").at("tokenizer");
     iter = checkpoint_iteration_dir(args.load, loaded_iteration);
+    // A vocabulary edited in meta.json is refused; one saved before the
+    // checksum gets it now, in the checkpoints this run saves.
+    if (saved.value("type", "") == "char")
+      saved = char_tokenizer_record(char_vocab_of(saved, iter + "/meta.json"));
     const bool no_flags = args.tokenizer_type.empty() && args.vocab_file.empty() &&
                           args.merge_file.empty() && args.tokenizer_model.empty() &&
                           args.vocab_size == 0;
@@ -151,6 +156,7 @@ nlohmann::json resolve_run_args(TrainArgs& args, int64_t loaded_iteration,
                                 const ParallelState& ps) {
   nlohmann::json run_args = {
       {"tokenizer", resolve_tokenizer(args, loaded_iteration, ps.world_rank == 0)}};
+  check_dataset_tokenizer(args.data_path, run_args["tokenizer"], args.vocab_file);
   args.model.finalize(ps.tp_size);
   if (loaded_iteration >= 0) {  // keep the checkpoint's vocabulary padding when this TP size divides it
     const nlohmann::json saved_args = read_checkpoint_meta(args.load).at("args");
@@ -564,6 +570,8 @@ int run_training(TrainArgs args, ParallelState& ps) {
   Timer run_timer;
   const ArgList launched = argument_list(args);  // as parsed, before anything derives
   if (args.use_checkpoint_args) adopt_checkpoint_model(args);
+  const std::string sp_warning = args.disable_sequence_parallel_without_tp();
+  if (!sp_warning.empty()) log_line(ps.world_rank == 0, "warning: %s\n", sp_warning.c_str());
   args.validate(ps.world_size);
   check_device(args, ps.world_size);  // --device cuda: at once, one line, if it cannot run
   check_same_arguments(launched, ps.world_comm);  // before the first collective that could hang

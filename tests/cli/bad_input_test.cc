@@ -25,7 +25,6 @@ TEST_F(BadInput, FlagsAndLayout) {
       {"unknown tokenizer", train(" --tokenizer-type GPT2BPETokenizer"), "GPT2BPETokenizer"},
       {"dropout of 1", train(" --hidden-dropout 1"), "--hidden-dropout"},
       {"missing config file", train(" --config {dir}nope.toml"), "nope.toml"},
-      {"sequence parallel without TP", train(" --sequence-parallel"), "--sequence-parallel"},
       {"PP does not divide world", train(" --pipeline-model-parallel-size 2"), "PP(2)"},
       {"virtual stages without PP", train(" --num-layers-per-virtual-pipeline-stage 1"),
        "--num-layers-per-virtual-pipeline-stage needs"},
@@ -80,6 +79,11 @@ TEST_F(BadInput, DataFiles) {
   const BadInputCase utf{"invalid UTF-8", " preprocess --input {dir}bad.txt --output-prefix {dir}x",
                          "bad.txt"};
   expect_fails(utf);
+  write_text(dir.file("bad.jsonl"), "{\"text\": \"ok\"}\n{\"text\": \"caf\xe9\"}\n");
+  const BadInputCase utf_jsonl{"invalid UTF-8 in .jsonl",
+                               " preprocess --input {dir}bad.jsonl --output-prefix {dir}x",
+                               "bad.jsonl line 2: invalid UTF-8 at byte offset 28 (byte 0xE9)"};
+  expect_fails(utf_jsonl);
 }
 
 TEST_F(BadInput, Checkpoints) {
@@ -91,6 +95,20 @@ TEST_F(BadInput, Checkpoints) {
   const BadInputCase none{"generate without a checkpoint",
                           " generate --load {dir}empty --prompt hi", "no checkpoint in"};
   expect_fails(none);
+  // A tracker holding a NUL: shown escaped (a raw NUL cut the printed line
+  // before its fix), with the iteration to write; nothing is changed.
+  const std::string tracker = dir.file("ckpt/latest_checkpointed_iteration.txt");
+  write_text(tracker, std::string("\0", 1));
+  const BadInputCase nul{"tracker holding a NUL", train(" --train-iters 12 --load {dir}ckpt"),
+                         "holds '\\x00', not an iteration number or 'release'; fix: write the "
+                         "iteration to resume from into it, e.g. `echo 8 > "};
+  expect_fails(nul);
+  const BadInputCase nul_gen{"generate with a tracker holding a NUL",
+                             " generate --load {dir}ckpt --prompt hi", "`echo 8 > "};
+  expect_fails(nul_gen);
+  EXPECT_EQ(read_text(tracker), std::string("\0", 1));
+  EXPECT_TRUE(exists(dir.file("ckpt/iter_0000008/meta.json")));
+  write_text(tracker, "8\n");
   const std::string model = dir.file("ckpt/iter_0000008/mp_rank_00_000/model.safetensors");
   std::filesystem::resize_file(model, std::filesystem::file_size(model) / 2);
   const BadInputCase corrupt{"truncated checkpoint", train(" --train-iters 12 --load {dir}ckpt"),

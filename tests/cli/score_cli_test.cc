@@ -146,5 +146,40 @@ TEST_F(ScoreCli, BadInputIsOneClearError) {
   EXPECT_NE(r.output.find("--json-keys"), std::string::npos) << r.output;
 }
 
+// --append-eod needs an end-of-document token: this checkpoint's char
+// vocabulary was built without one, so the flag is refused in one line (it
+// was ignored); a vocabulary built with --append-eod scores the eod too.
+TEST_F(ScoreCli, AppendEodNeedsAnEndOfDocumentToken) {
+  write_text(dir_.file("doc.txt"), "The cat sees the river.\n");
+  const std::string score = megatron() + " score --input " + dir_.file("doc.txt") + " --load ";
+  RunResult r = run(score + dir_.file("ckpt") + " --append-eod");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("--append-eod: the checkpoint's char tokenizer has no end-of-document "
+                          "token"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("; fix: score without --append-eod"), std::string::npos) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+
+  write_text(dir_.file("eod.txt"), corpus_);
+  ASSERT_EQ(run(megatron() + " preprocess --input " + dir_.file("eod.txt") + " --output-prefix " +
+                dir_.file("eod") + " --append-eod")
+                .exit_code,
+            0);
+  const RunResult t = run(megatron() + " train --data-path " + dir_.file("eod_text_document") +
+                          " --vocab-file " + dir_.file("eod_vocab.json") + tiny_model_flags() +
+                          " --train-iters 6 --eval-interval 0 --save " + dir_.file("eod_ckpt"));
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  const RunResult plain = run(score + dir_.file("eod_ckpt") + " --log-probs");
+  const RunResult eod = run(score + dir_.file("eod_ckpt") + " --log-probs --append-eod");
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  ASSERT_EQ(eod.exit_code, 0) << eod.output;
+  const nlohmann::json a = json_lines(plain.output).at(0), b = json_lines(eod.output).at(0);
+  const int64_t eod_id =
+      int64_t(nlohmann::json::parse(read_text(dir_.file("eod_vocab.json"))).size()) - 1;
+  EXPECT_EQ(b.at("tokens").get<int64_t>(), a.at("tokens").get<int64_t>() + 1);
+  EXPECT_EQ(b.at("ids").back().get<int64_t>(), eod_id);
+}
+
 }  // namespace
 }  // namespace mt::test

@@ -137,6 +137,16 @@ TEST(Preprocess, ErrorsNameTheProblem) {
   msg = error_of([&] { preprocess(o); });
   EXPECT_TRUE(has(msg, "line 2") && has(msg, "\"text\"")) << msg;
 
+  // Invalid UTF-8 in a .jsonl is named as such, with the file's byte offset
+  // (14 + 13), not as a JSON problem.
+  write_file(dir.file("u.jsonl"), "{\"text\": \"a\"}\n{\"text\": \"caf\xE9\"}\n");
+  o.input = dir.file("u.jsonl");
+  msg = error_of([&] { preprocess(o); });
+  EXPECT_TRUE(has(msg, dir.file("u.jsonl") + " line 2: invalid UTF-8 at byte offset 27 (byte 0xE9)"))
+      << msg;
+  EXPECT_TRUE(has(msg, "fix: convert the input to UTF-8")) << msg;
+  EXPECT_FALSE(has(msg, "JSON")) << msg;
+
   // A fixed vocabulary that lacks a character of the input.
   write_file(dir.file("v.json"), "[\"a\", \"b\"]");
   write_file(dir.file("c.txt"), "ab\n\nabc");

@@ -68,6 +68,48 @@ TEST(CheckpointDir, TrackerMustBeAWholeNumber) {
   }
 }
 
+// A tracker holding a NUL or control bytes (a crash mid-write on some
+// filesystems, a stray editor) is named with those bytes escaped, so the
+// printed line is whole and says what to write: the newest complete
+// iteration, 'release', or (neither) to remove the file.
+TEST(CheckpointDir, DamagedTrackerIsShownEscapedWithTheFix) {
+  TempDir d;
+  auto no_control_bytes = [](const std::string& e) {
+    for (char c : e)
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return false;
+    return true;
+  };
+  const std::string nul("\0", 1), seven_nul("7\0\n", 3);
+  write(d.file(kTrackerFile), nul);
+  std::string e = error_of([&] { latest_iteration(d.file("")); });
+  EXPECT_TRUE(has(e, "holds '\\x00', not an iteration number")) << e;
+  EXPECT_TRUE(has(e, "fix: remove it")) << e;
+  EXPECT_TRUE(no_control_bytes(e)) << e;
+
+  write(d.file("iter_0000004/meta.json"), "{}");
+  write(d.file("iter_0000009/meta.json"), "{}");
+  write(d.file(kTrackerFile), seven_nul);
+  e = error_of([&] { latest_iteration(d.file("")); });
+  EXPECT_TRUE(has(e, "holds '7\\x00'")) << e;
+  EXPECT_TRUE(has(e, "fix: write the iteration to resume from into it, e.g. `echo 9 > " +
+                         d.file("") + "/" + kTrackerFile +
+                         "` (complete ones: iter_0000004, iter_0000009)"))
+      << e;
+  EXPECT_TRUE(no_control_bytes(e)) << e;
+
+  write(d.file(kTrackerFile), "\x1b[2J" + std::string(60, 'x'));
+  e = error_of([&] { latest_iteration(d.file("")); });
+  EXPECT_TRUE(has(e, "holds '\\x1B[2J" + std::string(36, 'x') + "...'")) << e;
+  EXPECT_TRUE(no_control_bytes(e)) << e;
+
+  fs::remove_all(d.file("iter_0000004"));
+  fs::remove_all(d.file("iter_0000009"));
+  write(d.file("release/meta.json"), "{}");
+  write(d.file(kTrackerFile), nul);
+  e = error_of([&] { latest_iteration(d.file("")); });
+  EXPECT_TRUE(has(e, "fix: write 'release' into it")) << e;
+}
+
 // Megatron's release checkpoint (converted weights): tracker "release",
 // directory <dir>/release, iteration 0 (a run never saves iteration 0).
 TEST(CheckpointDir, ReleaseIsIterationZeroInItsOwnDirectory) {
