@@ -152,6 +152,20 @@ void TrainArgs::check_data_flags() const {
   if (!test_data_path.empty()) parse_blend(test_data_path, "--test-data-path");
 }
 
+std::vector<std::string> TrainArgs::dataset_prefixes() const {
+  std::vector<std::string> out;
+  const std::pair<const std::vector<std::string>*, const char*> lists[] = {
+      {&data_path, "--data-path"},
+      {&train_data_path, "--train-data-path"},
+      {&valid_data_path, "--valid-data-path"},
+      {&test_data_path, "--test-data-path"}};
+  for (const auto& [words, flag] : lists)
+    if (!words->empty())
+      for (const std::string& p : parse_blend(*words, flag).prefixes)
+        if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
+  return out;
+}
+
 std::string TrainArgs::disable_sequence_parallel_without_tp() {
   if (!sequence_parallel || tensor_model_parallel_size != 1) return "";
   sequence_parallel = false;

@@ -148,6 +148,8 @@ struct TrainArgs {
   void check_size_arithmetic() const;
   // --data-path or the per-split paths (one of them), each a blend that parses.
   void check_data_flags() const;
+  // Every dataset prefix of --data-path or the per-split paths (blends parsed).
+  std::vector<std::string> dataset_prefixes() const;
 };
 
 }  // namespace mt

@@ -156,7 +156,8 @@ nlohmann::json resolve_run_args(TrainArgs& args, int64_t loaded_iteration,
                                 const ParallelState& ps) {
   nlohmann::json run_args = {
       {"tokenizer", resolve_tokenizer(args, loaded_iteration, ps.world_rank == 0)}};
-  check_dataset_tokenizer(args.data_path, run_args["tokenizer"], args.vocab_file);
+  for (const std::string& prefix : args.dataset_prefixes())
+    check_dataset_tokenizer(prefix, run_args["tokenizer"], args.vocab_file);
   args.model.finalize(ps.tp_size);
   if (loaded_iteration >= 0) {  // keep the checkpoint's vocabulary padding when this TP size divides it
     const nlohmann::json saved_args = read_checkpoint_meta(args.load).at("args");
