@@ -1,7 +1,5 @@
 #include "model/blocks/mlp_block.h"
 
-#include <cmath>
-
 #include "kernels/gelu.h"
 #include "kernels/matmul.h"
 #include "kernels/swiglu.h"
