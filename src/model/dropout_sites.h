@@ -7,7 +7,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/dropout.h"
-#include "model/gpt.h"
+#include "model/gpt_shapes.h"
 
 namespace mt {
 

@@ -8,14 +8,11 @@
 #include <algorithm>
 
 #include "core/divide.h"
-#include "kernels/attention.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/dropout.h"
 #include "kernels/embedding.h"
-#include "kernels/layernorm.h"
 #include "kernels/matmul.h"
 #include "model/dropout_sites.h"
-#include "parallel/context_parallel_attention.h"
 #include "parallel/vocab_parallel_cross_entropy.h"
 #include "parallel/vocab_parallel_embedding.h"
 
@@ -23,51 +20,32 @@ namespace mt {
 
 namespace {
 // One binding for values and gradients: view(offset) makes a P at that offset.
-template <class P, class View>
-GptParams<P> bind_chunk(const ParamRegistry& reg, int chunk, const View& view) {
-  auto at = [&](const std::string& name) { return view(reg.get(name).offset); };
-  // Parameters the configuration may leave out (biases, positions).
-  auto maybe = [&](const std::string& name) { return reg.has(name) ? at(name) : P{}; };
+template <class P>
+GptParams<P> bind_chunk(const ParamRegistry& reg, int chunk, const ParamBinder<P>& bind) {
   const StageLayout& st = reg.stage();
   const auto ranges = st.chunk_ranges();
   const bool embedding = st.has_embedding && chunk == 0;
   const bool output = st.has_output && chunk == int(ranges.size()) - 1;
   const bool tied = reg.config().tied_output();
   GptParams<P> w;
-  if (embedding || (output && tied)) w.wte = at("embedding.word_embeddings.weight");
-  if (embedding) w.wpe = maybe("embedding.position_embeddings.weight");
-  for (int64_t l = ranges[size_t(chunk)].first; l < ranges[size_t(chunk)].second; ++l) {
-    const std::string p = layer_prefix(l);
-    LayerParams<P> lw;
-    lw.ln1_w = at(p + "input_layernorm.weight");
-    lw.ln1_b = maybe(p + "input_layernorm.bias");
-    lw.qkv_w = at(p + "self_attention.linear_qkv.weight");
-    lw.qkv_b = maybe(p + "self_attention.linear_qkv.bias");
-    lw.proj_w = at(p + "self_attention.linear_proj.weight");
-    lw.proj_b = maybe(p + "self_attention.linear_proj.bias");
-    lw.ln2_w = at(p + "pre_mlp_layernorm.weight");
-    lw.ln2_b = maybe(p + "pre_mlp_layernorm.bias");
-    lw.fc1_w = at(p + "mlp.linear_fc1.weight");
-    lw.fc1_b = maybe(p + "mlp.linear_fc1.bias");
-    lw.fc2_w = at(p + "mlp.linear_fc2.weight");
-    lw.fc2_b = maybe(p + "mlp.linear_fc2.bias");
-    w.layers.push_back(lw);
-  }
+  if (embedding || (output && tied)) w.wte = bind.at("embedding.word_embeddings.weight");
+  if (embedding) w.wpe = bind.maybe("embedding.position_embeddings.weight");
+  for (int64_t l = ranges[size_t(chunk)].first; l < ranges[size_t(chunk)].second; ++l)
+    w.layers.push_back(bind_layer(bind, l));
   if (output) {
-    w.lnf_w = at("decoder.final_layernorm.weight");
-    w.lnf_b = maybe("decoder.final_layernorm.bias");
-    w.out = tied ? w.wte : at("output_layer.weight");
+    w.lnf = bind_norm(bind, "decoder.final_layernorm");
+    w.out = tied ? w.wte : bind.at("output_layer.weight");
   }
   return w;
 }
 }  // namespace
 
 GptWeights bind_chunk_weights(const ParamRegistry& reg, ReadView base, int chunk) {
-  return bind_chunk<ReadView>(reg, chunk, [&](int64_t off) { return base.at(off); });
+  return bind_chunk<ReadView>(reg, chunk, {reg, [&](int64_t off) { return base.at(off); }});
 }
 
 GptGrads bind_chunk_grads(const ParamRegistry& reg, float* grads, int chunk) {
-  return bind_chunk<float*>(reg, chunk, [&](int64_t off) { return grads + off; });
+  return bind_chunk<float*>(reg, chunk, {reg, [&](int64_t off) { return grads + off; }});
 }
 
 GptWeights bind_weights(const ParamRegistry& reg, ReadView base) {
@@ -116,6 +94,8 @@ GptShapes make_shapes(const ParamRegistry& reg, int64_t micro_batch, const Tenso
   sh.rms_norm = c.rms_norm();
   sh.learned_positions = c.learned_positions();
   sh.swiglu = c.swiglu;
+  for (int64_t l = sh.layer_begin; l < sh.layer_begin + sh.num_layers; ++l)
+    sh.layer_specs.push_back(layer_spec(c, l));
   if (c.rope())
     sh.rope = std::make_shared<const RopeTable>(
         make_rope_table(rope_positions > 0 ? rope_positions : c.seq_length, sh.d,
@@ -141,36 +121,6 @@ void set_full_recompute(GptShapes& sh, const std::string& method, int64_t num_la
   }
 }
 
-namespace {
-// A saved activation of n elements: bf16 in bf16 runs, else fp32.
-WriteView alloc_act(Arena& arena, const GptShapes& sh, int64_t n) {
-  if (sh.cm.math == MathMode::kBF16)
-    return static_cast<uint16_t*>(arena.alloc(DType::kBF16, {n}).data);
-  return arena.alloc_f32(n);
-}
-
-// Per-layer tensors of one LayerActivations (not input/output).
-void carve_layer(Arena& arena, const GptShapes& sh, LayerActivations& la) {
-  const int64_t n = sh.tokens(), nl = sh.local_tokens(), h = sh.h, hl = sh.a * sh.d;
-  const int64_t heads = sh.b * sh.a * sh.s * sh.d;
-  la.ln1 = alloc_act(arena, sh, nl * h);
-  if (!sh.rms_norm) la.ln1_mean = arena.alloc_f32(nl);
-  la.ln1_rstd = arena.alloc_f32(nl);
-  la.q = alloc_act(arena, sh, heads);
-  la.k = alloc_act(arena, sh, heads);
-  la.v = alloc_act(arena, sh, heads);
-  if (sh.cm.math != MathMode::kBF16) la.ctx = arena.alloc_f32(heads);
-  la.lse = arena.alloc_f32(sh.b * sh.a * sh.s);
-  la.ctx_sbh = alloc_act(arena, sh, n * hl);
-  la.mid = alloc_act(arena, sh, nl * h);
-  la.ln2 = alloc_act(arena, sh, nl * h);
-  if (!sh.rms_norm) la.ln2_mean = arena.alloc_f32(nl);
-  la.ln2_rstd = arena.alloc_f32(nl);
-  la.fc1 = alloc_act(arena, sh, n * sh.f_in);
-  la.act = alloc_act(arena, sh, n * sh.f);
-}
-}  // namespace
-
 GptActivations carve_activations(Arena& arena, const GptShapes& sh) {
   const int64_t n = sh.tokens(), nl = sh.local_tokens(), h = sh.h;
   GptActivations act;
@@ -181,15 +131,13 @@ GptActivations carve_activations(Arena& arena, const GptShapes& sh) {
   act.hidden = alloc_act(arena, sh, (bf16 ? std::max<int64_t>(sh.num_layers + 1, 2)
                                           : sh.num_layers + 1) * nl * h);
   // Recomputed layers share scratch records, one per layer of a group.
-  std::vector<LayerActivations> scratch(size_t(sh.recompute_group_size));
-  for (LayerActivations& la : scratch) carve_layer(arena, sh, la);
+  std::vector<LayerActivations> scratch;
+  for (int64_t r = 0; r < sh.recompute_group_size; ++r)
+    scratch.push_back(carve_layer_record(arena, sh, sh.spec(r)));
   for (int64_t l = 0; l < sh.num_layers; ++l) {
     const int64_t group = sh.recompute_group.empty() ? -1 : sh.recompute_group[size_t(l)];
-    LayerActivations la;
-    if (group >= 0)
-      la = scratch[size_t(l - group)];
-    else
-      carve_layer(arena, sh, la);
+    LayerActivations la = group >= 0 ? scratch[size_t(l - group)]
+                                     : carve_layer_record(arena, sh, sh.spec(l));
     if (!arena.counting()) {
       la.input = act.hidden.at(l * nl * h);
       la.output = act.hidden.at((l + 1) * nl * h);
@@ -212,10 +160,8 @@ GptActivations carve_activations(Arena& arena, const GptShapes& sh) {
 }
 
 GptWorkspace carve_workspace(Arena& arena, const GptShapes& sh) {
-  const int64_t n = sh.tokens(), nl = sh.local_tokens(), h = sh.h, hl = sh.a * sh.d;
-  const int64_t heads = sh.b * sh.a * sh.s * sh.d;
+  const int64_t n = sh.tokens(), nl = sh.local_tokens(), h = sh.h;
   GptWorkspace ws;
-  ws.qkv = arena.alloc_f32(n * (sh.a + 2 * sh.g) * sh.d);
   ws.hbuf = arena.alloc_f32(nl * h);
   ws.full_a = arena.alloc_f32(n * h);
   ws.full_b = arena.alloc_f32(n * h);
@@ -227,18 +173,9 @@ GptWorkspace carve_workspace(Arena& arena, const GptShapes& sh) {
     ws.ce_sum = reinterpret_cast<double*>(arena.alloc_f32(2 * n));
     ws.ce_target = reinterpret_cast<double*>(arena.alloc_f32(2 * n));
   }
-  ws.attn = arena.alloc_f32(sh.cp.size() > 1 ? context_parallel_attention_workspace_floats(
-                                                   attention_dims(sh), sh.g)
-                                             : attention_workspace_floats(attention_dims(sh)));
   ws.dres = arena.alloc_f32(nl * h);
   ws.dln = arena.alloc_f32(nl * h);
-  ws.dq = arena.alloc_f32(heads);
-  ws.dk = arena.alloc_f32(heads);
-  ws.dv = arena.alloc_f32(heads);
-  ws.dctx = arena.alloc_f32(heads);
-  ws.dctx_sbh = arena.alloc_f32(n * hl);
-  ws.dfc = arena.alloc_f32(n * sh.f);
-  if (sh.swiglu) ws.dfc_in = arena.alloc_f32(n * sh.f_in);
+  ws.layer = carve_layer_workspace(arena, sh);
   return ws;
 }
 
@@ -293,7 +230,7 @@ double gpt_forward(const GptWeights& w, const GptGrads* grads, GptActivations& a
   // The norm's output goes to workspace: the output layer's backward, its
   // only other reader, runs below.
   float* lnf = ws.hbuf;
-  norm_forward(sh, lnf, act.lnf_mean, act.lnf_rstd, last, w.lnf_w, w.lnf_b, nl);
+  norm_forward(sh, lnf, act.lnf_mean, act.lnf_rstd, last, w.lnf.w, w.lnf.b, nl);
   column_parallel_linear_forward(ws.logits, ws.full_a, lnf, w.out, nullptr, n, h, sh.v, sh.tp,
                                  sh.cm);
   for (int64_t t = 0; t < sh.s; ++t)
@@ -322,7 +259,7 @@ void gpt_backward(const GptWeights& w, const GptGrads& grads, GptActivations& ac
   if (sh.has_output) {
     fill_zero(ws.dres, size_t(nl * h) * sizeof(float));
     const ReadView last = act.hidden.at(sh.num_layers * nl * h);
-    norm_backward(sh, ws.dres, grads.lnf_w, grads.lnf_b, act.dlnf, last, w.lnf_w, act.lnf_mean,
+    norm_backward(sh, ws.dres, grads.lnf.w, grads.lnf.b, act.dlnf, last, w.lnf.w, act.lnf_mean,
                   act.lnf_rstd, nl);
     if (ctx.grads_ready) (*ctx.grads_ready)(sh.total_layers);
   }  // else the caller has put the gradient from the next stage into ws.dres

@@ -1,6 +1,8 @@
 // Incremental decoding with a KV cache: one token at a time, each layer's keys
-// and values (one per query group, after RoPE) for past positions kept, so a step costs O(position), not a full
-// forward over the context. Same kernels and weights as training; with a TP
+// and values (one per query group, after RoPE) for past positions kept, so a
+// step costs O(position), not a full forward over the context. The layers are
+// the training layers' blocks (model/blocks: norm, attention_block_decode with
+// the query at an offset into the cache, mlp_block_decode), same weights; with a TP
 // group every rank holds its heads' cache and its weight shards, the
 // row-parallel outputs are all-reduced and the vocab-sharded logits
 // all-gathered, so every rank gets the full logits (PP = 1).
@@ -47,7 +49,9 @@ class GptDecoder {
   HostBuffer buf_;
   float* k_cache_ = nullptr;  // (L, capacity, g·d)  this rank's query groups
   float* v_cache_ = nullptr;  // (L, capacity, g·d)
-  float *x_, *ln_, *mean_, *rstd_, *qkv_, *q_, *ctx_, *tmp_, *fc_, *act_, *scores_;
+  float *x_, *ln_, *mean_, *rstd_, *tmp_;  // (h) (h) (1) (1) (h): one token
+  AttentionDecodeWorkspace attn_ws_;        // the blocks' one-token scratch
+  MlpDecodeWorkspace mlp_ws_;
   float* logits_local_ = nullptr;  // (v/tp)
   float* logits_ = nullptr;        // (v)
   int64_t pos_ = 0;

@@ -5,6 +5,7 @@
 #include "core/divide.h"
 #include "core/error.h"
 #include "core/rng.h"
+#include "model/blocks/transformer_layer.h"
 
 namespace mt {
 
@@ -65,15 +66,8 @@ int64_t ParamSpec::global_row(int64_t r, int64_t tp_rank, int64_t tp_size) const
 
 ParamRegistry::ParamRegistry(const ModelConfig& cfg, const StageLayout& stage)
     : cfg_(cfg), stage_(stage) {
-  const int64_t h = cfg.hidden_size, f = cfg.ffn_hidden_size, v = cfg.padded_vocab_size;
+  const int64_t h = cfg.hidden_size, v = cfg.padded_vocab_size;
   const float std = cfg.init_method_std;
-  const bool bias = cfg.add_bias(), norm_bias = !cfg.rms_norm();
-  // GPT-2 / Megatron: output projections of each block scaled by 1/sqrt(2L).
-  const float out_std = std / std::sqrt(2.0f * float(cfg.num_layers));
-  auto norm = [&](const std::string& p) {
-    add(p + ".weight", h, 1, 1, -1, Init::kOnes, 0, false);
-    if (norm_bias) add(p + ".bias", h, 1, 1, -1, Init::kZeros, 0, false);
-  };
   // Parameters added since index `first` belong to `part` (layer `layer`).
   auto tag = [&](size_t first, Part part, int64_t layer) {
     for (size_t i = first; i < params_.size(); ++i) {
@@ -90,30 +84,14 @@ ParamRegistry::ParamRegistry(const ModelConfig& cfg, const StageLayout& stage)
         Init::kNormal, std, true);
   for (const auto& [chunk_begin, chunk_end] : stage.chunk_ranges()) {
     for (int64_t l = chunk_begin; l < chunk_end; ++l) {
-      const std::string p = layer_prefix(l);
       const size_t first = params_.size();
-      norm(p + "input_layernorm");
-      // Rows per query group: its heads' q, then its k and v (Megatron core).
-      add(p + "self_attention.linear_qkv.weight", cfg.qkv_rows(), h, 2, 0, Init::kNormal, std,
-          true);
-      if (bias)
-        add(p + "self_attention.linear_qkv.bias", cfg.qkv_rows(), 1, 1, 0, Init::kZeros, 0, false);
-      add(p + "self_attention.linear_proj.weight", h, h, 2, 1, Init::kNormal, out_std, true);
-      if (bias) add(p + "self_attention.linear_proj.bias", h, 1, 1, -1, Init::kZeros, 0, false);
-      norm(p + "pre_mlp_layernorm");
-      // SwiGLU's fc1 is [gate; up], split over TP block by block.
-      const int64_t blocks = cfg.swiglu ? 2 : 1;
-      add(p + "mlp.linear_fc1.weight", cfg.fc1_rows(f), h, 2, 0, Init::kNormal, std, true, blocks);
-      if (bias)
-        add(p + "mlp.linear_fc1.bias", cfg.fc1_rows(f), 1, 1, 0, Init::kZeros, 0, false, blocks);
-      add(p + "mlp.linear_fc2.weight", h, f, 2, 1, Init::kNormal, out_std, true);
-      if (bias) add(p + "mlp.linear_fc2.bias", h, 1, 1, -1, Init::kZeros, 0, false);
+      layer_param_specs(*this, l);  // its blocks' parameters, in order
       tag(first, Part::kLayer, l);
     }
   }
   if (stage.has_output) {
     const size_t first = params_.size();
-    norm("decoder.final_layernorm");
+    norm_param_specs(*this, "decoder.final_layernorm");
     if (!cfg.tied_output()) add("output_layer.weight", v, h, 2, 0, Init::kNormal, std, true);
     tag(first, Part::kLossHead, -1);
   }

@@ -111,9 +111,13 @@ class ParamRegistry {
   // Parameter i's initial values, its whole local tensor, into dst (numel()).
   void initialize_param(size_t i, float* dst, uint64_t seed) const;
 
- private:
+  // Appends a parameter (global shape rows x cols; partition_dim -1, 0 or 1
+  // over TP) at the next aligned offset. Called while the registry is built,
+  // by the blocks' parameter-spec functions (model/blocks), in model order.
   ParamSpec& add(std::string name, int64_t rows, int64_t cols, int ndim, int partition_dim,
                  Init init, float std, bool decay, int64_t row_blocks = 1);
+
+ private:
 
   ModelConfig cfg_;
   StageLayout stage_;

@@ -8,8 +8,8 @@
 #include "core/arena.h"
 #include "core/divide.h"
 #include "core/error.h"
-#include "kernels/attention.h"
 #include "kernels/precision.h"
+#include "model/blocks/transformer_layer.h"
 #include "model/model_runtime.h"
 
 namespace mt {
@@ -76,44 +76,37 @@ MemoryClasses predict_memory(const MemoryPlan& p) {
   const double nl =
       p.sequence_parallel ? double(divide(s, p.tp, "memory plan: s / tp") * p.b) : n;
   const double h = double(p.h), hl = double(divide(p.h, p.tp, "memory plan: h / tp"));
-  const double a = double(p.a_local), f = double(p.f_local);
-  const double f_in = p.swiglu ? 2 * f : f;  // fc1 outputs
-  const double qkv = hl + 2 * hl * double(p.g_local > 0 ? p.g_local : p.a_local) / a;
-  const double stats = p.rms_norm ? 1 : 2;  // norm statistics per row: rstd (and mean)
+  const double e = bf16 ? 2.0 : 4.0;  // bytes of a saved value
+  BlockSizes z;
+  z.n = n, z.nl = nl, z.h = h, z.hl = hl;
+  z.a = double(p.a_local), z.g = double(p.g_local > 0 ? p.g_local : p.a_local);
+  z.f = double(p.f_local), z.f_in = p.swiglu ? 2 * z.f : z.f;  // fc1 outputs
+  z.stats = p.rms_norm ? 1 : 2;  // norm statistics per row: rstd (and mean)
+  z.e = e, z.bf16 = bf16, z.swiglu = p.swiglu;
+  z.b = p.b, z.kv = p.cp > 1 ? s / 2 : s, z.cp = p.cp;  // keys of one attention kernel call
 
   // One LayerActivations record without its input/output (those are rows of
-  // GptActivations::hidden), from the field list in model/gpt.h:
-  //   ln1, mid, ln2                    3 · nl·h     (s_local, b, h)
-  //   ln1/ln2 mean and rstd            4 · nl       (s_local, b)  RMSNorm: rstd only, 2 · nl
-  //   q, k, v, ctx                     4 · n·hl     (b, a, s, d)
-  //   ctx_sbh                          1 · n·hl     (s, b, a·d)
-  //   lse                              1 · n·a      (b, a, s)
-  //   fc1, act (GELU / SwiGLU out)     2 · n·f      (s, b, f); SwiGLU's fc1 is 2f wide
-  //   (grouped-query attention keeps k, v repeated per head: (b, a, s, d))
+  // GptActivations::hidden): the sum over its blocks (model/blocks), each
+  // block's formula beside its carve:
+  //   norms (ln1, ln2)                 2 · (nl·h values + stats·nl fp32)
+  //   attention q, k, v, ctx_sbh       4 · n·hl values; fp32 runs also ctx (n·hl); lse n·a fp32
+  //   residual after attention (mid)   nl·h values
+  //   MLP fc1, act                     n·(f_in + f) values
   //
   // Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
   // Transformer Models", eq. 1): sbh(34 + 5as/h) bytes per layer in fp16
   // (2-byte values, 1-byte dropout masks), 34sbh with selective recompute of
-  // the attention core, 34sbh/t with TP + SP. Mapping (f = 4h, t = 1):
-  //   attention 11sbh + 5as²b: LN1 out 2 ↔ ln1; Q, K 4 ↔ q, k; V 2 ↔ v;
-  //     projection input 2 ↔ ctx_sbh; dropout mask 1 ↔ none (Philox masks are
-  //     regenerated from their keys); softmax out, its mask and dropout out
-  //     5as²b ↔ lse (a·s·b floats: the probabilities are recomputed from it,
-  //     already what Megatron calls selective recompute).
-  //   MLP 19sbh: FC1 input 2 ↔ ln2; GELU input 8 ↔ fc1; FC2 input 8 ↔ gelu;
-  //     dropout mask 1 ↔ none.
-  //   LayerNorm inputs 4sbh ↔ the layer's input (a row of hidden) and mid.
-  // fp32 runs store every value in fp32 and one more: ctx in the attention
-  // kernel's (b, a, s, d) layout next to its (s, b, h) copy. Per layer with
-  // its input: 17·sbh floats = 68·sbh bytes (+ 4·(4 + a)·sb for the norm
-  // statistics and lse) against Korthikanti's 32·sbh bytes of values + 2·sbh
-  // of masks; with TP + SP every term is divided by t: 68·sbh/t.
+  // the attention core, 34sbh/t with TP + SP; each block's share is mapped in
+  // its formula, and the LayerNorm inputs 4sbh ↔ the layer's input (a row of
+  // hidden) and mid. fp32 runs store every value in fp32 and one more: ctx
+  // in the attention kernel's (b, a, s, d) layout next to its (s, b, h) copy.
+  // Per layer with its input: 17·sbh floats = 68·sbh bytes (+ 4·(4 + a)·sb
+  // for the norm statistics and lse) against Korthikanti's 32·sbh bytes of
+  // values + 2·sbh of masks; with TP + SP every term is divided by t: 68·sbh/t.
   // bf16 runs store the values in bf16 (e = 2 bytes) and not ctx (the bf16
   // attention backward does not read it): 16·sbh values, 32·sbh bytes —
   // Korthikanti's count; the statistics stay fp32.
-  const double e = bf16 ? 2.0 : 4.0;  // bytes of a saved value
-  const double layer = e * (3 * nl * h + 4 * n * hl + n * (f_in + f)) + (bf16 ? 0.0 : 4 * n * hl) +
-                       4 * (2 * stats * nl + n * a);
+  const double layer = layer_record_bytes(z, LayerSpec{});
 
   // One GptActivations record of a chunk of Lc layers: ids, positions and
   // labels (3 · n 4-byte slots on every stage; the embedding output is
@@ -134,41 +127,19 @@ MemoryClasses predict_memory(const MemoryPlan& p) {
   // lnf_rstd: (s_local, b)), the gradient of its output that the fused loss
   // head computed in forward (dlnf: (s_local, b, h)) and per-token losses
   // (s, b), all fp32. The norm's output itself is only read inside forward (workspace).
-  const double head = p.has_output ? 4 * (nl * h + stats * nl + n) : 0.0;
+  const double head = p.has_output ? 4 * (nl * h + z.stats * nl + n) : 0.0;
   m.activations = double(p.in_flight) * (double(p.chunks) * record + head);
 
-  // GptWorkspace, one per rank (shared by all chunks and micro-batches):
-  //   qkv (s, b, (a + 2g)·d/t)                  n·qkv  (3 · n·hl without GQA)
+  // GptWorkspace, one per rank (shared by all chunks and micro-batches): the
+  // blocks' scratch (LayerWorkspace, each block's formula) and, in floats,
   //   hbuf, dres, dln (s_local, b, h)           3 · nl·h
   //   full_a, full_b (s, b, h)                  2 · n·h
-  //   dq, dk, dv, dctx (b, a, s, d); dctx_sbh   5 · n·hl
-  //   dfc (s, b, f); SwiGLU dfc_in (s, b, 2f)    n·f (+ 2 · n·f)
-  //   attention: two (b·a, min(kBlockQ, s), s) score blocks (attention.h);
-  //   bf16 adds those two and q, k, v, dctx (b, a, s, d) as bf16 copies
   //   last stage: logits (s, b, v/t), ce_max (s, b), ce_sum and ce_target
   //   (s, b) doubles                            n·v + 5n
   //   (bf16 adds the logits' gradient in bf16: n·v/2)
-  //   context parallelism: the kernel's blocks are (chunk x chunk), chunk =
-  //   s/(2cp), and the ring adds two travelling K|V group buffers (2 · 2n·hg,
-  //   hg = g·d = hl·g/a), K|V repeated per head (2n·hl), dK|dV group sums two
-  //   outgoing and one incoming (3 · 2n·hg), a block's ctx, dq, dk, dv
-  //   (4 · n·hl/2) and lse plus the rows' D (3 · n·a/2):
-  //   10·n·hg + 4·n·hl + 1.5·n·a; bf16 keeps the K|V buffers in bf16 (half
-  //   of 4·n·hg and of 2n·hl): 8·n·hg + 3·n·hl + 1.5·n·a
-  const int64_t kv = p.cp > 1 ? s / 2 : s;  // keys (and queries) of one kernel call
-  const double block = double(std::min<int64_t>(kAttentionBlockQ, kv));
-  const double score_block = double(p.b) * a * block * double(kv);
-  // bf16: the attention products read bf16 copies of the probability and
-  // score-gradient blocks and of q, k, v and the context gradient (2 bytes each).
-  const double attention =
-      2 * score_block + (p.math == "bf16" ? (2 * score_block + 4 * n * hl) / 2 : 0.0) +
-      (p.cp > 1 ? (bf16 ? 8 : 10) * n * hl * double(p.g_local > 0 ? p.g_local : p.a_local) / a +
-                      (bf16 ? 3 : 4) * n * hl + 1.5 * n * a
-                : 0.0);
-  const double logits = n * double(p.v_local) * (p.math == "bf16" ? 1.5 : 1.0);
+  const double logits = n * double(p.v_local) * (bf16 ? 1.5 : 1.0);
   const double loss_head = p.has_output ? logits + 5 * n : 0.0;
-  m.workspace = 4.0 * (n * qkv + 3 * nl * h + 2 * n * h + 5 * n * hl + n * f +
-                       (p.swiglu ? n * f_in : 0.0) + attention + loss_head);
+  m.workspace = 4.0 * (3 * nl * h + 2 * n * h + loss_head) + layer_workspace_bytes(z);
   return m;
 }
 

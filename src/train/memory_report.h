@@ -3,10 +3,11 @@
 // the parallel layout, and printed next to what was measured (HostBuffer::
 // resident_bytes of each class's buffer) and the process's peak RSS.
 //
-// The prediction is written from the model description (the field comments of
-// LayerActivations / GptActivations / GptWorkspace in model/gpt.h), NOT by
-// running the code that carves the buffers, so that a ratio far from 1 in the
-// report points at a real difference between plan and implementation. It
+// The prediction is written from the model description (each block's closed
+// form beside its record and workspace in model/blocks; GptActivations /
+// GptWorkspace in model/gpt.h), NOT by running the code that carves the
+// buffers, so that a ratio far from 1 in the report points at a real
+// difference between plan and implementation. It
 // ignores the 64-byte alignment of each carved tensor and the 2 MiB rounding
 // of each buffer (ratios slightly above 1 for tiny models are expected).
 #pragma once

@@ -3,18 +3,19 @@
 #include <cmath>
 #include <cstdio>
 
+#include "model/blocks/transformer_layer.h"
+
 namespace mt {
 
 double flops_per_iteration(const ModelConfig& c, int64_t global_batch) {
-  const double h = double(c.hidden_size), s = double(c.seq_length), L = double(c.num_layers);
-  // Megatron-LM's num_floating_point_operations: QKV + projection (k and v
-  // shrink with query groups), the attention products (causal: half), the MLP
-  // (a gated one has three h x ffn matrices, not two) and the logits.
-  const double groups = double(c.query_groups()) / double(c.num_attention_heads);
-  const double attention = 1.0 + groups + s / h / 2.0;
-  const double mlp = double(c.ffn_hidden_size) / h * (c.swiglu ? 1.5 : 1.0);
-  const double logit = double(c.padded_vocab_size) / (2.0 * L * h);
-  return 12.0 * double(global_batch) * s * L * h * h * (attention + mlp + logit);
+  // Megatron-LM's num_floating_point_operations: the sum over the layers of
+  // their blocks' counts (model/blocks: QKV, projection and attention
+  // products; the MLP), plus the logits.
+  const double tokens = double(global_batch) * double(c.seq_length);
+  double flops = 0;
+  for (int64_t l = 0; l < c.num_layers; ++l) flops += layer_flops(c, l, tokens);
+  const double h = double(c.hidden_size);
+  return flops + 12.0 * tokens * h * h * (double(c.padded_vocab_size) / (2.0 * h));
 }
 
 double reported_mfu(double achieved, MfuPeak& peak, std::string* note) {

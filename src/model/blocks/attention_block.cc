@@ -1,0 +1,246 @@
+#include "model/blocks/attention_block.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/attention.h"
+#include "kernels/layout.h"
+#include "kernels/matmul.h"
+#include "model/dropout_sites.h"
+#include "parallel/context_parallel_attention.h"
+
+namespace mt {
+
+namespace {
+// Per-head tensors are chunk-major with context parallelism: chunk j of this
+// rank's rows is a contiguous (b, a, c, d) tensor at global positions
+// chunk_pos0(j). f(j, row offset of the chunk in (s, b, ...) tensors, its
+// offset in per-head tensors, global position of its first row).
+template <class F>
+void for_each_chunk(const GptShapes& sh, F f) {
+  const int64_t c = sh.chunk_len();
+  for (int64_t j = 0; j < sh.cp_chunks(); ++j)
+    f(j * c * sh.b, j * sh.b * sh.a * c * sh.d, sh.chunk_pos0(j));
+}
+
+void attention_core_forward(float* ctx, const AttentionRecord& rec, AttentionWorkspace& ws,
+                            const GptShapes& sh, const AttentionDropout& drop) {
+  if (sh.cp.size() > 1)
+    context_parallel_attention_forward(ctx, rec.lse, rec.q, rec.k, rec.v, attention_dims(sh), sh.g,
+                                       drop, sh.cp, ws.attn);
+  else
+    attention_forward(ctx, rec.lse, rec.q, rec.k, rec.v, attention_dims(sh), drop, ws.attn);
+}
+}  // namespace
+
+void attention_param_specs(ParamRegistry& reg, const std::string& prefix) {
+  const ModelConfig& cfg = reg.config();
+  const int64_t h = cfg.hidden_size;
+  const float std = cfg.init_method_std;
+  const float out_std = output_init_std(cfg);
+  // Rows per query group: its heads' q, then its k and v (Megatron core).
+  reg.add(prefix + "linear_qkv.weight", cfg.qkv_rows(), h, 2, 0, Init::kNormal, std, true);
+  if (cfg.add_bias())
+    reg.add(prefix + "linear_qkv.bias", cfg.qkv_rows(), 1, 1, 0, Init::kZeros, 0, false);
+  reg.add(prefix + "linear_proj.weight", h, h, 2, 1, Init::kNormal, out_std, true);
+  if (cfg.add_bias()) reg.add(prefix + "linear_proj.bias", h, 1, 1, -1, Init::kZeros, 0, false);
+}
+
+AttentionRecord carve_attention_record(Arena& arena, const GptShapes& sh) {
+  const int64_t heads = sh.b * sh.a * sh.s * sh.d;
+  AttentionRecord r;
+  r.q = alloc_act(arena, sh, heads);
+  r.k = alloc_act(arena, sh, heads);
+  r.v = alloc_act(arena, sh, heads);
+  if (sh.cm.math != MathMode::kBF16) r.ctx = arena.alloc_f32(heads);
+  r.lse = arena.alloc_f32(sh.b * sh.a * sh.s);
+  r.ctx_sbh = alloc_act(arena, sh, sh.tokens() * sh.a * sh.d);
+  return r;
+}
+
+AttentionWorkspace carve_attention_workspace(Arena& arena, const GptShapes& sh) {
+  const int64_t n = sh.tokens(), heads = sh.b * sh.a * sh.s * sh.d;
+  AttentionWorkspace ws;
+  ws.qkv = arena.alloc_f32(n * (sh.a + 2 * sh.g) * sh.d);
+  ws.attn = arena.alloc_f32(sh.cp.size() > 1 ? context_parallel_attention_workspace_floats(
+                                                   attention_dims(sh), sh.g)
+                                             : attention_workspace_floats(attention_dims(sh)));
+  ws.dq = arena.alloc_f32(heads);
+  ws.dk = arena.alloc_f32(heads);
+  ws.dv = arena.alloc_f32(heads);
+  ws.dctx = arena.alloc_f32(heads);
+  ws.dctx_sbh = arena.alloc_f32(n * sh.a * sh.d);
+  return ws;
+}
+
+// The record: q, k, v and ctx_sbh (4 · n·hl saved values; grouped-query
+// attention keeps k, v repeated per head), in fp32 runs also ctx in the
+// kernel's (b, a, s, d) layout (n·hl floats), and lse (n·a floats).
+// Korthikanti et al. 2022, eq. 1 (attention part, f = 4h, t = 1: 11sbh +
+// 5as²b bytes in fp16): Q, K 4 ↔ q, k; V 2 ↔ v; projection input 2 ↔ ctx_sbh;
+// the dropout mask 1 ↔ none (Philox masks are regenerated from their keys);
+// softmax out, its mask and dropout out 5as²b ↔ lse (the probabilities are
+// recomputed from it: already what Megatron calls selective recompute).
+double attention_record_bytes(const BlockSizes& z) {
+  return z.e * 4 * z.n * z.hl + (z.bf16 ? 0.0 : 4 * z.n * z.hl) + 4 * z.n * z.a;
+}
+
+// The workspace, floats:
+//   qkv (s, b, (a + 2g)·d/t)                  n·qkv  (3 · n·hl without GQA)
+//   dq, dk, dv, dctx (b, a, s, d); dctx_sbh   5 · n·hl
+//   attention: two (b·a, min(kBlockQ, s), s) score blocks (attention.h);
+//   bf16 adds those two and q, k, v, dctx (b, a, s, d) as bf16 copies
+//   context parallelism: the kernel's blocks are (chunk x chunk), chunk =
+//   s/(2cp), and the ring adds two travelling K|V group buffers (2 · 2n·hg,
+//   hg = g·d = hl·g/a), K|V repeated per head (2n·hl), dK|dV group sums two
+//   outgoing and one incoming (3 · 2n·hg), a block's ctx, dq, dk, dv
+//   (4 · n·hl/2) and lse plus the rows' D (3 · n·a/2):
+//   10·n·hg + 4·n·hl + 1.5·n·a; bf16 keeps the K|V buffers in bf16 (half
+//   of 4·n·hg and of 2n·hl): 8·n·hg + 3·n·hl + 1.5·n·a
+double attention_workspace_bytes(const BlockSizes& z) {
+  const double n = z.n, hl = z.hl, a = z.a;
+  const double qkv = hl + 2 * hl * z.g / a;
+  const double block = double(std::min<int64_t>(kAttentionBlockQ, z.kv));
+  const double score_block = double(z.b) * a * block * double(z.kv);
+  const double attention =
+      2 * score_block + (z.bf16 ? (2 * score_block + 4 * n * hl) / 2 : 0.0) +
+      (z.cp > 1 ? (z.bf16 ? 8 : 10) * n * hl * z.g / a + (z.bf16 ? 3 : 4) * n * hl + 1.5 * n * a
+                : 0.0);
+  return 4.0 * (n * qkv + 5 * n * hl + attention);
+}
+
+// Megatron-LM's count: QKV and projection (k and v shrink with query groups)
+// and the attention products (causal: half).
+double attention_flops(const ModelConfig& c, double tokens) {
+  const double h = double(c.hidden_size), s = double(c.seq_length);
+  const double groups = double(c.query_groups()) / double(c.num_attention_heads);
+  return 12.0 * tokens * h * h * (1.0 + groups + s / h / 2.0);
+}
+
+void attention_block_forward(float* out, AttentionRecord& rec, AttentionWorkspace& ws,
+                             const AttentionParams<ReadView>& w, const BlockCall& call) {
+  const GptShapes& sh = call.sh;
+  const int64_t n = sh.tokens(), h = sh.h, hl = sh.a * sh.d;
+  const int64_t qkv = (sh.a + 2 * sh.g) * sh.d;
+  const int64_t c = sh.chunk_len();
+  column_parallel_linear_forward(ws.qkv, call.full_a, rec.in, w.qkv_w, w.qkv_b, n, h, qkv, sh.tp,
+                                 sh.cm);
+  // q, k, v in fp32 (the record's, or in bf16 runs workspace), RoPE, then
+  // (bf16) rounded into the record once.
+  const bool bf16 = rec.q.bf16 != nullptr;
+  float* q = bf16 ? ws.dq : rec.q.f32;
+  float* k = bf16 ? ws.dk : rec.k.f32;
+  float* v = bf16 ? ws.dv : rec.v.f32;
+  for_each_chunk(sh, [&](int64_t rows, int64_t heads, int64_t pos0) {
+    qkv_to_heads(q + heads, k + heads, v + heads, ws.qkv + rows * qkv, c, sh.b, sh.a, sh.g, sh.d);
+    if (sh.rope) {
+      rope_forward(q + heads, sh.b, sh.a, c, sh.d, *sh.rope, pos0);
+      rope_forward(k + heads, sh.b, sh.a, c, sh.d, *sh.rope, pos0);
+    }
+  });
+  const int64_t heads = sh.b * sh.a * sh.s * sh.d;
+  if (bf16) {
+    convert(rec.q, q, heads);
+    convert(rec.k, k, heads);
+    convert(rec.v, v, heads);
+  }
+  float* attn_out = bf16 ? ws.dctx : rec.ctx;
+  attention_core_forward(attn_out, rec, ws, sh,
+                         attention_dropout_spec(sh, call.ctx, call.layer, call.sample0));
+  for_each_chunk(sh, [&](int64_t rows, int64_t heads, int64_t) {
+    heads_to_sbh(rec.ctx_sbh.at(rows * hl), attn_out + heads, c, sh.b, sh.a, sh.d);
+  });
+  row_parallel_linear_forward(out, call.full_a, rec.ctx_sbh, w.proj_w, w.proj_b, n, hl, h, sh.tp,
+                              sh.cm);
+}
+
+void attention_block_backward(float* din, const AttentionParams<float*>& g, const float* dout,
+                              const AttentionRecord& rec, AttentionWorkspace& ws,
+                              const AttentionParams<ReadView>& w, const BlockCall& call) {
+  const GptShapes& sh = call.sh;
+  const int64_t n = sh.tokens(), h = sh.h, hl = sh.a * sh.d;
+  const int64_t qkv = (sh.a + 2 * sh.g) * sh.d;
+  const int64_t c = sh.chunk_len();
+  row_parallel_linear_backward(ws.dctx_sbh, g.proj_w, g.proj_b, call.full_a, dout, rec.ctx_sbh,
+                               w.proj_w, n, hl, h, sh.tp, sh.cm);
+  for_each_chunk(sh, [&](int64_t rows, int64_t heads, int64_t) {
+    sbh_to_heads(ws.dctx + heads, ws.dctx_sbh + rows * hl, c, sh.b, sh.a, sh.d);
+  });
+  const AttentionDropout drop = attention_dropout_spec(sh, call.ctx, call.layer, call.sample0);
+  if (sh.cp.size() > 1)
+    context_parallel_attention_backward(ws.dq, ws.dk, ws.dv, ws.dctx, rec.q, rec.k, rec.v,
+                                        rec.ctx_sbh, rec.lse, attention_dims(sh), sh.g, drop, sh.cp,
+                                        ws.attn);
+  else
+    attention_backward(ws.dq, ws.dk, ws.dv, ws.dctx, rec.q, rec.k, rec.v, rec.ctx, rec.lse,
+                       attention_dims(sh), drop, ws.attn);
+  for_each_chunk(sh, [&](int64_t rows, int64_t heads, int64_t pos0) {
+    if (sh.rope) {
+      rope_backward(ws.dq + heads, sh.b, sh.a, c, sh.d, *sh.rope, pos0);
+      rope_backward(ws.dk + heads, sh.b, sh.a, c, sh.d, *sh.rope, pos0);
+    }
+    heads_to_qkv(ws.qkv + rows * qkv, ws.dq + heads, ws.dk + heads, ws.dv + heads, c, sh.b, sh.a,
+                 sh.g, sh.d);
+  });
+  column_parallel_linear_backward(din, g.qkv_w, g.qkv_b, call.full_a, call.full_b, ws.qkv, rec.in,
+                                  w.qkv_w, n, h, qkv, sh.tp, sh.cm);
+}
+
+AttentionDecodeWorkspace carve_attention_decode_workspace(Arena& arena, const GptShapes& sh,
+                                                          int64_t capacity) {
+  const int64_t hl = sh.a * sh.d, kvl = sh.g * sh.d;
+  AttentionDecodeWorkspace ws;
+  ws.qkv = arena.alloc_f32(hl + 2 * kvl);
+  ws.q = arena.alloc_f32(hl);
+  ws.ctx = arena.alloc_f32(hl);
+  ws.scores = arena.alloc_f32(capacity);
+  return ws;
+}
+
+double attention_decode_workspace_floats(double hl, double kvl, double capacity) {
+  return (hl + 2 * kvl) + 2 * hl + capacity;  // qkv; q, ctx; scores
+}
+
+void attention_block_decode(float* out, const KvCache& cache, AttentionDecodeWorkspace& ws,
+                            const float* in, const AttentionParams<ReadView>& w,
+                            const GptShapes& sh, int64_t pos) {
+  const int64_t h = sh.h, d = sh.d, a = sh.a, g = sh.g, hl = a * d, kvl = g * d;
+  const int64_t hpg = a / g;
+  float* kc = cache.k;
+  float* vc = cache.v;
+  linear_forward(ws.qkv, in, w.qkv_w, w.qkv_b, 1, h, hl + 2 * kvl);  // column-parallel
+  for (int64_t gi = 0; gi < g; ++gi) {  // qkv rows are (g_local, a/g + 2, d)
+    const float* grp = ws.qkv + gi * (hpg + 2) * d;
+    std::memcpy(ws.q + gi * hpg * d, grp, size_t(hpg * d) * 4);
+    std::memcpy(kc + pos * kvl + gi * d, grp + hpg * d, size_t(d) * 4);
+    std::memcpy(vc + pos * kvl + gi * d, grp + (hpg + 1) * d, size_t(d) * 4);
+  }
+  if (sh.rope) {  // this position's rotation of q and of the new key
+    rope_forward(ws.q, 1, a, 1, d, *sh.rope, pos);
+    rope_forward(kc + pos * kvl, 1, g, 1, d, *sh.rope, pos);
+  }
+  const float scale = 1.0f / std::sqrt(float(d));
+  for (int64_t j = 0; j < a; ++j) {
+    const float* q = ws.q + j * d;
+    const int64_t kv = (j / hpg) * d;  // the head's group
+    float mx = -INFINITY;
+    for (int64_t t = 0; t <= pos; ++t) {
+      float dot = 0;
+      for (int64_t e = 0; e < d; ++e) dot += q[e] * kc[t * kvl + kv + e];
+      ws.scores[t] = dot * scale;
+      mx = std::max(mx, ws.scores[t]);
+    }
+    float sum = 0;
+    for (int64_t t = 0; t <= pos; ++t) sum += (ws.scores[t] = std::exp(ws.scores[t] - mx));
+    float* o = ws.ctx + j * d;
+    std::fill(o, o + d, 0.f);
+    for (int64_t t = 0; t <= pos; ++t) {
+      const float p = ws.scores[t] / sum;
+      for (int64_t e = 0; e < d; ++e) o[e] += p * vc[t * kvl + kv + e];
+    }
+  }
+  row_parallel_linear_forward(out, out, ws.ctx, w.proj_w, w.proj_b, 1, hl, h, sh.tp);
+}
+
+}  // namespace mt

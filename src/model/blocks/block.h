@@ -1,0 +1,71 @@
+// What the blocks of a layer share (Megatron core's TransformerLayer is built
+// from submodules: input_layernorm, self_attention, pre_mlp_layernorm, mlp).
+// A block owns its parameter specs, a Params<P> struct of views bound by its
+// own names, an activation record and its carve, its workspace and carve, a
+// memory formula over BlockSizes, a FLOP count, forward and backward. This
+// header holds the pieces common to all of them: the call context, the
+// parameter binder, the saved-activation allocator and the formula's sizes.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "core/arena.h"
+#include "model/gpt_shapes.h"
+#include "model/params.h"
+
+namespace mt {
+
+// One block's forward or backward inside global layer `layer` of a micro-batch.
+struct BlockCall {
+  const GptShapes& sh;
+  const PassContext& ctx;
+  int64_t layer = 0;        // global layer index (keys the dropout masks)
+  int64_t sample0 = 0;      // global index of the micro-batch's first sample
+  float* full_a = nullptr;  // (s, b, h)  SP all-gathers, row-parallel partial sums
+  float* full_b = nullptr;  // (s, b, h)  SP input gradient before its reduce-scatter
+};
+
+// Makes views of type P (ReadView weights, float* gradients) at the offsets
+// of the registry's parameters; a block binds its own names through it.
+template <class P>
+struct ParamBinder {
+  const ParamRegistry& reg;
+  std::function<P(int64_t)> view;  // the view at a float offset of the flat buffer
+  P at(const std::string& name) const { return view(reg.get(name).offset); }
+  // Parameters the configuration may leave out (biases, positions).
+  P maybe(const std::string& name) const { return reg.has(name) ? at(name) : P{}; }
+};
+
+// GPT-2 / Megatron: the output projection of each block initialised with
+// std / sqrt(2L).
+inline float output_init_std(const ModelConfig& c) {
+  const float std = c.init_method_std;
+  return std / std::sqrt(2.0f * float(c.num_layers));
+}
+
+// A saved activation of n elements: bf16 in bf16 runs, else fp32.
+WriteView alloc_act(Arena& arena, const GptShapes& sh, int64_t n);
+
+// The local sizes a block's memory formula reads (element counts; bytes
+// where said), made from the memory plan (train/memory_report.cc).
+struct BlockSizes {
+  double n = 0;        // tokens of a micro-batch on this rank: (s/cp)·b
+  double nl = 0;       // rows of the residual stream: n/tp with sequence parallelism
+  double h = 0;        // hidden
+  double hl = 0;       // attention width on this rank: a_local · head_dim = h/tp
+  double a = 0;        // heads on this rank
+  double g = 0;        // query groups on this rank (a without GQA)
+  double f = 0;        // ffn hidden on this rank
+  double f_in = 0;     // fc1 outputs: f, or 2f with SwiGLU
+  double stats = 2;    // norm statistics per row: mean and rstd (RMSNorm: rstd only)
+  double e = 4;        // bytes of a saved value: 4, or 2 in bf16 runs
+  bool bf16 = false;   // bf16 math
+  bool swiglu = false;
+  int64_t b = 0;       // micro-batch
+  int64_t kv = 0;      // keys (and queries) of one attention kernel call: s/cp, or a chunk with CP
+  int64_t cp = 1;      // context-parallel size
+};
+
+}  // namespace mt

@@ -1,0 +1,74 @@
+// The dense MLP block (Megatron core's mlp): column-parallel fc1, GELU or
+// SwiGLU (fc1 = [gate; up]), row-parallel fc2. Its output is fc2's, before
+// the residual's dropout-add (the layer's). An MoE MLP is a sibling block.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "model/blocks/block.h"
+
+namespace mt {
+
+template <class P>
+struct MlpParams {
+  P fc1_w{};  // (f/tp, h), SwiGLU: ([gate; up] 2f/tp, h)
+  P fc1_b{};  // (f/tp) or (2f/tp)
+  P fc2_w{};  // (h, f/tp)
+  P fc2_b{};  // (h)
+};
+
+// Saved for backward (bf16 values in bf16 runs).
+struct MlpRecord {
+  ReadView in;    // (s_local, b, h): the norm's output (the layer sets it)
+  WriteView fc1;  // (s, b, f_in)  before the activation
+  WriteView act;  // (s, b, f)     GELU or SwiGLU output
+};
+
+// Scratch shared by every layer and micro-batch.
+struct MlpWorkspace {
+  float* dfc = nullptr;     // (s, b, f)
+  float* dfc_in = nullptr;  // (s, b, 2f)  SwiGLU: gradient of [gate | up]
+};
+
+// Adds <prefix>linear_fc1.{weight,bias}, <prefix>linear_fc2.{weight,bias}
+// (biases unless --disable-bias-linear); prefix "decoder.layers.<l>.mlp.".
+void mlp_param_specs(ParamRegistry& reg, const std::string& prefix);
+
+template <class P>
+MlpParams<P> bind_mlp(const ParamBinder<P>& bind, const std::string& prefix) {
+  return {bind.at(prefix + "linear_fc1.weight"), bind.maybe(prefix + "linear_fc1.bias"),
+          bind.at(prefix + "linear_fc2.weight"), bind.maybe(prefix + "linear_fc2.bias")};
+}
+
+MlpRecord carve_mlp_record(Arena& arena, const GptShapes& sh);
+MlpWorkspace carve_mlp_workspace(Arena& arena, const GptShapes& sh);
+// Bytes of one MlpRecord and of the MlpWorkspace.
+double mlp_record_bytes(const BlockSizes& z);
+double mlp_workspace_bytes(const BlockSizes& z);
+// Training FLOPs (forward and backward) over `tokens` tokens (Megatron-LM's count).
+double mlp_flops(const ModelConfig& c, double tokens);
+
+// The nonlinearity over n tokens: GELU of fc1 (n, f), or SwiGLU of
+// fc1 (n, 2f) = [gate | up]; act (n, f) =.
+void mlp_activation_forward(const GptShapes& sh, WriteView act, ReadView fc1, int64_t n);
+
+// out (s_local, b, h) = fc2's output (reduced, or reduce-scattered with SP).
+void mlp_block_forward(float* out, MlpRecord& rec, const MlpParams<ReadView>& w,
+                       const BlockCall& call);
+// din (s_local, b, h) =; weight gradients +=. dout (s_local, b, h): gradient of out.
+void mlp_block_backward(float* din, const MlpParams<float*>& g, const float* dout,
+                        const MlpRecord& rec, MlpWorkspace& ws, const MlpParams<ReadView>& w,
+                        const BlockCall& call);
+
+// --- Decoding (model/gpt_decoder.h): the block over one token.
+struct MlpDecodeWorkspace {
+  float* fc = nullptr;   // (f_in)
+  float* act = nullptr;  // (f)
+};
+MlpDecodeWorkspace carve_mlp_decode_workspace(Arena& arena, const GptShapes& sh);
+double mlp_decode_workspace_floats(double f, double f_in);  // fc; act
+// out (h) = fc2's output (all-reduced over TP) for the token whose norm output is `in` (h).
+void mlp_block_decode(float* out, MlpDecodeWorkspace& ws, const float* in,
+                      const MlpParams<ReadView>& w, const GptShapes& sh);
+
+}  // namespace mt
