@@ -12,12 +12,12 @@
 
 #include "bench_cli.h"
 #include "checkpoint/crc32c.h"
-#include "dist/mpi_env.h"
-#include "dist/parallel_state.h"
+#include "comm/mpi_env.h"
+#include "comm/parallel_state.h"
 #include "model/config.h"
 #include "model/params.h"
 #include "optim/optimizer.h"
-#include "train/checkpoint_io.h"
+#include "checkpoint/checkpoint_io.h"
 
 namespace {
 

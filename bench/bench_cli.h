@@ -11,7 +11,7 @@
 #include <CLI/CLI.hpp>
 
 #include "core/error.h"
-#include "dist/mpi_env.h"
+#include "comm/mpi_env.h"
 
 // A number >= lo: "--tp: 0 must be a number >= 1" (CLI11's PositiveNumber
 // prints the range up to DBL_MAX instead).

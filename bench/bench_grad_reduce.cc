@@ -22,8 +22,8 @@
 
 #include "bench_cli.h"
 #include "core/log.h"
-#include "dist/mpi_env.h"
-#include "dist/parallel_state.h"
+#include "comm/mpi_env.h"
+#include "comm/parallel_state.h"
 #include "model/params.h"
 #include "optim/grad_buckets.h"
 

@@ -31,8 +31,8 @@
 
 #include "bench_cli.h"
 #include "core/log.h"
-#include "dist/mpi_env.h"
-#include "dist/parallel_state.h"
+#include "comm/mpi_env.h"
+#include "comm/parallel_state.h"
 #include "kernels/matmul.h"
 #include "model/model_runtime.h"
 #include "optim/optimizer.h"

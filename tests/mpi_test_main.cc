@@ -13,7 +13,7 @@
 #include <cstdlib>
 #include <memory>
 
-#include "dist/mpi_env.h"
+#include "comm/mpi_env.h"
 
 namespace mt {
 namespace {

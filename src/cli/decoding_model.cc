@@ -4,7 +4,7 @@
 #include <cstdio>
 
 #include "core/error.h"
-#include "train/checkpoint_tokenizer.h"
+#include "checkpoint/checkpoint_tokenizer.h"
 #include "train/host_memory.h"
 
 namespace mt {

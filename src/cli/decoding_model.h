@@ -13,10 +13,10 @@
 
 #include "core/arena.h"
 #include "data/tokenizer.h"
-#include "dist/parallel_state.h"
+#include "comm/parallel_state.h"
 #include "model/gpt_decoder.h"
 #include "model/params.h"
-#include "train/checkpoint_io.h"
+#include "checkpoint/checkpoint_io.h"
 
 namespace mt {
 

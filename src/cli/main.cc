@@ -10,7 +10,7 @@
 #include "cli/commands.h"
 #include "cli/config_file.h"
 #include "core/error.h"
-#include "dist/mpi_env.h"
+#include "comm/mpi_env.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"megatron.cpp: Megatron-LM's GPT training as one native binary"};

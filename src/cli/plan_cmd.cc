@@ -9,10 +9,10 @@
 #include "cli/model_flags.h"
 #include "cli/strict_numbers.h"
 #include "core/error.h"
-#include "dist/mpi_env.h"
-#include "dist/parallel_state.h"
-#include "train/plan_calibrate.h"
-#include "train/plan_report.h"
+#include "comm/mpi_env.h"
+#include "comm/parallel_state.h"
+#include "plan/plan_calibrate.h"
+#include "plan/plan_report.h"
 
 namespace mt {
 

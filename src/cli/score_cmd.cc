@@ -23,8 +23,8 @@
 #include "core/error.h"
 #include "core/file_kind.h"
 #include "data/preprocess_pipeline.h"
-#include "dist/mpi_env.h"
-#include "dist/parallel_state.h"
+#include "comm/mpi_env.h"
+#include "comm/parallel_state.h"
 #include "train/run_args_check.h"
 
 namespace mt {

@@ -3,9 +3,9 @@
 #include "cli/model_flags.h"
 #include "cli/strict_numbers.h"
 #include "core/error.h"
-#include "dist/mpi_env.h"
-#include "dist/parallel_state.h"
-#include "dist/watchdog.h"
+#include "comm/mpi_env.h"
+#include "comm/parallel_state.h"
+#include "comm/watchdog.h"
 #include "train/signals.h"
 #include "train/trainer.h"
 

@@ -21,10 +21,10 @@
 #include "core/log.h"
 #include "data/tokenizer.h"
 #include "kernels/reduce.h"
-#include "train/checkpoint_dir.h"
-#include "train/checkpoint_io.h"
-#include "train/checkpoint_shard.h"
-#include "train/checkpoint_tokenizer.h"
+#include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/checkpoint_io.h"
+#include "checkpoint/checkpoint_shard.h"
+#include "checkpoint/checkpoint_tokenizer.h"
 
 namespace mt {
 

@@ -14,11 +14,11 @@
 #include "convert/hf_weights.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "train/checkpoint_dir.h"
-#include "train/checkpoint_io.h"
-#include "train/checkpoint_shard.h"
-#include "train/checkpoint_tokenizer.h"
-#include "train/checkpoint_verify.h"
+#include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/checkpoint_io.h"
+#include "checkpoint/checkpoint_shard.h"
+#include "checkpoint/checkpoint_tokenizer.h"
+#include "checkpoint/checkpoint_verify.h"
 
 namespace mt {
 

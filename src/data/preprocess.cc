@@ -230,7 +230,7 @@ PreprocessStats preprocess(const PreprocessOptions& o) {
   stats.vocab_path = o.output_prefix + "_vocab.json";
   tok.save(stats.vocab_path);
   // Its checksum beside it, as for the other tokenizers: train refuses the
-  // dataset with a vocabulary edited since (train/checkpoint_tokenizer.h).
+  // dataset with a vocabulary edited since (checkpoint/checkpoint_tokenizer.h).
   TokenizerOptions written;
   written.vocab_file = stats.vocab_path;
   stats.tokenizer_path = write_tokenizer_record(o.output_prefix, *make_tokenizer(written));

@@ -95,7 +95,7 @@ const float* GptDecoder::step(int32_t token) {
   if (tp)  // gather the vocabulary shards: every rank samples the same token
     tp->all_gather(logits_, logits_local_, sh_.v);
   else
-    std::memcpy(logits_, logits_local_, size_t(sh_.v) * 4);
+    copy_bytes(logits_, logits_local_, size_t(sh_.v) * 4);
   ++pos_;
   return logits_;
 }

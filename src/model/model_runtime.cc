@@ -1,12 +1,8 @@
 #include "model/model_runtime.h"
 
-#include <omp.h>
-
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
-
 #include <algorithm>
+
+#include "kernels/fill.h"
 
 namespace mt {
 
@@ -98,7 +94,7 @@ void ModelRuntime::set_param(size_t i, const float* values) {
   if (params_bf16)
     f32_to_bf16(params_bf16 + p.offset, values, p.numel());
   else
-    std::copy(values, values + p.numel(), params + p.offset);
+    copy_bytes(params + p.offset, values, size_t(p.numel()) * sizeof(float));
 }
 
 void ModelRuntime::set_params(const float* values) {
@@ -116,24 +112,6 @@ void ModelRuntime::get_param(size_t i, float* out) const {
   convert(out, weights().at(p.offset), p.numel());
 }
 
-void ModelRuntime::zero_grads() {
-  const int64_t n = reg.total_floats();
-  if (device() != Device::kCpu) return fill_zero(grads, size_t(n) * sizeof(float));
-#pragma omp parallel
-  {
-    const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-    float* p = grads + n * t / nt;
-    float* const end = grads + n * (t + 1) / nt;
-#if defined(__AVX512F__)
-    // Streaming stores: the buffer (4 bytes per parameter) is far larger than
-    // the caches and next read by the backward pass, so writing around them
-    // saves reading every line in first (~half of this pass's traffic).
-    for (; p < end && reinterpret_cast<uintptr_t>(p) % 64 != 0; ++p) *p = 0.f;
-    for (; p + 16 <= end; p += 16) _mm512_stream_ps(p, _mm512_setzero_ps());
-    _mm_sfence();
-#endif
-    std::fill(p, end, 0.f);
-  }
-}
+void ModelRuntime::zero_grads() { zero_streaming(grads, reg.total_floats()); }
 
 }  // namespace mt

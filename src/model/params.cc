@@ -5,6 +5,7 @@
 #include "core/divide.h"
 #include "core/error.h"
 #include "core/rng.h"
+#include "kernels/fill.h"
 #include "model/blocks/transformer_layer.h"
 
 namespace mt {
@@ -147,14 +148,10 @@ void ParamRegistry::initialize_param(size_t i, float* dst, uint64_t seed) const 
     return;
   }
   const RngStream rng = RngStream::make(seed, p.name);
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < p.rows; ++r) {
+  fill_normal(dst, p.rows, p.cols, p.init_std, rng, [&](int64_t r) {
     const uint64_t grow = uint64_t(p.global_row(r, stage_.tp_rank, stage_.tp_size));
-    for (int64_t c = 0; c < p.cols; ++c) {
-      const uint64_t gidx = grow * uint64_t(p.global_cols) + uint64_t(c + p.col_offset);
-      dst[r * p.cols + c] = p.init_std * rng.normal(gidx);
-    }
-  }
+    return grow * uint64_t(p.global_cols) + uint64_t(p.col_offset);
+  });
 }
 
 void ParamRegistry::initialize(float* values, uint64_t seed) const {

@@ -68,7 +68,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/communicator.h"
+#include "comm/communicator.h"
 #include "model/params.h"
 
 namespace mt {

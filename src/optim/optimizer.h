@@ -30,7 +30,7 @@
 
 #include "backend/device.h"
 #include "core/arena.h"
-#include "dist/communicator.h"
+#include "comm/communicator.h"
 #include "kernels/adamw.h"
 #include "model/params.h"
 #include "optim/grad_buckets.h"

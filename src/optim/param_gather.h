@@ -21,7 +21,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "dist/communicator.h"
+#include "comm/communicator.h"
 #include "optim/grad_buckets.h"
 
 namespace mt {

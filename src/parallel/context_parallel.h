@@ -6,7 +6,7 @@
 #pragma once
 #include <cstdint>
 
-#include "dist/communicator.h"
+#include "comm/communicator.h"
 
 namespace mt {
 

@@ -5,7 +5,7 @@
 #pragma once
 #include <cstdint>
 
-#include "dist/communicator.h"
+#include "comm/communicator.h"
 #include "kernels/precision.h"
 
 namespace mt {

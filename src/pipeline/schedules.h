@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/communicator.h"
+#include "comm/communicator.h"
 #include "model/model_runtime.h"
 
 namespace mt {

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "data/dataset_builder.h"
-#include "dist/communicator.h"
+#include "comm/communicator.h"
 
 namespace mt {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "dist/parallel_state.h"
+#include "comm/parallel_state.h"
 
 namespace mt {
 

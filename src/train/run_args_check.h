@@ -25,7 +25,7 @@
 #pragma once
 #include <string>
 
-#include "dist/communicator.h"
+#include "comm/communicator.h"
 #include "train/args_list.h"
 
 namespace mt {

@@ -9,12 +9,12 @@
 #pragma once
 #include <cstdint>
 
-#include "dist/parallel_state.h"
+#include "comm/parallel_state.h"
 #include "model/model_runtime.h"
 #include "optim/grad_scaler.h"
 #include "optim/optimizer.h"
 #include "pipeline/schedules.h"
-#include "train/grad_sync.h"
+#include "optim/grad_sync.h"
 
 namespace mt {
 

@@ -18,12 +18,12 @@
 #include "core/log.h"
 #include "data/char_tokenizer.h"
 #include "data/tokenizer.h"
-#include "dist/watchdog.h"
+#include "comm/watchdog.h"
 #include "kernels/matmul.h"
 #include "model/gpt.h"
 #include "model/model_runtime.h"
-#include "train/checkpoint_io.h"
-#include "train/checkpoint_tokenizer.h"
+#include "checkpoint/checkpoint_io.h"
+#include "checkpoint/checkpoint_tokenizer.h"
 #include "train/blend_cache.h"
 #include "train/data_loader.h"
 #include "train/host_memory.h"
@@ -50,7 +50,7 @@ void check_device(const TrainArgs& args, int world_size) {
            "multi-GPU runs is not built yet); fix: launch one rank, or train with --device cpu");
 }
 
-// The run's tokenizer record (train/checkpoint_tokenizer.h); sets the model's
+// The run's tokenizer record (checkpoint/checkpoint_tokenizer.h); sets the model's
 // vocabulary. Resuming without tokenizer flags adopts the checkpoint's; with
 // flags, they must name the checkpoint's tokenizer (other ids would mean other
 // text).

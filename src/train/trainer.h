@@ -2,7 +2,7 @@
 // micro-batches (gradient accumulation) → DP gradient all-reduce → global
 // grad norm → NaN/Inf check → clip → AdamW step → log → eval → save → exit checks.
 #pragma once
-#include "dist/parallel_state.h"
+#include "comm/parallel_state.h"
 #include "train/args.h"
 
 namespace mt {

@@ -17,10 +17,10 @@
 #include <nlohmann/json.hpp>
 
 #include "core/log.h"
-#include "dist/parallel_state.h"
+#include "comm/parallel_state.h"
 #include "optim/grad_scaler.h"
-#include "train/checkpoint_io.h"
-#include "train/grad_sync.h"
+#include "checkpoint/checkpoint_io.h"
+#include "optim/grad_sync.h"
 #include "train/memory_report.h"
 #include "train/metrics.h"
 #include "train/train_step.h"

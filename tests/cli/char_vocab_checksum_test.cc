@@ -1,5 +1,5 @@
 // The character vocabulary is checksummed like the other tokenizers' files
-// (train/checkpoint_tokenizer.h): a checkpoint's meta.json records its
+// (checkpoint/checkpoint_tokenizer.h): a checkpoint's meta.json records its
 // SHA-256 (what `sha256sum <prefix>_vocab.json` prints) and preprocess writes
 // <prefix>_tokenizer.json beside the dataset, so a vocabulary edited in either
 // place is refused in one line naming the file, both checksums and the fix,

@@ -1,4 +1,4 @@
-// Checkpoint integrity end to end (train/checkpoint_verify.h): a flipped byte
+// Checkpoint integrity end to end (checkpoint/checkpoint_verify.h): a flipped byte
 // in a weight or an optimizer-state tensor, a damaged header and a truncated
 // file are refused by `train --load`, `generate` and `convert` with the file
 // and tensor named and the real fix (which the test then follows), on every

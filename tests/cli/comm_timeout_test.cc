@@ -87,7 +87,7 @@ TEST(CommTimeout, PauseShorterThanTheTimeoutIsSurvivedWithTheSameLosses) {
         << "iteration " << it;
 }
 
-// tests/dist/finalize_probe.cc, built into the tests folder of the build.
+// tests/comm/finalize_probe.cc, built into the tests folder of the build.
 std::string finalize_probe() {
   return (std::filesystem::path(MT_BINARY).parent_path() / "tests" / "finalize_probe").string();
 }

@@ -1,5 +1,5 @@
 // libFuzzer target: the checkpoint meta.json validator
-// (train/checkpoint_dir.h, parse_checkpoint_meta). Input: the file's text; the
+// (checkpoint/checkpoint_dir.h, parse_checkpoint_meta). Input: the file's text; the
 // directory says iteration 10 (the seeds do too). Contract: a bad file throws
 // mt::Error; an accepted one can be read the way load_checkpoint, the trainer
 // and generate then read it (the same .at() / get<T>() calls) without any
@@ -12,7 +12,7 @@
 
 #include "core/error.h"
 #include "fuzz_util.h"
-#include "train/checkpoint_dir.h"
+#include "checkpoint/checkpoint_dir.h"
 
 using mt::fuzz::wrong_answer;
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "parallel_test_util.h"
-#include "dist/communicator.h"
+#include "comm/communicator.h"
 #include "kernels/embedding.h"
 #include "parallel/vocab_parallel_embedding.h"
 

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/attention.h"
+#include "kernels/attention_decode.h"
 #include "kernels/layout.h"
 #include "kernels/matmul.h"
 #include "model/dropout_sites.h"
@@ -212,34 +213,15 @@ void attention_block_decode(float* out, const KvCache& cache, AttentionDecodeWor
   linear_forward(ws.qkv, in, w.qkv_w, w.qkv_b, 1, h, hl + 2 * kvl);  // column-parallel
   for (int64_t gi = 0; gi < g; ++gi) {  // qkv rows are (g_local, a/g + 2, d)
     const float* grp = ws.qkv + gi * (hpg + 2) * d;
-    std::memcpy(ws.q + gi * hpg * d, grp, size_t(hpg * d) * 4);
-    std::memcpy(kc + pos * kvl + gi * d, grp + hpg * d, size_t(d) * 4);
-    std::memcpy(vc + pos * kvl + gi * d, grp + (hpg + 1) * d, size_t(d) * 4);
+    copy_bytes(ws.q + gi * hpg * d, grp, size_t(hpg * d) * 4);
+    copy_bytes(kc + pos * kvl + gi * d, grp + hpg * d, size_t(d) * 4);
+    copy_bytes(vc + pos * kvl + gi * d, grp + (hpg + 1) * d, size_t(d) * 4);
   }
   if (sh.rope) {  // this position's rotation of q and of the new key
     rope_forward(ws.q, 1, a, 1, d, *sh.rope, pos);
     rope_forward(kc + pos * kvl, 1, g, 1, d, *sh.rope, pos);
   }
-  const float scale = 1.0f / std::sqrt(float(d));
-  for (int64_t j = 0; j < a; ++j) {
-    const float* q = ws.q + j * d;
-    const int64_t kv = (j / hpg) * d;  // the head's group
-    float mx = -INFINITY;
-    for (int64_t t = 0; t <= pos; ++t) {
-      float dot = 0;
-      for (int64_t e = 0; e < d; ++e) dot += q[e] * kc[t * kvl + kv + e];
-      ws.scores[t] = dot * scale;
-      mx = std::max(mx, ws.scores[t]);
-    }
-    float sum = 0;
-    for (int64_t t = 0; t <= pos; ++t) sum += (ws.scores[t] = std::exp(ws.scores[t] - mx));
-    float* o = ws.ctx + j * d;
-    std::fill(o, o + d, 0.f);
-    for (int64_t t = 0; t <= pos; ++t) {
-      const float p = ws.scores[t] / sum;
-      for (int64_t e = 0; e < d; ++e) o[e] += p * vc[t * kvl + kv + e];
-    }
-  }
+  attention_decode_forward(ws.ctx, ws.q, kc, vc, a, g, d, pos, ws.scores);
   row_parallel_linear_forward(out, out, ws.ctx, w.proj_w, w.proj_b, 1, hl, h, sh.tp);
 }
 

@@ -1,0 +1,508 @@
+#include "checkpoint/checkpoint_io.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <type_traits>
+#include <vector>
+
+#include "backend/device.h"
+#include "checkpoint/atomic_file.h"
+#include "checkpoint/safetensors.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "kernels/reduce.h"
+#include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/checkpoint_shard.h"
+#include "checkpoint/checkpoint_tokenizer.h"
+#include "checkpoint/checkpoint_verify.h"
+
+namespace mt {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+void make_dir(const std::string& path) {
+  std::error_code ec;
+  fs::create_directories(path, ec);
+  MT_CHECK(!ec, "cannot create checkpoint directory ", path, ": ", ec.message(),
+           "; fix: check --save and the permissions/free space there");
+}
+
+}  // namespace
+
+namespace {
+
+// Every rank writes its files into <dir>/iter_N.tmp; rank 0 adds meta.json.
+void write_iteration_tmp(const std::string& dir, const RunState& state, const ParamRegistry& reg,
+                         ReadView params_in, const AdamWOptimizer* opt, const ParallelState& ps) {
+  // A GPU run's weights and optimizer state are copied to the host first (the
+  // writers read host memory); the copies live until the files are written.
+  std::vector<char> host_params, host_state;
+  ReadView params = params_in;
+  const bool params_on_gpu = on_device(params_in.raw());
+  if (params_on_gpu) {
+    const size_t bytes = size_t(reg.total_floats()) * (params_in.bf16 ? 2 : 4);
+    host_params.resize(bytes);
+    copy_bytes(host_params.data(), params_in.raw(), bytes);
+    params = params_in.bf16 ? ReadView(reinterpret_cast<const uint16_t*>(host_params.data()))
+                            : ReadView(reinterpret_cast<const float*>(host_params.data()));
+  }
+  const bool state_on_gpu = opt != nullptr && on_device(opt->exp_avg());
+  if (state_on_gpu) {
+    host_state.resize(opt->state_bytes());
+    copy_bytes(host_state.data(), opt->exp_avg(), opt->state_bytes());
+  }
+  // The optimizer's arrays as the writer reads them (offsets within state_buffer()).
+  const auto state_ptr = [&](const float* p) -> const float* {
+    if (!state_on_gpu || p == nullptr) return p;
+    return reinterpret_cast<const float*>(host_state.data()) + (p - opt->exp_avg());
+  };
+  const std::string tmp_dir = iteration_dir(dir, state.iteration) + ".tmp";
+  const std::string rank_dir = tmp_dir + "/" + rank_dir_name(ps.tp_rank, ps.pp_rank);
+  if (ps.world_rank == 0) {
+    std::error_code ec;
+    fs::remove_all(tmp_dir, ec);  // a stale, incomplete save of this iteration
+    make_dir(tmp_dir);
+  }
+  ps.world_comm.barrier();
+  // Parameters are replicated over DP and CP; the optimizer is sharded (ZeRO)
+  // or replicated over DP x CP, whose rank names its file.
+  const bool writes_model = ps.dp_cp_rank == 0;
+  if (writes_model) make_dir(rank_dir);
+  ps.world_comm.barrier();
+  FileChecksum model_sum, optim_sum;  // bytes 0: this rank wrote no such file
+  if (writes_model)
+    model_sum =
+        write_model_shard(rank_dir + "/model.safetensors", reg, params, ps.pp_rank, ps.pp_size);
+  if (opt != nullptr && (opt->sharded() || writes_model)) {
+    SafetensorsWriter os;
+    if (!opt->sharded()) {  // replicated over DP: whole tensors from DP rank 0
+      for (const ParamSpec& p : reg.params()) {
+        os.add("exp_avg." + p.name, StDType::kF32, local_shape(p),
+               state_ptr(opt->exp_avg()) + p.offset);
+        os.add("exp_avg_sq." + p.name, StDType::kF32, local_shape(p),
+               state_ptr(opt->exp_avg_sq()) + p.offset);
+        if (opt->has_main_params())
+          os.add("main_param." + p.name, StDType::kF32, local_shape(p),
+                 state_ptr(opt->main_params()) + p.offset);
+      }
+    } else {  // this DP rank's slices
+      nlohmann::json slices = nlohmann::json::object();
+      for (const OptimSegment& sg : opt->segments()) {
+        const ParamSpec& p = reg.params()[sg.param];
+        MT_CHECK(!slices.contains(p.name), "optimizer owns two slices of '", p.name,
+                 "'; fix: plan one range per DP bucket (owned_ranges)");
+        slices[p.name] = {sg.begin - p.offset, sg.end - p.offset};
+        os.add("exp_avg." + p.name, StDType::kF32, {sg.size()},
+               state_ptr(opt->exp_avg()) + sg.state);
+        os.add("exp_avg_sq." + p.name, StDType::kF32, {sg.size()},
+               state_ptr(opt->exp_avg_sq()) + sg.state);
+        if (opt->has_main_params())
+          os.add("main_param." + p.name, StDType::kF32, {sg.size()},
+                 state_ptr(opt->main_params()) + sg.state);
+      }
+      os.set_metadata("slices", slices.dump());
+      os.set_metadata("dp_rank", std::to_string(ps.dp_cp_rank));
+      os.set_metadata("dp_size", std::to_string(ps.dp_cp_size));
+    }
+    os.set_metadata("steps", std::to_string(opt->steps()));
+    optim_sum.bytes = os.write(rank_dir + optim_file_name(ps.dp_cp_rank), &optim_sum.crc32c);
+  }
+  // Every rank's files and their checksums to rank 0, for meta.json: a slot
+  // of (tp, pp, dp, model bytes, model crc, optimizer bytes, optimizer crc)
+  // per rank, summed over the world (the other ranks' slots are zeros).
+  constexpr size_t kSlot = 7;
+  std::vector<int64_t> slots(size_t(ps.world_size) * kSlot, 0);
+  const int64_t mine[kSlot] = {ps.tp_rank, ps.pp_rank, ps.dp_cp_rank, int64_t(model_sum.bytes),
+                               model_sum.crc32c, int64_t(optim_sum.bytes), optim_sum.crc32c};
+  std::copy(mine, mine + kSlot, slots.begin() + ptrdiff_t(size_t(ps.world_rank) * kSlot));
+  ps.world_comm.all_reduce_sum(slots.data(), int64_t(slots.size()));
+  std::vector<std::pair<std::string, FileChecksum>> files;
+  for (size_t r = 0; r < size_t(ps.world_size); ++r) {
+    const int64_t* s = slots.data() + r * kSlot;
+    const std::string rd = rank_dir_name(int(s[0]), int(s[1]));
+    if (s[3] > 0) files.push_back({rd + "/model.safetensors", {uint64_t(s[3]), uint32_t(s[4])}});
+    if (s[5] > 0)
+      files.push_back({rd + optim_file_name(int(s[2])), {uint64_t(s[5]), uint32_t(s[6])}});
+  }
+  if (ps.world_rank == 0) {
+    nlohmann::json meta = {{"format", "megatron.cpp checkpoint"},
+                           {"version", kCheckpointFormatVersion},
+                           {"iteration", state.iteration},
+                           {"consumed_samples", state.consumed_samples},
+                           {"tensor_model_parallel_size", ps.tp_size},
+                           {"pipeline_model_parallel_size", ps.pp_size},
+                           {"data_parallel_size", ps.dp_size},
+                           {"args", state.args}};
+    if (!state.grad_scaler.is_null()) meta["grad_scaler"] = state.grad_scaler;
+    meta["skipped_iterations"] = state.skipped_iterations;
+    meta["files"] = files_record(files);
+    save_tokenizer_files(state.args.at("tokenizer"), tmp_dir);  // self-contained checkpoint
+    atomic_write_text(tmp_dir + "/meta.json", meta.dump(2) + "\n");
+  }
+}
+
+// The one-line error of a save that failed before the checkpoint became
+// visible (disk full, quota, permissions): what failed, that the iteration
+// was not saved, which iteration `dir` still resumes from, and the fix.
+std::string save_failure(const std::string& dir, int64_t iteration, std::string what) {
+  const size_t fix = what.find("; fix:");
+  if (fix != std::string::npos) what.resize(fix);
+  int64_t previous = -1;
+  try {
+    previous = latest_iteration(dir);
+  } catch (const Error&) {  // a damaged tracker: say only what is known
+  }
+  const std::string it = std::to_string(iteration);
+  const bool space = what.find("No space left") != std::string::npos ||
+                     what.find("quota") != std::string::npos;
+  return "saving the checkpoint of iteration " + it + " failed: " + what +
+         "; the checkpoint of iteration " + it + " was not saved and " + dir +
+         (previous >= 0 ? " still resumes from iteration " + std::to_string(previous)
+                        : " holds no complete checkpoint") +
+         (space ? "; fix: free space in " + dir + " (df -h " + dir + ") or --save to a disk "
+                  "with room"
+                : "; fix: check " + dir + " (permissions, the file system) or --save elsewhere") +
+         (previous >= 0 ? ", then resume with --load " + dir : std::string()) +
+         " (the incomplete " + fs::path(iteration_dir(dir, iteration)).filename().string() +
+         ".tmp is removed when a run next saves there)";
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& dir, const RunState& state, const ParamRegistry& reg,
+                     ReadView params, const AdamWOptimizer* opt, const ParallelState& ps) {
+  try {
+    write_iteration_tmp(dir, state, reg, params, opt, ps);
+  } catch (const Error& e) {
+    throw Error(save_failure(dir, state.iteration, e.what()));
+  }
+  ps.world_comm.barrier();  // every shard is on disk before the checkpoint becomes visible
+  if (ps.world_rank == 0) commit_iteration(dir, state.iteration);  // never without a complete copy
+  ps.world_comm.barrier();
+}
+
+namespace {
+
+// Reads parameter p's tensor from every saved TP shard (saved_tp of them) of
+// pipeline stage saved_pp_rank, assembles the full tensor and writes this
+// rank's slice of it (p's rows/cols at p's offsets) into dst: re-sharding.
+void read_resharded(const std::string& iter_dir, const ShardSource& read, const ParamSpec& p,
+                    int saved_tp, int saved_pp_rank, const StageLayout& st, float* dst) {
+  const int64_t C = p.global_cols;
+  std::vector<float> full(static_cast<size_t>(p.global_rows * C));
+  read_full_tensor(iter_dir, read, p, saved_tp, saved_pp_rank, full.data());
+  for (int64_t i = 0; i < p.rows; ++i) {
+    const int64_t g = p.global_row(i, st.tp_rank, st.tp_size);
+    std::copy(full.begin() + g * C + p.col_offset, full.begin() + g * C + p.col_offset + p.cols,
+              dst + i * p.cols);
+  }
+}
+
+// A loaded tensor with NaN or Inf would train (or generate) garbage that is
+// reported far from its cause; name it instead.
+void check_finite(const float* x, int64_t n, const std::string& what, const std::string& iter) {
+  int64_t first = -1;
+  const int64_t bad = count_nonfinite(x, n, &first);
+  if (bad == 0) return;
+  MT_FAIL("checkpoint ", iter, ": ", what, " holds ", bad, " non-finite values of ", n,
+          " (first at element ", first, ": ", x[first], "); fix: load an earlier iteration (write "
+          "its number into ", kTrackerFile, "), or this one with --no-load-optim if only the "
+          "optimizer state is affected");
+}
+
+// The optimizer state of one mp_rank directory: every optim_dp_*.safetensors
+// in it, and where each parameter's elements are (whole tensors or slices).
+class OptimStateDir {
+ public:
+  OptimStateDir(const std::string& rank_dir, const CheckpointVerifier& verifier) : dir_(rank_dir) {
+    std::vector<std::string> paths;
+    std::error_code ec;
+    for (const fs::directory_entry& e : fs::directory_iterator(rank_dir, ec)) {
+      const std::string f = e.path().filename().string();
+      if (f.rfind("optim_dp_", 0) == 0 && f.size() > 12 &&
+          f.compare(f.size() - 12, 12, ".safetensors") == 0)
+        paths.push_back(e.path().string());
+    }
+    MT_CHECK(!paths.empty(), "checkpoint has no optimizer state (no optim_dp_*.safetensors in ",
+             rank_dir, "); fix: pass --no-load-optim to start the optimizer afresh");
+    std::sort(paths.begin(), paths.end());
+    for (const std::string& want : verifier.recorded_files(rank_dir, "optim_dp_"))
+      MT_CHECK(std::binary_search(paths.begin(), paths.end(), want), "checkpoint file ", want,
+               " is missing (its meta.json recorded it when it was saved)",
+               verifier.fix_hint(want));
+    for (const std::string& path : paths) {
+      files_.emplace_back();
+      verifier.open(files_.back(), path);
+      const SafetensorsReader& r = files_.back();
+      const size_t f = files_.size() - 1;
+      for (const std::string& t : r.names()) has_main_ = has_main_ || t.rfind("main_param.", 0) == 0;
+      const std::string slices = r.metadata_or("slices", "");
+      if (slices.empty()) {  // whole tensors (the plain optimizer)
+        for (const std::string& t : r.names())
+          if (t.rfind("exp_avg.", 0) == 0) pieces_[t.substr(8)].push_back({f, 0, -1});
+        continue;
+      }
+      try {
+        const nlohmann::json parsed = nlohmann::json::parse(slices);
+        for (const auto& item : parsed.items())
+          pieces_[item.key()].push_back(
+              {f, item.value().at(0).get<int64_t>(), item.value().at(1).get<int64_t>()});
+      } catch (const nlohmann::json::exception& e) {
+        MT_FAIL(path, ": corrupt \"slices\" metadata (", e.what(),
+                "); fix: pass --no-load-optim to start the optimizer afresh");
+      }
+    }
+    const std::string steps = files_.front().metadata_or("steps", "0");
+    char* end = nullptr;
+    steps_ = std::strtoll(steps.c_str(), &end, 10);
+    MT_CHECK(!steps.empty() && *end == '\0' && steps_ >= 0, files_.front().path(),
+             ": optimizer metadata \"steps\" is '", steps, "', not a step count; fix: pass "
+             "--no-load-optim to start the optimizer afresh");
+  }
+
+  int64_t steps() const { return steps_; }
+  // Whether a bf16 run saved its fp32 main weights here (main_param.<name>).
+  bool has_main_params() const { return has_main_; }
+
+  // The whole local tensor `prefix<name>` (numel floats) from the slices.
+  void read(const std::string& prefix, const std::string& name, float* dst, int64_t numel) const {
+    const auto it = pieces_.find(name);
+    MT_CHECK(it != pieces_.end(), "checkpoint ", dir_, ": no optim_dp_*.safetensors holds the "
+             "optimizer state of '", name, "'; fix: restore that directory's missing "
+             "optim_dp_*.safetensors files, or pass --no-load-optim to start the optimizer afresh");
+    std::vector<Piece> ps = it->second;
+    for (Piece& p : ps)
+      if (p.end < 0) p.end = numel;  // whole tensor
+    std::sort(ps.begin(), ps.end(),
+              [](const Piece& a, const Piece& b) { return a.begin < b.begin; });
+    int64_t covered = 0;
+    for (const Piece& p : ps) {
+      MT_CHECK(p.begin <= covered && p.end <= numel && p.begin <= p.end, "checkpoint ", dir_,
+               ": the optimizer slices of '", name, "' (", numel, " elements) cover only [0, ",
+               covered, ") before a slice [", p.begin, ", ", p.end, ") in ",
+               files_[p.file].path(), "; fix: restore that directory's missing "
+               "optim_dp_*.safetensors files, or pass --no-load-optim to start the optimizer "
+               "afresh");
+      if (p.end > covered) {
+        std::vector<float> part(size_t(p.end - p.begin));
+        files_[p.file].read_f32(prefix + name, part.data(), p.end - p.begin);
+        std::copy(part.begin() + (covered - p.begin), part.end(), dst + covered);
+        covered = p.end;
+      }
+    }
+    MT_CHECK(covered == numel, "checkpoint ", dir_, ": the optimizer slices of '", name,
+             "' cover only [0, ", covered, ") of its ", numel, " elements; fix: restore that "
+             "directory's missing optim_dp_*.safetensors files, or pass --no-load-optim to start "
+             "the optimizer afresh");
+  }
+
+ private:
+  struct Piece {
+    size_t file;
+    int64_t begin, end;  // end -1: the whole tensor
+  };
+  std::string dir_;
+  std::vector<SafetensorsReader> files_;
+  std::map<std::string, std::vector<Piece>> pieces_;
+  int64_t steps_ = 0;
+  bool has_main_ = false;
+};
+
+}  // namespace
+
+RunState load_checkpoint(const std::string& dir, const ParamRegistry& reg,
+                         const ParamSink& set_param, AdamWOptimizer* opt, const ParallelState& ps,
+                         bool verify_checksums) {
+  const nlohmann::json meta = read_checkpoint_meta(dir);
+  const int64_t it = meta.at("iteration").get<int64_t>();
+  const int tp = meta.at("tensor_model_parallel_size").get<int>();
+  const int pp = meta.at("pipeline_model_parallel_size").get<int>();
+  const std::string iter = checkpoint_iteration_dir(dir, it);
+  const CheckpointVerifier verifier(meta, dir, iter, verify_checksums);
+  const std::string note = verification_note(verifier, iter, verify_checksums);
+  if (!note.empty()) log_line(ps.world_rank == 0, "%s\n", note.c_str());
+  const int64_t saved_vocab = meta.at("args").at("model").at("padded_vocab_size").get<int64_t>();
+  MT_CHECK(saved_vocab == reg.config().padded_vocab_size, "checkpoint ", iter,
+           " has a padded vocabulary of ", saved_vocab, " rows but this run pads to ",
+           reg.config().padded_vocab_size, "; fix: use a TP size that divides ", saved_vocab);
+  const std::vector<int> saved_layer_stage =
+      meta.at("args").at("layer_stage").get<std::vector<int>>();
+  bool same_layers = pp == ps.pp_size;  // does this rank hold exactly the saved stage's layers?
+  for (size_t l = 0; l < saved_layer_stage.size(); ++l) {
+    bool mine = false;
+    for (const auto& [b, e] : reg.stage().chunk_ranges()) mine = mine || (int64_t(l) >= b && int64_t(l) < e);
+    same_layers = same_layers && (mine == (saved_layer_stage[l] == ps.pp_rank));
+  }
+  // Same TP and layers: every rank reads its own shard; else assemble and slice.
+  const bool own_shard = tp == ps.tp_size && same_layers;
+  const std::string own_dir = iter + "/" + rank_dir_name(ps.tp_rank, ps.pp_rank);
+  auto load_param = [&](const ParamSpec& p, const ShardSource& read, float* dst) {
+    if (own_shard)
+      read(own_dir, dst, p.numel());
+    else
+      read_resharded(iter, read, p, tp, saved_stage_of(p, pp, saved_layer_stage), reg.stage(),
+                     dst);
+  };
+  // A release checkpoint (converted weights) has no optimizer state: the run
+  // fine-tunes from iteration 0 with a fresh optimizer, as Megatron does.
+  const bool load_optim = opt != nullptr && it != kReleaseIteration;
+  std::map<std::string, std::unique_ptr<OptimStateDir>> dirs;  // by rank dir
+  auto state_dir = [&](const std::string& rank_dir) -> const OptimStateDir& {
+    std::unique_ptr<OptimStateDir>& d = dirs[rank_dir];
+    if (!d) d = std::make_unique<OptimStateDir>(rank_dir, verifier);
+    return *d;
+  };
+  const bool saved_main =
+      load_optim && state_dir(iter + "/" + rank_dir_name(0, 0)).has_main_params();
+  auto read_state = [&](const ParamSpec& p, const std::string& prefix, float* dst) {
+    load_param(p, [&](const std::string& rank_dir, float* d, int64_t n) {
+      state_dir(rank_dir).read(prefix, p.name, d, n);
+    }, dst);
+    check_finite(dst, p.numel(), "optimizer state " + prefix + p.name, iter);
+  };
+  std::vector<char> owned(reg.params().size(), 0);  // parameters with optimizer state here
+  if (load_optim)
+    for (const OptimSegment& sg : opt->segments()) owned[sg.param] = 1;
+  {
+    std::map<std::string, SafetensorsReader> models;  // by rank dir
+    std::vector<float> values, main;
+    for (size_t i = 0; i < reg.params().size(); ++i) {
+      const ParamSpec& p = reg.params()[i];
+      values.assign(size_t(p.numel()), 0.f);
+      if (saved_main && !opt->has_main_params()) {
+        // An fp32 run from a bf16 run's checkpoint: its weights are the
+        // exact fp32 main weights, not the saved bf16 rounding.
+        read_state(p, "main_param.", values.data());
+      } else if (own_shard) {  // the shape is checked too
+        SafetensorsReader& r = models[own_dir];
+        if (r.path().empty()) verifier.open(r, own_dir + "/model.safetensors");
+        MT_CHECK(r.has(p.name), r.path(), " has no tensor '", p.name,
+                 "'; fix: load a checkpoint of the same model configuration");
+        r.read_f32(p.name, values.data(), local_shape(p));
+      } else {
+        load_param(p, [&](const std::string& rank_dir, float* dst, int64_t n) {
+          SafetensorsReader& r = models[rank_dir];
+          if (r.path().empty()) verifier.open(r, rank_dir + "/model.safetensors");
+          MT_CHECK(r.has(p.name), r.path(), " has no tensor '", p.name,
+                   "'; fix: load a checkpoint of the same model configuration");
+          r.read_f32(p.name, dst, n);
+        }, values.data());
+      }
+      check_finite(values.data(), p.numel(), "tensor '" + p.name + "'", iter);
+      set_param(i, values.data());
+      if (saved_main && owned[i] && opt->has_main_params()) {
+        main.assign(size_t(p.numel()), 0.f);
+        read_state(p, "main_param.", main.data());
+        opt->set_main_params(i, main.data());
+      }
+    }
+  }
+  if (load_optim) {
+    opt->set_steps(state_dir(iter + "/" + rank_dir_name(0, 0)).steps());
+    std::vector<float> m, v;
+    for (size_t i = 0; i < reg.params().size(); ++i) {
+      if (!owned[i]) continue;
+      const ParamSpec& p = reg.params()[i];
+      m.assign(size_t(p.numel()), 0.f);
+      v.assign(size_t(p.numel()), 0.f);
+      read_state(p, "exp_avg.", m.data());
+      read_state(p, "exp_avg_sq.", v.data());
+      opt->set_param_state(i, m.data(), v.data());
+    }
+  }
+  RunState st;
+  st.iteration = it;
+  st.consumed_samples = meta.at("consumed_samples").get<int64_t>();
+  st.args = meta.at("args");
+  if (meta.contains("grad_scaler")) st.grad_scaler = meta.at("grad_scaler");
+  st.skipped_iterations = meta.value("skipped_iterations", int64_t(0));
+  return st;
+}
+
+RunState load_checkpoint(const std::string& dir, const ParamRegistry& reg, float* params,
+                         AdamWOptimizer* opt, const ParallelState& ps, bool verify_checksums) {
+  return load_checkpoint(dir, reg, [&](size_t i, const float* values) {
+    const ParamSpec& p = reg.params()[i];
+    std::copy(values, values + p.numel(), params + p.offset);
+  }, opt, ps, verify_checksums);
+}
+
+}  // namespace mt
+
+namespace mt {
+
+double float_as_written(float f) {
+  // The shortest decimal that reads back as f (0.1f -> "0.1"), read as a
+  // double: JSON then shows 0.1, not 0.10000000149011612, and float(0.1) is f.
+  char buf[32];
+  const auto w = std::to_chars(buf, buf + sizeof buf, f);
+  double d = 0;
+  std::from_chars(buf, w.ptr, d);
+  return d;
+}
+
+nlohmann::json model_config_to_json(const ModelConfig& c) {
+  nlohmann::json j = nlohmann::json::object();
+  for_each_model_field(c, [&](const char* key, const char*, const char*, const auto& field) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(field)>, float>)
+      j[key] = float_as_written(field);
+    else
+      j[key] = field;
+  });
+  return j;
+}
+
+void check_same_architecture(const nlohmann::json& saved, const nlohmann::json& run,
+                             const std::string& load) {
+  ModelConfig fields;
+  // A checkpoint older than a field was trained with the field's default.
+  const nlohmann::json defaults = model_config_to_json(fields);
+  for_each_model_field(fields, [&](const char* key, const char* flag, const char*,
+                                   const auto& field) {
+    const std::string k = key;
+    // Not architecture: dropout and init (as in Megatron), the sequence length
+    // (positions are max_position_embeddings), the padding (checked at load).
+    if (k == "hidden_dropout" || k == "attention_dropout" || k == "init_method_std" ||
+        k == "seq_length" || k == "make_vocab_size_divisible_by" || k == "padded_vocab_size")
+      return;
+    const nlohmann::json a = saved.value(key, defaults.at(key)), b = run.value(key, defaults.at(key));
+    if (a == b) return;
+    // A float field compares as the float it is (older checkpoints wrote
+    // 1e-5f as 9.999999747378752e-06).
+    if constexpr (std::is_same_v<std::decay_t<decltype(field)>, float>)
+      if (a.is_number() && b.is_number() && a.get<float>() == b.get<float>()) return;
+    // The flag that sets it (its first name), or the key for derived fields.
+    const std::string f = *flag ? std::string(flag).substr(0, std::string(flag).find(','))
+                                : "the model's " + k;
+    MT_FAIL("--load ", load, ": the checkpoint's model has ", f, " ", a.dump(),
+            " but this run has ", b.dump(), "; fix: pass ", f, " ", a.dump(),
+            " (the checkpoint's model), or --load a checkpoint of this model");
+  });
+}
+
+ModelConfig model_config_from_json(const nlohmann::json& j) {
+  ModelConfig c;
+  MT_CHECK(j.is_object(), "checkpoint model configuration is not an object");
+  // Checkpoints from before a field existed lack it: it keeps its default,
+  // which is what those checkpoints were trained with (GPT-2's block).
+  for_each_model_field(c, [&](const char* key, const char*, const char*, auto& field) {
+    if (!j.contains(key)) return;
+    try {
+      j.at(key).get_to(field);
+    } catch (const nlohmann::json::exception& e) {
+      MT_FAIL("checkpoint model configuration: '", key, "' has the wrong type: ", e.what());
+    }
+  });
+  return c;
+}
+
+}  // namespace mt

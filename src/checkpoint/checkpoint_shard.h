@@ -1,0 +1,51 @@
+// One model-parallel rank's model.safetensors inside a checkpoint iteration
+// (<iter>/mp_rank_TT_PPP/model.safetensors, checkpoint_io.h): the one writer
+// (save_checkpoint and `megatron convert` share it) and the reader that
+// assembles a parameter's full tensor from the shards of whatever TP/PP layout
+// saved it (re-sharding on load, and the export to Hugging Face).
+//
+// The file holds each parameter's local shard under its Megatron-core name;
+// its metadata: "format" = "megatron.cpp", "params" = JSON {"<name>":
+// {"global_shape", "partition_dim", ["row_blocks"]}}, and the shard's
+// "tp_rank", "tp_size", "pp_rank", "pp_size".
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kernels/precision.h"
+#include "model/params.h"
+#include "checkpoint/checkpoint_verify.h"
+
+namespace mt {
+
+// The local shard's shape: {rows} for vectors, {rows, cols} for matrices.
+std::vector<int64_t> local_shape(const ParamSpec& p);
+
+// Writes every parameter of `reg` (values in `params`, at each spec's offset;
+// F32, or BF16 for a bf16 model's weights, as Megatron saves a bf16 model)
+// to `path` atomically, with the metadata above; TP coordinates come from
+// reg.stage(), the pipeline ones are given. Returns the file's length and
+// CRC-32C (for meta.json's "files").
+FileChecksum write_model_shard(const std::string& path, const ParamRegistry& reg, ReadView params,
+                       int pp_rank, int pp_size);
+
+// Reads one parameter's whole local tensor (numel floats) as the rank whose
+// checkpoint directory is `rank_dir` saved it.
+using ShardSource = std::function<void(const std::string& rank_dir, float* dst, int64_t numel)>;
+
+// Assembles parameter p's full tensor (global_rows x global_cols floats, into
+// `full`) from the saved_tp TP shards of pipeline stage saved_pp_rank of the
+// iteration directory `iter_dir`: rows of a row-split tensor by
+// p.global_row (row blocks too), columns of a column-split one side by side,
+// a replicated tensor from TP rank 0.
+void read_full_tensor(const std::string& iter_dir, const ShardSource& read, const ParamSpec& p,
+                      int saved_tp, int saved_pp_rank, float* full);
+
+// The saved pipeline stage that holds parameter p: `layer_stage` maps each
+// (global) layer to its stage; the embeddings (and the tied output layer's
+// copy) live on the first stage, the loss head on the last.
+int saved_stage_of(const ParamSpec& p, int saved_pp, const std::vector<int>& layer_stage);
+
+}  // namespace mt

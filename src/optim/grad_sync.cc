@@ -1,0 +1,124 @@
+#include "optim/grad_sync.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/error.h"
+
+namespace mt {
+
+GradSync::GradSync(ModelRuntime& rt, const ParallelState& ps, int64_t bucket_size_floats,
+                   bool overlap, bool distributed, bool overlap_param_gather,
+                   bool grad_reduce_in_bf16)
+    : rt_(rt), ps_(ps), overlap_param_gather_(overlap_param_gather) {
+  MT_CHECK(distributed || !overlap_param_gather,
+           "--overlap-param-gather without --use-distributed-optimizer; fix: add "
+           "--use-distributed-optimizer (only its parameter all-gather can overlap)");
+  MT_CHECK(!grad_reduce_in_bf16 || rt.math() == MathMode::kBF16,
+           "--grad-reduce-in-bf16 in a ", math_mode_name(rt.math()),
+           " run; fix: add --bf16 (it rounds a bf16 run's gradients for the DP reduction)");
+  // Gradients are averaged over DP x CP (CP ranks hold other tokens of the
+  // same sequences), and the distributed optimizer shards over it.
+  buckets_ = std::make_unique<GradBuckets>(rt.reg, rt.grads, ps.dp_cp(), bucket_size_floats,
+                                           overlap, distributed, grad_reduce_in_bf16);
+  if (distributed)
+    gather_ = std::make_unique<ParamGather>(buckets_->buckets(), rt.params, rt.params_bf16,
+                                            ps.dp_cp());
+  // Parts as the model reports them: -1 embeddings, l for decoder layer l,
+  // total_layers for the loss head.
+  const int64_t total = rt.total_layers();
+  params_of_part_.resize(size_t(total + 2));
+  buckets_of_part_.resize(size_t(total + 2));
+  const auto& params = rt.reg.params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    const int64_t part = params[i].part_id(total);
+    if (params[i].tied) word_embedding_ = int64_t(i);
+    params_of_part_[size_t(part + 1)].push_back(i);
+    std::vector<size_t>& bs = buckets_of_part_[size_t(part + 1)];
+    const size_t b = buckets_->bucket_of(i);
+    if (std::find(bs.begin(), bs.end(), b) == bs.end()) bs.push_back(b);
+  }
+  for (std::vector<size_t>& bs : buckets_of_part_) std::sort(bs.rbegin(), bs.rend());
+  part_done_.assign(params_of_part_.size(), false);
+  hook_ = [this](int64_t part) { part_ready(part); };
+  params_hook_ = [this](int64_t part) { part_needed(part); };
+}
+
+void GradSync::part_ready(int64_t part) {
+  const size_t slot = size_t(part + 1);
+  if (part_done_[slot]) return;
+  part_done_[slot] = true;
+  if (rt_.sequence_parallel()) {
+    for (size_t i : params_of_part_[slot]) {
+      const ParamSpec& p = rt_.reg.params()[i];
+      if (p.tp_replicated()) ps_.tp_comm.all_reduce_sum(rt_.grads + p.offset, p.numel());
+    }
+  }
+  for (size_t i : params_of_part_[slot]) buckets_->mark_ready(i);
+}
+
+void GradSync::part_needed(int64_t part) {
+  if (gather_ == nullptr || !gather_->in_flight()) return;
+  MT_CHECK(part >= -1 && size_t(part + 1) < buckets_of_part_.size(), "params_needed(", part,
+           ") outside the model's parts -1 .. ", buckets_of_part_.size() - 2);
+  for (size_t b : buckets_of_part_[size_t(part + 1)]) gather_->wait(b);
+}
+
+void GradSync::finish() {
+  wait_params();  // (the forward has waited already)
+  for (int64_t part = int64_t(part_done_.size()) - 2; part >= -1; --part) part_ready(part);
+  buckets_->finish();
+  part_done_.assign(part_done_.size(), false);
+  // Tied input/output embedding on different stages: the first and the last
+  // stage each hold a copy; summing their gradients keeps the copies equal.
+  if (ps_.pp_size > 1 && ps_.embd_comm.size() > 1 && word_embedding_ >= 0) {
+    const ParamSpec& p = rt_.reg.params()[size_t(word_embedding_)];
+    int64_t begin = p.offset, end = p.offset + p.numel();
+    if (distributed()) {  // this rank's piece of the embedding's own bucket
+      const FlatRange mine =
+          buckets_->buckets()[buckets_->bucket_of(size_t(word_embedding_))].shard(ps_.dp_cp_rank);
+      begin = std::max(begin, mine.begin);
+      end = std::max(begin, std::min(end, mine.end));
+    }
+    ps_.embd_comm.all_reduce_sum(rt_.grads + begin, end - begin);
+  }
+}
+
+std::vector<FlatRange> GradSync::optimizer_ranges() const {
+  return distributed() ? owned_ranges(buckets_->buckets(), ps_.dp_cp_rank) : std::vector<FlatRange>{};
+}
+
+void GradSync::gather_params() {
+  if (gather_ == nullptr) return;
+  if (overlap_param_gather_)
+    gather_->start();  // the forward waits bucket by bucket (part_needed)
+  else
+    gather_->gather();
+}
+
+void GradSync::wait_params() {
+  if (gather_ != nullptr) gather_->wait_all();
+}
+
+double GradSync::comm_seconds() const {
+  // Blocking calls are timed by the communicators themselves; overlapped
+  // buckets by the time spent launching, testing and waiting on them.
+  return ps_.tp_comm.busy_seconds() + ps_.dp_comm.busy_seconds() + ps_.embd_comm.busy_seconds() +
+         (ps_.cp_size > 1 ? ps_.dp_cp_comm.busy_seconds() + ps_.cp_comm.busy_seconds() : 0.0) +
+         (buckets_->overlap() ? buckets_->comm_seconds() : 0.0) + buckets_->convert_seconds() +
+         (overlap_param_gather_ ? gather_->comm_seconds() : 0.0);
+}
+
+void GradSync::reset_timers() {
+  ps_.tp_comm.reset_busy_seconds();
+  ps_.dp_comm.reset_busy_seconds();
+  if (ps_.cp_size > 1) {
+    ps_.dp_cp_comm.reset_busy_seconds();
+    ps_.cp_comm.reset_busy_seconds();
+  }
+  ps_.embd_comm.reset_busy_seconds();
+  buckets_->reset_timers();
+  if (gather_ != nullptr) gather_->reset_timers();
+}
+
+}  // namespace mt

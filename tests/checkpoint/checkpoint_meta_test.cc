@@ -1,0 +1,60 @@
+// meta.json's model configuration writes float arguments as they were given
+// (0.1, not 0.10000000149011612) and reads them back bit-exactly.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cstdint>
+#include <random>
+#include <string>
+
+#include "core/error.h"
+#include "model/config.h"
+#include "checkpoint/checkpoint_io.h"
+
+namespace mt {
+namespace {
+
+TEST(CheckpointMeta, FloatArgumentsAreWrittenAsGiven) {
+  ModelConfig c;
+  c.init_method_std = 0.1f;
+  c.hidden_dropout = 0.3f;
+  c.layernorm_epsilon = 1e-5f;
+  const std::string text = model_config_to_json(c).dump(2);
+  EXPECT_NE(text.find("\"init_method_std\": 0.1,"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"hidden_dropout\": 0.3,"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"layernorm_epsilon\": 1e-05,"), std::string::npos) << text;
+  EXPECT_EQ(text.find("0000000"), std::string::npos) << text;
+  const ModelConfig back = model_config_from_json(nlohmann::json::parse(text));
+  EXPECT_EQ(std::bit_cast<uint32_t>(back.init_method_std), std::bit_cast<uint32_t>(0.1f));
+  EXPECT_EQ(std::bit_cast<uint32_t>(back.layernorm_epsilon), std::bit_cast<uint32_t>(1e-5f));
+}
+
+// Every float, through the JSON text and back, is the same bits.
+TEST(CheckpointMeta, FloatsRoundTripBitExactly) {
+  std::mt19937 g(3);
+  for (int i = 0; i < 200000; ++i) {
+    float f = std::bit_cast<float>(uint32_t(g()));
+    if (!std::isfinite(f)) continue;
+    const nlohmann::json j = float_as_written(f);
+    const float back = nlohmann::json::parse(j.dump()).get<float>();
+    ASSERT_EQ(std::bit_cast<uint32_t>(back), std::bit_cast<uint32_t>(f)) << j.dump();
+  }
+  for (float f : {0.f, 1.f, 3e-4f, 0.02f, 1e-6f, 10000.f, 0.95f, 1e-38f, 3.4e38f})
+    EXPECT_EQ(float(float_as_written(f)), f);
+}
+
+// A checkpoint written before this (floats as the double of the float) is
+// the same architecture as a run given the same flags.
+TEST(CheckpointMeta, OlderLongFloatsAreTheSameArchitecture) {
+  ModelConfig c;
+  c.layernorm_epsilon = 1e-5f;
+  nlohmann::json old = model_config_to_json(c);
+  old["layernorm_epsilon"] = double(1e-5f);  // 9.999999747378752e-06
+  ASSERT_NE(old, model_config_to_json(c));
+  EXPECT_NO_THROW(check_same_architecture(old, model_config_to_json(c), "ckpt"));
+  c.layernorm_epsilon = 1e-6f;
+  EXPECT_THROW(check_same_architecture(old, model_config_to_json(c), "ckpt"), Error);
+}
+
+}  // namespace
+}  // namespace mt

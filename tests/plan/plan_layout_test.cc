@@ -1,0 +1,221 @@
+// megatron plan's layouts: the enumeration keeps exactly the layouts train
+// accepts (and honours pins), the memory of a layout is train's own plan (the
+// same MemoryPlan as a live ModelRuntime's), and misfits name the constraint.
+#include "plan/plan_layout.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "core/error.h"
+#include "model/model_runtime.h"
+#include "plan/plan_report.h"
+
+namespace mt {
+namespace {
+
+PlanProblem tiny(int64_t world, int64_t batch = 8) {
+  PlanProblem pb;
+  pb.model.num_layers = 4;
+  pb.model.hidden_size = 64;
+  pb.model.num_attention_heads = 4;
+  pb.model.seq_length = 32;
+  pb.model.vocab_size = 100;
+  pb.model.make_vocab_size_divisible_by = 8;
+  pb.global_batch_size = batch;
+  pb.world = world;
+  return pb;
+}
+
+TEST(PlanLayout, EnumeratesExactlyTheLayoutsTrainAccepts) {
+  const PlanProblem pb = tiny(8);
+  const std::vector<PlanLayout> ls = enumerate_layouts(pb, {});
+  ASSERT_FALSE(ls.empty());
+  std::set<std::string> names;
+  std::set<int64_t> tps;
+  for (const PlanLayout& l : ls) {
+    EXPECT_EQ(l.world(), 8) << l.name();
+    EXPECT_NO_THROW(check_layout(pb, l)) << l.name();
+    EXPECT_TRUE(names.insert(l.name()).second) << "twice: " << l.name();
+    EXPECT_EQ(pb.global_batch_size % (l.micro_batch_size * l.dp), 0) << l.name();
+    EXPECT_TRUE(l.tp > 1 || !l.sequence_parallel) << l.name();
+    EXPECT_TRUE(l.dp > 1 || !l.distributed_optimizer) << l.name();
+    tps.insert(l.tp);
+  }
+  // 4 heads: TP 1, 2, 4 (8 does not divide the heads); PP 1, 2, 4 of 4 layers.
+  EXPECT_EQ(tps, (std::set<int64_t>{1, 2, 4}));
+  // Interleaving: PP 2 with 2 virtual stages (1 layer per chunk) is there.
+  bool interleaved = false;
+  for (const PlanLayout& l : ls) interleaved |= l.pp == 2 && l.vp == 2;
+  EXPECT_TRUE(interleaved);
+  // Every layout train would accept is listed: count them independently.
+  int64_t expected = 0;
+  for (int64_t tp : {1, 2, 4})
+    for (int64_t pp : {1, 2, 4}) {
+      if (tp * pp > 8) continue;
+      const int64_t dp = 8 / (tp * pp), per_dp = 8 / dp;
+      for (int64_t vp : {1, 2, 4}) {
+        if (vp > 1 && (pp == 1 || 4 % (pp * vp) != 0)) continue;
+        for (int64_t b : {1, 2, 4, 8}) {
+          if (per_dp % b != 0) continue;
+          const int64_t m = per_dp / b;
+          if (vp > 1 && m % pp != 0) continue;
+          expected += (tp > 1 ? 2 : 1) * 2 /*recompute*/ * (dp > 1 ? 2 : 1) * 2 /*precision*/;
+        }
+      }
+    }
+  EXPECT_EQ(int64_t(ls.size()), expected);
+}
+
+TEST(PlanLayout, PinsAreHonoured) {
+  const PlanProblem pb = tiny(8);
+  PlanPins pins;
+  pins.tp = 2;
+  pins.pp = 2;
+  pins.micro_batch_size = 1;
+  pins.bf16 = true;
+  pins.recompute = "full";
+  pins.distributed_optimizer = true;
+  const std::vector<PlanLayout> ls = enumerate_layouts(pb, pins);
+  ASSERT_FALSE(ls.empty());
+  for (const PlanLayout& l : ls) {
+    EXPECT_EQ(l.tp, 2);
+    EXPECT_EQ(l.pp, 2);
+    EXPECT_EQ(l.dp, 2);
+    EXPECT_EQ(l.micro_batch_size, 1);
+    EXPECT_TRUE(l.bf16);
+    EXPECT_EQ(l.recompute, "full");
+    EXPECT_TRUE(l.distributed_optimizer);
+  }
+  // Free: SP on/off and VP 1/2 (m = 4 is divisible by PP 2).
+  EXPECT_EQ(ls.size(), 4u);
+}
+
+TEST(PlanLayout, MisfitsNameTheConstraintAsTrainDoes) {
+  const PlanProblem pb = tiny(6);
+  PlanLayout l;
+  l.tp = 3, l.dp = 2;
+  try {
+    check_layout(pb, l);
+    FAIL() << "TP 3 with 4 heads accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--num-attention-heads 4 is not divisible by TP 3"),
+              std::string::npos) << e.what();
+  }
+  PlanPins pins;
+  pins.pp = 4;  // 6 ranks are not divisible by PP 4
+  std::vector<std::string> rejected;
+  EXPECT_TRUE(enumerate_layouts(pb, pins, &rejected).empty());
+  ASSERT_FALSE(rejected.empty());
+  bool world = false;
+  for (const std::string& r : rejected) world |= r.find("world size 6") != std::string::npos;
+  EXPECT_TRUE(world) << rejected[0];
+  // Global batch 6 with DP 4 (world 4) and TP 1: 6 % 4.
+  const PlanProblem odd = tiny(4, 6);
+  PlanLayout d;
+  d.dp = 4;
+  try {
+    check_layout(odd, d);
+    FAIL() << "batch 6 over DP 4 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--global-batch-size 6 is not divisible"),
+              std::string::npos) << e.what();
+  }
+}
+
+// The cluster's size is checked before anything is enumerated: a product past
+// int64 or past kMaxPlanRanks is refused naming the flags, values and limit
+// (65536 x 65536 ran ~115 s and ended in SIGFPE; 2 x 2^30 printed DP < 0).
+TEST(PlanLayout, ClusterSizeIsCheckedAgainstTheLimit) {
+  EXPECT_EQ(plan_world_size(2, 4), 8);
+  EXPECT_EQ(plan_world_size(1024, 1024), kMaxPlanRanks);
+  auto message = [](int64_t nodes, int64_t per_node) {
+    try {
+      plan_world_size(nodes, per_node);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  const std::string big = message(65536, 65536);
+  EXPECT_NE(big.find("--num-nodes 65536 x --devices-per-node 65536 = 4294967296 ranks is more "
+                     "than plan's limit of 1048576"), std::string::npos) << big;
+  EXPECT_NE(message(2, int64_t(1) << 30).find("2147483648 ranks"), std::string::npos);
+  EXPECT_NE(message(1024, 1025).find("1049600 ranks"), std::string::npos);
+  EXPECT_NE(message(int64_t(1) << 40, int64_t(1) << 40).find("overflows"), std::string::npos);
+  EXPECT_NE(message(0, 8).find("must be > 0"), std::string::npos);
+  EXPECT_NE(message(8, -1).find("must be > 0"), std::string::npos);
+}
+
+// A world of many divisors (720,720 = 2^4·3^2·5·7·11·13: 240 divisors, ~7,300
+// TP x PP pairs) still enumerates every layout train accepts (only the
+// variants of a combination that already failed are skipped).
+TEST(PlanLayout, ManyDivisorsEnumerateTheSameLayouts) {
+  PlanProblem pb = tiny(720720, 720720 * 2);
+  const std::vector<PlanLayout> ls = enumerate_layouts(pb, {});
+  ASSERT_FALSE(ls.empty());
+  for (const PlanLayout& l : ls) EXPECT_EQ(l.world(), 720720) << l.name();
+  // 4 heads: TP 1, 2, 4; PP 1, 2, 4 divide 4 layers; each (TP, PP) with DP =
+  // 720720 / (TP x PP) and per-DP batch 2 x TP x PP, so micro-batches 1, 2, ...
+  std::set<std::pair<int64_t, int64_t>> tp_pp;
+  for (const PlanLayout& l : ls) tp_pp.insert({l.tp, l.pp});
+  EXPECT_EQ(tp_pp.size(), 9u);
+}
+
+// The plan of a layout is the MemoryPlan a live ModelRuntime reports for the
+// same registry, micro-batch, records in flight, recompute and math (TP 1:
+// a runtime of TP > 1 needs a communicator).
+TEST(PlanLayout, MemoryIsTheRuntimesOwnPlan) {
+  PlanProblem pb = tiny(4, 16);
+  for (bool bf16 : {false, true})
+    for (const char* rc : {"selective", "full"})
+      for (int64_t pp : {1, 2, 4})
+        for (int64_t vp : {int64_t(1), pp == 2 ? int64_t(2) : int64_t(1)}) {
+          PlanLayout l;
+          l.pp = pp, l.vp = vp, l.dp = 4 / pp, l.micro_batch_size = 2;
+          l.bf16 = bf16, l.recompute = rc, l.distributed_optimizer = l.dp > 1;
+          ASSERT_NO_THROW(check_layout(pb, l)) << l.name();
+          for (int64_t stage : {int64_t(0), pp - 1}) {
+            const MemoryPlan p = layout_memory_plan(pb, l, stage);
+            const ParamRegistry reg = stage_registry(pb, l, stage);
+            const std::string method = l.recompute == "full" ? "uniform" : "";
+            ModelRuntime rt(reg, l.micro_batch_size, TensorParallel{}, p.in_flight, method, 1,
+                            bf16 ? MathMode::kBF16 : MathMode::kF32);
+            const MemoryPlan q = memory_plan(rt, l.dp, l.distributed_optimizer);
+            const std::string what = l.name() + " stage " + std::to_string(stage);
+            EXPECT_EQ(p.params_local, q.params_local) << what;
+            EXPECT_EQ(p.layers, q.layers) << what;
+            EXPECT_EQ(p.chunks, q.chunks) << what;
+            EXPECT_EQ(p.in_flight, q.in_flight) << what;
+            EXPECT_EQ(p.recompute_layers_kept, q.recompute_layers_kept) << what;
+            EXPECT_EQ(p.recompute_group_size, q.recompute_group_size) << what;
+            EXPECT_EQ(p.has_output, q.has_output) << what;
+            EXPECT_EQ(p.math, q.math) << what;
+            const MemoryClasses a = predict_memory(p), b = predict_memory(q);
+            EXPECT_DOUBLE_EQ(a.total(), b.total()) << what;
+            EXPECT_DOUBLE_EQ(a.activations, b.activations) << what;
+          }
+          // Pipelining keeps P - r records on stage r (1F1B): the first stage
+          // holds more activation records than the last.
+          if (pp > 1 && vp == 1) {
+            EXPECT_GT(layout_memory_plan(pb, l, 0).in_flight,
+                      layout_memory_plan(pb, l, pp - 1).in_flight);
+          }
+        }
+}
+
+TEST(PlanLayout, TensorParallelDividesTheLocalSizes) {
+  PlanProblem pb = tiny(4);
+  PlanLayout l;
+  l.tp = 4, l.sequence_parallel = true;
+  const MemoryPlan p = layout_memory_plan(pb, l, 0);
+  EXPECT_EQ(p.tp, 4);
+  EXPECT_EQ(p.a_local, 1);
+  EXPECT_EQ(p.f_local, 64);
+  EXPECT_EQ(p.v_local * 4, 128);  // 100 padded to a multiple of 8 x TP 4
+  EXPECT_TRUE(p.sequence_parallel);
+}
+
+}  // namespace
+}  // namespace mt
