@@ -5,7 +5,6 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "core/checked_math.h"
 #include "core/error.h"
 
 namespace mt {
@@ -65,20 +64,6 @@ Blend parse_blend(const std::vector<std::string>& words, const std::string& flag
   return b;
 }
 
-std::string blend_text(const Blend& blend) {
-  std::string out;
-  for (size_t i = 0; i < blend.prefixes.size(); ++i) {
-    if (!out.empty()) out += ' ';
-    if (blend.weighted()) {
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "%.17g ", blend.weights[i]);
-      out += buf;
-    }
-    out += blend.prefixes[i];
-  }
-  return out;
-}
-
 std::vector<double> normalize_weights(const std::vector<double>& weights) {
   double sum = 0;
   for (double w : weights) sum += w;
@@ -115,38 +100,6 @@ void build_blending_indices(const std::vector<double>& normalized, int64_t size,
     for (size_t i = 1; i < n; ++i) {
       const double error = normalized[i] * at - double(drawn[i]);
       if (error > best_error) {
-        best_error = error;
-        best = i;
-      }
-    }
-    (*dataset_index)[size_t(k)] = int16_t(best);
-    (*dataset_sample_index)[size_t(k)] = drawn[best]++;
-  }
-}
-
-void build_exhaustive_blending_indices(const std::vector<int64_t>& sizes,
-                                       std::vector<int16_t>* dataset_index,
-                                       std::vector<int64_t>* dataset_sample_index) {
-  const size_t n = sizes.size();
-  MT_CHECK(n > 0 && int64_t(n) <= kMaxBlendDatasets, "blend of ", n, " datasets (internal error)");
-  int64_t total = 0;
-  for (int64_t s : sizes) {
-    MT_CHECK(s > 0, "an exhaustive blend of an empty dataset (internal error)");
-    total = checked_add(total, s, "samples of the blend");
-  }
-  std::vector<double> weights;
-  for (int64_t s : sizes) weights.push_back(double(s) / double(total));
-  dataset_index->assign(size_t(total), 0);
-  dataset_sample_index->assign(size_t(total), 0);
-  std::vector<int64_t> drawn(n, 0);
-  for (int64_t k = 0; k < total; ++k) {
-    const double at = std::max(double(k), 1.0);
-    size_t best = n;
-    double best_error = 0;
-    for (size_t i = 0; i < n; ++i) {
-      if (drawn[i] == sizes[i]) continue;  // spent
-      const double error = weights[i] * at - double(drawn[i]);
-      if (best == n || error > best_error) {
         best_error = error;
         best = i;
       }

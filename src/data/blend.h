@@ -35,9 +35,6 @@ struct Blend {
 // numbers look like weights with no dataset of that name.
 Blend parse_blend(const std::vector<std::string>& words, const std::string& flag);
 
-// Words of a blend as given on the command line ("0.3 a 0.7 b").
-std::string blend_text(const Blend& blend);
-
 // w / sum(w).
 std::vector<double> normalize_weights(const std::vector<double>& weights);
 
@@ -51,12 +48,6 @@ std::vector<int64_t> samples_per_dataset(const std::vector<double>& normalized, 
 void build_blending_indices(const std::vector<double>& normalized, int64_t size,
                             std::vector<int16_t>* dataset_index,
                             std::vector<int64_t>* dataset_sample_index);
-
-// The index that reads every sample of datasets of `sizes` exactly once,
-// interleaved in proportion to the sizes (an unweighted blend of no set size).
-void build_exhaustive_blending_indices(const std::vector<int64_t>& sizes,
-                                       std::vector<int16_t>* dataset_index,
-                                       std::vector<int64_t>* dataset_sample_index);
 
 // Most datasets in one blend (Megatron's int16 dataset index).
 inline constexpr int64_t kMaxBlendDatasets = 32767;

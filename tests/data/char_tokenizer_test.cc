@@ -8,10 +8,7 @@ namespace mt {
 namespace {
 
 using test::error_of;
-
-bool has(const std::string& msg, const std::string& part) {
-  return msg.find(part) != std::string::npos;
-}
+using test::has;
 
 TEST(Utf8, DecodeEncodeRoundTrip) {
   const std::string text = "a\xC3\xA9\xE6\x97\xA5\xF0\x9F\x98\x80\n";  // a é 日 😀 \n

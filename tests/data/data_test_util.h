@@ -44,6 +44,11 @@ inline bool shared_file_exists(const std::string& rel) {
   return std::filesystem::exists(shared_data(rel));
 }
 
+// Whether `msg` contains `part` (for error messages).
+inline bool has(const std::string& msg, const std::string& part) {
+  return msg.find(part) != std::string::npos;
+}
+
 // The message of the mt::Error that `f` throws ("" and a test failure if none).
 template <typename F>
 std::string error_of(F&& f) {

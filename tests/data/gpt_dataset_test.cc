@@ -14,11 +14,8 @@ namespace mt {
 namespace {
 
 using test::error_of;
+using test::has;
 using test::TempDir;
-
-bool has(const std::string& msg, const std::string& part) {
-  return msg.find(part) != std::string::npos;
-}
 
 // Documents of random lengths (some empty) whose tokens are consecutive
 // counters, so every token of the corpus is distinct (mod 60000).

@@ -17,6 +17,7 @@ namespace mt {
 namespace {
 
 using test::error_of;
+using test::has;
 using test::read_file;
 using test::TempDir;
 using test::write_file;
@@ -196,10 +197,6 @@ class CorruptDataset : public ::testing::Test {
   TempDir dir_;
   std::string prefix_, idx_, bin_;
 };
-
-bool has(const std::string& msg, const std::string& part) {
-  return msg.find(part) != std::string::npos;
-}
 
 TEST_F(CorruptDataset, TruncatedIdx) {
   const std::string msg = open_error(idx_.substr(0, idx_.size() - 1), bin_);

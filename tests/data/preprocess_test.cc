@@ -12,13 +12,10 @@ namespace mt {
 namespace {
 
 using test::error_of;
+using test::has;
 using test::read_file;
 using test::TempDir;
 using test::write_file;
-
-bool has(const std::string& msg, const std::string& part) {
-  return msg.find(part) != std::string::npos;
-}
 
 std::vector<std::string> decode_all(const std::string& prefix, const CharTokenizer& tok) {
   IndexedDataset ds(prefix);

@@ -17,6 +17,7 @@ namespace mt {
 namespace {
 
 using test::error_of;
+using test::has;
 using test::read_file;
 using test::TempDir;
 using test::write_file;
@@ -48,8 +49,6 @@ std::vector<std::vector<int32_t>> sequences(const std::string& prefix) {
   }
   return out;
 }
-
-bool has(const std::string& msg, const std::string& part) { return msg.find(part) != std::string::npos; }
 
 TEST(PreprocessGpt2, MultilingualFixtureGivesJsTiktokenIdsPlusEod) {
   REQUIRE_GPT2();
