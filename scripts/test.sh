@@ -5,16 +5,17 @@ cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
 bash scripts/build.sh
 source scripts/mpi_env.sh
-(cd build && ctest --output-on-failure -j2 --timeout 600)
 # The CUDA backend compiles and links wherever the CUDA toolkit is (CI has no
 # GPU: its CUDA tests report that they need one and count as skipped, and
 # --device cuda must end with one line saying why; scripts/gpu_check.sh runs
-# them on a GPU).
+# them on a GPU). It runs first, so the last CTest summary printed is the
+# whole CPU suite's.
 if [ -x "${CUDACXX:-/usr/local/cuda/bin/nvcc}" ]; then
   bash scripts/build_cuda.sh
   (cd build-cuda && ctest -L cuda --output-on-failure --timeout 600)
   bash scripts/check_device_refusal.sh build-cuda/megatron
 fi
+(cd build && ctest --output-on-failure -j2 --timeout 600)
 # The readers of untrusted files (indexed dataset, safetensors, meta.json)
 # under libFuzzer + ASan + UBSan, 60 s each (clang build of three libraries
 # included: ~5 min on two cores). MT_FUZZ_SECONDS=0 skips it.
