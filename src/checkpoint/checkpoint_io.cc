@@ -469,11 +469,10 @@ void check_same_architecture(const nlohmann::json& saved, const nlohmann::json& 
   for_each_model_field(fields, [&](const char* key, const char* flag, const char*,
                                    const auto& field) {
     const std::string k = key;
-    // Not architecture: dropout and init (as in Megatron), the sequence length
-    // (positions are max_position_embeddings), the padding (checked at load).
-    if (k == "hidden_dropout" || k == "attention_dropout" || k == "init_method_std" ||
-        k == "seq_length" || k == "make_vocab_size_divisible_by" || k == "padded_vocab_size")
-      return;
+    // Not architecture (as in Megatron): dropout, init, the sequence length
+    // (positions are max_position_embeddings), the padding (checked at load),
+    // the MoE training knobs.
+    if (is_training_knob(k)) return;
     const nlohmann::json a = saved.value(key, defaults.at(key)), b = run.value(key, defaults.at(key));
     if (a == b) return;
     // A float field compares as the float it is (older checkpoints wrote

@@ -94,6 +94,11 @@ Command add_train_command(CLI::App& app) {
   par->add_option("--context-parallel-size", a->context_parallel_size,
                   "CP size: the sequence split over CP ranks (2 of 2·CP chunks each, causal "
                   "load balance), ring attention; gradients averaged over DP x CP");
+  par->add_option("--expert-model-parallel-size", a->expert_model_parallel_size,
+                  "EP size: MoE experts split over EP ranks (contiguous), tokens exchanged "
+                  "by the token dispatcher");
+  par->add_option("--expert-tensor-parallel-size", a->expert_tensor_parallel_size,
+                  "expert TP size (only 1: each expert whole on its rank)");
   par->add_option("--num-layers-per-virtual-pipeline-stage",
                   a->num_layers_per_virtual_pipeline_stage,
                   "layers per model chunk: interleaved 1F1B with L/(PP x this) chunks per rank");
@@ -222,6 +227,8 @@ Command add_train_command(CLI::App& app) {
       pc.tp = a->tensor_model_parallel_size;
       pc.pp = a->pipeline_model_parallel_size;
       pc.cp = a->context_parallel_size;
+      pc.ep = a->expert_model_parallel_size;
+      pc.etp = a->expert_tensor_parallel_size;
       check_parallel_config(mpi.world_size(), pc);
       ParallelState ps(pc);
       rc = run_training(*a, ps);

@@ -26,6 +26,12 @@ const char* group_kind_name(GroupKind kind) {
       return "embd";
     case GroupKind::kWorld:
       return "world";
+    case GroupKind::kEp:
+      return "ep";
+    case GroupKind::kExpertDp:
+      return "edp";
+    case GroupKind::kExpertMp:
+      return "emp";
   }
   return "?";
 }
@@ -44,6 +50,14 @@ void check_parallel_config(int world, const ParallelConfig& cfg) {
            cfg.pp, ")", cp, " = ", mp, "; fix: launch a multiple of ", mp, " ranks (e.g. mpirun -n ",
            mp * std::max<int64_t>(1, (world + mp - 1) / mp), ") or choose sizes whose product divides ",
            world);
+  const int64_t stage = world / mp * cfg.tp * cfg.cp;  // TP x CP x DP
+  MT_CHECK(cfg.ep >= 1 && stage % cfg.ep == 0, "--expert-model-parallel-size ", cfg.ep,
+           " does not divide the ", stage, " ranks of a pipeline stage (TP x CP x DP = ",
+           cfg.tp, " x ", cfg.cp, " x ", world / mp,
+           "); fix: choose EP dividing TP x CP x DP, or launch more ranks");
+  MT_CHECK(cfg.etp == 1, "--expert-tensor-parallel-size ", cfg.etp,
+           " is not implemented (experts are whole on their EP rank); fix: pass "
+           "--expert-tensor-parallel-size 1");
   MT_CHECK(cfg.vpp == 1 || cfg.pp > 1, "virtual pipeline stages VPP=", cfg.vpp,
            " need pipeline parallelism, but PP=", cfg.pp,
            "; fix: use PP >= 2 with interleaving, or VPP=1");
@@ -77,16 +91,24 @@ std::vector<std::vector<int>> axis_groups(const int (&sizes)[kMeshAxes],
   return groups;
 }
 
-std::vector<std::vector<int>> group_ranks(GroupKind kind, int world, int tp, int pp, int cp) {
+std::vector<std::vector<int>> group_ranks(GroupKind kind, int world, int tp, int pp, int cp,
+                                          int ep) {
   ParallelConfig cfg;
   cfg.tp = tp;
   cfg.pp = pp;
   cfg.cp = cp;
+  cfg.ep = ep;
   check_parallel_config(world, cfg);
   const int sizes[kMeshAxes] = {tp, cp, world / (tp * pp * cp), pp};
   auto groups_of = [&](bool t, bool c, bool d, bool p) {
     const bool axes[kMeshAxes] = {t, c, d, p};
     return axis_groups(sizes, axes);
+  };
+  // The expert mesh: ETP (1), EP, expert-DP, PP in the same four slots.
+  const int expert_sizes[kMeshAxes] = {1, ep, world / (pp * ep), pp};
+  auto expert_groups_of = [&](bool e, bool d, bool p) {
+    const bool axes[kMeshAxes] = {false, e, d, p};
+    return axis_groups(expert_sizes, axes);
   };
   switch (kind) {
     case GroupKind::kTp:
@@ -109,6 +131,12 @@ std::vector<std::vector<int>> group_ranks(GroupKind kind, int world, int tp, int
       return groups_of(true, false, false, true);
     case GroupKind::kWorld:
       return groups_of(true, true, true, true);
+    case GroupKind::kEp:
+      return expert_groups_of(true, false, false);
+    case GroupKind::kExpertDp:
+      return expert_groups_of(false, true, false);
+    case GroupKind::kExpertMp:
+      return expert_groups_of(true, false, true);
   }
   MT_FAIL("unknown group kind ", int(kind));
 }
@@ -117,8 +145,8 @@ namespace {
 
 // Builds this rank's communicator of `kind` with MPI_Comm_split of `world`
 // (collective: every rank calls it). Ranks in no group get a null one.
-Communicator split(const Communicator& world, GroupKind kind, int tp, int pp, int cp) {
-  const auto groups = group_ranks(kind, world.size(), tp, pp, cp);
+Communicator split(const Communicator& world, GroupKind kind, int tp, int pp, int cp, int ep) {
+  const auto groups = group_ranks(kind, world.size(), tp, pp, cp, ep);
   int color = MPI_UNDEFINED, key = 0;
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const auto& g = groups[gi];
@@ -157,6 +185,11 @@ ParallelState::ParallelState(const ParallelConfig& cfg) {
   pp_rank = world_rank / (tp_size * cp_size * dp_size);
   dp_cp_rank = cp_rank + cp_size * dp_rank;
   dp_cp_size = dp_size * cp_size;
+  ep_size = cfg.ep;
+  edp_size = tp_size * cp_size * dp_size / ep_size;
+  const int in_stage = world_rank % (tp_size * cp_size * dp_size);
+  ep_rank = in_stage % ep_size;
+  edp_rank = in_stage / ep_size;
   pp_is_first_stage = pp_rank == 0;
   pp_is_last_stage = pp_rank == pp_size - 1;
   pp_next_rank = mesh_rank(tp_rank, cp_rank, dp_rank, (pp_rank + 1) % pp_size, tp_size, cp_size,
@@ -183,19 +216,23 @@ ParallelState::ParallelState(const ParallelConfig& cfg) {
     if (it == node_names.end()) node_names.push_back(n);
   }
 
-  tp_comm = split(world_comm, GroupKind::kTp, tp_size, pp_size, cp_size);
-  cp_comm = split(world_comm, GroupKind::kCp, tp_size, pp_size, cp_size);
+  tp_comm = split(world_comm, GroupKind::kTp, tp_size, pp_size, cp_size, ep_size);
+  cp_comm = split(world_comm, GroupKind::kCp, tp_size, pp_size, cp_size, ep_size);
   // At CP = 1 DP x CP is DP: gradients keep the "dp" communicator (and its name).
-  dp_comm = split(world_comm, GroupKind::kDp, tp_size, pp_size, cp_size);
-  if (cp_size > 1) dp_cp_comm = split(world_comm, GroupKind::kDpCp, tp_size, pp_size, cp_size);
-  pp_comm = split(world_comm, GroupKind::kPp, tp_size, pp_size, cp_size);
-  mp_comm = split(world_comm, GroupKind::kModelParallel, tp_size, pp_size, cp_size);
-  embd_comm = split(world_comm, GroupKind::kEmbedding, tp_size, pp_size, cp_size);
+  dp_comm = split(world_comm, GroupKind::kDp, tp_size, pp_size, cp_size, ep_size);
+  if (cp_size > 1) dp_cp_comm = split(world_comm, GroupKind::kDpCp, tp_size, pp_size, cp_size, ep_size);
+  pp_comm = split(world_comm, GroupKind::kPp, tp_size, pp_size, cp_size, ep_size);
+  mp_comm = split(world_comm, GroupKind::kModelParallel, tp_size, pp_size, cp_size, ep_size);
+  embd_comm = split(world_comm, GroupKind::kEmbedding, tp_size, pp_size, cp_size, ep_size);
+  ep_comm = split(world_comm, GroupKind::kEp, tp_size, pp_size, cp_size, ep_size);
+  edp_comm = split(world_comm, GroupKind::kExpertDp, tp_size, pp_size, cp_size, ep_size);
+  emp_comm = split(world_comm, GroupKind::kExpertMp, tp_size, pp_size, cp_size, ep_size);
 
   // The split must agree with the arithmetic above.
   MT_CHECK(tp_comm.rank() == tp_rank && dp_comm.rank() == dp_rank && pp_comm.rank() == pp_rank &&
                cp_comm.rank() == cp_rank && dp_cp().rank() == dp_cp_rank &&
-               embd_comm.is_member() == in_embedding_group,
+               embd_comm.is_member() == in_embedding_group && ep_comm.rank() == ep_rank &&
+               edp_comm.rank() == edp_rank,
            "ParallelState: communicator ranks disagree with the mesh (tp ", tp_comm.rank(), "/",
            tp_rank, ", cp ", cp_comm.rank(), "/", cp_rank, ", dp ", dp_comm.rank(), "/", dp_rank,
            ", pp ", pp_comm.rank(), "/", pp_rank, ")");
@@ -208,6 +245,7 @@ std::string ParallelState::layout() const {
   os << "-PP(" << pp_size << ")";
   if (vpp_size > 1) os << "-VPP(" << vpp_size << ")";
   os << "-DP(" << dp_size << ")";
+  if (ep_size > 1) os << "-EP(" << ep_size << ")";
   return os.str();
 }
 
@@ -229,6 +267,12 @@ const Communicator& ParallelState::comm(GroupKind kind) const {
       return embd_comm;
     case GroupKind::kWorld:
       return world_comm;
+    case GroupKind::kEp:
+      return ep_comm;
+    case GroupKind::kExpertDp:
+      return edp_comm;
+    case GroupKind::kExpertMp:
+      return emp_comm;
   }
   MT_FAIL("unknown group kind ", int(kind));
 }
@@ -265,9 +309,10 @@ std::string ParallelState::describe_groups() const {
   os << "\n";
   for (GroupKind kind : {GroupKind::kTp, GroupKind::kCp, GroupKind::kDp, GroupKind::kDpCp,
                          GroupKind::kPp, GroupKind::kModelParallel, GroupKind::kEmbedding,
-                         GroupKind::kWorld}) {
+                         GroupKind::kWorld, GroupKind::kEp, GroupKind::kExpertDp}) {
     if (cp_size == 1 && (kind == GroupKind::kCp || kind == GroupKind::kDpCp)) continue;
-    const auto groups = group_ranks(kind, world_size, tp_size, pp_size, cp_size);
+    if (ep_size == 1 && (kind == GroupKind::kEp || kind == GroupKind::kExpertDp)) continue;
+    const auto groups = group_ranks(kind, world_size, tp_size, pp_size, cp_size, ep_size);
     os << group_kind_name(kind) << ":";
     for (const auto& g : groups) {
       const bool mine = std::find(g.begin(), g.end(), world_rank) != g.end();

@@ -27,11 +27,17 @@ struct ParallelConfig {
   int pp = 1;   // pipeline-parallel size
   int vpp = 1;  // virtual pipeline stages per rank (interleaved 1F1B)
   int cp = 1;   // context-parallel size
+  int ep = 1;   // expert-parallel size (MoE): experts split over EP ranks
+  int etp = 1;  // expert tensor-parallel size (1: each expert whole on its rank)
 };
 
-enum class GroupKind { kTp, kCp, kDp, kDpCp, kPp, kModelParallel, kEmbedding, kWorld };
+enum class GroupKind {
+  kTp, kCp, kDp, kDpCp, kPp, kModelParallel, kEmbedding, kWorld,
+  kEp, kExpertDp, kExpertMp
+};
 
-// "tp", "cp", "dp", "dp_cp", "pp", "mp", "embd", "world": the Communicator names.
+// "tp", "cp", "dp", "dp_cp", "pp", "mp", "embd", "world", "ep", "edp",
+// "emp": the Communicator names.
 const char* group_kind_name(GroupKind kind);
 
 // Throws mt::Error, naming the numbers and the fix, unless the world splits
@@ -52,7 +58,16 @@ std::vector<std::vector<int>> axis_groups(const int (&sizes)[kMeshAxes],
 // All groups of one kind for a world of `world` ranks, each as a sorted list
 // of world ranks, in a fixed order (the order used to build communicators).
 // Pure: the layout can be tested for any world size without processes.
-std::vector<std::vector<int>> group_ranks(GroupKind kind, int world, int tp, int pp, int cp = 1);
+//
+// Expert groups (MoE; Megatron's expert RankGenerator, order tp-ep-dp-pp with
+// the expert tensor-parallel size 1): inside one pipeline stage the TP x CP x
+// DP ranks are re-read as EP x expert-DP, EP fastest: ep_rank = i % EP,
+// edp_rank = i / EP for the stage's i-th rank. kEp: the ranks that hold the
+// different experts (a token exchange); kExpertDp: the replicas of the same
+// experts (their gradients are averaged there); kExpertMp: EP x PP (every
+// expert once: the gradient norm's sum of expert parameters).
+std::vector<std::vector<int>> group_ranks(GroupKind kind, int world, int tp, int pp, int cp = 1,
+                                          int ep = 1);
 
 // How `groups` sit on nodes (node_of_rank[r]: the node index of world rank
 // r): "inside nodes", or "crosses nodes: 2 of 4 groups span 2 nodes" (the
@@ -75,6 +90,8 @@ class ParallelState {
   int dp_cp_rank = 0, dp_cp_size = 1;  // cp_rank + cp_size * dp_rank, dp_size * cp_size
   int pp_rank = 0, pp_size = 1;
   int vpp_size = 1;
+  int ep_rank = 0, ep_size = 1;    // expert parallelism (MoE)
+  int edp_rank = 0, edp_size = 1;  // expert data parallelism: (TP x CP x DP) / EP
   bool pp_is_first_stage = true;
   bool pp_is_last_stage = true;
   // World ranks of the next / previous pipeline stage, wrapping around (the
@@ -92,6 +109,11 @@ class ParallelState {
   Communicator mp_comm;     // same cp_rank and dp_rank (TP x PP ranks)
   Communicator embd_comm;   // first + last stage of this pipeline; null elsewhere
   Communicator world_comm;  // everyone
+  // Expert groups (MoE): with EP = 1, ep_comm is this rank alone and
+  // edp_comm the stage's TP x CP x DP ranks (each holds every expert whole).
+  Communicator ep_comm;     // the stage's ranks with the same edp_rank
+  Communicator edp_comm;    // the stage's ranks with the same ep_rank
+  Communicator emp_comm;    // same edp_rank, every stage (EP x PP)
 
   // Node (host) of every world rank, by MPI_Get_processor_name: names in
   // order of first appearance, and each rank's index into them.

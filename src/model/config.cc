@@ -10,6 +10,101 @@
 
 namespace mt {
 
+namespace {
+
+// --moe-layer-freq as one flag per layer: N → layers 0, N, 2N, ... are MoE;
+// "[0,1,1,1]" → as listed (one entry per layer). Throws naming the fix.
+std::vector<bool> moe_layer_pattern(const std::string& freq, int64_t num_layers) {
+  std::vector<bool> out;
+  if (!freq.empty() && freq.front() == '[') {
+    MT_CHECK(freq.back() == ']', "--moe-layer-freq '", freq, "' is not a list such as [0,1,1,1]");
+    std::stringstream ss(freq.substr(1, freq.size() - 2));
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      item.erase(0, item.find_first_not_of(" "));
+      item.erase(item.find_last_not_of(" ") + 1);
+      MT_CHECK(item == "0" || item == "1", "--moe-layer-freq '", freq, "': entry '", item,
+               "' is not 0 or 1; fix: one 0 (dense) or 1 (MoE) per layer, e.g. [0,1,1,1]");
+      out.push_back(item == "1");
+    }
+    MT_CHECK(int64_t(out.size()) == num_layers, "--moe-layer-freq '", freq, "' has ", out.size(),
+             " entries but --num-layers is ", num_layers, "; fix: one 0 or 1 per layer");
+    return out;
+  }
+  int64_t n = 0;
+  size_t used = 0;
+  try {
+    n = std::stoll(freq, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  MT_CHECK(used == freq.size() && used > 0 && n > 0, "--moe-layer-freq '", freq,
+           "' is neither a positive integer nor a list; fix: give N (every N-th layer is MoE) "
+           "or one 0/1 per layer, e.g. [0,1,1,1] (Python expressions are not read)");
+  for (int64_t l = 0; l < num_layers; ++l) out.push_back(l % n == 0);
+  return out;
+}
+
+}  // namespace
+
+bool ModelConfig::is_moe_layer(int64_t layer) const {
+  if (!moe()) return false;
+  return moe_layer_pattern(moe_layer_freq, num_layers).at(size_t(layer));
+}
+
+bool is_training_knob(const std::string& k) {
+  for (const char* key : {"hidden_dropout", "attention_dropout", "init_method_std", "seq_length",
+                          "make_vocab_size_divisible_by", "padded_vocab_size",
+                          "moe_router_load_balancing_type", "moe_aux_loss_coeff",
+                          "moe_z_loss_coeff", "moe_expert_capacity_factor",
+                          "moe_token_drop_policy", "moe_pad_expert_input_to_capacity",
+                          "moe_token_dispatcher_type", "moe_grouped_gemm"})
+    if (k == key) return true;
+  return false;
+}
+
+void ModelConfig::check_moe_flags() const {
+  const bool other = moe_ffn_hidden_size != 0 || moe_shared_expert_intermediate_size != 0 ||
+                     moe_aux_loss_coeff != 0.f || moe_z_loss_coeff != 0.f ||
+                     moe_expert_capacity_factor >= 0.f || moe_grouped_gemm ||
+                     moe_pad_expert_input_to_capacity;
+  MT_CHECK(num_experts >= 0, "--num-experts ", num_experts, " must be > 0 (or left out: dense)");
+  if (!moe()) {
+    MT_CHECK(!other, "MoE flags (--moe-*) were given without --num-experts; fix: pass "
+             "--num-experts N for a mixture-of-experts model, or drop the --moe-* flags");
+    return;
+  }
+  MT_CHECK(moe_ffn_hidden_size >= 0, "--moe-ffn-hidden-size ", moe_ffn_hidden_size,
+           " must be > 0 (or left out: --ffn-hidden-size)");
+  MT_CHECK(moe_shared_expert_intermediate_size >= 0, "--moe-shared-expert-intermediate-size ",
+           moe_shared_expert_intermediate_size, " must be > 0 (or left out: no shared expert)");
+  MT_CHECK(moe_router_topk >= 1 && moe_router_topk <= num_experts, "--moe-router-topk ",
+           moe_router_topk, " must be in [1, --num-experts ", num_experts,
+           "]; fix: route each token to at most as many experts as there are");
+  MT_CHECK(moe_router_load_balancing_type == "aux_loss" ||
+               moe_router_load_balancing_type == "seq_aux_loss" ||
+               moe_router_load_balancing_type == "none",
+           "--moe-router-load-balancing-type '", moe_router_load_balancing_type,
+           "' is not one of aux_loss, seq_aux_loss, none (sinkhorn is not implemented)");
+  MT_CHECK(std::isfinite(moe_aux_loss_coeff) && moe_aux_loss_coeff >= 0, "--moe-aux-loss-coeff ",
+           moe_aux_loss_coeff, " must be a finite number >= 0");
+  MT_CHECK(std::isfinite(moe_z_loss_coeff) && moe_z_loss_coeff >= 0, "--moe-z-loss-coeff ",
+           moe_z_loss_coeff, " must be a finite number >= 0");
+  MT_CHECK(moe_expert_capacity_factor == -1.f ||
+               (std::isfinite(moe_expert_capacity_factor) && moe_expert_capacity_factor > 0),
+           "--moe-expert-capacity-factor ", moe_expert_capacity_factor,
+           " must be > 0; fix: give e.g. 1.0, or leave it out for dropless routing");
+  MT_CHECK(moe_token_drop_policy == "probs" || moe_token_drop_policy == "position",
+           "--moe-token-drop-policy '", moe_token_drop_policy, "' is not one of probs, position");
+  MT_CHECK(!moe_pad_expert_input_to_capacity || moe_expert_capacity_factor > 0,
+           "--moe-pad-expert-input-to-capacity needs --moe-expert-capacity-factor; fix: give a "
+           "capacity factor or drop the flag");
+  MT_CHECK(moe_token_dispatcher_type == "allgather" || moe_token_dispatcher_type == "alltoall",
+           "--moe-token-dispatcher-type '", moe_token_dispatcher_type,
+           "' is not one of allgather, alltoall (flex and alltoall_seq are not implemented)");
+  moe_layer_pattern(moe_layer_freq, num_layers);  // throws on a bad pattern
+}
+
 int64_t padded_vocab_size(int64_t vocab_size, int64_t divisible_by, int64_t tp_size) {
   MT_CHECK(divisible_by > 0, "--make-vocab-size-divisible-by ", divisible_by, " must be > 0");
   const int64_t multiple =
@@ -66,6 +161,7 @@ void ModelConfig::check_flag_ranges() const {
   MT_CHECK(!group_query_attention || num_attention_heads % num_query_groups == 0,
            "--num-attention-heads ", num_attention_heads, " is not divisible by --num-query-groups ",
            num_query_groups, "; fix: choose groups that divide the heads");
+  check_moe_flags();
   const int64_t ffn = ffn_hidden_size > 0
                           ? ffn_hidden_size
                           : checked_mul(4, hidden_size, "the default --ffn-hidden-size (4 x "
@@ -99,21 +195,35 @@ std::string ModelConfig::summary() const {
 
 int64_t parameters_without_vocab(const ModelConfig& c, int64_t ffn) {
   constexpr std::string_view what =
-      "parameter count (--num-layers, --hidden-size, --ffn-hidden-size, "
+      "parameter count (--num-layers, --hidden-size, --ffn-hidden-size, --num-experts, "
       "--max-position-embeddings)";
-  const int64_t h = c.hidden_size, qkv = c.qkv_rows(), fc1 = c.fc1_rows(ffn);
+  const int64_t h = c.hidden_size, qkv = c.qkv_rows();
   const int64_t norm = c.rms_norm() ? h : 2 * h;  // weight (and bias)
-  // Weights: QKV (qkv x h), projection (h x h), fc1 (fc1 x h), fc2 (h x ffn);
-  // biases of the same four; two norms.
-  const int64_t rows = checked_add(checked_add(qkv, h, what), checked_add(fc1, ffn, what), what);
-  int64_t per_layer = checked_mul(rows, h, what);  // fc2 (h x ffn) counted as ffn rows of h
-  if (c.add_bias()) per_layer = checked_add(per_layer, qkv + h + fc1 + h, what);
-  per_layer = checked_add(per_layer, 2 * norm, what);
+  // An MLP of hidden size f: fc1 (fc1_rows x h), fc2 (h x f), their biases.
+  auto mlp = [&](int64_t f) {
+    const int64_t fc1 = c.fc1_rows(f);
+    const int64_t w = checked_mul(checked_add(fc1, f, what), h, what);
+    return c.add_bias() ? checked_add(w, fc1 + h, what) : w;
+  };
+  // Attention: QKV (qkv x h), projection (h x h), their biases; two norms.
+  int64_t common = checked_mul(qkv + h, h, what);
+  if (c.add_bias()) common = checked_add(common, qkv + h, what);
+  common = checked_add(common, 2 * norm, what);
+  const int64_t dense = checked_add(common, mlp(ffn), what);
+  int64_t moe = dense;
+  if (c.moe()) {  // router (E x h), E experts, the shared expert
+    const int64_t fm = c.moe_ffn_hidden_size > 0 ? c.moe_ffn_hidden_size : ffn;
+    moe = checked_add(common, checked_mul(c.num_experts, h, what), what);
+    moe = checked_add(moe, checked_mul(c.num_experts, mlp(fm), what), what);
+    if (c.moe_shared_expert_intermediate_size > 0)
+      moe = checked_add(moe, mlp(c.moe_shared_expert_intermediate_size), what);
+  }
+  int64_t layers = 0;
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    layers = checked_add(layers, c.is_moe_layer(l) ? moe : dense, what);
   const int64_t positions =
       c.learned_positions() ? std::max(c.max_position_embeddings, c.seq_length) : 0;
-  return checked_add(checked_add(checked_mul(c.num_layers, per_layer, what),
-                                 checked_mul(positions, h, what), what),
-                     norm, what);
+  return checked_add(checked_add(layers, checked_mul(positions, h, what), what), norm, what);
 }
 
 int64_t count_parameters(const ModelConfig& c) {

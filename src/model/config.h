@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace mt {
 
@@ -32,6 +33,29 @@ struct ModelConfig {
   bool disable_bias_linear = false;   // no biases in the linear layers
   bool untie_embeddings_and_output_weights = false;
 
+  // Mixture of experts (Megatron core's TransformerConfig moe_* fields).
+  // num_experts 0: every MLP is dense.
+  int64_t num_experts = 0;
+  int64_t moe_ffn_hidden_size = 0;       // an expert's ffn size (0 → ffn_hidden_size)
+  std::string moe_layer_freq = "1";      // N (every N-th layer is MoE) or a list "[0,1,1,1]"
+  int64_t moe_shared_expert_intermediate_size = 0;  // a dense shared expert (0: none)
+  int64_t moe_router_topk = 2;
+  bool moe_router_pre_softmax = false;   // softmax over all experts, then top-k
+  // Training knobs (not architecture: a checkpoint may resume with others).
+  std::string moe_router_load_balancing_type = "aux_loss";  // aux_loss | seq_aux_loss | none
+  float moe_aux_loss_coeff = 0.f;
+  float moe_z_loss_coeff = 0.f;          // 0: no z-loss (Megatron's None)
+  float moe_expert_capacity_factor = -1.f;  // < 0: absent (dropless)
+  std::string moe_token_drop_policy = "probs";  // probs | position
+  bool moe_pad_expert_input_to_capacity = false;
+  std::string moe_token_dispatcher_type = "allgather";  // allgather | alltoall
+  bool moe_grouped_gemm = false;
+
+  bool moe() const { return num_experts > 0; }
+  int64_t moe_ffn() const { return moe_ffn_hidden_size > 0 ? moe_ffn_hidden_size : ffn_hidden_size; }
+  // Whether global layer `layer` has an MoE MLP (moe_layer_freq); false without experts.
+  bool is_moe_layer(int64_t layer) const;
+
   int64_t head_dim() const { return hidden_size / num_attention_heads; }
   // Key/value heads: num_query_groups with grouped-query attention, else one per head.
   int64_t query_groups() const {
@@ -53,6 +77,7 @@ struct ModelConfig {
   // The range of every flag on its own (before defaults are filled): > 0
   // sizes, dropout in [0, 1), ...; throws mt::Error naming the Megatron flag.
   void check_flag_ranges() const;
+  void check_moe_flags() const;  // part of check_flag_ranges
   std::string summary() const;
 };
 
@@ -97,7 +122,42 @@ void for_each_model_field(Config& c, Visit&& visit) {
   visit("untie_embeddings_and_output_weights", "--untie-embeddings-and-output-weights",
         "the output layer is its own parameter, not the word embedding",
         c.untie_embeddings_and_output_weights);
+  visit("num_experts", "--num-experts", "experts of each MoE layer (0: dense MLPs)", c.num_experts);
+  visit("moe_ffn_hidden_size", "--moe-ffn-hidden-size", "an expert's MLP hidden size (default ffn)",
+        c.moe_ffn_hidden_size);
+  visit("moe_layer_freq", "--moe-layer-freq",
+        "N: every N-th layer is MoE; or a per-layer list such as [0,1,1,1]", c.moe_layer_freq);
+  visit("moe_shared_expert_intermediate_size", "--moe-shared-expert-intermediate-size",
+        "hidden size of a dense shared expert every token visits (0: none)",
+        c.moe_shared_expert_intermediate_size);
+  visit("moe_router_topk", "--moe-router-topk", "experts each token is routed to",
+        c.moe_router_topk);
+  visit("moe_router_pre_softmax", "--moe-router-pre-softmax",
+        "softmax over all experts before the top-k (default: top-k, then softmax over k)",
+        c.moe_router_pre_softmax);
+  visit("moe_router_load_balancing_type", "--moe-router-load-balancing-type",
+        "aux_loss | seq_aux_loss | none", c.moe_router_load_balancing_type);
+  visit("moe_aux_loss_coeff", "--moe-aux-loss-coeff", "load-balancing loss coefficient",
+        c.moe_aux_loss_coeff);
+  visit("moe_z_loss_coeff", "--moe-z-loss-coeff", "router z-loss coefficient (0: none)",
+        c.moe_z_loss_coeff);
+  visit("moe_expert_capacity_factor", "--moe-expert-capacity-factor",
+        "each expert takes at most factor x tokens x topk / experts (absent: dropless)",
+        c.moe_expert_capacity_factor);
+  visit("moe_token_drop_policy", "--moe-token-drop-policy",
+        "probs | position: which tokens an expert over capacity drops", c.moe_token_drop_policy);
+  visit("moe_pad_expert_input_to_capacity", "--moe-pad-expert-input-to-capacity",
+        "pad every expert's input to its capacity", c.moe_pad_expert_input_to_capacity);
+  visit("moe_token_dispatcher_type", "--moe-token-dispatcher-type", "allgather | alltoall",
+        c.moe_token_dispatcher_type);
+  visit("moe_grouped_gemm", "--moe-grouped-gemm",
+        "a rank's local experts as one grouped product", c.moe_grouped_gemm);
 }
+
+// The model fields that are not architecture (a checkpoint may be resumed
+// with other values): dropout, init, sequence length, vocabulary padding,
+// and the MoE training knobs.
+bool is_training_knob(const std::string& key);
 
 // Megatron's _vocab_size_with_padding: round up to a multiple of
 // make_vocab_size_divisible_by * tp_size.

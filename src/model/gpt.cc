@@ -55,7 +55,8 @@ GptWeights bind_weights(const ParamRegistry& reg, ReadView base) {
 }
 
 GptShapes make_shapes(const ParamRegistry& reg, int64_t micro_batch, const TensorParallel& tp,
-                      int chunk, const ContextParallel& cp, int64_t rope_positions) {
+                      int chunk, const ContextParallel& cp, int64_t rope_positions,
+                      const Communicator* ep) {
   const ModelConfig& c = reg.config();
   const StageLayout& st = reg.stage();
   const auto ranges = st.chunk_ranges();
@@ -103,6 +104,7 @@ GptShapes make_shapes(const ParamRegistry& reg, int64_t micro_batch, const Tenso
   sh.eps = c.layernorm_epsilon;
   sh.hidden_dropout = c.hidden_dropout;
   sh.attention_dropout = c.attention_dropout;
+  if (c.moe()) sh.moe = moe_shapes(c, st, sh, ep);
   return sh;
 }
 

@@ -36,6 +36,7 @@ GptDecoder::GptDecoder(const ParamRegistry& reg, const float* params, const Tens
     tmp_ = a.alloc_f32(h);
     attn_ws_ = carve_attention_decode_workspace(a, sh_, capacity_);
     mlp_ws_ = carve_mlp_decode_workspace(a, sh_);
+    if (sh_.moe.experts > 0) moe_ws_ = carve_moe_decode_workspace(a, sh_);
     logits_local_ = a.alloc_f32(sh_.v);
     logits_ = a.alloc_f32(sh_.v * sh_.tp.size());
   };
@@ -57,7 +58,8 @@ double GptDecoder::planned_bytes(const ParamRegistry& reg, int64_t positions) {
   const double cache = 2 * double(c.num_layers) * p * kvl;  // keys and values
   // x, ln, tmp; mean, rstd; the blocks' scratch; local and gathered logits
   const double scratch = 3 * h + 2 + attention_decode_workspace_floats(hl, kvl, p) +
-                         mlp_decode_workspace_floats(f, f_in) + v + v * tp;
+                         mlp_decode_workspace_floats(f, f_in) + v + v * tp +
+                         (c.moe() ? moe_decode_workspace_floats(c) : 0.0);
   const double rope =  // cos and sin: (positions, rot_dim / 2) each
       c.rope() ? p * double(make_rope_table(1, c.head_dim(), c.rotary_percent, c.rotary_base).rot_dim)
                : 0;
@@ -87,6 +89,7 @@ const float* GptDecoder::step(int32_t token) {
     norm_forward(sh_, ln_, mean_, rstd_, x_, lw.ln2.w, lw.ln2.b, 1);
     switch (lw.spec.mlp) {
       case MlpKind::kDense: mlp_block_decode(tmp_, mlp_ws_, ln_, lw.mlp, sh_); break;
+      case MlpKind::kMoe: moe_block_decode(tmp_, moe_ws_, ln_, lw.moe, sh_); break;
     }
     for (int64_t i = 0; i < h; ++i) x_[i] += tmp_[i];
   }

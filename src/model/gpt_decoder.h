@@ -52,6 +52,7 @@ class GptDecoder {
   float *x_, *ln_, *mean_, *rstd_, *tmp_;  // (h) (h) (1) (1) (h): one token
   AttentionDecodeWorkspace attn_ws_;        // the blocks' one-token scratch
   MlpDecodeWorkspace mlp_ws_;
+  MoeDecodeWorkspace moe_ws_;  // MoE layers
   float* logits_local_ = nullptr;  // (v/tp)
   float* logits_ = nullptr;        // (v)
   int64_t pos_ = 0;

@@ -30,6 +30,7 @@ void layer_forward(const LayerWeights& w, LayerActivations& act, GptWorkspace& w
   norm_block_forward(act.ln2, act.mid, w.ln2, sh);
   switch (w.spec.mlp) {
     case MlpKind::kDense: mlp_block_forward(ws.hbuf, act.mlp, w.mlp, call); break;
+    case MlpKind::kMoe: moe_block_forward(ws.hbuf, act.moe, w.moe, ws.layer.moe, call); break;
   }
   hidden_dropout_add_forward(sh, act.output, ws.hbuf, act.mid,
                              hidden_dropout_spec(sh, ctx, site(layer, "post_mlp"), sample0));
@@ -45,6 +46,9 @@ void layer_backward(const LayerWeights& w, const LayerGrads& g, const LayerActiv
   switch (w.spec.mlp) {
     case MlpKind::kDense:
       mlp_block_backward(ws.dln, g.mlp, ws.hbuf, act.mlp, ws.layer.mlp, w.mlp, call);
+      break;
+    case MlpKind::kMoe:
+      moe_block_backward(ws.dln, g.moe, ws.hbuf, act.moe, ws.layer.moe, w.moe, call);
       break;
   }
   norm_block_backward(ws.dres, g.ln2, ws.dln, act.ln2, act.mid, w.ln2, sh);  // ws.dres = d mid

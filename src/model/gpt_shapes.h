@@ -17,6 +17,25 @@
 
 namespace mt {
 
+// The mixture-of-experts layers' sizes on this rank (model/blocks/moe_block.h).
+struct MoeShapes {
+  int64_t experts = 0;      // E (0: no MoE layer)
+  int64_t local = 0;        // experts held here: E / EP
+  int64_t first = 0;        // global index of the first one
+  int64_t topk = 0;
+  int64_t f = 0, f_in = 0;  // an expert's ffn and fc1 rows (2f with SwiGLU)
+  bool pre_softmax = false;
+  int64_t aux_seqs = 0;     // 0: no load-balancing loss; 1: aux_loss; b: seq_aux_loss
+  float aux_coeff = 0, z_coeff = 0;
+  double capacity_factor = -1;  // < 0: dropless
+  bool drop_by_position = false, pad_to_capacity = false;
+  bool alltoall = false;    // the dispatcher: all-to-all, else all-gather
+  const Communicator* ep = nullptr;  // null or size 1: every expert on this rank
+  int64_t ep_size() const { return ep ? ep->size() : 1; }
+  int64_t ep_rank() const { return ep ? ep->rank() : 0; }
+  int64_t max_rows = 0;     // the experts' input rows on this rank, at most (padded)
+};
+
 // Local sizes of one micro-batch on this rank, and its tensor-parallel group.
 // With sequence parallelism the residual stream, LayerNorms and dropout work
 // on this rank's slab of s_local = s/tp positions starting at t0.
@@ -43,6 +62,7 @@ struct GptShapes {
   bool learned_positions = true; // a position-embedding table
   bool swiglu = false;           // silu(gate) * up, else GELU
   std::vector<LayerSpec> layer_specs;  // of this chunk's layers (make_shapes); see spec()
+  MoeShapes moe;                 // MoE layers' sizes (experts 0 without them)
   std::shared_ptr<const RopeTable> rope;  // rotary embedding of q and k, if used
   float eps = 1e-5f, hidden_dropout = 0.f, attention_dropout = 0.f;
   TensorParallel tp;             // TP group (null or size 1: no tensor parallelism)
@@ -77,14 +97,25 @@ struct GptShapes {
 // every position a forward over a sample sees (not max_position_embeddings,
 // which can be far larger: 16M positions of a converted model would be a GB
 // of table). The KV-cache decoder passes its cache's positions.
+// `ep`: the expert-parallel group (null: every expert here).
 GptShapes make_shapes(const ParamRegistry& reg, int64_t micro_batch,
                       const TensorParallel& tp = TensorParallel{}, int chunk = 0,
-                      const ContextParallel& cp = ContextParallel{}, int64_t rope_positions = 0);
+                      const ContextParallel& cp = ContextParallel{}, int64_t rope_positions = 0,
+                      const Communicator* ep = nullptr);
 
 // Megatron's --recompute-method over this chunk's layers: "uniform" makes
 // groups of `num_layers` consecutive layers, "block" recomputes the first
 // `num_layers` layers one by one; "" (or num_layers 0) recomputes nothing.
 void set_full_recompute(GptShapes& sh, const std::string& method, int64_t num_layers);
+
+// What the MoE layers of one iteration report (summed over the layers and
+// micro-batches of this rank; the trainer reduces them over the ranks).
+struct MoeStats {
+  double load_balancing_loss = 0;  // the aux losses over their coefficient (this rank's part)
+  double z_loss = 0;               // the z-losses over their coefficient (this rank's part)
+  double busiest_share = 0;        // the largest share of routed tokens one expert took
+  int64_t layer_passes = 0;        // MoE layer forwards counted (training)
+};
 
 // What a forward/backward pass needs to know about the step.
 struct PassContext {
@@ -92,6 +123,11 @@ struct PassContext {
   int64_t iteration = 0;   // dropout masks are keyed by it
   bool training = true;    // dropout on, loss-head gradient computed
   float grad_scale = 1.f;  // d(total loss)/d(token loss): 1 / tokens averaged over
+  // d(total loss)/d(an MoE layer's auxiliary losses): Megatron's
+  // MoEAuxLossAutoScaler scale, loss scale / micro-batches.
+  float aux_loss_scale = 1.f;
+  // Where MoE layers add what the log reports (null: nothing collected).
+  struct MoeStats* moe_stats = nullptr;
   // Called in backward when a part's parameter gradients are final (set by the
   // schedule for the last micro-batch only): layer index, total_layers for the
   // final norm, -1 for the embeddings.

@@ -9,8 +9,8 @@ namespace mt {
 ModelRuntime::ModelRuntime(const ParamRegistry& r, int64_t micro_batch, const TensorParallel& tp,
                            int64_t in_flight, const std::string& recompute_method,
                            int64_t recompute_num_layers, MathMode math,
-                           const ContextParallel& cp, Device device)
-    : reg(r), sh(make_shapes(r, micro_batch, tp, 0, cp)) {
+                           const ContextParallel& cp, Device device, const Communicator* ep)
+    : reg(r), sh(make_shapes(r, micro_batch, tp, 0, cp, 0, ep)) {
   MT_CHECK(in_flight >= 1, "in-flight micro-batches ", in_flight, " must be >= 1");
   const size_t n = size_t(r.total_floats());
   const bool bf16 = math == MathMode::kBF16;
@@ -26,7 +26,7 @@ ModelRuntime::ModelRuntime(const ParamRegistry& r, int64_t micro_batch, const Te
   chunks.resize(size_t(num_chunks));
   GptShapes ws_shapes = sh;  // the workspace serves every chunk: logits if any has the output
   for (int c = 0; c < num_chunks; ++c) {
-    chunks[size_t(c)].sh = make_shapes(r, micro_batch, tp, c, cp);
+    chunks[size_t(c)].sh = make_shapes(r, micro_batch, tp, c, cp, 0, ep);
     chunks[size_t(c)].sh.cm = sh.cm;
     set_full_recompute(chunks[size_t(c)].sh, recompute_method, recompute_num_layers);
     chunks[size_t(c)].w = bind_chunk_weights(r, weights(), c);

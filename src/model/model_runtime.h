@@ -45,11 +45,12 @@ class ModelRuntime {
   // chunk (set_full_recompute in model/gpt.h); "" keeps every activation.
   // math: how GEMMs compute; with bf16 the weights are stored in bf16 (what
   // every kernel reads; the fp32 main weights are the optimizer's), else fp32.
+  // ep: the expert-parallel group of MoE layers (null: every expert here).
   ModelRuntime(const ParamRegistry& reg, int64_t micro_batch,
                const TensorParallel& tp = TensorParallel{}, int64_t in_flight = 1,
                const std::string& recompute_method = "", int64_t recompute_num_layers = 0,
                MathMode math = MathMode::kF32, const ContextParallel& cp = ContextParallel{},
-               Device device = Device::kCpu);
+               Device device = Device::kCpu, const Communicator* ep = nullptr);
 
   const ParamRegistry& reg;
   GptShapes sh;             // chunk 0's shapes (sizes and groups are the same for all)

@@ -1,5 +1,6 @@
 #include "model/params.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/divide.h"
@@ -96,6 +97,22 @@ ParamRegistry::ParamRegistry(const ModelConfig& cfg, const StageLayout& stage)
     if (!cfg.tied_output()) add("output_layer.weight", v, h, 2, 0, Init::kNormal, std, true);
     tag(first, Part::kLossHead, -1);
   }
+  // Expert parameters (reduced over another group) after all the others, in
+  // model order: each group's gradients are then one contiguous range.
+  std::stable_partition(params_.begin(), params_.end(), [](const ParamSpec& p) {
+    return p.grad_group == GradGroup::kDataParallel;
+  });
+  total_floats_ = 0;
+  for (ParamSpec& p : params_) {
+    p.offset = total_floats_;
+    total_floats_ += (p.numel() + 15) / 16 * 16;  // 64-byte aligned starts
+  }
+}
+
+int64_t ParamRegistry::group_begin(GradGroup g) const {
+  for (const ParamSpec& p : params_)
+    if (p.grad_group == g) return p.offset;
+  return total_floats_;
 }
 
 ParamSpec& ParamRegistry::add(std::string name, int64_t rows, int64_t cols, int ndim,

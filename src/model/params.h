@@ -76,6 +76,7 @@ struct StageLayout {
   // in order; empty means one chunk [layer_begin, layer_end). The embedding
   // belongs to the first chunk, the output layer to the last.
   std::vector<std::pair<int64_t, int64_t>> chunks;
+  int64_t ep_rank = 0, ep_size = 1;  // expert parallelism: experts [E·r/EP, E·(r+1)/EP) here
   std::vector<std::pair<int64_t, int64_t>> chunk_ranges() const {
     return chunks.empty() ? std::vector<std::pair<int64_t, int64_t>>{{layer_begin, layer_end}}
                           : chunks;
@@ -103,6 +104,9 @@ class ParamRegistry {
   const ParamSpec& get(const std::string& name) const;
   bool has(const std::string& name) const;
   int64_t total_floats() const { return total_floats_; }
+  // The parameters of each gradient group are contiguous, the data-parallel
+  // ones first: the first float of group g's range (total_floats() if empty).
+  int64_t group_begin(GradGroup g) const;
   const ModelConfig& config() const { return cfg_; }
   const StageLayout& stage() const { return stage_; }
 

@@ -1,6 +1,7 @@
 #include "optim/grad_buckets.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -10,11 +11,7 @@
 namespace mt {
 
 std::vector<GradBucket> plan_grad_buckets(const ParamRegistry& reg, int64_t bucket_size_floats,
-                                          int dp_shards) {
-  for (const ParamSpec& p : reg.params())
-    MT_CHECK(p.grad_group == GradGroup::kDataParallel, "parameter '", p.name, "' is reduced over "
-             "the ", grad_group_name(p.grad_group), " group, which the data-parallel gradient "
-             "buckets do not reduce (internal error: that group has no reduction yet)");
+                                          int dp_shards, GradGroup group) {
   MT_CHECK(bucket_size_floats > 0, "DP bucket size is ", bucket_size_floats,
            " floats; fix: pass a positive --ddp-bucket-size (Megatron's default is "
            "max(40000000, 1000000 * dp))");
@@ -26,6 +23,7 @@ std::vector<GradBucket> plan_grad_buckets(const ParamRegistry& reg, int64_t buck
     cur = GradBucket();
   };
   for (size_t i = ps.size(); i-- > 0;) {
+    if (ps[i].grad_group != group) continue;  // (each group is contiguous: ParamRegistry)
     // Parameter i owns [offset, next offset): its floats and the alignment
     // padding after them, so that the buckets tile the buffer.
     const int64_t begin = ps[i].offset;
@@ -70,10 +68,11 @@ std::vector<FlatRange> owned_ranges(const std::vector<GradBucket>& buckets, int 
 
 GradBuckets::GradBuckets(const ParamRegistry& reg, float* grads, const Communicator& dp,
                          int64_t bucket_size_floats, bool overlap, bool distributed,
-                         bool reduce_in_bf16)
-    : buckets_(plan_grad_buckets(reg, bucket_size_floats, distributed ? dp.size() : 0)),
+                         bool reduce_in_bf16, GradGroup group, int64_t average_over)
+    : buckets_(plan_grad_buckets(reg, bucket_size_floats, distributed ? dp.size() : 0, group)),
       grads_(grads),
       dp_(&dp),
+      inv_(1.f / float(average_over > 0 ? average_over : dp.size())),
       overlap_(overlap),
       distributed_(distributed),
       reduce_in_bf16_(reduce_in_bf16),
@@ -86,7 +85,7 @@ GradBuckets::GradBuckets(const ParamRegistry& reg, float* grads, const Communica
   const size_t n = reg.params().size();
   names_.reserve(n);
   for (const ParamSpec& p : reg.params()) names_.push_back(p.name);
-  bucket_of_.assign(n, 0);
+  bucket_of_.assign(n, SIZE_MAX);  // parameters of other groups: none
   for (size_t b = 0; b < buckets_.size(); ++b)
     for (size_t i : buckets_[b].params) bucket_of_[i] = b;
   ready_.assign(n, 0);
@@ -104,8 +103,10 @@ void GradBuckets::mark_ready(size_t param_index) {
            "' (parameter ", param_index,
            ") marked ready twice in one iteration; fix: call mark_ready once per parameter, in "
            "the last micro-batch's backward, and finish() before the next iteration");
-  ready_[param_index] = 1;
   const size_t b = bucket_of_[param_index];
+  MT_CHECK(b != SIZE_MAX, "gradient of '", names_[param_index], "' marked ready in the buckets "
+           "of another gradient group (internal error)");
+  ready_[param_index] = 1;
   --missing_[b];
   if (!overlap_) return;
   if (missing_[b] == 0 && b == next_launch_) launch_queued();
@@ -171,7 +172,7 @@ void GradBuckets::reduce(size_t b) {
 void GradBuckets::average(size_t b) {
   const GradBucket& bk = buckets_[b];
   const FlatRange r = distributed_ ? bk.shard(dp_->rank()) : FlatRange{bk.begin, bk.end};
-  const float inv = 1.f / float(dp_->size());
+  const float inv = inv_;
   if (!reduce_in_bf16_) {
     scale_inplace(grads_ + r.begin, r.size(), inv);
     return;
@@ -197,6 +198,8 @@ void GradBuckets::finish() {
       reduce(b);
       average(b);
     }
+  } else if (inv_ != 1.f) {  // nothing to sum here, but an average over other replicas
+    for (const GradBucket& bk : buckets_) scale_inplace(grads_ + bk.begin, bk.numel(), inv_);
   }
   // Next iteration.
   std::fill(ready_.begin(), ready_.end(), char(0));

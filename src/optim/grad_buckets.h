@@ -99,8 +99,10 @@ struct GradBucket {
 
 // The bucket layout of `reg` (see above); bucket_size_floats > 0. With
 // dp_shards > 0, the distributed optimizer's layout for DP = dp_shards.
+// Only the parameters of `group` (each group's parameters are contiguous).
 std::vector<GradBucket> plan_grad_buckets(const ParamRegistry& reg, int64_t bucket_size_floats,
-                                          int dp_shards = 0);
+                                          int dp_shards = 0,
+                                          GradGroup group = GradGroup::kDataParallel);
 // This DP rank's piece of every bucket (distributed layout), sorted by
 // offset (the reverse of bucket order); empty pieces left out.
 std::vector<FlatRange> owned_ranges(const std::vector<GradBucket>& buckets, int dp_rank);
@@ -112,9 +114,13 @@ class GradBuckets {
   // (elements), whose default there is max(40'000'000, 1'000'000 * dp).
   // distributed: reduce-scatter into this rank's pieces instead of all-reduce.
   // reduce_in_bf16: the reductions move bf16 (see above).
+  // group: the parameters these buckets hold (the expert ones are reduced
+  // over the expert-data-parallel group); average_over: the replicas the sum
+  // is divided by (0: dp's size; experts: DP x CP, also when dp is smaller).
   GradBuckets(const ParamRegistry& reg, float* grads, const Communicator& dp,
               int64_t bucket_size_floats, bool overlap, bool distributed = false,
-              bool reduce_in_bf16 = false);
+              bool reduce_in_bf16 = false, GradGroup group = GradGroup::kDataParallel,
+              int64_t average_over = 0);
   ~GradBuckets();  // waits for any bucket still in flight
   GradBuckets(const GradBuckets&) = delete;
   GradBuckets& operator=(const GradBuckets&) = delete;
@@ -168,6 +174,7 @@ class GradBuckets {
   std::vector<CommHandle> handles_;  // per bucket (pending while in flight)
   float* grads_;
   const Communicator* dp_;
+  float inv_;  // 1 / the replicas averaged over
   bool overlap_;
   bool distributed_;
   bool reduce_in_bf16_;

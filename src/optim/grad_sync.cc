@@ -24,6 +24,17 @@ GradSync::GradSync(ModelRuntime& rt, const ParallelState& ps, int64_t bucket_siz
   if (distributed)
     gather_ = std::make_unique<ParamGather>(buckets_->buckets(), rt.params, rt.params_bf16,
                                             ps.dp_cp());
+  // MoE experts: summed over the expert-data-parallel group (the ranks that
+  // hold the same experts, each with other tokens), divided by DP x CP like
+  // the dense ones; the distributed optimizer shards them over that group.
+  if (rt.reg.group_begin(GradGroup::kExpertDataParallel) < rt.reg.total_floats()) {
+    expert_buckets_ = std::make_unique<GradBuckets>(
+        rt.reg, rt.grads, ps.edp_comm, bucket_size_floats, overlap, distributed,
+        grad_reduce_in_bf16, GradGroup::kExpertDataParallel, ps.dp_cp_size);
+    if (distributed)
+      expert_gather_ = std::make_unique<ParamGather>(expert_buckets_->buckets(), rt.params,
+                                                     rt.params_bf16, ps.edp_comm);
+  }
   // Parts as the model reports them: -1 embeddings, l for decoder layer l,
   // total_layers for the loss head.
   const int64_t total = rt.total_layers();
@@ -35,6 +46,7 @@ GradSync::GradSync(ModelRuntime& rt, const ParallelState& ps, int64_t bucket_siz
     if (params[i].tied) word_embedding_ = int64_t(i);
     params_of_part_[size_t(part + 1)].push_back(i);
     std::vector<size_t>& bs = buckets_of_part_[size_t(part + 1)];
+    if (params[i].grad_group != GradGroup::kDataParallel) continue;
     const size_t b = buckets_->bucket_of(i);
     if (std::find(bs.begin(), bs.end(), b) == bs.end()) bs.push_back(b);
   }
@@ -51,10 +63,16 @@ void GradSync::part_ready(int64_t part) {
   if (rt_.sequence_parallel()) {
     for (size_t i : params_of_part_[slot]) {
       const ParamSpec& p = rt_.reg.params()[i];
-      if (p.tp_replicated()) ps_.tp_comm.all_reduce_sum(rt_.grads + p.offset, p.numel());
+      if (p.tp_replicated() && p.grad_group == GradGroup::kDataParallel)
+        ps_.tp_comm.all_reduce_sum(rt_.grads + p.offset, p.numel());
     }
   }
-  for (size_t i : params_of_part_[slot]) buckets_->mark_ready(i);
+  for (size_t i : params_of_part_[slot]) {
+    if (rt_.reg.params()[i].grad_group == GradGroup::kDataParallel)
+      buckets_->mark_ready(i);
+    else
+      expert_buckets_->mark_ready(i);
+  }
 }
 
 void GradSync::part_needed(int64_t part) {
@@ -68,6 +86,7 @@ void GradSync::finish() {
   wait_params();  // (the forward has waited already)
   for (int64_t part = int64_t(part_done_.size()) - 2; part >= -1; --part) part_ready(part);
   buckets_->finish();
+  if (expert_buckets_) expert_buckets_->finish();
   part_done_.assign(part_done_.size(), false);
   // Tied input/output embedding on different stages: the first and the last
   // stage each hold a copy; summing their gradients keeps the copies equal.
@@ -85,11 +104,18 @@ void GradSync::finish() {
 }
 
 std::vector<FlatRange> GradSync::optimizer_ranges() const {
-  return distributed() ? owned_ranges(buckets_->buckets(), ps_.dp_cp_rank) : std::vector<FlatRange>{};
+  if (!distributed()) return {};
+  std::vector<FlatRange> r = owned_ranges(buckets_->buckets(), ps_.dp_cp_rank);
+  if (expert_buckets_) {  // after the dense ones (their range comes last)
+    const std::vector<FlatRange> e = owned_ranges(expert_buckets_->buckets(), ps_.edp_rank);
+    r.insert(r.end(), e.begin(), e.end());
+  }
+  return r;
 }
 
 void GradSync::gather_params() {
   if (gather_ == nullptr) return;
+  if (expert_gather_) expert_gather_->gather();  // blocking (the forward does not wait for it)
   if (overlap_param_gather_)
     gather_->start();  // the forward waits bucket by bucket (part_needed)
   else
@@ -106,7 +132,11 @@ double GradSync::comm_seconds() const {
   return ps_.tp_comm.busy_seconds() + ps_.dp_comm.busy_seconds() + ps_.embd_comm.busy_seconds() +
          (ps_.cp_size > 1 ? ps_.dp_cp_comm.busy_seconds() + ps_.cp_comm.busy_seconds() : 0.0) +
          (buckets_->overlap() ? buckets_->comm_seconds() : 0.0) + buckets_->convert_seconds() +
-         (overlap_param_gather_ ? gather_->comm_seconds() : 0.0);
+         (overlap_param_gather_ ? gather_->comm_seconds() : 0.0) +
+         (expert_buckets_ ? ps_.edp_comm.busy_seconds() +
+                                (expert_buckets_->overlap() ? expert_buckets_->comm_seconds() : 0.0) +
+                                expert_buckets_->convert_seconds()
+                          : 0.0);
 }
 
 void GradSync::reset_timers() {
@@ -119,6 +149,10 @@ void GradSync::reset_timers() {
   ps_.embd_comm.reset_busy_seconds();
   buckets_->reset_timers();
   if (gather_ != nullptr) gather_->reset_timers();
+  if (expert_buckets_) {
+    ps_.edp_comm.reset_busy_seconds();
+    expert_buckets_->reset_timers();
+  }
 }
 
 }  // namespace mt

@@ -80,6 +80,8 @@ class GradSync {
   bool overlap_param_gather_;
   std::unique_ptr<GradBuckets> buckets_;
   std::unique_ptr<ParamGather> gather_;  // distributed only
+  std::unique_ptr<GradBuckets> expert_buckets_;   // MoE experts, over expert DP
+  std::unique_ptr<ParamGather> expert_gather_;    // distributed MoE only
   int64_t word_embedding_ = -1;          // registry index of the tied embedding, if held
   std::vector<std::vector<size_t>> params_of_part_;   // index: part + 1 (part -1 = embedding)
   std::vector<std::vector<size_t>> buckets_of_part_;  // the same, bucket indices (descending)

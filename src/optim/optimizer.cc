@@ -12,8 +12,9 @@ namespace mt {
 
 AdamWOptimizer::AdamWOptimizer(const ParamRegistry& reg, const OptimizerConfig& cfg,
                                std::vector<FlatRange> ranges, const Communicator* dp,
-                               bool main_weights, Device device)
-    : reg_(reg), cfg_(cfg), sharded_(!ranges.empty()), dp_(dp), main_weights_(main_weights) {
+                               bool main_weights, Device device, const Communicator* edp)
+    : reg_(reg), cfg_(cfg), sharded_(!ranges.empty()), dp_(dp), edp_(edp),
+      main_weights_(main_weights) {
   MT_CHECK(!sharded_ || (dp != nullptr && dp->is_member()),
            "a sharded AdamWOptimizer (", ranges.size(),
            " ranges) needs its data-parallel group; fix: pass this rank's dp communicator");
@@ -40,7 +41,23 @@ AdamWOptimizer::AdamWOptimizer(const ParamRegistry& reg, const OptimizerConfig& 
   if (main_weights_) main_ = v_ + state_floats_;
 }
 
-double AdamWOptimizer::grad_norm(const float* grads, Communicator* mp) const {
+double AdamWOptimizer::grad_norm(const float* grads, Communicator* mp,
+                                 const Communicator* emp) const {
+  double sq = group_sum_squares(grads, GradGroup::kDataParallel);
+  if (sharded_) dp_->all_reduce_sum(&sq, 1);
+  if (mp != nullptr) mp->all_reduce_sum(&sq, 1);
+  if (reg_.group_begin(GradGroup::kExpertDataParallel) < reg_.total_floats()) {
+    // Experts: each once over EP x PP (they are whole on their rank, also
+    // under TP), their shards over expert DP.
+    double ex = group_sum_squares(grads, GradGroup::kExpertDataParallel);
+    if (sharded_ && edp_ != nullptr) edp_->all_reduce_sum(&ex, 1);
+    if (emp != nullptr) emp->all_reduce_sum(&ex, 1);
+    sq += ex;
+  }
+  return std::sqrt(sq);
+}
+
+double AdamWOptimizer::group_sum_squares(const float* grads, GradGroup group) const {
   const StageLayout& st = reg_.stage();
   double sq = 0;
   // On the GPU each sum is a wait for the device: adjacent counted segments
@@ -49,7 +66,8 @@ double AdamWOptimizer::grad_norm(const float* grads, Communicator* mp) const {
   int64_t run_begin = 0, run_end = 0;
   for (const OptimSegment& s : segments_) {
     const ParamSpec& p = reg_.params()[s.param];
-    if (p.tp_replicated() && st.tp_rank != 0) continue;
+    if (p.grad_group != group) continue;
+    if (p.grad_group == GradGroup::kDataParallel && p.tp_replicated() && st.tp_rank != 0) continue;
     if (p.tied && !st.has_embedding) continue;  // the first stage's copy counts
     if (!merge) {
       sq += sum_squares(grads + s.begin, s.size());
@@ -62,9 +80,7 @@ double AdamWOptimizer::grad_norm(const float* grads, Communicator* mp) const {
     run_end = s.end;
   }
   if (run_end > run_begin) sq += sum_squares(grads + run_begin, run_end - run_begin);
-  if (sharded_) dp_->all_reduce_sum(&sq, 1);
-  if (mp != nullptr) mp->all_reduce_sum(&sq, 1);
-  return std::sqrt(sq);
+  return sq;
 }
 
 float AdamWOptimizer::clip_coefficient(double norm) const {

@@ -61,17 +61,23 @@ class AdamWOptimizer {
   // main_weights: keep fp32 main weights (bf16 runs), see above.
   AdamWOptimizer(const ParamRegistry& reg, const OptimizerConfig& cfg,
                  std::vector<FlatRange> ranges = {}, const Communicator* dp = nullptr,
-                 bool main_weights = false, Device device = Device::kCpu);
+                 bool main_weights = false, Device device = Device::kCpu,
+                 const Communicator* edp = nullptr);
 
   // Global L2 norm of the gradients, every element counted once across the
   // data- and model-parallel groups: over this rank's segments (TP-replicated
   // parameters on tp_rank 0 only, the tied word embedding on the first stage
   // only, padding never), summed over DP when sharded and over `mp` (which
   // may be null: no model parallelism).
-  double grad_norm(const float* grads, Communicator* mp) const;
+  // MoE expert parameters are summed over `edp` (sharded) and `emp` (EP x
+  // PP: each expert once) instead of dp and mp.
+  double grad_norm(const float* grads, Communicator* mp, const Communicator* emp = nullptr) const;
   // Gradient clipping (Megatron, torch): the factor clip/(norm + 1e-6) when
   // that is < 1, else 1 (also without clipping). The step applies it.
   float clip_coefficient(double norm) const;
+  // Σ g² over this rank's segments of parameters of `group` (TP-replicated
+  // dense ones on tp_rank 0 only, the tied embedding on the first stage only).
+  double group_sum_squares(const float* grads, GradGroup group) const;
   // One AdamW step with learning rate lr on this rank's segments, on the
   // gradients times grad_scale (the clip coefficient; grads themselves are
   // not written); advances the step count. Without main weights: `params`
@@ -114,6 +120,7 @@ class AdamWOptimizer {
   OptimizerConfig cfg_;
   bool sharded_;
   const Communicator* dp_;
+  const Communicator* edp_;  // expert shards' group (MoE), or null
   std::vector<OptimSegment> segments_;
   int64_t state_floats_ = 0;
   DeviceBuffer buffer_;

@@ -27,10 +27,13 @@ LrSchedule TrainArgs::lr_schedule() const {
   return s;
 }
 
-StageLayout TrainArgs::stage_layout(int tp_rank, int tp_size, int pp_rank, int pp_size) const {
+StageLayout TrainArgs::stage_layout(int tp_rank, int tp_size, int pp_rank, int pp_size,
+                                    int ep_rank) const {
   StageLayout st;
   st.tp_rank = tp_rank;
   st.tp_size = tp_size;
+  st.ep_rank = ep_rank;
+  st.ep_size = expert_model_parallel_size;
   std::tie(st.layer_begin, st.layer_end) =
       stage_layer_range(model.num_layers, pp_size, pp_rank, decoder_first_pipeline_num_layers,
                         decoder_last_pipeline_num_layers);
@@ -174,6 +177,36 @@ std::string TrainArgs::disable_sequence_parallel_without_tp() {
          "training as without it, as Megatron-LM does";
 }
 
+void TrainArgs::validate_moe(int world_size) const {
+  const int64_t ep = expert_model_parallel_size;
+  MT_CHECK(ep >= 1, "--expert-model-parallel-size ", ep, " must be >= 1");
+  MT_CHECK(expert_tensor_parallel_size == 1, "--expert-tensor-parallel-size ",
+           expert_tensor_parallel_size, " is not implemented (experts are whole on their rank); "
+           "fix: pass --expert-tensor-parallel-size 1");
+  if (!model.moe()) {
+    MT_CHECK(ep == 1, "--expert-model-parallel-size ", ep, " without --num-experts; fix: add "
+             "--num-experts N (a multiple of ", ep, ") or drop the flag");
+    return;
+  }
+  MT_CHECK(model.num_experts % ep == 0, "--num-experts ", model.num_experts,
+           " is not divisible by --expert-model-parallel-size ", ep,
+           "; fix: choose EP dividing the experts");
+  const int64_t stage = world_size / (int64_t(pipeline_model_parallel_size));
+  MT_CHECK(stage % ep == 0, "--expert-model-parallel-size ", ep, " does not divide the ", stage,
+           " ranks of a pipeline stage (TP x CP x DP); fix: choose EP dividing them");
+  MT_CHECK(tensor_model_parallel_size == 1 || sequence_parallel,
+           "--num-experts with --tensor-model-parallel-size ", tensor_model_parallel_size,
+           " needs --sequence-parallel (as in Megatron-LM); fix: add --sequence-parallel");
+  MT_CHECK(!model.moe_grouped_gemm, "--moe-grouped-gemm is not implemented yet (each expert runs "
+           "its own product); fix: drop the flag");
+  MT_CHECK(model.moe_shared_expert_intermediate_size == 0,
+           "--moe-shared-expert-intermediate-size is not implemented yet; fix: drop the flag");
+  MT_CHECK((ep == 1 && !use_distributed_optimizer) || (save.empty() && load.empty()),
+           "checkpoints of MoE runs with --expert-model-parallel-size > 1 or "
+           "--use-distributed-optimizer are not implemented yet (got EP ", ep, "); fix: train "
+           "with EP 1 and the plain optimizer to --save, or drop --save/--load");
+}
+
 void TrainArgs::validate(int world_size) {
   check_flag_ranges();
   const int64_t tp = tensor_model_parallel_size, pp = pipeline_model_parallel_size;
@@ -186,6 +219,7 @@ void TrainArgs::validate(int world_size) {
     MT_CHECK(world_size % (tp * pp * cp) == 0, "world size ", world_size,
              " is not divisible by TP ", tp, " x PP ", pp, " x CP ", cp, " = ", tp * pp * cp,
              "; fix: launch a multiple of ", tp * pp * cp, " ranks or change the sizes");
+  validate_moe(world_size);
   // Context parallelism cuts the sequence into 2·CP equal chunks (rank i
   // holds chunks i and 2·CP-1-i); with SP each rank's s/CP rows split over TP.
   MT_CHECK(cp == 1 || model.seq_length % (2 * cp) == 0, "--seq-length ", model.seq_length,

@@ -23,6 +23,10 @@ struct TrainArgs {
   // Megatron's --context-parallel-size: the sequence split over CP ranks
   // (each holds chunks i and 2·CP-1-i of 2·CP), attention as a ring.
   int context_parallel_size = 1;
+  // Megatron's --expert-model-parallel-size (MoE experts split over EP ranks)
+  // and --expert-tensor-parallel-size (only 1: experts whole on their rank).
+  int expert_model_parallel_size = 1;
+  int expert_tensor_parallel_size = 1;
   bool sequence_parallel = false;
   int64_t num_layers_per_virtual_pipeline_stage = 0;  // 0: no interleaving
   int64_t decoder_first_pipeline_num_layers = 0;  // 0: even split
@@ -133,7 +137,8 @@ struct TrainArgs {
     return bf16 ? MathMode::kBF16 : fp16 ? MathMode::kF16 : MathMode::kF32;
   }
   // The layers (and model chunks) pipeline rank pp_rank holds, for a TP shard.
-  StageLayout stage_layout(int tp_rank, int tp_size, int pp_rank, int pp_size) const;
+  StageLayout stage_layout(int tp_rank, int tp_size, int pp_rank, int pp_size,
+                           int ep_rank = 0) const;
   // Megatron-LM's rule (training/arguments.py): with TP 1 there is nothing
   // for sequence parallelism to split, so --sequence-parallel is switched off
   // with a warning and the run goes on as without it. Returns the warning, ""
@@ -142,6 +147,7 @@ struct TrainArgs {
   // Checks every flag's range and every layout-dependent constraint (sizes
   // with checked arithmetic, naming the flags); every rank calls it.
   void validate(int world_size);
+  void validate_moe(int world_size) const;  // part of validate: the MoE flags and layout
   // Each flag's own range (> 0 sizes, betas in [0, 1), ...), before any use.
   void check_flag_ranges() const;
   // Fails (naming the flags) if the sizes they multiply into overflow int64.

@@ -72,6 +72,8 @@ ArgList argument_list(const TrainArgs& a) {
   b.add("--tensor-model-parallel-size", a.tensor_model_parallel_size);
   b.add("--pipeline-model-parallel-size", a.pipeline_model_parallel_size);
   b.add("--context-parallel-size", a.context_parallel_size);
+  b.add("--expert-model-parallel-size", a.expert_model_parallel_size);
+  b.add("--expert-tensor-parallel-size", a.expert_tensor_parallel_size);
   b.add("--num-layers-per-virtual-pipeline-stage", a.num_layers_per_virtual_pipeline_stage);
   b.add("--decoder-first-pipeline-num-layers", a.decoder_first_pipeline_num_layers);
   b.add("--decoder-last-pipeline-num-layers", a.decoder_last_pipeline_num_layers);

@@ -37,12 +37,30 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, Par
   r.loss_scale = scaler ? scaler->scale() : 1.0;
   ctx.grad_scale = float(r.loss_scale / double(rt.tokens_per_micro_batch() * num_micro_batches));
   ctx.params_needed = sync.params_hook();  // --overlap-param-gather: wait per bucket
+  // The MoE router losses' gradient (Megatron's MoEAuxLossAutoScaler scale),
+  // times CP as the token losses are (grad_scale's tokens are this rank's
+  // s/CP): each CP rank holds part of those losses, and gradients are
+  // averaged over DP x CP.
+  ctx.aux_loss_scale = float(r.loss_scale * double(ps.cp_size) / double(num_micro_batches));
+  MoeStats moe;
+  ctx.moe_stats = &moe;
   double loss_sum = run_pipeline_schedule(rt, pipeline_links(ps), schedule, ctx, next,
                                           &sync.hook(), &r.wait_seconds);
   sync.finish();  // TP sum of SP grads, DP average (or reduce-scatter), tied embedding
   if (ps.pp_size > 1) ps.pp_comm.all_reduce_sum(&loss_sum, 1);  // the last stage's loss
   ps.dp_cp().all_reduce_sum(&loss_sum, 1);  // each CP rank summed its own tokens
   r.loss = loss_sum / double(tokens_per_iteration);
+  r.moe = rt.sh.moe.experts > 0;
+  if (r.moe) {
+    // Each (layer, micro-batch) was counted on its TP x CP ranks, each with its part.
+    double sums[3] = {moe.load_balancing_loss, moe.z_loss, double(moe.layer_passes)};
+    ps.world_comm.all_reduce_sum(sums, 3);
+    ps.world_comm.all_reduce_max(&moe.busiest_share, 1);
+    const double items = sums[2] / double(ps.tp_size * ps.cp_size);
+    r.load_balancing_loss = items > 0 ? sums[0] / items : 0;
+    r.z_loss = items > 0 ? sums[1] / items : 0;
+    r.busiest_share = moe.busiest_share;
+  }
   if (scaler != nullptr) {
     // Unscale this rank's reduced gradients (its optimizer segments; with the
     // distributed optimizer the rest of the buffer is scratch) and agree on
@@ -62,7 +80,8 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, Par
       return r;  // no update: the weights stay as they are
     }
   }
-  r.grad_norm = opt.grad_norm(rt.grads, ps.mp_comm.size() > 1 ? &ps.mp_comm : nullptr);
+  r.grad_norm = opt.grad_norm(rt.grads, ps.mp_comm.size() > 1 ? &ps.mp_comm : nullptr,
+                              &ps.emp_comm);
   MT_CHECK(std::isfinite(r.loss) && std::isfinite(r.grad_norm), "iteration ", iteration,
            ": loss ", r.loss, ", grad norm ", r.grad_norm,
            " is not finite; stopped before the update, without saving (the last good checkpoint, "

@@ -24,6 +24,11 @@ struct StepResult {
   double wait_seconds = 0;  // this rank's time blocked on pipeline neighbours
   bool skipped = false;     // fp16: a gradient overflowed, no update (grad_norm is NaN)
   double loss_scale = 1;    // fp16: the scale this step's backward used
+  // MoE models: the router's losses over their coefficients, averaged over
+  // the MoE layers and micro-batches (as Megatron logs them), and the largest
+  // share of routed choices one expert took in any layer and micro-batch.
+  bool moe = false;
+  double load_balancing_loss = 0, z_loss = 0, busiest_share = 0;
 };
 
 // `schedule`: this rank's op list (training_schedule), built once per run.

@@ -277,7 +277,7 @@ Trainer setup_model_and_optimizer(const TrainArgs& args, const nlohmann::json& r
   const int64_t m = t.m;
   const int64_t vpp = args.virtual_stages();
   t.reg = std::make_unique<ParamRegistry>(
-      mc, args.stage_layout(ps.tp_rank, ps.tp_size, ps.pp_rank, ps.pp_size));
+      mc, args.stage_layout(ps.tp_rank, ps.tp_size, ps.pp_rank, ps.pp_size, ps.ep_rank));
   const int64_t in_flight = vpp > 1 ? max_in_flight_interleaved(ps.pp_size, ps.pp_rank, int(vpp), m)
                                     : max_in_flight_1f1b(ps.pp_size, ps.pp_rank, m);
   const std::string recompute_method = args.recompute_granularity == "full" ? args.recompute_method : "";
@@ -297,7 +297,7 @@ Trainer setup_model_and_optimizer(const TrainArgs& args, const nlohmann::json& r
   t.rt = std::make_unique<ModelRuntime>(
       *t.reg, args.micro_batch_size, TensorParallel{&ps.tp_comm, args.sequence_parallel},
       in_flight, recompute_method, args.recompute_num_layers, args.math_mode(),
-      ContextParallel{ps.cp_size > 1 ? &ps.cp_comm : nullptr}, device);
+      ContextParallel{ps.cp_size > 1 ? &ps.cp_comm : nullptr}, device, &ps.ep_comm);
   t.links = pipeline_links(ps);
   t.train_ops = training_schedule(ps.pp_size, ps.pp_rank, int(vpp), m);
   t.eval_ops = schedule_forward_only(ps.pp_size, ps.pp_rank, int(vpp), m);
@@ -311,7 +311,7 @@ Trainer setup_model_and_optimizer(const TrainArgs& args, const nlohmann::json& r
   // Plain AdamW, or (distributed optimizer) AdamW over this DP rank's pieces.
   // bf16: the fp32 main weights live only here (this rank's pieces with ZeRO).
   t.opt = std::make_unique<AdamWOptimizer>(*t.reg, args.optim, t.sync->optimizer_ranges(),
-                                           &ps.dp_cp(), args.bf16, device);
+                                           &ps.dp_cp(), args.bf16, device, &ps.edp_comm);
   t.schedule = args.lr_schedule();
   t.tokens_per_iter = args.global_batch_size * mc.seq_length;
 

@@ -72,11 +72,17 @@ void training_log(TrainingLog& log, const StepResult& r, double step_seconds, do
     const double mean_loss =
         log.interval_counted > 0 ? log.interval_loss / double(log.interval_counted) : loss;
     std::string fp16_part;
+    if (r.moe) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, " | load_balancing_loss: %.6E | z_loss: %.6E | busiest "
+                    "expert: %.1f%%", r.load_balancing_loss, r.z_loss, 100 * r.busiest_share);
+      fp16_part = buf;
+    }
     if (scaler) {
       char buf[96];
       std::snprintf(buf, sizeof buf, " | loss scale: %.1f | number of skipped iterations: %lld",
                     scaler->scale(), static_cast<long long>(log.interval_skipped));
-      fp16_part = buf;
+      fp16_part += buf;
     }
     const double comm_ms = 1e3 * sync.comm_seconds() / double(log.interval_iters);
     const int64_t dp_bytes = sync.dp_grad_bytes() / log.interval_iters;
@@ -107,6 +113,11 @@ void training_log(TrainingLog& log, const StepResult& r, double step_seconds, do
                         {"comm_ms_per_iter", comm_ms},
                         {"dp_grad_bytes_per_iter", dp_bytes}, {"cp_bytes_per_iter", cp_bytes},
                         {"cp_comm_ms_per_iter", cp_ms}};
+    if (r.moe) {
+      j["load_balancing_loss"] = r.load_balancing_loss;
+      j["z_loss"] = r.z_loss;
+      j["busiest_expert_share"] = r.busiest_share;
+    }
     if (scaler) {
       j["loss_scale"] = scaler->scale();
       j["skipped_iterations"] = log.interval_skipped;

@@ -68,15 +68,26 @@ TEST(GradBuckets, LayoutTilesBufferInReverseOrder) {
   ASSERT_EQ(all.size(), 1u);
   EXPECT_EQ(all[0].numel(), reg.total_floats());
   EXPECT_THROW(plan_grad_buckets(reg, 0), Error);
-  // Every parameter names its reduction group; the DP buckets take only theirs.
+  // Every parameter names its reduction group.
   for (const ParamSpec& p : reg.params()) EXPECT_EQ(p.grad_group, GradGroup::kDataParallel);
-  ParamRegistry expert = small_registry();
-  const_cast<ParamSpec&>(expert.params()[3]).grad_group = GradGroup::kExpertDataParallel;
-  try {
-    plan_grad_buckets(expert, 1000);
-    ADD_FAILURE() << "an expert-data-parallel parameter was bucketed with the dense ones";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("expert-data-parallel"), std::string::npos) << e.what();
+  // An MoE model: the expert parameters come last, and each group's buckets
+  // tile exactly its own range.
+  ModelConfig c = reg.config();
+  c.num_experts = 4;
+  c.moe_layer_freq = "[0,1,1]";
+  const ParamRegistry moe(c, StageLayout{0, 1, 0, 3, true, true});
+  const int64_t split = moe.group_begin(GradGroup::kExpertDataParallel);
+  ASSERT_LT(split, moe.total_floats());
+  for (const ParamSpec& p : moe.params())
+    EXPECT_EQ(p.offset >= split, p.grad_group == GradGroup::kExpertDataParallel) << p.name;
+  for (GradGroup g : {GradGroup::kDataParallel, GradGroup::kExpertDataParallel}) {
+    const std::vector<GradBucket> bs = plan_grad_buckets(moe, 300, 0, g);
+    const bool expert = g == GradGroup::kExpertDataParallel;
+    EXPECT_EQ(bs.front().end, expert ? moe.total_floats() : split);
+    EXPECT_EQ(bs.back().begin, expert ? split : 0);
+    for (size_t b = 0; b + 1 < bs.size(); ++b) EXPECT_EQ(bs[b].begin, bs[b + 1].end);
+    for (const GradBucket& bk : bs)
+      for (size_t i : bk.params) EXPECT_EQ(moe.params()[i].grad_group, g);
   }
 }
 

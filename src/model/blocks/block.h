@@ -66,6 +66,9 @@ struct BlockSizes {
   int64_t b = 0;       // micro-batch
   int64_t kv = 0;      // keys (and queries) of one attention kernel call: s/cp, or a chunk with CP
   int64_t cp = 1;      // context-parallel size
+  // MoE layers (model/blocks/moe_block.h): bytes of one record and of the
+  // workspace, from the block's carve (0 without experts).
+  double moe_record = 0, moe_workspace = 0;
 };
 
 }  // namespace mt

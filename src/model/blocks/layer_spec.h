@@ -3,7 +3,8 @@
 // input_layernorm, self_attention, pre_mlp_layernorm, mlp). The norm's kind
 // (LayerNorm or RMSNorm) and the attention's variants (RoPE, query groups,
 // biases) are configuration of one block each (GptShapes); the MLP is a choice
-// of block: dense today, MoE (router, experts, token dispatcher) next.
+// of block: dense, or MoE (router, experts, token dispatcher) where
+// --num-experts and --moe-layer-freq say so.
 #pragma once
 #include <cstdint>
 
@@ -11,7 +12,7 @@
 
 namespace mt {
 
-enum class MlpKind : uint8_t { kDense };
+enum class MlpKind : uint8_t { kDense, kMoe };
 
 struct LayerSpec {
   MlpKind mlp = MlpKind::kDense;
@@ -19,9 +20,7 @@ struct LayerSpec {
 
 // The spec of global layer `layer` of a model configured by `c`.
 inline LayerSpec layer_spec(const ModelConfig& c, int64_t layer) {
-  (void)c;
-  (void)layer;
-  return LayerSpec{};
+  return LayerSpec{c.is_moe_layer(layer) ? MlpKind::kMoe : MlpKind::kDense};
 }
 
 }  // namespace mt

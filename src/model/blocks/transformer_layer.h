@@ -11,6 +11,7 @@
 #include "model/blocks/attention_block.h"
 #include "model/blocks/layer_spec.h"
 #include "model/blocks/mlp_block.h"
+#include "model/blocks/moe_block.h"
 #include "model/blocks/norm_block.h"
 
 namespace mt {
@@ -25,6 +26,7 @@ struct LayerParams {
   AttentionParams<P> attention; // self_attention
   NormParams<P> ln2;            // pre_mlp_layernorm
   MlpParams<P> mlp;             // mlp (MlpKind::kDense)
+  MoeParams<P> moe;             // mlp (MlpKind::kMoe)
 };
 
 // Saved activations of one layer, stored as the run computes: fp32, or bf16
@@ -37,7 +39,8 @@ struct LayerActivations {
   AttentionRecord attention;
   WriteView mid;              // (s_local, b, h) residual after attention
   NormRecord ln2;             // its out is the MLP's input
-  MlpRecord mlp;
+  MlpRecord mlp;              // MlpKind::kDense
+  MoeRecord moe;              // MlpKind::kMoe
   WriteView output;           // (s_local, b, h) residual stream out
 };
 
@@ -45,6 +48,7 @@ struct LayerActivations {
 struct LayerWorkspace {
   AttentionWorkspace attention;
   MlpWorkspace mlp;
+  MoeWorkspace moe;  // carved when the model has MoE layers
 };
 
 // Adds layer `layer`'s parameters to the registry, block by block, in the
@@ -59,7 +63,10 @@ LayerParams<P> bind_layer(const ParamBinder<P>& bind, int64_t layer) {
   lw.ln1 = bind_norm(bind, p + "input_layernorm");
   lw.attention = bind_attention(bind, p + "self_attention.");
   lw.ln2 = bind_norm(bind, p + "pre_mlp_layernorm");
-  lw.mlp = bind_mlp(bind, p + "mlp.");
+  if (lw.spec.mlp == MlpKind::kMoe)
+    lw.moe = bind_moe(bind, p + "mlp.");
+  else
+    lw.mlp = bind_mlp(bind, p + "mlp.");
   return lw;
 }
 

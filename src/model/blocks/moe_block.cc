@@ -1,0 +1,347 @@
+#include "model/blocks/moe_block.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "backend/device.h"
+#include "core/divide.h"
+#include "core/error.h"
+#include "kernels/gelu.h"
+#include "kernels/matmul.h"
+#include "kernels/moe_permute.h"
+#include "kernels/moe_router.h"
+#include "kernels/swiglu.h"
+#include "model/blocks/moe_dispatch.h"
+
+namespace mt {
+
+MoeShapes moe_shapes(const ModelConfig& c, const StageLayout& st, const GptShapes& sh,
+                     const Communicator* ep) {
+  MoeShapes m;
+  m.ep = ep;
+  MT_CHECK(m.ep_size() == st.ep_size, "EP group of size ", m.ep_size(),
+           " for a parameter list built for EP ", st.ep_size, " (internal error)");
+  m.experts = c.num_experts;
+  m.local = divide(c.num_experts, st.ep_size,
+                   "--num-experts by --expert-model-parallel-size");
+  m.first = m.local * st.ep_rank;
+  m.topk = c.moe_router_topk;
+  m.f = c.moe_ffn();
+  m.f_in = c.fc1_rows(m.f);
+  m.pre_softmax = c.moe_router_pre_softmax;
+  const std::string& lb = c.moe_router_load_balancing_type;
+  m.aux_seqs = lb == "aux_loss" ? 1 : lb == "seq_aux_loss" ? sh.b : 0;
+  m.aux_coeff = c.moe_aux_loss_coeff;
+  m.z_coeff = c.moe_z_loss_coeff;
+  m.capacity_factor = c.moe_expert_capacity_factor;
+  m.drop_by_position = c.moe_token_drop_policy == "position";
+  m.pad_to_capacity = c.moe_pad_expert_input_to_capacity;
+  m.alltoall = c.moe_token_dispatcher_type == "alltoall";
+  // The most pairs one rank's experts can get: every token of the EP group
+  // choosing min(k, local) of them, or each expert full to its capacity.
+  const int64_t n = sh.local_tokens(), ranks = m.ep_size();
+  int64_t pairs = ranks * n * std::min(m.topk, m.local);
+  if (m.capacity_factor > 0)
+    pairs = std::min(pairs, ranks * m.local *
+                                moe_expert_capacity(n, m.experts, m.topk, m.capacity_factor));
+  m.max_rows = pairs + pairs / 8 + 8 * m.local;  // each expert's rows padded (moe_padded_rows)
+  return m;
+}
+
+void moe_param_specs(ParamRegistry& reg, const std::string& prefix) {
+  const ModelConfig& c = reg.config();
+  const StageLayout& st = reg.stage();
+  const int64_t h = c.hidden_size, f = c.moe_ffn();
+  const float std = c.init_method_std, out_std = output_init_std(c);
+  reg.add(prefix + "router.weight", c.num_experts, h, 2, -1, Init::kNormal, std, true);
+  const int64_t local = divide(c.num_experts, st.ep_size,
+                               "--num-experts by --expert-model-parallel-size");
+  for (int64_t e = st.ep_rank * local; e < (st.ep_rank + 1) * local; ++e) {
+    const std::string p = prefix + "experts.local_experts." + std::to_string(e) + ".";
+    auto expert = [&](ParamSpec& s) { s.grad_group = GradGroup::kExpertDataParallel; };
+    expert(reg.add(p + "linear_fc1.weight", c.fc1_rows(f), h, 2, -1, Init::kNormal, std, true));
+    if (c.add_bias())
+      expert(reg.add(p + "linear_fc1.bias", c.fc1_rows(f), 1, 1, -1, Init::kZeros, 0, false));
+    expert(reg.add(p + "linear_fc2.weight", h, f, 2, -1, Init::kNormal, out_std, true));
+    if (c.add_bias()) expert(reg.add(p + "linear_fc2.bias", h, 1, 1, -1, Init::kZeros, 0, false));
+  }
+}
+
+namespace {
+
+// Sizes of the record's and workspace's arrays, in carve order.
+struct MoeSizes {
+  int64_t n, h, E, k, seqs, ep, rows, f, f_in, x_rows, vals;
+  explicit MoeSizes(const GptShapes& sh)
+      : n(sh.local_tokens()), h(sh.h), E(sh.moe.experts), k(sh.moe.topk),
+        seqs(std::max<int64_t>(1, sh.moe.aux_seqs)), ep(sh.moe.ep_size()), rows(sh.moe.max_rows),
+        f(sh.moe.f), f_in(sh.moe.f_in),
+        x_rows(std::max({n * k, rows, ep * n})),
+        vals(std::max(2 * ep * n * k, rows)) {}
+};
+
+int64_t* alloc_i64(Arena& arena, int64_t n) {
+  return reinterpret_cast<int64_t*>(arena.alloc_f32(2 * n));  // 8-byte slots (64-byte aligned)
+}
+
+}  // namespace
+
+MoeRecord carve_moe_record(Arena& arena, const GptShapes& sh) {
+  const MoeSizes z(sh);
+  MoeRecord r;
+  r.logits = arena.alloc_f32(z.n * z.E);
+  r.scores = arena.alloc_f32(z.n * z.E);
+  r.expert = reinterpret_cast<int32_t*>(arena.alloc_f32(z.n * z.k));
+  r.prob = arena.alloc_f32(z.n * z.k);
+  r.kept = reinterpret_cast<uint8_t*>(arena.alloc_f32((z.n * z.k + 3) / 4));
+  r.gate = arena.alloc_f32(z.n * z.k);
+  r.counts = reinterpret_cast<double*>(alloc_i64(arena, z.seqs * z.E));
+  r.perm = alloc_i64(arena, z.n * z.k);
+  r.perm_tok = alloc_i64(arena, z.n * z.k);
+  r.counts_all = alloc_i64(arena, z.ep * z.E);
+  r.src = alloc_i64(arena, z.rows);
+  r.inv = alloc_i64(arena, z.rows);
+  r.pair = alloc_i64(arena, z.rows);
+  r.meta = alloc_i64(arena, 3);
+  r.xin = alloc_act(arena, sh, z.rows * z.h);
+  r.gate_rows = arena.alloc_f32(z.rows);
+  r.fc1 = alloc_act(arena, sh, z.rows * z.f_in);
+  r.act = alloc_act(arena, sh, z.rows * z.f);
+  r.y = alloc_act(arena, sh, z.rows * z.h);
+  return r;
+}
+
+MoeWorkspace carve_moe_workspace(Arena& arena, const GptShapes& sh) {
+  const MoeSizes z(sh);
+  MoeWorkspace w;
+  w.x32 = arena.alloc_f32(z.n * z.h);
+  w.w32 = arena.alloc_f32(z.E * z.h);
+  w.dlogits = arena.alloc_f32(z.n * z.E);
+  w.dprob = arena.alloc_f32(z.n * z.k);
+  w.xa = arena.alloc_f32(z.x_rows * z.h);
+  w.xb = arena.alloc_f32(z.x_rows * z.h);
+  w.va = arena.alloc_f32(z.vals);
+  w.vb = arena.alloc_f32(z.vals);
+  w.rows_a = arena.alloc_f32(z.rows * z.h);
+  w.rows_b = arena.alloc_f32(z.rows * z.h);
+  w.dgate_rows = arena.alloc_f32(z.rows);
+  w.dact = arena.alloc_f32(z.rows * z.f);
+  if (sh.swiglu) w.dfc_in = arena.alloc_f32(z.rows * z.f_in);
+  return w;
+}
+
+double moe_record_bytes(const GptShapes& sh) {
+  Arena plan;
+  carve_moe_record(plan, sh);
+  return double(plan.used());
+}
+
+double moe_workspace_bytes(const GptShapes& sh) {
+  Arena plan;
+  carve_moe_workspace(plan, sh);
+  return double(plan.used());
+}
+
+double moe_flops(const ModelConfig& c, double tokens) {
+  const double h = double(c.hidden_size), f = double(c.moe_ffn());
+  const double expert = 12.0 * tokens * h * f * (c.swiglu ? 1.5 : 1.0);
+  const double router = 6.0 * tokens * h * double(c.num_experts);
+  double shared = 0;
+  if (c.moe_shared_expert_intermediate_size > 0)
+    shared = 12.0 * tokens * h * double(c.moe_shared_expert_intermediate_size) *
+             (c.swiglu ? 1.5 : 1.0);
+  return expert * double(c.moe_router_topk) + router + shared;
+}
+
+namespace {
+
+// The router's fp32 input (n, h) and weight (E, h): the activations and
+// weights themselves in fp32 runs, widened copies in bf16 runs.
+const float* router_input(const MoeRecord& rec, MoeWorkspace& ws, const GptShapes& sh) {
+  if (!rec.in.bf16) return rec.in.f32;
+  convert(ws.x32, rec.in, sh.local_tokens() * sh.h);
+  return ws.x32;
+}
+const float* router_weight(ReadView w, MoeWorkspace& ws, const GptShapes& sh) {
+  if (!w.bf16) return w.f32;
+  convert(ws.w32, w, sh.moe.experts * sh.h);
+  return ws.w32;
+}
+
+// Sum of `x` (n values) over the tokens of one micro-batch: this rank's TP
+// slab and CP chunks.
+void sum_over_sequence(double* x, int64_t n, const GptShapes& sh) {
+  if (sh.tp.size() > 1) sh.tp.tp->all_reduce_sum(x, n);
+  if (sh.cp.size() > 1) sh.cp.cp->all_reduce_sum(x, n);
+}
+
+// Tokens of one micro-batch over the group that shares the aux loss (T).
+double group_tokens(const GptShapes& sh) {
+  return double(sh.local_tokens()) * double(sh.tp.size()) * double(sh.cp.size());
+}
+
+// The load-balancing loss's scale (its coefficient left out): E / (k·T²), or
+// per sequence E / (k·S²·b).
+double aux_scale(const GptShapes& sh) {
+  const MoeShapes& m = sh.moe;
+  const double base = double(m.experts) / double(m.topk);
+  if (m.aux_seqs <= 1) return base / (group_tokens(sh) * group_tokens(sh));
+  const double s = double(sh.s_global);
+  return base / (s * s * double(sh.b));
+}
+
+// The expert MLPs over the expert rows: fc1, activation, fc2 (unweighted y).
+void experts_forward(MoeRecord& rec, const MoeParams<ReadView>& w, const GptShapes& sh) {
+  const MoeShapes& m = sh.moe;
+  for (int64_t i = 0; i < m.local; ++i) {
+    const ExpertRows er = expert_rows(rec, sh, i);
+    const int64_t rows = moe_padded_rows(er.count);
+    if (rows == 0) continue;  // an expert without tokens
+    const ExpertParams<ReadView>& e = w.experts[size_t(i)];
+    const WriteView fc1 = rec.fc1.at(er.begin * m.f_in), act = rec.act.at(er.begin * m.f);
+    linear_forward(fc1, rec.xin.at(er.begin * sh.h), e.fc1_w, e.fc1_b, rows, sh.h, m.f_in, sh.cm);
+    if (sh.swiglu)
+      swiglu_forward(act, fc1, rows, m.f);
+    else
+      gelu_forward(act, fc1, rows * m.f);
+    linear_forward(rec.y.at(er.begin * sh.h), act, e.fc2_w, e.fc2_b, rows, m.f, sh.h, sh.cm);
+  }
+}
+
+// dxin (expert rows, h) = from dy; expert weight gradients +=.
+void experts_backward(float* dxin, const MoeParams<float*>& g, const float* dy,
+                      const MoeRecord& rec, MoeWorkspace& ws, const MoeParams<ReadView>& w,
+                      const GptShapes& sh) {
+  const MoeShapes& m = sh.moe;
+  for (int64_t i = 0; i < m.local; ++i) {
+    const ExpertRows er = expert_rows(rec, sh, i);
+    const int64_t rows = moe_padded_rows(er.count);
+    if (rows == 0) continue;
+    const ExpertParams<ReadView>& e = w.experts[size_t(i)];
+    const ExpertParams<float*>& ge = g.experts[size_t(i)];
+    const ReadView fc1 = rec.fc1.at(er.begin * m.f_in);
+    float* dact = ws.dact + er.begin * m.f;
+    linear_backward(dact, ge.fc2_w, ge.fc2_b, dy + er.begin * sh.h, rec.act.at(er.begin * m.f),
+                    e.fc2_w, rows, m.f, sh.h, false, sh.cm);
+    float* dfc1 = dact;
+    if (sh.swiglu) {
+      dfc1 = ws.dfc_in + er.begin * m.f_in;
+      swiglu_backward(dfc1, fc1, dact, rows, m.f);
+    } else {
+      gelu_backward(dact, fc1, dact, rows * m.f);
+    }
+    linear_backward(dxin + er.begin * sh.h, ge.fc1_w, ge.fc1_b, dfc1,
+                    rec.xin.at(er.begin * sh.h), e.fc1_w, rows, sh.h, m.f_in, false, sh.cm);
+  }
+}
+
+}  // namespace
+
+void moe_block_forward(float* out, MoeRecord& rec, const MoeParams<ReadView>& w,
+                       MoeWorkspace& ws, const BlockCall& call) {
+  const GptShapes& sh = call.sh;
+  const MoeShapes& m = sh.moe;
+  const int64_t n = sh.local_tokens(), E = m.experts, k = m.topk;
+  // Router: fp32 logits, top-k, capacity.
+  linear_forward(rec.logits, router_input(rec, ws, sh), router_weight(w.router_w, ws, sh),
+                 nullptr, n, sh.h, E);
+  moe_topk_forward(rec.expert, rec.prob, rec.scores, rec.logits, n, E, k, m.pre_softmax);
+  const int64_t capacity =
+      m.capacity_factor > 0 ? moe_expert_capacity(n, E, k, m.capacity_factor) : -1;
+  moe_apply_capacity(rec.kept, rec.expert, rec.prob, n, E, k, capacity, m.drop_by_position);
+  for (int64_t p = 0; p < n * k; ++p) rec.gate[p] = rec.kept[p] ? rec.prob[p] : 0.f;
+  // The choices' counts over the micro-batch's tokens (load balancing, the log).
+  const int64_t seqs = std::max<int64_t>(1, m.aux_seqs);
+  moe_expert_counts(rec.counts, rec.expert, n, k, E, seqs);
+  sum_over_sequence(rec.counts, seqs * E, sh);
+  if (call.ctx.training && call.ctx.moe_stats != nullptr) {
+    MoeStats& st = *call.ctx.moe_stats;
+    if (m.aux_seqs > 0)
+      st.load_balancing_loss += moe_aux_loss(rec.scores, rec.counts, n, E, seqs, aux_scale(sh));
+    if (m.z_coeff > 0)
+      st.z_loss += moe_z_loss(rec.logits, n, E, 1.0 / group_tokens(sh));
+    double total = 0, most = 0;
+    for (int64_t e = 0; e < E; ++e) {
+      double c = 0;
+      for (int64_t s = 0; s < seqs; ++s) c += rec.counts[s * E + e];
+      total += c;
+      most = std::max(most, c);
+    }
+    if (total > 0) st.busiest_share = std::max(st.busiest_share, most / total);
+    ++st.layer_passes;
+  }
+  // Dispatch, experts, combine.
+  moe_dispatch_forward(rec, ws, sh);
+  experts_forward(rec, w, sh);
+  const int64_t rows = rec.meta[2];
+  scale_rows(ws.rows_a, rec.y, rec.gate_rows, rows, sh.h);
+  moe_combine_forward(out, ws.rows_a, rec, ws, sh);
+}
+
+void moe_block_backward(float* din, const MoeParams<float*>& g, const float* dout,
+                        const MoeRecord& rec, MoeWorkspace& ws, const MoeParams<ReadView>& w,
+                        const BlockCall& call) {
+  const GptShapes& sh = call.sh;
+  const MoeShapes& m = sh.moe;
+  const int64_t n = sh.local_tokens(), E = m.experts, k = m.topk, rows = rec.meta[2];
+  // Combine: z = gate · y, so dgate = <dz, y> and dy = gate · dz.
+  float* dz = ws.rows_a;
+  moe_combine_backward(dz, dout, rec, ws, sh);
+  row_dots(ws.dgate_rows, dz, rec.y, rows, sh.h);
+  scale_rows(dz, dz, rec.gate_rows, rows, sh.h);
+  experts_backward(ws.rows_b, g, dz, rec, ws, w, sh);
+  moe_dispatch_backward(din, ws.rows_b, rec, ws, sh);
+  // Router: the gates' gradient, then the auxiliary losses'.
+  moe_gate_grad_back(ws.dprob, ws.dgate_rows, rec, ws, sh);
+  moe_topk_backward(ws.dlogits, ws.dprob, rec.expert, rec.prob, rec.scores, n, E, k,
+                    m.pre_softmax);
+  const double scale = call.ctx.aux_loss_scale;
+  if (m.aux_seqs > 0 && m.aux_coeff > 0)
+    moe_aux_loss_backward(ws.dlogits, rec.scores, rec.counts, n, E, std::max<int64_t>(1, m.aux_seqs),
+                          scale * m.aux_coeff * aux_scale(sh));
+  if (m.z_coeff > 0)
+    moe_z_loss_backward(ws.dlogits, rec.logits, n, E, scale * m.z_coeff / group_tokens(sh));
+  const float* x32 = router_input(rec, ws, sh);
+  linear_backward(din, g.router_w, nullptr, ws.dlogits, x32, router_weight(w.router_w, ws, sh),
+                  n, sh.h, E, true);
+}
+
+MoeDecodeWorkspace carve_moe_decode_workspace(Arena& arena, const GptShapes& sh) {
+  MoeDecodeWorkspace ws;
+  ws.logits = arena.alloc_f32(sh.moe.experts);
+  ws.scores = arena.alloc_f32(sh.moe.experts);
+  ws.prob = arena.alloc_f32(sh.moe.topk);
+  ws.expert = reinterpret_cast<int32_t*>(arena.alloc_f32(sh.moe.topk));
+  ws.fc = arena.alloc_f32(sh.moe.f_in);
+  ws.act = arena.alloc_f32(sh.moe.f);
+  ws.y = arena.alloc_f32(sh.h);
+  return ws;
+}
+
+double moe_decode_workspace_floats(const ModelConfig& c) {
+  const double f = double(c.moe_ffn());
+  return 2.0 * double(c.num_experts) + 2.0 * double(c.moe_router_topk) +
+         double(c.fc1_rows(c.moe_ffn())) + f + double(c.hidden_size);
+}
+
+void moe_block_decode(float* out, MoeDecodeWorkspace& ws, const float* in,
+                      const MoeParams<ReadView>& w, const GptShapes& sh) {
+  const MoeShapes& m = sh.moe;
+  MT_CHECK(m.local == m.experts, "decoding an MoE layer needs every expert on the rank (EP 1)");
+  linear_forward(ws.logits, in, w.router_w, nullptr, 1, sh.h, m.experts);
+  moe_topk_forward(ws.expert, ws.prob, ws.scores, ws.logits, 1, m.experts, m.topk, m.pre_softmax);
+  fill_zero(out, size_t(sh.h) * sizeof(float));
+  for (int64_t j = 0; j < m.topk; ++j) {  // no capacity in inference, as in Megatron
+    const ExpertParams<ReadView>& e = w.experts[size_t(ws.expert[j])];
+    linear_forward(ws.fc, in, e.fc1_w, e.fc1_b, 1, sh.h, m.f_in);
+    if (sh.swiglu)
+      swiglu_forward(ws.act, ws.fc, 1, m.f);
+    else
+      gelu_forward(ws.act, ws.fc, m.f);
+    linear_forward(ws.y, ws.act, e.fc2_w, e.fc2_b, 1, m.f, sh.h);
+    const int64_t row = 0;
+    scatter_add_rows(out, ws.y, &row, &ws.prob[j], 1, sh.h);
+  }
+}
+
+}  // namespace mt

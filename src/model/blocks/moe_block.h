@@ -1,0 +1,138 @@
+// The mixture-of-experts MLP block (Megatron core's MoELayer): a router
+// (fp32 logits x·Wᵣᵀ, top-k, softmax, optional capacity), a token dispatcher
+// that brings each routed (token, choice) pair to the rank holding its expert
+// (moe_dispatch.h: all-to-all or all-gather over the expert-parallel group),
+// the experts (each a GELU or SwiGLU MLP like the dense block, whole on its
+// rank), and the combine: out(t) = Σ_j gate(t, j) · expert_j(x_t). Sibling of
+// the dense MLP block; the layer picks it by LayerSpec (MlpKind::kMoe).
+//
+// The block works on this rank's tokens of the residual stream (its SP slab
+// under TP, its CP chunks): n = s_local · b rows, no TP collective. The
+// router's load-balancing and z losses add their gradients to the logits in
+// backward, scaled by PassContext::aux_loss_scale (Megatron's
+// MoEAuxLossAutoScaler); their values go to PassContext::moe_stats.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/blocks/block.h"
+
+namespace mt {
+
+template <class P>
+struct ExpertParams {
+  P fc1_w{};  // (f_in, h)  SwiGLU: [gate; up]
+  P fc1_b{};  // (f_in)
+  P fc2_w{};  // (h, f)
+  P fc2_b{};  // (h)
+};
+
+template <class P>
+struct MoeParams {
+  P router_w{};                          // (E, h), replicated
+  std::vector<ExpertParams<P>> experts;  // this rank's, in global order
+};
+
+// Saved for backward. Token side: n rows, k choices; expert side: up to
+// max_rows rows of this rank's experts, expert by expert, each expert's rows
+// padded with zero rows (see moe_dispatch.h).
+struct MoeRecord {
+  ReadView in;                // (n, h) the norm's output (the layer sets it)
+  float* logits = nullptr;    // (n, E) fp32
+  float* scores = nullptr;    // (n, E) softmax over all experts
+  int32_t* expert = nullptr;  // (n, k)
+  float* prob = nullptr;      // (n, k) before capacity
+  uint8_t* kept = nullptr;    // (n, k) 0 where the capacity dropped the choice
+  float* gate = nullptr;      // (n, k) prob · kept
+  double* counts = nullptr;   // (seqs, E) routed choices, summed over TP x CP (aux loss)
+  // The dispatch (moe_dispatch.h).
+  int64_t* perm = nullptr;        // (n·k) this rank's kept pairs t·k + j, by expert, token, choice
+  int64_t* perm_tok = nullptr;    // (n·k) their tokens t
+  int64_t* counts_all = nullptr;  // (EP, E) kept pairs of each EP rank for each expert
+  int64_t* src = nullptr;         // (max_rows) expert row → exchange row (-1: padding)
+  int64_t* inv = nullptr;         // (max_rows) all-to-all: received row → expert row
+  int64_t* pair = nullptr;        // (max_rows) all-gather: expert row → (s·n + t)·k + j
+  int64_t* meta = nullptr;        // [sent pairs, received rows, expert rows]
+  WriteView xin;                  // (max_rows, h) the experts' inputs
+  float* gate_rows = nullptr;     // (max_rows) their gates
+  WriteView fc1;                  // (max_rows, f_in)
+  WriteView act;                  // (max_rows, f)
+  WriteView y;                    // (max_rows, h) the experts' outputs (unweighted)
+};
+
+// Scratch shared by every MoE layer and micro-batch.
+struct MoeWorkspace {
+  float* x32 = nullptr;      // (n, h) the router's fp32 input
+  float* w32 = nullptr;      // (E, h) the router's fp32 weight (bf16 runs)
+  float* dlogits = nullptr;  // (n, E)
+  float* dprob = nullptr;    // (n, k)
+  float* xa = nullptr;       // exchange buffers: max(n·k, max_rows, EP·n) rows of h
+  float* xb = nullptr;
+  float* va = nullptr;       // per-row values: max(n·k, max_rows)·EP
+  float* vb = nullptr;
+  float* rows_a = nullptr;   // (max_rows, h) expert-side gradients
+  float* rows_b = nullptr;   // (max_rows, h)
+  float* dgate_rows = nullptr;  // (max_rows) the expert rows' gate gradients
+  float* dact = nullptr;     // (max_rows, f)
+  float* dfc_in = nullptr;   // (max_rows, f_in) SwiGLU
+};
+
+// The sizes of the MoE layers of a stage (make_shapes).
+MoeShapes moe_shapes(const ModelConfig& c, const StageLayout& st, const GptShapes& sh,
+                     const Communicator* ep);
+
+// Adds <prefix>router.weight and this rank's experts'
+// <prefix>experts.local_experts.<global e>.linear_fc{1,2}.{weight,bias}.
+void moe_param_specs(ParamRegistry& reg, const std::string& prefix);
+
+template <class P>
+MoeParams<P> bind_moe(const ParamBinder<P>& bind, const std::string& prefix) {
+  const ModelConfig& c = bind.reg.config();
+  const StageLayout& st = bind.reg.stage();
+  MoeParams<P> m;
+  m.router_w = bind.at(prefix + "router.weight");
+  const int64_t local = c.num_experts / st.ep_size;
+  for (int64_t e = st.ep_rank * local; e < (st.ep_rank + 1) * local; ++e) {
+    const std::string p = prefix + "experts.local_experts." + std::to_string(e) + ".";
+    m.experts.push_back({bind.at(p + "linear_fc1.weight"), bind.maybe(p + "linear_fc1.bias"),
+                         bind.at(p + "linear_fc2.weight"), bind.maybe(p + "linear_fc2.bias")});
+  }
+  return m;
+}
+
+MoeRecord carve_moe_record(Arena& arena, const GptShapes& sh);
+MoeWorkspace carve_moe_workspace(Arena& arena, const GptShapes& sh);
+// Bytes of one MoeRecord and of the MoeWorkspace (worst-case expert rows).
+double moe_record_bytes(const GptShapes& sh);
+double moe_workspace_bytes(const GptShapes& sh);
+// Training FLOPs over `tokens` tokens: router and the k experts each token
+// visits (Megatron's count: an MoE layer's MLP is topk expert MLPs).
+double moe_flops(const ModelConfig& c, double tokens);
+
+// out (n, h) =: the combined experts' outputs for this rank's tokens.
+void moe_block_forward(float* out, MoeRecord& rec, const MoeParams<ReadView>& w,
+                       MoeWorkspace& ws, const BlockCall& call);
+// din (n, h) =; weight gradients +=. dout (n, h): gradient of out.
+void moe_block_backward(float* din, const MoeParams<float*>& g, const float* dout,
+                        const MoeRecord& rec, MoeWorkspace& ws, const MoeParams<ReadView>& w,
+                        const BlockCall& call);
+
+// --- Decoding (model/gpt_decoder.h): the block over one token, every expert
+// on this rank.
+struct MoeDecodeWorkspace {
+  float* logits = nullptr;    // (E)
+  float* scores = nullptr;    // (E)
+  float* prob = nullptr;      // (k)
+  int32_t* expert = nullptr;  // (k)
+  float* fc = nullptr;        // (f_in)
+  float* act = nullptr;       // (f)
+  float* y = nullptr;         // (h)
+};
+MoeDecodeWorkspace carve_moe_decode_workspace(Arena& arena, const GptShapes& sh);
+double moe_decode_workspace_floats(const ModelConfig& c);
+// out (h) = Σ_j prob_j · expert_j(in) over the token's top-k experts.
+void moe_block_decode(float* out, MoeDecodeWorkspace& ws, const float* in,
+                      const MoeParams<ReadView>& w, const GptShapes& sh);
+
+}  // namespace mt

@@ -1,0 +1,273 @@
+#include "model/blocks/moe_dispatch.h"
+
+#include <algorithm>
+
+#include "backend/device.h"
+#include "core/error.h"
+#include "kernels/moe_permute.h"
+
+namespace mt {
+
+namespace {
+
+bool single(const GptShapes& sh) { return sh.moe.ep_size() == 1; }
+
+// Element bytes of the activations (the tokens the dispatch moves).
+size_t act_bytes(ReadView v) { return v.bf16 ? sizeof(uint16_t) : sizeof(float); }
+
+// The exchange buffer `buf` as a view of the activations' storage.
+WriteView as_act(float* buf, ReadView like) {
+  if (like.bf16) return reinterpret_cast<uint16_t*>(buf);
+  return buf;
+}
+
+ChunkSplit rows_split(const std::vector<int64_t>& rows, int64_t width) {
+  std::vector<int64_t> c;
+  for (int64_t r : rows) c.push_back(r * width);
+  return chunk_split(c);
+}
+
+// all_to_all_v of `width`-wide rows (fp32, or bf16 when `bf16`); one rank: a copy.
+void exchange(const GptShapes& sh, void* out, const std::vector<int64_t>& recv_rows,
+              const void* in, const std::vector<int64_t>& send_rows, int64_t width, bool bf16) {
+  if (single(sh)) {
+    copy_bytes(out, in, size_t(send_rows[0] * width) * (bf16 ? 2 : 4));
+    return;
+  }
+  const ChunkSplit rs = rows_split(recv_rows, width), ss = rows_split(send_rows, width);
+  if (bf16)
+    sh.moe.ep->all_to_all_v(static_cast<uint16_t*>(out), rs, static_cast<const uint16_t*>(in), ss);
+  else
+    sh.moe.ep->all_to_all_v(static_cast<float*>(out), rs, static_cast<const float*>(in), ss);
+}
+
+void gather(const GptShapes& sh, void* out, const void* in, int64_t n, bool bf16) {
+  if (single(sh))
+    copy_bytes(out, in, size_t(n) * (bf16 ? 2 : 4));
+  else if (bf16)
+    sh.moe.ep->all_gather(static_cast<uint16_t*>(out), static_cast<const uint16_t*>(in), n);
+  else
+    sh.moe.ep->all_gather(static_cast<float*>(out), static_cast<const float*>(in), n);
+}
+
+void reduce_scatter(const GptShapes& sh, float* out, const float* in, int64_t n) {
+  if (single(sh))
+    copy_bytes(out, in, size_t(n) * sizeof(float));
+  else
+    sh.moe.ep->reduce_scatter_sum(out, in, n);
+}
+
+int64_t local_experts(const GptShapes& sh) { return sh.moe.local; }
+
+// Rows this rank sends to / receives from each EP rank (all-to-all).
+std::vector<int64_t> send_rows(const MoeRecord& rec, const GptShapes& sh) {
+  const int64_t E = sh.moe.experts, L = local_experts(sh), me = sh.moe.ep_rank();
+  std::vector<int64_t> rows(size_t(sh.moe.ep_size()), 0);
+  for (int64_t e = 0; e < E; ++e) rows[size_t(e / L)] += rec.counts_all[me * E + e];
+  return rows;
+}
+std::vector<int64_t> recv_rows(const MoeRecord& rec, const GptShapes& sh) {
+  const int64_t E = sh.moe.experts, L = local_experts(sh), first = sh.moe.first;
+  std::vector<int64_t> rows(size_t(sh.moe.ep_size()), 0);
+  for (int64_t s = 0; s < sh.moe.ep_size(); ++s)
+    for (int64_t e = first; e < first + L; ++e) rows[size_t(s)] += rec.counts_all[s * E + e];
+  return rows;
+}
+
+// This rank's kept pairs sorted by (expert, token, choice): rec.perm and its
+// per-expert counts in row ep_rank of rec.counts_all (other rows zero).
+int64_t sort_pairs(MoeRecord& rec, const GptShapes& sh) {
+  const int64_t n = sh.local_tokens(), k = sh.moe.topk, E = sh.moe.experts;
+  int64_t* counts = rec.counts_all + sh.moe.ep_rank() * E;
+  std::fill(rec.counts_all, rec.counts_all + sh.moe.ep_size() * E, 0);
+  for (int64_t p = 0; p < n * k; ++p)
+    if (rec.kept[p]) ++counts[rec.expert[p]];
+  std::vector<int64_t> next(size_t(E), 0);
+  for (int64_t e = 1; e < E; ++e) next[size_t(e)] = next[size_t(e - 1)] + counts[e - 1];
+  int64_t sent = 0;
+  for (int64_t p = 0; p < n * k; ++p)
+    if (rec.kept[p]) {
+      const int64_t at = next[size_t(rec.expert[p])]++;
+      rec.perm[at] = p;
+      rec.perm_tok[at] = p / k;
+      ++sent;
+    }
+  return sent;
+}
+
+// Fills rec.src with `row_of(s, e, i)` — the exchange row of the i-th pair of
+// EP rank s for local expert e — expert by expert, padded with -1.
+template <class RowOf>
+int64_t lay_out_expert_rows(MoeRecord& rec, const GptShapes& sh, RowOf row_of) {
+  const int64_t E = sh.moe.experts, L = local_experts(sh);
+  int64_t r = 0;
+  for (int64_t i = 0; i < L; ++i) {
+    const int64_t e = sh.moe.first + i, begin = r;
+    for (int64_t s = 0; s < sh.moe.ep_size(); ++s)
+      for (int64_t j = 0; j < rec.counts_all[s * E + e]; ++j) rec.src[r++] = row_of(s, e, j);
+    const int64_t end = begin + moe_padded_rows(r - begin);
+    MT_CHECK(end <= sh.moe.max_rows, "MoE layer: ", end, " expert rows exceed the planned ",
+             sh.moe.max_rows, " (internal error)");
+    while (r < end) rec.src[r++] = -1;
+  }
+  return r;
+}
+
+}  // namespace
+
+int64_t moe_padded_rows(int64_t m) {
+  if (m <= 0) return 0;
+  int64_t step = 1;
+  while (step * 2 <= m) step *= 2;
+  step = std::max<int64_t>(8, step / 8);
+  return (m + step - 1) / step * step;
+}
+
+ExpertRows expert_rows(const MoeRecord& rec, const GptShapes& sh, int64_t i) {
+  const int64_t E = sh.moe.experts;
+  ExpertRows out;
+  for (int64_t x = 0; x <= i; ++x) {
+    const int64_t e = sh.moe.first + x;
+    out.begin += moe_padded_rows(out.count);
+    out.count = 0;
+    for (int64_t s = 0; s < sh.moe.ep_size(); ++s) out.count += rec.counts_all[s * E + e];
+  }
+  return out;
+}
+
+void moe_dispatch_forward(MoeRecord& rec, MoeWorkspace& ws, const GptShapes& sh) {
+  const int64_t n = sh.local_tokens(), k = sh.moe.topk, h = sh.h, E = sh.moe.experts;
+  const int64_t ep = sh.moe.ep_size();
+  const bool bf16 = rec.in.bf16 != nullptr;
+  const int64_t sent = sort_pairs(rec, sh);
+  int64_t received = 0, rows = 0;
+  if (sh.moe.alltoall || ep == 1) {
+    // Everyone's counts, then this rank's pairs' tokens (and gates) to their experts.
+    if (ep > 1) sh.moe.ep->all_reduce_sum(rec.counts_all, ep * E);
+    gather_rows(as_act(ws.xa, rec.in), rec.in, rec.perm_tok, sent, h);
+    for (int64_t i = 0; i < sent; ++i) ws.va[i] = rec.gate[rec.perm[i]];
+    const std::vector<int64_t> sr = send_rows(rec, sh), rr = recv_rows(rec, sh);
+    exchange(sh, ws.xb, rr, ws.xa, sr, h, bf16);
+    exchange(sh, ws.vb, rr, ws.va, sr, 1, false);
+    // Received rows come source by source, each source's by expert.
+    std::vector<int64_t> start(size_t(ep * E), 0);  // first received row of (s, e)
+    for (int64_t s = 0, r = 0; s < ep; ++s)
+      for (int64_t e = sh.moe.first; e < sh.moe.first + sh.moe.local; ++e) {
+        start[size_t(s * E + e)] = r;
+        r += rec.counts_all[s * E + e];
+        received = r;
+      }
+    rows = lay_out_expert_rows(rec, sh, [&](int64_t s, int64_t e, int64_t j) {
+      return start[size_t(s * E + e)] + j;
+    });
+    for (int64_t r = 0; r < rows; ++r)
+      if (rec.src[r] >= 0) rec.inv[rec.src[r]] = r;
+    gather_rows(rec.xin, as_act(ws.xb, rec.in), rec.src, rows, h);
+    for (int64_t r = 0; r < rows; ++r) rec.gate_rows[r] = rec.src[r] < 0 ? 0.f : ws.vb[rec.src[r]];
+  } else {
+    // Every rank's tokens and routing (expert id, or -1 when dropped, and gate).
+    gather(sh, ws.xb, rec.in.raw(), n * h, bf16);
+    for (int64_t p = 0; p < n * k; ++p) {
+      ws.va[p] = rec.kept[p] ? float(rec.expert[p]) : -1.f;
+      ws.va[n * k + p] = rec.gate[p];
+    }
+    float* codes = ws.vb;                // (EP, n·k)
+    float* gates = ws.vb + ep * n * k;   // (EP, n·k)
+    gather(sh, codes, ws.va, n * k, false);
+    gather(sh, gates, ws.va + n * k, n * k, false);
+    std::fill(rec.counts_all, rec.counts_all + ep * E, 0);
+    for (int64_t s = 0; s < ep; ++s)
+      for (int64_t p = 0; p < n * k; ++p)
+        if (codes[s * n * k + p] >= 0) ++rec.counts_all[s * E + int64_t(codes[s * n * k + p])];
+    // Each local expert's pairs, source by source, in (token, choice) order.
+    std::vector<std::vector<int64_t>> pairs(size_t(sh.moe.local));
+    for (int64_t s = 0; s < ep; ++s)
+      for (int64_t p = 0; p < n * k; ++p) {
+        const int64_t e = int64_t(codes[s * n * k + p]) - sh.moe.first;
+        if (codes[s * n * k + p] >= 0 && e >= 0 && e < sh.moe.local)
+          pairs[size_t(e)].push_back(s * n * k + p);
+      }
+    std::vector<size_t> next(size_t(sh.moe.local), 0);
+    rows = lay_out_expert_rows(rec, sh, [&](int64_t, int64_t e, int64_t) {
+      const int64_t q = pairs[size_t(e - sh.moe.first)][next[size_t(e - sh.moe.first)]++];
+      return q / k;  // s·n + t
+    });
+    for (auto& v : next) v = 0;
+    for (int64_t r = 0, i = 0; i < sh.moe.local; ++i) {
+      const ExpertRows er = expert_rows(rec, sh, i);
+      for (r = er.begin; r < er.begin + moe_padded_rows(er.count); ++r)
+        rec.pair[r] = r < er.begin + er.count ? pairs[size_t(i)][next[size_t(i)]++] : -1;
+    }
+    gather_rows(rec.xin, as_act(ws.xb, rec.in), rec.src, rows, h);
+    for (int64_t r = 0; r < rows; ++r) rec.gate_rows[r] = rec.pair[r] < 0 ? 0.f : gates[rec.pair[r]];
+    received = ep * n;
+  }
+  rec.meta[0] = sent;
+  rec.meta[1] = received;
+  rec.meta[2] = rows;
+  (void)act_bytes;
+}
+
+void moe_combine_forward(float* out, const float* z, const MoeRecord& rec, MoeWorkspace& ws,
+                         const GptShapes& sh) {
+  const int64_t n = sh.local_tokens(), k = sh.moe.topk, h = sh.h;
+  const int64_t sent = rec.meta[0], received = rec.meta[1], rows = rec.meta[2];
+  fill_zero(out, size_t(n * h) * sizeof(float));
+  if (sh.moe.alltoall || single(sh)) {
+    gather_rows(ws.xb, z, rec.inv, received, h);  // back in received order
+    exchange(sh, ws.xa, send_rows(rec, sh), ws.xb, recv_rows(rec, sh), h, false);
+    scatter_add_rows(out, ws.xa, rec.perm_tok, nullptr, sent, h);
+  } else {
+    fill_zero(ws.xa, size_t(sh.moe.ep_size() * n * h) * sizeof(float));
+    scatter_add_rows(ws.xa, z, rec.src, nullptr, rows, h);
+    reduce_scatter(sh, out, ws.xa, n * h);
+  }
+}
+
+void moe_combine_backward(float* dz, const float* dout, const MoeRecord& rec, MoeWorkspace& ws,
+                          const GptShapes& sh) {
+  const int64_t n = sh.local_tokens(), k = sh.moe.topk, h = sh.h;
+  const int64_t sent = rec.meta[0], rows = rec.meta[2];
+  if (sh.moe.alltoall || single(sh)) {
+    gather_rows(ws.xa, dout, rec.perm_tok, sent, h);
+    exchange(sh, ws.xb, recv_rows(rec, sh), ws.xa, send_rows(rec, sh), h, false);
+  } else {
+    gather(sh, ws.xb, dout, n * h, false);
+  }
+  gather_rows(dz, ws.xb, rec.src, rows, h);
+}
+
+void moe_gate_grad_back(float* dgate, const float* drow, const MoeRecord& rec, MoeWorkspace& ws,
+                        const GptShapes& sh) {
+  const int64_t n = sh.local_tokens(), k = sh.moe.topk;
+  const int64_t sent = rec.meta[0], received = rec.meta[1], rows = rec.meta[2];
+  fill_zero(dgate, size_t(n * k) * sizeof(float));
+  if (sh.moe.alltoall || single(sh)) {
+    for (int64_t i = 0; i < received; ++i) ws.va[i] = drow[rec.inv[i]];
+    exchange(sh, ws.vb, send_rows(rec, sh), ws.va, recv_rows(rec, sh), 1, false);
+    for (int64_t i = 0; i < sent; ++i) dgate[rec.perm[i]] = ws.vb[i];
+  } else {
+    fill_zero(ws.va, size_t(sh.moe.ep_size() * n * k) * sizeof(float));
+    for (int64_t r = 0; r < rows; ++r)
+      if (rec.pair[r] >= 0) ws.va[rec.pair[r]] = drow[r];
+    reduce_scatter(sh, dgate, ws.va, n * k);
+  }
+}
+
+void moe_dispatch_backward(float* dx, const float* dxin, const MoeRecord& rec, MoeWorkspace& ws,
+                           const GptShapes& sh) {
+  const int64_t n = sh.local_tokens(), k = sh.moe.topk, h = sh.h;
+  const int64_t sent = rec.meta[0], received = rec.meta[1], rows = rec.meta[2];
+  fill_zero(dx, size_t(n * h) * sizeof(float));
+  if (sh.moe.alltoall || single(sh)) {
+    gather_rows(ws.xb, dxin, rec.inv, received, h);
+    exchange(sh, ws.xa, send_rows(rec, sh), ws.xb, recv_rows(rec, sh), h, false);
+    scatter_add_rows(dx, ws.xa, rec.perm_tok, nullptr, sent, h);
+  } else {
+    fill_zero(ws.xa, size_t(sh.moe.ep_size() * n * h) * sizeof(float));
+    scatter_add_rows(ws.xa, dxin, rec.src, nullptr, rows, h);
+    reduce_scatter(sh, dx, ws.xa, n * h);
+  }
+}
+
+}  // namespace mt
