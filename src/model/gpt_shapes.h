@@ -30,9 +30,11 @@ struct MoeShapes {
   double capacity_factor = -1;  // < 0: dropless
   bool drop_by_position = false, pad_to_capacity = false;
   bool alltoall = false;    // the dispatcher: all-to-all, else all-gather
-  const Communicator* ep = nullptr;  // null or size 1: every expert on this rank
-  int64_t ep_size() const { return ep ? ep->size() : 1; }
-  int64_t ep_rank() const { return ep ? ep->rank() : 0; }
+  // The expert-parallel group (null for shapes only planned: memory formulas).
+  const Communicator* ep = nullptr;
+  int64_t ranks = 1, rank = 0;  // EP size and this rank's index
+  int64_t ep_size() const { return ranks; }
+  int64_t ep_rank() const { return rank; }
   int64_t max_rows = 0;     // the experts' input rows on this rank, at most (padded)
 };
 

@@ -106,7 +106,13 @@ MemoryClasses predict_memory(const MemoryPlan& p) {
   // bf16 runs store the values in bf16 (e = 2 bytes) and not ctx (the bf16
   // attention backward does not read it): 16·sbh values, 32·sbh bytes —
   // Korthikanti's count; the statistics stay fp32.
-  const double layer = layer_record_bytes(z, LayerSpec{});
+  if (p.moe_layers > 0) {
+    const int64_t rows_n = int64_t(nl);  // the MoE block works on the residual stream's rows
+    z.moe_record = moe_record_bytes(p.moe, rows_n, p.h, bf16, p.swiglu);
+    z.moe_workspace = moe_workspace_bytes(p.moe, rows_n, p.h, bf16, p.swiglu);
+  }
+  const double layer = layer_record_bytes(z, LayerSpec{MlpKind::kDense});
+  const double moe_layer = layer_record_bytes(z, LayerSpec{MlpKind::kMoe});
 
   // One GptActivations record of a chunk of Lc layers: ids, positions and
   // labels (3 · n 4-byte slots on every stage; the embedding output is
@@ -119,10 +125,14 @@ MemoryClasses predict_memory(const MemoryPlan& p) {
   const double kept = p.recompute_layers_kept < 0 ? per_chunk
                                                   : double(p.recompute_layers_kept / p.chunks);
   const double scratch = kept < per_chunk ? double(p.recompute_group_size) : 0.0;
+  const double moe_per_chunk = double(p.moe_layers / p.chunks);
+  const double moe_kept = std::min(moe_per_chunk, kept);
+  const double layers_bytes = (kept - moe_kept) * layer + moe_kept * moe_layer +
+                              scratch * (moe_per_chunk > 0 ? moe_layer : layer);
   // (bf16: at least 2 boundary rows, whose bytes hold the fp32 input gradient
   // a pipeline stage sends back.)
   const double boundaries = bf16 ? std::max(per_chunk + 1, 2.0) : per_chunk + 1;
-  const double record = 4 * 3 * n + e * boundaries * nl * h + (kept + scratch) * layer;
+  const double record = 4 * 3 * n + e * boundaries * nl * h + layers_bytes;
   // The last stage's chunk also keeps the final norm's statistics (lnf_mean,
   // lnf_rstd: (s_local, b)), the gradient of its output that the fused loss
   // head computed in forward (dlnf: (s_local, b, h)) and per-token losses
@@ -291,6 +301,7 @@ MemoryPlan memory_plan(const ParamRegistry& reg, int64_t micro_batch, int64_t tp
   for (const auto& [begin, end] : ranges) {
     GptShapes sh;  // only the layer count: set_full_recompute's input
     sh.num_layers = end - begin;
+    for (int64_t l = begin; l < end; ++l) p.moe_layers += c.is_moe_layer(l);
     set_full_recompute(sh, recompute_method, recompute_num_layers);
     p.layers += sh.num_layers;
     for (int64_t g : sh.recompute_group) kept += g < 0;
@@ -298,6 +309,11 @@ MemoryPlan memory_plan(const ParamRegistry& reg, int64_t micro_batch, int64_t tp
   }
   p.recompute_layers_kept = kept == p.layers ? -1 : kept;
   p.recompute_group_size = kept == p.layers ? 0 : group_size;
+  if (c.moe()) {
+    GptShapes sh;  // what the MoE sizes read: the micro-batch (seq_aux_loss), no groups
+    sh.b = micro_batch;
+    p.moe = moe_shapes(c, st, sh, nullptr);
+  }
   return p;
 }
 

@@ -18,6 +18,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "kernels/precision.h"
+#include "model/gpt_shapes.h"
 
 namespace mt {
 
@@ -56,6 +57,12 @@ struct MemoryPlan {
   // scratch layer records each chunk's record has (0 without recompute).
   int64_t recompute_layers_kept = -1;
   int64_t recompute_group_size = 0;
+  // Mixture of experts: the MoE layers among `layers` and their sizes on this
+  // rank (moe.experts 0: none). Their records and workspace are the MoE
+  // block's carve for the worst-case routing (moe_max_rows). With full
+  // recompute the kept layers count as MoE first (an upper bound).
+  int64_t moe_layers = 0;
+  MoeShapes moe;
 };
 
 // Bytes of each class on this rank.

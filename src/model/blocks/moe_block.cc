@@ -19,8 +19,11 @@ MoeShapes moe_shapes(const ModelConfig& c, const StageLayout& st, const GptShape
                      const Communicator* ep) {
   MoeShapes m;
   m.ep = ep;
-  MT_CHECK(m.ep_size() == st.ep_size, "EP group of size ", m.ep_size(),
-           " for a parameter list built for EP ", st.ep_size, " (internal error)");
+  m.ranks = st.ep_size;
+  m.rank = st.ep_rank;
+  MT_CHECK(ep == nullptr || (ep->size() == st.ep_size && ep->rank() == st.ep_rank),
+           "EP group of size ", ep ? ep->size() : 1, " for a parameter list built for EP ",
+           st.ep_size, " (internal error)");
   m.experts = c.num_experts;
   m.local = divide(c.num_experts, st.ep_size,
                    "--num-experts by --expert-model-parallel-size");
@@ -37,15 +40,18 @@ MoeShapes moe_shapes(const ModelConfig& c, const StageLayout& st, const GptShape
   m.drop_by_position = c.moe_token_drop_policy == "position";
   m.pad_to_capacity = c.moe_pad_expert_input_to_capacity;
   m.alltoall = c.moe_token_dispatcher_type == "alltoall";
+  m.max_rows = moe_max_rows(m, sh.local_tokens());
+  return m;
+}
+
+int64_t moe_max_rows(const MoeShapes& m, int64_t n) {
   // The most pairs one rank's experts can get: every token of the EP group
   // choosing min(k, local) of them, or each expert full to its capacity.
-  const int64_t n = sh.local_tokens(), ranks = m.ep_size();
-  int64_t pairs = ranks * n * std::min(m.topk, m.local);
+  int64_t pairs = m.ranks * n * std::min(m.topk, m.local);
   if (m.capacity_factor > 0)
-    pairs = std::min(pairs, ranks * m.local *
+    pairs = std::min(pairs, m.ranks * m.local *
                                 moe_expert_capacity(n, m.experts, m.topk, m.capacity_factor));
-  m.max_rows = pairs + pairs / 8 + 8 * m.local;  // each expert's rows padded (moe_padded_rows)
-  return m;
+  return pairs + pairs / 8 + 8 * m.local;  // each expert's rows padded (moe_padded_rows)
 }
 
 void moe_param_specs(ParamRegistry& reg, const std::string& prefix) {
@@ -72,22 +78,26 @@ namespace {
 // Sizes of the record's and workspace's arrays, in carve order.
 struct MoeSizes {
   int64_t n, h, E, k, seqs, ep, rows, f, f_in, x_rows, vals;
+  bool bf16, swiglu;
+  MoeSizes(const MoeShapes& m, int64_t n_, int64_t h_, bool bf16_, bool swiglu_)
+      : n(n_), h(h_), E(m.experts), k(m.topk), seqs(std::max<int64_t>(1, m.aux_seqs)),
+        ep(m.ep_size()), rows(moe_max_rows(m, n_)), f(m.f), f_in(m.f_in),
+        x_rows(std::max({n * k, rows, ep * n})), vals(std::max(2 * ep * n * k, rows)),
+        bf16(bf16_), swiglu(swiglu_) {}
   explicit MoeSizes(const GptShapes& sh)
-      : n(sh.local_tokens()), h(sh.h), E(sh.moe.experts), k(sh.moe.topk),
-        seqs(std::max<int64_t>(1, sh.moe.aux_seqs)), ep(sh.moe.ep_size()), rows(sh.moe.max_rows),
-        f(sh.moe.f), f_in(sh.moe.f_in),
-        x_rows(std::max({n * k, rows, ep * n})),
-        vals(std::max(2 * ep * n * k, rows)) {}
+      : MoeSizes(sh.moe, sh.local_tokens(), sh.h, sh.cm.math == MathMode::kBF16, sh.swiglu) {}
 };
+
+WriteView alloc_values(Arena& arena, const MoeSizes& z, int64_t n) {
+  if (z.bf16) return static_cast<uint16_t*>(arena.alloc(DType::kBF16, {n}).data);
+  return arena.alloc_f32(n);
+}
 
 int64_t* alloc_i64(Arena& arena, int64_t n) {
   return reinterpret_cast<int64_t*>(arena.alloc_f32(2 * n));  // 8-byte slots (64-byte aligned)
 }
 
-}  // namespace
-
-MoeRecord carve_moe_record(Arena& arena, const GptShapes& sh) {
-  const MoeSizes z(sh);
+MoeRecord carve_record(Arena& arena, const MoeSizes& z) {
   MoeRecord r;
   r.logits = arena.alloc_f32(z.n * z.E);
   r.scores = arena.alloc_f32(z.n * z.E);
@@ -103,16 +113,15 @@ MoeRecord carve_moe_record(Arena& arena, const GptShapes& sh) {
   r.inv = alloc_i64(arena, z.rows);
   r.pair = alloc_i64(arena, z.rows);
   r.meta = alloc_i64(arena, 3);
-  r.xin = alloc_act(arena, sh, z.rows * z.h);
+  r.xin = alloc_values(arena, z, z.rows * z.h);
   r.gate_rows = arena.alloc_f32(z.rows);
-  r.fc1 = alloc_act(arena, sh, z.rows * z.f_in);
-  r.act = alloc_act(arena, sh, z.rows * z.f);
-  r.y = alloc_act(arena, sh, z.rows * z.h);
+  r.fc1 = alloc_values(arena, z, z.rows * z.f_in);
+  r.act = alloc_values(arena, z, z.rows * z.f);
+  r.y = alloc_values(arena, z, z.rows * z.h);
   return r;
 }
 
-MoeWorkspace carve_moe_workspace(Arena& arena, const GptShapes& sh) {
-  const MoeSizes z(sh);
+MoeWorkspace carve_workspace(Arena& arena, const MoeSizes& z) {
   MoeWorkspace w;
   w.x32 = arena.alloc_f32(z.n * z.h);
   w.w32 = arena.alloc_f32(z.E * z.h);
@@ -126,19 +135,29 @@ MoeWorkspace carve_moe_workspace(Arena& arena, const GptShapes& sh) {
   w.rows_b = arena.alloc_f32(z.rows * z.h);
   w.dgate_rows = arena.alloc_f32(z.rows);
   w.dact = arena.alloc_f32(z.rows * z.f);
-  if (sh.swiglu) w.dfc_in = arena.alloc_f32(z.rows * z.f_in);
+  if (z.swiglu) w.dfc_in = arena.alloc_f32(z.rows * z.f_in);
   return w;
 }
 
-double moe_record_bytes(const GptShapes& sh) {
+}  // namespace
+
+MoeRecord carve_moe_record(Arena& arena, const GptShapes& sh) {
+  return carve_record(arena, MoeSizes(sh));
+}
+
+MoeWorkspace carve_moe_workspace(Arena& arena, const GptShapes& sh) {
+  return carve_workspace(arena, MoeSizes(sh));
+}
+
+double moe_record_bytes(const MoeShapes& m, int64_t n, int64_t h, bool bf16, bool swiglu) {
   Arena plan;
-  carve_moe_record(plan, sh);
+  carve_record(plan, MoeSizes(m, n, h, bf16, swiglu));
   return double(plan.used());
 }
 
-double moe_workspace_bytes(const GptShapes& sh) {
+double moe_workspace_bytes(const MoeShapes& m, int64_t n, int64_t h, bool bf16, bool swiglu) {
   Arena plan;
-  carve_moe_workspace(plan, sh);
+  carve_workspace(plan, MoeSizes(m, n, h, bf16, swiglu));
   return double(plan.used());
 }
 

@@ -103,9 +103,12 @@ MoeParams<P> bind_moe(const ParamBinder<P>& bind, const std::string& prefix) {
 
 MoeRecord carve_moe_record(Arena& arena, const GptShapes& sh);
 MoeWorkspace carve_moe_workspace(Arena& arena, const GptShapes& sh);
-// Bytes of one MoeRecord and of the MoeWorkspace (worst-case expert rows).
-double moe_record_bytes(const GptShapes& sh);
-double moe_workspace_bytes(const GptShapes& sh);
+// The expert rows one rank plans for n tokens (the worst case of the routing).
+int64_t moe_max_rows(const MoeShapes& m, int64_t n);
+// Bytes of one MoeRecord and of the MoeWorkspace for n tokens of h (their
+// carves, planned): the worst-case expert rows.
+double moe_record_bytes(const MoeShapes& m, int64_t n, int64_t h, bool bf16, bool swiglu);
+double moe_workspace_bytes(const MoeShapes& m, int64_t n, int64_t h, bool bf16, bool swiglu);
 // Training FLOPs over `tokens` tokens: router and the k experts each token
 // visits (Megatron's count: an MoE layer's MLP is topk expert MLPs).
 double moe_flops(const ModelConfig& c, double tokens);

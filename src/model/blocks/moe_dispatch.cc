@@ -139,6 +139,8 @@ void moe_dispatch_forward(MoeRecord& rec, MoeWorkspace& ws, const GptShapes& sh)
   const int64_t n = sh.local_tokens(), k = sh.moe.topk, h = sh.h, E = sh.moe.experts;
   const int64_t ep = sh.moe.ep_size();
   const bool bf16 = rec.in.bf16 != nullptr;
+  MT_CHECK(ep == 1 || sh.moe.ep != nullptr, "an MoE layer of EP ", ep,
+           " without its expert-parallel group (internal error: shapes made for planning)");
   const int64_t sent = sort_pairs(rec, sh);
   int64_t received = 0, rows = 0;
   if (sh.moe.alltoall || ep == 1) {
@@ -210,7 +212,7 @@ void moe_dispatch_forward(MoeRecord& rec, MoeWorkspace& ws, const GptShapes& sh)
 
 void moe_combine_forward(float* out, const float* z, const MoeRecord& rec, MoeWorkspace& ws,
                          const GptShapes& sh) {
-  const int64_t n = sh.local_tokens(), k = sh.moe.topk, h = sh.h;
+  const int64_t n = sh.local_tokens(), h = sh.h;
   const int64_t sent = rec.meta[0], received = rec.meta[1], rows = rec.meta[2];
   fill_zero(out, size_t(n * h) * sizeof(float));
   if (sh.moe.alltoall || single(sh)) {
@@ -226,7 +228,7 @@ void moe_combine_forward(float* out, const float* z, const MoeRecord& rec, MoeWo
 
 void moe_combine_backward(float* dz, const float* dout, const MoeRecord& rec, MoeWorkspace& ws,
                           const GptShapes& sh) {
-  const int64_t n = sh.local_tokens(), k = sh.moe.topk, h = sh.h;
+  const int64_t n = sh.local_tokens(), h = sh.h;
   const int64_t sent = rec.meta[0], rows = rec.meta[2];
   if (sh.moe.alltoall || single(sh)) {
     gather_rows(ws.xa, dout, rec.perm_tok, sent, h);
@@ -256,7 +258,7 @@ void moe_gate_grad_back(float* dgate, const float* drow, const MoeRecord& rec, M
 
 void moe_dispatch_backward(float* dx, const float* dxin, const MoeRecord& rec, MoeWorkspace& ws,
                            const GptShapes& sh) {
-  const int64_t n = sh.local_tokens(), k = sh.moe.topk, h = sh.h;
+  const int64_t n = sh.local_tokens(), h = sh.h;
   const int64_t sent = rec.meta[0], received = rec.meta[1], rows = rec.meta[2];
   fill_zero(dx, size_t(n * h) * sizeof(float));
   if (sh.moe.alltoall || single(sh)) {

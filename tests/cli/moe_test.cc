@@ -1,0 +1,178 @@
+// Mixture of experts end to end (issue 29): a Llama-style MoE (4 experts,
+// top-2, aux and z loss, dropout on) gives one rank's losses, gradient norms,
+// router losses and validation losses (1e-5 relative; round-off only) at
+// EP2 (all-to-all and all-gather dispatchers), EP2 x DP2 (with and without
+// the distributed optimizer), TP2 (SP) x EP2, PP2 x EP2, CP2 x EP2 and an
+// interleaved pipeline; with a capacity factor that drops tokens, EP2 x DP2
+// equals one rank; misfit MoE flags are refused in one line.
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "bad_input_util.h"
+#include "cli_test_util.h"
+
+namespace mt::test {
+namespace {
+
+struct Layout {
+  const char* tag;
+  int ranks;
+  std::string flags;
+};
+
+// Micro-batch 2 and global batch 8: DP up to 4 without changing the batch.
+std::string moe_flags(int layers = 2) {
+  return " --num-layers " + std::to_string(layers) +
+         " --hidden-size 32 --num-attention-heads 4 --seq-length 32"
+         " --micro-batch-size 2 --global-batch-size 8 --lr 3e-3 --min-lr 3e-4"
+         " --lr-decay-style cosine --lr-warmup-iters 2 --weight-decay 0.1 --clip-grad 1.0"
+         " --split 90,10,0 --peak-tflops 1 --log-interval 1"
+         " --normalization RMSNorm --position-embedding-type rope --swiglu --ffn-hidden-size 64"
+         " --disable-bias-linear --untie-embeddings-and-output-weights"
+         " --hidden-dropout 0.1 --attention-dropout 0.1"
+         " --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 48"
+         " --moe-aux-loss-coeff 0.01 --moe-z-loss-coeff 0.001"
+         " --train-iters 6 --eval-interval 3 --eval-iters 1";
+}
+
+// The padded vocabulary is a multiple of this times TP: one rank's 64 is TP2's 32.
+std::string vocab_padding(const std::string& layout_flags) {
+  const bool tp2 = layout_flags.find("--tensor-model-parallel-size 2") != std::string::npos;
+  return tp2 ? " --make-vocab-size-divisible-by 32" : " --make-vocab-size-divisible-by 64";
+}
+
+double rel(double a, double b) { return std::abs(a - b) / std::max(std::abs(a), 1e-12); }
+
+// Runs one rank and every layout with `model` flags and compares their logs.
+void expect_layouts_match_one_rank(const std::string& model, const std::vector<Layout>& layouts) {
+  TempDir dir;
+  const std::string base = " train" + prepare_data(dir, synthetic_corpus(200)) + model;
+  const RunResult one = run(megatron() + base + vocab_padding("") + " --log-json " +
+                            dir.file("ref.json"));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const JsonLogLines ref = read_log_json(dir.file("ref.json"));
+  ASSERT_EQ(ref.train.size(), 6u);
+  ASSERT_EQ(ref.eval.size(), 2u);
+  double worst = 0;
+  for (const Layout& l : layouts) {
+    const std::string log = dir.file(std::string(l.tag) + ".json");
+    const RunResult r =
+        run(mpirun(l.ranks) + base + l.flags + vocab_padding(l.flags) + " --log-json " + log);
+    ASSERT_EQ(r.exit_code, 0) << l.tag << "\n" << r.output;
+    const JsonLogLines got = read_log_json(log);
+    ASSERT_EQ(got.train.size(), ref.train.size()) << l.tag;
+    for (const auto& [it, j] : ref.train) {
+      for (const char* key : {"loss", "load_balancing_loss", "z_loss"}) {
+        const double a = j.at(key).get<double>(), b = got.train.at(it).at(key).get<double>();
+        EXPECT_LT(rel(a, b), 1e-5) << l.tag << " iteration " << it << " " << key << ": " << a
+                                   << " vs " << b;
+        worst = std::max(worst, rel(a, b));
+      }
+      const double ga = j.at("grad_norm").get<double>();
+      const double gb = got.train.at(it).at("grad_norm").get<double>();
+      EXPECT_LT(rel(ga, gb), 1e-4) << l.tag << " iteration " << it;
+      EXPECT_EQ(j.at("busiest_expert_share").get<double>(),
+                got.train.at(it).at("busiest_expert_share").get<double>())
+          << l.tag << " iteration " << it << ": routing differs";
+    }
+    ASSERT_EQ(got.eval.size(), ref.eval.size()) << l.tag;
+    for (size_t e = 0; e < ref.eval.size(); ++e) {
+      const double a = ref.eval[e].at("val_loss").get<double>();
+      const double b = got.eval[e].at("val_loss").get<double>();
+      EXPECT_LT(rel(a, b), 1e-5) << l.tag << " validation " << e;
+    }
+  }
+  std::printf("MoE layouts vs one rank: worst relative loss / router loss %.3g\n", worst);
+}
+
+TEST(Moe, ExpertParallelLayoutsMatchOneRank) {
+  expect_layouts_match_one_rank(
+      moe_flags(),
+      {{"ep2_alltoall", 2, " --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall"},
+       {"ep2_allgather", 2, " --expert-model-parallel-size 2 --moe-token-dispatcher-type allgather"},
+       {"ep2_dp2", 4, " --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall"},
+       {"ep2_dp2_zero", 4, " --expert-model-parallel-size 2 --use-distributed-optimizer"},
+       {"dp2_zero", 2, " --use-distributed-optimizer"}});
+}
+
+TEST(Moe, ExpertParallelComposesWithTpPpCp) {
+  expect_layouts_match_one_rank(
+      moe_flags(),
+      {{"tp2_sp_ep2", 2, " --tensor-model-parallel-size 2 --sequence-parallel"
+                         " --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall"},
+       {"pp2_ep2", 4, " --pipeline-model-parallel-size 2 --expert-model-parallel-size 2"},
+       {"cp2_ep2", 2, " --context-parallel-size 2 --expert-model-parallel-size 2"
+                      " --moe-token-dispatcher-type alltoall"}});
+}
+
+TEST(Moe, InterleavedPipelineAndSequenceAuxLossMatchOneRank) {
+  expect_layouts_match_one_rank(
+      moe_flags(4) + " --moe-router-load-balancing-type seq_aux_loss --moe-layer-freq '[0,1,1,1]'",
+      {{"vpp_ep2", 4, " --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1"
+                      " --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall"}});
+}
+
+// Capacity is computed from each rank's own tokens (as in Megatron), so it is
+// layout-independent when each rank holds whole micro-batches: EP x DP.
+TEST(Moe, DroppedTokensMatchOneRankAtEp2Dp2) {
+  const std::string capacity = " --moe-expert-capacity-factor 0.6 --moe-token-drop-policy probs";
+  expect_layouts_match_one_rank(
+      moe_flags() + capacity,
+      {{"ep2_dp2_a2a", 4, " --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall"},
+       {"ep2_dp2_ag", 4, " --expert-model-parallel-size 2"}});
+  // The capacity did drop tokens: the losses are not the dropless run's.
+  TempDir dir;
+  const std::string base = " train" + prepare_data(dir, synthetic_corpus(200)) + moe_flags() +
+                           vocab_padding("") + " --train-iters 3 --eval-interval 0";
+  const RunResult a = run(megatron() + base + " --log-json " + dir.file("a.json"));
+  const RunResult b = run(megatron() + base + capacity + " --log-json " + dir.file("b.json"));
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  const double la = read_log_json(dir.file("a.json")).train.at(3).at("loss").get<double>();
+  const double lb = read_log_json(dir.file("b.json")).train.at(3).at("loss").get<double>();
+  EXPECT_GT(rel(la, lb), 1e-6) << "a capacity factor of 0.6 dropped nothing";
+}
+
+class MoeBadArgs : public BadInputFixture {};
+
+TEST_F(MoeBadArgs, MisfitFlagsAreRefusedInOneLine) {
+  const std::string moe = " --num-experts 4 --moe-router-topk 2";
+  const BadInputCase cases[] = {
+      {"flags without experts", train(" --moe-aux-loss-coeff 0.01"), "without --num-experts"},
+      {"top-k above experts", train(" --num-experts 2 --moe-router-topk 3"),
+       "--moe-router-topk 3"},
+      {"zero capacity", train(moe + " --moe-expert-capacity-factor 0"),
+       "--moe-expert-capacity-factor 0"},
+      {"bad drop policy", train(moe + " --moe-token-drop-policy random"),
+       "--moe-token-drop-policy 'random'"},
+      {"bad dispatcher", train(moe + " --moe-token-dispatcher-type flex"),
+       "--moe-token-dispatcher-type 'flex'"},
+      {"bad balancing", train(moe + " --moe-router-load-balancing-type sinkhorn"),
+       "--moe-router-load-balancing-type 'sinkhorn'"},
+      {"bad layer list", train(moe + " --moe-layer-freq '[1,0,1]'"), "--moe-layer-freq '[1,0,1]'"},
+      {"expert TP", train(moe + " --expert-tensor-parallel-size 2"),
+       "--expert-tensor-parallel-size 2"},
+      {"grouped GEMM", train(moe + " --moe-grouped-gemm"), "--moe-grouped-gemm"},
+      {"shared expert", train(moe + " --moe-shared-expert-intermediate-size 64"),
+       "--moe-shared-expert-intermediate-size"},
+  };
+  for (const BadInputCase& c : cases) expect_fails(c);
+}
+
+TEST_F(MoeBadArgs, MisfitExpertLayoutsAreRefusedByEveryRank) {
+  const std::string moe = " --num-experts 3 --moe-router-topk 2";
+  for (const auto& [flags, expected] :
+       {std::pair<std::string, std::string>{moe + " --expert-model-parallel-size 2",
+                                            "--num-experts 3 is not divisible by "
+                                            "--expert-model-parallel-size 2"},
+        {" --num-experts 4 --expert-model-parallel-size 4", "--expert-model-parallel-size 4"},
+        {" --num-experts 4 --tensor-model-parallel-size 2", "needs --sequence-parallel"}}) {
+    const RunResult r = run(mpirun(2) + train(flags));
+    EXPECT_NE(r.exit_code, 0) << flags << "\n" << r.output;
+    EXPECT_NE(r.output.find(expected), std::string::npos) << flags << "\n" << r.output;
+  }
+}
+
+}  // namespace
+}  // namespace mt::test
