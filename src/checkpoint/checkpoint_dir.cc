@@ -226,7 +226,7 @@ nlohmann::json parse_checkpoint_meta(const std::string& text, const std::string&
       return;
     }
     if constexpr (std::is_same_v<T, int64_t>) {
-      meta_int(model, key, path, 1);
+      meta_int(model, key, path, field == 0 ? 0 : 1);  // a field whose default is 0 (none) may be 0
     } else {
       const nlohmann::json& x = model.at(key);
       const bool ok = std::is_same_v<T, float> ? x.is_number()
