@@ -59,7 +59,7 @@ double GptDecoder::planned_bytes(const ParamRegistry& reg, int64_t positions) {
   // x, ln, tmp; mean, rstd; the blocks' scratch; local and gathered logits
   const double scratch = 3 * h + 2 + attention_decode_workspace_floats(hl, kvl, p) +
                          mlp_decode_workspace_floats(f, f_in) + v + v * tp +
-                         (c.moe() ? moe_decode_workspace_floats(c) : 0.0);
+                         (c.moe() ? moe_decode_workspace_floats(c, reg.stage().tp_size) : 0.0);
   const double rope =  // cos and sin: (positions, rot_dim / 2) each
       c.rope() ? p * double(make_rope_table(1, c.head_dim(), c.rotary_percent, c.rotary_base).rot_dim)
                : 0;

@@ -36,6 +36,9 @@ struct MoeShapes {
   int64_t ep_size() const { return ranks; }
   int64_t ep_rank() const { return rank; }
   int64_t max_rows = 0;     // the experts' input rows on this rank, at most (padded)
+  // The shared expert (a dense MLP every token visits, TP-split like the
+  // dense one): its local ffn and fc1 rows (0: none).
+  int64_t shared_f = 0, shared_f_in = 0;
 };
 
 // Local sizes of one micro-batch on this rank, and its tensor-parallel group.

@@ -199,8 +199,6 @@ void TrainArgs::validate_moe(int world_size) const {
            " needs --sequence-parallel (as in Megatron-LM); fix: add --sequence-parallel");
   MT_CHECK(!model.moe_grouped_gemm, "--moe-grouped-gemm is not implemented yet (each expert runs "
            "its own product); fix: drop the flag");
-  MT_CHECK(model.moe_shared_expert_intermediate_size == 0,
-           "--moe-shared-expert-intermediate-size is not implemented yet; fix: drop the flag");
   MT_CHECK((ep == 1 && !use_distributed_optimizer) || (save.empty() && load.empty()),
            "checkpoints of MoE runs with --expert-model-parallel-size > 1 or "
            "--use-distributed-optimizer are not implemented yet (got EP ", ep, "); fix: train "

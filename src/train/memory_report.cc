@@ -108,8 +108,8 @@ MemoryClasses predict_memory(const MemoryPlan& p) {
   // Korthikanti's count; the statistics stay fp32.
   if (p.moe_layers > 0) {
     const int64_t rows_n = int64_t(nl);  // the MoE block works on the residual stream's rows
-    z.moe_record = moe_record_bytes(p.moe, rows_n, p.h, bf16, p.swiglu);
-    z.moe_workspace = moe_workspace_bytes(p.moe, rows_n, p.h, bf16, p.swiglu);
+    z.moe_record = moe_record_bytes(p.moe, rows_n, int64_t(n), p.h, bf16, p.swiglu);
+    z.moe_workspace = moe_workspace_bytes(p.moe, rows_n, int64_t(n), p.h, bf16, p.swiglu);
   }
   const double layer = layer_record_bytes(z, LayerSpec{MlpKind::kDense});
   const double moe_layer = layer_record_bytes(z, LayerSpec{MlpKind::kMoe});

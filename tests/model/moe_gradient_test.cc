@@ -15,7 +15,8 @@
 namespace mt {
 namespace {
 
-ModelConfig moe_config(const std::string& balancing, bool pre_softmax, double capacity) {
+ModelConfig moe_config(const std::string& balancing, bool pre_softmax, double capacity,
+                       int64_t shared = 0) {
   ModelConfig cfg;
   cfg.num_layers = 2;
   cfg.hidden_size = 16;
@@ -40,6 +41,7 @@ ModelConfig moe_config(const std::string& balancing, bool pre_softmax, double ca
   cfg.moe_aux_loss_coeff = 0.5f;  // large: its gradient must show
   cfg.moe_z_loss_coeff = 0.05f;
   cfg.moe_expert_capacity_factor = float(capacity);
+  cfg.moe_shared_expert_intermediate_size = shared;
   cfg.finalize(1);
   return cfg;
 }
@@ -80,10 +82,11 @@ void check_moe_gradient(const ModelConfig& cfg) {
     return r;
   };
   const std::vector<int32_t> base = routing();
-  int experts = 0, routers = 0, skipped = 0;
+  int experts = 0, routers = 0, shared = 0, skipped = 0;
   for (const ParamSpec& p : m.reg.params()) {
     experts += p.name.find("local_experts") != std::string::npos;
     routers += p.name.find("router.weight") != std::string::npos;
+    shared += p.name.find("shared_experts") != std::string::npos;
     std::vector<float> u(size_t(p.numel()));
     double gu = 0;
     for (int64_t i = 0; i < p.numel(); ++i) {
@@ -120,6 +123,7 @@ void check_moe_gradient(const ModelConfig& cfg) {
   std::printf("%d of %zu tensors skipped (a choice flips at every step)\n", skipped,
               m.reg.params().size());
   EXPECT_EQ(experts, 2 * 4 * 2);  // 2 layers x 4 experts x fc1, fc2
+  EXPECT_EQ(shared, cfg.moe_shared_expert_intermediate_size > 0 ? 2 * 2 : 0);
   EXPECT_EQ(routers, 2);
 }
 
@@ -129,6 +133,10 @@ TEST(MoeGradient, AuxAndZLossMatchFiniteDifferences) {
 
 TEST(MoeGradient, SequenceAuxLossPreSoftmaxMatchFiniteDifferences) {
   check_moe_gradient(moe_config("seq_aux_loss", true, -1));
+}
+
+TEST(MoeGradient, SharedExpertMatchesFiniteDifferences) {
+  check_moe_gradient(moe_config("aux_loss", false, -1, 12));
 }
 
 TEST(MoeGradient, DroppedTokensMatchFiniteDifferences) {

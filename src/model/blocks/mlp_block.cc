@@ -6,9 +6,9 @@
 
 namespace mt {
 
-void mlp_param_specs(ParamRegistry& reg, const std::string& prefix) {
+void mlp_param_specs(ParamRegistry& reg, const std::string& prefix, int64_t ffn) {
   const ModelConfig& cfg = reg.config();
-  const int64_t h = cfg.hidden_size, f = cfg.ffn_hidden_size;
+  const int64_t h = cfg.hidden_size, f = ffn > 0 ? ffn : cfg.ffn_hidden_size;
   const float std = cfg.init_method_std;
   const float out_std = output_init_std(cfg);
   // SwiGLU's fc1 is [gate; up], split over TP block by block.

@@ -31,8 +31,10 @@ struct MlpWorkspace {
 };
 
 // Adds <prefix>linear_fc1.{weight,bias}, <prefix>linear_fc2.{weight,bias}
-// (biases unless --disable-bias-linear); prefix "decoder.layers.<l>.mlp.".
-void mlp_param_specs(ParamRegistry& reg, const std::string& prefix);
+// (biases unless --disable-bias-linear) of an MLP of hidden size `ffn` (0:
+// --ffn-hidden-size); prefix "decoder.layers.<l>.mlp." (or an MoE layer's
+// "...mlp.shared_experts.").
+void mlp_param_specs(ParamRegistry& reg, const std::string& prefix, int64_t ffn = 0);
 
 template <class P>
 MlpParams<P> bind_mlp(const ParamBinder<P>& bind, const std::string& prefix) {

@@ -9,11 +9,25 @@
 #include "kernels/gelu.h"
 #include "kernels/matmul.h"
 #include "kernels/moe_permute.h"
+#include "kernels/attention_ring.h"
 #include "kernels/moe_router.h"
 #include "kernels/swiglu.h"
 #include "model/blocks/moe_dispatch.h"
 
 namespace mt {
+
+namespace {
+
+// The shapes the shared expert's dense MLP block runs with: the layer's, with
+// its own ffn sizes.
+GptShapes shared_shapes(const GptShapes& sh) {
+  GptShapes s = sh;
+  s.f = sh.moe.shared_f;
+  s.f_in = sh.moe.shared_f_in;
+  return s;
+}
+
+}  // namespace
 
 MoeShapes moe_shapes(const ModelConfig& c, const StageLayout& st, const GptShapes& sh,
                      const Communicator* ep) {
@@ -40,6 +54,11 @@ MoeShapes moe_shapes(const ModelConfig& c, const StageLayout& st, const GptShape
   m.drop_by_position = c.moe_token_drop_policy == "position";
   m.pad_to_capacity = c.moe_pad_expert_input_to_capacity;
   m.alltoall = c.moe_token_dispatcher_type == "alltoall";
+  if (c.moe_shared_expert_intermediate_size > 0) {
+    m.shared_f = divide(c.moe_shared_expert_intermediate_size, st.tp_size,
+                        "--moe-shared-expert-intermediate-size by TP");
+    m.shared_f_in = c.fc1_rows(m.shared_f);
+  }
   m.max_rows = moe_max_rows(m, sh.local_tokens());
   return m;
 }
@@ -71,21 +90,25 @@ void moe_param_specs(ParamRegistry& reg, const std::string& prefix) {
     expert(reg.add(p + "linear_fc2.weight", h, f, 2, -1, Init::kNormal, out_std, true));
     if (c.add_bias()) expert(reg.add(p + "linear_fc2.bias", h, 1, 1, -1, Init::kZeros, 0, false));
   }
+  if (c.moe_shared_expert_intermediate_size > 0)
+    mlp_param_specs(reg, prefix + "shared_experts.", c.moe_shared_expert_intermediate_size);
 }
 
 namespace {
 
 // Sizes of the record's and workspace's arrays, in carve order.
 struct MoeSizes {
-  int64_t n, h, E, k, seqs, ep, rows, f, f_in, x_rows, vals;
+  int64_t n, n_full, h, E, k, seqs, ep, rows, f, f_in, x_rows, vals, shared_f, shared_f_in;
   bool bf16, swiglu;
-  MoeSizes(const MoeShapes& m, int64_t n_, int64_t h_, bool bf16_, bool swiglu_)
-      : n(n_), h(h_), E(m.experts), k(m.topk), seqs(std::max<int64_t>(1, m.aux_seqs)),
-        ep(m.ep_size()), rows(moe_max_rows(m, n_)), f(m.f), f_in(m.f_in),
-        x_rows(std::max({n * k, rows, ep * n})), vals(std::max(2 * ep * n * k, rows)),
+  MoeSizes(const MoeShapes& m, int64_t n_, int64_t n_full_, int64_t h_, bool bf16_, bool swiglu_)
+      : n(n_), n_full(n_full_), h(h_), E(m.experts), k(m.topk),
+        seqs(std::max<int64_t>(1, m.aux_seqs)), ep(m.ep_size()), rows(moe_max_rows(m, n_)),
+        f(m.f), f_in(m.f_in), x_rows(std::max({n * k, rows, ep * n})),
+        vals(std::max(2 * ep * n * k, rows)), shared_f(m.shared_f), shared_f_in(m.shared_f_in),
         bf16(bf16_), swiglu(swiglu_) {}
   explicit MoeSizes(const GptShapes& sh)
-      : MoeSizes(sh.moe, sh.local_tokens(), sh.h, sh.cm.math == MathMode::kBF16, sh.swiglu) {}
+      : MoeSizes(sh.moe, sh.local_tokens(), sh.tokens(), sh.h, sh.cm.math == MathMode::kBF16,
+                 sh.swiglu) {}
 };
 
 WriteView alloc_values(Arena& arena, const MoeSizes& z, int64_t n) {
@@ -118,6 +141,10 @@ MoeRecord carve_record(Arena& arena, const MoeSizes& z) {
   r.fc1 = alloc_values(arena, z, z.rows * z.f_in);
   r.act = alloc_values(arena, z, z.rows * z.f);
   r.y = alloc_values(arena, z, z.rows * z.h);
+  if (z.shared_f > 0) {  // as carve_mlp_record with the shared expert's sizes
+    r.shared.fc1 = alloc_values(arena, z, z.n_full * z.shared_f_in);
+    r.shared.act = alloc_values(arena, z, z.n_full * z.shared_f);
+  }
   return r;
 }
 
@@ -136,6 +163,11 @@ MoeWorkspace carve_workspace(Arena& arena, const MoeSizes& z) {
   w.dgate_rows = arena.alloc_f32(z.rows);
   w.dact = arena.alloc_f32(z.rows * z.f);
   if (z.swiglu) w.dfc_in = arena.alloc_f32(z.rows * z.f_in);
+  if (z.shared_f > 0) {  // as carve_mlp_workspace with the shared expert's sizes
+    w.shared.dfc = arena.alloc_f32(z.n_full * z.shared_f);
+    if (z.swiglu) w.shared.dfc_in = arena.alloc_f32(z.n_full * z.shared_f_in);
+    w.shared_io = arena.alloc_f32(z.n * z.h);
+  }
   return w;
 }
 
@@ -149,15 +181,17 @@ MoeWorkspace carve_moe_workspace(Arena& arena, const GptShapes& sh) {
   return carve_workspace(arena, MoeSizes(sh));
 }
 
-double moe_record_bytes(const MoeShapes& m, int64_t n, int64_t h, bool bf16, bool swiglu) {
+double moe_record_bytes(const MoeShapes& m, int64_t n, int64_t n_full, int64_t h, bool bf16,
+                        bool swiglu) {
   Arena plan;
-  carve_record(plan, MoeSizes(m, n, h, bf16, swiglu));
+  carve_record(plan, MoeSizes(m, n, n_full, h, bf16, swiglu));
   return double(plan.used());
 }
 
-double moe_workspace_bytes(const MoeShapes& m, int64_t n, int64_t h, bool bf16, bool swiglu) {
+double moe_workspace_bytes(const MoeShapes& m, int64_t n, int64_t n_full, int64_t h, bool bf16,
+                           bool swiglu) {
   Arena plan;
-  carve_workspace(plan, MoeSizes(m, n, h, bf16, swiglu));
+  carve_workspace(plan, MoeSizes(m, n, n_full, h, bf16, swiglu));
   return double(plan.used());
 }
 
@@ -295,6 +329,13 @@ void moe_block_forward(float* out, MoeRecord& rec, const MoeParams<ReadView>& w,
   const int64_t rows = rec.meta[2];
   scale_rows(ws.rows_a, rec.y, rec.gate_rows, rows, sh.h);
   moe_combine_forward(out, ws.rows_a, rec, ws, sh);
+  if (m.shared_f > 0) {  // out += the shared expert's output (a dense MLP over TP)
+    const GptShapes ssh = shared_shapes(sh);
+    const BlockCall scall{ssh, call.ctx, call.layer, call.sample0, call.full_a, call.full_b};
+    rec.shared.in = rec.in;
+    mlp_block_forward(ws.shared_io, rec.shared, w.shared, scall);
+    add_inplace(out, ws.shared_io, n * sh.h);
+  }
 }
 
 void moe_block_backward(float* din, const MoeParams<float*>& g, const float* dout,
@@ -310,6 +351,12 @@ void moe_block_backward(float* din, const MoeParams<float*>& g, const float* dou
   scale_rows(dz, dz, rec.gate_rows, rows, sh.h);
   experts_backward(ws.rows_b, g, dz, rec, ws, w, sh);
   moe_dispatch_backward(din, ws.rows_b, rec, ws, sh);
+  if (m.shared_f > 0) {
+    const GptShapes ssh = shared_shapes(sh);
+    const BlockCall scall{ssh, call.ctx, call.layer, call.sample0, call.full_a, call.full_b};
+    mlp_block_backward(ws.shared_io, g.shared, dout, rec.shared, ws.shared, w.shared, scall);
+    add_inplace(din, ws.shared_io, n * sh.h);
+  }
   // Router: the gates' gradient, then the auxiliary losses'.
   moe_gate_grad_back(ws.dprob, ws.dgate_rows, rec, ws, sh);
   moe_topk_backward(ws.dlogits, ws.dprob, rec.expert, rec.prob, rec.scores, n, E, k,
@@ -334,13 +381,22 @@ MoeDecodeWorkspace carve_moe_decode_workspace(Arena& arena, const GptShapes& sh)
   ws.fc = arena.alloc_f32(sh.moe.f_in);
   ws.act = arena.alloc_f32(sh.moe.f);
   ws.y = arena.alloc_f32(sh.h);
+  if (sh.moe.shared_f > 0) {
+    ws.shared = carve_mlp_decode_workspace(arena, shared_shapes(sh));
+    ws.shared_out = arena.alloc_f32(sh.h);
+  }
   return ws;
 }
 
-double moe_decode_workspace_floats(const ModelConfig& c) {
+double moe_decode_workspace_floats(const ModelConfig& c, int64_t tp) {
   const double f = double(c.moe_ffn());
+  double shared = 0;
+  if (c.moe_shared_expert_intermediate_size > 0) {
+    const int64_t fs = c.moe_shared_expert_intermediate_size / tp;
+    shared = mlp_decode_workspace_floats(double(fs), double(c.fc1_rows(fs))) + double(c.hidden_size);
+  }
   return 2.0 * double(c.num_experts) + 2.0 * double(c.moe_router_topk) +
-         double(c.fc1_rows(c.moe_ffn())) + f + double(c.hidden_size);
+         double(c.fc1_rows(c.moe_ffn())) + f + double(c.hidden_size) + shared;
 }
 
 void moe_block_decode(float* out, MoeDecodeWorkspace& ws, const float* in,
@@ -360,6 +416,10 @@ void moe_block_decode(float* out, MoeDecodeWorkspace& ws, const float* in,
     linear_forward(ws.y, ws.act, e.fc2_w, e.fc2_b, 1, m.f, sh.h);
     const int64_t row = 0;
     scatter_add_rows(out, ws.y, &row, &ws.prob[j], 1, sh.h);
+  }
+  if (m.shared_f > 0) {
+    mlp_block_decode(ws.shared_out, ws.shared, in, w.shared, shared_shapes(sh));
+    add_inplace(out, ws.shared_out, sh.h);
   }
 }
 

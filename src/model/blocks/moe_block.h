@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "model/blocks/block.h"
+#include "model/blocks/mlp_block.h"
 
 namespace mt {
 
@@ -32,6 +33,7 @@ template <class P>
 struct MoeParams {
   P router_w{};                          // (E, h), replicated
   std::vector<ExpertParams<P>> experts;  // this rank's, in global order
+  MlpParams<P> shared;                   // the shared expert, if any
 };
 
 // Saved for backward. Token side: n rows, k choices; expert side: up to
@@ -59,6 +61,7 @@ struct MoeRecord {
   WriteView fc1;                  // (max_rows, f_in)
   WriteView act;                  // (max_rows, f)
   WriteView y;                    // (max_rows, h) the experts' outputs (unweighted)
+  MlpRecord shared;               // the shared expert's (its `in` is the block's)
 };
 
 // Scratch shared by every MoE layer and micro-batch.
@@ -76,6 +79,8 @@ struct MoeWorkspace {
   float* dgate_rows = nullptr;  // (max_rows) the expert rows' gate gradients
   float* dact = nullptr;     // (max_rows, f)
   float* dfc_in = nullptr;   // (max_rows, f_in) SwiGLU
+  MlpWorkspace shared;       // the shared expert's
+  float* shared_io = nullptr;  // (n, h) its output, then its input gradient
 };
 
 // The sizes of the MoE layers of a stage (make_shapes).
@@ -98,6 +103,8 @@ MoeParams<P> bind_moe(const ParamBinder<P>& bind, const std::string& prefix) {
     m.experts.push_back({bind.at(p + "linear_fc1.weight"), bind.maybe(p + "linear_fc1.bias"),
                          bind.at(p + "linear_fc2.weight"), bind.maybe(p + "linear_fc2.bias")});
   }
+  if (c.moe_shared_expert_intermediate_size > 0)
+    m.shared = bind_mlp(bind, prefix + "shared_experts.");
   return m;
 }
 
@@ -106,9 +113,12 @@ MoeWorkspace carve_moe_workspace(Arena& arena, const GptShapes& sh);
 // The expert rows one rank plans for n tokens (the worst case of the routing).
 int64_t moe_max_rows(const MoeShapes& m, int64_t n);
 // Bytes of one MoeRecord and of the MoeWorkspace for n tokens of h (their
-// carves, planned): the worst-case expert rows.
-double moe_record_bytes(const MoeShapes& m, int64_t n, int64_t h, bool bf16, bool swiglu);
-double moe_workspace_bytes(const MoeShapes& m, int64_t n, int64_t h, bool bf16, bool swiglu);
+// carves, planned): the worst-case expert rows; n_full: the micro-batch's
+// rows before the SP split (the shared expert's fc1 and act).
+double moe_record_bytes(const MoeShapes& m, int64_t n, int64_t n_full, int64_t h, bool bf16,
+                        bool swiglu);
+double moe_workspace_bytes(const MoeShapes& m, int64_t n, int64_t n_full, int64_t h, bool bf16,
+                           bool swiglu);
 // Training FLOPs over `tokens` tokens: router and the k experts each token
 // visits (Megatron's count: an MoE layer's MLP is topk expert MLPs).
 double moe_flops(const ModelConfig& c, double tokens);
@@ -131,9 +141,11 @@ struct MoeDecodeWorkspace {
   float* fc = nullptr;        // (f_in)
   float* act = nullptr;       // (f)
   float* y = nullptr;         // (h)
+  MlpDecodeWorkspace shared;  // the shared expert's
+  float* shared_out = nullptr;  // (h)
 };
 MoeDecodeWorkspace carve_moe_decode_workspace(Arena& arena, const GptShapes& sh);
-double moe_decode_workspace_floats(const ModelConfig& c);
+double moe_decode_workspace_floats(const ModelConfig& c, int64_t tp);
 // out (h) = Σ_j prob_j · expert_j(in) over the token's top-k experts.
 void moe_block_decode(float* out, MoeDecodeWorkspace& ws, const float* in,
                       const MoeParams<ReadView>& w, const GptShapes& sh);
