@@ -23,7 +23,7 @@ struct PlanArgs {
   int64_t global_batch_size = 0;
   int64_t num_nodes = 1, devices_per_node = 1;
   std::string device;
-  int64_t tp = 0, pp = 0, cp = 0, layers_per_virtual_stage = 0, micro_batch_size = 0;
+  int64_t tp = 0, pp = 0, cp = 0, ep = 0, layers_per_virtual_stage = 0, micro_batch_size = 0;
   bool sequence_parallel = false, distributed_optimizer = false, bf16 = false, fp32 = false;
   std::string recompute_granularity;
   int64_t top = 10;
@@ -56,7 +56,8 @@ int run_plan(const PlanArgs& a) {
   // TP x CP x PP cannot overflow in the enumeration.
   for (const auto& [flag, pin] : {std::pair{"--tensor-model-parallel-size", a.tp},
                                   {"--pipeline-model-parallel-size", a.pp},
-                                  {"--context-parallel-size", a.cp}})
+                                  {"--context-parallel-size", a.cp},
+                                  {"--expert-model-parallel-size", a.ep}})
     MT_CHECK(pin <= kMaxPlanRanks, flag, " ", pin, " is more than the cluster's ", world,
              " ranks (and plan's limit of ", kMaxPlanRanks, "); fix: pin at most ", world);
   MT_CHECK(a.model.vocab_size > 0, "--vocab-size ", a.model.vocab_size,
@@ -78,6 +79,7 @@ int run_plan(const PlanArgs& a) {
   if (a.tp > 0) pins.tp = a.tp;
   if (a.pp > 0) pins.pp = a.pp;
   if (a.cp > 0) pins.cp = a.cp;
+  if (a.ep > 0) pins.ep = a.ep;
   if (a.layers_per_virtual_stage > 0) pins.layers_per_virtual_stage = a.layers_per_virtual_stage;
   if (a.micro_batch_size > 0) pins.micro_batch_size = a.micro_batch_size;
   if (a.sequence_parallel) pins.sequence_parallel = true;
@@ -140,6 +142,9 @@ Command add_plan_command(CLI::App& app) {
   pin->add_option("--pipeline-model-parallel-size", a->pp, "PP size");
   pin->add_option("--context-parallel-size", a->cp,
                   "CP size (left out: 1; context parallelism is tried only when pinned)");
+  pin->add_option("--expert-model-parallel-size", a->ep,
+                  "EP size of an MoE model (left out: every EP dividing the experts and TP x "
+                  "CP x DP is tried)");
   pin->add_option("--num-layers-per-virtual-pipeline-stage", a->layers_per_virtual_stage,
                   "layers per model chunk (interleaved 1F1B)");
   pin->add_option("--micro-batch-size", a->micro_batch_size, "sequences per micro-batch");

@@ -24,7 +24,9 @@ std::string PlanLayout::name() const {
   std::string s = "TP" + std::to_string(tp) + (cp > 1 ? " CP" + std::to_string(cp) : "") + " PP" +
                   std::to_string(pp);
   if (vp > 1) s += " VP" + std::to_string(vp);
-  s += " DP" + std::to_string(dp) + " mbs" + std::to_string(micro_batch_size);
+  s += " DP" + std::to_string(dp);
+  if (ep > 1) s += " EP" + std::to_string(ep);
+  s += " mbs" + std::to_string(micro_batch_size);
   if (sequence_parallel) s += " SP";
   s += recompute == "full" ? " full-recompute" : "";
   if (distributed_optimizer) s += " ZeRO-1";
@@ -38,6 +40,7 @@ TrainArgs train_args_of(const PlanProblem& pb, const PlanLayout& l) {
   a.tensor_model_parallel_size = int(l.tp);
   a.pipeline_model_parallel_size = int(l.pp);
   a.context_parallel_size = int(l.cp);
+  a.expert_model_parallel_size = int(l.ep);
   a.num_layers_per_virtual_pipeline_stage =
       l.vp > 1 ? pb.model.num_layers / (l.pp * l.vp) : 0;
   a.sequence_parallel = l.sequence_parallel;
@@ -125,6 +128,13 @@ std::vector<PlanLayout> enumerate_layouts(const PlanProblem& pb, const PlanPins&
       for (int64_t b : {1, 2, 4, 8, 16})
         if (per_dp > 0 && per_dp % b == 0) mbs.push_back(b);
       if (mbs.empty()) mbs.push_back(1);  // check_layout names the batch misfit
+      std::vector<int64_t> eps = {1};
+      if (pb.model.moe() && !pins.ep) {
+        eps.clear();
+        for (int64_t e : divisors(std::max<int64_t>(tp * cp * dp, 1)))
+          if (pb.model.num_experts % e == 0) eps.push_back(e);
+      }
+      for (int64_t ep : pinned_or(pins.ep, eps))
       for (int64_t v : vps)
         for (int64_t b : pinned_or(pins.micro_batch_size, mbs)) {
           // The first combination below is the least constrained (no SP,
@@ -146,6 +156,7 @@ std::vector<PlanLayout> enumerate_layouts(const PlanProblem& pb, const PlanPins&
                   if (first_failed) continue;
                   PlanLayout l;
                   l.tp = tp, l.pp = pp, l.vp = std::max<int64_t>(v, 1), l.dp = dp, l.cp = cp;
+                  l.ep = ep;
                   l.micro_batch_size = b, l.sequence_parallel = sp, l.recompute = rc;
                   l.distributed_optimizer = zero, l.bf16 = bf16;
                   try {

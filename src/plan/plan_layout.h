@@ -19,6 +19,7 @@ namespace mt {
 
 struct PlanLayout {
   int64_t tp = 1, pp = 1, vp = 1, dp = 1, cp = 1;
+  int64_t ep = 1;  // MoE experts split over EP of the stage's TP x CP x DP ranks (not a factor of world)
   int64_t micro_batch_size = 1;
   bool sequence_parallel = false;
   std::string recompute = "selective";  // "selective" (always so here) | "full" (uniform, 1 layer)
@@ -32,7 +33,9 @@ struct PlanLayout {
 // What the flags pin; an empty optional is free.
 struct PlanPins {
   // cp: --context-parallel-size, enumerated only when pinned (else 1).
-  std::optional<int64_t> tp, pp, cp, layers_per_virtual_stage, micro_batch_size;
+  // ep: --expert-model-parallel-size; left out, every EP dividing both the
+  // experts and TP x CP x DP is tried (MoE models; 1 otherwise).
+  std::optional<int64_t> tp, pp, cp, ep, layers_per_virtual_stage, micro_batch_size;
   std::optional<bool> sequence_parallel, distributed_optimizer, bf16;
   std::optional<std::string> recompute;  // "selective" | "full"
 };

@@ -105,6 +105,7 @@ std::string time_line(const StepTime& t) {
   return fmt("compute %.3f s (recompute %.3f), bubble %.3f s", t.compute, t.recompute, t.bubble) +
          fmt(", TP %.3f s, PP %.3f s", t.tp_comm, t.pp_comm) +
          (t.cp_comm > 0 ? fmt(", CP ring %.3f s", t.cp_comm) : std::string()) +
+         (t.ep_comm > 0 ? fmt(", EP all-to-all %.3f s", t.ep_comm) : std::string()) +
          fmt(", DP %.3f s, optimizer %.3f s", t.dp_comm, t.optimizer) +
          (t.shared > 0 ? fmt(", ranks sharing cores %.3f s", t.shared) : std::string());
 }
@@ -135,6 +136,8 @@ std::string why_faster(const PlanResult& a, const PlanResult& b) {
        std::string("TP traffic") + (b.crossing.tp > 1 ? " (across nodes)" : "")},
       {y.pp_comm - x.pp_comm, std::string("PP p2p") + (b.crossing.pp > 1 ? " (across nodes)" : "")},
       {y.cp_comm - x.cp_comm, "CP ring"},
+      {y.ep_comm - x.ep_comm,
+       std::string("EP all-to-all") + (b.crossing.ep > 1 ? " (across nodes)" : "")},
       {y.dp_comm - x.dp_comm, std::string("DP traffic") + (b.crossing.dp > 1 ? " (across nodes)" : "")},
       {y.optimizer - x.optimizer, "optimizer step"},
       {y.shared - x.shared, "ranks sharing the node's cores"}};

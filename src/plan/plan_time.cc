@@ -45,6 +45,12 @@ namespace {
 // spans depends only on that rank modulo devices per node: so one group's
 // offsets and each distinct residue are counted, not every group's ranks
 // (a plan may have kMaxPlanRanks ranks and ask this for every TP x PP).
+int64_t count_moe_layers(const ModelConfig& mc) {
+  int64_t n = 0;
+  for (int64_t l = 0; l < mc.num_layers; ++l) n += mc.is_moe_layer(l);
+  return n;
+}
+
 int max_nodes_spanned(GroupKind kind, const PlanLayout& l, const PlanCluster& c) {
   const int64_t size[kMeshAxes] = {l.tp, l.cp, l.dp, l.pp};
   bool in[kMeshAxes] = {};
@@ -86,12 +92,25 @@ int max_nodes_spanned(GroupKind kind, const PlanLayout& l, const PlanCluster& c)
 
 }  // namespace
 
+// Most nodes one EP group spans: EP consecutive ranks of a stage (the expert
+// mesh puts EP fastest), starting at multiples of EP inside each stage.
+int ep_nodes_spanned(const PlanLayout& l, const PlanCluster& c) {
+  const int64_t d = c.devices_per_node, stage = l.tp * l.cp * l.dp;
+  int most = 1;
+  for (int64_t p = 0; p < std::min(l.pp, d); ++p)
+    for (int64_t g = 0; g < std::min(stage / l.ep, d); ++g) {
+      const int64_t first = p * stage + g * l.ep;
+      most = std::max(most, int((first + l.ep - 1) / d - first / d + 1));
+    }
+  return most;
+}
+
 std::string NodeCrossing::describe() const {
   auto one = [](const char* name, int n) {
     return std::string(name) + (n > 1 ? " across " + std::to_string(n) + " nodes" : " inside nodes");
   };
   return one("TP", tp) + ", " + (cp > 0 ? one("CP", cp) + ", " : std::string()) + one("DP", dp) +
-         ", " + one("PP", pp);
+         ", " + one("PP", pp) + (ep > 0 ? ", " + one("EP (all-to-all)", ep) : std::string());
 }
 
 NodeCrossing node_crossing_of(const PlanLayout& l, const PlanCluster& c) {
@@ -101,6 +120,7 @@ NodeCrossing node_crossing_of(const PlanLayout& l, const PlanCluster& c) {
   x.dp = max_nodes_spanned(l.cp > 1 ? GroupKind::kDpCp : GroupKind::kDp, l, c);
   x.pp = max_nodes_spanned(GroupKind::kPp, l, c);
   if (l.cp > 1) x.cp = max_nodes_spanned(GroupKind::kCp, l, c);
+  if (l.ep > 1) x.ep = ep_nodes_spanned(l, c);
   return x;
 }
 
@@ -120,9 +140,27 @@ StepTime predict_step_time(const ModelConfig& mc, const PlanProblem& pb, const P
   const double f = double(mc.ffn_hidden_size), v = double(mc.padded_vocab_size);
 
   // One layer, one micro-batch, forward: GEMMs at their own efficiency.
-  const double linear = gemm(2 * n * h * double(mc.qkv_rows()) / t) + gemm(2 * n * h * h / t) +
-                        gemm(2 * n * h * double(mc.fc1_rows(mc.ffn_hidden_size)) / t) +
-                        gemm(2 * n * f * h / t);
+  const double attn_linear = gemm(2 * n * h * double(mc.qkv_rows()) / t) + gemm(2 * n * h * h / t);
+  auto mlp_linear = [&](double tokens, double ffn, double split) {
+    return gemm(2 * tokens * h * double(mc.fc1_rows(int64_t(ffn))) / split) +
+           gemm(2 * tokens * ffn * h / split);
+  };
+  // An MoE layer's MLP: the router, and its share of the n·k routed rows over
+  // its E/EP experts (whole on the rank: one GEMM each), plus a shared expert
+  // (TP-split like the dense MLP).
+  double moe_linear = 0;
+  const double moe_layers = mc.moe() ? double(count_moe_layers(mc)) : 0.0;
+  if (mc.moe()) {
+    const double k = double(mc.moe_router_topk), local = double(mc.num_experts / l.ep);
+    const double rows = nl * k / local;  // an expert's rows, balanced
+    moe_linear = gemm(2 * nl * h * double(mc.num_experts)) +
+                 local * mlp_linear(rows, double(mc.moe_ffn()), 1.0);
+    if (mc.moe_shared_expert_intermediate_size > 0)
+      moe_linear += mlp_linear(n, double(mc.moe_shared_expert_intermediate_size), t);
+  }
+  const double L = double(mc.num_layers);
+  const double linear = attn_linear + ((L - moe_layers) * mlp_linear(n, f, t) +
+                                       moe_layers * moe_linear) / L;
   // The causal attention core: two products counted half forward, 2.5 times
   // that backward (the probabilities are re-derived), at the core's own rate.
   const double attn_fwd_flops = 2 * b * (a / t) * s * s * d / cp;
@@ -176,8 +214,19 @@ StepTime predict_step_time(const ModelConfig& mc, const PlanProblem& pb, const P
     cp_mb = layers * ((2 + (full ? 1 : 0)) * (cp - 1) * kv + cp * p2p_seconds(msg * 4, cp_link));
   }
 
+  // EP per micro-batch and MoE layer: forward the dispatch and the combine
+  // (each rank's n·k routed rows, (EP-1)/EP of them leave the rank), backward
+  // the same two, a recomputed forward two more; as an all-gather's traffic.
+  const LinkProfile& ep_link = x.ep > 1 ? dev.inter_node : dev.intra_node;
+  double ep_mb = 0;
+  if (l.ep > 1) {
+    const double a2a = all_gather_seconds(nl * double(mc.moe_router_topk) * h * wire, l.ep, ep_link);
+    ep_mb = moe_layers / double(l.pp) * (4 + (full ? 2 : 0)) * a2a;
+  }
+
   const double m = double(pb.global_batch_size) / (b * double(l.dp));
   StepTime st;
+  st.ep_comm = m * ep_mb;
   st.cp_comm = m * cp_mb;
   st.compute = m * mb;
   st.recompute = full ? m * layers * layer_fwd : 0;
@@ -187,7 +236,7 @@ StepTime predict_step_time(const ModelConfig& mc, const PlanProblem& pb, const P
   // micro-batches back to back; before its first and after its last, the
   // other stages' forward and backward of one micro-batch each (fill and
   // drain). Equal stages give Megatron's (P − 1)/(v·m) of the compute.
-  const double comm_mb = tp_mb + pp_mb + cp_mb;
+  const double comm_mb = tp_mb + pp_mb + cp_mb + ep_mb;
   const double stages_sum = double(l.pp - 1) * first_mb + last_mb + double(l.pp) * comm_mb;
   st.bubble = l.pp > 1 ? (stages_sum - (mb + comm_mb)) / double(l.vp) : 0;
 

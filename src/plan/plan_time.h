@@ -40,6 +40,7 @@ struct PlanCluster {
 struct NodeCrossing {
   int tp = 1, dp = 1, pp = 1;  // most nodes one group of that kind spans
   int cp = 0;                  // the same for CP; 0: no CP group (CP = 1)
+  int ep = 0;                  // the same for EP (MoE all-to-all); 0: no EP group (EP = 1)
   std::string describe() const;  // "TP inside nodes, CP inside nodes, DP across 2 nodes, ..."
 };
 NodeCrossing node_crossing_of(const PlanLayout& l, const PlanCluster& c);
@@ -49,11 +50,13 @@ struct StepTime {
   double recompute = 0;  // of which the extra forward of full recompute
   double tp_comm = 0, pp_comm = 0;  // exposed, per step (m micro-batches)
   double cp_comm = 0;    // the ring attention's K|V and dK|dV steps, counted as if not hidden
+  double ep_comm = 0;    // MoE token dispatch and combine over EP (all-to-all), exposed
   double bubble = 0;     // (P − 1)/v micro-batch times, communication included
   double dp_comm = 0, optimizer = 0;
   double shared = 0;     // more ranks than cores: what the node's summed work adds
   double total() const {
-    return compute + tp_comm + pp_comm + cp_comm + bubble + dp_comm + optimizer + shared;
+    return compute + tp_comm + pp_comm + cp_comm + ep_comm + bubble + dp_comm + optimizer +
+           shared;
   }
 };
 

@@ -65,7 +65,10 @@ MemoryClasses predict_memory(const MemoryPlan& p) {
   const bool bf16 = p.math == "bf16";
   m.params = P * (bf16 ? 2.0 : 4.0);
   m.grads = P * 4.0;
-  m.optimizer = P * (bf16 ? 12.0 : 8.0) / double(p.distributed_optimizer ? p.dp : 1);
+  const double experts = double(p.params_expert);
+  m.optimizer = (bf16 ? 12.0 : 8.0) *
+                ((P - experts) / double(p.distributed_optimizer ? p.dp : 1) +
+                 experts / double(p.distributed_optimizer ? p.edp : 1));
 
   // Local sizes (float counts). n: tokens of a micro-batch; nl: rows of the
   // residual stream on this rank (n/t with sequence parallelism); hl: the
@@ -313,6 +316,8 @@ MemoryPlan memory_plan(const ParamRegistry& reg, int64_t micro_batch, int64_t tp
     GptShapes sh;  // what the MoE sizes read: the micro-batch (seq_aux_loss), no groups
     sh.b = micro_batch;
     p.moe = moe_shapes(c, st, sh, nullptr);
+    p.params_expert = reg.total_floats() - reg.group_begin(GradGroup::kExpertDataParallel);
+    p.edp = dp * tp_size / st.ep_size;  // dp here is DP x CP
   }
   return p;
 }

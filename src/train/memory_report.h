@@ -63,6 +63,10 @@ struct MemoryPlan {
   // recompute the kept layers count as MoE first (an upper bound).
   int64_t moe_layers = 0;
   MoeShapes moe;
+  // Of params_local, the expert parameters: their optimizer state is sharded
+  // over the expert-data-parallel group of edp ranks ((TP x CP x DP) / EP).
+  int64_t params_expert = 0;
+  int64_t edp = 1;
 };
 
 // Bytes of each class on this rank.
