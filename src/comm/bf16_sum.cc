@@ -1,7 +1,7 @@
 #include "comm/bf16_sum.h"
 
 #include "core/error.h"
-#include "comm/communicator.h"
+#include "comm/mpi_backend.h"
 #include "comm/mpi_env.h"
 #include "kernels/precision.h"
 

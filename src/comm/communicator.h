@@ -1,23 +1,22 @@
-// Communicator: one MPI communicator for one process group (tp, dp, pp, mp,
-// embd, world), with a name for error messages. Every collective of the
-// training code is a named call on one of these (DESIGN.md principle 4).
+// Communicator: one process group (tp, dp, pp, mp, embd, world), with a name
+// for error messages. Every collective of the training code is a named call
+// on one of these (DESIGN.md principle 4). The transport is its CommBackend
+// (comm_backend.h): MPI today (mpi_backend.h), NCCL beside it for a device.
 //
-// - Every MPI call is checked: the communicators use MPI_ERRORS_RETURN, and a
-//   failure throws mt::Error naming the operation, the group and MPI's own
-//   error string. (The CLI turns that into abort_job(), see mpi_env.h.)
+// - Every backend call is checked: a failure throws mt::Error naming the
+//   backend, the operation, the group and the backend's own error string.
+//   (The CLI turns that into abort_job(), see mpi_env.h.)
 // - A group of size 1 short-circuits: reductions and broadcasts return at
-//   once, gathers / scatters become a copy; no MPI call is made.
+//   once, gathers / scatters become a copy; the backend is not called.
 // - A rank that is not a member of a group (e.g. a middle pipeline stage and
 //   the embedding group) holds a null Communicator: size() == 0, and any
 //   operation on it throws.
 // - Every blocking call, and the wait of a non-blocking handle, runs in a
-//   WaitScope (dist/watchdog.h): --distributed-timeout-minutes ends the job
+//   WaitScope (comm/watchdog.h): --distributed-timeout-minutes ends the job
 //   when one lasts too long, naming the operation and the group's members.
 // - Results: all_reduce_* are in place (`=`, the reduced value replaces the
 //   input); gathers and scatters write their output (`=`).
 #pragma once
-#include <mpi.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -25,17 +24,14 @@
 #include <utility>
 #include <vector>
 
+#include "comm/comm_backend.h"
+#include "comm/comm_handle.h"
 #include "comm/watchdog.h"
 
 namespace mt {
 
-// How a buffer is cut into one contiguous chunk per rank of a group, in rank
-// order: chunk i is [displs[i], displs[i] + counts[i]) (counts may be 0), for
-// the in-place v-collectives below. Build it with chunk_split().
-struct ChunkSplit {
-  std::vector<int> counts, displs;
-  int64_t total() const { return counts.empty() ? 0 : int64_t(displs.back()) + counts.back(); }
-};
+// ChunkSplit and chunk_split() (comm_backend.h) cut a buffer into one chunk
+// per rank for the in-place v-collectives below.
 // Reductions are issued in pieces of at most this many bytes: over Open MPI's
 // shared memory one 38.6M-float all-reduce takes ~400 ms on these machines,
 // the same floats in 4 MB pieces ~26 ms (bench/README.md, "Collectives").
@@ -44,57 +40,22 @@ struct ChunkSplit {
 // MPI advances them only inside MPI calls, which dominates).
 inline constexpr int64_t kReduceChunkBytes = int64_t(4) << 20;
 
-// Contiguous chunks of the given sizes (each in [0, INT_MAX], total too).
-ChunkSplit chunk_split(const std::vector<int64_t>& counts);
-
-// Handle of a non-blocking operation (start_* / isend / irecv). wait()
-// completes it (and throws on error); the destructor waits too, so the
-// buffers must outlive the handle. Move-only; a default handle is complete.
-class CommHandle {
- public:
-  CommHandle() = default;
-  // `peer`: the world rank of a point-to-point peer, else -1.
-  CommHandle(MPI_Request req, const char* op, std::shared_ptr<const GroupId> group, int peer = -1)
-      : req_(req), op_(op), group_(std::move(group)), peer_(peer) {}
-  ~CommHandle();
-  CommHandle(CommHandle&& o) noexcept;
-  CommHandle& operator=(CommHandle&& o) noexcept;
-  CommHandle(const CommHandle&) = delete;
-  CommHandle& operator=(const CommHandle&) = delete;
-
-  void wait();
-  // True once the operation has finished (then wait() returns at once).
-  bool test();
-  bool pending() const { return req_ != MPI_REQUEST_NULL; }
-  // On completion (in wait() or a successful test()), also memmove n floats
-  // from src to dst: for results MPI leaves elsewhere than the caller wants
-  // them (the in-place reduce-scatter).
-  CommHandle& then_move(float* dst, const float* src, int64_t n);
-  // The same for n elements of `elem` bytes (the bf16 reduce-scatter).
-  CommHandle& then_move_bytes(void* dst, const void* src, int64_t n, size_t elem);
-
- private:
-  void complete();  // runs the pending move, if any
-
-  MPI_Request req_ = MPI_REQUEST_NULL;
-  char* move_dst_ = nullptr;
-  const char* move_src_ = nullptr;
-  size_t move_bytes_ = 0;
-  const char* op_ = "";
-  std::shared_ptr<const GroupId> group_;  // the Communicator's, for messages
-  int peer_ = -1;
-};
-
 class Communicator {
  public:
   // A null group (this rank is not a member): size() == 0.
   Communicator() = default;
-  // Wraps `comm` (MPI_COMM_NULL gives a null group). With owns == true the
-  // communicator is freed on destruction (if MPI is still running). Sets
-  // MPI_ERRORS_RETURN on it.
-  Communicator(MPI_Comm comm, std::string name, bool owns);
+  // The group of `backend` (null: a null group), named `name`.
+  Communicator(std::unique_ptr<CommBackend> backend, std::string name);
   // A duplicate of MPI_COMM_WORLD named "world" (MPI must be initialised).
   static Communicator world();
+  // Collective over this group: the ranks with the same color >= 0 form a
+  // group named `name`, ranked by key (then by rank here); a rank with
+  // color < 0 gets a null group.
+  Communicator split(int color, int key, std::string name) const;
+  // Collective: the host name of every rank of the group, in rank order
+  // (at most kMaxProcessorName - 1 characters each).
+  std::vector<std::string> processor_names() const;
+  static constexpr int kMaxProcessorName = 256;
 
   ~Communicator();
   Communicator(Communicator&& o) noexcept;
@@ -110,7 +71,6 @@ class Communicator {
   int rank() const { return rank_; }  // -1 in a null group
   int size() const { return size_; }  // 0 in a null group
   bool is_member() const { return size_ > 0; }
-  MPI_Comm comm() const { return comm_; }
 
   // In place: x[i] = sum (or max) over the group of x[i]. x: (n)
   void all_reduce_sum(float* x, int64_t n) const;
@@ -129,21 +89,21 @@ class Communicator {
   void reduce_scatter_sum(float* out, const float* in, int64_t n) const;
   // In place over x: (split.total()), the chunks of `split` (one per rank):
   // afterwards chunk `rank` of x = the sum over the group of that chunk (`=`);
-  // the other chunks of x are scratch (undefined). MPI_Reduce_scatter, or
+  // the other chunks of x are scratch (undefined). the backend's reduce-scatter, or
   // above 4 MB a chunked all-reduce (faster for large buffers over Open MPI's
   // shared memory; the other chunks then hold the sum too).
   void reduce_scatter_sum_in_place(float* x, const ChunkSplit& split) const;
   // In place over x: (split.total()): chunk i of x = chunk i of rank i (`=`);
-  // this rank's chunk is its input. MPI_Allgatherv.
+  // this rank's chunk is its input.
   void all_gather_in_place(float* x, const ChunkSplit& split) const;
   void all_gather_in_place(uint16_t* x, const ChunkSplit& split) const;  // bf16 weights
   // bf16 reductions (--grad-reduce-in-bf16): as all_reduce_sum and
   // reduce_scatter_sum_in_place, on bf16 values (uint16_t storage, see
-  // kernels/precision.h) summed by bf16_sum_op() (dist/bf16_sum.h: each
+  // kernels/precision.h) summed by ReduceOp::kBf16Sum (comm/bf16_sum.h: each
   // pairwise sum in fp32, rounded once to bf16). Half the bytes of fp32.
   void all_reduce_sum_bf16(uint16_t* x, int64_t n) const;
   void reduce_scatter_sum_bf16_in_place(uint16_t* x, const ChunkSplit& split) const;
-  // All-to-all with per-peer counts (MPI_Alltoallv; an expert dispatcher's
+  // All-to-all with per-peer counts (MPI_Alltoallv's; an expert dispatcher's
   // exchange): chunk j of `in` (send_split) goes to rank j, and chunk i of
   // `out` (recv_split) is what rank i sent here (`=`). send_split.counts[j] on
   // this rank must equal recv_split.counts[i] on rank j (the caller exchanges
@@ -195,45 +155,42 @@ class Communicator {
 
  private:
   void check_member(const char* op) const;
-  int count(const char* op, int64_t n) const;  // n as an MPI count, checked
-  int64_t type_bytes(MPI_Datatype type) const;
+  int64_t count(const char* op, int64_t n) const;  // n, checked to fit a backend count
   void check_peer(const char* op, int peer, int tag) const;
   void check_split(const char* op, const ChunkSplit& split) const;
-  void all_reduce(void* x, int64_t n, MPI_Datatype type, MPI_Op op, const char* what) const;
-  void all_gather_in_place(void* x, const ChunkSplit& split, MPI_Datatype type) const;
-  // In-place reduce-scatter of elements of `elem` bytes (MPI_FLOAT + MPI_SUM,
-  // or MPI_UINT16_T + the bf16 sum); the blocking and the non-blocking form.
-  void reduce_scatter_in_place(void* x, const ChunkSplit& split, MPI_Datatype type, MPI_Op op,
-                               size_t elem, const char* what) const;
-  CommHandle start_reduce_scatter_in_place(void* x, const ChunkSplit& split, MPI_Datatype type,
-                                           MPI_Op op, size_t elem, const char* what) const;
-  CommHandle start_all_reduce(void* x, int64_t n, MPI_Datatype type, MPI_Op op,
-                              const char* what) const;
-  void all_gather(void* out, const void* in, int64_t n, MPI_Datatype type, size_t elem) const;
-  void all_to_all_v(void* out, const ChunkSplit& recv_split, const void* in,
-                    const ChunkSplit& send_split, MPI_Datatype type, size_t elem) const;
-  void send(const void* x, int64_t n, MPI_Datatype type, int peer, int tag) const;
-  void recv(void* x, int64_t n, MPI_Datatype type, int peer, int tag) const;
-  CommHandle isend(const void* x, int64_t n, MPI_Datatype type, int peer, int tag) const;
-  CommHandle irecv(void* x, int64_t n, MPI_Datatype type, int peer, int tag) const;
-  CommHandle start_all_gather_in_place(void* x, const ChunkSplit& split, MPI_Datatype type) const;
-  void all_reduce_chunked(void* x, int64_t n, MPI_Datatype type, MPI_Op op,
+  // Throws (naming the backend, `op` and the group) unless rc == 0.
+  void check(int rc, const char* op) const;
+  // The handle of a started operation (or throws when rc != 0).
+  CommHandle handle(int rc, CommBackend::Request req, const char* op, int peer = -1) const;
+  void all_reduce(void* x, int64_t n, ElemType type, ReduceOp op, const char* what) const;
+  void all_reduce_chunked(void* x, int64_t n, ElemType type, ReduceOp op,
                           const char* what) const;  // all_reduce without the busy timer
+  void all_gather(void* out, const void* in, int64_t n, ElemType type) const;
+  void all_gather_in_place(void* x, const ChunkSplit& split, ElemType type) const;
+  // In-place reduce-scatter (f32 sum or bf16 sum); blocking and non-blocking.
+  void reduce_scatter_in_place(void* x, const ChunkSplit& split, ElemType type, ReduceOp op,
+                               const char* what) const;
+  CommHandle start_reduce_scatter_in_place(void* x, const ChunkSplit& split, ElemType type,
+                                           ReduceOp op, const char* what) const;
+  CommHandle start_all_reduce(void* x, int64_t n, ElemType type, ReduceOp op,
+                              const char* what) const;
+  CommHandle start_all_gather_in_place(void* x, const ChunkSplit& split, ElemType type) const;
+  void all_to_all_v(void* out, const ChunkSplit& recv_split, const void* in,
+                    const ChunkSplit& send_split, ElemType type) const;
+  void send(const void* x, int64_t n, ElemType type, int peer, int tag) const;
+  void recv(void* x, int64_t n, ElemType type, int peer, int tag) const;
+  CommHandle isend(const void* x, int64_t n, ElemType type, int peer, int tag) const;
+  CommHandle irecv(void* x, int64_t n, ElemType type, int peer, int tag) const;
 
-  MPI_Comm comm_ = MPI_COMM_NULL;
+  std::unique_ptr<CommBackend> backend_;  // null in a null group
   std::shared_ptr<const GroupId> id_ = std::make_shared<const GroupId>(GroupId{"null", ""});
   std::vector<int> world_ranks_;  // of this group's ranks, in group order
-  mutable double busy_seconds_ = 0;  // wall time inside blocking MPI calls
+  mutable double busy_seconds_ = 0;  // wall time inside blocking backend calls
   mutable int64_t sent_bytes_ = 0;   // point-to-point bytes sent
   std::string name_ = "null";
   int rank_ = -1;
   int size_ = 0;
-  int tag_ub_ = 32767;  // largest valid tag (MPI_TAG_UB), at least 32767
-  bool owns_ = false;
+  int max_tag_ = 32767;  // largest valid tag (the backend's)
 };
-
-// Throws mt::Error "<op> on group '<group>' failed: <MPI error string>" unless
-// rc == MPI_SUCCESS. For code that makes its own MPI calls.
-void check_mpi(int rc, const char* op, const std::string& group);
 
 }  // namespace mt

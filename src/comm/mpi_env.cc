@@ -9,7 +9,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "comm/communicator.h"
+#include "comm/mpi_backend.h"
 #include "comm/watchdog.h"
 
 namespace mt {
@@ -61,6 +61,13 @@ void MpiEnv::finalize() {
   static const GroupId world{"world", "all " + std::to_string(world_size_) + " ranks"};
   WaitScope waiting("MPI_Finalize", &world);
   MPI_Finalize();
+}
+
+int world_size_or_one() {
+  if (!mpi_running()) return 1;
+  int size = 1;
+  check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &size), "Comm_size", "world");
+  return size;
 }
 
 int world_rank_or_zero() {

@@ -60,6 +60,8 @@ class MpiEnv {
 bool mpi_running();
 
 int world_rank_or_zero();
+// Size of MPI_COMM_WORLD, or 1 when MPI is not running.
+int world_size_or_one();
 
 // "[rank R] error: <message>" on stderr as one line (a message with newlines
 // is joined by " | "), then MPI_Abort(MPI_COMM_WORLD, code) when the world

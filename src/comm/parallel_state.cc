@@ -4,6 +4,7 @@
 #include <sstream>
 #include <utility>
 
+#include "comm/mpi_env.h"
 #include "core/error.h"
 
 namespace mt {
@@ -143,11 +144,11 @@ std::vector<std::vector<int>> group_ranks(GroupKind kind, int world, int tp, int
 
 namespace {
 
-// Builds this rank's communicator of `kind` with MPI_Comm_split of `world`
-// (collective: every rank calls it). Ranks in no group get a null one.
+// Builds this rank's communicator of `kind` by splitting `world` (collective:
+// every rank calls it). Ranks in no group get a null one.
 Communicator split(const Communicator& world, GroupKind kind, int tp, int pp, int cp, int ep) {
   const auto groups = group_ranks(kind, world.size(), tp, pp, cp, ep);
-  int color = MPI_UNDEFINED, key = 0;
+  int color = -1, key = 0;
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const auto& g = groups[gi];
     auto it = std::find(g.begin(), g.end(), world.rank());
@@ -156,21 +157,13 @@ Communicator split(const Communicator& world, GroupKind kind, int tp, int pp, in
       key = int(it - g.begin());
     }
   }
-  MPI_Comm comm = MPI_COMM_NULL;
-  const std::string name = group_kind_name(kind);
-  {
-    WaitScope waiting("Comm_split", &world.id());
-    check_mpi(MPI_Comm_split(world.comm(), color, key, &comm), "Comm_split", name);
-  }
-  return Communicator(comm, name, true);
+  return world.split(color, key, group_kind_name(kind));
 }
 
 }  // namespace
 
 ParallelState::ParallelState(const ParallelConfig& cfg) {
-  int size = 1;
-  check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &size), "Comm_size", "world");
-  check_parallel_config(size, cfg);  // before any communication
+  check_parallel_config(world_size_or_one(), cfg);  // before any communication
   world_comm = Communicator::world();
   world_rank = world_comm.rank();
   world_size = world_comm.size();
@@ -199,18 +192,7 @@ ParallelState::ParallelState(const ParallelConfig& cfg) {
   in_embedding_group = pp_is_first_stage || pp_is_last_stage;
 
   // Which node each rank is on (collective, like the splits below).
-  char name[MPI_MAX_PROCESSOR_NAME] = {0};
-  int len = 0;
-  check_mpi(MPI_Get_processor_name(name, &len), "Get_processor_name", "world");
-  std::vector<char> names(size_t(world_size) * MPI_MAX_PROCESSOR_NAME, 0);
-  {
-    WaitScope waiting("Allgather(processor names)", &world_comm.id());
-    check_mpi(MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(),
-                            MPI_MAX_PROCESSOR_NAME, MPI_CHAR, world_comm.comm()),
-              "Allgather(processor names)", "world");
-  }
-  for (int r = 0; r < world_size; ++r) {
-    const std::string n(names.data() + size_t(r) * MPI_MAX_PROCESSOR_NAME);
+  for (const std::string& n : world_comm.processor_names()) {
     auto it = std::find(node_names.begin(), node_names.end(), n);
     node_of_rank.push_back(int(it - node_names.begin()));
     if (it == node_names.end()) node_names.push_back(n);

@@ -5,11 +5,13 @@
 #include "comm/communicator.h"
 
 #include <gtest/gtest.h>
+#include <mpi.h>
 
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "comm/mpi_backend.h"
 #include "core/error.h"
 
 namespace mt {
@@ -250,10 +252,7 @@ TEST(Communicator, NonBlockingCollectives) {
 TEST(Communicator, NullGroupRefusesEveryOperation) {
   // Split the world so that only rank 0 is in a group; the others get null.
   Communicator world = Communicator::world();
-  MPI_Comm sub = MPI_COMM_NULL;
-  check_mpi(MPI_Comm_split(world.comm(), world.rank() == 0 ? 0 : MPI_UNDEFINED, 0, &sub),
-            "Comm_split", "test");
-  Communicator only0(sub, "only0", true);
+  Communicator only0 = world.split(world.rank() == 0 ? 0 : -1, 0, "only0");
   EXPECT_EQ(only0.is_member(), world.rank() == 0);
   EXPECT_EQ(only0.size(), world.rank() == 0 ? 1 : 0);
 
@@ -271,9 +270,7 @@ TEST(Communicator, NullGroupRefusesEveryOperation) {
 
 TEST(Communicator, SizeOneShortCircuits) {
   Communicator world = Communicator::world();
-  MPI_Comm self = MPI_COMM_NULL;
-  check_mpi(MPI_Comm_split(world.comm(), world.rank(), 0, &self), "Comm_split", "test");
-  Communicator c(self, "self", true);
+  Communicator c = world.split(world.rank(), 0, "self");
   ASSERT_EQ(c.size(), 1);
   float x[3] = {1, 2, 3}, out[3] = {0, 0, 0};
   c.all_reduce_sum(x, 3);
@@ -284,6 +281,34 @@ TEST(Communicator, SizeOneShortCircuits) {
   EXPECT_EQ(out[0], 1.0f);
   CommHandle h = c.start_all_reduce_sum(x, 3);
   EXPECT_FALSE(h.pending());
+}
+
+// Splits by rank parity, ranked in reverse; the new groups know their names
+// and members, and every rank's host name is gathered in rank order.
+TEST(Communicator, SplitAndProcessorNames) {
+  Communicator world = Communicator::world();
+  const int r = world.rank(), w = world.size();
+  Communicator half = world.split(r % 2, -r, "parity");
+  const int members = (w - r % 2 + 1) / 2;
+  ASSERT_EQ(half.size(), members);
+  EXPECT_EQ(half.name(), "parity");
+  EXPECT_EQ(half.id().name, "parity");
+  for (int q = 0; q < members; ++q)  // reversed: rank 0 of the group is the highest world rank
+    EXPECT_EQ(half.world_rank_of(q), (members - 1 - q) * 2 + r % 2) << q;
+  int64_t x = r;
+  half.all_reduce_sum(&x, 1);
+  int64_t expect = 0;
+  for (int q = r % 2; q < w; q += 2) expect += q;
+  EXPECT_EQ(x, expect);
+
+  const std::vector<std::string> names = world.processor_names();
+  ASSERT_EQ(int(names.size()), w);
+  char mine[MPI_MAX_PROCESSOR_NAME] = {0};
+  int len = 0;
+  MPI_Get_processor_name(mine, &len);
+  EXPECT_EQ(names[size_t(r)], std::string(mine, size_t(len)));
+  for (const std::string& n : names) EXPECT_FALSE(n.empty());
+  EXPECT_THROW(Communicator().split(0, 0, "x"), Error);
 }
 
 TEST(Communicator, ErrorsNameOperationGroupAndMpiReason) {
@@ -297,8 +322,9 @@ TEST(Communicator, ErrorsNameOperationGroupAndMpiReason) {
   if (c.size() > 1) {
     EXPECT_NE(err.find("overlaps"), std::string::npos) << err;
   }
-  // MPI's own check (the communicator returns errors instead of aborting).
-  err = error_of([&] { check_mpi(MPI_Send(x, -1, MPI_FLOAT, 0, 0, c.comm()), "send", c.name()); });
+  // MPI's own check (MpiEnv makes the world return errors instead of aborting).
+  err = error_of(
+      [&] { check_mpi(MPI_Send(x, -1, MPI_FLOAT, 0, 0, MPI_COMM_WORLD), "send", c.name()); });
   EXPECT_NE(err.find("MPI send on group 'world' failed: "), std::string::npos) << err;
   EXPECT_NE(err.find("MPI_ERR_COUNT"), std::string::npos) << err;
 }

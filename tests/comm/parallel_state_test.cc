@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/mpi_env.h"
 #include "core/error.h"
 
 namespace mt {
@@ -105,9 +106,7 @@ TEST(ParallelConfigCheck, MisfitNamesTheNumbersAndTheFix) {
 
 // Every layout that fits the real world (1 plain, 2 under mpirun -n 2).
 TEST(ParallelState, BuildsEveryFittingLayoutOfTheRealWorld) {
-  int world = 1, me = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  const int world = world_size_or_one(), me = world_rank_or_zero();
   for (int tp = 1; tp <= world; ++tp)
     for (int pp = 1; pp <= world / tp; ++pp) {
       if (world % (tp * pp)) continue;
@@ -155,8 +154,7 @@ TEST(ParallelState, BuildsEveryFittingLayoutOfTheRealWorld) {
 }
 
 TEST(ParallelState, MisfitThrowsOnEveryRankBeforeCommunicating) {
-  int world = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  const int world = world_size_or_one();
   try {
     ParallelState ps(ParallelConfig{world + 1, 1, 1});
     ADD_FAILURE() << "a TP size larger than the world was accepted";
