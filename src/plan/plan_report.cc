@@ -13,12 +13,13 @@ namespace mt {
 
 std::vector<PlanResult> evaluate_layouts(const PlanProblem& pb, const std::vector<PlanLayout>& ls,
                                          const PlanCluster& c) {
-  // Parameter lists depend on TP, PP, virtual stages and the stage only.
-  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, std::unique_ptr<ParamRegistry>> regs;
-  std::map<std::tuple<int64_t, int64_t, int64_t>, NodeCrossing> crossings;
+  // Parameter lists depend on TP, PP, virtual stages, EP and the stage only.
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>, std::unique_ptr<ParamRegistry>>
+      regs;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, NodeCrossing> crossings;
   std::map<int64_t, ModelConfig> models;
   auto reg = [&](const PlanLayout& l, int64_t stage) -> const ParamRegistry& {
-    auto& r = regs[{l.tp, l.pp, l.vp, stage}];
+    auto& r = regs[{l.tp, l.pp, l.vp, l.ep, stage}];
     if (!r) r = std::make_unique<ParamRegistry>(stage_registry(pb, l, stage));
     return *r;
   };
@@ -33,9 +34,9 @@ std::vector<PlanResult> evaluate_layouts(const PlanProblem& pb, const std::vecto
     r.memory.last = l.pp == 1 ? r.memory.first
                               : predict_memory(layout_memory_plan(pb, l, l.pp - 1, last));
     r.fits = r.most_loaded_bytes() <= c.device.memory_bytes;
-    auto x = crossings.find({l.tp, l.pp, l.cp});
+    auto x = crossings.find({l.tp, l.pp, l.cp, l.ep});
     if (x == crossings.end())
-      x = crossings.emplace(std::make_tuple(l.tp, l.pp, l.cp), node_crossing_of(l, c)).first;
+      x = crossings.emplace(std::make_tuple(l.tp, l.pp, l.cp, l.ep), node_crossing_of(l, c)).first;
     r.crossing = x->second;
     auto mc = models.find(l.tp);
     if (mc == models.end()) {

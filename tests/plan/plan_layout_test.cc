@@ -219,3 +219,43 @@ TEST(PlanLayout, TensorParallelDividesTheLocalSizes) {
 
 }  // namespace
 }  // namespace mt
+
+namespace mt {
+namespace {
+
+// An MoE model: EP is enumerated (each dividing the experts and the stage's
+// TP x CP x DP ranks), each rank's parameters hold E/EP experts, and the
+// step time names the all-to-all.
+TEST(PlanLayout, MixtureOfExpertsEnumeratesExpertParallelism) {
+  PlanProblem pb = tiny(8, 16);
+  pb.model.num_experts = 4;
+  pb.model.moe_router_topk = 2;
+  std::set<int64_t> eps;
+  for (const PlanLayout& l : enumerate_layouts(pb, PlanPins{})) {
+    eps.insert(l.ep);
+    EXPECT_EQ(pb.model.num_experts % l.ep, 0) << l.name();
+    EXPECT_EQ(l.tp * l.cp * l.dp % l.ep, 0) << l.name();
+  }
+  EXPECT_EQ(eps, (std::set<int64_t>{1, 2, 4}));
+  PlanPins pins;
+  pins.ep = 2;
+  for (const PlanLayout& l : enumerate_layouts(pb, pins)) EXPECT_EQ(l.ep, 2) << l.name();
+  PlanLayout l;
+  l.dp = 8, l.micro_batch_size = 2;
+  const int64_t whole = layout_params_local(pb, l, 0);
+  l.ep = 4;
+  ASSERT_NO_THROW(check_layout(pb, l));
+  const int64_t split = layout_params_local(pb, l, 0);
+  // 4 layers x 4 experts x (fc1 + fc2 + biases): 3/4 of them leave each rank.
+  EXPECT_LT(split, whole);
+  PlanCluster c;
+  c.devices_per_node = 2;
+  c.nodes = 4;
+  const NodeCrossing x = node_crossing_of(l, c);
+  EXPECT_EQ(x.ep, 2) << "EP 4 over nodes of 2 ranks spans 2 nodes";
+  EXPECT_NE(x.describe().find("EP (all-to-all) across 2 nodes"), std::string::npos)
+      << x.describe();
+}
+
+}  // namespace
+}  // namespace mt
