@@ -9,10 +9,14 @@
 //     micro-batch 1, vocab 32000
 // Usage: bench_train [a|b|small|llama|all] [iters] [--tp N] [--sp] [--pp P] [--m M] [--last-stage-layers K] [--vpp V] [--threads T]
 //                    [--bucket FLOATS] [--overlap] [--bf16] [--recompute full|selective] [--zero]
-//                    [--grad-reduce-in-bf16]
+//                    [--grad-reduce-in-bf16] [--experts E [--topk K] [--ep N] [--alltoall]]
 // --bf16: bf16 weights, activations and GEMM operands, fp32 main weights (as `megatron train --bf16`);
 // --recompute full: full recompute, uniform groups of one layer;
 // --zero: the distributed optimizer (ZeRO-1) over DP.
+// --experts E: every MLP an MoE of E experts, top-K (default 2), each expert's
+// ffn the dense one's / K (the same active parameters and FLOPs per token as
+// the dense model), aux loss 0.01; --ep N: experts over N ranks (of DP),
+// --alltoall: the all-to-all dispatcher (default all-gather).
 // With --pp the iteration runs M micro-batches through the 1F1B schedule and
 // the measured bubble (time blocked on neighbours / step time) is reported per
 // stage next to the theory (P - 1) / M.
@@ -57,6 +61,8 @@ struct BenchOptions {
   int64_t m = 1, last_stage_layers = 0, vpp = 1;
   mt::MathMode math = mt::MathMode::kF32;
   std::string recompute;  // "", "full", "selective"
+  int64_t experts = 0, topk = 2;  // MoE (experts 0: dense)
+  bool alltoall = false;
 };
 
 void run(const BenchConfig& bc, int threads, mt::ParallelState& ps, const BenchOptions& o) {
@@ -85,19 +91,30 @@ void run(const BenchConfig& bc, int threads, mt::ParallelState& ps, const BenchO
     c.disable_bias_linear = true;
     c.untie_embeddings_and_output_weights = true;
   }
+  if (o.experts > 0) {
+    const int64_t ffn = c.ffn_hidden_size > 0 ? c.ffn_hidden_size : 4 * c.hidden_size;
+    c.num_experts = o.experts;
+    c.moe_router_topk = o.topk;
+    c.moe_ffn_hidden_size = ffn / o.topk;
+    c.moe_aux_loss_coeff = 0.01f;
+    c.moe_token_dispatcher_type = o.alltoall ? "alltoall" : "allgather";
+  }
   c.finalize(ps.tp_size);
   const auto [lb, le] =
       mt::stage_layer_range(c.num_layers, ps.pp_size, ps.pp_rank, 0, o.last_stage_layers);
   mt::StageLayout stage{ps.tp_rank, ps.tp_size, lb, le, ps.pp_is_first_stage, ps.pp_is_last_stage};
   if (vpp > 1) stage.chunks = mt::virtual_stage_chunks(c.num_layers, ps.pp_size, ps.pp_rank, vpp);
+  stage.ep_rank = ps.ep_rank;
+  stage.ep_size = ps.ep_size;
   mt::ParamRegistry reg(c, stage);
   mt::ModelRuntime rt(reg, bc.micro_batch, mt::TensorParallel{&ps.tp_comm, sp},
                       vpp > 1 ? mt::max_in_flight_interleaved(ps.pp_size, ps.pp_rank, int(vpp), m)
                               : mt::max_in_flight_1f1b(ps.pp_size, ps.pp_rank, m),
-                      o.recompute == "full" ? "uniform" : "", 1, o.math);
+                      o.recompute == "full" ? "uniform" : "", 1, o.math, mt::ContextParallel{},
+                      mt::Device::kCpu, &ps.ep_comm);
   mt::GradSync sync(rt, ps, o.bucket_floats, o.overlap, o.zero, false, o.grad_reduce_in_bf16);
   mt::AdamWOptimizer opt(reg, mt::OptimizerConfig{}, sync.optimizer_ranges(), &ps.dp_comm,
-                         o.math == mt::MathMode::kBF16);
+                         o.math == mt::MathMode::kBF16, mt::Device::kCpu, &ps.edp_comm);
   mt::initialize_weights(rt, opt, 1234);
   std::mt19937 gen(1 + unsigned(ps.dp_rank));  // the same tokens on every TP rank
   auto next = [&](int64_t, int32_t* tokens, int32_t* labels) {
@@ -144,13 +161,16 @@ void run(const BenchConfig& bc, int threads, mt::ParallelState& ps, const BenchO
       "\"bubble_per_stage\":%s,\"bubble_theory\":%.4f,"
       "\"layers\":%lld,\"hidden\":%lld,\"heads\":%lld,\"seq\":%lld,\"micro_batch\":%lld,"
       "\"vocab\":%lld,\"iters\":%lld,\"ms_per_iter\":%.2f,\"tokens_per_s\":%.1f,"
-      "\"tflops\":%.4f,\"peak_tflops\":%.4f,\"mfu\":%.4f}\n",
+      "\"tflops\":%.4f,\"peak_tflops\":%.4f,\"mfu\":%.4f,\"experts\":%lld,\"topk\":%lld,"
+      "\"ep\":%d,\"dispatcher\":\"%s\"}\n",
       bc.name, ps.layout().c_str(), sp ? "-SP" : "", mt::math_mode_name(o.math),
       o.recompute.c_str(), o.zero ? "true" : "false", ps.world_size, threads, comm_ms,
       (long long)m, bubbles.c_str(), double(ps.pp_size - 1) / double(vpp * m),
       (long long)bc.layers, (long long)bc.hidden, (long long)bc.heads,
       (long long)bc.seq, (long long)bc.micro_batch, (long long)bc.vocab, (long long)iters,
-      sec * 1e3, double(tokens) / sec, flops / sec / 1e12 / ps.world_size, peak / 1e12, mfu);
+      sec * 1e3, double(tokens) / sec, flops / sec / 1e12 / ps.world_size, peak / 1e12, mfu,
+      (long long)o.experts, (long long)(o.experts > 0 ? o.topk : 0), ps.ep_size,
+      o.experts > 0 ? (o.alltoall ? "alltoall" : "allgather") : "");
   std::fflush(stdout);
 }
 
@@ -187,6 +207,12 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"full", "selective"}));
   app.add_option("--bucket", o.bucket_floats, "DP gradient bucket size in floats")
       ->check(at_least(1));
+  int ep = 1;
+  app.add_option("--experts", o.experts, "MoE: experts per layer (each ffn / topk)")
+      ->check(at_least(1));
+  app.add_option("--topk", o.topk, "MoE: experts per token")->check(at_least(1));
+  app.add_option("--ep", ep, "MoE: expert-parallel size (of the DP ranks)")->check(at_least(1));
+  app.add_flag("--alltoall", o.alltoall, "MoE: the all-to-all dispatcher");
   app.add_option("--threads", threads, "OpenMP threads (default: 1 and 2)")
       ->check(at_least(0));
   if (const int rc = parse_bench_args(app, argc, argv); rc >= 0) return rc;
@@ -196,6 +222,7 @@ int main(int argc, char** argv) {
     mt::ParallelConfig pc;
     pc.tp = tp;
     pc.pp = pp;
+    pc.ep = ep;
     mt::ParallelState ps(pc);
     const BenchConfig a{"a", 4, 4, 128, 64, 12, 65, 200};
     const BenchConfig b{"b", 12, 12, 768, 1024, 1, 50304, 5};

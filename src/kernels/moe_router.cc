@@ -117,7 +117,8 @@ int64_t moe_expert_capacity(int64_t n, int64_t E, int64_t k, double capacity_fac
 
 // kept (n, k) =
 int64_t moe_apply_capacity(uint8_t* kept, const int32_t* expert, const float* prob, int64_t n,
-                           int64_t E, int64_t k, int64_t capacity, bool drop_by_position) {
+                           int64_t E, int64_t k, int64_t capacity, bool drop_by_position,
+                           int64_t* scratch) {
   check_shape("moe_apply_capacity", n, E, k);
   check_expert_ids("moe_apply_capacity", expert, n, k, E);
   const int64_t nk = n * k;
@@ -127,18 +128,24 @@ int64_t moe_apply_capacity(uint8_t* kept, const int32_t* expert, const float* pr
   }
   // Bucket the (token, choice) pairs by expert, each bucket in token order
   // (a counting sort): pairs[start[e] .. start[e + 1]) are expert e's.
-  std::vector<int64_t> start(size_t(E) + 1, 0), pairs(static_cast<size_t>(nk));
-  for (int64_t i = 0; i < nk; ++i) ++start[size_t(expert[i]) + 1];
-  for (int64_t e = 0; e < E; ++e) start[e + 1] += start[e];
-  {
-    std::vector<int64_t> next(start.begin(), start.end() - 1);
-    for (int64_t i = 0; i < nk; ++i) pairs[size_t(next[size_t(expert[i])]++)] = i;
+  std::vector<int64_t> own;
+  if (scratch == nullptr) {
+    own.resize(size_t(moe_capacity_scratch(n, E, k)));
+    scratch = own.data();
   }
+  int64_t* start = scratch;          // (E + 1)
+  int64_t* next = start + E + 1;     // (E)
+  int64_t* pairs = next + E;         // (n·k)
+  std::fill(start, start + E + 1, int64_t(0));
+  for (int64_t i = 0; i < nk; ++i) ++start[expert[i] + 1];
+  for (int64_t e = 0; e < E; ++e) start[e + 1] += start[e];
+  std::copy(start, start + E, next);
+  for (int64_t i = 0; i < nk; ++i) pairs[next[expert[i]]++] = i;
   std::fill(kept, kept + nk, uint8_t(0));
   int64_t dropped = 0;
 #pragma omp parallel for schedule(dynamic) reduction(+ : dropped)
   for (int64_t e = 0; e < E; ++e) {
-    int64_t* first = pairs.data() + start[e];
+    int64_t* first = pairs + start[e];
     const int64_t m = start[e + 1] - start[e];
     const int64_t keep = std::min(m, capacity);
     // "probs": the `keep` best by (prob desc, token asc), a strict order, so

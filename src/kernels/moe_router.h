@@ -37,8 +37,12 @@ int64_t moe_expert_capacity(int64_t n, int64_t E, int64_t k, double capacity_fac
 // prob (equal probs: the lower token first); true ("position") keeps the
 // first in token order. capacity < 0: no capacity, all kept. Returns the
 // number of pairs dropped. Uses O(n·k + E) scratch memory of its own.
+// scratch: moe_capacity_scratch(n, E, k) int64s, reused by the caller (null:
+// allocated here, for tests).
 int64_t moe_apply_capacity(uint8_t* kept, const int32_t* expert, const float* prob, int64_t n,
-                           int64_t E, int64_t k, int64_t capacity, bool drop_by_position);
+                           int64_t E, int64_t k, int64_t capacity, bool drop_by_position,
+                           int64_t* scratch = nullptr);
+inline int64_t moe_capacity_scratch(int64_t n, int64_t E, int64_t k) { return 2 * E + 1 + n * k; }
 
 // dlogits (n, E) = d(loss)/d(logits) through prob alone, given dprob (n, k)
 // (the caller zeroes dprob where a choice was dropped)                  [=]

@@ -150,6 +150,18 @@ MoeRecord carve_record(Arena& arena, const MoeSizes& z) {
 
 MoeWorkspace carve_workspace(Arena& arena, const MoeSizes& z) {
   MoeWorkspace w;
+  w.host = std::make_shared<MoeHostScratch>();
+  MoeHostScratch& hs = *w.host;
+  hs.send_rows.assign(size_t(z.ep), 0);
+  hs.recv_rows.assign(size_t(z.ep), 0);
+  for (ChunkSplit* c : {&hs.send_split, &hs.recv_split}) {
+    c->counts.assign(size_t(z.ep), 0);
+    c->displs.assign(size_t(z.ep), 0);
+  }
+  hs.start.assign(size_t(std::max(z.ep * z.E, z.E / z.ep + 1)), 0);
+  hs.next.assign(size_t(z.E), 0);
+  hs.order.assign(size_t(z.ep * z.n * z.k), 0);
+  hs.capacity.assign(size_t(moe_capacity_scratch(z.n, z.E, z.k)), 0);
   w.x32 = arena.alloc_f32(z.n * z.h);
   w.w32 = arena.alloc_f32(z.E * z.h);
   w.dlogits = arena.alloc_f32(z.n * z.E);
@@ -301,7 +313,8 @@ void moe_block_forward(float* out, MoeRecord& rec, const MoeParams<ReadView>& w,
   moe_topk_forward(rec.expert, rec.prob, rec.scores, rec.logits, n, E, k, m.pre_softmax);
   const int64_t capacity =
       m.capacity_factor > 0 ? moe_expert_capacity(n, E, k, m.capacity_factor) : -1;
-  moe_apply_capacity(rec.kept, rec.expert, rec.prob, n, E, k, capacity, m.drop_by_position);
+  moe_apply_capacity(rec.kept, rec.expert, rec.prob, n, E, k, capacity, m.drop_by_position,
+                     ws.host->capacity.data());
   for (int64_t p = 0; p < n * k; ++p) rec.gate[p] = rec.kept[p] ? rec.prob[p] : 0.f;
   // The choices' counts over the micro-batch's tokens (load balancing, the log).
   const int64_t seqs = std::max<int64_t>(1, m.aux_seqs);

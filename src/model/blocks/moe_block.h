@@ -13,6 +13,7 @@
 // MoEAuxLossAutoScaler); their values go to PassContext::moe_stats.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -64,8 +65,20 @@ struct MoeRecord {
   MlpRecord shared;               // the shared expert's (its `in` is the block's)
 };
 
+// The dispatch's bookkeeping on the host (sized once, at the carve: no
+// allocation in the step).
+struct MoeHostScratch {
+  std::vector<int64_t> send_rows, recv_rows;  // (EP) rows to / from each EP rank
+  ChunkSplit send_split, recv_split;          // (EP) their element chunks
+  std::vector<int64_t> start;                 // max(EP·E, local + 1)
+  std::vector<int64_t> next;                  // max(E, local)
+  std::vector<int64_t> order;                 // (EP·n·k) all-gather: pairs by local expert
+  std::vector<int64_t> capacity;              // moe_capacity_scratch(n, E, k)
+};
+
 // Scratch shared by every MoE layer and micro-batch.
 struct MoeWorkspace {
+  std::shared_ptr<MoeHostScratch> host;
   float* x32 = nullptr;      // (n, h) the router's fp32 input
   float* w32 = nullptr;      // (E, h) the router's fp32 weight (bf16 runs)
   float* dlogits = nullptr;  // (n, E)

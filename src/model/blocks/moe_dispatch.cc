@@ -21,20 +21,33 @@ WriteView as_act(float* buf, ReadView like) {
   return buf;
 }
 
-ChunkSplit rows_split(const std::vector<int64_t>& rows, int64_t width) {
-  std::vector<int64_t> c;
-  for (int64_t r : rows) c.push_back(r * width);
-  return chunk_split(c);
+// split = chunks of rows[i] · width elements, in place (no allocation: the
+// split has EP entries already).
+void rows_split(ChunkSplit& split, const std::vector<int64_t>& rows, int64_t width) {
+  int64_t at = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    MT_CHECK(rows[i] * width <= INT32_MAX && at <= INT32_MAX, "MoE exchange of ", rows[i] * width,
+             " elements exceeds an MPI count; fix: a smaller micro-batch or more EP ranks");
+    split.counts[i] = int(rows[i] * width);
+    split.displs[i] = int(at);
+    at += rows[i] * width;
+  }
 }
 
-// all_to_all_v of `width`-wide rows (fp32, or bf16 when `bf16`); one rank: a copy.
-void exchange(const GptShapes& sh, void* out, const std::vector<int64_t>& recv_rows,
-              const void* in, const std::vector<int64_t>& send_rows, int64_t width, bool bf16) {
+// all_to_all_v of `width`-wide rows (fp32, or bf16 when `bf16`) from this
+// rank's send_rows to its recv_rows (MoeHostScratch); one rank: a copy.
+void exchange(const GptShapes& sh, MoeHostScratch& hs, void* out, const void* in, int64_t width,
+              bool bf16, bool back) {
+  const std::vector<int64_t>& to = back ? hs.recv_rows : hs.send_rows;
+  const std::vector<int64_t>& from = back ? hs.send_rows : hs.recv_rows;
   if (single(sh)) {
-    copy_bytes(out, in, size_t(send_rows[0] * width) * (bf16 ? 2 : 4));
+    copy_bytes(out, in, size_t(to[0] * width) * (bf16 ? 2 : 4));
     return;
   }
-  const ChunkSplit rs = rows_split(recv_rows, width), ss = rows_split(send_rows, width);
+  ChunkSplit& rs = hs.recv_split;
+  ChunkSplit& ss = hs.send_split;
+  rows_split(rs, from, width);
+  rows_split(ss, to, width);
   if (bf16)
     sh.moe.ep->all_to_all_v(static_cast<uint16_t*>(out), rs, static_cast<const uint16_t*>(in), ss);
   else
@@ -59,30 +72,28 @@ void reduce_scatter(const GptShapes& sh, float* out, const float* in, int64_t n)
 
 int64_t local_experts(const GptShapes& sh) { return sh.moe.local; }
 
-// Rows this rank sends to / receives from each EP rank (all-to-all).
-std::vector<int64_t> send_rows(const MoeRecord& rec, const GptShapes& sh) {
+// Rows this rank sends to / receives from each EP rank (all-to-all), into
+// the host scratch, from rec.counts_all.
+void count_rows(MoeHostScratch& hs, const MoeRecord& rec, const GptShapes& sh) {
   const int64_t E = sh.moe.experts, L = local_experts(sh), me = sh.moe.ep_rank();
-  std::vector<int64_t> rows(size_t(sh.moe.ep_size()), 0);
-  for (int64_t e = 0; e < E; ++e) rows[size_t(e / L)] += rec.counts_all[me * E + e];
-  return rows;
-}
-std::vector<int64_t> recv_rows(const MoeRecord& rec, const GptShapes& sh) {
-  const int64_t E = sh.moe.experts, L = local_experts(sh), first = sh.moe.first;
-  std::vector<int64_t> rows(size_t(sh.moe.ep_size()), 0);
+  const int64_t first = sh.moe.first;
+  std::fill(hs.send_rows.begin(), hs.send_rows.end(), 0);
+  std::fill(hs.recv_rows.begin(), hs.recv_rows.end(), 0);
+  for (int64_t e = 0; e < E; ++e) hs.send_rows[size_t(e / L)] += rec.counts_all[me * E + e];
   for (int64_t s = 0; s < sh.moe.ep_size(); ++s)
-    for (int64_t e = first; e < first + L; ++e) rows[size_t(s)] += rec.counts_all[s * E + e];
-  return rows;
+    for (int64_t e = first; e < first + L; ++e) hs.recv_rows[size_t(s)] += rec.counts_all[s * E + e];
 }
 
 // This rank's kept pairs sorted by (expert, token, choice): rec.perm and its
 // per-expert counts in row ep_rank of rec.counts_all (other rows zero).
-int64_t sort_pairs(MoeRecord& rec, const GptShapes& sh) {
+int64_t sort_pairs(MoeRecord& rec, MoeHostScratch& hs, const GptShapes& sh) {
   const int64_t n = sh.local_tokens(), k = sh.moe.topk, E = sh.moe.experts;
   int64_t* counts = rec.counts_all + sh.moe.ep_rank() * E;
   std::fill(rec.counts_all, rec.counts_all + sh.moe.ep_size() * E, 0);
   for (int64_t p = 0; p < n * k; ++p)
     if (rec.kept[p]) ++counts[rec.expert[p]];
-  std::vector<int64_t> next(size_t(E), 0);
+  std::vector<int64_t>& next = hs.next;  // (E)
+  next[0] = 0;
   for (int64_t e = 1; e < E; ++e) next[size_t(e)] = next[size_t(e - 1)] + counts[e - 1];
   int64_t sent = 0;
   for (int64_t p = 0; p < n * k; ++p)
@@ -141,18 +152,19 @@ void moe_dispatch_forward(MoeRecord& rec, MoeWorkspace& ws, const GptShapes& sh)
   const bool bf16 = rec.in.bf16 != nullptr;
   MT_CHECK(ep == 1 || sh.moe.ep != nullptr, "an MoE layer of EP ", ep,
            " without its expert-parallel group (internal error: shapes made for planning)");
-  const int64_t sent = sort_pairs(rec, sh);
+  MoeHostScratch& hs = *ws.host;
+  const int64_t sent = sort_pairs(rec, hs, sh);
   int64_t received = 0, rows = 0;
   if (sh.moe.alltoall || ep == 1) {
     // Everyone's counts, then this rank's pairs' tokens (and gates) to their experts.
     if (ep > 1) sh.moe.ep->all_reduce_sum(rec.counts_all, ep * E);
     gather_rows(as_act(ws.xa, rec.in), rec.in, rec.perm_tok, sent, h);
     for (int64_t i = 0; i < sent; ++i) ws.va[i] = rec.gate[rec.perm[i]];
-    const std::vector<int64_t> sr = send_rows(rec, sh), rr = recv_rows(rec, sh);
-    exchange(sh, ws.xb, rr, ws.xa, sr, h, bf16);
-    exchange(sh, ws.vb, rr, ws.va, sr, 1, false);
+    count_rows(hs, rec, sh);
+    exchange(sh, hs, ws.xb, ws.xa, h, bf16, false);
+    exchange(sh, hs, ws.vb, ws.va, 1, false, false);
     // Received rows come source by source, each source's by expert.
-    std::vector<int64_t> start(size_t(ep * E), 0);  // first received row of (s, e)
+    std::vector<int64_t>& start = hs.start;  // (EP·E) first received row of (s, e)
     for (int64_t s = 0, r = 0; s < ep; ++s)
       for (int64_t e = sh.moe.first; e < sh.moe.first + sh.moe.local; ++e) {
         start[size_t(s * E + e)] = r;
@@ -181,24 +193,29 @@ void moe_dispatch_forward(MoeRecord& rec, MoeWorkspace& ws, const GptShapes& sh)
     for (int64_t s = 0; s < ep; ++s)
       for (int64_t p = 0; p < n * k; ++p)
         if (codes[s * n * k + p] >= 0) ++rec.counts_all[s * E + int64_t(codes[s * n * k + p])];
-    // Each local expert's pairs, source by source, in (token, choice) order.
-    std::vector<std::vector<int64_t>> pairs(size_t(sh.moe.local));
-    for (int64_t s = 0; s < ep; ++s)
-      for (int64_t p = 0; p < n * k; ++p) {
-        const int64_t e = int64_t(codes[s * n * k + p]) - sh.moe.first;
-        if (codes[s * n * k + p] >= 0 && e >= 0 && e < sh.moe.local)
-          pairs[size_t(e)].push_back(s * n * k + p);
-      }
-    std::vector<size_t> next(size_t(sh.moe.local), 0);
+    // Each local expert's pairs, source by source, in (token, choice) order:
+    // a counting sort into hs.order, local expert i's from hs.start[i].
+    const int64_t L = sh.moe.local;
+    auto local_of = [&](int64_t q) {  // q = s·n·k + p: its local expert, or -1
+      const int64_t e = int64_t(codes[q]) - sh.moe.first;
+      return codes[q] >= 0 && e >= 0 && e < L ? e : -1;
+    };
+    std::fill(hs.start.begin(), hs.start.begin() + L + 1, 0);
+    for (int64_t q = 0; q < ep * n * k; ++q)
+      if (const int64_t e = local_of(q); e >= 0) ++hs.start[size_t(e + 1)];
+    for (int64_t i = 0; i < L; ++i) hs.start[size_t(i + 1)] += hs.start[size_t(i)];
+    std::copy(hs.start.begin(), hs.start.begin() + L, hs.next.begin());
+    for (int64_t q = 0; q < ep * n * k; ++q)
+      if (const int64_t e = local_of(q); e >= 0) hs.order[size_t(hs.next[size_t(e)]++)] = q;
+    std::copy(hs.start.begin(), hs.start.begin() + L, hs.next.begin());
     rows = lay_out_expert_rows(rec, sh, [&](int64_t, int64_t e, int64_t) {
-      const int64_t q = pairs[size_t(e - sh.moe.first)][next[size_t(e - sh.moe.first)]++];
-      return q / k;  // s·n + t
+      return hs.order[size_t(hs.next[size_t(e - sh.moe.first)]++)] / k;  // s·n + t
     });
-    for (auto& v : next) v = 0;
-    for (int64_t r = 0, i = 0; i < sh.moe.local; ++i) {
+    for (int64_t i = 0; i < L; ++i) {
       const ExpertRows er = expert_rows(rec, sh, i);
-      for (r = er.begin; r < er.begin + moe_padded_rows(er.count); ++r)
-        rec.pair[r] = r < er.begin + er.count ? pairs[size_t(i)][next[size_t(i)]++] : -1;
+      for (int64_t r = er.begin; r < er.begin + moe_padded_rows(er.count); ++r)
+        rec.pair[r] = r < er.begin + er.count ? hs.order[size_t(hs.start[size_t(i)] + r - er.begin)]
+                                              : -1;
     }
     gather_rows(rec.xin, as_act(ws.xb, rec.in), rec.src, rows, h);
     for (int64_t r = 0; r < rows; ++r) rec.gate_rows[r] = rec.pair[r] < 0 ? 0.f : gates[rec.pair[r]];
@@ -217,7 +234,8 @@ void moe_combine_forward(float* out, const float* z, const MoeRecord& rec, MoeWo
   fill_zero(out, size_t(n * h) * sizeof(float));
   if (sh.moe.alltoall || single(sh)) {
     gather_rows(ws.xb, z, rec.inv, received, h);  // back in received order
-    exchange(sh, ws.xa, send_rows(rec, sh), ws.xb, recv_rows(rec, sh), h, false);
+    count_rows(*ws.host, rec, sh);
+    exchange(sh, *ws.host, ws.xa, ws.xb, h, false, true);
     scatter_add_rows(out, ws.xa, rec.perm_tok, nullptr, sent, h);
   } else {
     fill_zero(ws.xa, size_t(sh.moe.ep_size() * n * h) * sizeof(float));
@@ -232,7 +250,8 @@ void moe_combine_backward(float* dz, const float* dout, const MoeRecord& rec, Mo
   const int64_t sent = rec.meta[0], rows = rec.meta[2];
   if (sh.moe.alltoall || single(sh)) {
     gather_rows(ws.xa, dout, rec.perm_tok, sent, h);
-    exchange(sh, ws.xb, recv_rows(rec, sh), ws.xa, send_rows(rec, sh), h, false);
+    count_rows(*ws.host, rec, sh);
+    exchange(sh, *ws.host, ws.xb, ws.xa, h, false, false);
   } else {
     gather(sh, ws.xb, dout, n * h, false);
   }
@@ -246,7 +265,8 @@ void moe_gate_grad_back(float* dgate, const float* drow, const MoeRecord& rec, M
   fill_zero(dgate, size_t(n * k) * sizeof(float));
   if (sh.moe.alltoall || single(sh)) {
     for (int64_t i = 0; i < received; ++i) ws.va[i] = drow[rec.inv[i]];
-    exchange(sh, ws.vb, send_rows(rec, sh), ws.va, recv_rows(rec, sh), 1, false);
+    count_rows(*ws.host, rec, sh);
+    exchange(sh, *ws.host, ws.vb, ws.va, 1, false, true);
     for (int64_t i = 0; i < sent; ++i) dgate[rec.perm[i]] = ws.vb[i];
   } else {
     fill_zero(ws.va, size_t(sh.moe.ep_size() * n * k) * sizeof(float));
@@ -263,7 +283,8 @@ void moe_dispatch_backward(float* dx, const float* dxin, const MoeRecord& rec, M
   fill_zero(dx, size_t(n * h) * sizeof(float));
   if (sh.moe.alltoall || single(sh)) {
     gather_rows(ws.xb, dxin, rec.inv, received, h);
-    exchange(sh, ws.xa, send_rows(rec, sh), ws.xb, recv_rows(rec, sh), h, false);
+    count_rows(*ws.host, rec, sh);
+    exchange(sh, *ws.host, ws.xa, ws.xb, h, false, true);
     scatter_add_rows(dx, ws.xa, rec.perm_tok, nullptr, sent, h);
   } else {
     fill_zero(ws.xa, size_t(sh.moe.ep_size() * n * h) * sizeof(float));
