@@ -28,6 +28,7 @@ struct MoeShapes {
   int64_t aux_seqs = 0;     // 0: no load-balancing loss; 1: aux_loss; b: seq_aux_loss
   float aux_coeff = 0, z_coeff = 0;
   double capacity_factor = -1;  // < 0: dropless
+  int64_t capacity = 0;     // each expert's pairs from one rank's n tokens (with a factor)
   bool drop_by_position = false, pad_to_capacity = false;
   bool alltoall = false;    // the dispatcher: all-to-all, else all-gather
   // The expert-parallel group (null for shapes only planned: memory formulas).

@@ -130,7 +130,9 @@ TEST(Moe, DroppedTokensMatchOneRankAtEp2Dp2) {
   expect_layouts_match_one_rank(
       moe_flags() + capacity,
       {{"ep2_dp2_a2a", 4, " --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall"},
-       {"ep2_dp2_ag", 4, " --expert-model-parallel-size 2"}});
+       {"ep2_dp2_ag", 4, " --expert-model-parallel-size 2"},
+       // Padding each expert's input to its capacity changes no number.
+       {"ep2_dp2_pad", 4, " --expert-model-parallel-size 2 --moe-pad-expert-input-to-capacity"}});
   // The capacity did drop tokens: the losses are not the dropless run's.
   TempDir dir;
   const std::string base = " train" + prepare_data(dir, synthetic_corpus(200)) + moe_flags() +

@@ -59,6 +59,8 @@ MoeShapes moe_shapes(const ModelConfig& c, const StageLayout& st, const GptShape
                         "--moe-shared-expert-intermediate-size by TP");
     m.shared_f_in = c.fc1_rows(m.shared_f);
   }
+  if (m.capacity_factor > 0)
+    m.capacity = moe_expert_capacity(sh.local_tokens(), m.experts, m.topk, m.capacity_factor);
   m.max_rows = moe_max_rows(m, sh.local_tokens());
   return m;
 }
@@ -210,12 +212,11 @@ double moe_workspace_bytes(const MoeShapes& m, int64_t n, int64_t n_full, int64_
 double moe_flops(const ModelConfig& c, double tokens) {
   const double h = double(c.hidden_size), f = double(c.moe_ffn());
   const double expert = 12.0 * tokens * h * f * (c.swiglu ? 1.5 : 1.0);
-  const double router = 6.0 * tokens * h * double(c.num_experts);
   double shared = 0;
   if (c.moe_shared_expert_intermediate_size > 0)
     shared = 12.0 * tokens * h * double(c.moe_shared_expert_intermediate_size) *
              (c.swiglu ? 1.5 : 1.0);
-  return expert * double(c.moe_router_topk) + router + shared;
+  return expert * double(c.moe_router_topk) + shared;  // (Megatron counts no router)
 }
 
 namespace {
@@ -260,7 +261,7 @@ void experts_forward(MoeRecord& rec, const MoeParams<ReadView>& w, const GptShap
   const MoeShapes& m = sh.moe;
   for (int64_t i = 0; i < m.local; ++i) {
     const ExpertRows er = expert_rows(rec, sh, i);
-    const int64_t rows = moe_padded_rows(er.count);
+    const int64_t rows = er.padded;
     if (rows == 0) continue;  // an expert without tokens
     const ExpertParams<ReadView>& e = w.experts[size_t(i)];
     const WriteView fc1 = rec.fc1.at(er.begin * m.f_in), act = rec.act.at(er.begin * m.f);
@@ -280,7 +281,7 @@ void experts_backward(float* dxin, const MoeParams<float*>& g, const float* dy,
   const MoeShapes& m = sh.moe;
   for (int64_t i = 0; i < m.local; ++i) {
     const ExpertRows er = expert_rows(rec, sh, i);
-    const int64_t rows = moe_padded_rows(er.count);
+    const int64_t rows = er.padded;
     if (rows == 0) continue;
     const ExpertParams<ReadView>& e = w.experts[size_t(i)];
     const ExpertParams<float*>& ge = g.experts[size_t(i)];
@@ -311,8 +312,7 @@ void moe_block_forward(float* out, MoeRecord& rec, const MoeParams<ReadView>& w,
   linear_forward(rec.logits, router_input(rec, ws, sh), router_weight(w.router_w, ws, sh),
                  nullptr, n, sh.h, E);
   moe_topk_forward(rec.expert, rec.prob, rec.scores, rec.logits, n, E, k, m.pre_softmax);
-  const int64_t capacity =
-      m.capacity_factor > 0 ? moe_expert_capacity(n, E, k, m.capacity_factor) : -1;
+  const int64_t capacity = m.capacity_factor > 0 ? m.capacity : -1;
   moe_apply_capacity(rec.kept, rec.expert, rec.prob, n, E, k, capacity, m.drop_by_position,
                      ws.host->capacity.data());
   for (int64_t p = 0; p < n * k; ++p) rec.gate[p] = rec.kept[p] ? rec.prob[p] : 0.f;

@@ -116,7 +116,7 @@ int64_t lay_out_expert_rows(MoeRecord& rec, const GptShapes& sh, RowOf row_of) {
     const int64_t e = sh.moe.first + i, begin = r;
     for (int64_t s = 0; s < sh.moe.ep_size(); ++s)
       for (int64_t j = 0; j < rec.counts_all[s * E + e]; ++j) rec.src[r++] = row_of(s, e, j);
-    const int64_t end = begin + moe_padded_rows(r - begin);
+    const int64_t end = begin + expert_padded_rows(sh, r - begin);
     MT_CHECK(end <= sh.moe.max_rows, "MoE layer: ", end, " expert rows exceed the planned ",
              sh.moe.max_rows, " (internal error)");
     while (r < end) rec.src[r++] = -1;
@@ -134,14 +134,19 @@ int64_t moe_padded_rows(int64_t m) {
   return (m + step - 1) / step * step;
 }
 
+int64_t expert_padded_rows(const GptShapes& sh, int64_t m) {
+  return sh.moe.pad_to_capacity ? sh.moe.ep_size() * sh.moe.capacity : moe_padded_rows(m);
+}
+
 ExpertRows expert_rows(const MoeRecord& rec, const GptShapes& sh, int64_t i) {
   const int64_t E = sh.moe.experts;
   ExpertRows out;
   for (int64_t x = 0; x <= i; ++x) {
     const int64_t e = sh.moe.first + x;
-    out.begin += moe_padded_rows(out.count);
+    out.begin += out.padded;
     out.count = 0;
     for (int64_t s = 0; s < sh.moe.ep_size(); ++s) out.count += rec.counts_all[s * E + e];
+    out.padded = expert_padded_rows(sh, out.count);
   }
   return out;
 }
@@ -213,7 +218,7 @@ void moe_dispatch_forward(MoeRecord& rec, MoeWorkspace& ws, const GptShapes& sh)
     });
     for (int64_t i = 0; i < L; ++i) {
       const ExpertRows er = expert_rows(rec, sh, i);
-      for (int64_t r = er.begin; r < er.begin + moe_padded_rows(er.count); ++r)
+      for (int64_t r = er.begin; r < er.begin + er.padded; ++r)
         rec.pair[r] = r < er.begin + er.count ? hs.order[size_t(hs.start[size_t(i)] + r - er.begin)]
                                               : -1;
     }

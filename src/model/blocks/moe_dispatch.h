@@ -28,6 +28,10 @@ namespace mt {
 // Rows an expert that receives m pairs is given (m rounded up to a multiple
 // of max(8, 2^⌊log2 m⌋ / 8): at most 1/8 more, ~8 sizes per octave).
 int64_t moe_padded_rows(int64_t m);
+// The same for this layer: with --moe-pad-expert-input-to-capacity every
+// expert gets EP x capacity rows (Megatron pads each expert's input to its
+// capacity; the padding has gate 0 and changes no number).
+int64_t expert_padded_rows(const GptShapes& sh, int64_t m);
 
 // Forward: rec.perm, counts_all, src / inv / pair, meta, and the expert rows
 // rec.xin and rec.gate_rows, from rec.in, rec.expert, rec.kept, rec.gate.
@@ -50,7 +54,7 @@ void moe_dispatch_backward(float* dx, const float* dxin, const MoeRecord& rec, M
 // The rows of local expert i: [begin, begin + count) of the expert side,
 // padded up to the next expert's begin. From rec.counts_all.
 struct ExpertRows {
-  int64_t begin = 0, count = 0;
+  int64_t begin = 0, count = 0, padded = 0;  // padded: count with its padding rows
 };
 ExpertRows expert_rows(const MoeRecord& rec, const GptShapes& sh, int64_t i);
 
