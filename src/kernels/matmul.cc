@@ -486,6 +486,63 @@ void linear_backward(float* dinp, float* dweight, float* dbias, ReadView dout_in
   if (dbias && !bias_done) bias_backward(dbias, dout, n, out_features);  // fp32
 }
 
+void grouped_linear_forward(WriteView out, ReadView inp, ReadView weight, int64_t weight_stride,
+                            int64_t groups, int64_t rows, int64_t in, int64_t out_features,
+                            const Compute& cm) {
+  MT_CHECK(!MT_ON_DEVICE(out.raw()), "grouped_linear_forward has no GPU twin yet");
+  MT_CHECK(weight_stride >= in * out_features, "grouped_linear_forward: weight stride ",
+           weight_stride, " is below one weight's ", in * out_features, " elements");
+  check_weight_math(weight, cm);
+  check_weight_math(inp, cm);
+  MatmulShape s;
+  s.batch = groups;
+  s.m = rows;
+  s.n = out_features;
+  s.k = in;
+  s.trans_b = true;
+  s.batch_stride_a = rows * in;
+  s.batch_stride_b = weight_stride;
+  s.batch_stride_c = rows * out_features;
+  s.math = cm.math;
+  matmul(out, inp.f32, weight.f32, nullptr, s, weight.bf16, inp.bf16);
+}
+
+void grouped_linear_backward(float* dinp, float* dweight, int64_t grad_stride, const float* dout,
+                             ReadView inp, ReadView weight, int64_t weight_stride, int64_t groups,
+                             int64_t rows, int64_t in, int64_t out_features, const Compute& cm) {
+  MT_CHECK(!MT_ON_DEVICE(dweight), "grouped_linear_backward has no GPU twin yet");
+  MT_CHECK(weight_stride >= in * out_features && grad_stride >= in * out_features,
+           "grouped_linear_backward: strides ", weight_stride, ", ", grad_stride,
+           " are below one weight's ", in * out_features, " elements");
+  check_weight_math(weight, cm);
+  check_weight_math(inp, cm);
+  if (dinp) {  // dinp_g (rows, in) = dout_g (rows, out) · W_g (out, in)
+    MatmulShape s;
+    s.batch = groups;
+    s.m = rows;
+    s.n = in;
+    s.k = out_features;
+    s.batch_stride_a = rows * out_features;
+    s.batch_stride_b = weight_stride;
+    s.batch_stride_c = rows * in;
+    s.math = cm.math;
+    matmul(dinp, dout, weight.f32, nullptr, s, weight.bf16);
+  }
+  // dweight_g (out, in) += dout_g (rows, out)ᵀ · inp_g (rows, in)
+  MatmulShape s;
+  s.batch = groups;
+  s.m = out_features;
+  s.n = in;
+  s.k = rows;
+  s.trans_a = true;
+  s.batch_stride_a = rows * out_features;
+  s.batch_stride_b = rows * in;
+  s.batch_stride_c = grad_stride;
+  s.accumulate = true;
+  s.math = cm.math;
+  matmul(dweight, dout, inp.f32, nullptr, s, inp.bf16);
+}
+
 namespace {
 template <class T>
 void bias_add_impl(float* x, const T* bias, int64_t n, int64_t c) {

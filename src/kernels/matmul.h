@@ -58,6 +58,20 @@ void linear_backward(float* dinp, float* dweight, float* dbias, ReadView dout,
                      ReadView inp, ReadView weight, int64_t n, int64_t in,
                      int64_t out_features, bool accumulate_dinp = false, const Compute& cm = {});
 
+// Grouped linear layers (an MoE rank's experts as one product): `groups`
+// linears of the same shape, group g's rows [g·rows, (g+1)·rows) of inp and
+// out, its weight at weight + g·weight_stride elements (fp32, or bf16 in bf16
+// math); no bias. One batched product per call.
+// out (groups·rows, out) = inp (groups·rows, in) · W_gᵀ                 [=]
+void grouped_linear_forward(WriteView out, ReadView inp, ReadView weight, int64_t weight_stride,
+                            int64_t groups, int64_t rows, int64_t in, int64_t out_features,
+                            const Compute& cm = {});
+// dinp = dout · W_g [=, skipped if null]; dweight_g (at dweight + g·grad_stride) += doutᵀ · inp.
+void grouped_linear_backward(float* dinp, float* dweight, int64_t grad_stride, const float* dout,
+                             ReadView inp, ReadView weight, int64_t weight_stride, int64_t groups,
+                             int64_t rows, int64_t in, int64_t out_features,
+                             const Compute& cm = {});
+
 // dbias (c) += column sums of dout (n, c)
 void bias_backward(float* dbias, const float* dout, int64_t n, int64_t c);
 // x (n, c) += bias (c) on every row (fp32 or bf16 storage)
