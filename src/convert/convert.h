@@ -1,7 +1,7 @@
 // `megatron convert` (Megatron-LM's tools/checkpoint/convert.py, loader and
 // saver in one binary):
 //
-//   hf -> megatron: a Hugging Face gpt2 / llama folder (config.json, safetensors
+//   hf -> megatron: a Hugging Face gpt2 / llama / mixtral folder (config.json, safetensors
 //     weights, tokenizer files) becomes a release checkpoint
 //     <save>/release/mp_rank_TT_PPP/model.safetensors + meta.json + tokenizer/,
 //     tracker "release", at the target TP/PP sizes; `train --load` fine-tunes it
@@ -23,6 +23,9 @@ struct ConvertOptions {
   std::string load_dir, save_dir;
   // hf -> megatron
   int target_tp = 1, target_pp = 1;
+  // Experts split over EP ranks: only 1 until checkpoints hold EP shards
+  // (src/checkpoint/); > 1 is refused naming the fix.
+  int target_ep = 1;
   int64_t make_vocab_size_divisible_by = 128;  // Megatron's default
   bool overwrite = false;  // --overwrite-checkpoints: write into a --save-dir that holds some
   // megatron -> hf

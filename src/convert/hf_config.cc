@@ -32,6 +32,7 @@ constexpr int64_t kMaxLayers = int64_t(1) << 14;     // num_hidden_layers, n_lay
 constexpr int64_t kMaxHeads = int64_t(1) << 14;      // attention and key/value heads
 constexpr int64_t kMaxPositions = int64_t(1) << 24;  // max_position_embeddings, n_positions
 constexpr int64_t kMaxVocab = int64_t(1) << 24;      // vocab_size
+constexpr int64_t kMaxExperts = int64_t(1) << 14;    // num_local_experts (DeepSeek-V3: 256)
 
 const char* const kFixFile = "; fix: correct config.json (the file is damaged, hand-edited or not "
                              "of this model)";
@@ -71,6 +72,17 @@ void check_divides(const std::string& path, const char* a_key, int64_t a, const 
                    int64_t b) {
   MT_CHECK(a % b == 0, path, ": '", a_key, "' ", a, " is not divisible by '", b_key, "' ", b,
            kFixFile);
+}
+
+// A number that must be finite and >= 0 once stored as a float.
+float get_non_negative(const json& c, const char* key, const std::string& path, double fallback) {
+  if (!present(c, key)) return float(fallback);
+  const json& v = c.at(key);
+  MT_CHECK(v.is_number(), path, ": '", key, "' is ", shown(v), ", not a number", kFixFile);
+  const float x = float(v.get<double>());
+  MT_CHECK(std::isfinite(x) && x >= 0, path, ": '", key, "' is ", shown(v),
+           ", not a finite number >= 0", kFixFile);
+  return x;
 }
 
 bool get_bool(const json& c, const char* key, const std::string& path, bool fallback) {
@@ -130,14 +142,17 @@ ModelConfig gpt2_config(const json& c, const std::string& path) {
   return m;  // GPT-2's block is ModelConfig's default configuration
 }
 
-ModelConfig llama_config(const json& c, const std::string& path) {
+// Llama's block; `mixtral`: Mixtral's keys and defaults (MixtralConfig's
+// rope_theta 1e6; num_key_value_heads required, as its class default 8 is
+// not Llama's "one per head").
+ModelConfig llama_config(const json& c, const std::string& path, bool mixtral) {
   ModelConfig m;
   m.hidden_size = get_int(c, "hidden_size", path, 0, true, kMaxHidden);
   m.ffn_hidden_size = get_int(c, "intermediate_size", path, 0, true, kMaxFfn);
   m.num_layers = get_int(c, "num_hidden_layers", path, 0, true, kMaxLayers);
   m.num_attention_heads = get_int(c, "num_attention_heads", path, 0, true, kMaxHeads);
   const int64_t kv =
-      get_int(c, "num_key_value_heads", path, m.num_attention_heads, false, kMaxHeads);
+      get_int(c, "num_key_value_heads", path, m.num_attention_heads, mixtral, kMaxHeads);
   if (kv != m.num_attention_heads) {
     m.group_query_attention = true;
     m.num_query_groups = kv;
@@ -146,8 +161,8 @@ ModelConfig llama_config(const json& c, const std::string& path) {
   m.vocab_size = get_int(c, "vocab_size", path, 0, true, kMaxVocab);
   m.layernorm_epsilon =
       get_positive(c, "rms_norm_eps", path, 1e-6, 0, "Llama models use 1e-05 or 1e-06");
-  m.rotary_base =
-      get_positive(c, "rope_theta", path, 10000.0, 1, "Llama models use 10000 or 500000");
+  m.rotary_base = get_positive(c, "rope_theta", path, mixtral ? 1e6 : 10000.0, 1,
+                               "Llama models use 10000 or 500000, Mixtral 1000000");
   m.untie_embeddings_and_output_weights = !get_bool(c, "tie_word_embeddings", path, false);
   m.normalization = "RMSNorm";
   m.position_embedding_type = "rope";
@@ -160,7 +175,9 @@ ModelConfig llama_config(const json& c, const std::string& path) {
     if (get_bool(c, key, path, false))
       unsupported(path, key, true, "the Llama configuration has no linear biases");
   const std::string act = get_string(c, "hidden_act", path, "silu");
-  if (act != "silu") unsupported(path, "hidden_act", act, "the gated MLP is SwiGLU (silu)");
+  if (act != "silu")
+    unsupported(path, "hidden_act", act,
+                mixtral ? "each expert is a SwiGLU (silu) MLP" : "the gated MLP is SwiGLU (silu)");
   check_divides(path, "hidden_size", m.hidden_size, "num_attention_heads",
                 m.num_attention_heads);
   const int64_t d = m.hidden_size / m.num_attention_heads;
@@ -174,9 +191,39 @@ ModelConfig llama_config(const json& c, const std::string& path) {
   return m;
 }
 
+// Llama's attention and norms; every MLP a mixture of experts as Mixtral's
+// (MixtralSparseMoeBlock): router `gate` without bias, softmax over all
+// experts in fp32, top-k, renormalised; SwiGLU experts w2(silu(w1 x) * w3 x).
+ModelConfig mixtral_config(const json& c, const std::string& path) {
+  ModelConfig m = llama_config(c, path, true);
+  if (present(c, "sliding_window"))
+    unsupported(path, "sliding_window", c.at("sliding_window"),
+                "megatron.cpp's attention sees every earlier position (no sliding window; "
+                "Mixtral's own configs have null)");
+  m.num_experts = get_int(c, "num_local_experts", path, 0, true, kMaxExperts);
+  m.moe_router_topk = get_int(c, "num_experts_per_tok", path, 0, true, kMaxExperts);
+  MT_CHECK(m.moe_router_topk <= m.num_experts, path, ": 'num_experts_per_tok' ",
+           m.moe_router_topk, " is above 'num_local_experts' ", m.num_experts,
+           " (a token cannot be routed to more experts than there are); fix: correct "
+           "config.json (num_experts_per_tok <= num_local_experts)");
+  m.moe_ffn_hidden_size = m.ffn_hidden_size;  // intermediate_size: each expert's
+  m.moe_layer_freq = "1";                     // every layer
+  m.moe_router_pre_softmax = false;           // top-k on logits, softmax over k = Mixtral's
+  m.moe_router_load_balancing_type = "aux_loss";
+  m.moe_aux_loss_coeff = get_non_negative(c, "router_aux_loss_coef", path, 0.001);
+  return m;
+}
+
 }  // namespace
 
-const char* hf_family_name(HfFamily f) { return f == HfFamily::kGpt2 ? "gpt2" : "llama"; }
+const char* hf_family_name(HfFamily f) {
+  switch (f) {
+    case HfFamily::kGpt2: return "gpt2";
+    case HfFamily::kLlama: return "llama";
+    case HfFamily::kMixtral: return "mixtral";
+  }
+  return "?";
+}
 
 ModelConfig model_config_from_hf(const json& config, const std::string& path, HfFamily* family) {
   MT_CHECK(config.is_object(), path, " is not a JSON object");
@@ -187,11 +234,14 @@ ModelConfig model_config_from_hf(const json& config, const std::string& path, Hf
     m = gpt2_config(config, path);
   } else if (type == "llama") {
     *family = HfFamily::kLlama;
-    m = llama_config(config, path);
+    m = llama_config(config, path, false);
+  } else if (type == "mixtral") {
+    *family = HfFamily::kMixtral;
+    m = mixtral_config(config, path);
   } else {
     MT_FAIL(path, ": model_type '", type, "' is not supported; megatron.cpp converts 'gpt2' "
-            "(GPT2LMHeadModel) and 'llama' (LlamaForCausalLM) models; fix: --load-dir a folder "
-            "of one of those");
+            "(GPT2LMHeadModel), 'llama' (LlamaForCausalLM) and 'mixtral' (MixtralForCausalLM) "
+            "models; fix: --load-dir a folder of one of those");
   }
   m.seq_length = m.max_position_embeddings;
   m.init_method_std =
@@ -202,18 +252,21 @@ ModelConfig model_config_from_hf(const json& config, const std::string& path, Hf
 }
 
 HfFamily hf_family_of(const ModelConfig& c) {
-  // Near Llama (any of its features): list what differs from Llama; else from GPT-2.
-  const bool llama_like = c.rms_norm() || c.rope() || c.swiglu;
+  // Near Llama (any of its features, or experts): list what differs from
+  // Llama (Mixtral with experts); else from GPT-2.
+  const bool llama_like = c.rms_norm() || c.rope() || c.swiglu || c.moe();
+  const std::string near = !llama_like ? "gpt2" : c.moe() ? "mixtral" : "llama";
   std::vector<std::string> off;
   if (llama_like) {
-    if (!c.rms_norm()) off.push_back("normalization " + c.normalization + " (llama: RMSNorm)");
+    const std::string want = " (" + near + ": ";
+    if (!c.rms_norm()) off.push_back("normalization " + c.normalization + want + "RMSNorm)");
     if (!c.rope())
-      off.push_back("position embedding " + c.position_embedding_type + " (llama: rope)");
-    if (!c.swiglu) off.push_back("a GELU MLP (llama: SwiGLU)");
-    if (c.add_bias()) off.push_back("linear biases (llama: --disable-bias-linear)");
+      off.push_back("position embedding " + c.position_embedding_type + want + "rope)");
+    if (!c.swiglu) off.push_back("a GELU MLP" + want + "SwiGLU)");
+    if (c.add_bias()) off.push_back("linear biases" + want + "--disable-bias-linear)");
     if (c.rotary_percent != 1.f)
-      off.push_back("rotary_percent " + nlohmann::json(tidy(c.rotary_percent)).dump() +
-                    " (llama: 1.0)");
+      off.push_back("rotary_percent " + nlohmann::json(tidy(c.rotary_percent)).dump() + want +
+                    "1.0)");
   } else {
     if (!c.learned_positions())
       off.push_back("position embedding " + c.position_embedding_type +
@@ -223,13 +276,28 @@ HfFamily hf_family_of(const ModelConfig& c) {
     if (c.query_groups() != c.num_attention_heads)
       off.push_back("grouped-query attention (gpt2: one key/value head per head)");
   }
-  if (off.empty()) return llama_like ? HfFamily::kLlama : HfFamily::kGpt2;
+  if (c.moe()) {
+    for (int64_t l = 0; l < c.num_layers; ++l)
+      if (!c.is_moe_layer(l)) {
+        off.push_back("dense MLP layers (--moe-layer-freq " + c.moe_layer_freq +
+                      "; mixtral: every layer MoE)");
+        break;
+      }
+    if (c.moe_shared_expert_intermediate_size > 0)
+      off.push_back("a shared expert (mixtral: none)");
+    if (c.moe_router_pre_softmax)
+      off.push_back("--moe-router-pre-softmax (mixtral renormalises the top-k probabilities: "
+                    "Megatron's default router)");
+  }
+  if (off.empty())
+    return !llama_like ? HfFamily::kGpt2 : c.moe() ? HfFamily::kMixtral : HfFamily::kLlama;
   std::string list;
   for (const std::string& s : off) list += (list.empty() ? "" : ", ") + s;
-  MT_FAIL("the checkpoint's model has no Hugging Face equivalent: nearest is ",
-          llama_like ? "llama" : "gpt2", " but it has ", list,
-          "; megatron.cpp exports gpt2 (LayerNorm, learned positions, GELU, biases, tied output) "
-          "and llama (RMSNorm, rope, SwiGLU, no linear biases)");
+  MT_FAIL("the checkpoint's model has no Hugging Face equivalent: nearest is ", near,
+          " but it has ", list,
+          "; megatron.cpp exports gpt2 (LayerNorm, learned positions, GELU, biases, tied output), "
+          "llama (RMSNorm, rope, SwiGLU, no linear biases) and mixtral (llama with every MLP a "
+          "mixture of experts, Megatron's default router)");
 }
 
 json hf_config_from_model(const ModelConfig& c, HfFamily f, const json& tokenizer,
@@ -283,6 +351,19 @@ json hf_config_from_model(const ModelConfig& c, HfFamily f, const json& tokenize
          {"use_cache", true}};
     if (has_bos) j["bos_token_id"] = tokenizer.at("bos");
     if (has_eod) j["eos_token_id"] = tokenizer.at("eod");
+  }
+  if (f == HfFamily::kMixtral) {  // Llama's keys but those MixtralConfig has not, plus the experts
+    for (const char* key : {"rope_scaling", "attention_bias", "mlp_bias", "pretraining_tp"})
+      j.erase(key);
+    j["architectures"] = {"MixtralForCausalLM"};
+    j["model_type"] = "mixtral";
+    j["intermediate_size"] = c.moe_ffn();
+    j["sliding_window"] = nullptr;
+    j["num_local_experts"] = c.num_experts;
+    j["num_experts_per_tok"] = c.moe_router_topk;
+    j["router_aux_loss_coef"] = tidy(c.moe_aux_loss_coeff);
+    j["output_router_logits"] = false;
+    j["router_jitter_noise"] = 0.0;
   }
   j["torch_dtype"] = torch_dtype;
   return j;

@@ -1,16 +1,25 @@
-// Hugging Face config.json <-> ModelConfig for the two families that are a
+// Hugging Face config.json <-> ModelConfig for the families that are a
 // configuration of the one decoder (DESIGN.md "One model, configured"):
 //
 //   gpt2  (GPT2LMHeadModel):  LayerNorm, learned absolute positions, GELU
 //         (tanh: "gelu_new"), biases, tied output layer;
 //   llama (LlamaForCausalLM): RMSNorm, RoPE (rotate-half, as Megatron core's
 //         default), SwiGLU, no linear biases, grouped-query attention, tied or
-//         untied output layer.
+//         untied output layer;
+//   mixtral (MixtralForCausalLM): Llama's attention and norms, every MLP a
+//         mixture of experts (Megatron's MoE with num_local_experts experts of
+//         intermediate_size, top num_experts_per_tok, no shared expert, no
+//         token dropping): Mixtral's softmax over all experts, top-k and
+//         renormalisation is Megatron's default router (top-k on the logits,
+//         softmax over the k); router_aux_loss_coef -> --moe-aux-loss-coeff.
+//         router_jitter_noise (training-only noise, like dropout) is not
+//         carried.
 //
-// Anything of either family this decoder does not compute (rope_scaling,
+// Anything of these families this decoder does not compute (rope_scaling,
 // attention/MLP biases in Llama, another activation, a head_dim that is not
-// hidden/heads, an untied GPT-2, ...) is refused naming the key and its value,
-// never converted into another function in silence.
+// hidden/heads, an untied GPT-2, a Mixtral sliding_window, more experts per
+// token than experts, ...) is refused naming the key and its value, never
+// converted into another function in silence.
 #pragma once
 #include <string>
 
@@ -20,9 +29,9 @@
 
 namespace mt {
 
-enum class HfFamily { kGpt2, kLlama };
+enum class HfFamily { kGpt2, kLlama, kMixtral };
 
-const char* hf_family_name(HfFamily f);  // "gpt2" | "llama"
+const char* hf_family_name(HfFamily f);  // "gpt2" | "llama" | "mixtral"
 
 // config.json (parsed; `path` for messages) as a ModelConfig, not finalized:
 // vocab_size is config.json's (the caller sets the tokenizer's when that is

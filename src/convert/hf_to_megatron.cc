@@ -211,8 +211,16 @@ void convert_hf_to_megatron(const ConvertOptions& o) {
   MT_CHECK(cfg.query_groups() % TP == 0, "--target-tensor-parallel-size ", TP,
            " does not divide the ", cfg.query_groups(),
            " query groups (num_key_value_heads; TP splits them)", fix);
-  MT_CHECK(cfg.ffn_hidden_size % TP == 0, "--target-tensor-parallel-size ", TP,
+  bool dense = false;  // a dense MLP somewhere (TP splits it; experts are whole on each rank)
+  for (int64_t l = 0; l < cfg.num_layers; ++l) dense = dense || !cfg.is_moe_layer(l);
+  MT_CHECK(!dense || cfg.ffn_hidden_size % TP == 0, "--target-tensor-parallel-size ", TP,
            " does not divide the MLP's ", cfg.ffn_hidden_size, " hidden units", fix);
+  MT_CHECK(o.target_ep == 1 || cfg.moe(), "--target-expert-parallel-size ", o.target_ep,
+           ": the ", hf_family_name(fam), " model of ", cfg_path, " has no experts; fix: drop "
+           "the flag");
+  MT_CHECK(o.target_ep == 1, "--target-expert-parallel-size ", o.target_ep, " is not "
+           "supported yet (checkpoints hold every expert in each TP/PP shard until EP shards "
+           "land in src/checkpoint/); fix: --target-expert-parallel-size 1");
   MT_CHECK(cfg.padded_vocab_size % TP == 0, "--target-tensor-parallel-size ", TP,
            " does not divide the padded vocabulary of ", cfg.padded_vocab_size, fix);
   MT_CHECK(cfg.num_layers % PP == 0, "--target-pipeline-parallel-size ", PP,
@@ -243,6 +251,11 @@ void convert_hf_to_megatron(const ConvertOptions& o) {
   prepare_save_dir(o, tmp);
   log_line(true, "convert: %s %s -> megatron.cpp TP%d PP%d: %s\n", hf_family_name(fam),
            o.load_dir.c_str(), TP, PP, cfg.summary().c_str());
+  if (cfg.moe())
+    log_line(true, "convert: every MLP a mixture of %lld experts (ffn %lld, top %lld, whole on "
+             "each TP rank), router aux loss coefficient %g\n",
+             static_cast<long long>(cfg.num_experts), static_cast<long long>(cfg.moe_ffn()),
+             static_cast<long long>(cfg.moe_router_topk), double(cfg.moe_aux_loss_coeff));
   if (hf_vocab != cfg.vocab_size)
     log_line(true, "convert: config.json's vocab_size %lld = the tokenizer's %lld + %lld padding "
              "rows, kept as padding rows (padded vocabulary %lld)\n",

@@ -20,8 +20,10 @@ struct RowSource {
   bool pad = false;
 };
 
-// `vocab_rows`: rows of the Hugging Face vocabulary tensor (kVocab).
-RowSource row_source(HfLayout layout, const ModelConfig& c, int64_t vocab_rows, int64_t r) {
+// `vocab_rows`: rows of the Hugging Face vocabulary tensor (kVocab); `rows`:
+// Megatron's (kGateUp: twice the gate's).
+RowSource row_source(HfLayout layout, const ModelConfig& c, int64_t vocab_rows, int64_t rows,
+                     int64_t r) {
   switch (layout) {
     case HfLayout::kVocab:
       return r < vocab_rows ? RowSource{0, r, false} : RowSource{0, vocab_rows - 1, true};
@@ -37,8 +39,7 @@ RowSource row_source(HfLayout layout, const ModelConfig& c, int64_t vocab_rows, 
       return {2, g * d + k - (hpg + 1) * d, false};
     }
     case HfLayout::kGateUp:
-      return r < c.ffn_hidden_size ? RowSource{0, r, false}
-                                   : RowSource{1, r - c.ffn_hidden_size, false};
+      return r < rows / 2 ? RowSource{0, r, false} : RowSource{1, r - rows / 2, false};
     case HfLayout::kCopy:
     case HfLayout::kTranspose:
       break;
@@ -56,15 +57,36 @@ void transpose(const float* in, int64_t rows, int64_t cols, float* out) {
         for (int64_t j = j0; j < std::min(cols, j0 + kB); ++j) out[j * rows + i] = in[i * cols + j];
 }
 
-// "decoder.layers.<L>.<suffix>" -> L and suffix.
-bool split_layer_name(const std::string& name, int64_t* layer, std::string* suffix) {
-  const std::string pre = "decoder.layers.";
+// "<pre><N>.<rest>" -> N and rest.
+bool split_index(const std::string& name, const std::string& pre, int64_t* index,
+                 std::string* rest) {
   if (name.rfind(pre, 0) != 0) return false;
   const size_t dot = name.find('.', pre.size());
   if (dot == std::string::npos) return false;
-  *layer = std::stoll(name.substr(pre.size(), dot - pre.size()));
-  *suffix = name.substr(dot + 1);
+  *index = std::stoll(name.substr(pre.size(), dot - pre.size()));
+  *rest = name.substr(dot + 1);
   return true;
+}
+
+// "decoder.layers.<L>.<suffix>" -> L and suffix.
+bool split_layer_name(const std::string& name, int64_t* layer, std::string* suffix) {
+  return split_index(name, "decoder.layers.", layer, suffix);
+}
+
+// An expert's parameter "mlp.experts.local_experts.<N>.<rest>" (a layer
+// suffix) -> N and the rule key "mlp.experts.local_experts.{e}.<rest>".
+constexpr const char* kExpertPrefix = "mlp.experts.local_experts.";
+bool split_expert(const std::string& suffix, int64_t* expert, std::string* key) {
+  std::string rest;
+  if (!split_index(suffix, kExpertPrefix, expert, &rest)) return false;
+  *key = std::string(kExpertPrefix) + "{e}." + rest;
+  return true;
+}
+
+// `name` with "{e}" replaced by expert `e`.
+std::string with_expert(std::string name, int64_t e) {
+  const size_t at = name.find("{e}");
+  return at == std::string::npos ? name : name.replace(at, 3, std::to_string(e));
 }
 
 struct Rule {
@@ -103,6 +125,33 @@ const std::map<std::string, Rule>& llama_layer_rules() {
   return k;
 }
 
+// Llama's attention and norms; the MoE MLP as Mixtral's block_sparse_moe.
+const std::map<std::string, Rule>& mixtral_layer_rules() {
+  static const std::map<std::string, Rule> k = [] {
+    std::map<std::string, Rule> r;
+    for (const auto& [name, rule] : llama_layer_rules())
+      if (name.rfind("mlp.", 0) != 0) r.emplace(name, rule);
+    r.emplace("mlp.router.weight", Rule{{"block_sparse_moe.gate.weight"}, HfLayout::kCopy});
+    r.emplace("mlp.experts.local_experts.{e}.linear_fc1.weight",
+              Rule{{"block_sparse_moe.experts.{e}.w1.weight",
+                    "block_sparse_moe.experts.{e}.w3.weight"},
+                   HfLayout::kGateUp});
+    r.emplace("mlp.experts.local_experts.{e}.linear_fc2.weight",
+              Rule{{"block_sparse_moe.experts.{e}.w2.weight"}, HfLayout::kCopy});
+    return r;
+  }();
+  return k;
+}
+
+const std::map<std::string, Rule>& layer_rules(HfFamily f) {
+  switch (f) {
+    case HfFamily::kGpt2: return gpt2_layer_rules();
+    case HfFamily::kLlama: return llama_layer_rules();
+    case HfFamily::kMixtral: return mixtral_layer_rules();
+  }
+  return llama_layer_rules();
+}
+
 const std::map<std::string, Rule>& model_rules(HfFamily f) {
   static const std::map<std::string, Rule> gpt2 = {
       {"embedding.word_embeddings.weight", {{"wte.weight"}, HfLayout::kVocab}},
@@ -130,7 +179,7 @@ std::vector<std::vector<int64_t>> hf_shapes(const ParamSpec& p, HfLayout layout,
       const int64_t d = c.head_dim(), g = c.query_groups();
       return {{c.num_attention_heads * d, C}, {g * d, C}, {g * d, C}};
     }
-    case HfLayout::kGateUp: return {{c.ffn_hidden_size, C}, {c.ffn_hidden_size, C}};
+    case HfLayout::kGateUp: return {{R / 2, C}, {R / 2, C}};
   }
   return {own};
 }
@@ -155,10 +204,12 @@ std::vector<HfParamMap> hf_param_maps(HfFamily f, const ParamRegistry& full,
     int64_t layer = -1;
     std::string suffix, layer_pre;
     const Rule* rule = nullptr;
+    int64_t expert = -1;
     if (split_layer_name(p.name, &layer, &suffix)) {
-      const auto& rules = f == HfFamily::kGpt2 ? gpt2_layer_rules() : llama_layer_rules();
-      const auto it = rules.find(suffix);
-      if (it != rules.end()) rule = &it->second;
+      std::string key = suffix;
+      if (!split_expert(suffix, &expert, &key)) expert = -1;
+      const auto it = layer_rules(f).find(key);
+      if (it != layer_rules(f).end()) rule = &it->second;
       layer_pre = f == HfFamily::kGpt2 ? gpt2_prefix + "h." + std::to_string(layer) + "."
                                        : "model.layers." + std::to_string(layer) + ".";
     } else {
@@ -172,7 +223,9 @@ std::vector<HfParamMap> hf_param_maps(HfFamily f, const ParamRegistry& full,
     m.param = &p;
     m.layout = rule->layout;
     const auto shapes = hf_shapes(p, rule->layout, c, vocab_rows);
-    for (size_t i = 0; i < rule->hf.size(); ++i) m.hf.push_back({layer_pre + rule->hf[i], shapes[i]});
+    for (size_t i = 0; i < rule->hf.size(); ++i)
+      m.hf.push_back({layer_pre + (expert >= 0 ? with_expert(rule->hf[i], expert) : rule->hf[i]),
+                      shapes[i]});
     out.push_back(std::move(m));
   }
   return out;
@@ -196,7 +249,7 @@ void hf_to_megatron(const HfParamMap& m, const ModelConfig& cfg,
   }
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < R; ++r) {
-    const RowSource s = row_source(m.layout, cfg, vocab_rows, r);
+    const RowSource s = row_source(m.layout, cfg, vocab_rows, R, r);
     std::copy(src[size_t(s.tensor)] + s.row * C, src[size_t(s.tensor)] + (s.row + 1) * C,
               full + r * C);
   }
@@ -220,7 +273,7 @@ void megatron_to_hf(const HfParamMap& m, const ModelConfig& cfg, const float* fu
   }
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < R; ++r) {
-    const RowSource s = row_source(m.layout, cfg, vocab_rows, r);
+    const RowSource s = row_source(m.layout, cfg, vocab_rows, R, r);
     if (s.pad) continue;
     std::copy(full + r * C, full + (r + 1) * C, dst[size_t(s.tensor)] + s.row * C);
   }

@@ -23,6 +23,12 @@
 //   layers.L.input_layernorm / post_attention_layernorm -> input_layernorm / pre_mlp_layernorm
 //   model.norm                 -> decoder.final_layernorm
 //   lm_head (untied)           -> output_layer.weight (padded)
+// mixtral (as llama, but every MLP is block_sparse_moe; experts whole, never
+// split over TP):
+//   layers.L.block_sparse_moe.gate (E, h)       -> mlp.router.weight
+//   layers.L.block_sparse_moe.experts.N.{w1,w3} -> mlp.experts.local_experts.N.linear_fc1
+//                                                  = [w1 (gate); w3 (up)]
+//   layers.L.block_sparse_moe.experts.N.w2      -> mlp.experts.local_experts.N.linear_fc2
 // The Hugging Face vocabulary tensors hold `vocab_rows` rows: the tokenizer's
 // vocabulary, or more when config.json's vocab_size is itself padded (a GPT-2
 // of 50304 rows for 50257 tokens); Megatron's padded rows beyond them are
@@ -44,7 +50,7 @@ enum class HfLayout : uint8_t {
   kVocab,      // rows [0, vocab_rows) the same; padded rows = the last (export: cut)
   kGpt2Qkv,    // c_attn weight or bias: [q | k | v] <-> per head [q; k; v]
   kLlamaQkv,   // q_proj, k_proj, v_proj <-> per query group [q heads; k; v]
-  kGateUp,     // gate_proj, up_proj <-> [gate; up]
+  kGateUp,     // gate_proj, up_proj (Mixtral's w1, w3) <-> [gate; up], two halves
 };
 
 struct HfTensor {
@@ -63,7 +69,7 @@ struct HfParamMap {
 
 // The whole model's table, in `full`'s parameter order (a registry of the
 // whole model: TP 1, one stage with every layer). `gpt2_prefix` is "" or
-// "transformer." (the names a GPT-2 folder uses; ignored for llama).
+// "transformer." (the names a GPT-2 folder uses; ignored for llama and mixtral).
 // `vocab_rows`: rows of the vocabulary tensors, in [vocab_size,
 // padded_vocab_size] (0: vocab_size).
 std::vector<HfParamMap> hf_param_maps(HfFamily f, const ParamRegistry& full,

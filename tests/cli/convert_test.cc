@@ -2,7 +2,8 @@
 //  - a random Hugging Face folder (tests/reference/hf_models.py) imported at
 //    TP2 x PP2 and exported back holds bit-identical tensors, GPT-2 (GPT-2's
 //    BPE files, sharded export) and Llama with grouped-query attention (a
-//    SentencePiece model trained here), plus a bf16 export rounded to nearest
+//    SentencePiece model trained here), Mixtral (its experts; more in
+//    mixtral_convert_test.cc), plus a bf16 export rounded to nearest
 //    even (and a bf16 folder imports to exactly those values); an exported
 //    folder, sharded or not, imports to the same shards;
 //  - what would not convert exactly is refused before anything is written;
@@ -87,6 +88,11 @@ TEST(ConvertCli, Gpt2RoundTripAtTp2Pp2IsBitIdentical) {
 
 TEST(ConvertCli, LlamaGqaRoundTripAtTp2Pp2IsBitIdentical) {
   round_trip("llama", 12, "");
+}
+
+// 4 experts (top 2) per layer: router, w1/w3 stacked into each expert's fc1, w2.
+TEST(ConvertCli, MixtralRoundTripAtTp2Pp2IsBitIdentical) {
+  round_trip("mixtral", 16, "");
 }
 
 // float -> bf16, round to nearest even (no NaN in random weights).

@@ -16,7 +16,8 @@ inline std::string convert(const std::string& flags) {
   return megatron() + " convert --model-type GPT" + flags;
 }
 
-// A random folder of `family` with its tokenizer files; tiny sizes.
+// A random folder of `family` (gpt2, llama, mixtral: 4 experts, top 2) with
+// its tokenizer files; tiny sizes.
 // `vocab_size`: config.json's (0: the tokenizer's).
 inline void make_hf_folder(const std::string& family, const TempDir& dir, const std::string& out,
                            int seed, int vocab_size = 0) {
@@ -24,9 +25,11 @@ inline void make_hf_folder(const std::string& family, const TempDir& dir, const 
   add_hf_tokenizer_files(family, dir, out, &vocab);
   if (testing::Test::HasFatalFailure()) return;
   if (vocab_size > 0) vocab = vocab_size;
-  const std::string sizes = family == "gpt2" ? " --hidden 32 --heads 4 --layers 2 --max-pos 64"
-                                             : " --hidden 64 --heads 4 --kv-heads 2 --layers 2"
-                                               " --ffn 96 --max-pos 64";
+  const std::string sizes =
+      family == "gpt2"    ? " --hidden 32 --heads 4 --layers 2 --max-pos 64"
+      : family == "llama" ? " --hidden 64 --heads 4 --kv-heads 2 --layers 2 --ffn 96 --max-pos 64"
+                          : " --hidden 64 --heads 4 --kv-heads 2 --layers 2 --ffn 32 --experts 4"
+                            " --topk 2 --max-pos 64";  // mixtral
   const RunResult r = run(kHfModels + " random --family " + family + " --out " + out +
                           " --seed " + std::to_string(seed) + " --vocab-size " +
                           std::to_string(vocab) + sizes + " --no-self-check");

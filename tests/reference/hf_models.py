@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent PyTorch reference for Hugging Face GPT-2 and Llama checkpoints.
+"""Independent PyTorch reference for Hugging Face GPT-2, Llama and Mixtral checkpoints.
 
 The judge for `megatron convert` (hf <-> megatron) and for
 `megatron generate --output-json`. Written from Hugging Face transformers'
@@ -8,16 +8,19 @@ GPT2Block, GPT2Model, GPT2LMHeadModel, pytorch_utils.Conv1D,
 activations.NewGELUActivation; modeling_llama.py: LlamaRMSNorm,
 LlamaRotaryEmbedding, rotate_half, apply_rotary_pos_emb, repeat_kv,
 eager_attention_forward, LlamaAttention, LlamaMLP, LlamaDecoderLayer,
-LlamaForCausalLM; modeling_rope_utils._compute_default_rope_parameters), not
-from this repository's C++ code. No transformers/safetensors/numpy needed.
+LlamaForCausalLM; modeling_rope_utils._compute_default_rope_parameters;
+modeling_mixtral.py: MixtralBlockSparseTop2MLP, MixtralSparseMoeBlock,
+MixtralDecoderLayer, MixtralForCausalLM), not from this repository's C++
+code. No transformers/safetensors/numpy needed.
 
-  random --family gpt2|llama --out DIR --seed S [sizes...]
+  random --family gpt2|llama|mixtral --out DIR --seed S [sizes...]
       writes DIR/config.json and DIR/model.safetensors (float32, HF names and
       layouts), then reads the folder back and runs the self-checks.
   score --hf-dir DIR --json FILE [--tol 1e-4] [--self-check]
       recomputes, in float64, the log-probability of every generated token of
       a `megatron generate --output-json` file and compares with its log_probs.
       Exit 0: max |diff| <= tol; 1: larger; 2: bad input (JSON, ids, folder).
+      Mixtral: also the smallest router gap (k-th vs next expert) seen.
 
 Run with Debian's /usr/bin/python3 (python3-torch). See README.md.
 """
@@ -151,6 +154,16 @@ def llama_config(v, h, L, a, g, f, p, tie):
             "attention_bias": False, "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "float32"}
 
 
+def mixtral_config(v, h, L, a, g, f, p, tie, experts, topk):
+    c = llama_config(v, h, L, a, g, f, p, tie)
+    for key in ("rope_scaling", "attention_bias"):  # not MixtralConfig keys
+        del c[key]
+    c.update({"model_type": "mixtral", "architectures": ["MixtralForCausalLM"], "rope_theta": 1000000.0,
+              "sliding_window": None, "num_local_experts": experts, "num_experts_per_tok": topk,
+              "router_aux_loss_coef": 0.02, "output_router_logits": False, "router_jitter_noise": 0.0})
+    return c
+
+
 def gpt2_shapes(c):
     """Ordered (name, shape, kind) of GPT2LMHeadModel's saved state dict; kind: matrix|norm|bias.
     Conv1D weights are (in, out); c_attn columns are [q | k | v]; lm_head is tied (not stored)."""
@@ -187,13 +200,33 @@ def llama_shapes(c):
     return s
 
 
+def mixtral_shapes(c):
+    """llama_shapes with each layer's MLP replaced by MixtralSparseMoeBlock's tensors: the router
+    block_sparse_moe.gate (E, h) (kind router) and per expert w1 (F, h), w2 (h, F), w3 (F, h)."""
+    E, h, f = c["num_local_experts"], c["hidden_size"], c["intermediate_size"]
+    s = []
+    for name, shape, kind in llama_shapes(c):
+        if ".mlp.gate_proj." in name:  # the first MLP tensor of a layer: the MoE block in its place
+            b = name[:name.index("mlp.")] + "block_sparse_moe."
+            s.append((b + "gate.weight", (E, h), "router"))
+            for e in range(E):
+                x = f"{b}experts.{e}."
+                s += [(x + "w1.weight", (f, h), "matrix"), (x + "w2.weight", (h, f), "matrix"),
+                      (x + "w3.weight", (f, h), "matrix")]
+        elif ".mlp." not in name:
+            s.append((name, shape, kind))
+    return s
+
+
 def random_tensors(shapes, seed):
-    """One float64 randn per tensor, in order: matrix 0.02 N, norm 1 + 0.1 N, bias 0.02 N; stored float32."""
+    """One float64 randn per tensor, in order: matrix 0.02 N, norm 1 + 0.1 N, bias 0.02 N, router
+    0.2 N (decisive top-k: no near ties between the k-th and the next expert); stored float32."""
     gen = torch.Generator().manual_seed(seed)
+    scale = {"matrix": 0.02, "bias": 0.02, "router": 0.2}
     out = {}
     for name, shape, kind in shapes:
         z = torch.randn(shape, generator=gen, dtype=torch.float64)
-        out[name] = (1.0 + 0.1 * z if kind == "norm" else 0.02 * z).to(torch.float32)
+        out[name] = (1.0 + 0.1 * z if kind == "norm" else scale[kind] * z).to(torch.float32)
     return out
 
 
@@ -203,9 +236,9 @@ def random_tensors(shapes, seed):
 
 def family_of(cfg):
     mt = cfg.get("model_type")
-    if mt in ("gpt2", "llama"):
+    if mt in ("gpt2", "llama", "mixtral"):
         return mt
-    raise InputError(f"config.json model_type {mt!r} is neither 'gpt2' nor 'llama'")
+    raise InputError(f"config.json model_type {mt!r} is not 'gpt2', 'llama' or 'mixtral'")
 
 
 def layer_norm(x, w, b, eps):  # nn.LayerNorm: biased variance, eps inside the sqrt
@@ -272,8 +305,38 @@ def gpt2_logits(cfg, w, ids, dtype):
     return x @ head.t()
 
 
-def llama_logits(cfg, w, ids, dtype):
-    """LlamaForCausalLM (eval, default rope, eager attention): ids (s,) -> logits (s, vocab_size)."""
+def mixtral_moe(y, W, p, cfg, renormalize=True, gaps=None):
+    """MixtralSparseMoeBlock (eval: no jitter): y (s, h) -> (s, h). Router logits y gateᵀ; softmax
+    over all experts in float32 (F.softmax(..., dtype=torch.float), whatever the working dtype);
+    top-k; the k probabilities renormalised to sum 1, cast back to the working dtype; each expert
+    MixtralBlockSparseTop2MLP w2(silu(w1 y) * w3 y) on the tokens routed to it, weighted and
+    index_add_-ed in expert order. `renormalize=False`: the mutation the self-check measures;
+    `gaps` (a list): gets the smallest gap between the k-th and the next probability."""
+    E, k = cfg["num_local_experts"], cfg["num_experts_per_tok"]
+    logits = y @ W(p + "block_sparse_moe.gate.weight").t()  # (s, E)
+    probs = F.softmax(logits, dim=-1, dtype=torch.float32)
+    top, chosen = torch.topk(probs, k, dim=-1)  # (s, k)
+    if gaps is not None and k < E:
+        ranked = torch.sort(probs, dim=-1, descending=True).values
+        gaps.append((ranked[:, k - 1] - ranked[:, k]).min().item())
+    if renormalize:
+        top = top / top.sum(dim=-1, keepdim=True)
+    top = top.to(y.dtype)
+    out = torch.zeros_like(y)
+    for e in range(E):
+        tok, j = torch.where(chosen == e)
+        if tok.numel() == 0:
+            continue
+        x = y[tok]
+        b = f"{p}block_sparse_moe.experts.{e}."
+        h = (F.silu(x @ W(b + "w1.weight").t()) * (x @ W(b + "w3.weight").t())) @ W(b + "w2.weight").t()
+        out.index_add_(0, tok, h * top[tok, j, None])
+    return out
+
+
+def llama_logits(cfg, w, ids, dtype, renormalize=True, gaps=None):
+    """LlamaForCausalLM (eval, default rope, eager attention): ids (s,) -> logits (s, vocab_size).
+    MixtralForCausalLM is the same model with each MLP a MixtralSparseMoeBlock (mixtral_moe)."""
     W = lambda name: w[name].to(dtype)
     h, a = cfg["hidden_size"], cfg["num_attention_heads"]
     g = cfg.get("num_key_value_heads") or a
@@ -296,6 +359,9 @@ def llama_logits(cfg, w, ids, dtype):
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
         x = x + linear(causal_attention(q, k, v, d ** -0.5), p + "self_attn.o_proj", attn_bias)
         y = rms_norm(x, W(p + "post_attention_layernorm.weight"), eps)
+        if family_of(cfg) == "mixtral":
+            x = x + mixtral_moe(y, W, p, cfg, renormalize, gaps)
+            continue
         y = F.silu(linear(y, p + "mlp.gate_proj", mlp_bias)) * linear(y, p + "mlp.up_proj", mlp_bias)
         x = x + linear(y, p + "mlp.down_proj", mlp_bias)
     x = rms_norm(x, W("model.norm.weight"), eps)
@@ -329,7 +395,17 @@ def check_model(cfg, w):
         if cfg.get("rope_scaling") is not None:
             bad.append(f"rope_scaling {cfg['rope_scaling']} (only null)")
         c = dict(cfg, num_key_value_heads=cfg.get("num_key_value_heads") or cfg["num_attention_heads"])
-        need = [(n, shape) for n, shape, _ in llama_shapes(dict(c, tie_word_embeddings=True))]
+        shapes_of = llama_shapes
+        if fam == "mixtral":
+            shapes_of = mixtral_shapes
+            if cfg.get("sliding_window") is not None:
+                bad.append(f"sliding_window {cfg['sliding_window']} (only null)")
+            E, k = cfg.get("num_local_experts"), cfg.get("num_experts_per_tok")
+            if not (isinstance(E, int) and isinstance(k, int) and 1 <= k <= E):
+                bad.append(f"num_local_experts {E!r} / num_experts_per_tok {k!r} (need 1 <= k <= E)")
+        if bad:
+            raise InputError("config.json asks for what this reference does not implement: " + "; ".join(bad))
+        need = [(n, shape) for n, shape, _ in shapes_of(dict(c, tie_word_embeddings=True))]
         if "lm_head.weight" in w or not cfg.get("tie_word_embeddings", False):
             need.append(("lm_head.weight", (cfg["vocab_size"], cfg["hidden_size"])))
         get = w.get
@@ -344,8 +420,17 @@ def check_model(cfg, w):
     return fam
 
 
-def model_logits(cfg, w, ids, dtype=torch.float64):
-    return (gpt2_logits if family_of(cfg) == "gpt2" else llama_logits)(cfg, w, ids, dtype)
+def model_logits(cfg, w, ids, dtype=torch.float64, gaps=None):
+    if family_of(cfg) == "gpt2":
+        return gpt2_logits(cfg, w, ids, dtype)
+    return llama_logits(cfg, w, ids, dtype, gaps=gaps)
+
+
+def megatron_router(logits, k):
+    """Megatron's default router (moe_router_pre_softmax false): top-k on the logits, softmax over
+    the k. Returns (probs (s, k), experts (s, k)) in descending order."""
+    top, chosen = torch.topk(logits, k, dim=-1)
+    return torch.softmax(top, dim=-1), chosen
 
 
 def max_positions(cfg):
@@ -385,6 +470,16 @@ def self_check(cfg, w, log=print):
     ones, zeros = torch.ones(7, dtype=torch.float64), torch.zeros(7, dtype=torch.float64)
     report("layer_norm vs F.layer_norm", layer_norm(y, ones, zeros, 1e-5) - F.layer_norm(y, (7,), eps=1e-5), 1e-12)
     report("gelu_new vs F.gelu(tanh)", gelu_new(y) - F.gelu(y, approximate="tanh"), 1e-12)
+    # Mixtral's routing (softmax over all experts, top-k, renormalise) is Megatron's default router
+    # (top-k on the logits, softmax over the k): same experts, same weights.
+    logits = 3 * torch.randn(50, 8, generator=gen, dtype=torch.float64)
+    top, chosen = torch.topk(torch.softmax(logits, -1), 2, dim=-1)
+    m_probs, m_chosen = megatron_router(logits, 2)
+    if not torch.equal(chosen, m_chosen):
+        results.append(False)
+        log("self-check: Mixtral vs Megatron router: other experts chosen (FAILED)")
+    report("Mixtral routing (softmax, top-k, renormalise) vs Megatron's (top-k, softmax over k)",
+           top / top.sum(-1, keepdim=True) - m_probs, 1e-15)
 
     # The model itself on a short random sequence.
     vocab = cfg["vocab_size"]
@@ -399,7 +494,7 @@ def self_check(cfg, w, log=print):
            model_logits(cfg, w, ids2)[:-1] - logits[:-1], 1e-13)
     report("float32 forward vs float64 forward (log-probs)",
            torch.log_softmax(model_logits(cfg, w, ids, torch.float32).double(), -1) - lp, 1e-4)
-    if family_of(cfg) == "llama":
+    if family_of(cfg) != "gpt2":
         a = cfg["num_attention_heads"]
         g = cfg.get("num_key_value_heads") or a
         rep = a // g
@@ -411,6 +506,22 @@ def self_check(cfg, w, log=print):
                 wide[name] = t.reshape(g, t.shape[0] // g, -1).repeat_interleave(rep, 0).reshape(a * (t.shape[0] // g), -1)
         mha = model_logits(dict(cfg, num_key_value_heads=a), wide, ids)
         report(f"GQA ({g} kv heads) vs MHA with kv weights repeated to {a} heads", mha - logits, 1e-12)
+    if family_of(cfg) == "mixtral":
+        # The experts matter to the log-probs well above the judge's 1e-4: routing without the
+        # renormalisation (Megatron's --moe-router-pre-softmax) moves them by more than 1e-3.
+        plain = torch.log_softmax(llama_logits(cfg, w, ids, torch.float64, renormalize=False), -1)
+        err = (plain - lp).abs().max().item()
+        results.append(err > 1e-3)
+        log(f"self-check: log-probs without the top-k renormalisation move by {err:.2e} "
+            f"({'ok' if err > 1e-3 else 'FAILED'}, must be > 1e-03)")
+        # The smallest gap between the k-th and the next router probability on this sequence: ties
+        # (gaps near round-off) would make the chosen experts depend on the order of sums.
+        gaps = []
+        llama_logits(cfg, w, ids, torch.float64, gaps=gaps)
+        if gaps:
+            results.append(min(gaps) > 1e-6)
+            log(f"self-check: smallest router gap between the top-k and the next expert: {min(gaps):.2e} "
+                f"({'ok' if min(gaps) > 1e-6 else 'FAILED'}, must be > 1e-06)")
     return all(results)
 
 
@@ -424,7 +535,7 @@ def cmd_random(args):
         raise InputError(f"--hidden {args.hidden} must be a positive multiple of --heads {args.heads}")
     if f == "gpt2":
         if args.kv_heads is not None or args.tie is not None:
-            raise InputError("--kv-heads and --tie are llama-only (GPT-2 has one kv head per head and is always tied)")
+            raise InputError("--kv-heads and --tie are llama/mixtral-only (GPT-2 has one kv head per head and is always tied)")
         cfg = gpt2_config(args.vocab_size, args.hidden, args.layers, args.heads, args.ffn, args.max_pos)
         shapes = gpt2_shapes(cfg)
     else:
@@ -432,9 +543,20 @@ def cmd_random(args):
         if g <= 0 or args.heads % g or (args.hidden // args.heads) % 2:
             raise InputError(f"--heads {args.heads} must be a multiple of --kv-heads {g}, and the head dim "
                              f"{args.hidden // args.heads} even (RoPE rotates halves)")
-        cfg = llama_config(args.vocab_size, args.hidden, args.layers, args.heads, g, args.ffn or 96,
-                           args.max_pos, args.tie == "true")
-        shapes = llama_shapes(cfg)
+        if f == "llama":
+            cfg = llama_config(args.vocab_size, args.hidden, args.layers, args.heads, g, args.ffn or 96,
+                               args.max_pos, args.tie == "true")
+            shapes = llama_shapes(cfg)
+        else:
+            E = 4 if args.experts is None else args.experts
+            k = 2 if args.topk is None else args.topk
+            if not 1 <= k <= E:
+                raise InputError(f"--topk {k} must be in [1, --experts {E}]")
+            cfg = mixtral_config(args.vocab_size, args.hidden, args.layers, args.heads, g, args.ffn or 32,
+                                 args.max_pos, args.tie == "true", E, k)
+            shapes = mixtral_shapes(cfg)
+    if f != "mixtral" and (args.experts is not None or args.topk is not None):
+        raise InputError("--experts and --topk are mixtral-only")
     tensors = random_tensors(shapes, args.seed)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "config.json"), "w") as fh:
@@ -497,14 +619,18 @@ def cmd_score(args):
     if limit is not None and len(seq) - 1 > limit:
         raise InputError(f"{len(prompt)} prompt + {len(tokens)} generated tokens need {len(seq) - 1} positions; "
                          f"the model has n_positions {limit}")
+    gaps = []  # mixtral: the smallest router gap of each layer (top-k vs the next expert)
     with torch.no_grad():
-        logits = model_logits(cfg, w, torch.tensor(seq[:-1], dtype=torch.int64))  # (s-1, vocab) float64
+        logits = model_logits(cfg, w, torch.tensor(seq[:-1], dtype=torch.int64), gaps=gaps)  # (s-1, vocab) float64
     lp = torch.log_softmax(logits, dim=-1)
     p = len(prompt)
     ours = [lp[p - 1 + i, t].item() for i, t in enumerate(tokens)]
     diffs = [abs(o - t) for o, t in zip(ours, theirs)]
     worst = max(range(len(diffs)), key=diffs.__getitem__)
-    print(json.dumps({"max_abs_diff": diffs[worst], "n": len(tokens), "ours": ours, "theirs": theirs}))
+    out = {"max_abs_diff": diffs[worst], "n": len(tokens), "ours": ours, "theirs": theirs}
+    if gaps:
+        out["min_router_gap"] = min(gaps)
+    print(json.dumps(out))
     if diffs[worst] > args.tol:
         print(f"score: FAILED — generated token {worst} (id {tokens[worst]}, position {p + worst}): "
               f"log-prob ours {ours[worst]:.8f}, theirs {theirs[worst]:.8f}, |diff| {diffs[worst]:.3e} > tol {args.tol:g}",
@@ -517,18 +643,21 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("random", help="write a random HF checkpoint folder (config.json + model.safetensors)")
-    r.add_argument("--family", choices=("gpt2", "llama"), required=True)
+    r.add_argument("--family", choices=("gpt2", "llama", "mixtral"), required=True)
     r.add_argument("--out", required=True, help="folder to write (created if missing)")
     r.add_argument("--seed", type=int, required=True)
     r.add_argument("--vocab-size", type=int, default=256)
     r.add_argument("--hidden", type=int, default=64)
     r.add_argument("--layers", type=int, default=2)
     r.add_argument("--heads", type=int, default=4)
-    r.add_argument("--kv-heads", type=int, default=None, help="llama only (default 2)")
+    r.add_argument("--kv-heads", type=int, default=None, help="llama, mixtral (default 2)")
     r.add_argument("--ffn", type=int, default=None,
-                   help="gpt2 n_inner (default null = 4*hidden); llama intermediate_size (default 96)")
+                   help="gpt2 n_inner (default null = 4*hidden); llama intermediate_size (default 96); "
+                        "mixtral each expert's intermediate_size (default 32)")
+    r.add_argument("--experts", type=int, default=None, help="mixtral num_local_experts (default 4)")
+    r.add_argument("--topk", type=int, default=None, help="mixtral num_experts_per_tok (default 2)")
     r.add_argument("--max-pos", type=int, default=128, help="gpt2 n_positions / llama max_position_embeddings")
-    r.add_argument("--tie", choices=("true", "false"), default=None, help="llama only (default false)")
+    r.add_argument("--tie", choices=("true", "false"), default=None, help="llama, mixtral (default false)")
     r.add_argument("--no-self-check", dest="self_check", action="store_false", help="skip the self-checks")
     s = sub.add_parser("score", help="compare a `megatron generate --output-json` file with this reference")
     s.add_argument("--hf-dir", required=True)
