@@ -31,6 +31,7 @@ struct MoeShapes {
   int64_t capacity = 0;     // each expert's pairs from one rank's n tokens (with a factor)
   bool drop_by_position = false, pad_to_capacity = false;
   bool alltoall = false;    // the dispatcher: all-to-all, else all-gather
+  bool grouped = false;     // --moe-grouped-gemm: the local experts as one batched product
   // The expert-parallel group (null for shapes only planned: memory formulas).
   const Communicator* ep = nullptr;
   int64_t ranks = 1, rank = 0;  // EP size and this rank's index

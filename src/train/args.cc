@@ -197,8 +197,9 @@ void TrainArgs::validate_moe(int world_size) const {
   MT_CHECK(tensor_model_parallel_size == 1 || sequence_parallel,
            "--num-experts with --tensor-model-parallel-size ", tensor_model_parallel_size,
            " needs --sequence-parallel (as in Megatron-LM); fix: add --sequence-parallel");
-  MT_CHECK(!model.moe_grouped_gemm, "--moe-grouped-gemm is not implemented yet (each expert runs "
-           "its own product); fix: drop the flag");
+  MT_CHECK(!model.moe_grouped_gemm || model.disable_bias_linear,
+           "--moe-grouped-gemm with expert biases is not implemented; fix: add "
+           "--disable-bias-linear, or drop --moe-grouped-gemm");
   MT_CHECK((ep == 1 && !use_distributed_optimizer) || (save.empty() && load.empty()),
            "checkpoints of MoE runs with --expert-model-parallel-size > 1 or "
            "--use-distributed-optimizer are not implemented yet (got EP ", ep, "); fix: train "

@@ -93,6 +93,8 @@ TEST(Moe, ExpertParallelLayoutsMatchOneRank) {
        {"ep2_allgather", 2, " --expert-model-parallel-size 2 --moe-token-dispatcher-type allgather"},
        {"ep2_dp2", 4, " --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall"},
        {"ep2_dp2_zero", 4, " --expert-model-parallel-size 2 --use-distributed-optimizer"},
+       {"ep2_grouped", 2, " --expert-model-parallel-size 2 --moe-grouped-gemm"},
+       {"grouped", 2, " --moe-grouped-gemm --moe-token-dispatcher-type alltoall"},
        {"dp2_zero", 2, " --use-distributed-optimizer"}});
 }
 
@@ -165,7 +167,8 @@ TEST_F(MoeBadArgs, MisfitFlagsAreRefusedInOneLine) {
       {"bad layer list", train(moe + " --moe-layer-freq '[1,0,1]'"), "--moe-layer-freq '[1,0,1]'"},
       {"expert TP", train(moe + " --expert-tensor-parallel-size 2"),
        "--expert-tensor-parallel-size 2"},
-      {"grouped GEMM", train(moe + " --moe-grouped-gemm"), "--moe-grouped-gemm"},
+      {"grouped GEMM with biases", train(moe + " --moe-grouped-gemm"),
+       "--moe-grouped-gemm with expert biases"},
   };
   for (const BadInputCase& c : cases) expect_fails(c);
 }

@@ -16,7 +16,7 @@ namespace mt {
 namespace {
 
 ModelConfig moe_config(const std::string& balancing, bool pre_softmax, double capacity,
-                       int64_t shared = 0) {
+                       int64_t shared = 0, bool grouped = false) {
   ModelConfig cfg;
   cfg.num_layers = 2;
   cfg.hidden_size = 16;
@@ -42,6 +42,7 @@ ModelConfig moe_config(const std::string& balancing, bool pre_softmax, double ca
   cfg.moe_z_loss_coeff = 0.05f;
   cfg.moe_expert_capacity_factor = float(capacity);
   cfg.moe_shared_expert_intermediate_size = shared;
+  cfg.moe_grouped_gemm = grouped;
   cfg.finalize(1);
   return cfg;
 }
@@ -137,6 +138,10 @@ TEST(MoeGradient, SequenceAuxLossPreSoftmaxMatchFiniteDifferences) {
 
 TEST(MoeGradient, SharedExpertMatchesFiniteDifferences) {
   check_moe_gradient(moe_config("aux_loss", false, -1, 12));
+}
+
+TEST(MoeGradient, GroupedGemmMatchesFiniteDifferences) {
+  check_moe_gradient(moe_config("aux_loss", false, -1, 0, true));
 }
 
 TEST(MoeGradient, DroppedTokensMatchFiniteDifferences) {

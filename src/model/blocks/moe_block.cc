@@ -54,6 +54,7 @@ MoeShapes moe_shapes(const ModelConfig& c, const StageLayout& st, const GptShape
   m.drop_by_position = c.moe_token_drop_policy == "position";
   m.pad_to_capacity = c.moe_pad_expert_input_to_capacity;
   m.alltoall = c.moe_token_dispatcher_type == "alltoall";
+  m.grouped = c.moe_grouped_gemm;
   if (c.moe_shared_expert_intermediate_size > 0) {
     m.shared_f = divide(c.moe_shared_expert_intermediate_size, st.tp_size,
                         "--moe-shared-expert-intermediate-size by TP");
@@ -69,9 +70,14 @@ int64_t moe_max_rows(const MoeShapes& m, int64_t n) {
   // The most pairs one rank's experts can get: every token of the EP group
   // choosing min(k, local) of them, or each expert full to its capacity.
   int64_t pairs = m.ranks * n * std::min(m.topk, m.local);
-  if (m.capacity_factor > 0)
-    pairs = std::min(pairs, m.ranks * m.local *
-                                moe_expert_capacity(n, m.experts, m.topk, m.capacity_factor));
+  int64_t per_expert = m.ranks * n;  // a token visits an expert at most once
+  if (m.capacity_factor > 0) {
+    const int64_t cap = moe_expert_capacity(n, m.experts, m.topk, m.capacity_factor);
+    pairs = std::min(pairs, m.ranks * m.local * cap);
+    per_expert = std::min(per_expert, m.ranks * cap);
+  }
+  // Grouped: every expert padded to the busiest one's rows.
+  if (m.grouped) pairs = m.local * per_expert;
   return pairs + pairs / 8 + 8 * m.local;  // each expert's rows padded (moe_padded_rows)
 }
 
@@ -256,9 +262,73 @@ double aux_scale(const GptShapes& sh) {
   return base / (s * s * double(sh.b));
 }
 
+// Elements from expert 0's tensor to expert 1's in the flat buffer (the
+// experts' same-named tensors are evenly spaced: the registry lays each
+// expert's tensors out in the same order); checked for all.
+template <class P, class Get>
+int64_t expert_stride(const std::vector<ExpertParams<P>>& ex, Get get, int64_t numel) {
+  if (ex.size() < 2) return numel;  // one expert: its own size
+  auto addr = [&](size_t i) {
+    if constexpr (std::is_same_v<P, ReadView>) {
+      const ReadView v = get(ex[i]);
+      return v.bf16 ? reinterpret_cast<intptr_t>(v.bf16) / 2 : reinterpret_cast<intptr_t>(v.f32) / 4;
+    } else {
+      return reinterpret_cast<intptr_t>(get(ex[i])) / 4;
+    }
+  };
+  const int64_t stride = int64_t(addr(1) - addr(0));
+  for (size_t i = 2; i < ex.size(); ++i)
+    MT_CHECK(int64_t(addr(i) - addr(i - 1)) == stride,
+             "--moe-grouped-gemm: experts' weights are not evenly spaced (internal error)");
+  return stride;
+}
+
+// The local experts as one batched product per linear (--moe-grouped-gemm).
+void grouped_experts_forward(MoeRecord& rec, const MoeParams<ReadView>& w, const GptShapes& sh) {
+  const MoeShapes& m = sh.moe;
+  const int64_t rows = expert_rows(rec, sh, 0).padded, all = m.local * rows;
+  if (rows == 0) return;
+  const auto fc1 = [](const ExpertParams<ReadView>& e) { return e.fc1_w; };
+  const auto fc2 = [](const ExpertParams<ReadView>& e) { return e.fc2_w; };
+  grouped_linear_forward(rec.fc1, rec.xin, w.experts[0].fc1_w, expert_stride(w.experts, fc1, m.f_in * sh.h),
+                         m.local, rows, sh.h, m.f_in, sh.cm);
+  if (sh.swiglu)
+    swiglu_forward(rec.act, rec.fc1, all, m.f);
+  else
+    gelu_forward(rec.act, rec.fc1, all * m.f);
+  grouped_linear_forward(rec.y, rec.act, w.experts[0].fc2_w, expert_stride(w.experts, fc2, sh.h * m.f),
+                         m.local, rows, m.f, sh.h, sh.cm);
+}
+
+void grouped_experts_backward(float* dxin, const MoeParams<float*>& g, const float* dy,
+                              const MoeRecord& rec, MoeWorkspace& ws,
+                              const MoeParams<ReadView>& w, const GptShapes& sh) {
+  const MoeShapes& m = sh.moe;
+  const int64_t rows = expert_rows(rec, sh, 0).padded, all = m.local * rows;
+  if (rows == 0) return;
+  const auto fc1 = [](const ExpertParams<ReadView>& e) { return e.fc1_w; };
+  const auto fc2 = [](const ExpertParams<ReadView>& e) { return e.fc2_w; };
+  const auto gfc1 = [](const ExpertParams<float*>& e) { return e.fc1_w; };
+  const auto gfc2 = [](const ExpertParams<float*>& e) { return e.fc2_w; };
+  grouped_linear_backward(ws.dact, g.experts[0].fc2_w, expert_stride(g.experts, gfc2, sh.h * m.f), dy, rec.act,
+                          w.experts[0].fc2_w, expert_stride(w.experts, fc2, sh.h * m.f), m.local, rows, m.f,
+                          sh.h, sh.cm);
+  float* dfc1 = ws.dact;
+  if (sh.swiglu) {
+    dfc1 = ws.dfc_in;
+    swiglu_backward(dfc1, rec.fc1, ws.dact, all, m.f);
+  } else {
+    gelu_backward(ws.dact, rec.fc1, ws.dact, all * m.f);
+  }
+  grouped_linear_backward(dxin, g.experts[0].fc1_w, expert_stride(g.experts, gfc1, m.f_in * sh.h), dfc1, rec.xin,
+                          w.experts[0].fc1_w, expert_stride(w.experts, fc1, m.f_in * sh.h), m.local, rows, sh.h,
+                          m.f_in, sh.cm);
+}
+
 // The expert MLPs over the expert rows: fc1, activation, fc2 (unweighted y).
 void experts_forward(MoeRecord& rec, const MoeParams<ReadView>& w, const GptShapes& sh) {
   const MoeShapes& m = sh.moe;
+  if (m.grouped) return grouped_experts_forward(rec, w, sh);
   for (int64_t i = 0; i < m.local; ++i) {
     const ExpertRows er = expert_rows(rec, sh, i);
     const int64_t rows = er.padded;
@@ -279,6 +349,7 @@ void experts_backward(float* dxin, const MoeParams<float*>& g, const float* dy,
                       const MoeRecord& rec, MoeWorkspace& ws, const MoeParams<ReadView>& w,
                       const GptShapes& sh) {
   const MoeShapes& m = sh.moe;
+  if (m.grouped) return grouped_experts_backward(dxin, g, dy, rec, ws, w, sh);
   for (int64_t i = 0; i < m.local; ++i) {
     const ExpertRows er = expert_rows(rec, sh, i);
     const int64_t rows = er.padded;

@@ -72,6 +72,19 @@ void reduce_scatter(const GptShapes& sh, float* out, const float* in, int64_t n)
 
 int64_t local_experts(const GptShapes& sh) { return sh.moe.local; }
 
+// --moe-grouped-gemm: every local expert gets the rows of the busiest one
+// (padded), so that they run as one batched product.
+int64_t grouped_rows(const MoeRecord& rec, const GptShapes& sh) {
+  const int64_t E = sh.moe.experts;
+  int64_t most = 0;
+  for (int64_t e = sh.moe.first; e < sh.moe.first + sh.moe.local; ++e) {
+    int64_t c = 0;
+    for (int64_t s = 0; s < sh.moe.ep_size(); ++s) c += rec.counts_all[s * E + e];
+    most = std::max(most, c);
+  }
+  return expert_padded_rows(sh, most);
+}
+
 // Rows this rank sends to / receives from each EP rank (all-to-all), into
 // the host scratch, from rec.counts_all.
 void count_rows(MoeHostScratch& hs, const MoeRecord& rec, const GptShapes& sh) {
@@ -111,12 +124,13 @@ int64_t sort_pairs(MoeRecord& rec, MoeHostScratch& hs, const GptShapes& sh) {
 template <class RowOf>
 int64_t lay_out_expert_rows(MoeRecord& rec, const GptShapes& sh, RowOf row_of) {
   const int64_t E = sh.moe.experts, L = local_experts(sh);
+  const int64_t uniform = sh.moe.grouped ? grouped_rows(rec, sh) : -1;
   int64_t r = 0;
   for (int64_t i = 0; i < L; ++i) {
     const int64_t e = sh.moe.first + i, begin = r;
     for (int64_t s = 0; s < sh.moe.ep_size(); ++s)
       for (int64_t j = 0; j < rec.counts_all[s * E + e]; ++j) rec.src[r++] = row_of(s, e, j);
-    const int64_t end = begin + expert_padded_rows(sh, r - begin);
+    const int64_t end = begin + (uniform >= 0 ? uniform : expert_padded_rows(sh, r - begin));
     MT_CHECK(end <= sh.moe.max_rows, "MoE layer: ", end, " expert rows exceed the planned ",
              sh.moe.max_rows, " (internal error)");
     while (r < end) rec.src[r++] = -1;
@@ -140,13 +154,14 @@ int64_t expert_padded_rows(const GptShapes& sh, int64_t m) {
 
 ExpertRows expert_rows(const MoeRecord& rec, const GptShapes& sh, int64_t i) {
   const int64_t E = sh.moe.experts;
+  const int64_t uniform = sh.moe.grouped ? grouped_rows(rec, sh) : -1;
   ExpertRows out;
   for (int64_t x = 0; x <= i; ++x) {
     const int64_t e = sh.moe.first + x;
     out.begin += out.padded;
     out.count = 0;
     for (int64_t s = 0; s < sh.moe.ep_size(); ++s) out.count += rec.counts_all[s * E + e];
-    out.padded = expert_padded_rows(sh, out.count);
+    out.padded = uniform >= 0 ? uniform : expert_padded_rows(sh, out.count);
   }
   return out;
 }
