@@ -412,7 +412,7 @@ void moe_block_forward(float* out, MoeRecord& rec, const MoeParams<ReadView>& w,
   experts_forward(rec, w, sh);
   const int64_t rows = rec.meta[2];
   scale_rows(ws.rows_a, rec.y, rec.gate_rows, rows, sh.h);
-  moe_combine_forward(out, ws.rows_a, rec, ws, sh);
+  moe_rows_to_tokens(out, ws.rows_a, rec, ws, sh);
   if (m.shared_f > 0) {  // out += the shared expert's output (a dense MLP over TP)
     const GptShapes ssh = shared_shapes(sh);
     const BlockCall scall{ssh, call.ctx, call.layer, call.sample0, call.full_a, call.full_b};
@@ -430,11 +430,11 @@ void moe_block_backward(float* din, const MoeParams<float*>& g, const float* dou
   const int64_t n = sh.local_tokens(), E = m.experts, k = m.topk, rows = rec.meta[2];
   // Combine: z = gate · y, so dgate = <dz, y> and dy = gate · dz.
   float* dz = ws.rows_a;
-  moe_combine_backward(dz, dout, rec, ws, sh);
+  moe_tokens_to_rows(dz, dout, rec, ws, sh);
   row_dots(ws.dgate_rows, dz, rec.y, rows, sh.h);
   scale_rows(dz, dz, rec.gate_rows, rows, sh.h);
   experts_backward(ws.rows_b, g, dz, rec, ws, w, sh);
-  moe_dispatch_backward(din, ws.rows_b, rec, ws, sh);
+  moe_rows_to_tokens(din, ws.rows_b, rec, ws, sh);
   if (m.shared_f > 0) {
     const GptShapes ssh = shared_shapes(sh);
     const BlockCall scall{ssh, call.ctx, call.layer, call.sample0, call.full_a, call.full_b};

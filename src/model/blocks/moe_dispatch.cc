@@ -12,9 +12,6 @@ namespace {
 
 bool single(const GptShapes& sh) { return sh.moe.ep_size() == 1; }
 
-// Element bytes of the activations (the tokens the dispatch moves).
-size_t act_bytes(ReadView v) { return v.bf16 ? sizeof(uint16_t) : sizeof(float); }
-
 // The exchange buffer `buf` as a view of the activations' storage.
 WriteView as_act(float* buf, ReadView like) {
   if (like.bf16) return reinterpret_cast<uint16_t*>(buf);
@@ -244,11 +241,10 @@ void moe_dispatch_forward(MoeRecord& rec, MoeWorkspace& ws, const GptShapes& sh)
   rec.meta[0] = sent;
   rec.meta[1] = received;
   rec.meta[2] = rows;
-  (void)act_bytes;
 }
 
-void moe_combine_forward(float* out, const float* z, const MoeRecord& rec, MoeWorkspace& ws,
-                         const GptShapes& sh) {
+void moe_rows_to_tokens(float* out, const float* z, const MoeRecord& rec, MoeWorkspace& ws,
+                        const GptShapes& sh) {
   const int64_t n = sh.local_tokens(), h = sh.h;
   const int64_t sent = rec.meta[0], received = rec.meta[1], rows = rec.meta[2];
   fill_zero(out, size_t(n * h) * sizeof(float));
@@ -264,8 +260,8 @@ void moe_combine_forward(float* out, const float* z, const MoeRecord& rec, MoeWo
   }
 }
 
-void moe_combine_backward(float* dz, const float* dout, const MoeRecord& rec, MoeWorkspace& ws,
-                          const GptShapes& sh) {
+void moe_tokens_to_rows(float* dz, const float* dout, const MoeRecord& rec, MoeWorkspace& ws,
+                        const GptShapes& sh) {
   const int64_t n = sh.local_tokens(), h = sh.h;
   const int64_t sent = rec.meta[0], rows = rec.meta[2];
   if (sh.moe.alltoall || single(sh)) {
@@ -293,23 +289,6 @@ void moe_gate_grad_back(float* dgate, const float* drow, const MoeRecord& rec, M
     for (int64_t r = 0; r < rows; ++r)
       if (rec.pair[r] >= 0) ws.va[rec.pair[r]] = drow[r];
     reduce_scatter(sh, dgate, ws.va, n * k);
-  }
-}
-
-void moe_dispatch_backward(float* dx, const float* dxin, const MoeRecord& rec, MoeWorkspace& ws,
-                           const GptShapes& sh) {
-  const int64_t n = sh.local_tokens(), h = sh.h;
-  const int64_t sent = rec.meta[0], received = rec.meta[1], rows = rec.meta[2];
-  fill_zero(dx, size_t(n * h) * sizeof(float));
-  if (sh.moe.alltoall || single(sh)) {
-    gather_rows(ws.xb, dxin, rec.inv, received, h);
-    count_rows(*ws.host, rec, sh);
-    exchange(sh, *ws.host, ws.xa, ws.xb, h, false, true);
-    scatter_add_rows(dx, ws.xa, rec.perm_tok, nullptr, sent, h);
-  } else {
-    fill_zero(ws.xa, size_t(sh.moe.ep_size() * n * h) * sizeof(float));
-    scatter_add_rows(ws.xa, dxin, rec.src, nullptr, rows, h);
-    reduce_scatter(sh, dx, ws.xa, n * h);
   }
 }
 

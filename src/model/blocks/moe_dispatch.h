@@ -36,20 +36,19 @@ int64_t expert_padded_rows(const GptShapes& sh, int64_t m);
 // Forward: rec.perm, counts_all, src / inv / pair, meta, and the expert rows
 // rec.xin and rec.gate_rows, from rec.in, rec.expert, rec.kept, rec.gate.
 void moe_dispatch_forward(MoeRecord& rec, MoeWorkspace& ws, const GptShapes& sh);
-// out (n, h) = Σ over this rank's pairs of the expert rows `z` (gate · y,
-// expert side, fp32) sent back to their tokens.
-void moe_combine_forward(float* out, const float* z, const MoeRecord& rec, MoeWorkspace& ws,
-                         const GptShapes& sh);
-// dz (expert rows, fp32) = the gradient dout (n, h) of each row's token.
-void moe_combine_backward(float* dz, const float* dout, const MoeRecord& rec, MoeWorkspace& ws,
-                          const GptShapes& sh);
+// out (n, h) = Σ over each of this rank's tokens' pairs of its expert rows
+// (fp32, expert side) sent back: the combine (rows = gate · y) and the
+// dispatch's backward (rows = the experts' input gradients).
+void moe_rows_to_tokens(float* out, const float* rows, const MoeRecord& rec, MoeWorkspace& ws,
+                        const GptShapes& sh);
+// rows (expert side, fp32) = each row's token's row of x (n, h): the
+// combine's backward (x = the gradient of the block's output).
+void moe_tokens_to_rows(float* rows, const float* x, const MoeRecord& rec, MoeWorkspace& ws,
+                        const GptShapes& sh);
 // dgate (n, k) = the expert rows' gate gradients `drow` sent back to their
 // pairs (0 for dropped pairs).
 void moe_gate_grad_back(float* dgate, const float* drow, const MoeRecord& rec, MoeWorkspace& ws,
                         const GptShapes& sh);
-// dx (n, h) = Σ over each token's pairs of the expert rows' input gradients.
-void moe_dispatch_backward(float* dx, const float* dxin, const MoeRecord& rec, MoeWorkspace& ws,
-                           const GptShapes& sh);
 
 // The rows of local expert i: [begin, begin + count) of the expert side,
 // padded up to the next expert's begin. From rec.counts_all.
