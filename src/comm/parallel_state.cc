@@ -202,7 +202,8 @@ ParallelState::ParallelState(const ParallelConfig& cfg) {
   cp_comm = split(world_comm, GroupKind::kCp, tp_size, pp_size, cp_size, ep_size);
   // At CP = 1 DP x CP is DP: gradients keep the "dp" communicator (and its name).
   dp_comm = split(world_comm, GroupKind::kDp, tp_size, pp_size, cp_size, ep_size);
-  if (cp_size > 1) dp_cp_comm = split(world_comm, GroupKind::kDpCp, tp_size, pp_size, cp_size, ep_size);
+  if (cp_size > 1)
+    dp_cp_comm = split(world_comm, GroupKind::kDpCp, tp_size, pp_size, cp_size, ep_size);
   pp_comm = split(world_comm, GroupKind::kPp, tp_size, pp_size, cp_size, ep_size);
   mp_comm = split(world_comm, GroupKind::kModelParallel, tp_size, pp_size, cp_size, ep_size);
   embd_comm = split(world_comm, GroupKind::kEmbedding, tp_size, pp_size, cp_size, ep_size);

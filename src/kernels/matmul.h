@@ -66,7 +66,8 @@ void linear_backward(float* dinp, float* dweight, float* dbias, ReadView dout,
 void grouped_linear_forward(WriteView out, ReadView inp, ReadView weight, int64_t weight_stride,
                             int64_t groups, int64_t rows, int64_t in, int64_t out_features,
                             const Compute& cm = {});
-// dinp = dout · W_g [=, skipped if null]; dweight_g (at dweight + g·grad_stride) += doutᵀ · inp.
+// dinp = dout · W_g [=, skipped if null];
+// dweight_g (at dweight + g·grad_stride) += doutᵀ · inp.
 void grouped_linear_backward(float* dinp, float* dweight, int64_t grad_stride, const float* dout,
                              ReadView inp, ReadView weight, int64_t weight_stride, int64_t groups,
                              int64_t rows, int64_t in, int64_t out_features,

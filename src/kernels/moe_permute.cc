@@ -10,16 +10,17 @@ void gather_rows(WriteView dst, ReadView src, const int64_t* rows, int64_t n, in
 #pragma omp parallel for schedule(static)
       for (int64_t i = 0; i < n; ++i) {
         const int64_t r = rows[i];
-        for (int64_t c = 0; c < h; ++c) store_f32(d, i * h + c, r < 0 ? 0.f : load_f32(s, r * h + c));
+        for (int64_t c = 0; c < h; ++c)
+          store_f32(d, i * h + c, r < 0 ? 0.f : load_f32(s, r * h + c));
       }
     });
   });
 }
 
-void scatter_add_rows(float* dst, ReadView src, const int64_t* rows, const float* weight,
-                      int64_t n, int64_t h) {
+void scatter_add_rows(float* dst, ReadView src, const int64_t* rows, const float* weight, int64_t n,
+                      int64_t h) {
   visit(src, [&](const auto* s) {
-    // Columns split over threads: each destination element is summed in row order.
+  // Columns split over threads: each destination element is summed in row order.
 #pragma omp parallel
     {
       const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();

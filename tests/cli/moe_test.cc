@@ -48,8 +48,8 @@ double rel(double a, double b) { return std::abs(a - b) / std::max(std::abs(a), 
 void expect_layouts_match_one_rank(const std::string& model, const std::vector<Layout>& layouts) {
   TempDir dir;
   const std::string base = " train" + prepare_data(dir, synthetic_corpus(200)) + model;
-  const RunResult one = run(megatron() + base + vocab_padding("") + " --log-json " +
-                            dir.file("ref.json"));
+  const RunResult one =
+      run(megatron() + base + vocab_padding("") + " --log-json " + dir.file("ref.json"));
   ASSERT_EQ(one.exit_code, 0) << one.output;
   const JsonLogLines ref = read_log_json(dir.file("ref.json"));
   ASSERT_EQ(ref.train.size(), 6u);
@@ -65,8 +65,8 @@ void expect_layouts_match_one_rank(const std::string& model, const std::vector<L
     for (const auto& [it, j] : ref.train) {
       for (const char* key : {"loss", "load_balancing_loss", "z_loss"}) {
         const double a = j.at(key).get<double>(), b = got.train.at(it).at(key).get<double>();
-        EXPECT_LT(rel(a, b), 1e-5) << l.tag << " iteration " << it << " " << key << ": " << a
-                                   << " vs " << b;
+        EXPECT_LT(rel(a, b), 1e-5)
+            << l.tag << " iteration " << it << " " << key << ": " << a << " vs " << b;
         worst = std::max(worst, rel(a, b));
       }
       const double ga = j.at("grad_norm").get<double>();
@@ -90,7 +90,8 @@ TEST(Moe, ExpertParallelLayoutsMatchOneRank) {
   expect_layouts_match_one_rank(
       moe_flags(),
       {{"ep2_alltoall", 2, " --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall"},
-       {"ep2_allgather", 2, " --expert-model-parallel-size 2 --moe-token-dispatcher-type allgather"},
+       {"ep2_allgather", 2,
+        " --expert-model-parallel-size 2 --moe-token-dispatcher-type allgather"},
        {"ep2_dp2", 4, " --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall"},
        {"ep2_dp2_zero", 4, " --expert-model-parallel-size 2 --use-distributed-optimizer"},
        {"ep2_grouped", 2, " --expert-model-parallel-size 2 --moe-grouped-gemm"},
@@ -101,11 +102,13 @@ TEST(Moe, ExpertParallelLayoutsMatchOneRank) {
 TEST(Moe, ExpertParallelComposesWithTpPpCp) {
   expect_layouts_match_one_rank(
       moe_flags(),
-      {{"tp2_sp_ep2", 2, " --tensor-model-parallel-size 2 --sequence-parallel"
-                         " --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall"},
+      {{"tp2_sp_ep2", 2,
+        " --tensor-model-parallel-size 2 --sequence-parallel"
+        " --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall"},
        {"pp2_ep2", 4, " --pipeline-model-parallel-size 2 --expert-model-parallel-size 2"},
-       {"cp2_ep2", 2, " --context-parallel-size 2 --expert-model-parallel-size 2"
-                      " --moe-token-dispatcher-type alltoall"}});
+       {"cp2_ep2", 2,
+        " --context-parallel-size 2 --expert-model-parallel-size 2"
+        " --moe-token-dispatcher-type alltoall"}});
 }
 
 // A shared expert (a dense MLP every token visits) is TP-split like the dense
@@ -113,16 +116,18 @@ TEST(Moe, ExpertParallelComposesWithTpPpCp) {
 TEST(Moe, SharedExpertMatchesOneRank) {
   expect_layouts_match_one_rank(
       moe_flags() + " --moe-shared-expert-intermediate-size 32",
-      {{"tp2_sp_ep2", 2, " --tensor-model-parallel-size 2 --sequence-parallel"
-                         " --expert-model-parallel-size 2"},
+      {{"tp2_sp_ep2", 2,
+        " --tensor-model-parallel-size 2 --sequence-parallel"
+        " --expert-model-parallel-size 2"},
        {"ep2_dp2", 4, " --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall"}});
 }
 
 TEST(Moe, InterleavedPipelineAndSequenceAuxLossMatchOneRank) {
   expect_layouts_match_one_rank(
       moe_flags(4) + " --moe-router-load-balancing-type seq_aux_loss --moe-layer-freq '[0,1,1,1]'",
-      {{"vpp_ep2", 4, " --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1"
-                      " --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall"}});
+      {{"vpp_ep2", 4,
+        " --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1"
+        " --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall"}});
 }
 
 // Capacity is computed from each rank's own tokens (as in Megatron), so it is
@@ -154,8 +159,7 @@ TEST_F(MoeBadArgs, MisfitFlagsAreRefusedInOneLine) {
   const std::string moe = " --num-experts 4 --moe-router-topk 2";
   const BadInputCase cases[] = {
       {"flags without experts", train(" --moe-aux-loss-coeff 0.01"), "without --num-experts"},
-      {"top-k above experts", train(" --num-experts 2 --moe-router-topk 3"),
-       "--moe-router-topk 3"},
+      {"top-k above experts", train(" --num-experts 2 --moe-router-topk 3"), "--moe-router-topk 3"},
       {"zero capacity", train(moe + " --moe-expert-capacity-factor 0"),
        "--moe-expert-capacity-factor 0"},
       {"bad drop policy", train(moe + " --moe-token-drop-policy random"),

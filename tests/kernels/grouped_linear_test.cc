@@ -8,9 +8,9 @@
 #include <cmath>
 #include <vector>
 
+#include "core/error.h"
 #include "kernel_test_util.h"
 #include "kernels/matmul.h"
-#include "core/error.h"
 #include "kernels/precision.h"
 
 namespace mt {
@@ -46,8 +46,8 @@ TEST_P(GroupedLinear, EachGroupIsItsOwnLinear) {
   grouped_linear_forward(y.data(), xv, wv, stride, groups, rows, in, out, cm);
   std::vector<float> dx(size_t(groups * rows * in)), dx_ref(dx.size());
   std::vector<float> dw(size_t(groups * stride), 0.5f), dw_ref(dw);
-  grouped_linear_backward(dx.data(), dw.data(), stride, dy.data(), xv, wv, stride, groups, rows,
-                          in, out, cm);
+  grouped_linear_backward(dx.data(), dw.data(), stride, dy.data(), xv, wv, stride, groups, rows, in,
+                          out, cm);
   for (int64_t g = 0; g < groups; ++g) {
     linear_forward(y_ref.data() + g * rows * out, xv.at(g * rows * in), wv.at(g * stride), nullptr,
                    rows, in, out, cm);

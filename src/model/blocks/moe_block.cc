@@ -6,10 +6,10 @@
 #include "backend/device.h"
 #include "core/divide.h"
 #include "core/error.h"
+#include "kernels/attention_ring.h"
 #include "kernels/gelu.h"
 #include "kernels/matmul.h"
 #include "kernels/moe_permute.h"
-#include "kernels/attention_ring.h"
 #include "kernels/moe_router.h"
 #include "kernels/swiglu.h"
 #include "model/blocks/moe_dispatch.h"
@@ -39,8 +39,7 @@ MoeShapes moe_shapes(const ModelConfig& c, const StageLayout& st, const GptShape
            "EP group of size ", ep ? ep->size() : 1, " for a parameter list built for EP ",
            st.ep_size, " (internal error)");
   m.experts = c.num_experts;
-  m.local = divide(c.num_experts, st.ep_size,
-                   "--num-experts by --expert-model-parallel-size");
+  m.local = divide(c.num_experts, st.ep_size, "--num-experts by --expert-model-parallel-size");
   m.first = m.local * st.ep_rank;
   m.topk = c.moe_router_topk;
   m.f = c.moe_ffn();
@@ -87,8 +86,8 @@ void moe_param_specs(ParamRegistry& reg, const std::string& prefix) {
   const int64_t h = c.hidden_size, f = c.moe_ffn();
   const float std = c.init_method_std, out_std = output_init_std(c);
   reg.add(prefix + "router.weight", c.num_experts, h, 2, -1, Init::kNormal, std, true);
-  const int64_t local = divide(c.num_experts, st.ep_size,
-                               "--num-experts by --expert-model-parallel-size");
+  const int64_t local =
+      divide(c.num_experts, st.ep_size, "--num-experts by --expert-model-parallel-size");
   for (int64_t e = st.ep_rank * local; e < (st.ep_rank + 1) * local; ++e) {
     const std::string p = prefix + "experts.local_experts." + std::to_string(e) + ".";
     auto expert = [&](ParamSpec& s) { s.grad_group = GradGroup::kExpertDataParallel; };
@@ -109,11 +108,22 @@ struct MoeSizes {
   int64_t n, n_full, h, E, k, seqs, ep, rows, f, f_in, x_rows, vals, shared_f, shared_f_in;
   bool bf16, swiglu;
   MoeSizes(const MoeShapes& m, int64_t n_, int64_t n_full_, int64_t h_, bool bf16_, bool swiglu_)
-      : n(n_), n_full(n_full_), h(h_), E(m.experts), k(m.topk),
-        seqs(std::max<int64_t>(1, m.aux_seqs)), ep(m.ep_size()), rows(moe_max_rows(m, n_)),
-        f(m.f), f_in(m.f_in), x_rows(std::max({n * k, rows, ep * n})),
-        vals(std::max(2 * ep * n * k, rows)), shared_f(m.shared_f), shared_f_in(m.shared_f_in),
-        bf16(bf16_), swiglu(swiglu_) {}
+      : n(n_),
+        n_full(n_full_),
+        h(h_),
+        E(m.experts),
+        k(m.topk),
+        seqs(std::max<int64_t>(1, m.aux_seqs)),
+        ep(m.ep_size()),
+        rows(moe_max_rows(m, n_)),
+        f(m.f),
+        f_in(m.f_in),
+        x_rows(std::max({n * k, rows, ep * n})),
+        vals(std::max(2 * ep * n * k, rows)),
+        shared_f(m.shared_f),
+        shared_f_in(m.shared_f_in),
+        bf16(bf16_),
+        swiglu(swiglu_) {}
   explicit MoeSizes(const GptShapes& sh)
       : MoeSizes(sh.moe, sh.local_tokens(), sh.tokens(), sh.h, sh.cm.math == MathMode::kBF16,
                  sh.swiglu) {}
@@ -220,8 +230,8 @@ double moe_flops(const ModelConfig& c, double tokens) {
   const double expert = 12.0 * tokens * h * f * (c.swiglu ? 1.5 : 1.0);
   double shared = 0;
   if (c.moe_shared_expert_intermediate_size > 0)
-    shared = 12.0 * tokens * h * double(c.moe_shared_expert_intermediate_size) *
-             (c.swiglu ? 1.5 : 1.0);
+    shared =
+        12.0 * tokens * h * double(c.moe_shared_expert_intermediate_size) * (c.swiglu ? 1.5 : 1.0);
   return expert * double(c.moe_router_topk) + shared;  // (Megatron counts no router)
 }
 
@@ -271,7 +281,8 @@ int64_t expert_stride(const std::vector<ExpertParams<P>>& ex, Get get, int64_t n
   auto addr = [&](size_t i) {
     if constexpr (std::is_same_v<P, ReadView>) {
       const ReadView v = get(ex[i]);
-      return v.bf16 ? reinterpret_cast<intptr_t>(v.bf16) / 2 : reinterpret_cast<intptr_t>(v.f32) / 4;
+      return v.bf16 ? reinterpret_cast<intptr_t>(v.bf16) / 2
+                    : reinterpret_cast<intptr_t>(v.f32) / 4;
     } else {
       return reinterpret_cast<intptr_t>(get(ex[i])) / 4;
     }
@@ -290,19 +301,21 @@ void grouped_experts_forward(MoeRecord& rec, const MoeParams<ReadView>& w, const
   if (rows == 0) return;
   const auto fc1 = [](const ExpertParams<ReadView>& e) { return e.fc1_w; };
   const auto fc2 = [](const ExpertParams<ReadView>& e) { return e.fc2_w; };
-  grouped_linear_forward(rec.fc1, rec.xin, w.experts[0].fc1_w, expert_stride(w.experts, fc1, m.f_in * sh.h),
-                         m.local, rows, sh.h, m.f_in, sh.cm);
+  grouped_linear_forward(rec.fc1, rec.xin, w.experts[0].fc1_w,
+                         expert_stride(w.experts, fc1, m.f_in * sh.h), m.local, rows, sh.h, m.f_in,
+                         sh.cm);
   if (sh.swiglu)
     swiglu_forward(rec.act, rec.fc1, all, m.f);
   else
     gelu_forward(rec.act, rec.fc1, all * m.f);
-  grouped_linear_forward(rec.y, rec.act, w.experts[0].fc2_w, expert_stride(w.experts, fc2, sh.h * m.f),
-                         m.local, rows, m.f, sh.h, sh.cm);
+  grouped_linear_forward(rec.y, rec.act, w.experts[0].fc2_w,
+                         expert_stride(w.experts, fc2, sh.h * m.f), m.local, rows, m.f, sh.h,
+                         sh.cm);
 }
 
 void grouped_experts_backward(float* dxin, const MoeParams<float*>& g, const float* dy,
-                              const MoeRecord& rec, MoeWorkspace& ws,
-                              const MoeParams<ReadView>& w, const GptShapes& sh) {
+                              const MoeRecord& rec, MoeWorkspace& ws, const MoeParams<ReadView>& w,
+                              const GptShapes& sh) {
   const MoeShapes& m = sh.moe;
   const int64_t rows = expert_rows(rec, sh, 0).padded, all = m.local * rows;
   if (rows == 0) return;
@@ -310,9 +323,10 @@ void grouped_experts_backward(float* dxin, const MoeParams<float*>& g, const flo
   const auto fc2 = [](const ExpertParams<ReadView>& e) { return e.fc2_w; };
   const auto gfc1 = [](const ExpertParams<float*>& e) { return e.fc1_w; };
   const auto gfc2 = [](const ExpertParams<float*>& e) { return e.fc2_w; };
-  grouped_linear_backward(ws.dact, g.experts[0].fc2_w, expert_stride(g.experts, gfc2, sh.h * m.f), dy, rec.act,
-                          w.experts[0].fc2_w, expert_stride(w.experts, fc2, sh.h * m.f), m.local, rows, m.f,
-                          sh.h, sh.cm);
+  grouped_linear_backward(ws.dact, g.experts[0].fc2_w, expert_stride(g.experts, gfc2, sh.h * m.f),
+                          dy, rec.act, w.experts[0].fc2_w,
+                          expert_stride(w.experts, fc2, sh.h * m.f), m.local, rows, m.f, sh.h,
+                          sh.cm);
   float* dfc1 = ws.dact;
   if (sh.swiglu) {
     dfc1 = ws.dfc_in;
@@ -320,9 +334,10 @@ void grouped_experts_backward(float* dxin, const MoeParams<float*>& g, const flo
   } else {
     gelu_backward(ws.dact, rec.fc1, ws.dact, all * m.f);
   }
-  grouped_linear_backward(dxin, g.experts[0].fc1_w, expert_stride(g.experts, gfc1, m.f_in * sh.h), dfc1, rec.xin,
-                          w.experts[0].fc1_w, expert_stride(w.experts, fc1, m.f_in * sh.h), m.local, rows, sh.h,
-                          m.f_in, sh.cm);
+  grouped_linear_backward(dxin, g.experts[0].fc1_w, expert_stride(g.experts, gfc1, m.f_in * sh.h),
+                          dfc1, rec.xin, w.experts[0].fc1_w,
+                          expert_stride(w.experts, fc1, m.f_in * sh.h), m.local, rows, sh.h, m.f_in,
+                          sh.cm);
 }
 
 // The expert MLPs over the expert rows: fc1, activation, fc2 (unweighted y).
@@ -367,21 +382,21 @@ void experts_backward(float* dxin, const MoeParams<float*>& g, const float* dy,
     } else {
       gelu_backward(dact, fc1, dact, rows * m.f);
     }
-    linear_backward(dxin + er.begin * sh.h, ge.fc1_w, ge.fc1_b, dfc1,
-                    rec.xin.at(er.begin * sh.h), e.fc1_w, rows, sh.h, m.f_in, false, sh.cm);
+    linear_backward(dxin + er.begin * sh.h, ge.fc1_w, ge.fc1_b, dfc1, rec.xin.at(er.begin * sh.h),
+                    e.fc1_w, rows, sh.h, m.f_in, false, sh.cm);
   }
 }
 
 }  // namespace
 
-void moe_block_forward(float* out, MoeRecord& rec, const MoeParams<ReadView>& w,
-                       MoeWorkspace& ws, const BlockCall& call) {
+void moe_block_forward(float* out, MoeRecord& rec, const MoeParams<ReadView>& w, MoeWorkspace& ws,
+                       const BlockCall& call) {
   const GptShapes& sh = call.sh;
   const MoeShapes& m = sh.moe;
   const int64_t n = sh.local_tokens(), E = m.experts, k = m.topk;
   // Router: fp32 logits, top-k, capacity.
-  linear_forward(rec.logits, router_input(rec, ws, sh), router_weight(w.router_w, ws, sh),
-                 nullptr, n, sh.h, E);
+  linear_forward(rec.logits, router_input(rec, ws, sh), router_weight(w.router_w, ws, sh), nullptr,
+                 n, sh.h, E);
   moe_topk_forward(rec.expert, rec.prob, rec.scores, rec.logits, n, E, k, m.pre_softmax);
   const int64_t capacity = m.capacity_factor > 0 ? m.capacity : -1;
   moe_apply_capacity(rec.kept, rec.expert, rec.prob, n, E, k, capacity, m.drop_by_position,
@@ -395,8 +410,7 @@ void moe_block_forward(float* out, MoeRecord& rec, const MoeParams<ReadView>& w,
     MoeStats& st = *call.ctx.moe_stats;
     if (m.aux_seqs > 0)
       st.load_balancing_loss += moe_aux_loss(rec.scores, rec.counts, n, E, seqs, aux_scale(sh));
-    if (m.z_coeff > 0)
-      st.z_loss += moe_z_loss(rec.logits, n, E, 1.0 / group_tokens(sh));
+    if (m.z_coeff > 0) st.z_loss += moe_z_loss(rec.logits, n, E, 1.0 / group_tokens(sh));
     double total = 0, most = 0;
     for (int64_t e = 0; e < E; ++e) {
       double c = 0;
@@ -443,17 +457,16 @@ void moe_block_backward(float* din, const MoeParams<float*>& g, const float* dou
   }
   // Router: the gates' gradient, then the auxiliary losses'.
   moe_gate_grad_back(ws.dprob, ws.dgate_rows, rec, ws, sh);
-  moe_topk_backward(ws.dlogits, ws.dprob, rec.expert, rec.prob, rec.scores, n, E, k,
-                    m.pre_softmax);
+  moe_topk_backward(ws.dlogits, ws.dprob, rec.expert, rec.prob, rec.scores, n, E, k, m.pre_softmax);
   const double scale = call.ctx.aux_loss_scale;
   if (m.aux_seqs > 0 && m.aux_coeff > 0)
-    moe_aux_loss_backward(ws.dlogits, rec.scores, rec.counts, n, E, std::max<int64_t>(1, m.aux_seqs),
-                          scale * m.aux_coeff * aux_scale(sh));
+    moe_aux_loss_backward(ws.dlogits, rec.scores, rec.counts, n, E,
+                          std::max<int64_t>(1, m.aux_seqs), scale * m.aux_coeff * aux_scale(sh));
   if (m.z_coeff > 0)
     moe_z_loss_backward(ws.dlogits, rec.logits, n, E, scale * m.z_coeff / group_tokens(sh));
   const float* x32 = router_input(rec, ws, sh);
-  linear_backward(din, g.router_w, nullptr, ws.dlogits, x32, router_weight(w.router_w, ws, sh),
-                  n, sh.h, E, true);
+  linear_backward(din, g.router_w, nullptr, ws.dlogits, x32, router_weight(w.router_w, ws, sh), n,
+                  sh.h, E, true);
 }
 
 MoeDecodeWorkspace carve_moe_decode_workspace(Arena& arena, const GptShapes& sh) {
@@ -477,7 +490,8 @@ double moe_decode_workspace_floats(const ModelConfig& c, int64_t tp) {
   double shared = 0;
   if (c.moe_shared_expert_intermediate_size > 0) {
     const int64_t fs = c.moe_shared_expert_intermediate_size / tp;
-    shared = mlp_decode_workspace_floats(double(fs), double(c.fc1_rows(fs))) + double(c.hidden_size);
+    shared =
+        mlp_decode_workspace_floats(double(fs), double(c.fc1_rows(fs))) + double(c.hidden_size);
   }
   return 2.0 * double(c.num_experts) + 2.0 * double(c.moe_router_topk) +
          double(c.fc1_rows(c.moe_ffn())) + f + double(c.hidden_size) + shared;

@@ -50,8 +50,8 @@ struct MoeRecord {
   float* gate = nullptr;      // (n, k) prob · kept
   double* counts = nullptr;   // (seqs, E) routed choices, summed over TP x CP (aux loss)
   // The dispatch (moe_dispatch.h).
-  int64_t* perm = nullptr;        // (n·k) this rank's kept pairs t·k + j, by expert, token, choice
-  int64_t* perm_tok = nullptr;    // (n·k) their tokens t
+  int64_t* perm = nullptr;      // (n·k) this rank's kept pairs t·k + j, by expert, token, choice
+  int64_t* perm_tok = nullptr;  // (n·k) their tokens t
   int64_t* counts_all = nullptr;  // (EP, E) kept pairs of each EP rank for each expert
   int64_t* src = nullptr;         // (max_rows) expert row → exchange row (-1: padding)
   int64_t* inv = nullptr;         // (max_rows) all-to-all: received row → expert row
@@ -85,15 +85,15 @@ struct MoeWorkspace {
   float* dprob = nullptr;    // (n, k)
   float* xa = nullptr;       // exchange buffers: max(n·k, max_rows, EP·n) rows of h
   float* xb = nullptr;
-  float* va = nullptr;       // per-row values: max(n·k, max_rows)·EP
+  float* va = nullptr;  // per-row values: max(n·k, max_rows)·EP
   float* vb = nullptr;
-  float* rows_a = nullptr;   // (max_rows, h) expert-side gradients
-  float* rows_b = nullptr;   // (max_rows, h)
+  float* rows_a = nullptr;      // (max_rows, h) expert-side gradients
+  float* rows_b = nullptr;      // (max_rows, h)
   float* dgate_rows = nullptr;  // (max_rows) the expert rows' gate gradients
-  float* dact = nullptr;     // (max_rows, f)
-  float* dfc_in = nullptr;   // (max_rows, f_in) SwiGLU
-  MlpWorkspace shared;       // the shared expert's
-  float* shared_io = nullptr;  // (n, h) its output, then its input gradient
+  float* dact = nullptr;        // (max_rows, f)
+  float* dfc_in = nullptr;      // (max_rows, f_in) SwiGLU
+  MlpWorkspace shared;          // the shared expert's
+  float* shared_io = nullptr;   // (n, h) its output, then its input gradient
 };
 
 // The sizes of the MoE layers of a stage (make_shapes).
@@ -137,8 +137,8 @@ double moe_workspace_bytes(const MoeShapes& m, int64_t n, int64_t n_full, int64_
 double moe_flops(const ModelConfig& c, double tokens);
 
 // out (n, h) =: the combined experts' outputs for this rank's tokens.
-void moe_block_forward(float* out, MoeRecord& rec, const MoeParams<ReadView>& w,
-                       MoeWorkspace& ws, const BlockCall& call);
+void moe_block_forward(float* out, MoeRecord& rec, const MoeParams<ReadView>& w, MoeWorkspace& ws,
+                       const BlockCall& call);
 // din (n, h) =; weight gradients +=. dout (n, h): gradient of out.
 void moe_block_backward(float* din, const MoeParams<float*>& g, const float* dout,
                         const MoeRecord& rec, MoeWorkspace& ws, const MoeParams<ReadView>& w,
@@ -147,14 +147,14 @@ void moe_block_backward(float* din, const MoeParams<float*>& g, const float* dou
 // --- Decoding (model/gpt_decoder.h): the block over one token, every expert
 // on this rank.
 struct MoeDecodeWorkspace {
-  float* logits = nullptr;    // (E)
-  float* scores = nullptr;    // (E)
-  float* prob = nullptr;      // (k)
-  int32_t* expert = nullptr;  // (k)
-  float* fc = nullptr;        // (f_in)
-  float* act = nullptr;       // (f)
-  float* y = nullptr;         // (h)
-  MlpDecodeWorkspace shared;  // the shared expert's
+  float* logits = nullptr;      // (E)
+  float* scores = nullptr;      // (E)
+  float* prob = nullptr;        // (k)
+  int32_t* expert = nullptr;    // (k)
+  float* fc = nullptr;          // (f_in)
+  float* act = nullptr;         // (f)
+  float* y = nullptr;           // (h)
+  MlpDecodeWorkspace shared;    // the shared expert's
   float* shared_out = nullptr;  // (h)
 };
 MoeDecodeWorkspace carve_moe_decode_workspace(Arena& arena, const GptShapes& sh);

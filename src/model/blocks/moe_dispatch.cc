@@ -91,7 +91,8 @@ void count_rows(MoeHostScratch& hs, const MoeRecord& rec, const GptShapes& sh) {
   std::fill(hs.recv_rows.begin(), hs.recv_rows.end(), 0);
   for (int64_t e = 0; e < E; ++e) hs.send_rows[size_t(e / L)] += rec.counts_all[me * E + e];
   for (int64_t s = 0; s < sh.moe.ep_size(); ++s)
-    for (int64_t e = first; e < first + L; ++e) hs.recv_rows[size_t(s)] += rec.counts_all[s * E + e];
+    for (int64_t e = first; e < first + L; ++e)
+      hs.recv_rows[size_t(s)] += rec.counts_all[s * E + e];
 }
 
 // This rank's kept pairs sorted by (expert, token, choice): rec.perm and its
@@ -188,9 +189,8 @@ void moe_dispatch_forward(MoeRecord& rec, MoeWorkspace& ws, const GptShapes& sh)
         r += rec.counts_all[s * E + e];
         received = r;
       }
-    rows = lay_out_expert_rows(rec, sh, [&](int64_t s, int64_t e, int64_t j) {
-      return start[size_t(s * E + e)] + j;
-    });
+    rows = lay_out_expert_rows(
+        rec, sh, [&](int64_t s, int64_t e, int64_t j) { return start[size_t(s * E + e)] + j; });
     for (int64_t r = 0; r < rows; ++r)
       if (rec.src[r] >= 0) rec.inv[rec.src[r]] = r;
     gather_rows(rec.xin, as_act(ws.xb, rec.in), rec.src, rows, h);
@@ -202,8 +202,8 @@ void moe_dispatch_forward(MoeRecord& rec, MoeWorkspace& ws, const GptShapes& sh)
       ws.va[p] = rec.kept[p] ? float(rec.expert[p]) : -1.f;
       ws.va[n * k + p] = rec.gate[p];
     }
-    float* codes = ws.vb;                // (EP, n·k)
-    float* gates = ws.vb + ep * n * k;   // (EP, n·k)
+    float* codes = ws.vb;               // (EP, n·k)
+    float* gates = ws.vb + ep * n * k;  // (EP, n·k)
     gather(sh, codes, ws.va, n * k, false);
     gather(sh, gates, ws.va + n * k, n * k, false);
     std::fill(rec.counts_all, rec.counts_all + ep * E, 0);
@@ -231,11 +231,12 @@ void moe_dispatch_forward(MoeRecord& rec, MoeWorkspace& ws, const GptShapes& sh)
     for (int64_t i = 0; i < L; ++i) {
       const ExpertRows er = expert_rows(rec, sh, i);
       for (int64_t r = er.begin; r < er.begin + er.padded; ++r)
-        rec.pair[r] = r < er.begin + er.count ? hs.order[size_t(hs.start[size_t(i)] + r - er.begin)]
-                                              : -1;
+        rec.pair[r] =
+            r < er.begin + er.count ? hs.order[size_t(hs.start[size_t(i)] + r - er.begin)] : -1;
     }
     gather_rows(rec.xin, as_act(ws.xb, rec.in), rec.src, rows, h);
-    for (int64_t r = 0; r < rows; ++r) rec.gate_rows[r] = rec.pair[r] < 0 ? 0.f : gates[rec.pair[r]];
+    for (int64_t r = 0; r < rows; ++r)
+      rec.gate_rows[r] = rec.pair[r] < 0 ? 0.f : gates[rec.pair[r]];
     received = ep * n;
   }
   rec.meta[0] = sent;
