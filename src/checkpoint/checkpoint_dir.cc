@@ -30,6 +30,18 @@ std::string rank_dir_name(int tp_rank, int pp_rank) {
   return buf;
 }
 
+std::string expert_dir_name(int ep_rank, int pp_rank) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "mp_rank_00_%03d_%03d", pp_rank, ep_rank);
+  return buf;
+}
+
+std::string expert_optim_file_name(int edp_rank) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "/optim_edp_%03d.safetensors", edp_rank);
+  return buf;
+}
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -204,6 +216,9 @@ nlohmann::json parse_checkpoint_meta(const std::string& text, const std::string&
   meta_int(meta, "tensor_model_parallel_size", path, 1, INT32_MAX);
   const int64_t pp = meta_int(meta, "pipeline_model_parallel_size", path, 1, INT32_MAX);
   meta_int(meta, "data_parallel_size", path, 1, INT32_MAX);
+  // MoE checkpoints: the EP size whose expert directories hold the experts.
+  if (meta.contains("expert_model_parallel_size"))
+    meta_int(meta, "expert_model_parallel_size", path, 1, INT32_MAX);
   if (meta.contains("skipped_iterations")) meta_int(meta, "skipped_iterations", path, 0);
   MT_CHECK(!meta.contains("grad_scaler") || meta.at("grad_scaler").is_object(),
            "checkpoint metadata ", path, ": 'grad_scaler' is not an object; the file is damaged");

@@ -32,6 +32,11 @@ namespace mt {
 // DP rank's optimizer state within it.
 std::string rank_dir_name(int tp_rank, int pp_rank);  // "mp_rank_TT_PPP"
 std::string optim_file_name(int dp_rank);             // "/optim_dp_DDD.safetensors"
+// An MoE model's experts of expert-parallel rank `ep_rank` on pipeline stage
+// `pp_rank` (Megatron's legacy EP suffix; TT is the expert tensor-parallel
+// rank, 00: experts are whole), and an expert-DP rank's optimizer state of them.
+std::string expert_dir_name(int ep_rank, int pp_rank);  // "mp_rank_00_PPP_EEE"
+std::string expert_optim_file_name(int edp_rank);       // "/optim_edp_DDD.safetensors"
 
 inline constexpr const char* kTrackerFile = "latest_checkpointed_iteration.txt";
 inline constexpr int kCheckpointFormatVersion = 1;  // meta.json "version"

@@ -22,6 +22,7 @@
 #include "checkpoint/checkpoint_shard.h"
 #include "checkpoint/checkpoint_tokenizer.h"
 #include "checkpoint/checkpoint_verify.h"
+#include "checkpoint/optim_state_dir.h"
 
 namespace mt {
 
@@ -67,25 +68,40 @@ void write_iteration_tmp(const std::string& dir, const RunState& state, const Pa
   };
   const std::string tmp_dir = iteration_dir(dir, state.iteration) + ".tmp";
   const std::string rank_dir = tmp_dir + "/" + rank_dir_name(ps.tp_rank, ps.pp_rank);
+  const std::string expert_dir = tmp_dir + "/" + expert_dir_name(ps.ep_rank, ps.pp_rank);
   if (ps.world_rank == 0) {
     std::error_code ec;
     fs::remove_all(tmp_dir, ec);  // a stale, incomplete save of this iteration
     make_dir(tmp_dir);
   }
   ps.world_comm.barrier();
-  // Parameters are replicated over DP and CP; the optimizer is sharded (ZeRO)
-  // or replicated over DP x CP, whose rank names its file.
+  // Dense parameters are replicated over DP and CP; the optimizer is sharded
+  // (ZeRO) or replicated over DP x CP, whose rank names its file. An MoE
+  // model's experts are replicated over expert-DP: the stage's expert-DP rank
+  // 0 of each EP rank writes them (each expert once), and their optimizer
+  // state is sharded or replicated over expert-DP.
+  const bool has_experts = reg.group_begin(GradGroup::kExpertDataParallel) < reg.total_floats();
   const bool writes_model = ps.dp_cp_rank == 0;
+  const bool writes_experts = has_experts && ps.edp_rank == 0;
   if (writes_model) make_dir(rank_dir);
+  if (writes_experts) make_dir(expert_dir);
   ps.world_comm.barrier();
-  FileChecksum model_sum, optim_sum;  // bytes 0: this rank wrote no such file
+  FileChecksum model_sum, optim_sum, expert_sum, expert_optim_sum;  // bytes 0: no such file
   if (writes_model)
-    model_sum =
-        write_model_shard(rank_dir + "/model.safetensors", reg, params, ps.pp_rank, ps.pp_size);
-  if (opt != nullptr && (opt->sharded() || writes_model)) {
+    model_sum = write_model_shard(rank_dir + "/model.safetensors", reg, params, ps.pp_rank,
+                                  ps.pp_size, ShardParams::kDense);
+  if (writes_experts)
+    expert_sum = write_expert_shard(expert_dir + "/model.safetensors", reg, params, ps.pp_rank,
+                                    ps.pp_size);
+  // The optimizer state of one group's parameters, into `path`: whole tensors
+  // (plain) or this rank's slices of them with the group's rank and size
+  // under the metadata keys `rank_key`, `size_key` (distributed).
+  auto write_optim = [&](const std::string& path, GradGroup group, int rank, int size,
+                         const char* rank_key, const char* size_key) {
     SafetensorsWriter os;
-    if (!opt->sharded()) {  // replicated over DP: whole tensors from DP rank 0
+    if (!opt->sharded()) {  // replicated: whole tensors from the group's rank 0
       for (const ParamSpec& p : reg.params()) {
+        if (p.grad_group != group) continue;
         os.add("exp_avg." + p.name, StDType::kF32, local_shape(p),
                state_ptr(opt->exp_avg()) + p.offset);
         os.add("exp_avg_sq." + p.name, StDType::kF32, local_shape(p),
@@ -94,10 +110,11 @@ void write_iteration_tmp(const std::string& dir, const RunState& state, const Pa
           os.add("main_param." + p.name, StDType::kF32, local_shape(p),
                  state_ptr(opt->main_params()) + p.offset);
       }
-    } else {  // this DP rank's slices
+    } else {  // this rank's slices
       nlohmann::json slices = nlohmann::json::object();
       for (const OptimSegment& sg : opt->segments()) {
         const ParamSpec& p = reg.params()[sg.param];
+        if (p.grad_group != group) continue;
         MT_CHECK(!slices.contains(p.name), "optimizer owns two slices of '", p.name,
                  "'; fix: plan one range per DP bucket (owned_ranges)");
         slices[p.name] = {sg.begin - p.offset, sg.end - p.offset};
@@ -110,28 +127,54 @@ void write_iteration_tmp(const std::string& dir, const RunState& state, const Pa
                  state_ptr(opt->main_params()) + sg.state);
       }
       os.set_metadata("slices", slices.dump());
-      os.set_metadata("dp_rank", std::to_string(ps.dp_cp_rank));
-      os.set_metadata("dp_size", std::to_string(ps.dp_cp_size));
+      os.set_metadata(rank_key, std::to_string(rank));
+      os.set_metadata(size_key, std::to_string(size));
     }
     os.set_metadata("steps", std::to_string(opt->steps()));
-    optim_sum.bytes = os.write(rank_dir + optim_file_name(ps.dp_cp_rank), &optim_sum.crc32c);
-  }
+    FileChecksum sum;
+    sum.bytes = os.write(path, &sum.crc32c);
+    return sum;
+  };
+  if (opt != nullptr && (opt->sharded() || writes_model))
+    optim_sum = write_optim(rank_dir + optim_file_name(ps.dp_cp_rank), GradGroup::kDataParallel,
+                            ps.dp_cp_rank, ps.dp_cp_size, "dp_rank", "dp_size");
+  if (opt != nullptr && has_experts && (opt->sharded() || writes_experts))
+    expert_optim_sum = write_optim(expert_dir + expert_optim_file_name(ps.edp_rank),
+                                   GradGroup::kExpertDataParallel, ps.edp_rank, ps.edp_size,
+                                   "edp_rank", "edp_size");
   // Every rank's files and their checksums to rank 0, for meta.json: a slot
-  // of (tp, pp, dp, model bytes, model crc, optimizer bytes, optimizer crc)
-  // per rank, summed over the world (the other ranks' slots are zeros).
-  constexpr size_t kSlot = 7;
+  // of (tp, pp, dp, ep, edp, then bytes and crc of the model, optimizer,
+  // expert and expert optimizer files) per rank, summed over the world (the
+  // other ranks' slots are zeros).
+  constexpr size_t kSlot = 13;
   std::vector<int64_t> slots(size_t(ps.world_size) * kSlot, 0);
-  const int64_t mine[kSlot] = {ps.tp_rank, ps.pp_rank, ps.dp_cp_rank, int64_t(model_sum.bytes),
-                               model_sum.crc32c, int64_t(optim_sum.bytes), optim_sum.crc32c};
+  const int64_t mine[kSlot] = {ps.tp_rank,
+                               ps.pp_rank,
+                               ps.dp_cp_rank,
+                               ps.ep_rank,
+                               ps.edp_rank,
+                               int64_t(model_sum.bytes),
+                               model_sum.crc32c,
+                               int64_t(optim_sum.bytes),
+                               optim_sum.crc32c,
+                               int64_t(expert_sum.bytes),
+                               expert_sum.crc32c,
+                               int64_t(expert_optim_sum.bytes),
+                               expert_optim_sum.crc32c};
   std::copy(mine, mine + kSlot, slots.begin() + ptrdiff_t(size_t(ps.world_rank) * kSlot));
   ps.world_comm.all_reduce_sum(slots.data(), int64_t(slots.size()));
   std::vector<std::pair<std::string, FileChecksum>> files;
   for (size_t r = 0; r < size_t(ps.world_size); ++r) {
     const int64_t* s = slots.data() + r * kSlot;
     const std::string rd = rank_dir_name(int(s[0]), int(s[1]));
-    if (s[3] > 0) files.push_back({rd + "/model.safetensors", {uint64_t(s[3]), uint32_t(s[4])}});
-    if (s[5] > 0)
-      files.push_back({rd + optim_file_name(int(s[2])), {uint64_t(s[5]), uint32_t(s[6])}});
+    const std::string ed = expert_dir_name(int(s[3]), int(s[1]));
+    auto record = [&](const std::string& path, const int64_t* sum) {
+      if (sum[0] > 0) files.push_back({path, {uint64_t(sum[0]), uint32_t(sum[1])}});
+    };
+    record(rd + "/model.safetensors", s + 5);
+    record(rd + optim_file_name(int(s[2])), s + 7);
+    record(ed + "/model.safetensors", s + 9);
+    record(ed + expert_optim_file_name(int(s[4])), s + 11);
   }
   if (ps.world_rank == 0) {
     nlohmann::json meta = {{"format", "megatron.cpp checkpoint"},
@@ -142,6 +185,8 @@ void write_iteration_tmp(const std::string& dir, const RunState& state, const Pa
                            {"pipeline_model_parallel_size", ps.pp_size},
                            {"data_parallel_size", ps.dp_size},
                            {"args", state.args}};
+    // MoE: the experts are in the expert directories of this EP size.
+    if (reg.config().moe()) meta["expert_model_parallel_size"] = ps.ep_size;
     if (!state.grad_scaler.is_null()) meta["grad_scaler"] = state.grad_scaler;
     meta["skipped_iterations"] = state.skipped_iterations;
     meta["files"] = files_record(files);
@@ -219,104 +264,6 @@ void check_finite(const float* x, int64_t n, const std::string& what, const std:
           "optimizer state is affected");
 }
 
-// The optimizer state of one mp_rank directory: every optim_dp_*.safetensors
-// in it, and where each parameter's elements are (whole tensors or slices).
-class OptimStateDir {
- public:
-  OptimStateDir(const std::string& rank_dir, const CheckpointVerifier& verifier) : dir_(rank_dir) {
-    std::vector<std::string> paths;
-    std::error_code ec;
-    for (const fs::directory_entry& e : fs::directory_iterator(rank_dir, ec)) {
-      const std::string f = e.path().filename().string();
-      if (f.rfind("optim_dp_", 0) == 0 && f.size() > 12 &&
-          f.compare(f.size() - 12, 12, ".safetensors") == 0)
-        paths.push_back(e.path().string());
-    }
-    MT_CHECK(!paths.empty(), "checkpoint has no optimizer state (no optim_dp_*.safetensors in ",
-             rank_dir, "); fix: pass --no-load-optim to start the optimizer afresh");
-    std::sort(paths.begin(), paths.end());
-    for (const std::string& want : verifier.recorded_files(rank_dir, "optim_dp_"))
-      MT_CHECK(std::binary_search(paths.begin(), paths.end(), want), "checkpoint file ", want,
-               " is missing (its meta.json recorded it when it was saved)",
-               verifier.fix_hint(want));
-    for (const std::string& path : paths) {
-      files_.emplace_back();
-      verifier.open(files_.back(), path);
-      const SafetensorsReader& r = files_.back();
-      const size_t f = files_.size() - 1;
-      for (const std::string& t : r.names()) has_main_ = has_main_ || t.rfind("main_param.", 0) == 0;
-      const std::string slices = r.metadata_or("slices", "");
-      if (slices.empty()) {  // whole tensors (the plain optimizer)
-        for (const std::string& t : r.names())
-          if (t.rfind("exp_avg.", 0) == 0) pieces_[t.substr(8)].push_back({f, 0, -1});
-        continue;
-      }
-      try {
-        const nlohmann::json parsed = nlohmann::json::parse(slices);
-        for (const auto& item : parsed.items())
-          pieces_[item.key()].push_back(
-              {f, item.value().at(0).get<int64_t>(), item.value().at(1).get<int64_t>()});
-      } catch (const nlohmann::json::exception& e) {
-        MT_FAIL(path, ": corrupt \"slices\" metadata (", e.what(),
-                "); fix: pass --no-load-optim to start the optimizer afresh");
-      }
-    }
-    const std::string steps = files_.front().metadata_or("steps", "0");
-    char* end = nullptr;
-    steps_ = std::strtoll(steps.c_str(), &end, 10);
-    MT_CHECK(!steps.empty() && *end == '\0' && steps_ >= 0, files_.front().path(),
-             ": optimizer metadata \"steps\" is '", steps, "', not a step count; fix: pass "
-             "--no-load-optim to start the optimizer afresh");
-  }
-
-  int64_t steps() const { return steps_; }
-  // Whether a bf16 run saved its fp32 main weights here (main_param.<name>).
-  bool has_main_params() const { return has_main_; }
-
-  // The whole local tensor `prefix<name>` (numel floats) from the slices.
-  void read(const std::string& prefix, const std::string& name, float* dst, int64_t numel) const {
-    const auto it = pieces_.find(name);
-    MT_CHECK(it != pieces_.end(), "checkpoint ", dir_, ": no optim_dp_*.safetensors holds the "
-             "optimizer state of '", name, "'; fix: restore that directory's missing "
-             "optim_dp_*.safetensors files, or pass --no-load-optim to start the optimizer afresh");
-    std::vector<Piece> ps = it->second;
-    for (Piece& p : ps)
-      if (p.end < 0) p.end = numel;  // whole tensor
-    std::sort(ps.begin(), ps.end(),
-              [](const Piece& a, const Piece& b) { return a.begin < b.begin; });
-    int64_t covered = 0;
-    for (const Piece& p : ps) {
-      MT_CHECK(p.begin <= covered && p.end <= numel && p.begin <= p.end, "checkpoint ", dir_,
-               ": the optimizer slices of '", name, "' (", numel, " elements) cover only [0, ",
-               covered, ") before a slice [", p.begin, ", ", p.end, ") in ",
-               files_[p.file].path(), "; fix: restore that directory's missing "
-               "optim_dp_*.safetensors files, or pass --no-load-optim to start the optimizer "
-               "afresh");
-      if (p.end > covered) {
-        std::vector<float> part(size_t(p.end - p.begin));
-        files_[p.file].read_f32(prefix + name, part.data(), p.end - p.begin);
-        std::copy(part.begin() + (covered - p.begin), part.end(), dst + covered);
-        covered = p.end;
-      }
-    }
-    MT_CHECK(covered == numel, "checkpoint ", dir_, ": the optimizer slices of '", name,
-             "' cover only [0, ", covered, ") of its ", numel, " elements; fix: restore that "
-             "directory's missing optim_dp_*.safetensors files, or pass --no-load-optim to start "
-             "the optimizer afresh");
-  }
-
- private:
-  struct Piece {
-    size_t file;
-    int64_t begin, end;  // end -1: the whole tensor
-  };
-  std::string dir_;
-  std::vector<SafetensorsReader> files_;
-  std::map<std::string, std::vector<Piece>> pieces_;
-  int64_t steps_ = 0;
-  bool has_main_ = false;
-};
-
 }  // namespace
 
 RunState load_checkpoint(const std::string& dir, const ParamRegistry& reg,
@@ -345,8 +292,23 @@ RunState load_checkpoint(const std::string& dir, const ParamRegistry& reg,
   // Same TP and layers: every rank reads its own shard; else assemble and slice.
   const bool own_shard = tp == ps.tp_size && same_layers;
   const std::string own_dir = iter + "/" + rank_dir_name(ps.tp_rank, ps.pp_rank);
+  // MoE checkpoints keep the experts (whole tensors, no TP split) in expert
+  // directories, meta.json naming the EP size; a checkpoint without that
+  // field (dense, or an EP 1 MoE run saved before expert directories) has
+  // them in the mp_rank directories like any TP-replicated tensor.
+  const int saved_ep = meta.value("expert_model_parallel_size", 0);
+  std::unique_ptr<ExpertIndex> experts;  // built when the first expert is read
+  auto is_expert = [&](const ParamSpec& p) {
+    return saved_ep > 0 && p.grad_group == GradGroup::kExpertDataParallel;
+  };
+  auto expert_dir = [&](const ParamSpec& p) -> const std::string& {
+    if (!experts) experts = std::make_unique<ExpertIndex>(iter, pp, saved_ep, verifier);
+    return experts->dir_of(p.name);
+  };
   auto load_param = [&](const ParamSpec& p, const ShardSource& read, float* dst) {
-    if (own_shard)
+    if (is_expert(p))
+      read(expert_dir(p), dst, p.numel());
+    else if (own_shard)
       read(own_dir, dst, p.numel());
     else
       read_resharded(iter, read, p, tp, saved_stage_of(p, pp, saved_layer_stage), reg.stage(),
@@ -356,16 +318,17 @@ RunState load_checkpoint(const std::string& dir, const ParamRegistry& reg,
   // fine-tunes from iteration 0 with a fresh optimizer, as Megatron does.
   const bool load_optim = opt != nullptr && it != kReleaseIteration;
   std::map<std::string, std::unique_ptr<OptimStateDir>> dirs;  // by rank dir
-  auto state_dir = [&](const std::string& rank_dir) -> const OptimStateDir& {
+  auto state_dir = [&](const std::string& rank_dir, bool expert) -> const OptimStateDir& {
     std::unique_ptr<OptimStateDir>& d = dirs[rank_dir];
-    if (!d) d = std::make_unique<OptimStateDir>(rank_dir, verifier);
+    if (!d)
+      d = std::make_unique<OptimStateDir>(rank_dir, expert ? "optim_edp_" : "optim_dp_", verifier);
     return *d;
   };
   const bool saved_main =
-      load_optim && state_dir(iter + "/" + rank_dir_name(0, 0)).has_main_params();
+      load_optim && state_dir(iter + "/" + rank_dir_name(0, 0), false).has_main_params();
   auto read_state = [&](const ParamSpec& p, const std::string& prefix, float* dst) {
     load_param(p, [&](const std::string& rank_dir, float* d, int64_t n) {
-      state_dir(rank_dir).read(prefix, p.name, d, n);
+      state_dir(rank_dir, is_expert(p)).read(prefix, p.name, d, n);
     }, dst);
     check_finite(dst, p.numel(), "optimizer state " + prefix + p.name, iter);
   };
@@ -382,9 +345,10 @@ RunState load_checkpoint(const std::string& dir, const ParamRegistry& reg,
         // An fp32 run from a bf16 run's checkpoint: its weights are the
         // exact fp32 main weights, not the saved bf16 rounding.
         read_state(p, "main_param.", values.data());
-      } else if (own_shard) {  // the shape is checked too
-        SafetensorsReader& r = models[own_dir];
-        if (r.path().empty()) verifier.open(r, own_dir + "/model.safetensors");
+      } else if (own_shard || is_expert(p)) {  // the shape is checked too
+        const std::string& d = is_expert(p) ? expert_dir(p) : own_dir;
+        SafetensorsReader& r = models[d];
+        if (r.path().empty()) verifier.open(r, d + "/model.safetensors");
         MT_CHECK(r.has(p.name), r.path(), " has no tensor '", p.name,
                  "'; fix: load a checkpoint of the same model configuration");
         r.read_f32(p.name, values.data(), local_shape(p));
@@ -407,7 +371,7 @@ RunState load_checkpoint(const std::string& dir, const ParamRegistry& reg,
     }
   }
   if (load_optim) {
-    opt->set_steps(state_dir(iter + "/" + rank_dir_name(0, 0)).steps());
+    opt->set_steps(state_dir(iter + "/" + rank_dir_name(0, 0), false).steps());
     std::vector<float> m, v;
     for (size_t i = 0; i < reg.params().size(); ++i) {
       if (!owned[i]) continue;

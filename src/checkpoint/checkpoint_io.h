@@ -2,6 +2,9 @@
 //   <dir>/iter_0000010/mp_rank_TT_PPP/model.safetensors      this TP/PP rank's parameters
 //   <dir>/iter_0000010/mp_rank_TT_PPP/optim_dp_DDD.safetensors  Adam moments (per DP shard)
 //                                                                (and bf16 runs' fp32 main weights)
+//   <dir>/iter_0000010/mp_rank_00_PPP_EEE/model.safetensors   MoE: the experts of EP rank EEE
+//   <dir>/iter_0000010/mp_rank_00_PPP_EEE/optim_edp_DDD.safetensors  their Adam moments
+//                                                              (per expert-DP shard)
 //   <dir>/iter_0000010/meta.json                               iteration, data position, args,
 //                                                              every file's length and CRC-32C
 //   <dir>/latest_checkpointed_iteration.txt                    written last, atomically
@@ -25,7 +28,20 @@
 // from the slices of all optim_dp_* files of the mp_rank dir (they must cover
 // every element), then re-shards over TP/PP as for the parameters and keeps
 // what this rank's optimizer owns: any saved DP size loads at any DP size,
-// plain or sharded. Main weights: a bf16 run takes them from main_param.* when
+// plain or sharded.
+//
+// Experts (MoE): an mp_rank dir holds the dense parameters only. The experts
+// of EP rank e on stage p (whole tensors under their global names, Megatron's
+// legacy EP suffix on the directory) are written once, by that EP rank's
+// expert-DP rank 0; their optimizer state as above with expert-DP in place of
+// DP (optim_edp_DDD; slices with "edp_rank", "edp_size"). meta.json records
+// "expert_model_parallel_size". Loading finds each expert by its global name
+// in whichever expert dir holds it, so any EP (and TP, PP, DP, plain or
+// sharded) loads any other; without that field the experts are read from the
+// mp_rank dirs as TP-replicated tensors (EP 1 checkpoints from before, and
+// converted ones: write_model_shard with ShardParams::kAll).
+//
+// Main weights: a bf16 run takes them from main_param.* when
 // the checkpoint has them, else from model.safetensors (an fp32 run's, or a
 // converted release); an fp32 run loading with optimizer state takes its
 // weights from main_param.* when present (a bf16 run's exact fp32 weights).

@@ -42,7 +42,7 @@ CheckpointVerifier::CheckpointVerifier(const nlohmann::json& meta, std::string l
 std::string CheckpointVerifier::fix_hint(const std::string& path) const {
   const std::string restore = "; fix: restore " + path + " from an intact copy";
   std::string tail;
-  if (path.find("/optim_dp_") != std::string::npos)
+  if (path.find("/optim_dp_") != std::string::npos || path.find("/optim_edp_") != std::string::npos)
     tail = " (or pass --no-load-optim to keep the weights and start the optimizer afresh)";
   const int64_t current = latest_iteration(load_dir_);
   int64_t previous = -1;

@@ -219,8 +219,9 @@ void convert_hf_to_megatron(const ConvertOptions& o) {
            ": the ", hf_family_name(fam), " model of ", cfg_path, " has no experts; fix: drop "
            "the flag");
   MT_CHECK(o.target_ep == 1, "--target-expert-parallel-size ", o.target_ep, " is not "
-           "supported yet (checkpoints hold every expert in each TP/PP shard until EP shards "
-           "land in src/checkpoint/); fix: --target-expert-parallel-size 1");
+           "supported yet (the converted checkpoint holds every expert in each TP/PP shard, and "
+           "loads at any --expert-model-parallel-size); fix: --target-expert-parallel-size 1, "
+           "then train with --expert-model-parallel-size ", o.target_ep);
   MT_CHECK(cfg.padded_vocab_size % TP == 0, "--target-tensor-parallel-size ", TP,
            " does not divide the padded vocabulary of ", cfg.padded_vocab_size, fix);
   MT_CHECK(cfg.num_layers % PP == 0, "--target-pipeline-parallel-size ", PP,

@@ -1,6 +1,7 @@
 // megatron -> hf: a checkpoint (any TP/PP) becomes a Hugging Face folder.
 #include <filesystem>
 #include <map>
+#include <memory>
 
 #include <nlohmann/json.hpp>
 
@@ -158,6 +159,10 @@ void convert_megatron_to_hf(const ConvertOptions& o) {
   const std::string note = verification_note(verifier, iter, true);
   if (!note.empty()) log_line(true, "%s\n", note.c_str());
   std::map<std::string, SafetensorsReader> shards;  // by rank dir, opened when first read
+  // A trained MoE model's experts are in their EP rank's directory, found by
+  // name (checkpoint_shard.h); a converted one's in the mp_rank files.
+  const int saved_ep = meta.value("expert_model_parallel_size", 0);
+  std::unique_ptr<ExpertIndex> experts;
   std::vector<float> full;
   for (const HfParamMap& m : maps) {
     const ParamSpec& p = *m.param;
@@ -170,7 +175,12 @@ void convert_megatron_to_hf(const ConvertOptions& o) {
       r.read_f32(p.name, dst, n);
       r.release_pages(p.name);
     };
-    read_full_tensor(iter, read, p, tp, saved_stage_of(p, pp, layer_stage), full.data());
+    if (saved_ep > 0 && p.grad_group == GradGroup::kExpertDataParallel) {  // whole on its rank
+      if (!experts) experts = std::make_unique<ExpertIndex>(iter, pp, saved_ep, verifier);
+      read(experts->dir_of(p.name), full.data(), p.numel());
+    } else {
+      read_full_tensor(iter, read, p, tp, saved_stage_of(p, pp, layer_stage), full.data());
+    }
     std::vector<std::vector<float>> hf(m.hf.size());
     std::vector<float*> ptrs;
     for (size_t i = 0; i < m.hf.size(); ++i) {

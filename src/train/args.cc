@@ -200,10 +200,6 @@ void TrainArgs::validate_moe(int world_size) const {
   MT_CHECK(!model.moe_grouped_gemm || model.disable_bias_linear,
            "--moe-grouped-gemm with expert biases is not implemented; fix: add "
            "--disable-bias-linear, or drop --moe-grouped-gemm");
-  MT_CHECK((ep == 1 && !use_distributed_optimizer) || (save.empty() && load.empty()),
-           "checkpoints of MoE runs with --expert-model-parallel-size > 1 or "
-           "--use-distributed-optimizer are not implemented yet (got EP ", ep, "); fix: train "
-           "with EP 1 and the plain optimizer to --save, or drop --save/--load");
 }
 
 void TrainArgs::validate(int world_size) {

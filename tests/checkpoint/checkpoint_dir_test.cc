@@ -163,6 +163,28 @@ TEST(CheckpointDir, MetaIsValidatedFieldByField) {
   }
 }
 
+// The MoE fields a dense model saves as 0 (every model writes them), and the
+// EP size of an MoE checkpoint.
+TEST(CheckpointDir, MetaOfMoeFields) {
+  const std::string dense = R"("layernorm_epsilon": 1e-5, "num_experts": 0,
+      "moe_ffn_hidden_size": 0, "moe_shared_expert_intermediate_size": 0, "moe_router_topk": 2)";
+  std::string text = valid_meta(10);
+  text.replace(text.find(R"("layernorm_epsilon": 1e-5)"), 25, dense);
+  EXPECT_NO_THROW(parse_checkpoint_meta(text, "m.json", 10));
+  std::string negative = text;
+  negative.replace(negative.find(R"("num_experts": 0)"), 16, R"("num_experts": -1)");
+  EXPECT_TRUE(has(error_of([&] { parse_checkpoint_meta(negative, "m.json", 10); }),
+                  "'num_experts' is -1"));
+  std::string moe = text;
+  moe.replace(moe.find(R"("data_parallel_size": 1)"), 23,
+              R"("data_parallel_size": 1, "expert_model_parallel_size": 2)");
+  EXPECT_NO_THROW(parse_checkpoint_meta(moe, "m.json", 10));
+  moe.replace(moe.find(R"("expert_model_parallel_size": 2)"), 31,
+              R"("expert_model_parallel_size": 0)");
+  EXPECT_TRUE(has(error_of([&] { parse_checkpoint_meta(moe, "m.json", 10); }),
+                  "'expert_model_parallel_size' is 0"));
+}
+
 // A complete iteration directory holding one file with `content`.
 void make_iteration(const TempDir& d, const std::string& name, const std::string& content) {
   write(d.file(name + "/meta.json"), content);

@@ -1,8 +1,10 @@
 // docs/checkpoint-format.md against what the code writes: every name and
 // field in its machine-readable section ("```checkpoint-fields") is written
-// by a real save, and every one a save writes is listed. Two saves cover the
-// format: GPT-2 on one rank (plain optimizer), and a Llama-style model in
-// bf16 with the distributed optimizer on 2 ranks (ZeRO slices, main weights).
+// by a real save, and every one a save writes is listed. Three saves cover the
+// format: GPT-2 on one rank (plain optimizer), a Llama-style model in bf16
+// with the distributed optimizer on 2 ranks (ZeRO slices, main weights), and
+// a Llama-style MoE model at EP 2 with the distributed optimizer (expert
+// directories, expert-DP slices).
 #include <filesystem>
 #include <map>
 #include <regex>
@@ -45,7 +47,7 @@ std::map<std::string, Names> written(const std::string& iter_dir) {
     for (const auto& [k, v] : rec.items()) w["meta.json files entry"].insert(k);
   for (const auto& [k, v] : meta.at("args").items()) w["meta.json args"].insert(k);
   for (const auto& [k, v] : meta.at("args").at("model").items()) w["meta.json args.model"].insert(k);
-  const std::regex layer(R"(\.layers\.[0-9]+\.)");
+  const std::regex layer(R"(\.layers\.[0-9]+\.)"), expert(R"(\.local_experts\.[0-9]+\.)");
   for (const auto& e : fs::recursive_directory_iterator(iter_dir)) {
     const std::string f = e.path().filename().string();
     if (e.path().extension() != ".safetensors") continue;
@@ -56,7 +58,8 @@ std::map<std::string, Names> written(const std::string& iter_dir) {
       for (const auto& [name, spec] : params.items())
         for (const auto& [k, v] : spec.items()) w["model.safetensors params entry"].insert(k);
       for (const std::string& n : r.names())
-        w["parameters"].insert(std::regex_replace(n, layer, ".layers.{L}."));
+        w["parameters"].insert(std::regex_replace(std::regex_replace(n, layer, ".layers.{L}."),
+                                                  expert, ".local_experts.{E}."));
     } else {
       for (const auto& [k, v] : r.metadata()) w["optim metadata"].insert(k);
       for (const std::string& n : r.names()) {
@@ -97,8 +100,15 @@ TEST(CheckpointFormatDoc, EveryDocumentedNameIsWrittenAndEveryWrittenNameDocumen
           "rope --swiglu --untie-embeddings-and-output-weights --disable-bias-linear "
           "--group-query-attention --num-query-groups 2");
   ASSERT_EQ(llama.exit_code, 0) << llama.output;
+  const RunResult moe =
+      run(mpirun(2) + " train" + common + " --save " + dir.file("moe") +
+          " --use-distributed-optimizer --normalization RMSNorm --position-embedding-type rope "
+          "--swiglu --untie-embeddings-and-output-weights --disable-bias-linear --num-experts 4 "
+          "--moe-router-topk 2 --expert-model-parallel-size 2");
+  ASSERT_EQ(moe.exit_code, 0) << moe.output;
   auto doc = documented();
   auto a = written(dir.file("gpt/iter_0000006")), b = written(dir.file("llama/iter_0000006"));
+  auto c = written(dir.file("moe/iter_0000006"));
 
   // Top-level meta.json fields: the always-written ones in both saves; any
   // other field written must be among the conditional ones.
@@ -106,7 +116,10 @@ TEST(CheckpointFormatDoc, EveryDocumentedNameIsWrittenAndEveryWrittenNameDocumen
     EXPECT_TRUE(a["meta.json"].count(f)) << "meta.json field '" << f << "' not written (GPT-2 run)";
     EXPECT_TRUE(b["meta.json"].count(f)) << "meta.json field '" << f << "' not written (Llama run)";
   }
-  for (const auto* w : {&a, &b})
+  for (const std::string& f : doc["meta.json"])
+    EXPECT_TRUE(c["meta.json"].count(f)) << "meta.json field '" << f << "' not written (MoE run)";
+  EXPECT_TRUE(c["meta.json"].count("expert_model_parallel_size"));
+  for (const auto* w : {&a, &b, &c})
     for (const std::string& f : w->at("meta.json"))
       EXPECT_TRUE(doc["meta.json"].count(f) || doc["meta.json (some runs)"].count(f))
           << "meta.json field '" << f << "' written but not documented";
@@ -114,12 +127,14 @@ TEST(CheckpointFormatDoc, EveryDocumentedNameIsWrittenAndEveryWrittenNameDocumen
   for (const char* section : {"meta.json files entry", "meta.json args", "meta.json args.model",
                               "model.safetensors metadata", "model.safetensors params entry",
                               "optim metadata", "optim tensor prefixes"}) {
-    Names both = a[section];
-    both.insert(b[section].begin(), b[section].end());
-    expect_same(doc[section], both, section);
+    Names all = a[section];
+    all.insert(b[section].begin(), b[section].end());
+    all.insert(c[section].begin(), c[section].end());
+    expect_same(doc[section], all, section);
   }
   expect_same(doc["gpt2 parameters"], a["parameters"], "gpt2 parameters");
   expect_same(doc["llama parameters"], b["parameters"], "llama parameters");
+  expect_same(doc["moe parameters"], c["parameters"], "moe parameters");
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -12,9 +13,30 @@
 
 namespace mt::test {
 
-// Parameter `name` assembled from the TP shards of whichever PP stage holds it.
+// An MoE expert tensor `name` from whichever expert directory
+// (mp_rank_00_PPP_EEE) holds it, whole; empty if none does.
+inline std::vector<float> expert_tensor(const std::string& iter_dir, const std::string& name) {
+  for (const auto& e : std::filesystem::directory_iterator(iter_dir)) {
+    const std::string d = e.path().filename().string();
+    if (d.rfind("mp_rank_00_", 0) != 0 || d.size() != 18) continue;  // mp_rank_00_PPP_EEE
+    SafetensorsReader r(e.path().string() + "/model.safetensors");
+    if (!r.has(name)) continue;
+    std::vector<float> full(static_cast<size_t>(r.info(name).numel()));
+    r.read_f32(name, full.data(), int64_t(full.size()));
+    return full;
+  }
+  return {};
+}
+
+// Parameter `name` assembled from the TP shards of whichever PP stage holds it
+// (an MoE expert from its expert directory).
 inline std::vector<float> gathered(const std::string& iter_dir, const std::string& name, int tp,
                                    int pp) {
+  if (name.find(".local_experts.") != std::string::npos) {
+    std::vector<float> e = expert_tensor(iter_dir, name);
+    if (e.empty()) ADD_FAILURE() << name << " in no expert directory of " << iter_dir;
+    return e;
+  }
   for (int stage = 0; stage < pp; ++stage) {
     char dir[32];
     std::snprintf(dir, sizeof dir, "/mp_rank_00_%03d", stage);
