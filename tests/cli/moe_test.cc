@@ -2,8 +2,8 @@
 // top-2, aux and z loss, dropout on) gives one rank's losses, gradient norms,
 // router losses and validation losses (1e-5 relative; round-off only) at
 // EP2 (all-to-all and all-gather dispatchers), EP2 x DP2 (with and without
-// the distributed optimizer), TP2 (SP) x EP2, PP2 x EP2, CP2 x EP2 and an
-// interleaved pipeline; with a capacity factor that drops tokens, EP2 x DP2
+// the distributed optimizer), TP2 (SP) x EP2, PP2 x EP2, CP2 x EP2, full
+// recompute, bf16 and an interleaved pipeline; with a capacity factor that drops tokens, EP2 x DP2
 // equals one rank; misfit MoE flags are refused in one line.
 #include <cmath>
 #include <cstdio>
@@ -45,7 +45,9 @@ std::string vocab_padding(const std::string& layout_flags) {
 double rel(double a, double b) { return std::abs(a - b) / std::max(std::abs(a), 1e-12); }
 
 // Runs one rank and every layout with `model` flags and compares their logs.
-void expect_layouts_match_one_rank(const std::string& model, const std::vector<Layout>& layouts) {
+// tol: relative tolerance of losses (grad norms 10x); fp32 round-off by default.
+void expect_layouts_match_one_rank(const std::string& model, const std::vector<Layout>& layouts,
+                                   double tol = 1e-5) {
   TempDir dir;
   const std::string base = " train" + prepare_data(dir, synthetic_corpus(200)) + model;
   const RunResult one =
@@ -65,22 +67,23 @@ void expect_layouts_match_one_rank(const std::string& model, const std::vector<L
     for (const auto& [it, j] : ref.train) {
       for (const char* key : {"loss", "load_balancing_loss", "z_loss"}) {
         const double a = j.at(key).get<double>(), b = got.train.at(it).at(key).get<double>();
-        EXPECT_LT(rel(a, b), 1e-5)
+        EXPECT_LT(rel(a, b), tol)
             << l.tag << " iteration " << it << " " << key << ": " << a << " vs " << b;
         worst = std::max(worst, rel(a, b));
       }
       const double ga = j.at("grad_norm").get<double>();
       const double gb = got.train.at(it).at("grad_norm").get<double>();
-      EXPECT_LT(rel(ga, gb), 1e-4) << l.tag << " iteration " << it;
-      EXPECT_EQ(j.at("busiest_expert_share").get<double>(),
-                got.train.at(it).at("busiest_expert_share").get<double>())
-          << l.tag << " iteration " << it << ": routing differs";
+      EXPECT_LT(rel(ga, gb), 10 * tol) << l.tag << " iteration " << it;
+      if (tol <= 1e-5)  // fp32: the same routing exactly
+        EXPECT_EQ(j.at("busiest_expert_share").get<double>(),
+                  got.train.at(it).at("busiest_expert_share").get<double>())
+            << l.tag << " iteration " << it << ": routing differs";
     }
     ASSERT_EQ(got.eval.size(), ref.eval.size()) << l.tag;
     for (size_t e = 0; e < ref.eval.size(); ++e) {
       const double a = ref.eval[e].at("val_loss").get<double>();
       const double b = got.eval[e].at("val_loss").get<double>();
-      EXPECT_LT(rel(a, b), 1e-5) << l.tag << " validation " << e;
+      EXPECT_LT(rel(a, b), tol) << l.tag << " validation " << e;
     }
   }
   std::printf("MoE layouts vs one rank: worst relative loss / router loss %.3g\n", worst);
@@ -108,7 +111,22 @@ TEST(Moe, ExpertParallelComposesWithTpPpCp) {
        {"pp2_ep2", 4, " --pipeline-model-parallel-size 2 --expert-model-parallel-size 2"},
        {"cp2_ep2", 2,
         " --context-parallel-size 2 --expert-model-parallel-size 2"
-        " --moe-token-dispatcher-type alltoall"}});
+        " --moe-token-dispatcher-type alltoall"},
+       {"ep2_recompute", 2,
+        " --expert-model-parallel-size 2 --recompute-granularity full"
+        " --recompute-method uniform --recompute-num-layers 1"}});
+}
+
+// bf16 runs (bf16 expert weights and activations, fp32 router logits) match
+// one bf16 rank: the same operands per expert row; a GEMM of other row counts
+// may sum in another order, and a bf16-rounded activation turns that into up
+// to an ulp of bf16 (2^-8) on an element: 1e-4 on the mean loss (measured
+// 2.2e-6 on AVX512-BF16).
+TEST(Moe, Bf16MatchesOneRank) {
+  expect_layouts_match_one_rank(
+      moe_flags() + " --bf16",
+      {{"ep2_bf16", 2, " --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall"}},
+      1e-4);
 }
 
 // A shared expert (a dense MLP every token visits) is TP-split like the dense
