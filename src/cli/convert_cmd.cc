@@ -57,8 +57,9 @@ Command add_convert_command(CLI::App& app) {
                                    "saver megatron: PP size of the checkpoint (default 1; an even "
                                    "split of the layers)");
   CLI::Option* ep = app.add_option("--target-expert-parallel-size", o.target_ep,
-                                   "saver megatron: EP size of an MoE checkpoint (only 1 for now: "
-                                   "every expert in each shard)");
+                                   "saver megatron: EP size of an MoE checkpoint (default 1: "
+                                   "every expert in each shard; N: the experts in N expert "
+                                   "directories per stage, as an EP N run saves them)");
   CLI::Option* div = app.add_option("--make-vocab-size-divisible-by",
                                     o.make_vocab_size_divisible_by,
                                     "saver megatron: pad the vocabulary to a multiple of this x "

@@ -2,12 +2,34 @@
 
 #include <cmath>
 #include <cstdio>
+#include <numeric>
 
 #include "core/error.h"
 #include "checkpoint/checkpoint_tokenizer.h"
 #include "train/host_memory.h"
 
 namespace mt {
+
+void add_decoding_layout_options(CLI::App& app, DecodingLayout& l, const char* help_tp) {
+  app.add_option("--tensor-model-parallel-size", l.tp, help_tp);
+  app.add_option("--expert-model-parallel-size", l.ep,
+                 "MoE: split the experts over this many ranks (each rank holds E/EP of them "
+                 "whole); the world is lcm(TP, EP) ranks");
+}
+
+ParallelConfig decoding_parallel_config(const DecodingLayout& l, int world, const char* who) {
+  MT_CHECK(l.tp >= 1, "--tensor-model-parallel-size ", l.tp, " must be >= 1");
+  MT_CHECK(l.ep >= 1, "--expert-model-parallel-size ", l.ep, " must be >= 1");
+  const int64_t ranks = std::lcm(int64_t(l.tp), int64_t(l.ep));
+  MT_CHECK(world == ranks, who, " with --tensor-model-parallel-size ", l.tp,
+           l.ep > 1 ? " and --expert-model-parallel-size " + std::to_string(l.ep) : "",
+           " needs exactly ", ranks, " ranks; got world size ", world, "; fix: mpirun -n ", ranks,
+           " megatron ", who, " ...");
+  ParallelConfig pc;
+  pc.tp = l.tp;
+  pc.ep = l.ep;
+  return pc;
+}
 
 DecodingModel open_for_decoding(const std::string& load, const ParallelState& ps,
                                 const char* who) {
@@ -23,6 +45,10 @@ DecodingModel open_for_decoding(const std::string& load, const ParallelState& ps
   MT_CHECK(m.cfg.padded_vocab_size % tp == 0 && m.cfg.num_attention_heads % tp == 0,
            "--tensor-model-parallel-size ", tp, " does not divide the checkpoint's ",
            m.cfg.num_attention_heads, " heads and ", m.cfg.padded_vocab_size, " vocabulary rows");
+  MT_CHECK(ps.ep_size == 1 || (m.cfg.moe() && m.cfg.num_experts % ps.ep_size == 0),
+           "--expert-model-parallel-size ", ps.ep_size, " does not divide the checkpoint's ",
+           m.cfg.num_experts, " experts", m.cfg.moe() ? "" : " (it has no MoE layer)",
+           "; fix: choose an EP that divides them, or 1");
   const nlohmann::json& tj = args.at("tokenizer");
   MT_CHECK(tj.at("type") != "NullTokenizer", who, " needs a text tokenizer; this checkpoint "
            "was trained with NullTokenizer (token ids only)");
@@ -30,7 +56,8 @@ DecodingModel open_for_decoding(const std::string& load, const ParallelState& ps
   m.tok = tokenizer_from_record(tj,
                                 checkpoint_iteration_dir(load, meta.at("iteration").get<int64_t>()));
   m.reg = std::make_unique<ParamRegistry>(
-      m.cfg, StageLayout{ps.tp_rank, ps.tp_size, 0, m.cfg.num_layers, true, true});
+      m.cfg, StageLayout{ps.tp_rank, ps.tp_size, 0, m.cfg.num_layers, true, true, {}, ps.ep_rank,
+                         ps.ep_size});
   return m;
 }
 
@@ -53,7 +80,8 @@ void load_decoder(DecodingModel& m, const ParallelState& ps, int64_t positions,
     std::fprintf(stderr, "%s: %s, iteration %lld, %s, %s\n", m.who, m.load.c_str(),
                  static_cast<long long>(m.state.iteration), m.cfg.summary().c_str(),
                  ps.layout().c_str());
-  m.dec = std::make_unique<GptDecoder>(*m.reg, p, TensorParallel{&ps.tp_comm, false}, positions);
+  m.dec = std::make_unique<GptDecoder>(*m.reg, p, TensorParallel{&ps.tp_comm, false}, positions,
+                                       ps.ep_size > 1 ? &ps.ep_comm : nullptr);
 }
 
 double log_prob(const float* logits, int64_t vocab_size, int32_t token) {

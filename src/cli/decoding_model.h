@@ -2,6 +2,9 @@
 // its model configuration at a TP size, its own tokenizer, this rank's weight
 // shards and a KV-cache decoder over them. Every rank of the TP group loads
 // its shards; the decoder all-gathers the logits, so each rank has them all.
+// An MoE model may also split its experts over EP ranks (ETP 1): the world is
+// then lcm(TP, EP) ranks, TP groups that decode the same text side by side, the
+// EP group summing its experts' outputs (model/blocks/moe_block.h).
 //
 // Two steps, because the request sizes the cache: open_for_decoding reads the
 // configuration and tokenizer (the caller tokenizes its text and counts the
@@ -11,6 +14,8 @@
 #include <memory>
 #include <string>
 
+#include <CLI/CLI.hpp>
+
 #include "core/arena.h"
 #include "data/tokenizer.h"
 #include "comm/parallel_state.h"
@@ -19,6 +24,16 @@
 #include "checkpoint/checkpoint_io.h"
 
 namespace mt {
+
+// --tensor-model-parallel-size and --expert-model-parallel-size of a decoding
+// command, added to `app` for `who` ("generate", "score").
+struct DecodingLayout {
+  int tp = 1, ep = 1;
+};
+void add_decoding_layout_options(CLI::App& app, DecodingLayout& l, const char* help_tp);
+// Checks the sizes against the world size (one line naming the mpirun fix)
+// and returns the parallel configuration to build the ParallelState from.
+ParallelConfig decoding_parallel_config(const DecodingLayout& l, int world, const char* who);
 
 struct DecodingModel {
   std::string load;                  // the checkpoint directory
@@ -33,8 +48,8 @@ struct DecodingModel {
 };
 
 // Reads `load` (a --save directory) for `who`: its configuration, checking
-// that ps's TP size divides the model and that the tokenizer is a text one,
-// and its tokenizer. No weights yet.
+// that ps's TP and EP sizes divide the model and that the tokenizer is a text
+// one, and its tokenizer. No weights yet.
 DecodingModel open_for_decoding(const std::string& load, const ParallelState& ps,
                                 const char* who);
 

@@ -23,7 +23,7 @@ struct GenerateArgs {
   int64_t max_new_tokens = 200;
   SamplingConfig sampling;
   uint64_t seed = 1234;
-  int tp = 1;
+  DecodingLayout layout;
   std::string output_json;  // --output-json: ids and log-probabilities
   bool skip_memory_check = false;
 };
@@ -42,7 +42,6 @@ void check_generate_args(const GenerateArgs& a) {
            " must be a finite number >= 0 (0: greedy)");
   MT_CHECK(c.top_k >= 0, "--top-k ", c.top_k, " must be >= 0 (0: off)");
   MT_CHECK(c.top_p >= 0 && c.top_p <= 1, "--top-p ", c.top_p, " must be in [0, 1] (0 or 1: off)");
-  MT_CHECK(a.tp >= 1, "--tensor-model-parallel-size ", a.tp, " must be >= 1");
 }
 
 }  // namespace
@@ -60,9 +59,9 @@ Command add_generate_command(CLI::App& app) {
                  "also write {prompt, prompt_tokens, tokens, log_probs, text} here: the ids the "
                  "model conditioned on and generated, and each generated token's log-probability "
                  "(temperature 1, over the real vocabulary)");
-  app.add_option("--tensor-model-parallel-size", a->tp,
-                 "TP size to decode with (launch that many ranks with mpirun); the checkpoint "
-                 "is re-sharded if it was saved with another");
+  add_decoding_layout_options(app, a->layout,
+                              "TP size to decode with (launch that many ranks with mpirun); the "
+                              "checkpoint is re-sharded if it was saved with another");
   app.add_flag("--skip-memory-check", a->skip_memory_check,
                "allocate even if weights and key/value cache exceed the host's available memory");
   app.footer(
@@ -79,11 +78,7 @@ Command add_generate_command(CLI::App& app) {
   return [a]() {
     check_generate_args(*a);
     MpiEnv mpi;
-    MT_CHECK(mpi.world_size() == a->tp, "generate with --tensor-model-parallel-size ", a->tp,
-             " needs exactly that many ranks; got world size ", mpi.world_size(),
-             "; fix: mpirun -n ", a->tp, " megatron generate ...");
-    ParallelConfig pc;
-    pc.tp = a->tp;
+    const ParallelConfig pc = decoding_parallel_config(a->layout, mpi.world_size(), "generate");
     ParallelState ps(pc);
     // Every rank decodes: another prompt, seed or sampling flag on one rank
     // would diverge (train/run_args_check.h).

@@ -33,7 +33,7 @@ namespace {
 struct ScoreArgs {
   std::string load, input, json_key = "text", output_json;
   bool append_eod = false, log_probs = false, skip_memory_check = false;
-  int tp = 1;
+  DecodingLayout layout;
 };
 
 // Before anything is read or written: --output-json must not be --input
@@ -143,8 +143,8 @@ Command add_score_command(CLI::App& app) {
                  "write the JSON lines here instead of stdout (one per document, then a total)");
   app.add_flag("--log-probs", a->log_probs,
                "also write each document's token ids and every predicted token's log-probability");
-  app.add_option("--tensor-model-parallel-size", a->tp,
-                 "TP size to score with (launch that many ranks with mpirun)");
+  add_decoding_layout_options(app, a->layout,
+                              "TP size to score with (launch that many ranks with mpirun)");
   app.add_flag("--skip-memory-check", a->skip_memory_check,
                "allocate even if weights and key/value cache exceed the host's available memory");
   app.footer(
@@ -160,14 +160,9 @@ Command add_score_command(CLI::App& app) {
       "  or only blank lines is an error, and so is an --output-json that is the --input.");
   make_integer_options_strict(app);
   return [a]() {
-    MT_CHECK(a->tp >= 1, "--tensor-model-parallel-size ", a->tp, " must be >= 1");
     check_score_paths(*a);
     MpiEnv mpi;
-    MT_CHECK(mpi.world_size() == a->tp, "score with --tensor-model-parallel-size ", a->tp,
-             " needs exactly that many ranks; got world size ", mpi.world_size(),
-             "; fix: mpirun -n ", a->tp, " megatron score ...");
-    ParallelConfig pc;
-    pc.tp = a->tp;
+    const ParallelConfig pc = decoding_parallel_config(a->layout, mpi.world_size(), "score");
     ParallelState ps(pc);
     // Every rank decodes the same documents (train/run_args_check.h).
     check_same_arguments({{"--load", a->load},

@@ -98,7 +98,8 @@ Command add_train_command(CLI::App& app) {
                   "EP size: MoE experts split over EP ranks (contiguous), tokens exchanged "
                   "by the token dispatcher");
   par->add_option("--expert-tensor-parallel-size", a->expert_tensor_parallel_size,
-                  "expert TP size (only 1: each expert whole on its rank)");
+                  "expert TP size (only 1: each expert whole on its rank; not given: 1, with a "
+                  "warning at TP > 1, where Megatron-LM's default is TP)");
   par->add_option("--num-layers-per-virtual-pipeline-stage",
                   a->num_layers_per_virtual_pipeline_stage,
                   "layers per model chunk: interleaved 1F1B with L/(PP x this) chunks per rank");
@@ -228,7 +229,7 @@ Command add_train_command(CLI::App& app) {
       pc.pp = a->pipeline_model_parallel_size;
       pc.cp = a->context_parallel_size;
       pc.ep = a->expert_model_parallel_size;
-      pc.etp = a->expert_tensor_parallel_size;
+      pc.etp = std::max(1, a->expert_tensor_parallel_size);
       check_parallel_config(mpi.world_size(), pc);
       ParallelState ps(pc);
       rc = run_training(*a, ps);

@@ -23,8 +23,8 @@ struct ConvertOptions {
   std::string load_dir, save_dir;
   // hf -> megatron
   int target_tp = 1, target_pp = 1;
-  // Experts split over EP ranks: only 1 until checkpoints hold EP shards
-  // (src/checkpoint/); > 1 is refused naming the fix.
+  // Experts split over EP ranks: 1 keeps every expert in each mp_rank shard;
+  // N > 1 writes them to N expert directories per stage (checkpoint_io.h).
   int target_ep = 1;
   int64_t make_vocab_size_divisible_by = 128;  // Megatron's default
   bool overwrite = false;  // --overwrite-checkpoints: write into a --save-dir that holds some

@@ -218,10 +218,9 @@ void convert_hf_to_megatron(const ConvertOptions& o) {
   MT_CHECK(o.target_ep == 1 || cfg.moe(), "--target-expert-parallel-size ", o.target_ep,
            ": the ", hf_family_name(fam), " model of ", cfg_path, " has no experts; fix: drop "
            "the flag");
-  MT_CHECK(o.target_ep == 1, "--target-expert-parallel-size ", o.target_ep, " is not "
-           "supported yet (the converted checkpoint holds every expert in each TP/PP shard, and "
-           "loads at any --expert-model-parallel-size); fix: --target-expert-parallel-size 1, "
-           "then train with --expert-model-parallel-size ", o.target_ep);
+  const int EP = o.target_ep;
+  MT_CHECK(cfg.num_experts % EP == 0, "--target-expert-parallel-size ", EP, " does not divide the ",
+           cfg.num_experts, " experts of ", cfg_path, "; fix: choose one that divides them");
   MT_CHECK(cfg.padded_vocab_size % TP == 0, "--target-tensor-parallel-size ", TP,
            " does not divide the padded vocabulary of ", cfg.padded_vocab_size, fix);
   MT_CHECK(cfg.num_layers % PP == 0, "--target-pipeline-parallel-size ", PP,
@@ -250,13 +249,16 @@ void convert_hf_to_megatron(const ConvertOptions& o) {
   const std::string tmp = tmp_dir_of(iteration_dir(o.save_dir, kReleaseIteration));
   ConvertOutput output(o.save_dir, tmp);  // locked until the tracker is written
   prepare_save_dir(o, tmp);
-  log_line(true, "convert: %s %s -> megatron.cpp TP%d PP%d: %s\n", hf_family_name(fam),
-           o.load_dir.c_str(), TP, PP, cfg.summary().c_str());
+  log_line(true, "convert: %s %s -> megatron.cpp TP%d PP%d%s: %s\n", hf_family_name(fam),
+           o.load_dir.c_str(), TP, PP, EP > 1 ? (" EP" + std::to_string(EP)).c_str() : "",
+           cfg.summary().c_str());
   if (cfg.moe())
     log_line(true, "convert: every MLP a mixture of %lld experts (ffn %lld, top %lld, whole on "
-             "each TP rank), router aux loss coefficient %g\n",
+             "each %s), router aux loss coefficient %g\n",
              static_cast<long long>(cfg.num_experts), static_cast<long long>(cfg.moe_ffn()),
-             static_cast<long long>(cfg.moe_router_topk), double(cfg.moe_aux_loss_coeff));
+             static_cast<long long>(cfg.moe_router_topk),
+             EP > 1 ? ("of " + std::to_string(EP) + " expert-parallel ranks").c_str() : "TP rank",
+             double(cfg.moe_aux_loss_coeff));
   if (hf_vocab != cfg.vocab_size)
     log_line(true, "convert: config.json's vocab_size %lld = the tokenizer's %lld + %lld padding "
              "rows, kept as padding rows (padded vocabulary %lld)\n",
@@ -264,16 +266,31 @@ void convert_hf_to_megatron(const ConvertOptions& o) {
              static_cast<long long>(hf_vocab - cfg.vocab_size),
              static_cast<long long>(cfg.padded_vocab_size));
 
+  // Each file of the checkpoint: an mp_rank_TT_PPP shard (TP rank tp; all
+  // parameters, or at EP > 1 the dense ones) or, at EP > 1, the experts of EP
+  // rank ep of the stage in mp_rank_00_PPP_EEE (whole, as a training run saves).
+  struct OutFile {
+    int tp, ep;
+    bool experts;
+  };
+  std::vector<OutFile> out_files;
+  for (int tp = 0; tp < TP; ++tp) out_files.push_back({tp, 0, false});
+  if (EP > 1)
+    for (int ep = 0; ep < EP; ++ep) out_files.push_back({0, ep, true});
   std::vector<float> full;  // the current parameter's full tensor
   std::vector<std::vector<float>> parts;  // and the HF tensors it is made of
   std::vector<std::pair<std::string, FileChecksum>> files;  // for meta.json's "files"
   int64_t params = 0;
   for (int pp = 0; pp < PP; ++pp) {
     const auto [b, e] = stage_layer_range(cfg.num_layers, PP, pp);
-    for (int tp = 0; tp < TP; ++tp) {
-      const ParamRegistry reg(cfg, StageLayout{tp, TP, b, e, pp == 0, pp == PP - 1, {}});
+    for (const OutFile& f : out_files) {
+      const ParamRegistry reg(cfg, StageLayout{f.tp, TP, b, e, pp == 0, pp == PP - 1, {}, f.ep, EP});
+      const size_t experts_from = size_t(reg.group_begin(GradGroup::kExpertDataParallel));
+      if (f.experts && experts_from == size_t(reg.total_floats())) continue;  // no MoE layer here
       std::vector<float> shard(size_t(reg.total_floats()));  // freed before the next one
       for (const ParamSpec& p : reg.params()) {
+        const bool expert = p.grad_group == GradGroup::kExpertDataParallel;
+        if (EP > 1 && expert != f.experts) continue;  // in the other kind of file
         const HfParamMap& m = *by_name.at(p.name);
         const int64_t C = p.global_cols;
         full.resize(size_t(p.global_rows * C));
@@ -287,24 +304,28 @@ void convert_hf_to_megatron(const ConvertOptions& o) {
         }
         hf_to_megatron(m, cfg, ptrs, full.data());
         for (int64_t r = 0; r < p.rows; ++r) {  // this shard's rows / columns
-          const float* row = full.data() + p.global_row(r, tp, TP) * C + p.col_offset;
+          const float* row = full.data() + p.global_row(r, f.tp, TP) * C + p.col_offset;
           std::copy(row, row + p.cols, shard.data() + p.offset + r * p.cols);
         }
-        if ((!p.tied || pp == 0) && (tp == 0 || !p.tp_replicated())) params += p.numel();
+        if ((!p.tied || pp == 0) && (f.tp == 0 || !p.tp_replicated())) params += p.numel();
       }
-      const std::string rank_dir = tmp + "/" + rank_dir_name(tp, pp);
+      const std::string name = f.experts ? expert_dir_name(f.ep, pp) : rank_dir_name(f.tp, pp);
+      const std::string rank_dir = tmp + "/" + name;
       fs::create_directories(rank_dir, ec);
       MT_CHECK(!ec, "cannot create ", rank_dir, ": ", ec.message());
-      files.push_back({rank_dir_name(tp, pp) + "/model.safetensors",
-                       write_model_shard(rank_dir + "/model.safetensors", reg, shard.data(), pp,
-                                         PP)});
+      const std::string path = rank_dir + "/model.safetensors";
+      files.push_back({name + "/model.safetensors",
+                       f.experts ? write_expert_shard(path, reg, shard.data(), pp, PP)
+                                 : write_model_shard(path, reg, shard.data(), pp, PP,
+                                                     EP > 1 ? ShardParams::kDense
+                                                            : ShardParams::kAll)});
     }
   }
   full = {};
   parts = {};
 
   const nlohmann::json record = tokenizer_record(*tok, tok_opts);
-  const nlohmann::json meta = {
+  nlohmann::json meta = {
       {"format", "megatron.cpp checkpoint"},
       {"version", kCheckpointFormatVersion},
       {"iteration", kReleaseIteration},
@@ -323,6 +344,7 @@ void convert_hf_to_megatron(const ConvertOptions& o) {
           {"load_dir", o.load_dir},
           {"model_type", hf_family_name(fam)},
           {"vocab_size", hf_vocab}}}}}};  // config.json's: the export writes it back
+  if (EP > 1) meta["expert_model_parallel_size"] = EP;  // the experts are in expert directories
   const std::string text = meta.dump(2) + "\n";
   parse_checkpoint_meta(text, tmp + "/meta.json", kReleaseIteration);  // what loaders will check
   save_tokenizer_files(record, tmp);

@@ -18,9 +18,9 @@ int64_t cache_positions(const ParamRegistry& reg, int64_t positions) {
 }  // namespace
 
 GptDecoder::GptDecoder(const ParamRegistry& reg, const float* params, const TensorParallel& tp,
-                       int64_t positions)
+                       int64_t positions, const Communicator* ep)
     : sh_(make_shapes(reg, 1, TensorParallel{tp.tp, false}, 0, ContextParallel{},
-                      cache_positions(reg, positions))),
+                      cache_positions(reg, positions), ep)),
       w_(bind_weights(reg, params)),
       capacity_(cache_positions(reg, positions)) {
   MT_CHECK(sh_.has_embedding && sh_.has_output,

@@ -21,9 +21,11 @@ namespace mt {
 
 class GptDecoder {
  public:
-  // positions: 1..context(); 0 takes the whole context.
+  // positions: 1..context(); 0 takes the whole context. ep: an MoE model's
+  // expert-parallel group (reg holds its rank's experts), null at EP 1.
   GptDecoder(const ParamRegistry& reg, const float* params,
-             const TensorParallel& tp = TensorParallel{}, int64_t positions = 0);
+             const TensorParallel& tp = TensorParallel{}, int64_t positions = 0,
+             const Communicator* ep = nullptr);
 
   // Bytes a decoder of `positions` allocates on a rank of `reg` (cache, RoPE
   // table, one token's scratch), from the sizes alone (a closed form, not the

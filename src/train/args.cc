@@ -177,12 +177,24 @@ std::string TrainArgs::disable_sequence_parallel_without_tp() {
          "training as without it, as Megatron-LM does";
 }
 
+std::string TrainArgs::expert_tensor_parallel_default() const {
+  if (!model.moe() || tensor_model_parallel_size == 1 || expert_tensor_parallel_size != 0)
+    return "";
+  return "--expert-tensor-parallel-size not given: each expert is whole on its rank (expert TP "
+         "1), where Megatron-LM's default splits experts over the " +
+         std::to_string(tensor_model_parallel_size) + " TP ranks (expert TP = TP), which this "
+         "build does not implement; the losses are the same, an expert's weights take TP times "
+         "Megatron's memory per rank (pass --expert-tensor-parallel-size 1 to silence this)";
+}
+
 void TrainArgs::validate_moe(int world_size) const {
   const int64_t ep = expert_model_parallel_size;
   MT_CHECK(ep >= 1, "--expert-model-parallel-size ", ep, " must be >= 1");
-  MT_CHECK(expert_tensor_parallel_size == 1, "--expert-tensor-parallel-size ",
+  MT_CHECK(expert_tensor_parallel_size <= 1, "--expert-tensor-parallel-size ",
            expert_tensor_parallel_size, " is not implemented (experts are whole on their rank); "
            "fix: pass --expert-tensor-parallel-size 1");
+  MT_CHECK(expert_tensor_parallel_size >= 0, "--expert-tensor-parallel-size ",
+           expert_tensor_parallel_size, " must be >= 1");
   if (!model.moe()) {
     MT_CHECK(ep == 1, "--expert-model-parallel-size ", ep, " without --num-experts; fix: add "
              "--num-experts N (a multiple of ", ep, ") or drop the flag");

@@ -24,9 +24,10 @@ struct TrainArgs {
   // (each holds chunks i and 2·CP-1-i of 2·CP), attention as a ring.
   int context_parallel_size = 1;
   // Megatron's --expert-model-parallel-size (MoE experts split over EP ranks)
-  // and --expert-tensor-parallel-size (only 1: experts whole on their rank).
+  // and --expert-tensor-parallel-size (only 1: experts whole on their rank;
+  // 0 = not given: 1 here, where Megatron's default is the dense TP size).
   int expert_model_parallel_size = 1;
-  int expert_tensor_parallel_size = 1;
+  int expert_tensor_parallel_size = 0;
   bool sequence_parallel = false;
   int64_t num_layers_per_virtual_pipeline_stage = 0;  // 0: no interleaving
   int64_t decoder_first_pipeline_num_layers = 0;  // 0: even split
@@ -144,6 +145,9 @@ struct TrainArgs {
   // with a warning and the run goes on as without it. Returns the warning, ""
   // when the flag was not set or TP > 1. Before validate().
   std::string disable_sequence_parallel_without_tp();
+  // The warning (or "") for an MoE run at TP > 1 without
+  // --expert-tensor-parallel-size: experts stay whole, not Megatron's ETP = TP.
+  std::string expert_tensor_parallel_default() const;
   // Checks every flag's range and every layout-dependent constraint (sizes
   // with checked arithmetic, naming the flags); every rank calls it.
   void validate(int world_size);

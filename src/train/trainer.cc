@@ -574,6 +574,8 @@ int run_training(TrainArgs args, ParallelState& ps) {
   const std::string sp_warning = args.disable_sequence_parallel_without_tp();
   if (!sp_warning.empty()) log_line(ps.world_rank == 0, "warning: %s\n", sp_warning.c_str());
   args.validate(ps.world_size);
+  const std::string etp_warning = args.expert_tensor_parallel_default();
+  if (!etp_warning.empty()) log_line(ps.world_rank == 0, "warning: %s\n", etp_warning.c_str());
   check_device(args, ps.world_size);  // --device cuda: at once, one line, if it cannot run
   check_same_arguments(launched, ps.world_comm);  // before the first collective that could hang
   const DirLock save_lock = lock_save_dir(args, ps);  // held until the run returns

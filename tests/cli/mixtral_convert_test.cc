@@ -2,16 +2,20 @@
 // independent PyTorch model of tests/reference/hf_models.py (written from
 // Hugging Face's modeling_mixtral: softmax over the router logits in fp32,
 // top-k, renormalised, SwiGLU experts, weighted sum):
-//  - a random tiny Mixtral folder imported at TP1 and at TP2 x PP2 decodes
-//    (`generate`) and scores (`score --log-probs`, a fixed text) to the
-//    judge's log-probabilities within 1e-4, one rank and two TP ranks; each TP
-//    rank holds every expert whole;
-//  - fine-tuned at TP2 (sequence parallel) and exported, it is a Mixtral folder
+//  - a random tiny Mixtral folder imported at TP1, at TP2 x PP2 and at
+//    TP2 x EP2 decodes (`generate`) and scores (`score --log-probs`, a fixed
+//    text) to the judge's log-probabilities within 1e-4, on one rank, on two
+//    TP ranks each holding every expert whole, and on two TP ranks that are
+//    also the EP group (two experts each, from the expert directories the
+//    import wrote);
+//  - fine-tuned at TP2 (sequence parallel) x EP2 and exported (the experts
+//    read from the training run's expert directories), it is a Mixtral folder
 //    the judge scores as `generate` reports;
 //  - what a Mixtral checkpoint cannot be is refused with one line naming the
 //    key and the fix, before anything is written: config.json keys this
 //    decoder does not compute, more experts per token than experts, missing
-//    or extra experts, --target-expert-parallel-size > 1; and an MoE model
+//    or extra experts, a --target-expert-parallel-size that does not divide
+//    the experts; and an MoE model
 //    with dense layers or another router has no Mixtral export.
 // The bit-exact import -> export round trip is ConvertCli's (convert_test.cc).
 #include <cstring>
@@ -70,18 +74,24 @@ void expect_judge_agrees(const std::string& launch, const std::string& tp_flags,
   std::printf("%s score (%zu tokens): %s", tag.c_str(), ids.size(), j.output.c_str());
 }
 
-TEST(MixtralConvert, ImportedAtTp1AndTp2Pp2DecodesAndScoresToTheJudgesLogProbs) {
+TEST(MixtralConvert, ImportedAtTp1Tp2Pp2AndTp2Ep2DecodesAndScoresToTheJudgesLogProbs) {
   require_torch();
   TempDir dir;
   const std::string hf = dir.file("hf");
   make_hf_folder("mixtral", dir, hf, 31);
   if (HasFatalFailure()) return;
-  for (const int tp : {1, 2}) {
-    const std::string tag = "tp" + std::to_string(tp), ckpt = dir.file(tag);
+  struct Layout {
+    int tp, pp, ep;
+  };
+  for (const Layout& l : {Layout{1, 1, 1}, Layout{2, 2, 1}, Layout{2, 1, 2}}) {
+    const std::string tag = "tp" + std::to_string(l.tp) + "pp" + std::to_string(l.pp) + "ep" +
+                            std::to_string(l.ep);
+    const std::string ckpt = dir.file(tag);
     const RunResult c = run(convert(" --loader mixtral_hf --saver megatron --load-dir " + hf +
                                     " --save-dir " + ckpt + " --target-tensor-parallel-size " +
-                                    std::to_string(tp) + " --target-pipeline-parallel-size " +
-                                    std::to_string(tp)));
+                                    std::to_string(l.tp) + " --target-pipeline-parallel-size " +
+                                    std::to_string(l.pp) + " --target-expert-parallel-size " +
+                                    std::to_string(l.ep)));
     ASSERT_EQ(c.exit_code, 0) << c.output;
     EXPECT_NE(c.output.find("every MLP a mixture of 4 experts (ffn 32, top 2"), std::string::npos)
         << c.output;
@@ -94,10 +104,11 @@ TEST(MixtralConvert, ImportedAtTp1AndTp2Pp2DecodesAndScoresToTheJudgesLogProbs) 
     EXPECT_EQ(m.at("moe_router_pre_softmax"), false);
     EXPECT_NEAR(m.at("moe_aux_loss_coeff").get<double>(), 0.02, 1e-8);  // router_aux_loss_coef
     EXPECT_EQ(meta.at("args").at("converted_from").at("model_type"), "mixtral");
-    if (tp == 2) {  // every expert whole on both TP ranks of each stage
+    const std::string rel = ckpt + "/release/";
+    if (l.pp == 2) {  // every expert whole on both TP ranks of each stage
       for (const char* stage : {"000", "001"}) {
-        SafetensorsReader a(ckpt + "/release/mp_rank_00_" + stage + "/model.safetensors");
-        SafetensorsReader b(ckpt + "/release/mp_rank_01_" + stage + "/model.safetensors");
+        SafetensorsReader a(rel + "mp_rank_00_" + stage + "/model.safetensors");
+        SafetensorsReader b(rel + "mp_rank_01_" + stage + "/model.safetensors");
         const int layer = stage[2] - '0';  // one layer per stage
         const std::string pre = "decoder.layers." + std::to_string(layer) + ".mlp.";
         for (const std::string& n : {pre + "router.weight",
@@ -112,14 +123,44 @@ TEST(MixtralConvert, ImportedAtTp1AndTp2Pp2DecodesAndScoresToTheJudgesLogProbs) 
                   (std::vector<int64_t>{64, 64}));  // [w1; w3]: 2 x 32 rows
       }
     }
-    // TP1: one rank; TP2 x PP2: re-sharded on load to two TP ranks.
-    expect_judge_agrees(tp == 1 ? megatron() : mpirun(2),
-                        tp == 1 ? "" : " --tensor-model-parallel-size 2", ckpt, hf, dir, tag);
+    if (l.ep == 2) {  // experts 0, 1 in mp_rank_00_000_000, 2, 3 in ..._001; none in mp_rank_TT
+      EXPECT_EQ(meta.at("expert_model_parallel_size"), 2);
+      SafetensorsReader e0(rel + "mp_rank_00_000_000/model.safetensors");
+      SafetensorsReader e1(rel + "mp_rank_00_000_001/model.safetensors");
+      SafetensorsReader d1(rel + "mp_rank_01_000/model.safetensors");
+      EXPECT_EQ(meta.at("files").size(), 4u) << meta.at("files").dump();
+      for (int layer = 0; layer < 2; ++layer) {
+        const std::string pre = "decoder.layers." + std::to_string(layer) + ".mlp.";
+        for (int x = 0; x < 4; ++x) {
+          const std::string n = pre + "experts.local_experts." + std::to_string(x) +
+                                ".linear_fc2.weight";
+          EXPECT_EQ(e0.has(n), x < 2) << n;
+          EXPECT_EQ(e1.has(n), x >= 2) << n;
+          EXPECT_FALSE(d1.has(n)) << n;
+        }
+        EXPECT_TRUE(d1.has(pre + "router.weight"));
+      }
+    }
+    // TP1: one rank; TP2 x PP2: re-sharded on load to two TP ranks; TP2 x EP2:
+    // two ranks, each with two experts.
+    const std::string flags =
+        (l.tp == 1 ? "" : " --tensor-model-parallel-size 2") +
+        std::string(l.ep == 1 ? "" : " --expert-model-parallel-size 2");
+    expect_judge_agrees(l.tp == 1 ? megatron() : mpirun(2), flags, ckpt, hf, dir, tag);
     if (HasFatalFailure()) return;
   }
+  // TP1 x EP2 decodes on lcm(1, 2) = 2 ranks; one rank is refused naming that.
+  const RunResult r = run(megatron() + " generate --load " + dir.file("tp2pp1ep2") +
+                          " --expert-model-parallel-size 2 --max-new-tokens 2");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(last_error_line(r.output).find("generate with --tensor-model-parallel-size 1 and "
+                                           "--expert-model-parallel-size 2 needs exactly 2 ranks; "
+                                           "got world size 1; fix: mpirun -n 2"),
+            std::string::npos)
+      << r.output;
 }
 
-TEST(MixtralConvert, FineTunedAtTp2ExportsAFolderTheJudgeScoresAsGenerateReports) {
+TEST(MixtralConvert, FineTunedAtTp2Ep2ExportsAFolderTheJudgeScoresAsGenerateReports) {
   require_torch();
   TempDir dir;
   const std::string hf = dir.file("hf"), r0 = dir.file("r0"), tuned = dir.file("tuned");
@@ -135,11 +176,13 @@ TEST(MixtralConvert, FineTunedAtTp2ExportsAFolderTheJudgeScoresAsGenerateReports
                             dir.file("data_text_document") +
                             " --seq-length 32 --micro-batch-size 2 --global-batch-size 4"
                             " --lr 1e-2 --log-interval 1 --peak-tflops 1 --split 90,10,0"
-                            " --eval-interval 0 --tensor-model-parallel-size 2 --sequence-parallel";
+                            " --eval-interval 0 --tensor-model-parallel-size 2 --sequence-parallel"
+                            " --expert-model-parallel-size 2";
   const RunResult t = run(mpirun(2) + train + " --train-iters 3 --load " + r0 + " --save " + tuned);
   ASSERT_EQ(t.exit_code, 0) << t.output;
   EXPECT_NE(t.output.find("loaded checkpoint from " + r0 + " at iteration 0"), std::string::npos)
       << t.output;
+  EXPECT_TRUE(exists(tuned + "/iter_0000003/mp_rank_00_000_001/model.safetensors"));
   const std::string back = dir.file("back");
   const RunResult e = run(convert(" --loader megatron --saver hf --load-dir " + tuned +
                                   " --save-dir " + back));
@@ -184,8 +227,8 @@ TEST(MixtralConvert, RefusesWhatItCannotHonourWithOneLineNamingTheKeyAndTheFix) 
        [&](const std::string& hf) {
          edit_tensors(hf, "t['" + moe + "4.w1.weight'] = torch.zeros(32, 64)");
        }},
-      {"expert parallel", " --target-expert-parallel-size 2",
-       "--target-expert-parallel-size 2 is not supported yet",
+      {"expert parallel", " --target-expert-parallel-size 3",
+       "--target-expert-parallel-size 3 does not divide the 4 experts",
        [](const std::string&) {}},
   };
   for (const Case& c : cases) {

@@ -4,7 +4,9 @@
 // EP2 (all-to-all and all-gather dispatchers), EP2 x DP2 (with and without
 // the distributed optimizer), TP2 (SP) x EP2, PP2 x EP2, CP2 x EP2, full
 // recompute, bf16 and an interleaved pipeline; with a capacity factor that drops tokens, EP2 x DP2
-// equals one rank; misfit MoE flags are refused in one line.
+// equals one rank; at TP > 1 without --expert-tensor-parallel-size a warning
+// says the experts stay whole (Megatron's default would split them over TP);
+// misfit MoE flags are refused in one line.
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -62,6 +64,12 @@ void expect_layouts_match_one_rank(const std::string& model, const std::vector<L
     const RunResult r =
         run(mpirun(l.ranks) + base + l.flags + vocab_padding(l.flags) + " --log-json " + log);
     ASSERT_EQ(r.exit_code, 0) << l.tag << "\n" << r.output;
+    // TP > 1 without --expert-tensor-parallel-size: Megatron would split the
+    // experts over TP; we say that they stay whole.
+    const bool tp2 = l.flags.find("--tensor-model-parallel-size 2") != std::string::npos;
+    EXPECT_EQ(r.output.find("warning: --expert-tensor-parallel-size not given: each expert is "
+                            "whole on its rank") != std::string::npos,
+              tp2) << l.tag << "\n" << r.output;
     const JsonLogLines got = read_log_json(log);
     ASSERT_EQ(got.train.size(), ref.train.size()) << l.tag;
     for (const auto& [it, j] : ref.train) {

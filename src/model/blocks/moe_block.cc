@@ -500,12 +500,13 @@ double moe_decode_workspace_floats(const ModelConfig& c, int64_t tp) {
 void moe_block_decode(float* out, MoeDecodeWorkspace& ws, const float* in,
                       const MoeParams<ReadView>& w, const GptShapes& sh) {
   const MoeShapes& m = sh.moe;
-  MT_CHECK(m.local == m.experts, "decoding an MoE layer needs every expert on the rank (EP 1)");
   linear_forward(ws.logits, in, w.router_w, nullptr, 1, sh.h, m.experts);
   moe_topk_forward(ws.expert, ws.prob, ws.scores, ws.logits, 1, m.experts, m.topk, m.pre_softmax);
   fill_zero(out, size_t(sh.h) * sizeof(float));
   for (int64_t j = 0; j < m.topk; ++j) {  // no capacity in inference, as in Megatron
-    const ExpertParams<ReadView>& e = w.experts[size_t(ws.expert[j])];
+    const int64_t local = ws.expert[j] - m.first;
+    if (local < 0 || local >= m.local) continue;  // on another EP rank
+    const ExpertParams<ReadView>& e = w.experts[size_t(local)];
     linear_forward(ws.fc, in, e.fc1_w, e.fc1_b, 1, sh.h, m.f_in);
     if (sh.swiglu)
       swiglu_forward(ws.act, ws.fc, 1, m.f);
@@ -515,6 +516,9 @@ void moe_block_decode(float* out, MoeDecodeWorkspace& ws, const float* in,
     const int64_t row = 0;
     scatter_add_rows(out, ws.y, &row, &ws.prob[j], 1, sh.h);
   }
+  // Every rank of the EP group decodes the same token: the sum of their
+  // experts' outputs is the layer's.
+  if (m.ranks > 1) m.ep->all_reduce_sum(out, sh.h);
   if (m.shared_f > 0) {
     mlp_block_decode(ws.shared_out, ws.shared, in, w.shared, shared_shapes(sh));
     add_inplace(out, ws.shared_out, sh.h);

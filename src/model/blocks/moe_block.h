@@ -144,8 +144,8 @@ void moe_block_backward(float* din, const MoeParams<float*>& g, const float* dou
                         const MoeRecord& rec, MoeWorkspace& ws, const MoeParams<ReadView>& w,
                         const BlockCall& call);
 
-// --- Decoding (model/gpt_decoder.h): the block over one token, every expert
-// on this rank.
+// --- Decoding (model/gpt_decoder.h): the block over one token; with EP > 1
+// every rank of the EP group holds the same token and its own experts.
 struct MoeDecodeWorkspace {
   float* logits = nullptr;      // (E)
   float* scores = nullptr;      // (E)
@@ -159,7 +159,8 @@ struct MoeDecodeWorkspace {
 };
 MoeDecodeWorkspace carve_moe_decode_workspace(Arena& arena, const GptShapes& sh);
 double moe_decode_workspace_floats(const ModelConfig& c, int64_t tp);
-// out (h) = Σ_j prob_j · expert_j(in) over the token's top-k experts.
+// out (h) = Σ_j prob_j · expert_j(in) over the token's top-k experts (those
+// on this rank, summed over the EP group).
 void moe_block_decode(float* out, MoeDecodeWorkspace& ws, const float* in,
                       const MoeParams<ReadView>& w, const GptShapes& sh);
 
