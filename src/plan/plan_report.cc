@@ -44,8 +44,7 @@ std::vector<PlanResult> evaluate_layouts(const PlanProblem& pb, const std::vecto
       m.finalize(l.tp);
       mc = models.emplace(l.tp, m).first;
     }
-    r.time = predict_step_time(mc->second, pb, l, c, r.crossing, first.total_floats(),
-                               last.total_floats());
+    r.time = predict_step_time(mc->second, pb, l, c, r.crossing, first, last);
     const double step = r.time.total();
     r.tokens_per_s = double(pb.global_batch_size * pb.model.seq_length) / step;
     r.tflops_per_device =

@@ -125,8 +125,8 @@ NodeCrossing node_crossing_of(const PlanLayout& l, const PlanCluster& c) {
 }
 
 StepTime predict_step_time(const ModelConfig& mc, const PlanProblem& pb, const PlanLayout& l,
-                           const PlanCluster& c, const NodeCrossing& x, int64_t params_first,
-                           int64_t params_last) {
+                           const PlanCluster& c, const NodeCrossing& x,
+                           const ParamRegistry& first, const ParamRegistry& last) {
   const DeviceProfile& dev = c.device;
   const double peak = dev.peak_flops(l.bf16);
   auto gemm = [&](double flops) { return flops / (peak * dev.efficiency(flops, l.bf16)); };
@@ -241,21 +241,31 @@ StepTime predict_step_time(const ModelConfig& mc, const PlanProblem& pb, const P
   st.bubble = l.pp > 1 ? (stages_sum - (mb + comm_mb)) / double(l.vp) : 0;
 
   // Once per step: DP gradients (fp32) and, with ZeRO-1, the parameters'
-  // all-gather; the tied embedding's gradient between first and last stage.
-  const double params = double(std::max(params_first, params_last));
+  // all-gather, dense ones over DP x CP, experts over expert-DP ((TP x CP x
+  // DP) / EP ranks); the tied embedding's gradient between first and last stage.
   const LinkProfile& dp_link = x.dp > 1 ? dev.inter_node : dev.intra_node;
   const int64_t dp_cp = l.dp * l.cp;  // gradients and ZeRO shards over DP x CP
-  if (dp_cp > 1)
-    st.dp_comm = l.distributed_optimizer
-                     ? reduce_scatter_seconds(params * 4, dp_cp, dp_link) +
-                           all_gather_seconds(params * (l.bf16 ? 2 : 4), dp_cp, dp_link)
-                     : all_reduce_seconds(params * 4, dp_cp, dp_link);
-  if (l.pp > 1 && mc.tied_output())
-    st.dp_comm += all_reduce_seconds(v / t * h * 4, 2, pp_link);
+  const int64_t edp = l.tp * l.cp * l.dp / l.ep;
+  auto grad_sync = [&](double floats, int64_t ranks) {
+    if (ranks == 1 || floats == 0) return 0.0;
+    return l.distributed_optimizer ? reduce_scatter_seconds(floats * 4, ranks, dp_link) +
+                                         all_gather_seconds(floats * (l.bf16 ? 2 : 4), ranks, dp_link)
+                                   : all_reduce_seconds(floats * 4, ranks, dp_link);
+  };
   // AdamW reads grad, m, v, main weight and writes m, v, main weight and the
   // model's copy: ~40 bytes per parameter it owns (fp32: 32).
-  const double owned = params / double(l.distributed_optimizer ? dp_cp : 1);
-  st.optimizer = owned * (l.bf16 ? 40.0 : 32.0) / dev.memory_bandwidth_bytes_per_s;
+  const double per_param = (l.bf16 ? 40.0 : 32.0) / dev.memory_bandwidth_bytes_per_s;
+  for (const ParamRegistry* reg : {&first, &last}) {
+    const double total = double(reg->total_floats());
+    const double expert = total - double(reg->group_begin(GradGroup::kExpertDataParallel));
+    const double dense = total - expert;
+    st.dp_comm = std::max(st.dp_comm, grad_sync(dense, dp_cp) + grad_sync(expert, edp));
+    const double owned =
+        l.distributed_optimizer ? dense / double(dp_cp) + expert / double(edp) : total;
+    st.optimizer = std::max(st.optimizer, owned * per_param);
+  }
+  if (l.pp > 1 && mc.tied_output())
+    st.dp_comm += all_reduce_seconds(v / t * h * 4, 2, pp_link);
 
   // More ranks on a node than cores (one thread each): the ranks take turns,
   // so the node's summed compute over its cores bounds the step. A node holds

@@ -61,10 +61,12 @@ struct StepTime {
 };
 
 // `model` finalized for the layout's TP (padded vocabulary); `x` its
-// node_crossing_of (computed once per TP and PP by the caller).
+// node_crossing_of (computed once per TP and PP by the caller); `first`,
+// `last`: the first and last stage's parameters on a rank (stage_registry):
+// dense gradients go over DP x CP, an MoE model's experts over expert-DP.
 StepTime predict_step_time(const ModelConfig& model, const PlanProblem& pb, const PlanLayout& l,
                            const PlanCluster& c, const NodeCrossing& x,
-                           int64_t params_local_first, int64_t params_local_last);
+                           const ParamRegistry& first, const ParamRegistry& last);
 
 // α–β ring costs of `bytes` (the whole buffer) over `p` ranks, each with the
 // link's pair for that collective.

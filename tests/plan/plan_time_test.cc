@@ -45,8 +45,8 @@ PlanProblem model(int64_t world, int64_t batch) {
 StepTime time_of(const PlanProblem& pb, const PlanLayout& l, const PlanCluster& c) {
   ModelConfig m = pb.model;
   m.finalize(l.tp);
-  return predict_step_time(m, pb, l, c, node_crossing_of(l, c), layout_params_local(pb, l, 0),
-                           layout_params_local(pb, l, l.pp - 1));
+  return predict_step_time(m, pb, l, c, node_crossing_of(l, c), stage_registry(pb, l, 0),
+                           stage_registry(pb, l, l.pp - 1));
 }
 
 TEST(PlanTime, RingCosts) {
@@ -331,6 +331,37 @@ TEST(PlanReport, RanksFittingLayoutsByThroughputAndSaysWhy) {
   const std::string why = misfit_reason(none[0], c);
   EXPECT_NE(why.find("GB over"), std::string::npos) << why;
   EXPECT_NE(why.find("pipeline stage needs"), std::string::npos) << why;
+}
+
+// MoE: dense gradients are reduced over DP x CP, an EP rank's experts over
+// its expert-DP group ((TP x CP x DP) / EP ranks), and the distributed
+// optimizer owns its share of each.
+TEST(PlanTime, ExpertGradientsGoOverExpertDataParallel) {
+  PlanProblem pb = model(4, 16);
+  pb.model.num_experts = 4;
+  pb.model.moe_router_topk = 2;
+  PlanCluster c{1, 4, flat_device()};
+  const LinkProfile& link = c.device.intra_node;
+  for (const bool zero : {false, true})
+    for (const int64_t ep : {1, 2, 4}) {
+      PlanLayout l;
+      l.dp = 4, l.ep = ep, l.micro_batch_size = 1, l.distributed_optimizer = zero, l.bf16 = false;
+      const ParamRegistry reg = stage_registry(pb, l, 0);
+      const double expert =
+          double(reg.total_floats() - reg.group_begin(GradGroup::kExpertDataParallel));
+      const double dense = double(reg.total_floats()) - expert;
+      ASSERT_GT(expert, 0);
+      auto sync = [&](double floats, int64_t ranks) {
+        if (ranks == 1) return 0.0;
+        return zero ? reduce_scatter_seconds(floats * 4, ranks, link) +
+                          all_gather_seconds(floats * 4, ranks, link)
+                    : all_reduce_seconds(floats * 4, ranks, link);
+      };
+      const StepTime t = time_of(pb, l, c);
+      EXPECT_NEAR(t.dp_comm, sync(dense, 4) + sync(expert, 4 / ep), 1e-12) << ep << zero;
+      const double owned = zero ? dense / 4 + expert / double(4 / ep) : dense + expert;
+      EXPECT_NEAR(t.optimizer, owned * 32 / 1e12, 1e-15) << ep << zero;
+    }
 }
 
 }  // namespace
