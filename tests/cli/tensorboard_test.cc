@@ -101,7 +101,7 @@ TEST_F(TensorBoardCli, DefaultsAndIntervalAsMegatron) {
   // Without the optional flags: no timers, memory, world size or perplexity;
   // --no-log-loss-scale-to-tensorboard drops loss-scale; every 2nd iteration.
   const RunResult r =
-      run(train(" --train-iters 5 --eval-interval 2 --eval-iters 1"
+      run(train(" --train-iters 6 --eval-interval 2 --eval-iters 1"
                 " --tensorboard-log-interval 2 --no-log-loss-scale-to-tensorboard"
                 " --tensorboard-queue-size 10 --log-batch-size-to-tensorboard"
                 " --tensorboard-dir " +
@@ -121,14 +121,14 @@ TEST_F(TensorBoardCli, DefaultsAndIntervalAsMegatron) {
                                       "lm loss validation",
                                       "lm loss validation vs samples"};
   EXPECT_EQ(tags, want);
-  EXPECT_EQ(s.at("lm loss").size(), 2u);  // iterations 2 and 4
-  EXPECT_EQ(s.at("lm loss").count(2) + s.at("lm loss").count(4), 2u);
+  EXPECT_EQ(s.at("lm loss").size(), 3u);  // iterations 2, 4 and 6
+  EXPECT_EQ(s.at("lm loss").count(2) + s.at("lm loss").count(4) + s.at("lm loss").count(6), 3u);
 }
 
 TEST_F(TensorBoardCli, FlagsWithoutTheDirectoryAreIgnored) {
   // As Megatron: without --tensorboard-dir nothing is written and nothing refused.
   const RunResult r =
-      run(train(" --train-iters 2 --eval-interval 0 --log-timers-to-tensorboard"
+      run(train(" --train-iters 6 --eval-interval 0 --log-timers-to-tensorboard"
                 " --log-memory-to-tensorboard --log-validation-ppl-to-tensorboard"
                 " --tensorboard-log-interval 3"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -137,14 +137,14 @@ TEST_F(TensorBoardCli, FlagsWithoutTheDirectoryAreIgnored) {
 TEST_F(TensorBoardCli, PipelineWritesOneFileFromTheLastRank) {
   const RunResult r =
       run(mpirun(2) + " train" + data + tiny_model_flags() +
-          " --pipeline-model-parallel-size 2 --train-iters 4 --eval-interval 2 --eval-iters 1"
+          " --pipeline-model-parallel-size 2 --train-iters 6 --eval-interval 3 --eval-iters 1"
           " --log-memory-to-tensorboard --log-json " +
           dir.file("log.json") + " --tensorboard-dir " + dir.file("tb"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("TensorBoard: rank 1 writes"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("TensorBoard: rank 0"), std::string::npos) << r.output;
   const JsonLogLines log = read_log_json(dir.file("log.json"));
-  ASSERT_EQ(log.train.size(), 4u);
+  ASSERT_EQ(log.train.size(), 6u);
   const TbSeries s = only_file(dir.file("tb"));
   expect_train_series_match(s, log, 8);
   // The last stage's memory, not the first's (rank 0's --log-json report is the first stage's).
@@ -185,13 +185,13 @@ TEST_F(TensorBoardCli, AResumedRunAddsAFileThatContinuesTheSeries) {
 
 TEST_F(TensorBoardCli, MoeRunsWriteTheRouterLosses) {
   const RunResult r = run(train(
-      " --train-iters 3 --eval-interval 0 --num-experts 4 --moe-router-topk 2"
+      " --train-iters 6 --eval-interval 0 --num-experts 4 --moe-router-topk 2"
       " --moe-ffn-hidden-size 48 --moe-aux-loss-coeff 0.01 --moe-z-loss-coeff 0.001 --log-json " +
       dir.file("log.json") + " --tensorboard-dir " + dir.file("tb")));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const JsonLogLines log = read_log_json(dir.file("log.json"));
   const TbSeries s = only_file(dir.file("tb"));
-  ASSERT_EQ(log.train.size(), 3u);
+  ASSERT_EQ(log.train.size(), 6u);
   for (const auto& [it, j] : log.train) {
     expect_float_of(s.at("load_balancing_loss").at(it), j.at("load_balancing_loss").get<double>(),
                     "load_balancing_loss");
@@ -204,14 +204,14 @@ TEST_F(TensorBoardCli, ADirectoryThatCannotBeWrittenEndsEveryRankBeforeTraining)
   for (const int ranks : {1, 2}) {
     const std::string launch = ranks == 1 ? megatron() : mpirun(2);
     const RunResult f = run(launch + " train" + data + tiny_model_flags() +
-                            " --train-iters 3 --tensorboard-dir " + dir.file("a_file"));
+                            " --train-iters 6 --tensorboard-dir " + dir.file("a_file"));
     EXPECT_NE(f.exit_code, 0) << f.output;
     EXPECT_NE(f.output.find("--tensorboard-dir " + dir.file("a_file") + " is not a directory"),
               std::string::npos)
         << f.output;
     EXPECT_EQ(f.output.find("iteration "), std::string::npos) << "it trained:\n" << f.output;
     const RunResult u = run(launch + " train" + data + tiny_model_flags() +
-                            " --train-iters 3 --tensorboard-dir " + dir.file("a_file/tb"));
+                            " --train-iters 6 --tensorboard-dir " + dir.file("a_file/tb"));
     EXPECT_NE(u.exit_code, 0) << u.output;
     EXPECT_NE(
         u.output.find("cannot create the --tensorboard-dir directory " + dir.file("a_file/tb")),
