@@ -188,6 +188,29 @@ Command add_train_command(CLI::App& app) {
   log->add_option("--eval-interval", a->eval_interval, "iterations between evaluations (0: off)");
   log->add_option("--eval-iters", a->eval_iters, "global batches per evaluation");
   log->add_option("--log-json", a->log_json, "append JSON lines of the logged numbers here");
+  CLI::Option_group* tb = group("TensorBoard (ignored without --tensorboard-dir)");
+  tb->add_option("--tensorboard-dir", a->tensorboard_dir,
+                 "write TensorBoard event files here (the last rank; a new file each run)");
+  tb->add_option("--tensorboard-log-interval", a->tensorboard_log_interval,
+                 "iterations between TensorBoard values (default 1)");
+  tb->add_option("--tensorboard-queue-size", a->tensorboard_queue_size,
+                 "accepted (Megatron flag): every log call's values are flushed at once");
+  tb->add_flag("--log-timers-to-tensorboard", a->log_timers_to_tensorboard,
+               "also write iteration-time and the forward-backward, all-grads-sync and "
+               "optimizer times (ms, slowest rank)");
+  tb->add_flag("--log-throughput", a->log_throughput,
+               "with --log-timers-to-tensorboard, also write throughput (TFLOP/s per rank; the "
+               "text log always shows it)");
+  tb->add_flag("--no-log-loss-scale-to-tensorboard", a->no_log_loss_scale_to_tensorboard,
+               "do not write loss-scale");
+  tb->add_flag("--log-validation-ppl-to-tensorboard", a->log_validation_ppl_to_tensorboard,
+               "also write the validation perplexity");
+  tb->add_flag("--log-memory-to-tensorboard", a->log_memory_to_tensorboard,
+               "also write the last rank's measured memory per class (bytes)");
+  tb->add_flag("--log-world-size-to-tensorboard", a->log_world_size_to_tensorboard,
+               "also write world-size");
+  tb->add_flag("--log-batch-size-to-tensorboard", a->log_batch_size_to_tensorboard,
+               "accepted (older Megatron flag): batch-size is always written");
   log->add_option("--peak-tflops", a->peak_tflops, "MFU denominator per rank (default: measured)");
   log->add_option("--save", a->save, "checkpoint directory to save to");
   log->add_option("--save-interval", a->save_interval, "iterations between checkpoints");

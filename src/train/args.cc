@@ -93,6 +93,10 @@ void TrainArgs::check_flag_ranges() const {
   MT_CHECK(vocab_size >= 0 && vocab_size < (int64_t(1) << 31) - 1, "--vocab-size ", vocab_size,
            " must be in [1, 2^31 - 2] (token ids are int32)");
   MT_CHECK(log_interval > 0, "--log-interval ", log_interval, " must be > 0");
+  MT_CHECK(tensorboard_log_interval > 0, "--tensorboard-log-interval ", tensorboard_log_interval,
+           " must be > 0");
+  MT_CHECK(tensorboard_queue_size > 0, "--tensorboard-queue-size ", tensorboard_queue_size,
+           " must be > 0");
   MT_CHECK(eval_interval >= 0, "--eval-interval ", eval_interval, " must be >= 0 (0: off)");
   MT_CHECK(eval_iters >= 0, "--eval-iters ", eval_iters, " must be >= 0");
   MT_CHECK(finite_at_least(peak_tflops, 0), "--peak-tflops ", peak_tflops,

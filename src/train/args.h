@@ -93,6 +93,18 @@ struct TrainArgs {
   int64_t eval_interval = 1000;
   int64_t eval_iters = 100;
   std::string log_json;
+  // TensorBoard (train/tensorboard_log.h; Megatron's flags and defaults; all
+  // but the directory are ignored without it, as in Megatron).
+  std::string tensorboard_dir;
+  int64_t tensorboard_log_interval = 1;
+  int64_t tensorboard_queue_size = 1000;  // accepted: each log call's records are flushed
+  bool log_timers_to_tensorboard = false;
+  bool log_throughput = false;  // the text log always shows it; adds TensorBoard's `throughput`
+  bool no_log_loss_scale_to_tensorboard = false;
+  bool log_validation_ppl_to_tensorboard = false;
+  bool log_memory_to_tensorboard = false;
+  bool log_world_size_to_tensorboard = false;
+  bool log_batch_size_to_tensorboard = false;  // accepted: batch-size is always written
   double peak_tflops = 0;  // 0 → measure at start-up
   std::string device = "cpu";  // cpu | cuda (backend/device.h)
   std::string save;

@@ -120,6 +120,16 @@ ArgList argument_list(const TrainArgs& a) {
   b.add("--eval-interval", a.eval_interval);
   b.add("--eval-iters", a.eval_iters);
   b.add("--log-json", a.log_json);
+  b.add("--tensorboard-dir", a.tensorboard_dir);
+  b.add("--tensorboard-log-interval", a.tensorboard_log_interval);
+  b.add("--tensorboard-queue-size", a.tensorboard_queue_size);
+  b.add("--log-timers-to-tensorboard", a.log_timers_to_tensorboard);
+  b.add("--log-throughput", a.log_throughput);
+  b.add("--no-log-loss-scale-to-tensorboard", a.no_log_loss_scale_to_tensorboard);
+  b.add("--log-validation-ppl-to-tensorboard", a.log_validation_ppl_to_tensorboard);
+  b.add("--log-memory-to-tensorboard", a.log_memory_to_tensorboard);
+  b.add("--log-world-size-to-tensorboard", a.log_world_size_to_tensorboard);
+  b.add("--log-batch-size-to-tensorboard", a.log_batch_size_to_tensorboard);
   b.add("--peak-tflops", a.peak_tflops);
   b.add("--device", a.device);
   b.add("--save", a.save);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/log.h"
 #include "kernels/reduce.h"
 
 namespace mt {
@@ -44,9 +45,14 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, Par
   ctx.aux_loss_scale = float(r.loss_scale * double(ps.cp_size) / double(num_micro_batches));
   MoeStats moe;
   ctx.moe_stats = &moe;
+  Timer timer;
   double loss_sum = run_pipeline_schedule(rt, pipeline_links(ps), schedule, ctx, next,
                                           &sync.hook(), &r.wait_seconds);
+  r.forward_backward_seconds = timer.seconds();
+  timer.reset();
   sync.finish();  // TP sum of SP grads, DP average (or reduce-scatter), tied embedding
+  r.grads_sync_seconds = timer.seconds();
+  timer.reset();
   if (ps.pp_size > 1) ps.pp_comm.all_reduce_sum(&loss_sum, 1);  // the last stage's loss
   ps.dp_cp().all_reduce_sum(&loss_sum, 1);  // each CP rank summed its own tokens
   r.loss = loss_sum / double(tokens_per_iteration);
@@ -77,6 +83,7 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, Par
                "saving; fix: lower --lr, raise --lr-warmup-iters or set --clip-grad");
       r.skipped = true;
       r.grad_norm = std::nan("");
+      r.optimizer_seconds = timer.seconds();
       return r;  // no update: the weights stay as they are
     }
   }
@@ -90,6 +97,7 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, Par
   // ones; clipping scales the gradients inside it.
   opt.step(rt.params, rt.grads, lr, rt.params_bf16, opt.clip_coefficient(r.grad_norm));
   sync.gather_params();  // distributed optimizer: all-gather the updated pieces
+  r.optimizer_seconds = timer.seconds();
   return r;
 }
 

@@ -29,6 +29,10 @@ struct StepResult {
   // share of routed choices one expert took in any layer and micro-batch.
   bool moe = false;
   double load_balancing_loss = 0, z_loss = 0, busiest_share = 0;
+  // This rank's time in Megatron's timers: the schedule's forward and
+  // backward, the gradient sync's finish, and the rest of the step (unscale,
+  // norm, clip, AdamW, parameter gather).
+  double forward_backward_seconds = 0, grads_sync_seconds = 0, optimizer_seconds = 0;
 };
 
 // `schedule`: this rank's op list (training_schedule), built once per run.

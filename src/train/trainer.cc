@@ -434,6 +434,9 @@ void evaluate_and_print_results(Trainer& t, int64_t iteration, bool test = false
   t.log.json.write({{"iteration", iteration},
                     {test ? "test_loss" : "val_loss", loss},
                     {test ? "test_ppl" : "val_ppl", ppl}});
+  // As Megatron: --skip-train's evaluations are not written to TensorBoard.
+  if (!test && !args.skip_train)
+    tensorboard_validation(t.log.tb, iteration, t.state.consumed_samples, loss, ppl);
 }
 
 // Megatron's save_checkpoint_and_time; nothing without --save, or when --save
@@ -579,6 +582,7 @@ int run_training(TrainArgs args, ParallelState& ps) {
   check_device(args, ps.world_size);  // --device cuda: at once, one line, if it cannot run
   check_same_arguments(launched, ps.world_comm);  // before the first collective that could hang
   const DirLock save_lock = lock_save_dir(args, ps);  // held until the run returns
+  TensorBoardLog tensorboard = open_tensorboard_log(args, ps);  // a bad directory ends it here
   const int64_t loaded_iteration = args.load.empty() ? -1 : latest_iteration(args.load);
   MT_CHECK(!args.skip_train || loaded_iteration >= 0, "--skip-train evaluates a checkpoint, and ",
            args.load.empty() ? std::string("no --load was given")
@@ -590,6 +594,8 @@ int run_training(TrainArgs args, ParallelState& ps) {
 
   Trainer t = setup_model_and_optimizer(args, run_args, loaded_iteration, ps, run_timer);
   setup_data_and_log(t);
+  t.log.tb = std::move(tensorboard);
+  t.log.tb.measure_memory = [&t] { return measure_memory(*t.rt, t.opt->state_buffer()); };
   if (args.skip_train) return evaluate_only(t);
   const int64_t start_iteration = t.state.iteration;
   const bool saved_at_exit = train(t);

@@ -56,6 +56,8 @@ void training_log(TrainingLog& log, const StepResult& r, double step_seconds, do
   }
   log.interval_skipped += r.skipped;
   ++log.interval_iters;
+  tensorboard_iteration(log.tb, r, it, state.consumed_samples, lr, scaler ? scaler->scale() : 1.0,
+                        ps);
 
   if (it % log.log_interval == 0 || it == log.train_iters) {
     const double secs = log.interval_secs;
@@ -123,6 +125,7 @@ void training_log(TrainingLog& log, const StepResult& r, double step_seconds, do
       j["skipped_iterations"] = log.interval_skipped;
     }
     log.json.write(j);
+    tensorboard_interval(log.tb, it, ms * 1e-3, tflops);
     log.interval_secs = 0;
     log.interval_wait = 0;
     log.interval_loss = 0;

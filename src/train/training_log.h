@@ -23,6 +23,7 @@
 #include "optim/grad_sync.h"
 #include "train/memory_report.h"
 #include "train/metrics.h"
+#include "train/tensorboard_log.h"
 #include "train/train_step.h"
 
 namespace mt {
@@ -54,6 +55,7 @@ struct TrainingLog {
   int64_t virtual_stages = 1;     // with micro_batches: the bubble's theory
   int64_t micro_batches = 1;
   JsonLog json;
+  TensorBoardLog tb;  // --tensorboard-dir (train/tensorboard_log.h)
 
   // Since the last line.
   double interval_secs = 0;  // time in training steps only: evaluation and saving excluded
@@ -72,6 +74,9 @@ void training_log(TrainingLog& log, const StepResult& r, double step_seconds, do
                   const RunState& state, const GradScaler* scaler, GradSync& sync,
                   const ParallelState& ps, const Timer& run_timer);
 
+// With --tensorboard-dir, the same iterations' values go to TensorBoard
+// (tensorboard_iteration, tensorboard_interval).
+//
 // --log-memory, after the first step: rank 0's predicted and measured memory
 // by class with its peak RSS, then every rank's totals (collective over the
 // world).

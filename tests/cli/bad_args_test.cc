@@ -49,6 +49,10 @@ TEST_F(BadArgs, NegativeOrZeroValuesNameTheirFlag) {
        "--num-layers-per-virtual-pipeline-stage -1"},
       {"negative weight decay", train(" --weight-decay -0.1"), "--weight-decay -0.1"},
       {"negative train iters", train(" --train-iters -1"), "--train-iters -1"},
+      {"zero tensorboard interval", train(" --tensorboard-log-interval 0"),
+       "--tensorboard-log-interval 0"},
+      {"negative tensorboard queue", train(" --tensorboard-queue-size -1"),
+       "--tensorboard-queue-size -1"},
   };
   for (const BadInputCase& c : cases) expect_fails(c);
 }
