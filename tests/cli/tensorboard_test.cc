@@ -30,7 +30,9 @@ TbSeries only_file(const std::string& tb_dir) {
   if (files.size() != 1) return {};
   const std::vector<TbEvent> events = read_events_file(files[0]);
   EXPECT_FALSE(events.empty());
-  if (!events.empty()) EXPECT_EQ(events[0].file_version, "brain.Event:2");
+  if (!events.empty()) {
+    EXPECT_EQ(events[0].file_version, "brain.Event:2");
+  }
   return scalars_by_tag(events);
 }
 
