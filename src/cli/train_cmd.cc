@@ -62,6 +62,14 @@ Command add_train_command(CLI::App& app) {
   mem->add_flag("--use-distributed-optimizer", a->use_distributed_optimizer,
                 "ZeRO-1: shard the optimizer state (Adam moments, bf16's fp32 main weights) over "
                 "DP (reduce-scatter grads, all-gather the weights)");
+  mem->add_flag("--use-megatron-fsdp,--use-custom-fsdp", a->use_megatron_fsdp,
+                "Megatron-FSDP: shard over DP (x CP) what --data-parallel-sharding-strategy "
+                "says (--use-custom-fsdp: its former name)");
+  mem->add_option("--data-parallel-sharding-strategy", a->data_parallel_sharding_strategy,
+                  "with --use-megatron-fsdp: no_shard (default), optim (the distributed "
+                  "optimizer), optim_grads (and the gradients: each layer's reduce-scattered "
+                  "as backward produces it, in every micro-batch); optim_grads_params is not "
+                  "built yet");
   mem->add_flag("--overlap-param-gather", a->overlap_param_gather,
                 "distributed optimizer: the next forward waits per bucket for the all-gather");
   mem->add_flag("--bf16", a->bf16, "bf16 weights, activations and GEMM operands; fp32 main "

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "backend/device.h"
+#include "core/error.h"
 #include "kernels/cuda/reduce.h"
 
 namespace mt {
@@ -46,6 +47,13 @@ void scale_inplace(float* x, int64_t n, float alpha) {
   if (MT_ON_DEVICE(x)) return cuda::scale_inplace(x, n, alpha);
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) x[i] *= alpha;
+}
+
+void add_scaled_inplace(float* y, const float* x, int64_t n, float alpha) {
+  MT_CHECK(!MT_ON_DEVICE(y) && !MT_ON_DEVICE(x),
+           "add_scaled_inplace has no GPU version yet (sharded gradients run on the CPU only)");
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
 }
 
 // True iff no element is NaN or +-Inf (exponent bits all ones), tested on the

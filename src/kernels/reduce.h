@@ -6,6 +6,8 @@ namespace mt {
 
 double sum_squares(const float* x, int64_t n);  // in double, deterministic for a thread count
 void scale_inplace(float* x, int64_t n, float alpha);
+// y += alpha · x (gradient shards accumulated over micro-batches). y, x: (n)
+void add_scaled_inplace(float* y, const float* x, int64_t n, float alpha);
 bool all_finite(const float* x, int64_t n);
 // fp16 loss scaling: grads *= inv_scale [=]; returns true when any gradient
 // was inf or NaN before scaling (the step must then be skipped). The caller

@@ -3,9 +3,10 @@
 // softmax cross-entropy, whose logits gradient is consumed in forward.
 #include "model/gpt.h"
 
-#include "backend/device.h"
-
 #include <algorithm>
+#include <map>
+
+#include "backend/device.h"
 
 #include "core/divide.h"
 #include "kernels/cross_entropy.h"
@@ -44,8 +45,15 @@ GptWeights bind_chunk_weights(const ParamRegistry& reg, ReadView base, int chunk
   return bind_chunk<ReadView>(reg, chunk, {reg, [&](int64_t off) { return base.at(off); }});
 }
 
-GptGrads bind_chunk_grads(const ParamRegistry& reg, float* grads, int chunk) {
-  return bind_chunk<float*>(reg, chunk, {reg, [&](int64_t off) { return grads + off; }});
+GptGrads bind_chunk_grads(const ParamRegistry& reg, float* grads, int chunk,
+                          const std::vector<int64_t>* placement) {
+  if (placement == nullptr)
+    return bind_chunk<float*>(reg, chunk, {reg, [&](int64_t off) { return grads + off; }});
+  MT_CHECK(placement->size() == reg.params().size(), "gradient placement of ", placement->size(),
+           " parameters for a registry of ", reg.params().size(), " (internal error)");
+  std::map<int64_t, int64_t> at;  // registry offset -> placed offset
+  for (size_t i = 0; i < reg.params().size(); ++i) at[reg.params()[i].offset] = (*placement)[i];
+  return bind_chunk<float*>(reg, chunk, {reg, [&](int64_t off) { return grads + at.at(off); }});
 }
 
 GptWeights bind_weights(const ParamRegistry& reg, ReadView base) {

@@ -33,7 +33,10 @@ using GptGrads = GptParams<float*>;
 // (virtual pipeline stage) of this rank, or of the whole stage when it has one chunk.
 GptWeights bind_chunk_weights(const ParamRegistry& reg, ReadView base, int chunk);
 GptWeights bind_weights(const ParamRegistry& reg, ReadView base);
-GptGrads bind_chunk_grads(const ParamRegistry& reg, float* grads, int chunk);
+// placement: parameter i's gradient at grads + placement[i] instead of its
+// registry offset (a staging pool smaller than the model, optim/staged_grads.h).
+GptGrads bind_chunk_grads(const ParamRegistry& reg, float* grads, int chunk,
+                          const std::vector<int64_t>* placement = nullptr);
 
 // Everything backward needs for one micro-batch.
 struct GptActivations {

@@ -1,6 +1,7 @@
 #include "model/model_runtime.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "kernels/fill.h"
 
@@ -9,13 +10,14 @@ namespace mt {
 ModelRuntime::ModelRuntime(const ParamRegistry& r, int64_t micro_batch, const TensorParallel& tp,
                            int64_t in_flight, const std::string& recompute_method,
                            int64_t recompute_num_layers, MathMode math,
-                           const ContextParallel& cp, Device device, const Communicator* ep)
-    : reg(r), sh(make_shapes(r, micro_batch, tp, 0, cp, 0, ep)) {
+                           const ContextParallel& cp, Device device, const Communicator* ep,
+                           GradPlacement grads_at)
+    : reg(r), sh(make_shapes(r, micro_batch, tp, 0, cp, 0, ep)), placement_(std::move(grads_at)) {
   MT_CHECK(in_flight >= 1, "in-flight micro-batches ", in_flight, " must be >= 1");
   const size_t n = size_t(r.total_floats());
   const bool bf16 = math == MathMode::kBF16;
   params_buf_ = DeviceBuffer(device, n * (bf16 ? sizeof(uint16_t) : sizeof(float)));
-  grads_buf_ = DeviceBuffer(device, n * sizeof(float));
+  grads_buf_ = DeviceBuffer(device, size_t(grad_floats()) * sizeof(float));
   if (bf16)
     params_bf16 = reinterpret_cast<uint16_t*>(params_buf_.data());
   else
@@ -30,7 +32,8 @@ ModelRuntime::ModelRuntime(const ParamRegistry& r, int64_t micro_batch, const Te
     chunks[size_t(c)].sh.cm = sh.cm;
     set_full_recompute(chunks[size_t(c)].sh, recompute_method, recompute_num_layers);
     chunks[size_t(c)].w = bind_chunk_weights(r, weights(), c);
-    chunks[size_t(c)].g = bind_chunk_grads(r, grads, c);
+    chunks[size_t(c)].g =
+        bind_chunk_grads(r, grads, c, placement_.staged() ? &placement_.offset : nullptr);
     ws_shapes.has_output = ws_shapes.has_output || chunks[size_t(c)].sh.has_output;
   }
   Arena plan, plan_ws;
@@ -112,6 +115,6 @@ void ModelRuntime::get_param(size_t i, float* out) const {
   convert(out, weights().at(p.offset), p.numel());
 }
 
-void ModelRuntime::zero_grads() { zero_streaming(grads, reg.total_floats()); }
+void ModelRuntime::zero_grads() { zero_streaming(grads, grad_floats()); }
 
 }  // namespace mt

@@ -37,6 +37,16 @@ struct ModelChunk {
   std::vector<MicroBatchSlot> slots;
 };
 
+// Where the parameters' gradients live: by default one buffer in the
+// registry's offsets (reg.total_floats()); with Megatron-FSDP's optim_grads
+// (optim/staged_grads.h) a staging pool of `floats`, parameter i's gradient
+// at offset[i] (several parameters may share floats: the pool is reused).
+struct GradPlacement {
+  int64_t floats = -1;          // < 0: the registry's layout
+  std::vector<int64_t> offset;  // per parameter (with floats >= 0)
+  bool staged() const { return floats >= 0; }
+};
+
 class ModelRuntime {
  public:
   // `in_flight`: activation records to plan per chunk (1 without pipelining;
@@ -46,11 +56,13 @@ class ModelRuntime {
   // math: how GEMMs compute; with bf16 the weights are stored in bf16 (what
   // every kernel reads; the fp32 main weights are the optimizer's), else fp32.
   // ep: the expert-parallel group of MoE layers (null: every expert here).
+  // grads_at: where the gradients live (GradPlacement).
   ModelRuntime(const ParamRegistry& reg, int64_t micro_batch,
                const TensorParallel& tp = TensorParallel{}, int64_t in_flight = 1,
                const std::string& recompute_method = "", int64_t recompute_num_layers = 0,
                MathMode math = MathMode::kF32, const ContextParallel& cp = ContextParallel{},
-               Device device = Device::kCpu, const Communicator* ep = nullptr);
+               Device device = Device::kCpu, const Communicator* ep = nullptr,
+               GradPlacement grads_at = {});
 
   const ParamRegistry& reg;
   GptShapes sh;             // chunk 0's shapes (sizes and groups are the same for all)
@@ -58,7 +70,15 @@ class ModelRuntime {
   // bf16 (bf16 runs); the other pointer is null.
   float* params = nullptr;           // (total_floats)
   uint16_t* params_bf16 = nullptr;  // (total_floats)
-  float* grads = nullptr;            // (total_floats) fp32 gradients
+  float* grads = nullptr;  // fp32 gradients: (total_floats), or the staging pool (grad_floats())
+  // Parameter i's gradient (its whole local tensor, numel() floats).
+  float* grad_of(size_t i) const {
+    return grads + (placement_.staged() ? placement_.offset[i] : reg.params()[i].offset);
+  }
+  int64_t grad_floats() const {
+    return placement_.staged() ? placement_.floats : reg.total_floats();
+  }
+  bool grads_staged() const { return placement_.staged(); }
   ReadView weights() const { return params_bf16 ? ReadView(params_bf16) : ReadView(params); }
   std::vector<ModelChunk> chunks;  // one unless the pipeline is interleaved
   GptWorkspace ws;          // shared by every chunk and micro-batch
@@ -123,11 +143,12 @@ class ModelRuntime {
   void set_params(const float* values);
   // out (numel()) = parameter i's weights, widened to fp32.
   void get_param(size_t i, float* out) const;
-  // grads = 0 (OpenMP threads each clear a contiguous part: one memset would
+  // grads = 0, all grad_floats() (OpenMP threads each clear a contiguous part: one memset would
   // be one core's store bandwidth; on the GPU one memset).
   void zero_grads();
 
  private:
+  GradPlacement placement_;
   DeviceBuffer params_buf_, grads_buf_, act_buf_, ws_buf_;
 };
 

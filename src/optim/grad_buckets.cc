@@ -11,13 +11,15 @@
 namespace mt {
 
 std::vector<GradBucket> plan_grad_buckets(const ParamRegistry& reg, int64_t bucket_size_floats,
-                                          int dp_shards, GradGroup group) {
+                                          int dp_shards, GradGroup group, bool split_parts) {
   MT_CHECK(bucket_size_floats > 0, "DP bucket size is ", bucket_size_floats,
            " floats; fix: pass a positive --ddp-bucket-size (Megatron's default is "
            "max(40000000, 1000000 * dp))");
   const std::vector<ParamSpec>& ps = reg.params();
   std::vector<GradBucket> out;
+  const int64_t total_layers = reg.config().num_layers;
   GradBucket cur;
+  int64_t cur_part = 0;  // the part of cur's parameters (split_parts)
   auto close = [&] {
     if (!cur.params.empty()) out.push_back(std::move(cur));
     cur = GradBucket();
@@ -32,7 +34,11 @@ std::vector<GradBucket> plan_grad_buckets(const ParamRegistry& reg, int64_t buck
              " comes after the next one at ", end,
              "; fix: ParamRegistry must lay out parameters in registry order");
     const bool alone = dp_shards > 0 && ps[i].tied;  // a bucket of its own
-    if (!cur.params.empty() && (alone || cur.end - begin > bucket_size_floats)) close();
+    const int64_t part = ps[i].part_id(total_layers);
+    const bool new_part = split_parts && !cur.params.empty() && part != cur_part;
+    if (!cur.params.empty() && (alone || new_part || cur.end - begin > bucket_size_floats))
+      close();
+    cur_part = part;
     if (cur.params.empty()) cur.end = end;
     cur.begin = begin;
     cur.params.push_back(i);

@@ -100,9 +100,13 @@ struct GradBucket {
 // The bucket layout of `reg` (see above); bucket_size_floats > 0. With
 // dp_shards > 0, the distributed optimizer's layout for DP = dp_shards.
 // Only the parameters of `group` (each group's parameters are contiguous).
+// split_parts: no bucket holds parameters of two parts (embeddings, a layer,
+// the loss head: ParamSpec::part_id), so each part's gradients can be
+// reduced on their own as backward produces them (optim/staged_grads.h).
 std::vector<GradBucket> plan_grad_buckets(const ParamRegistry& reg, int64_t bucket_size_floats,
                                           int dp_shards = 0,
-                                          GradGroup group = GradGroup::kDataParallel);
+                                          GradGroup group = GradGroup::kDataParallel,
+                                          bool split_parts = false);
 // This DP rank's piece of every bucket (distributed layout), sorted by
 // offset (the reverse of bucket order); empty pieces left out.
 std::vector<FlatRange> owned_ranges(const std::vector<GradBucket>& buckets, int dp_rank);

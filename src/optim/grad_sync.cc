@@ -9,8 +9,11 @@ namespace mt {
 
 GradSync::GradSync(ModelRuntime& rt, const ParallelState& ps, int64_t bucket_size_floats,
                    bool overlap, bool distributed, bool overlap_param_gather,
-                   bool grad_reduce_in_bf16)
+                   bool grad_reduce_in_bf16, bool shard_grads)
     : rt_(rt), ps_(ps), overlap_param_gather_(overlap_param_gather) {
+  MT_CHECK(!shard_grads || (distributed && !grad_reduce_in_bf16),
+           "sharded gradients need the distributed optimizer and fp32 reductions (internal "
+           "error: the arguments refuse the rest)");
   MT_CHECK(distributed || !overlap_param_gather,
            "--overlap-param-gather without --use-distributed-optimizer; fix: add "
            "--use-distributed-optimizer (only its parameter all-gather can overlap)");
@@ -19,11 +22,17 @@ GradSync::GradSync(ModelRuntime& rt, const ParallelState& ps, int64_t bucket_siz
            " run; fix: add --bf16 (it rounds a bf16 run's gradients for the DP reduction)");
   // Gradients are averaged over DP x CP (CP ranks hold other tokens of the
   // same sequences), and the distributed optimizer shards over it.
-  buckets_ = std::make_unique<GradBuckets>(rt.reg, rt.grads, ps.dp_cp(), bucket_size_floats,
-                                           overlap, distributed, grad_reduce_in_bf16);
+  const std::vector<GradBucket>* dense = nullptr;  // the dense buckets, either kind
+  if (shard_grads) {
+    staged_ = std::make_unique<StagedGrads>(rt, ps.dp_cp(), bucket_size_floats);
+    dense = &staged_->buckets();
+  } else {
+    buckets_ = std::make_unique<GradBuckets>(rt.reg, rt.grads, ps.dp_cp(), bucket_size_floats,
+                                             overlap, distributed, grad_reduce_in_bf16);
+    dense = &buckets_->buckets();
+  }
   if (distributed)
-    gather_ = std::make_unique<ParamGather>(buckets_->buckets(), rt.params, rt.params_bf16,
-                                            ps.dp_cp());
+    gather_ = std::make_unique<ParamGather>(*dense, rt.params, rt.params_bf16, ps.dp_cp());
   // MoE experts: summed over the expert-data-parallel group (the ranks that
   // hold the same experts, each with other tokens), divided by DP x CP like
   // the dense ones; the distributed optimizer shards them over that group.
@@ -47,7 +56,7 @@ GradSync::GradSync(ModelRuntime& rt, const ParallelState& ps, int64_t bucket_siz
     params_of_part_[size_t(part + 1)].push_back(i);
     std::vector<size_t>& bs = buckets_of_part_[size_t(part + 1)];
     if (params[i].grad_group != GradGroup::kDataParallel) continue;
-    const size_t b = buckets_->bucket_of(i);
+    const size_t b = staged_ ? staged_->bucket_of(i) : buckets_->bucket_of(i);
     if (std::find(bs.begin(), bs.end(), b) == bs.end()) bs.push_back(b);
   }
   for (std::vector<size_t>& bs : buckets_of_part_) std::sort(bs.rbegin(), bs.rend());
@@ -56,17 +65,26 @@ GradSync::GradSync(ModelRuntime& rt, const ParallelState& ps, int64_t bucket_siz
   params_hook_ = [this](int64_t part) { part_needed(part); };
 }
 
+void GradSync::sum_sp_grads(size_t part_slot) {
+  if (!rt_.sequence_parallel()) return;
+  for (size_t i : params_of_part_[part_slot]) {
+    const ParamSpec& p = rt_.reg.params()[i];
+    if (p.tp_replicated() && p.grad_group == GradGroup::kDataParallel)
+      ps_.tp_comm.all_reduce_sum(rt_.grad_of(i), p.numel());
+  }
+}
+
 void GradSync::part_ready(int64_t part) {
   const size_t slot = size_t(part + 1);
+  if (staged_) {  // every micro-batch: what the part's pool range received since its last reduction
+    part_done_[slot] = true;
+    sum_sp_grads(slot);
+    staged_->reduce_part(part);
+    return;
+  }
   if (part_done_[slot]) return;
   part_done_[slot] = true;
-  if (rt_.sequence_parallel()) {
-    for (size_t i : params_of_part_[slot]) {
-      const ParamSpec& p = rt_.reg.params()[i];
-      if (p.tp_replicated() && p.grad_group == GradGroup::kDataParallel)
-        ps_.tp_comm.all_reduce_sum(rt_.grads + p.offset, p.numel());
-    }
-  }
+  sum_sp_grads(slot);
   for (size_t i : params_of_part_[slot]) {
     if (rt_.reg.params()[i].grad_group == GradGroup::kDataParallel)
       buckets_->mark_ready(i);
@@ -84,14 +102,29 @@ void GradSync::part_needed(int64_t part) {
 
 void GradSync::finish() {
   wait_params();  // (the forward has waited already)
-  for (int64_t part = int64_t(part_done_.size()) - 2; part >= -1; --part) part_ready(part);
-  buckets_->finish();
+  if (staged_) {
+    // Parts no backward reported this iteration (a last stage's copy of the
+    // tied embedding, written by the loss head only) hold gradients still.
+    for (int64_t part = int64_t(part_done_.size()) - 2; part >= -1; --part)
+      if (!part_done_[size_t(part + 1)]) part_ready(part);
+  } else {
+    for (int64_t part = int64_t(part_done_.size()) - 2; part >= -1; --part) part_ready(part);
+    buckets_->finish();
+  }
   if (expert_buckets_) expert_buckets_->finish();
   part_done_.assign(part_done_.size(), false);
   // Tied input/output embedding on different stages: the first and the last
   // stage each hold a copy; summing their gradients keeps the copies equal.
   if (ps_.pp_size > 1 && ps_.embd_comm.size() > 1 && word_embedding_ >= 0) {
     const ParamSpec& p = rt_.reg.params()[size_t(word_embedding_)];
+    if (staged_) {  // this rank's piece of the embedding's own bucket, in the shard
+      const size_t b = staged_->bucket_of(size_t(word_embedding_));
+      const int64_t at = staged_->shard_offset(b);
+      if (at >= 0)
+        ps_.embd_comm.all_reduce_sum(staged_->shard_grads() + at,
+                                     staged_->buckets()[b].shard(ps_.dp_cp_rank).size());
+      return;
+    }
     int64_t begin = p.offset, end = p.offset + p.numel();
     if (distributed()) {  // this rank's piece of the embedding's own bucket
       const FlatRange mine =
@@ -103,7 +136,13 @@ void GradSync::finish() {
   }
 }
 
+void GradSync::zero_grads() {
+  rt_.zero_grads();
+  if (staged_) staged_->zero();
+}
+
 std::vector<FlatRange> GradSync::optimizer_ranges() const {
+  if (staged_) return staged_->owned_ranges();
   if (!distributed()) return {};
   std::vector<FlatRange> r = owned_ranges(buckets_->buckets(), ps_.dp_cp_rank);
   if (expert_buckets_) {  // after the dense ones (their range comes last)
@@ -131,7 +170,8 @@ double GradSync::comm_seconds() const {
   // buckets by the time spent launching, testing and waiting on them.
   return ps_.tp_comm.busy_seconds() + ps_.dp_comm.busy_seconds() + ps_.embd_comm.busy_seconds() +
          (ps_.cp_size > 1 ? ps_.dp_cp_comm.busy_seconds() + ps_.cp_comm.busy_seconds() : 0.0) +
-         (buckets_->overlap() ? buckets_->comm_seconds() : 0.0) + buckets_->convert_seconds() +
+         (buckets_ && buckets_->overlap() ? buckets_->comm_seconds() : 0.0) +
+         (buckets_ ? buckets_->convert_seconds() : 0.0) +
          (overlap_param_gather_ ? gather_->comm_seconds() : 0.0) +
          (expert_buckets_ ? ps_.edp_comm.busy_seconds() +
                                 (expert_buckets_->overlap() ? expert_buckets_->comm_seconds() : 0.0) +
@@ -147,7 +187,8 @@ void GradSync::reset_timers() {
     ps_.cp_comm.reset_busy_seconds();
   }
   ps_.embd_comm.reset_busy_seconds();
-  buckets_->reset_timers();
+  if (buckets_) buckets_->reset_timers();
+  if (staged_) staged_->reset_timers();
   if (gather_ != nullptr) gather_->reset_timers();
   if (expert_buckets_) {
     ps_.edp_comm.reset_busy_seconds();

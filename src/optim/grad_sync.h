@@ -13,6 +13,11 @@
 //      (first and last pipeline stage; distributed: this rank's piece only —
 //      the embedding has a bucket of its own, cut alike on both stages), in
 //      fp32 always (also with --grad-reduce-in-bf16: after the widening);
+//   2'. with Megatron-FSDP's optim_grads (shard_grads) instead: in every
+//      micro-batch each part's gradients reduce-scattered as backward
+//      produces them into this rank's shard (optim/staged_grads.h), the
+//      model's gradients living in a staging pool; the optimizer reads the
+//      shard (optimizer_grads(), packed);
 //   4. distributed optimizer, after the step: the all-gather of the updated
 //      parameters (optim/param_gather), blocking, or with
 //      --overlap-param-gather started at once and waited per bucket by the
@@ -28,6 +33,7 @@
 #include "model/model_runtime.h"
 #include "optim/grad_buckets.h"
 #include "optim/param_gather.h"
+#include "optim/staged_grads.h"
 
 namespace mt {
 
@@ -36,9 +42,11 @@ class GradSync {
   // distributed: Megatron's --use-distributed-optimizer; overlap_param_gather:
   // its --overlap-param-gather (needs distributed); grad_reduce_in_bf16: its
   // --grad-reduce-in-bf16 (the DP buckets reduce in bf16; needs a bf16 rt).
+  // shard_grads: Megatron-FSDP's optim_grads (needs distributed, and rt built
+  // with plan_staged_grads).
   GradSync(ModelRuntime& rt, const ParallelState& ps, int64_t bucket_size_floats,
            bool overlap, bool distributed = false, bool overlap_param_gather = false,
-           bool grad_reduce_in_bf16 = false);
+           bool grad_reduce_in_bf16 = false, bool shard_grads = false);
 
   // The hook for the last micro-batch's backward (PassContext::grads_ready).
   const std::function<void(int64_t)>& hook() const { return hook_; }
@@ -50,7 +58,17 @@ class GradSync {
   // Completes whatever the hook did not: after backward, before the grad norm.
   void finish();
 
-  bool distributed() const { return buckets_->distributed(); }
+  bool distributed() const { return staged_ != nullptr || buckets_->distributed(); }
+  // optim_grads: the hook runs in every micro-batch's backward, not only the last.
+  bool every_micro_batch() const { return staged_ != nullptr; }
+  // The gradients the optimizer reads: the model's buffer (registry offsets),
+  // or with optim_grads this rank's shard, packed in segment order.
+  float* optimizer_grads() const { return staged_ ? staged_->shard_grads() : rt_.grads; }
+  bool packed_grads() const { return staged_ != nullptr; }
+  // Before an iteration: the model's gradients (and the shard) = 0.
+  void zero_grads();
+  // The shard (optim_grads), else null: its memory is the gradients' too.
+  const StagedGrads* staged() const { return staged_.get(); }
   // The ranges of the flat buffers this rank's optimizer updates: its piece
   // of every bucket (distributed), or empty = everything (plain AdamW).
   std::vector<FlatRange> optimizer_ranges() const;
@@ -67,18 +85,21 @@ class GradSync {
   double comm_seconds() const;
   // Bytes of gradients this rank handed to the DP reduction since the last
   // reset_timers() (GradBuckets::reduced_bytes: halved by bf16).
-  int64_t dp_grad_bytes() const { return buckets_->reduced_bytes(); }
+  int64_t dp_grad_bytes() const {
+    return staged_ ? staged_->reduced_bytes() : buckets_->reduced_bytes();
+  }
   void reset_timers();
-  const GradBuckets& buckets() const { return *buckets_; }
 
  private:
   void part_ready(int64_t part);
+  void sum_sp_grads(size_t part_slot);  // SP: TP-replicated gradients summed over TP
   void part_needed(int64_t part);
 
   ModelRuntime& rt_;
   const ParallelState& ps_;
   bool overlap_param_gather_;
-  std::unique_ptr<GradBuckets> buckets_;
+  std::unique_ptr<GradBuckets> buckets_;  // null with optim_grads
+  std::unique_ptr<StagedGrads> staged_;   // optim_grads only
   std::unique_ptr<ParamGather> gather_;  // distributed only
   std::unique_ptr<GradBuckets> expert_buckets_;   // MoE experts, over expert DP
   std::unique_ptr<ParamGather> expert_gather_;    // distributed MoE only

@@ -12,8 +12,10 @@ namespace mt {
 
 AdamWOptimizer::AdamWOptimizer(const ParamRegistry& reg, const OptimizerConfig& cfg,
                                std::vector<FlatRange> ranges, const Communicator* dp,
-                               bool main_weights, Device device, const Communicator* edp)
-    : reg_(reg), cfg_(cfg), sharded_(!ranges.empty()), dp_(dp), edp_(edp),
+                               bool main_weights, Device device, const Communicator* edp,
+                               bool packed_grads)
+    : reg_(reg), cfg_(cfg), sharded_(!ranges.empty()), packed_grads_(packed_grads), dp_(dp),
+      edp_(edp),
       main_weights_(main_weights) {
   MT_CHECK(!sharded_ || (dp != nullptr && dp->is_member()),
            "a sharded AdamWOptimizer (", ranges.size(),
@@ -69,15 +71,16 @@ double AdamWOptimizer::group_sum_squares(const float* grads, GradGroup group) co
     if (p.grad_group != group) continue;
     if (p.grad_group == GradGroup::kDataParallel && p.tp_replicated() && st.tp_rank != 0) continue;
     if (p.tied && !st.has_embedding) continue;  // the first stage's copy counts
+    const int64_t at = grad_offset(s);
     if (!merge) {
-      sq += sum_squares(grads + s.begin, s.size());
+      sq += sum_squares(grads + at, s.size());
       continue;
     }
-    if (s.begin != run_end) {
+    if (at != run_end) {
       if (run_end > run_begin) sq += sum_squares(grads + run_begin, run_end - run_begin);
-      run_begin = s.begin;
+      run_begin = at;
     }
-    run_end = s.end;
+    run_end = at + s.size();
   }
   if (run_end > run_begin) sq += sum_squares(grads + run_begin, run_end - run_begin);
   return sq;
@@ -106,7 +109,7 @@ void AdamWOptimizer::step(float* params, const float* grads, double lr, uint16_t
     h.grad_scale = grad_scale;
     h.weight_decay = reg_.params()[s.param].weight_decay ? cfg_.weight_decay : 0.f;
     float* w = main_ ? main_ + s.state : params + s.begin;
-    adamw_step(w, grads + s.begin, m_ + s.state, v_ + s.state, s.size(), h, steps_,
+    adamw_step(w, grads + grad_offset(s), m_ + s.state, v_ + s.state, s.size(), h, steps_,
                params_bf16 ? params_bf16 + s.begin : nullptr);
   }
 }

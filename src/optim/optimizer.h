@@ -59,10 +59,13 @@ class AdamWOptimizer {
   // ranks own the other pieces (the grad norm is summed over it); must be
   // given with ranges, and outlive this object.
   // main_weights: keep fp32 main weights (bf16 runs), see above.
+  // packed_grads: the gradients this optimizer reads (grad_norm, step) are
+  // packed like its state (segment s at s.state), not in the registry's
+  // offsets: Megatron-FSDP's optim_grads shard (optim/staged_grads.h).
   AdamWOptimizer(const ParamRegistry& reg, const OptimizerConfig& cfg,
                  std::vector<FlatRange> ranges = {}, const Communicator* dp = nullptr,
                  bool main_weights = false, Device device = Device::kCpu,
-                 const Communicator* edp = nullptr);
+                 const Communicator* edp = nullptr, bool packed_grads = false);
 
   // Global L2 norm of the gradients, every element counted once across the
   // data- and model-parallel groups: over this rank's segments (TP-replicated
@@ -89,6 +92,8 @@ class AdamWOptimizer {
             float grad_scale = 1.f);
 
   bool sharded() const { return sharded_; }
+  // Where segment s's gradients start in the `grads` this optimizer reads.
+  int64_t grad_offset(const OptimSegment& s) const { return packed_grads_ ? s.state : s.begin; }
   const std::vector<OptimSegment>& segments() const { return segments_; }
   int64_t steps() const { return steps_; }
   void set_steps(int64_t s) { steps_ = s; }
@@ -119,6 +124,7 @@ class AdamWOptimizer {
   const ParamRegistry& reg_;
   OptimizerConfig cfg_;
   bool sharded_;
+  bool packed_grads_;
   const Communicator* dp_;
   const Communicator* edp_;  // expert shards' group (MoE), or null
   std::vector<OptimSegment> segments_;

@@ -119,7 +119,7 @@ double run_pipeline_schedule(ModelRuntime& rt, const PipelineLinks& links,
                              const std::vector<PipeOp>& ops, const PassContext& ctx,
                              const MicroBatchFn& next,
                              const std::function<void(int64_t)>* grads_ready,
-                             double* wait_seconds) {
+                             double* wait_seconds, bool every_micro_batch) {
   const int64_t n = rt.boundary_elements();  // one boundary activation (s_local, b, h)
   const int stages = links.stages;
   const int next_rank = (links.stage + 1) % stages, prev_rank = (links.stage + stages - 1) % stages;
@@ -170,7 +170,7 @@ double run_pipeline_schedule(ModelRuntime& rt, const PipelineLinks& links,
       }
       case PipeStep::kBackward: {
         PassContext c = ctx;
-        c.grads_ready = op.micro_batch + 1 == m ? grads_ready : nullptr;
+        c.grads_ready = every_micro_batch || op.micro_batch + 1 == m ? grads_ready : nullptr;
         rt.backward(op.chunk, i, c);
         break;
       }

@@ -71,14 +71,14 @@ struct PipelineLinks {
 // c of stage P − 1 to chunk c + 1 of stage 0. Micro-batch k uses slot
 // k mod rt.slots_per_chunk() of its chunk. Returns the sum of token losses
 // (the rank with the last chunk; 0 elsewhere). `grads_ready` is passed to each
-// chunk's backward of the last micro-batch. With ctx.training false only
+// chunk's backward of the last micro-batch (every_micro_batch: of every one). With ctx.training false only
 // forwards run and no gradients are touched. Seconds blocked in receives are
 // added to *wait_seconds. Every send has finished when it returns.
 double run_pipeline_schedule(ModelRuntime& rt, const PipelineLinks& links,
                              const std::vector<PipeOp>& ops, const PassContext& ctx,
                              const MicroBatchFn& next,
                              const std::function<void(int64_t)>* grads_ready,
-                             double* wait_seconds);
+                             double* wait_seconds, bool every_micro_batch = false);
 
 // The schedule this rank runs for training: interleaved with several chunks,
 // else 1F1B (which is no pipelining with one stage).

@@ -181,6 +181,25 @@ std::string TrainArgs::disable_sequence_parallel_without_tp() {
          "training as without it, as Megatron-LM does";
 }
 
+void TrainArgs::validate_fsdp() const {
+  const std::string& s = data_parallel_sharding_strategy;
+  MT_CHECK(s == "no_shard" || s == "optim" || s == "optim_grads" || s == "optim_grads_params",
+           "--data-parallel-sharding-strategy '", s, "' is not one of no_shard, optim, "
+           "optim_grads, optim_grads_params");
+  if (!use_megatron_fsdp) return;  // Megatron reads the strategy only with FSDP
+  MT_CHECK(s != "optim_grads_params", "--data-parallel-sharding-strategy optim_grads_params "
+           "(ZeRO-3: parameters sharded too) is not implemented yet; fix: optim_grads (ZeRO-2: "
+           "gradients and optimizer state sharded, parameters replicated)");
+  if (!shard_grads()) return;
+  const char* fix = "; fix: --data-parallel-sharding-strategy optim (the distributed optimizer)";
+  MT_CHECK(!grad_reduce_in_bf16, "--grad-reduce-in-bf16 with --data-parallel-sharding-strategy "
+           "optim_grads is not implemented yet (the sharded gradients reduce in fp32)", fix);
+  MT_CHECK(!model.moe(), "--data-parallel-sharding-strategy optim_grads with MoE experts "
+           "(--num-experts ", model.num_experts, ") is not implemented yet", fix);
+  MT_CHECK(device == "cpu", "--data-parallel-sharding-strategy optim_grads on --device ", device,
+           " is not implemented yet", fix);
+}
+
 std::string TrainArgs::expert_tensor_parallel_default() const {
   if (!model.moe() || tensor_model_parallel_size == 1 || expert_tensor_parallel_size != 0)
     return "";
@@ -326,9 +345,10 @@ void TrainArgs::validate(int world_size) {
   MT_CHECK(!grad_reduce_in_bf16 || bf16,
            "--grad-reduce-in-bf16 needs --bf16 (it rounds a bf16 run's gradients for the "
            "data-parallel reduction); fix: add --bf16 or drop --grad-reduce-in-bf16");
-  MT_CHECK(!overlap_param_gather || use_distributed_optimizer,
+  MT_CHECK(!overlap_param_gather || shard_optimizer(),
            "--overlap-param-gather needs --use-distributed-optimizer (it overlaps the all-gather "
            "of the updated parameter shards)");
+  validate_fsdp();
   lr_schedule().validate();
   check_size_arithmetic();
 }

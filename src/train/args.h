@@ -48,6 +48,22 @@ struct TrainArgs {
   // Distributed optimizer (ZeRO-1) and mixed precision (Megatron's flags).
   bool use_distributed_optimizer = false;
   bool overlap_param_gather = false;
+  // Megatron-FSDP (--use-megatron-fsdp, formerly --use-custom-fsdp) and its
+  // --data-parallel-sharding-strategy: no_shard (as without FSDP), optim
+  // (the distributed optimizer), optim_grads (and the gradients:
+  // optim/staged_grads.h); optim_grads_params is refused (not built yet).
+  bool use_megatron_fsdp = false;
+  std::string data_parallel_sharding_strategy = "no_shard";
+  // The optimizer state sharded over DP x CP: --use-distributed-optimizer,
+  // or FSDP's optim / optim_grads.
+  bool shard_optimizer() const {
+    return use_distributed_optimizer ||
+           (use_megatron_fsdp && data_parallel_sharding_strategy != "no_shard");
+  }
+  // The gradients sharded too (FSDP's optim_grads, ZeRO-2).
+  bool shard_grads() const {
+    return use_megatron_fsdp && data_parallel_sharding_strategy == "optim_grads";
+  }
   bool bf16 = false;
   bool fp16 = false;
   double loss_scale = 0;                 // fp16: > 0 is a static scale; 0 → dynamic
@@ -164,6 +180,7 @@ struct TrainArgs {
   // with checked arithmetic, naming the flags); every rank calls it.
   void validate(int world_size);
   void validate_moe(int world_size) const;  // part of validate: the MoE flags and layout
+  void validate_fsdp() const;                // part of validate: Megatron-FSDP's flags
   // Each flag's own range (> 0 sizes, betas in [0, 1), ...), before any use.
   void check_flag_ranges() const;
   // Fails (naming the flags) if the sizes they multiply into overflow int64.

@@ -57,6 +57,8 @@ ArgList argument_list(const TrainArgs& a) {
   b.add("--recompute-num-layers", a.recompute_num_layers);
   b.add("--use-distributed-optimizer", a.use_distributed_optimizer);
   b.add("--overlap-param-gather", a.overlap_param_gather);
+  b.add("--use-megatron-fsdp", a.use_megatron_fsdp);
+  b.add("--data-parallel-sharding-strategy", a.data_parallel_sharding_strategy);
   b.add("--bf16", a.bf16);
   b.add("--accumulate-allreduce-grads-in-fp32", a.accumulate_allreduce_grads_in_fp32);
   b.add("--grad-reduce-in-bf16", a.grad_reduce_in_bf16);

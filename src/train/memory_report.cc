@@ -58,13 +58,17 @@ void check_plan(const MemoryPlan& p) {
 //   fp32: 16 → 8 + 8/d;   bf16: 18 → 6 + 12/d;
 //   fp16: 16 → 8 + 8/d (emulated: fp32 weights, fp16 operands rounded into
 //   the matmul kernel's own fp32 scratch).
+// Megatron-FSDP's optim_grads shards the gradients too: 4/d per parameter
+// plus the staging pool (the embeddings, the loss head and the largest layer).
 MemoryClasses predict_memory(const MemoryPlan& p) {
   check_plan(p);
   MemoryClasses m;
   const double P = double(p.params_local);
   const bool bf16 = p.math == "bf16";
   m.params = P * (bf16 ? 2.0 : 4.0);
-  m.grads = P * 4.0;
+  // optim_grads: the staging pool and this rank's shard (its pieces of the
+  // buckets, P/dp up to their rounding).
+  m.grads = 4.0 * (p.grads_staged >= 0 ? double(p.grads_staged) + P / double(p.dp) : P);
   const double experts = double(p.params_expert);
   m.optimizer = (bf16 ? 12.0 : 8.0) *
                 ((P - experts) / double(p.distributed_optimizer ? p.dp : 1) +
@@ -322,10 +326,12 @@ MemoryPlan memory_plan(const ParamRegistry& reg, int64_t micro_batch, int64_t tp
   return p;
 }
 
-MemoryClasses measure_memory(const ModelRuntime& rt, const DeviceBuffer& optimizer_state) {
+MemoryClasses measure_memory(const ModelRuntime& rt, const DeviceBuffer& optimizer_state,
+                             const DeviceBuffer* grad_shard) {
   MemoryClasses m;
   m.params = double(rt.params_buffer().resident_bytes());
-  m.grads = double(rt.grads_buffer().resident_bytes());
+  m.grads = double(rt.grads_buffer().resident_bytes()) +
+            (grad_shard ? double(grad_shard->resident_bytes()) : 0.0);
   m.optimizer = double(optimizer_state.resident_bytes());
   m.activations = double(rt.activations_buffer().resident_bytes());
   m.workspace = double(rt.workspace_buffer().resident_bytes());

@@ -33,6 +33,10 @@ struct MemoryPlan {
   int64_t params_local = 0;            // floats this rank holds (ParamRegistry::total_floats())
   int64_t dp = 1;                      // data-parallel size (x CP: the optimizer's shards)
   bool distributed_optimizer = false;  // optimizer state sharded over dp (ZeRO-1)
+  // Megatron-FSDP's optim_grads: the floats of the gradients' staging pool
+  // (optim/staged_grads.h), the gradients themselves sharded over dp; -1:
+  // one gradient per parameter.
+  int64_t grads_staged = -1;
   std::string math = "fp32";           // "fp32" | "bf16" | "fp16" (math_mode_name)
 
   // One micro-batch's activation shape on this rank.
@@ -100,7 +104,9 @@ MemoryPlan memory_plan(const ParamRegistry& reg, int64_t micro_batch, int64_t tp
                        MathMode math, int64_t dp, bool distributed_optimizer);
 // What the rank holds: the resident bytes each class's buffers added when
 // they were first touched (HostBuffer::resident_bytes).
-MemoryClasses measure_memory(const ModelRuntime& rt, const DeviceBuffer& optimizer_state);
+// grad_shard: optim_grads' accumulated gradient shard (counted as gradients).
+MemoryClasses measure_memory(const ModelRuntime& rt, const DeviceBuffer& optimizer_state,
+                             const DeviceBuffer* grad_shard = nullptr);
 
 // One line per class: predicted MB, measured MB, measured/predicted; then the
 // total and the process's peak RSS.

@@ -30,7 +30,7 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, Par
                       const std::vector<PipeOp>& schedule, int64_t iteration, double lr,
                       int64_t num_micro_batches, int64_t tokens_per_iteration, uint64_t seed,
                       const MicroBatchFn& next, GradScaler* scaler) {
-  rt.zero_grads();
+  sync.zero_grads();
   PassContext ctx;
   ctx.seed = seed;
   ctx.iteration = iteration;
@@ -47,7 +47,7 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, Par
   ctx.moe_stats = &moe;
   Timer timer;
   double loss_sum = run_pipeline_schedule(rt, pipeline_links(ps), schedule, ctx, next,
-                                          &sync.hook(), &r.wait_seconds);
+                                          &sync.hook(), &r.wait_seconds, sync.every_micro_batch());
   r.forward_backward_seconds = timer.seconds();
   timer.reset();
   sync.finish();  // TP sum of SP grads, DP average (or reduce-scatter), tied embedding
@@ -72,8 +72,9 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, Par
     // distributed optimizer the rest of the buffer is scratch) and agree on
     // overflow everywhere: one rank's inf must skip every rank's step.
     int found_inf = 0;
+    float* grads = sync.optimizer_grads();
     for (const OptimSegment& seg : opt.segments())
-      found_inf |= int(unscale_and_check(rt.grads + seg.begin, seg.size(),
+      found_inf |= int(unscale_and_check(grads + opt.grad_offset(seg), seg.size(),
                                          float(scaler->inv_scale())));
     ps.world_comm.all_reduce_max(&found_inf, 1);
     scaler->update(found_inf != 0);
@@ -87,7 +88,7 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, Par
       return r;  // no update: the weights stay as they are
     }
   }
-  r.grad_norm = opt.grad_norm(rt.grads, ps.mp_comm.size() > 1 ? &ps.mp_comm : nullptr,
+  r.grad_norm = opt.grad_norm(sync.optimizer_grads(), ps.mp_comm.size() > 1 ? &ps.mp_comm : nullptr,
                               &ps.emp_comm);
   MT_CHECK(std::isfinite(r.loss) && std::isfinite(r.grad_norm), "iteration ", iteration,
            ": loss ", r.loss, ", grad norm ", r.grad_norm,
@@ -95,7 +96,8 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, Par
            "if any, is untouched); fix: lower --lr, raise --lr-warmup-iters or set --clip-grad");
   // bf16: the step updates the fp32 main weights and writes the model's bf16
   // ones; clipping scales the gradients inside it.
-  opt.step(rt.params, rt.grads, lr, rt.params_bf16, opt.clip_coefficient(r.grad_norm));
+  opt.step(rt.params, sync.optimizer_grads(), lr, rt.params_bf16,
+           opt.clip_coefficient(r.grad_norm));
   sync.gather_params();  // distributed optimizer: all-gather the updated pieces
   r.optimizer_seconds = timer.seconds();
   return r;

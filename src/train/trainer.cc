@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "backend/device.h"
@@ -22,6 +23,7 @@
 #include "kernels/matmul.h"
 #include "model/gpt.h"
 #include "model/model_runtime.h"
+#include "optim/staged_grads.h"
 #include "checkpoint/checkpoint_io.h"
 #include "checkpoint/checkpoint_tokenizer.h"
 #include "train/blend_cache.h"
@@ -208,6 +210,12 @@ struct Trainer {
   TrainingLog log;
 };
 
+// The memory this rank holds by class (optim_grads' gradient shard with the gradients).
+MemoryClasses measured_memory(const Trainer& t) {
+  const StagedGrads* staged = t.sync->staged();
+  return measure_memory(*t.rt, t.opt->state_buffer(), staged ? &staged->shard_buffer() : nullptr);
+}
+
 // The weights: the checkpoint's (with its optimizer state and iteration,
 // after checking the architecture matches), or the seed's initial ones.
 void load_checkpoint_or_initialize(Trainer& t, const nlohmann::json& run_args, bool resume) {
@@ -286,8 +294,11 @@ Trainer setup_model_and_optimizer(const TrainArgs& args, const nlohmann::json& r
   MemoryPlan plan = memory_plan(
       *t.reg, args.micro_batch_size, TensorParallel{&ps.tp_comm, args.sequence_parallel}, in_flight,
       recompute_method, args.recompute_num_layers, args.math_mode(), ps.dp_cp_size,
-      args.use_distributed_optimizer);
+      args.shard_optimizer());
   plan.cp = ps.cp_size;
+  // optim_grads: the gradients in a staging pool (optim/staged_grads.h).
+  GradPlacement grads_at = args.shard_grads() ? plan_staged_grads(*t.reg) : GradPlacement{};
+  plan.grads_staged = grads_at.floats;
   t.predicted = predict_memory(plan);
   const Device device = parse_device(args.device);
   // (GPU runs hold the model in GPU memory: cudaMalloc's failure names the numbers.)
@@ -297,7 +308,8 @@ Trainer setup_model_and_optimizer(const TrainArgs& args, const nlohmann::json& r
   t.rt = std::make_unique<ModelRuntime>(
       *t.reg, args.micro_batch_size, TensorParallel{&ps.tp_comm, args.sequence_parallel},
       in_flight, recompute_method, args.recompute_num_layers, args.math_mode(),
-      ContextParallel{ps.cp_size > 1 ? &ps.cp_comm : nullptr}, device, &ps.ep_comm);
+      ContextParallel{ps.cp_size > 1 ? &ps.cp_comm : nullptr}, device, &ps.ep_comm,
+      std::move(grads_at));
   t.links = pipeline_links(ps);
   t.train_ops = training_schedule(ps.pp_size, ps.pp_rank, int(vpp), m);
   t.eval_ops = schedule_forward_only(ps.pp_size, ps.pp_rank, int(vpp), m);
@@ -306,12 +318,18 @@ Trainer setup_model_and_optimizer(const TrainArgs& args, const nlohmann::json& r
   // faster than 40M (bench/README.md), so that is the default.
   const int64_t bucket = args.ddp_bucket_size > 0 ? args.ddp_bucket_size : 1'000'000;
   t.sync = std::make_unique<GradSync>(*t.rt, ps, bucket, args.overlap_grad_reduce,
-                                      args.use_distributed_optimizer, args.overlap_param_gather,
-                                      args.grad_reduce_in_bf16);
+                                      args.shard_optimizer(), args.overlap_param_gather,
+                                      args.grad_reduce_in_bf16, args.shard_grads());
   // Plain AdamW, or (distributed optimizer) AdamW over this DP rank's pieces.
   // bf16: the fp32 main weights live only here (this rank's pieces with ZeRO).
   t.opt = std::make_unique<AdamWOptimizer>(*t.reg, args.optim, t.sync->optimizer_ranges(),
-                                           &ps.dp_cp(), args.bf16, device, &ps.edp_comm);
+                                           &ps.dp_cp(), args.bf16, device, &ps.edp_comm,
+                                           t.sync->packed_grads());
+  if (args.shard_grads())
+    log_line(rank0, "data-parallel sharding: optim_grads (ZeRO-2): optimizer state and gradients "
+             "sharded over %d ranks (DP x CP); gradients staged in a pool of %.1f MB (the "
+             "embeddings, the loss head, the largest layer)\n", ps.dp_cp_size,
+             double(t.rt->grad_floats()) * 4 / 1e6);
   t.schedule = args.lr_schedule();
   t.tokens_per_iter = args.global_batch_size * mc.seq_length;
 
@@ -515,7 +533,7 @@ bool train(Trainer& t) {
     if (t.scaler) state.grad_scaler = t.scaler->state();
     state.skipped_iterations += r.skipped;
     if (args.log_memory && it == t.log.start_iteration + 1)
-      report_memory(t.log, t.predicted, measure_memory(*t.rt, t.opt->state_buffer()), t.ps, it);
+      report_memory(t.log, t.predicted, measured_memory(t), t.ps, it);
     training_log(t.log, r, step_seconds, lr, state, t.scaler ? &*t.scaler : nullptr, *t.sync,
                  t.ps, t.run_timer);
     warn_if_timeout_is_tight(args, timeout_warned);
@@ -595,7 +613,7 @@ int run_training(TrainArgs args, ParallelState& ps) {
   Trainer t = setup_model_and_optimizer(args, run_args, loaded_iteration, ps, run_timer);
   setup_data_and_log(t);
   t.log.tb = std::move(tensorboard);
-  t.log.tb.measure_memory = [&t] { return measure_memory(*t.rt, t.opt->state_buffer()); };
+  t.log.tb.measure_memory = [&t] { return measured_memory(t); };
   if (args.skip_train) return evaluate_only(t);
   const int64_t start_iteration = t.state.iteration;
   const bool saved_at_exit = train(t);

@@ -57,6 +57,13 @@ TEST(MemoryReport, MeasuredMatchesPredictedAndTheLeversMoveIt) {
   const nlohmann::json zero = memory_of(dir, mpirun(2), flags, " --use-distributed-optimizer");
   EXPECT_NEAR(predicted(zero, "optimizer") / predicted(plain, "optimizer"), 0.5, 0.01);
   EXPECT_EQ(predicted(zero, "params"), predicted(plain, "params"));
+  // Megatron-FSDP's optim_grads: the gradients are this rank's half plus the
+  // staging pool (embeddings, loss head, the largest of the 4 layers).
+  const nlohmann::json fsdp = memory_of(
+      dir, mpirun(2), flags, " --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads");
+  EXPECT_LT(predicted(fsdp, "grads"), 0.8 * predicted(plain, "grads"));
+  EXPECT_GT(predicted(fsdp, "grads"), 0.5 * predicted(plain, "grads"));
+  EXPECT_EQ(predicted(fsdp, "optimizer"), predicted(zero, "optimizer"));
   const nlohmann::json tp_sp_full =
       memory_of(dir, mpirun(2), flags,
                 " --tensor-model-parallel-size 2 --sequence-parallel --recompute-granularity full"

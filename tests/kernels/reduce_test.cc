@@ -48,6 +48,12 @@ TEST(Reduce, ScaleInplace) {
   for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(y[i], x[i] * -0.5f);
 }
 
+TEST(Reduce, AddScaledInplace) {
+  std::vector<float> y = {1.f, -2.f, 0.5f, 3.f}, x = {2.f, 4.f, -1.f, 0.f};
+  add_scaled_inplace(y.data(), x.data(), 4, 0.25f);
+  EXPECT_EQ(y, (std::vector<float>{1.5f, -1.f, 0.25f, 3.f}));
+}
+
 TEST(Reduce, AllFiniteFindsNanAndInfAnywhere) {
   const int64_t n = 4097;
   auto x = test::randn(n, "red.f", 1e30f);

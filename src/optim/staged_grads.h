@@ -1,0 +1,85 @@
+// Megatron-FSDP's optim_grads (ZeRO-2) gradients: reduce-scattered part by
+// part as backward produces them, in every micro-batch, so that a rank never
+// holds the model's whole gradient. It holds
+//  - its data-parallel piece of every gradient bucket, accumulated over the
+//    micro-batches in fp32 and packed in the distributed optimizer's segment
+//    order (shard_grads(): AdamWOptimizer reads it with packed gradients), and
+//  - a staging pool that the model's kernels write their gradients into
+//    (ModelRuntime's GradPlacement, from plan_staged_grads): the embeddings
+//    and the loss head each have a region of their own, because the output
+//    layer's gradient (and the tied word embedding's) is written in forward
+//    (the fused loss head) and the tied word embedding's also at the end of
+//    backward; the decoder layers share one region the size of the largest
+//    layer, each layer's gradients reduced before the next layer writes.
+//
+// Buckets are the distributed optimizer's (optim/grad_buckets.h: whole
+// parameters, kShardAlign pieces, virtual padding), except that no bucket
+// holds two parts (split_parts), so each part is reduced alone. A reduction
+// is blocking: the bucket's pool range is reduce-scattered in place over the
+// group, this rank's piece times 1/N is added to its shard, and the range is
+// zeroed for the next writer. A part may be reduced any number of times per
+// iteration; each reduction sums what the pool received since the last one.
+// The optimizer's ranges, the parameter all-gather after the step
+// (optim/param_gather.h) and the checkpoints are the distributed optimizer's,
+// over these buckets.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "backend/device.h"
+#include "comm/communicator.h"
+#include "model/model_runtime.h"
+#include "optim/grad_buckets.h"
+
+namespace mt {
+
+// Where each parameter's gradient lives in the staging pool (see above).
+// Dense models only: MoE expert parameters are refused (their layer's
+// gradients would not be contiguous).
+GradPlacement plan_staged_grads(const ParamRegistry& reg);
+
+class StagedGrads {
+ public:
+  // rt: built with plan_staged_grads(rt.reg) (its gradients live in the pool).
+  // dp: the group the gradients are summed over (DP x CP) and sharded on;
+  // the sum is divided by its size. rt and dp must outlive this object.
+  StagedGrads(ModelRuntime& rt, const Communicator& dp, int64_t bucket_size_floats);
+
+  const std::vector<GradBucket>& buckets() const { return buckets_; }
+  size_t bucket_of(size_t param) const { return bucket_of_[param]; }
+  // This rank's pieces of the buckets (flat-buffer offsets, sorted): the
+  // optimizer's ranges; shard_grads() holds their gradients in this order.
+  std::vector<FlatRange> owned_ranges() const;
+
+  // Reduces the buckets of `part` (-1 embeddings, l layer l, total layers
+  // the loss head) from the pool into the shard (see above). Collective over dp.
+  void reduce_part(int64_t part);
+  // shard = 0: before an iteration's first micro-batch (the pool is zero
+  // after every reduction; ModelRuntime::zero_grads clears it too).
+  void zero();
+
+  float* shard_grads() const { return shard_; }
+  int64_t shard_floats() const { return shard_floats_; }
+  const DeviceBuffer& shard_buffer() const { return shard_buf_; }
+  // Offset in shard_grads() of this rank's piece of bucket b (-1: empty piece).
+  int64_t shard_offset(size_t b) const { return shard_offset_[b]; }
+
+  // Bytes handed to the reductions since reset_timers() (elements x 4).
+  int64_t reduced_bytes() const { return reduced_bytes_; }
+  void reset_timers() { reduced_bytes_ = 0; }
+
+ private:
+  const Communicator* dp_;
+  std::vector<GradBucket> buckets_;
+  std::vector<size_t> bucket_of_;             // per parameter
+  std::vector<float*> pool_;                  // per bucket: its first float in the pool
+  std::vector<int64_t> shard_offset_;         // per bucket
+  std::vector<std::vector<size_t>> of_part_;  // index part + 1: the part's buckets
+  float inv_;                                 // 1 / dp size
+  DeviceBuffer shard_buf_;
+  float* shard_ = nullptr;
+  int64_t shard_floats_ = 0;
+  int64_t reduced_bytes_ = 0;
+};
+
+}  // namespace mt
