@@ -9,10 +9,12 @@
 //     micro-batch 1, vocab 32000
 // Usage: bench_train [a|b|small|llama|all] [iters] [--tp N] [--sp] [--pp P] [--m M] [--last-stage-layers K] [--vpp V] [--threads T]
 //                    [--bucket FLOATS] [--overlap] [--bf16] [--recompute full|selective] [--zero]
+//                    [--shard-grads]
 //                    [--grad-reduce-in-bf16] [--experts E [--topk K] [--ep N] [--alltoall]]
 // --bf16: bf16 weights, activations and GEMM operands, fp32 main weights (as `megatron train --bf16`);
 // --recompute full: full recompute, uniform groups of one layer;
-// --zero: the distributed optimizer (ZeRO-1) over DP.
+// --zero: the distributed optimizer (ZeRO-1) over DP; --shard-grads: and the
+// gradients (Megatron-FSDP's optim_grads, ZeRO-2; implies --zero).
 // --experts E: every MLP an MoE of E experts, top-K (default 2), each expert's
 // ffn the dense one's / K (the same active parameters and FLOPs per token as
 // the dense model), aux loss 0.01; --ep N: experts over N ranks (of DP),
@@ -40,6 +42,7 @@
 #include "kernels/matmul.h"
 #include "model/model_runtime.h"
 #include "optim/optimizer.h"
+#include "optim/staged_grads.h"
 #include "pipeline/schedules.h"
 #include "train/metrics.h"
 #include "train/train_step.h"
@@ -55,7 +58,7 @@ struct BenchConfig {
 
 struct BenchOptions {
   int64_t iters = 0;  // 0: the config's default
-  bool sp = false, overlap = false, zero = false;
+  bool sp = false, overlap = false, zero = false, shard_grads = false;
   bool grad_reduce_in_bf16 = false;  // with --bf16: the DP gradient reduction moves bf16
   int64_t bucket_floats = 1'000'000;
   int64_t m = 1, last_stage_layers = 0, vpp = 1;
@@ -111,10 +114,13 @@ void run(const BenchConfig& bc, int threads, mt::ParallelState& ps, const BenchO
                       vpp > 1 ? mt::max_in_flight_interleaved(ps.pp_size, ps.pp_rank, int(vpp), m)
                               : mt::max_in_flight_1f1b(ps.pp_size, ps.pp_rank, m),
                       o.recompute == "full" ? "uniform" : "", 1, o.math, mt::ContextParallel{},
-                      mt::Device::kCpu, &ps.ep_comm);
-  mt::GradSync sync(rt, ps, o.bucket_floats, o.overlap, o.zero, false, o.grad_reduce_in_bf16);
+                      mt::Device::kCpu, &ps.ep_comm,
+                      o.shard_grads ? mt::plan_staged_grads(reg) : mt::GradPlacement{});
+  mt::GradSync sync(rt, ps, o.bucket_floats, o.overlap, o.zero || o.shard_grads, false,
+                    o.grad_reduce_in_bf16, o.shard_grads);
   mt::AdamWOptimizer opt(reg, mt::OptimizerConfig{}, sync.optimizer_ranges(), &ps.dp_comm,
-                         o.math == mt::MathMode::kBF16, mt::Device::kCpu, &ps.edp_comm);
+                         o.math == mt::MathMode::kBF16, mt::Device::kCpu, &ps.edp_comm,
+                         sync.packed_grads());
   mt::initialize_weights(rt, opt, 1234);
   std::mt19937 gen(1 + unsigned(ps.dp_rank));  // the same tokens on every TP rank
   auto next = [&](int64_t, int32_t* tokens, int32_t* labels) {
@@ -156,7 +162,7 @@ void run(const BenchConfig& bc, int threads, mt::ParallelState& ps, const BenchO
   if (ps.world_rank != 0) return;
   std::printf(
       "{\"bench\":\"train\",\"impl\":\"megatron.cpp\",\"config\":\"%s\",\"layout\":\"%s%s\","
-      "\"math\":\"%s\",\"recompute\":\"%s\",\"zero\":%s,"
+      "\"math\":\"%s\",\"recompute\":\"%s\",\"zero\":%s,\"shard_grads\":%s,"
       "\"ranks\":%d,\"threads\":%d,\"comm_ms_per_iter\":%.2f,\"micro_batches\":%lld,"
       "\"bubble_per_stage\":%s,\"bubble_theory\":%.4f,"
       "\"layers\":%lld,\"hidden\":%lld,\"heads\":%lld,\"seq\":%lld,\"micro_batch\":%lld,"
@@ -164,7 +170,8 @@ void run(const BenchConfig& bc, int threads, mt::ParallelState& ps, const BenchO
       "\"tflops\":%.4f,\"peak_tflops\":%.4f,\"mfu\":%.4f,\"experts\":%lld,\"topk\":%lld,"
       "\"ep\":%d,\"dispatcher\":\"%s\"}\n",
       bc.name, ps.layout().c_str(), sp ? "-SP" : "", mt::math_mode_name(o.math),
-      o.recompute.c_str(), o.zero ? "true" : "false", ps.world_size, threads, comm_ms,
+      o.recompute.c_str(), o.zero || o.shard_grads ? "true" : "false",
+      o.shard_grads ? "true" : "false", ps.world_size, threads, comm_ms,
       (long long)m, bubbles.c_str(), double(ps.pp_size - 1) / double(vpp * m),
       (long long)bc.layers, (long long)bc.hidden, (long long)bc.heads,
       (long long)bc.seq, (long long)bc.micro_batch, (long long)bc.vocab, (long long)iters,
@@ -199,6 +206,8 @@ int main(int argc, char** argv) {
   app.add_flag("--sp", o.sp, "sequence parallelism (with --tp)");
   app.add_flag("--overlap", o.overlap, "overlap the DP gradient reduction with backward");
   app.add_flag("--zero", o.zero, "the distributed optimizer (ZeRO-1) over DP");
+  app.add_flag("--shard-grads", o.shard_grads,
+               "and the gradients (Megatron-FSDP's optim_grads, ZeRO-2); implies --zero");
   bool bf16 = false;
   app.add_flag("--bf16", bf16, "bf16 weights, activations and GEMM operands");
   app.add_flag("--grad-reduce-in-bf16", o.grad_reduce_in_bf16,
