@@ -23,8 +23,10 @@ GradSync::GradSync(ModelRuntime& rt, const ParallelState& ps, int64_t bucket_siz
   // Gradients are averaged over DP x CP (CP ranks hold other tokens of the
   // same sequences), and the distributed optimizer shards over it.
   const std::vector<GradBucket>* dense = nullptr;  // the dense buckets, either kind
+  const bool experts = rt.reg.group_begin(GradGroup::kExpertDataParallel) < rt.reg.total_floats();
   if (shard_grads) {
-    staged_ = std::make_unique<StagedGrads>(rt, ps.dp_cp(), bucket_size_floats);
+    staged_ = std::make_unique<StagedGrads>(rt, ps.dp_cp(), bucket_size_floats,
+                                            experts ? &ps.edp_comm : nullptr);
     dense = &staged_->buckets();
   } else {
     buckets_ = std::make_unique<GradBuckets>(rt.reg, rt.grads, ps.dp_cp(), bucket_size_floats,
@@ -36,7 +38,10 @@ GradSync::GradSync(ModelRuntime& rt, const ParallelState& ps, int64_t bucket_siz
   // MoE experts: summed over the expert-data-parallel group (the ranks that
   // hold the same experts, each with other tokens), divided by DP x CP like
   // the dense ones; the distributed optimizer shards them over that group.
-  if (rt.reg.group_begin(GradGroup::kExpertDataParallel) < rt.reg.total_floats()) {
+  if (experts && staged_) {
+    expert_gather_ = std::make_unique<ParamGather>(
+        staged_->buckets(GradGroup::kExpertDataParallel), rt.params, rt.params_bf16, ps.edp_comm);
+  } else if (experts) {
     expert_buckets_ = std::make_unique<GradBuckets>(
         rt.reg, rt.grads, ps.edp_comm, bucket_size_floats, overlap, distributed,
         grad_reduce_in_bf16, GradGroup::kExpertDataParallel, ps.dp_cp_size);
@@ -173,8 +178,8 @@ double GradSync::comm_seconds() const {
          (buckets_ && buckets_->overlap() ? buckets_->comm_seconds() : 0.0) +
          (buckets_ ? buckets_->convert_seconds() : 0.0) +
          (overlap_param_gather_ ? gather_->comm_seconds() : 0.0) +
-         (expert_buckets_ ? ps_.edp_comm.busy_seconds() +
-                                (expert_buckets_->overlap() ? expert_buckets_->comm_seconds() : 0.0) +
+         (expert_gather_ || expert_buckets_ ? ps_.edp_comm.busy_seconds() : 0.0) +
+         (expert_buckets_ ? (expert_buckets_->overlap() ? expert_buckets_->comm_seconds() : 0.0) +
                                 expert_buckets_->convert_seconds()
                           : 0.0);
 }
@@ -190,10 +195,8 @@ void GradSync::reset_timers() {
   if (buckets_) buckets_->reset_timers();
   if (staged_) staged_->reset_timers();
   if (gather_ != nullptr) gather_->reset_timers();
-  if (expert_buckets_) {
-    ps_.edp_comm.reset_busy_seconds();
-    expert_buckets_->reset_timers();
-  }
+  if (expert_gather_ || expert_buckets_) ps_.edp_comm.reset_busy_seconds();
+  if (expert_buckets_) expert_buckets_->reset_timers();
 }
 
 }  // namespace mt

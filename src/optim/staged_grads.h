@@ -21,7 +21,10 @@
 // iteration; each reduction sums what the pool received since the last one.
 // The optimizer's ranges, the parameter all-gather after the step
 // (optim/param_gather.h) and the checkpoints are the distributed optimizer's,
-// over these buckets.
+// over these buckets. MoE experts: their own buckets over the expert-data-
+// parallel group (their sum divided by DP x CP, as the dense ones'), their
+// pool range after their layer's dense one, their pieces after the dense
+// pieces in the shard (their parameters come after the dense ones).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -34,25 +37,30 @@
 namespace mt {
 
 // Where each parameter's gradient lives in the staging pool (see above).
-// Dense models only: MoE expert parameters are refused (their layer's
-// gradients would not be contiguous).
 GradPlacement plan_staged_grads(const ParamRegistry& reg);
 
 class StagedGrads {
  public:
   // rt: built with plan_staged_grads(rt.reg) (its gradients live in the pool).
-  // dp: the group the gradients are summed over (DP x CP) and sharded on;
-  // the sum is divided by its size. rt and dp must outlive this object.
-  StagedGrads(ModelRuntime& rt, const Communicator& dp, int64_t bucket_size_floats);
+  // dp: the group the dense gradients are summed over (DP x CP) and sharded
+  // on; edp: the experts' (expert DP; null without experts). Both sums are
+  // divided by dp's size. rt, dp and edp must outlive this object.
+  StagedGrads(ModelRuntime& rt, const Communicator& dp, int64_t bucket_size_floats,
+              const Communicator* edp = nullptr);
 
-  const std::vector<GradBucket>& buckets() const { return buckets_; }
+  const std::vector<GradBucket>& buckets(GradGroup g = GradGroup::kDataParallel) const {
+    return group(g).buckets;
+  }
+  // Parameter i's bucket among its group's buckets.
   size_t bucket_of(size_t param) const { return bucket_of_[param]; }
-  // This rank's pieces of the buckets (flat-buffer offsets, sorted): the
-  // optimizer's ranges; shard_grads() holds their gradients in this order.
+  // This rank's pieces of the buckets (flat-buffer offsets, the dense ones
+  // then the experts', each sorted): the optimizer's ranges; shard_grads()
+  // holds their gradients in this order.
   std::vector<FlatRange> owned_ranges() const;
 
   // Reduces the buckets of `part` (-1 embeddings, l layer l, total layers
-  // the loss head) from the pool into the shard (see above). Collective over dp.
+  // the loss head) from the pool into the shard (see above). Collective over
+  // dp (and edp when the part has experts).
   void reduce_part(int64_t part);
   // shard = 0: before an iteration's first micro-batch (the pool is zero
   // after every reduction; ModelRuntime::zero_grads clears it too).
@@ -61,21 +69,30 @@ class StagedGrads {
   float* shard_grads() const { return shard_; }
   int64_t shard_floats() const { return shard_floats_; }
   const DeviceBuffer& shard_buffer() const { return shard_buf_; }
-  // Offset in shard_grads() of this rank's piece of bucket b (-1: empty piece).
-  int64_t shard_offset(size_t b) const { return shard_offset_[b]; }
+  // Offset in shard_grads() of this rank's piece of dense bucket b (-1: empty piece).
+  int64_t shard_offset(size_t b) const { return dense_.shard_offset[b]; }
 
   // Bytes handed to the reductions since reset_timers() (elements x 4).
   int64_t reduced_bytes() const { return reduced_bytes_; }
   void reset_timers() { reduced_bytes_ = 0; }
 
  private:
-  const Communicator* dp_;
-  std::vector<GradBucket> buckets_;
-  std::vector<size_t> bucket_of_;             // per parameter
-  std::vector<float*> pool_;                  // per bucket: its first float in the pool
-  std::vector<int64_t> shard_offset_;         // per bucket
-  std::vector<std::vector<size_t>> of_part_;  // index part + 1: the part's buckets
-  float inv_;                                 // 1 / dp size
+  struct Group {
+    const Communicator* comm = nullptr;
+    std::vector<GradBucket> buckets;
+    std::vector<float*> pool;                  // per bucket: its first float in the pool
+    std::vector<int64_t> shard_offset;         // per bucket: its piece in the shard, or -1
+    std::vector<std::vector<size_t>> of_part;  // index part + 1: the part's buckets
+  };
+  const Group& group(GradGroup g) const {
+    return g == GradGroup::kDataParallel ? dense_ : experts_;
+  }
+  void plan_group(Group& g, ModelRuntime& rt, GradGroup id, int64_t bucket_size_floats);
+  void reduce(Group& g, int64_t part);
+
+  Group dense_, experts_;
+  std::vector<size_t> bucket_of_;  // per parameter
+  float inv_;                      // 1 / (DP x CP)
   DeviceBuffer shard_buf_;
   float* shard_ = nullptr;
   int64_t shard_floats_ = 0;

@@ -194,8 +194,6 @@ void TrainArgs::validate_fsdp() const {
   const char* fix = "; fix: --data-parallel-sharding-strategy optim (the distributed optimizer)";
   MT_CHECK(!grad_reduce_in_bf16, "--grad-reduce-in-bf16 with --data-parallel-sharding-strategy "
            "optim_grads is not implemented yet (the sharded gradients reduce in fp32)", fix);
-  MT_CHECK(!model.moe(), "--data-parallel-sharding-strategy optim_grads with MoE experts "
-           "(--num-experts ", model.num_experts, ") is not implemented yet", fix);
   MT_CHECK(device == "cpu", "--data-parallel-sharding-strategy optim_grads on --device ", device,
            " is not implemented yet", fix);
 }

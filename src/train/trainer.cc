@@ -327,8 +327,10 @@ Trainer setup_model_and_optimizer(const TrainArgs& args, const nlohmann::json& r
                                            t.sync->packed_grads());
   if (args.shard_grads())
     log_line(rank0, "data-parallel sharding: optim_grads (ZeRO-2): optimizer state and gradients "
-             "sharded over %d ranks (DP x CP); gradients staged in a pool of %.1f MB (the "
+             "sharded over %d ranks (DP x CP)%s; gradients staged in a pool of %.1f MB (the "
              "embeddings, the loss head, the largest layer)\n", ps.dp_cp_size,
+             mc.moe() ? (", the experts' over " + std::to_string(ps.edp_size) + " (expert DP)").c_str()
+                      : "",
              double(t.rt->grad_floats()) * 4 / 1e6);
   t.schedule = args.lr_schedule();
   t.tokens_per_iter = args.global_batch_size * mc.seq_length;

@@ -148,8 +148,6 @@ TEST_F(FsdpBadArgs, WhatIsNotBuiltIsRefusedInOneLine) {
        "--data-parallel-sharding-strategy 'zero2' is not one of"},
       {"bf16 reduction", train(kFsdp + " --bf16 --grad-reduce-in-bf16"),
        "--grad-reduce-in-bf16 with --data-parallel-sharding-strategy optim_grads"},
-      {"experts", train(kFsdp + " --num-experts 4"),
-       "--data-parallel-sharding-strategy optim_grads with MoE experts (--num-experts 4)"},
   };
   for (const BadInputCase& c : cases) expect_fails(c);
 }

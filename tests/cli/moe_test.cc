@@ -3,7 +3,8 @@
 // router losses and validation losses (1e-5 relative; round-off only) at
 // EP2 (all-to-all and all-gather dispatchers), EP2 x DP2 (with and without
 // the distributed optimizer), TP2 (SP) x EP2, PP2 x EP2, CP2 x EP2, full
-// recompute, bf16 and an interleaved pipeline; with a capacity factor that drops tokens, EP2 x DP2
+// recompute, bf16, an interleaved pipeline and Megatron-FSDP's sharded
+// gradients (optim_grads: experts sharded over expert DP); with a capacity factor that drops tokens, EP2 x DP2
 // equals one rank; at TP > 1 without --expert-tensor-parallel-size a warning
 // says the experts stay whole (Megatron's default would split them over TP);
 // misfit MoE flags are refused in one line.
@@ -123,6 +124,20 @@ TEST(Moe, ExpertParallelComposesWithTpPpCp) {
        {"ep2_recompute", 2,
         " --expert-model-parallel-size 2 --recompute-granularity full"
         " --recompute-method uniform --recompute-num-layers 1"}});
+}
+
+// Megatron-FSDP's optim_grads: each layer's dense gradients reduce-scattered
+// over DP x CP and its experts' over expert DP, in every micro-batch.
+TEST(Moe, ShardedGradientsMatchOneRank) {
+  const std::string fsdp = " --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads";
+  expect_layouts_match_one_rank(
+      moe_flags(),
+      {{"ep2_dp2_fsdp", 4, fsdp + " --expert-model-parallel-size 2"},
+       {"dp2_fsdp", 2, fsdp},
+       {"tp2_sp_ep2_fsdp", 2,
+        fsdp + " --tensor-model-parallel-size 2 --sequence-parallel"
+               " --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall"},
+       {"pp2_ep2_fsdp", 4, fsdp + " --pipeline-model-parallel-size 2 --expert-model-parallel-size 2"}});
 }
 
 // bf16 runs (bf16 expert weights and activations, fp32 router logits) match
