@@ -11,9 +11,8 @@ GradSync::GradSync(ModelRuntime& rt, const ParallelState& ps, int64_t bucket_siz
                    bool overlap, bool distributed, bool overlap_param_gather,
                    bool grad_reduce_in_bf16, bool shard_grads)
     : rt_(rt), ps_(ps), overlap_param_gather_(overlap_param_gather) {
-  MT_CHECK(!shard_grads || (distributed && !grad_reduce_in_bf16),
-           "sharded gradients need the distributed optimizer and fp32 reductions (internal "
-           "error: the arguments refuse the rest)");
+  MT_CHECK(!shard_grads || distributed,
+           "sharded gradients need the distributed optimizer (internal error)");
   MT_CHECK(distributed || !overlap_param_gather,
            "--overlap-param-gather without --use-distributed-optimizer; fix: add "
            "--use-distributed-optimizer (only its parameter all-gather can overlap)");
@@ -26,7 +25,7 @@ GradSync::GradSync(ModelRuntime& rt, const ParallelState& ps, int64_t bucket_siz
   const bool experts = rt.reg.group_begin(GradGroup::kExpertDataParallel) < rt.reg.total_floats();
   if (shard_grads) {
     staged_ = std::make_unique<StagedGrads>(rt, ps.dp_cp(), bucket_size_floats,
-                                            experts ? &ps.edp_comm : nullptr);
+                                            experts ? &ps.edp_comm : nullptr, grad_reduce_in_bf16);
     dense = &staged_->buckets();
   } else {
     buckets_ = std::make_unique<GradBuckets>(rt.reg, rt.grads, ps.dp_cp(), bucket_size_floats,

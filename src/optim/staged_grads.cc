@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "kernels/bf16_in_place.h"
 #include "kernels/fill.h"
 #include "kernels/reduce.h"
 
@@ -57,8 +58,8 @@ GradPlacement plan_staged_grads(const ParamRegistry& reg) {
 }
 
 StagedGrads::StagedGrads(ModelRuntime& rt, const Communicator& dp, int64_t bucket_size_floats,
-                         const Communicator* edp)
-    : inv_(1.f / float(dp.size())) {
+                         const Communicator* edp, bool reduce_in_bf16)
+    : inv_(1.f / float(dp.size())), reduce_in_bf16_(reduce_in_bf16) {
   MT_CHECK(rt.grads_staged(), "StagedGrads over a model whose gradients are not in a staging "
            "pool (internal error: build the ModelRuntime with plan_staged_grads)");
   const bool has_experts =
@@ -130,11 +131,20 @@ void StagedGrads::reduce(Group& g, int64_t part) {
   for (size_t b : g.of_part[size_t(part + 1)]) {
     const GradBucket& bk = g.buckets[b];
     float* x = g.pool[b];
-    if (g.comm->size() > 1) g.comm->reduce_scatter_sum_in_place(x, bk.shards);
-    reduced_bytes_ += bk.numel() * int64_t(sizeof(float));
-    if (g.shard_offset[b] >= 0)
-      add_scaled_inplace(shard_ + g.shard_offset[b], x + bk.shards.displs[size_t(r)],
-                         bk.shards.counts[size_t(r)], inv_);
+    const int64_t begin = bk.shards.displs[size_t(r)], count = bk.shards.counts[size_t(r)];
+    float scale = inv_;
+    if (reduce_in_bf16_) {
+      // bf16 element i at byte 2i of the bucket; this rank's piece widened
+      // back to fp32 at its own offsets, times 1/N.
+      uint16_t* h = round_to_bf16_in_place(x, bk.numel());
+      if (g.comm->size() > 1) g.comm->reduce_scatter_sum_bf16_in_place(h, bk.shards);
+      widen_bf16_in_place(x, begin, begin + count, inv_);
+      scale = 1.f;
+    } else if (g.comm->size() > 1) {
+      g.comm->reduce_scatter_sum_in_place(x, bk.shards);
+    }
+    reduced_bytes_ += bk.numel() * int64_t(reduce_in_bf16_ ? sizeof(uint16_t) : sizeof(float));
+    if (g.shard_offset[b] >= 0) add_scaled_inplace(shard_ + g.shard_offset[b], x + begin, count, scale);
     zero_streaming(x, bk.numel());
   }
 }

@@ -45,8 +45,11 @@ class StagedGrads {
   // dp: the group the dense gradients are summed over (DP x CP) and sharded
   // on; edp: the experts' (expert DP; null without experts). Both sums are
   // divided by dp's size. rt, dp and edp must outlive this object.
+  // reduce_in_bf16 (Megatron's --grad-reduce-in-bf16): each bucket is rounded
+  // to bf16 in place in the pool and reduce-scattered as bf16 (half the
+  // bytes); the piece is widened back and accumulated in fp32.
   StagedGrads(ModelRuntime& rt, const Communicator& dp, int64_t bucket_size_floats,
-              const Communicator* edp = nullptr);
+              const Communicator* edp = nullptr, bool reduce_in_bf16 = false);
 
   const std::vector<GradBucket>& buckets(GradGroup g = GradGroup::kDataParallel) const {
     return group(g).buckets;
@@ -72,7 +75,7 @@ class StagedGrads {
   // Offset in shard_grads() of this rank's piece of dense bucket b (-1: empty piece).
   int64_t shard_offset(size_t b) const { return dense_.shard_offset[b]; }
 
-  // Bytes handed to the reductions since reset_timers() (elements x 4).
+  // Bytes handed to the reductions since reset_timers() (elements x 4, or x 2 in bf16).
   int64_t reduced_bytes() const { return reduced_bytes_; }
   void reset_timers() { reduced_bytes_ = 0; }
 
@@ -93,6 +96,7 @@ class StagedGrads {
   Group dense_, experts_;
   std::vector<size_t> bucket_of_;  // per parameter
   float inv_;                      // 1 / (DP x CP)
+  bool reduce_in_bf16_;
   DeviceBuffer shard_buf_;
   float* shard_ = nullptr;
   int64_t shard_floats_ = 0;

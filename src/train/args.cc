@@ -192,8 +192,6 @@ void TrainArgs::validate_fsdp() const {
            "gradients and optimizer state sharded, parameters replicated)");
   if (!shard_grads()) return;
   const char* fix = "; fix: --data-parallel-sharding-strategy optim (the distributed optimizer)";
-  MT_CHECK(!grad_reduce_in_bf16, "--grad-reduce-in-bf16 with --data-parallel-sharding-strategy "
-           "optim_grads is not implemented yet (the sharded gradients reduce in fp32)", fix);
   MT_CHECK(device == "cpu", "--data-parallel-sharding-strategy optim_grads on --device ", device,
            " is not implemented yet", fix);
 }

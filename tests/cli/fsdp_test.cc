@@ -8,7 +8,7 @@
 // mixed_precision_test's); `optim` equals the distributed optimizer; a
 // checkpoint saved under optim_grads at DP2 resumes without FSDP at TP2 with
 // the uninterrupted losses, and a ZeRO-1 checkpoint resumes under optim_grads;
-// what is not built is refused in one line.
+// what is not built (ZeRO-3, the GPU) is refused in one line.
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -146,8 +146,8 @@ TEST_F(FsdpBadArgs, WhatIsNotBuiltIsRefusedInOneLine) {
        "not implemented yet; fix: optim_grads"},
       {"bad strategy", train(" --use-megatron-fsdp --data-parallel-sharding-strategy zero2"),
        "--data-parallel-sharding-strategy 'zero2' is not one of"},
-      {"bf16 reduction", train(kFsdp + " --bf16 --grad-reduce-in-bf16"),
-       "--grad-reduce-in-bf16 with --data-parallel-sharding-strategy optim_grads"},
+      {"GPU", train(kFsdp + " --device cuda"),
+       "--data-parallel-sharding-strategy optim_grads on --device cuda is not implemented yet"},
   };
   for (const BadInputCase& c : cases) expect_fails(c);
 }

@@ -2,7 +2,8 @@
 // reduction moves bf16 — the all-reduce at DP=2, the reduce-scatter at DP=2
 // with the distributed optimizer (overlapped), TP=2 + SP x DP=2 (overlapped
 // all-reduce), and PP=2 x DP=2 with ZeRO and the tied-embedding all-reduce
-// (which stays fp32) — and trains to the losses
+// (which stays fp32), and Megatron-FSDP's optim_grads at DP=2 and PP=2 x
+// DP=2 (each part's reduce-scatter in bf16) — and trains to the losses
 // of the same layout without the flag and of one rank, within the bf16
 // rounding of the gradients; the bytes handed to the DP reduction halve
 // (dp_grad_bytes_per_iter of --log-json). Without --bf16 the flag is refused.
@@ -48,6 +49,7 @@ TEST_F(GradReduceBf16, HalvesTheDpBytesAndTrainsToTheSameLosses) {
   ASSERT_EQ(one.loss.size(), 4u);
   for (int64_t b : one.dp_bytes) EXPECT_EQ(b, 0) << "one rank reduces nothing";
   const std::string zero = " --use-distributed-optimizer --ddp-bucket-size 3000";
+  const std::string fsdp = " --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads";
   struct Layout {
     const char* name;
     int ranks;
@@ -60,6 +62,8 @@ TEST_F(GradReduceBf16, HalvesTheDpBytesAndTrainsToTheSameLosses) {
                                      " --make-vocab-size-divisible-by 64 --overlap-grad-reduce"
                                      " --ddp-bucket-size 3000"},
       {"PP2 x DP2 ZeRO", 4, zero + " --pipeline-model-parallel-size 2"},
+      {"DP2 FSDP optim_grads", 2, fsdp},
+      {"PP2 x DP2 FSDP optim_grads", 4, fsdp + " --pipeline-model-parallel-size 2"},
   };
   double worst = 0;
   for (const Layout& l : layouts) {
