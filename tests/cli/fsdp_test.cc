@@ -1,14 +1,17 @@
 // Megatron-FSDP's sharded gradients (--use-megatron-fsdp
 // --data-parallel-sharding-strategy optim_grads, ZeRO-2) end to end under
 // mpirun: a GPT with dropout and clipping gives one rank's losses, gradient
-// norms and validation losses (1e-5 relative: round-off only) at DP4,
-// TP2 (SP) x DP2, PP2 x DP2, CP2 x DP2, an interleaved PP2 x DP2, with full
-// recompute and several micro-batches per step; in bf16 it gives the bf16
+// norms and validation losses (1e-5 relative: round-off only) at DP4, DP2
+// with small buckets, TP2 (SP) x DP2, PP2 x DP2, an interleaved PP2 x DP2,
+// CP2 x DP2 and DP2 with full recompute (8 micro-batches per step at DP1,
+// fewer with more DP), as does the strategy `optim` (the distributed
+// optimizer); so does a Llama-style model with an untied output layer (its
+// gradient written by the fused loss head in forward); bf16 gives the bf16
 // one-rank losses within the bf16 layout tolerance (1e-5, as
-// mixed_precision_test's); `optim` equals the distributed optimizer; a
-// checkpoint saved under optim_grads at DP2 resumes without FSDP at TP2 with
-// the uninterrupted losses, and a ZeRO-1 checkpoint resumes under optim_grads;
-// what is not built (ZeRO-3, the GPU) is refused in one line.
+// mixed_precision_test's) and fp16 the fp16 one-rank losses. A checkpoint
+// saved under optim_grads at DP2 resumes without FSDP at TP2 with the
+// uninterrupted losses, and a ZeRO-1 checkpoint resumes under optim_grads.
+// What is not built (ZeRO-3, the GPU) is refused in one line.
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -116,6 +119,12 @@ TEST(Fsdp, Bf16MatchesBf16OneRank) {
       {{"dp2", 2, kFsdp},
        {"tp2_sp_dp2", 4, kFsdp + " --tensor-model-parallel-size 2 --sequence-parallel"}},
       1e-5);
+}
+
+// fp16 with dynamic loss scaling: the overflow check and the unscaling read the shard.
+TEST(Fsdp, Fp16MatchesFp16OneRank) {
+  expect_layouts_match_one_rank(model_flags() + " --fp16 --initial-loss-scale 65536",
+                                {{"dp2", 2, kFsdp}});
 }
 
 // Checkpoints keep the distributed optimizer's format: saved under
