@@ -39,20 +39,32 @@ GptParams<P> bind_chunk(const ParamRegistry& reg, int chunk, const ParamBinder<P
   }
   return w;
 }
+
+// Registry offset -> placed offset (a staging pool's, optim/staged_grads.h).
+std::map<int64_t, int64_t> placed_offsets(const ParamRegistry& reg,
+                                          const std::vector<int64_t>& placement) {
+  MT_CHECK(placement.size() == reg.params().size(), "placement of ", placement.size(),
+           " parameters for a registry of ", reg.params().size(), " (internal error)");
+  std::map<int64_t, int64_t> at;
+  for (size_t i = 0; i < reg.params().size(); ++i) at[reg.params()[i].offset] = placement[i];
+  return at;
+}
+
 }  // namespace
 
-GptWeights bind_chunk_weights(const ParamRegistry& reg, ReadView base, int chunk) {
-  return bind_chunk<ReadView>(reg, chunk, {reg, [&](int64_t off) { return base.at(off); }});
+GptWeights bind_chunk_weights(const ParamRegistry& reg, ReadView base, int chunk,
+                              const std::vector<int64_t>* placement) {
+  if (placement == nullptr)
+    return bind_chunk<ReadView>(reg, chunk, {reg, [&](int64_t off) { return base.at(off); }});
+  const std::map<int64_t, int64_t> at = placed_offsets(reg, *placement);
+  return bind_chunk<ReadView>(reg, chunk, {reg, [&](int64_t off) { return base.at(at.at(off)); }});
 }
 
 GptGrads bind_chunk_grads(const ParamRegistry& reg, float* grads, int chunk,
                           const std::vector<int64_t>* placement) {
   if (placement == nullptr)
     return bind_chunk<float*>(reg, chunk, {reg, [&](int64_t off) { return grads + off; }});
-  MT_CHECK(placement->size() == reg.params().size(), "gradient placement of ", placement->size(),
-           " parameters for a registry of ", reg.params().size(), " (internal error)");
-  std::map<int64_t, int64_t> at;  // registry offset -> placed offset
-  for (size_t i = 0; i < reg.params().size(); ++i) at[reg.params()[i].offset] = (*placement)[i];
+  const std::map<int64_t, int64_t> at = placed_offsets(reg, *placement);
   return bind_chunk<float*>(reg, chunk, {reg, [&](int64_t off) { return grads + at.at(off); }});
 }
 
@@ -266,7 +278,12 @@ double gpt_forward(const GptWeights& w, const GptGrads* grads, GptActivations& a
 void gpt_backward(const GptWeights& w, const GptGrads& grads, GptActivations& act,
                   GptWorkspace& ws, const GptShapes& sh, const PassContext& ctx) {
   const int64_t n = sh.tokens(), nl = sh.local_tokens(), h = sh.h;
+  // The weights each part reads (optim_grads_params gathers them again).
+  auto need = [&](int64_t part) {
+    if (ctx.params_needed) (*ctx.params_needed)(part);
+  };
   if (sh.has_output) {
+    need(sh.total_layers);
     fill_zero(ws.dres, size_t(nl * h) * sizeof(float));
     const ReadView last = act.hidden.at(sh.num_layers * nl * h);
     norm_backward(sh, ws.dres, grads.lnf.w, grads.lnf.b, act.dlnf, last, w.lnf.w, act.lnf_mean,
@@ -277,10 +294,13 @@ void gpt_backward(const GptWeights& w, const GptGrads& grads, GptActivations& ac
     const int64_t group = sh.recompute_group.empty() ? -1 : sh.recompute_group[size_t(l)];
     if (group >= 0 && (l + 1 == sh.num_layers || sh.recompute_group[size_t(l + 1)] != group)) {
       // Last layer of a recomputed group: re-run the group's forward first.
-      for (int64_t r = group; r <= l; ++r)
+      for (int64_t r = group; r <= l; ++r) {
+        need(sh.layer_begin + r);
         layer_forward(w.layers[size_t(r)], act.layers[size_t(r)], ws, sh, sh.layer_begin + r,
                       act.sample0, ctx);
+      }
     }
+    need(sh.layer_begin + l);
     layer_backward(w.layers[size_t(l)], grads.layers[size_t(l)], act.layers[size_t(l)], ws, sh,
                    sh.layer_begin + l, act.sample0, ctx);
     if (ctx.grads_ready) (*ctx.grads_ready)(sh.layer_begin + l);

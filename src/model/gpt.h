@@ -31,7 +31,8 @@ using GptGrads = GptParams<float*>;
 // Views of the registry's parameters in `base` (the value buffer, fp32 or
 // bf16) or `grads` (the fp32 gradient buffer): of model chunk `chunk`
 // (virtual pipeline stage) of this rank, or of the whole stage when it has one chunk.
-GptWeights bind_chunk_weights(const ParamRegistry& reg, ReadView base, int chunk);
+GptWeights bind_chunk_weights(const ParamRegistry& reg, ReadView base, int chunk,
+                              const std::vector<int64_t>* placement = nullptr);
 GptWeights bind_weights(const ParamRegistry& reg, ReadView base);
 // placement: parameter i's gradient at grads + placement[i] instead of its
 // registry offset (a staging pool smaller than the model, optim/staged_grads.h).

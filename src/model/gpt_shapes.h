@@ -139,10 +139,11 @@ struct PassContext {
   // schedule for the last micro-batch only): layer index, total_layers for the
   // final norm, -1 for the embeddings.
   const std::function<void(int64_t)>* grads_ready = nullptr;
-  // Called in forward just before a part's parameters are first read, with
-  // the same part numbers (the output layer asks for -1 too: it is the tied
-  // word embedding). Set by the distributed optimizer with
-  // --overlap-param-gather, to wait for that part's parameter all-gather.
+  // Called in forward and backward just before a part's parameters are read
+  // (forward, backward, a recomputed forward), with the same part numbers
+  // (the output layer asks for -1 too: it is the tied word embedding). Set by
+  // the distributed optimizer with --overlap-param-gather, to wait for that
+  // part's parameter all-gather, and by optim_grads_params, to gather it.
   const std::function<void(int64_t)>* params_needed = nullptr;
 };
 

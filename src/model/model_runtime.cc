@@ -16,7 +16,8 @@ ModelRuntime::ModelRuntime(const ParamRegistry& r, int64_t micro_batch, const Te
   MT_CHECK(in_flight >= 1, "in-flight micro-batches ", in_flight, " must be >= 1");
   const size_t n = size_t(r.total_floats());
   const bool bf16 = math == MathMode::kBF16;
-  params_buf_ = DeviceBuffer(device, n * (bf16 ? sizeof(uint16_t) : sizeof(float)));
+  const size_t weights_n = placement_.staged() && placement_.weights ? size_t(placement_.floats) : n;
+  params_buf_ = DeviceBuffer(device, weights_n * (bf16 ? sizeof(uint16_t) : sizeof(float)));
   grads_buf_ = DeviceBuffer(device, size_t(grad_floats()) * sizeof(float));
   if (bf16)
     params_bf16 = reinterpret_cast<uint16_t*>(params_buf_.data());
@@ -31,7 +32,8 @@ ModelRuntime::ModelRuntime(const ParamRegistry& r, int64_t micro_batch, const Te
     chunks[size_t(c)].sh = make_shapes(r, micro_batch, tp, c, cp, 0, ep);
     chunks[size_t(c)].sh.cm = sh.cm;
     set_full_recompute(chunks[size_t(c)].sh, recompute_method, recompute_num_layers);
-    chunks[size_t(c)].w = bind_chunk_weights(r, weights(), c);
+    chunks[size_t(c)].w =
+        bind_chunk_weights(r, weights(), c, weights_staged() ? &placement_.offset : nullptr);
     chunks[size_t(c)].g =
         bind_chunk_grads(r, grads, c, placement_.staged() ? &placement_.offset : nullptr);
     ws_shapes.has_output = ws_shapes.has_output || chunks[size_t(c)].sh.has_output;
@@ -90,14 +92,15 @@ void ModelRuntime::set_param(size_t i, const float* values) {
     // (start-up and loading only: one allocation per parameter is fine there)
     const DeviceBuffer up(device(), size_t(p.numel()) * sizeof(float));
     copy_bytes(up.data(), values, up.size());
-    const WriteView dst = params_bf16 ? WriteView(params_bf16 + p.offset) : WriteView(params + p.offset);
+    const int64_t at = param_offset(i);
+    const WriteView dst = params_bf16 ? WriteView(params_bf16 + at) : WriteView(params + at);
     convert(dst, up.as<float>(), p.numel());
     return;
   }
   if (params_bf16)
-    f32_to_bf16(params_bf16 + p.offset, values, p.numel());
+    f32_to_bf16(params_bf16 + param_offset(i), values, p.numel());
   else
-    copy_bytes(params + p.offset, values, size_t(p.numel()) * sizeof(float));
+    copy_bytes(params + param_offset(i), values, size_t(p.numel()) * sizeof(float));
 }
 
 void ModelRuntime::set_params(const float* values) {
@@ -108,11 +111,11 @@ void ModelRuntime::get_param(size_t i, float* out) const {
   const ParamSpec& p = reg.params().at(i);
   if (device() != Device::kCpu) {  // widened on the GPU, then copied down
     const DeviceBuffer down(device(), size_t(p.numel()) * sizeof(float));
-    convert(down.as<float>(), weights().at(p.offset), p.numel());
+    convert(down.as<float>(), weights().at(param_offset(i)), p.numel());
     copy_bytes(out, down.data(), down.size());
     return;
   }
-  convert(out, weights().at(p.offset), p.numel());
+  convert(out, weights().at(param_offset(i)), p.numel());
 }
 
 void ModelRuntime::zero_grads() { zero_streaming(grads, grad_floats()); }

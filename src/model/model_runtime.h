@@ -41,9 +41,12 @@ struct ModelChunk {
 // registry's offsets (reg.total_floats()); with Megatron-FSDP's optim_grads
 // (optim/staged_grads.h) a staging pool of `floats`, parameter i's gradient
 // at offset[i] (several parameters may share floats: the pool is reused).
+// weights: the weights live in a pool of the same layout too (optim_grads_params:
+// each part's weights all-gathered into it before use, optim/staged_params.h).
 struct GradPlacement {
   int64_t floats = -1;          // < 0: the registry's layout
   std::vector<int64_t> offset;  // per parameter (with floats >= 0)
+  bool weights = false;
   bool staged() const { return floats >= 0; }
 };
 
@@ -68,8 +71,14 @@ class ModelRuntime {
   GptShapes sh;             // chunk 0's shapes (sizes and groups are the same for all)
   // The weights, in the registry's offsets: fp32 (fp32 and fp16 runs) or
   // bf16 (bf16 runs); the other pointer is null.
-  float* params = nullptr;           // (total_floats)
-  uint16_t* params_bf16 = nullptr;  // (total_floats)
+  // (total_floats), or with staged weights the pool (grad_floats()).
+  float* params = nullptr;
+  uint16_t* params_bf16 = nullptr;
+  // Where parameter i's weights start in params / params_bf16.
+  int64_t param_offset(size_t i) const {
+    return weights_staged() ? placement_.offset[i] : reg.params()[i].offset;
+  }
+  bool weights_staged() const { return placement_.staged() && placement_.weights; }
   float* grads = nullptr;  // fp32 gradients: (total_floats), or the staging pool (grad_floats())
   // Parameter i's gradient (its whole local tensor, numel() floats).
   float* grad_of(size_t i) const {
@@ -137,7 +146,8 @@ class ModelRuntime {
   size_t activation_bytes() const { return act_buf_.size() + ws_buf_.size(); }
   MathMode math() const { return sh.cm.math; }
   // Parameter i's weights (its whole local tensor, numel() floats) = values,
-  // rounded to bf16 in bf16 runs: initialisation and loading.
+  // rounded to bf16 in bf16 runs: initialisation and loading (with staged
+  // weights into the pool, which the next gather overwrites).
   void set_param(size_t i, const float* values);
   // All weights from a flat fp32 buffer in the registry's offsets (tests).
   void set_params(const float* values);

@@ -9,10 +9,13 @@ namespace mt {
 
 GradSync::GradSync(ModelRuntime& rt, const ParallelState& ps, int64_t bucket_size_floats,
                    bool overlap, bool distributed, bool overlap_param_gather,
-                   bool grad_reduce_in_bf16, bool shard_grads)
+                   bool grad_reduce_in_bf16, bool shard_grads, bool shard_params)
     : rt_(rt), ps_(ps), overlap_param_gather_(overlap_param_gather) {
   MT_CHECK(!shard_grads || distributed,
            "sharded gradients need the distributed optimizer (internal error)");
+  MT_CHECK(!shard_params || (shard_grads && !overlap_param_gather),
+           "sharded weights need sharded gradients, without --overlap-param-gather (internal "
+           "error: the arguments refuse the rest)");
   MT_CHECK(distributed || !overlap_param_gather,
            "--overlap-param-gather without --use-distributed-optimizer; fix: add "
            "--use-distributed-optimizer (only its parameter all-gather can overlap)");
@@ -23,6 +26,7 @@ GradSync::GradSync(ModelRuntime& rt, const ParallelState& ps, int64_t bucket_siz
   // same sequences), and the distributed optimizer shards over it.
   const std::vector<GradBucket>* dense = nullptr;  // the dense buckets, either kind
   const bool experts = rt.reg.group_begin(GradGroup::kExpertDataParallel) < rt.reg.total_floats();
+  experts_ = experts;
   if (shard_grads) {
     staged_ = std::make_unique<StagedGrads>(rt, ps.dp_cp(), bucket_size_floats,
                                             experts ? &ps.edp_comm : nullptr, grad_reduce_in_bf16);
@@ -32,14 +36,18 @@ GradSync::GradSync(ModelRuntime& rt, const ParallelState& ps, int64_t bucket_siz
                                              overlap, distributed, grad_reduce_in_bf16);
     dense = &buckets_->buckets();
   }
-  if (distributed)
+  if (shard_params)
+    params_ = std::make_unique<StagedParams>(rt, *staged_);
+  else if (distributed)
     gather_ = std::make_unique<ParamGather>(*dense, rt.params, rt.params_bf16, ps.dp_cp());
   // MoE experts: summed over the expert-data-parallel group (the ranks that
   // hold the same experts, each with other tokens), divided by DP x CP like
   // the dense ones; the distributed optimizer shards them over that group.
   if (experts && staged_) {
-    expert_gather_ = std::make_unique<ParamGather>(
-        staged_->buckets(GradGroup::kExpertDataParallel), rt.params, rt.params_bf16, ps.edp_comm);
+    if (!params_)  // (with optim_grads_params they are gathered with their part)
+      expert_gather_ = std::make_unique<ParamGather>(
+          staged_->buckets(GradGroup::kExpertDataParallel), rt.params, rt.params_bf16,
+          ps.edp_comm);
   } else if (experts) {
     expert_buckets_ = std::make_unique<GradBuckets>(
         rt.reg, rt.grads, ps.edp_comm, bucket_size_floats, overlap, distributed,
@@ -98,6 +106,10 @@ void GradSync::part_ready(int64_t part) {
 }
 
 void GradSync::part_needed(int64_t part) {
+  if (params_) {
+    params_->need(part);
+    return;
+  }
   if (gather_ == nullptr || !gather_->in_flight()) return;
   MT_CHECK(part >= -1 && size_t(part + 1) < buckets_of_part_.size(), "params_needed(", part,
            ") outside the model's parts -1 .. ", buckets_of_part_.size() - 2);
@@ -156,7 +168,23 @@ std::vector<FlatRange> GradSync::optimizer_ranges() const {
   return r;
 }
 
+void GradSync::attach(const AdamWOptimizer& opt) {
+  if (params_) params_->attach(opt);
+}
+
+void GradSync::refresh_params() {
+  if (params_) params_->refresh();
+}
+
+ReadView GradSync::weights_for_save(HostBuffer& tmp) const {
+  return params_ ? params_->gather_all(tmp) : rt_.weights();
+}
+
 void GradSync::gather_params() {
+  if (params_) {
+    params_->invalidate();  // each part is gathered again when next read
+    return;
+  }
   if (gather_ == nullptr) return;
   if (expert_gather_) expert_gather_->gather();  // blocking (the forward does not wait for it)
   if (overlap_param_gather_)
@@ -177,7 +205,7 @@ double GradSync::comm_seconds() const {
          (buckets_ && buckets_->overlap() ? buckets_->comm_seconds() : 0.0) +
          (buckets_ ? buckets_->convert_seconds() : 0.0) +
          (overlap_param_gather_ ? gather_->comm_seconds() : 0.0) +
-         (expert_gather_ || expert_buckets_ ? ps_.edp_comm.busy_seconds() : 0.0) +
+         (experts_ ? ps_.edp_comm.busy_seconds() : 0.0) +
          (expert_buckets_ ? (expert_buckets_->overlap() ? expert_buckets_->comm_seconds() : 0.0) +
                                 expert_buckets_->convert_seconds()
                           : 0.0);
@@ -194,7 +222,7 @@ void GradSync::reset_timers() {
   if (buckets_) buckets_->reset_timers();
   if (staged_) staged_->reset_timers();
   if (gather_ != nullptr) gather_->reset_timers();
-  if (expert_gather_ || expert_buckets_) ps_.edp_comm.reset_busy_seconds();
+  if (experts_) ps_.edp_comm.reset_busy_seconds();
   if (expert_buckets_) expert_buckets_->reset_timers();
 }
 

@@ -18,6 +18,8 @@
 //      produces them into this rank's shard (optim/staged_grads.h), the
 //      model's gradients living in a staging pool; the optimizer reads the
 //      shard (optimizer_grads(), packed);
+//   2''. with optim_grads_params (shard_params) the weights too: each part's
+//      gathered before it is read (optim/staged_params.h, params_hook());
 //   4. distributed optimizer, after the step: the all-gather of the updated
 //      parameters (optim/param_gather), blocking, or with
 //      --overlap-param-gather started at once and waited per bucket by the
@@ -34,6 +36,7 @@
 #include "optim/grad_buckets.h"
 #include "optim/param_gather.h"
 #include "optim/staged_grads.h"
+#include "optim/staged_params.h"
 
 namespace mt {
 
@@ -43,17 +46,20 @@ class GradSync {
   // its --overlap-param-gather (needs distributed); grad_reduce_in_bf16: its
   // --grad-reduce-in-bf16 (the DP buckets reduce in bf16; needs a bf16 rt).
   // shard_grads: Megatron-FSDP's optim_grads (needs distributed, and rt built
-  // with plan_staged_grads).
+  // with plan_staged_grads); shard_params: its optim_grads_params (needs
+  // shard_grads, rt's weights staged too, and attach() once the optimizer exists).
   GradSync(ModelRuntime& rt, const ParallelState& ps, int64_t bucket_size_floats,
            bool overlap, bool distributed = false, bool overlap_param_gather = false,
-           bool grad_reduce_in_bf16 = false, bool shard_grads = false);
+           bool grad_reduce_in_bf16 = false, bool shard_grads = false,
+           bool shard_params = false);
 
   // The hook for the last micro-batch's backward (PassContext::grads_ready).
   const std::function<void(int64_t)>& hook() const { return hook_; }
-  // The hook for every forward (PassContext::params_needed): waits for the
-  // all-gathers of the part's buckets. Null unless --overlap-param-gather.
+  // The hook for every forward and backward (PassContext::params_needed):
+  // waits for the all-gathers of the part's buckets (--overlap-param-gather),
+  // or gathers the part's weights (optim_grads_params). Null otherwise.
   const std::function<void(int64_t)>* params_hook() const {
-    return overlap_param_gather_ ? &params_hook_ : nullptr;
+    return overlap_param_gather_ || params_ ? &params_hook_ : nullptr;
   }
   // Completes whatever the hook did not: after backward, before the grad norm.
   void finish();
@@ -69,6 +75,19 @@ class GradSync {
   void zero_grads();
   // The shard (optim_grads), else null: its memory is the gradients' too.
   const StagedGrads* staged() const { return staged_.get(); }
+  // optim_grads_params: the weights' pieces (null otherwise).
+  const StagedParams* staged_params() const { return params_.get(); }
+  // optim_grads_params: once the optimizer exists (its main weights are the
+  // pieces), and after initialising or loading them (refresh_params).
+  void attach(const AdamWOptimizer& opt);
+  void refresh_params();
+  // What the optimizer step writes: the model's weights (fp32, or bf16 in
+  // bf16 runs), or with optim_grads_params the bf16 pieces (fp32: nothing).
+  float* step_params() const { return params_ ? nullptr : rt_.params; }
+  uint16_t* step_params_bf16() const { return params_ ? params_->shard_bf16() : rt_.params_bf16; }
+  // The weights in registry offsets for a checkpoint save: the model's, or
+  // with optim_grads_params all of them gathered into `tmp`. Collective.
+  ReadView weights_for_save(HostBuffer& tmp) const;
   // The ranges of the flat buffers this rank's optimizer updates: its piece
   // of every bucket (distributed), or empty = everything (plain AdamW).
   std::vector<FlatRange> optimizer_ranges() const;
@@ -100,9 +119,11 @@ class GradSync {
   bool overlap_param_gather_;
   std::unique_ptr<GradBuckets> buckets_;  // null with optim_grads
   std::unique_ptr<StagedGrads> staged_;   // optim_grads only
+  std::unique_ptr<StagedParams> params_;  // optim_grads_params only
   std::unique_ptr<ParamGather> gather_;  // distributed only
   std::unique_ptr<GradBuckets> expert_buckets_;   // MoE experts, over expert DP
   std::unique_ptr<ParamGather> expert_gather_;    // distributed MoE only
+  bool experts_ = false;                          // the model has MoE experts
   int64_t word_embedding_ = -1;          // registry index of the tied embedding, if held
   std::vector<std::vector<size_t>> params_of_part_;   // index: part + 1 (part -1 = embedding)
   std::vector<std::vector<size_t>> buckets_of_part_;  // the same, bucket indices (descending)

@@ -13,8 +13,9 @@ namespace mt {
 AdamWOptimizer::AdamWOptimizer(const ParamRegistry& reg, const OptimizerConfig& cfg,
                                std::vector<FlatRange> ranges, const Communicator* dp,
                                bool main_weights, Device device, const Communicator* edp,
-                               bool packed_grads)
-    : reg_(reg), cfg_(cfg), sharded_(!ranges.empty()), packed_grads_(packed_grads), dp_(dp),
+                               bool packed_grads, bool packed_params)
+    : reg_(reg), cfg_(cfg), sharded_(!ranges.empty()), packed_grads_(packed_grads),
+      packed_params_(packed_params), dp_(dp),
       edp_(edp),
       main_weights_(main_weights) {
   MT_CHECK(!sharded_ || (dp != nullptr && dp->is_member()),
@@ -94,7 +95,8 @@ float AdamWOptimizer::clip_coefficient(double norm) const {
 
 void AdamWOptimizer::step(float* params, const float* grads, double lr, uint16_t* params_bf16,
                           float grad_scale) {
-  MT_CHECK(main_ ? params == nullptr && params_bf16 != nullptr : params != nullptr,
+  MT_CHECK(main_ ? params == nullptr && (params_bf16 != nullptr || packed_params_)
+              : params != nullptr,
            "AdamWOptimizer::step: ", main_ ? "with main weights pass the model's bf16 weights "
                                             "(and no fp32 ones)"
                                           : "pass the model's fp32 weights",
@@ -110,7 +112,7 @@ void AdamWOptimizer::step(float* params, const float* grads, double lr, uint16_t
     h.weight_decay = reg_.params()[s.param].weight_decay ? cfg_.weight_decay : 0.f;
     float* w = main_ ? main_ + s.state : params + s.begin;
     adamw_step(w, grads + grad_offset(s), m_ + s.state, v_ + s.state, s.size(), h, steps_,
-               params_bf16 ? params_bf16 + s.begin : nullptr);
+               params_bf16 ? params_bf16 + (packed_params_ ? s.state : s.begin) : nullptr);
   }
 }
 

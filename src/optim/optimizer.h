@@ -62,10 +62,14 @@ class AdamWOptimizer {
   // packed_grads: the gradients this optimizer reads (grad_norm, step) are
   // packed like its state (segment s at s.state), not in the registry's
   // offsets: Megatron-FSDP's optim_grads shard (optim/staged_grads.h).
+  // packed_params: so are the model weights the step writes (bf16 runs'
+  // params_bf16; optim_grads_params, optim/staged_params.h), and with main
+  // weights in an fp32 run those are the model's: step writes nothing else.
   AdamWOptimizer(const ParamRegistry& reg, const OptimizerConfig& cfg,
                  std::vector<FlatRange> ranges = {}, const Communicator* dp = nullptr,
                  bool main_weights = false, Device device = Device::kCpu,
-                 const Communicator* edp = nullptr, bool packed_grads = false);
+                 const Communicator* edp = nullptr, bool packed_grads = false,
+                 bool packed_params = false);
 
   // Global L2 norm of the gradients, every element counted once across the
   // data- and model-parallel groups: over this rank's segments (TP-replicated
@@ -124,7 +128,7 @@ class AdamWOptimizer {
   const ParamRegistry& reg_;
   OptimizerConfig cfg_;
   bool sharded_;
-  bool packed_grads_;
+  bool packed_grads_, packed_params_;
   const Communicator* dp_;
   const Communicator* edp_;  // expert shards' group (MoE), or null
   std::vector<OptimSegment> segments_;

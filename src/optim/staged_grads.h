@@ -74,6 +74,15 @@ class StagedGrads {
   const DeviceBuffer& shard_buffer() const { return shard_buf_; }
   // Offset in shard_grads() of this rank's piece of dense bucket b (-1: empty piece).
   int64_t shard_offset(size_t b) const { return dense_.shard_offset[b]; }
+  // The same for either group, and each group's buckets of `part` and its
+  // communicator (null: no such group): what the weights of
+  // optim_grads_params are gathered by (optim/staged_params.h).
+  int64_t shard_offset(GradGroup g, size_t b) const { return group(g).shard_offset[b]; }
+  const std::vector<size_t>& part_buckets(GradGroup g, int64_t part) const {
+    return group(g).of_part[size_t(part + 1)];
+  }
+  const Communicator* comm(GradGroup g) const { return group(g).comm; }
+  int64_t num_parts() const { return int64_t(dense_.of_part.size()); }  // parts -1 .. total
 
   // Bytes handed to the reductions since reset_timers() (elements x 4, or x 2 in bf16).
   int64_t reduced_bytes() const { return reduced_bytes_; }

@@ -181,19 +181,20 @@ std::string TrainArgs::disable_sequence_parallel_without_tp() {
          "training as without it, as Megatron-LM does";
 }
 
-void TrainArgs::validate_fsdp() const {
+void TrainArgs::validate_fsdp(int world_size) const {
   const std::string& s = data_parallel_sharding_strategy;
   MT_CHECK(s == "no_shard" || s == "optim" || s == "optim_grads" || s == "optim_grads_params",
            "--data-parallel-sharding-strategy '", s, "' is not one of no_shard, optim, "
            "optim_grads, optim_grads_params");
-  if (!use_megatron_fsdp) return;  // Megatron reads the strategy only with FSDP
-  MT_CHECK(s != "optim_grads_params", "--data-parallel-sharding-strategy optim_grads_params "
-           "(ZeRO-3: parameters sharded too) is not implemented yet; fix: optim_grads (ZeRO-2: "
-           "gradients and optimizer state sharded, parameters replicated)");
-  if (!shard_grads()) return;
-  const char* fix = "; fix: --data-parallel-sharding-strategy optim (the distributed optimizer)";
-  MT_CHECK(device == "cpu", "--data-parallel-sharding-strategy optim_grads on --device ", device,
-           " is not implemented yet", fix);
+  if (!shard_grads()) return;  // Megatron reads the strategy only with FSDP
+  MT_CHECK(device == "cpu", "--data-parallel-sharding-strategy ", s, " on --device ", device,
+           " is not implemented yet; fix: --data-parallel-sharding-strategy optim (the "
+           "distributed optimizer)");
+  const int64_t dp_cp = world_size / (int64_t(tensor_model_parallel_size) *
+                                      pipeline_model_parallel_size);
+  MT_CHECK(!shard_params() || dp_cp > 1, "--data-parallel-sharding-strategy optim_grads_params "
+           "without data parallelism (DP x CP = ", dp_cp, " on ", world_size, " ranks: nothing to "
+           "shard the weights over); fix: launch more ranks, or drop --use-megatron-fsdp");
 }
 
 std::string TrainArgs::expert_tensor_parallel_default() const {
@@ -344,7 +345,7 @@ void TrainArgs::validate(int world_size) {
   MT_CHECK(!overlap_param_gather || shard_optimizer(),
            "--overlap-param-gather needs --use-distributed-optimizer (it overlaps the all-gather "
            "of the updated parameter shards)");
-  validate_fsdp();
+  validate_fsdp(world_size);
   lr_schedule().validate();
   check_size_arithmetic();
 }

@@ -51,7 +51,8 @@ struct TrainArgs {
   // Megatron-FSDP (--use-megatron-fsdp, formerly --use-custom-fsdp) and its
   // --data-parallel-sharding-strategy: no_shard (as without FSDP), optim
   // (the distributed optimizer), optim_grads (and the gradients:
-  // optim/staged_grads.h); optim_grads_params is refused (not built yet).
+  // optim/staged_grads.h), optim_grads_params (and the weights:
+  // optim/staged_params.h).
   bool use_megatron_fsdp = false;
   std::string data_parallel_sharding_strategy = "no_shard";
   // The optimizer state sharded over DP x CP: --use-distributed-optimizer,
@@ -60,9 +61,14 @@ struct TrainArgs {
     return use_distributed_optimizer ||
            (use_megatron_fsdp && data_parallel_sharding_strategy != "no_shard");
   }
-  // The gradients sharded too (FSDP's optim_grads, ZeRO-2).
+  // The gradients sharded too (FSDP's optim_grads, ZeRO-2, and optim_grads_params).
   bool shard_grads() const {
-    return use_megatron_fsdp && data_parallel_sharding_strategy == "optim_grads";
+    return use_megatron_fsdp && (data_parallel_sharding_strategy == "optim_grads" ||
+                                 data_parallel_sharding_strategy == "optim_grads_params");
+  }
+  // And the weights (FSDP's optim_grads_params, ZeRO-3).
+  bool shard_params() const {
+    return use_megatron_fsdp && data_parallel_sharding_strategy == "optim_grads_params";
   }
   bool bf16 = false;
   bool fp16 = false;
@@ -180,7 +186,7 @@ struct TrainArgs {
   // with checked arithmetic, naming the flags); every rank calls it.
   void validate(int world_size);
   void validate_moe(int world_size) const;  // part of validate: the MoE flags and layout
-  void validate_fsdp() const;                // part of validate: Megatron-FSDP's flags
+  void validate_fsdp(int world_size) const;  // part of validate: Megatron-FSDP's flags
   // Each flag's own range (> 0 sizes, betas in [0, 1), ...), before any use.
   void check_flag_ranges() const;
   // Fails (naming the flags) if the sizes they multiply into overflow int64.

@@ -59,18 +59,23 @@ void check_plan(const MemoryPlan& p) {
 //   fp16: 16 → 8 + 8/d (emulated: fp32 weights, fp16 operands rounded into
 //   the matmul kernel's own fp32 scratch).
 // Megatron-FSDP's optim_grads shards the gradients too: 4/d per parameter
-// plus the staging pool (the embeddings, the loss head and the largest layer).
+// plus the staging pool (the embeddings, the loss head and the largest layer);
+// optim_grads_params the weights too: fp32 16/d (the weights are the
+// optimizer's main weights) and bf16 (2 + 4 + 12)/d, plus a pool each for
+// the weights and the gradients.
 MemoryClasses predict_memory(const MemoryPlan& p) {
   check_plan(p);
   MemoryClasses m;
   const double P = double(p.params_local);
   const bool bf16 = p.math == "bf16";
-  m.params = P * (bf16 ? 2.0 : 4.0);
+  const double pool = double(p.grads_staged);
+  m.params = p.params_staged ? (bf16 ? 2.0 * (pool + P / double(p.dp)) : 4.0 * pool)
+                             : P * (bf16 ? 2.0 : 4.0);
   // optim_grads: the staging pool and this rank's shard (its pieces of the
   // buckets, P/dp up to their rounding).
   m.grads = 4.0 * (p.grads_staged >= 0 ? double(p.grads_staged) + P / double(p.dp) : P);
   const double experts = double(p.params_expert);
-  m.optimizer = (bf16 ? 12.0 : 8.0) *
+  m.optimizer = (bf16 || p.params_staged ? 12.0 : 8.0) *
                 ((P - experts) / double(p.distributed_optimizer ? p.dp : 1) +
                  experts / double(p.distributed_optimizer ? p.edp : 1));
 
@@ -327,9 +332,10 @@ MemoryPlan memory_plan(const ParamRegistry& reg, int64_t micro_batch, int64_t tp
 }
 
 MemoryClasses measure_memory(const ModelRuntime& rt, const DeviceBuffer& optimizer_state,
-                             const DeviceBuffer* grad_shard) {
+                             const DeviceBuffer* grad_shard, const DeviceBuffer* param_shard) {
   MemoryClasses m;
-  m.params = double(rt.params_buffer().resident_bytes());
+  m.params = double(rt.params_buffer().resident_bytes()) +
+             (param_shard ? double(param_shard->resident_bytes()) : 0.0);
   m.grads = double(rt.grads_buffer().resident_bytes()) +
             (grad_shard ? double(grad_shard->resident_bytes()) : 0.0);
   m.optimizer = double(optimizer_state.resident_bytes());

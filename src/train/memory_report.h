@@ -37,6 +37,10 @@ struct MemoryPlan {
   // (optim/staged_grads.h), the gradients themselves sharded over dp; -1:
   // one gradient per parameter.
   int64_t grads_staged = -1;
+  // optim_grads_params: the weights in a pool of the same floats (the model's
+  // element type), their pieces sharded over dp (bf16: a bf16 copy of them;
+  // fp32: they are the optimizer's main weights, 4 more bytes per piece there).
+  bool params_staged = false;
   std::string math = "fp32";           // "fp32" | "bf16" | "fp16" (math_mode_name)
 
   // One micro-batch's activation shape on this rank.
@@ -104,9 +108,11 @@ MemoryPlan memory_plan(const ParamRegistry& reg, int64_t micro_batch, int64_t tp
                        MathMode math, int64_t dp, bool distributed_optimizer);
 // What the rank holds: the resident bytes each class's buffers added when
 // they were first touched (HostBuffer::resident_bytes).
-// grad_shard: optim_grads' accumulated gradient shard (counted as gradients).
+// grad_shard: optim_grads' accumulated gradient shard (counted as gradients);
+// param_shard: optim_grads_params' bf16 weight pieces (counted as parameters).
 MemoryClasses measure_memory(const ModelRuntime& rt, const DeviceBuffer& optimizer_state,
-                             const DeviceBuffer* grad_shard = nullptr);
+                             const DeviceBuffer* grad_shard = nullptr,
+                             const DeviceBuffer* param_shard = nullptr);
 
 // One line per class: predicted MB, measured MB, measured/predicted; then the
 // total and the process's peak RSS.

@@ -37,7 +37,8 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, Par
   StepResult r;
   r.loss_scale = scaler ? scaler->scale() : 1.0;
   ctx.grad_scale = float(r.loss_scale / double(rt.tokens_per_micro_batch() * num_micro_batches));
-  ctx.params_needed = sync.params_hook();  // --overlap-param-gather: wait per bucket
+  // --overlap-param-gather: wait per bucket; optim_grads_params: gather per part.
+  ctx.params_needed = sync.params_hook();
   // The MoE router losses' gradient (Megatron's MoEAuxLossAutoScaler scale),
   // times CP as the token losses are (grad_scale's tokens are this rank's
   // s/CP): each CP rank holds part of those losses, and gradients are
@@ -96,7 +97,7 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, Par
            "if any, is untouched); fix: lower --lr, raise --lr-warmup-iters or set --clip-grad");
   // bf16: the step updates the fp32 main weights and writes the model's bf16
   // ones; clipping scales the gradients inside it.
-  opt.step(rt.params, sync.optimizer_grads(), lr, rt.params_bf16,
+  opt.step(sync.step_params(), sync.optimizer_grads(), lr, sync.step_params_bf16(),
            opt.clip_coefficient(r.grad_norm));
   sync.gather_params();  // distributed optimizer: all-gather the updated pieces
   r.optimizer_seconds = timer.seconds();

@@ -213,7 +213,9 @@ struct Trainer {
 // The memory this rank holds by class (optim_grads' gradient shard with the gradients).
 MemoryClasses measured_memory(const Trainer& t) {
   const StagedGrads* staged = t.sync->staged();
-  return measure_memory(*t.rt, t.opt->state_buffer(), staged ? &staged->shard_buffer() : nullptr);
+  const StagedParams* params = t.sync->staged_params();
+  return measure_memory(*t.rt, t.opt->state_buffer(), staged ? &staged->shard_buffer() : nullptr,
+                        params ? &params->shard_buffer() : nullptr);
 }
 
 // The weights: the checkpoint's (with its optimizer state and iteration,
@@ -245,6 +247,7 @@ void load_checkpoint_or_initialize(Trainer& t, const nlohmann::json& run_args, b
       log_line(t.ps.world_rank == 0, "no checkpoint in %s; starting from scratch\n",
                args.load.c_str());
   }
+  t.sync->refresh_params();  // optim_grads_params: the weights' pieces from the main weights
 }
 
 // What the GEMMs of --bf16 / --fp16 run on this CPU.
@@ -296,9 +299,12 @@ Trainer setup_model_and_optimizer(const TrainArgs& args, const nlohmann::json& r
       recompute_method, args.recompute_num_layers, args.math_mode(), ps.dp_cp_size,
       args.shard_optimizer());
   plan.cp = ps.cp_size;
-  // optim_grads: the gradients in a staging pool (optim/staged_grads.h).
+  // optim_grads: the gradients in a staging pool (optim/staged_grads.h);
+  // optim_grads_params: the weights too (optim/staged_params.h).
   GradPlacement grads_at = args.shard_grads() ? plan_staged_grads(*t.reg) : GradPlacement{};
+  grads_at.weights = args.shard_params();
   plan.grads_staged = grads_at.floats;
+  plan.params_staged = grads_at.weights;
   t.predicted = predict_memory(plan);
   const Device device = parse_device(args.device);
   // (GPU runs hold the model in GPU memory: cudaMalloc's failure names the numbers.)
@@ -317,14 +323,20 @@ Trainer setup_model_and_optimizer(const TrainArgs& args, const nlohmann::json& r
   // over Open MPI shared memory here 1M-element (4 MB) buckets all-reduce 1.8x
   // faster than 40M (bench/README.md), so that is the default.
   const int64_t bucket = args.ddp_bucket_size > 0 ? args.ddp_bucket_size : 1'000'000;
-  t.sync = std::make_unique<GradSync>(*t.rt, ps, bucket, args.overlap_grad_reduce,
-                                      args.shard_optimizer(), args.overlap_param_gather,
-                                      args.grad_reduce_in_bf16, args.shard_grads());
+  // (optim_grads_params gathers each part's weights when read: blocking, so
+  // --overlap-param-gather has nothing to overlap there.)
+  t.sync = std::make_unique<GradSync>(
+      *t.rt, ps, bucket, args.overlap_grad_reduce, args.shard_optimizer(),
+      args.overlap_param_gather && !args.shard_params(), args.grad_reduce_in_bf16,
+      args.shard_grads(), args.shard_params());
   // Plain AdamW, or (distributed optimizer) AdamW over this DP rank's pieces.
   // bf16: the fp32 main weights live only here (this rank's pieces with ZeRO).
-  t.opt = std::make_unique<AdamWOptimizer>(*t.reg, args.optim, t.sync->optimizer_ranges(),
-                                           &ps.dp_cp(), args.bf16, device, &ps.edp_comm,
-                                           t.sync->packed_grads());
+  // optim_grads_params: the main weights are the weights' pieces, also in fp32.
+  t.opt = std::make_unique<AdamWOptimizer>(
+      *t.reg, args.optim, t.sync->optimizer_ranges(), &ps.dp_cp(),
+      args.bf16 || args.shard_params(), device, &ps.edp_comm, t.sync->packed_grads(),
+      args.shard_params());
+  t.sync->attach(*t.opt);
   if (args.shard_grads())
     log_line(rank0, "data-parallel sharding: optim_grads (ZeRO-2): optimizer state and gradients "
              "sharded over %d ranks (DP x CP)%s; gradients staged in a pool of %.1f MB (the "
@@ -433,6 +445,7 @@ void evaluate_and_print_results(Trainer& t, int64_t iteration, bool test = false
   PassContext ctx;
   ctx.training = false;
   ctx.seed = args.seed;
+  ctx.params_needed = t.sync->params_hook();  // optim_grads_params: gather each part
   double sum = 0, eval_wait = 0;
   for (int64_t e = 0; e < args.eval_iters; ++e)
     sum += run_pipeline_schedule(
@@ -465,7 +478,9 @@ void save_checkpoint_and_time(Trainer& t) {
   if (t.args.save.empty() || t.state.iteration == t.last_saved) return;
   Timer timer;
   t.sync->wait_params();
-  save_checkpoint(t.args.save, t.state, *t.reg, t.rt->weights(), t.opt.get(), t.ps);
+  HostBuffer gathered;  // optim_grads_params: every weight, for the writer
+  save_checkpoint(t.args.save, t.state, *t.reg, t.sync->weights_for_save(gathered), t.opt.get(),
+                  t.ps);
   t.last_saved = t.state.iteration;
   if (t.log.tty) std::printf("\r\033[K");
   log_line(t.log.rank0, "saved checkpoint at iteration %lld to %s (%.2f s)\n",

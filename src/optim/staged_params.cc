@@ -1,0 +1,86 @@
+#include "optim/staged_params.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "kernels/precision.h"
+
+namespace mt {
+
+StagedParams::StagedParams(ModelRuntime& rt, const StagedGrads& grads)
+    : rt_(rt), grads_(grads), holds_(3, kNone) {
+  MT_CHECK(rt.weights_staged(), "StagedParams over a model whose weights are not in a staging "
+           "pool (internal error: build the ModelRuntime with GradPlacement::weights)");
+  if (rt.params_bf16 != nullptr) {
+    shard_buf_ = DeviceBuffer(Device::kCpu, size_t(grads.shard_floats()) * sizeof(uint16_t));
+    shard_bf16_ = reinterpret_cast<uint16_t*>(shard_buf_.data());
+  }
+}
+
+void StagedParams::attach(const AdamWOptimizer& opt) {
+  MT_CHECK(opt.has_main_params() && opt.state_floats() == grads_.shard_floats(),
+           "optim_grads_params needs the optimizer's main weights over the gradient shard's "
+           "pieces (internal error)");
+  main_ = opt.main_params();
+}
+
+void StagedParams::refresh() {
+  MT_CHECK(main_ != nullptr, "StagedParams::refresh before attach (internal error)");
+  if (shard_bf16_ != nullptr) f32_to_bf16(shard_bf16_, main_, grads_.shard_floats());
+  invalidate();
+}
+
+size_t StagedParams::region_of(int64_t part) const {
+  return part < 0 ? 0 : part == grads_.num_parts() - 2 ? 1 : 2;
+}
+
+void StagedParams::gather_bucket(GradGroup g, size_t b, float* dst32, uint16_t* dst16) const {
+  const GradBucket& bk = grads_.buckets(g)[b];
+  const Communicator& comm = *grads_.comm(g);
+  const int r = comm.rank();
+  const int64_t at = grads_.shard_offset(g, b), begin = bk.shards.displs[size_t(r)];
+  const int64_t count = bk.shards.counts[size_t(r)];
+  if (dst16 != nullptr) {
+    if (at >= 0) std::copy(shard_bf16_ + at, shard_bf16_ + at + count, dst16 + begin);
+    if (comm.size() > 1) comm.all_gather_in_place(dst16, bk.shards);
+  } else {
+    if (at >= 0) std::copy(main_ + at, main_ + at + count, dst32 + begin);
+    if (comm.size() > 1) comm.all_gather_in_place(dst32, bk.shards);
+  }
+}
+
+void StagedParams::need(int64_t part) {
+  MT_CHECK(main_ != nullptr, "StagedParams::need before attach (internal error)");
+  MT_CHECK(part >= -1 && part < grads_.num_parts() - 1, "params_needed(", part,
+           ") outside the model's parts -1 .. ", grads_.num_parts() - 2);
+  int64_t& held = holds_[region_of(part)];
+  if (held == part) return;
+  for (GradGroup g : {GradGroup::kDataParallel, GradGroup::kExpertDataParallel}) {
+    if (grads_.comm(g) == nullptr) continue;
+    for (size_t b : grads_.part_buckets(g, part)) {
+      // The bucket's range in the pool starts at its lowest parameter.
+      const int64_t at = rt_.param_offset(grads_.buckets(g)[b].params.back());
+      gather_bucket(g, b, rt_.params ? rt_.params + at : nullptr,
+                    rt_.params_bf16 ? rt_.params_bf16 + at : nullptr);
+    }
+  }
+  held = part;
+}
+
+ReadView StagedParams::gather_all(HostBuffer& full) const {
+  MT_CHECK(main_ != nullptr, "StagedParams::gather_all before attach (internal error)");
+  const int64_t n = rt_.reg.total_floats();
+  full = HostBuffer(size_t(n) * (shard_bf16_ ? sizeof(uint16_t) : sizeof(float)));
+  float* f32 = shard_bf16_ ? nullptr : reinterpret_cast<float*>(full.data());
+  uint16_t* b16 = shard_bf16_ ? reinterpret_cast<uint16_t*>(full.data()) : nullptr;
+  for (GradGroup g : {GradGroup::kDataParallel, GradGroup::kExpertDataParallel}) {
+    if (grads_.comm(g) == nullptr) continue;
+    for (size_t b = 0; b < grads_.buckets(g).size(); ++b) {
+      const int64_t begin = grads_.buckets(g)[b].begin;  // registry offsets
+      gather_bucket(g, b, f32 ? f32 + begin : nullptr, b16 ? b16 + begin : nullptr);
+    }
+  }
+  return b16 ? ReadView(b16) : ReadView(f32);
+}
+
+}  // namespace mt
