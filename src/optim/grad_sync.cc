@@ -83,6 +83,7 @@ void GradSync::part_needed(int64_t part) {
 }
 
 void GradSync::finish() {
+  TimelineSpan span(ps_.timeline(), TimelineKind::kGradSync, "grad sync");
   wait_params();  // (the forward has waited already)
   for (int64_t part = int64_t(part_done_.size()) - 2; part >= -1; --part) part_ready(part);
   buckets_->finish();
