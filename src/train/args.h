@@ -10,6 +10,7 @@
 #include "model/params.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
+#include "train/profile_args.h"
 
 namespace mt {
 
@@ -93,6 +94,7 @@ struct TrainArgs {
   int64_t eval_interval = 1000;
   int64_t eval_iters = 100;
   std::string log_json;
+  ProfileArgs profile;  // --profile and its range, ranks and folder (train/profiler.h)
   double peak_tflops = 0;  // 0 → measure at start-up
   std::string device = "cpu";  // cpu | cuda (backend/device.h)
   std::string save;
