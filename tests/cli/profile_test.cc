@@ -145,9 +145,10 @@ TEST(Profile, Tp2Pp2TimelineMatchesTheLog) {
       EXPECT_NEAR(s.compute + s.recv + s.comm, logged_us, 0.1 * logged_us)
           << where << ": logged " << logged_us << " us, top-level spans (us):" << kinds;
       const double logged_bubble = logged.at("bubble_per_stage").at(size_t(rank / 2));
-      if (rank % 2 == 0)  // rank 0's pipeline (TP rank 0) is the one logged
+      if (rank % 2 == 0) {  // rank 0's pipeline (TP rank 0) is the one logged
         EXPECT_NEAR(s.recv / s.iteration, logged_bubble, 0.1 * logged_bubble + 1e-3)
             << where << ": trace bubble vs logged";
+      }
     }
 }
 
