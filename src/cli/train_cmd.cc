@@ -1,6 +1,7 @@
 // `megatron train`: Megatron-LM's flag names, or a config file of them.
 #include "cli/commands.h"
 #include "cli/model_flags.h"
+#include "cli/profile_flags.h"
 #include "cli/strict_numbers.h"
 #include "core/error.h"
 #include "comm/mpi_env.h"
@@ -238,6 +239,7 @@ Command add_train_command(CLI::App& app) {
                 "accepted for Megatron-LM compatibility: SIGTERM and SIGINT always save a "
                 "checkpoint (with --save) and exit at the end of the iteration");
 
+  add_profile_flags(app, &a->profile);
   make_integer_options_strict(app);
 
   return [a, model_options, lists]() {

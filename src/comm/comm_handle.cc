@@ -25,7 +25,9 @@ CommHandle::CommHandle(CommHandle&& o) noexcept
       kind_(o.kind_),
       op_(o.op_),
       group_(std::move(o.group_)),
-      peer_(o.peer_) {}
+      peer_(o.peer_),
+      timeline_(o.timeline_),
+      bytes_(o.bytes_) {}
 
 CommHandle& CommHandle::operator=(CommHandle&& o) noexcept {
   if (this != &o) {
@@ -44,6 +46,8 @@ CommHandle& CommHandle::operator=(CommHandle&& o) noexcept {
     op_ = o.op_;
     group_ = std::move(o.group_);
     peer_ = o.peer_;
+    timeline_ = o.timeline_;
+    bytes_ = o.bytes_;
   }
   return *this;
 }
@@ -58,6 +62,8 @@ void CommHandle::wait() {
   if (!pending()) return;
   int rc;
   {
+    TimelineSpan span(timeline_, TimelineKind::kCommWait, op_,
+                      {.peer = peer_, .bytes = bytes_, .group = group_->name.c_str()});
     WaitScope waiting(op_, group_.get(), peer_);
     rc = req_->wait();
   }

@@ -8,6 +8,7 @@
 
 #include "comm/comm_backend.h"
 #include "comm/watchdog.h"
+#include "core/timeline.h"
 
 namespace mt {
 
@@ -38,6 +39,12 @@ class CommHandle {
   CommHandle& then_move(float* dst, const float* src, int64_t n);
   // The same for n elements of `elem` bytes.
   CommHandle& then_move_bytes(void* dst, const void* src, int64_t n, size_t elem);
+  // wait() adds a span to `timeline` while it records ("wait <op>", with the
+  // group and `bytes`): the time the overlap did not hide.
+  void record_wait(Timeline* timeline, int64_t bytes) {
+    timeline_ = timeline;
+    bytes_ = bytes;
+  }
 
  private:
   void complete();  // runs the pending move, if any
@@ -51,6 +58,8 @@ class CommHandle {
   const char* op_ = "";
   std::shared_ptr<const GroupId> group_;  // the Communicator's, for messages
   int peer_ = -1;
+  Timeline* timeline_ = nullptr;  // not owned (record_wait)
+  int64_t bytes_ = -1;
 };
 
 }  // namespace mt

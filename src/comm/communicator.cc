@@ -11,18 +11,26 @@
 namespace mt {
 namespace {
 
-// A blocking backend call: adds the wall time of its scope to a counter and
-// arms the watchdog (comm/watchdog.h) with the operation and the group.
+// A blocking backend call: adds the wall time of its scope to a counter,
+// arms the watchdog (comm/watchdog.h) with the operation and the group, and
+// while the group's timeline records, spans it there with the group and the
+// bytes moved (-1: none).
 class BusyTimer {
  public:
-  BusyTimer(double& acc, const char* op, const GroupId* group, int peer = -1)
-      : wait_(op, group, peer), acc_(acc), t0_(std::chrono::steady_clock::now()) {}
+  BusyTimer(double& acc, const char* op, const GroupId* group, int peer, Timeline* timeline,
+            int64_t bytes)
+      : wait_(op, group, peer),
+        span_(timeline, TimelineKind::kCollective, op,
+              SpanArgs{.peer = peer, .bytes = bytes, .group = group->name.c_str()}),
+        acc_(acc),
+        t0_(std::chrono::steady_clock::now()) {}
   ~BusyTimer() {
     acc_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
   }
 
  private:
   WaitScope wait_;
+  TimelineSpan span_;
   double& acc_;
   std::chrono::steady_clock::time_point t0_;
 };
@@ -91,7 +99,9 @@ Communicator::Communicator(Communicator&& o) noexcept
       name_(std::move(o.name_)),
       rank_(std::exchange(o.rank_, -1)),
       size_(std::exchange(o.size_, 0)),
-      max_tag_(o.max_tag_) {}
+      max_tag_(o.max_tag_) {
+  timeline_ = std::exchange(o.timeline_, nullptr);
+}
 
 Communicator& Communicator::operator=(Communicator&& o) noexcept {
   if (this != &o) {
@@ -102,6 +112,7 @@ Communicator& Communicator::operator=(Communicator&& o) noexcept {
     rank_ = std::exchange(o.rank_, -1);
     size_ = std::exchange(o.size_, 0);
     max_tag_ = o.max_tag_;
+    timeline_ = std::exchange(o.timeline_, nullptr);
   }
   return *this;
 }
@@ -110,12 +121,14 @@ void Communicator::check(int rc, const char* op) const {
   if (rc != 0) fail_comm(backend_->kind(), op, name_, backend_->error_text(rc));
 }
 
-CommHandle Communicator::handle(int rc, CommBackend::Request req, const char* op,
-                                int peer) const {
+CommHandle Communicator::handle(int rc, CommBackend::Request req, const char* op, int peer,
+                                int64_t bytes) const {
   check(rc, op);
   MT_CHECK(req != nullptr, op, " on group '", name_, "': the ", backend_->kind(),
            " backend started no request");
-  return CommHandle(std::move(req), backend_->kind(), op, id_, peer);
+  CommHandle h(std::move(req), backend_->kind(), op, id_, peer);
+  if (timeline_ != nullptr) h.record_wait(timeline_, bytes);
+  return h;
 }
 
 void Communicator::check_member(const char* op) const {
@@ -155,7 +168,7 @@ void Communicator::check_split(const char* op, const ChunkSplit& split) const {
 
 void Communicator::all_reduce(void* x, int64_t n, ElemType type, ReduceOp op,
                               const char* what) const {
-  BusyTimer busy(busy_seconds_, what, id_.get());
+  BusyTimer busy(busy_seconds_, what, id_.get(), -1, timeline_, n * int64_t(elem_bytes(type)));
   all_reduce_chunked(x, n, type, op, what);
 }
 
@@ -199,7 +212,7 @@ void Communicator::all_reduce_sum_bf16(uint16_t* x, int64_t n) const {
 
 void Communicator::reduce_scatter_sum(float* out, const float* in, int64_t n) const {
   const char* op = "reduce_scatter_sum";
-  BusyTimer busy(busy_seconds_, op, id_.get());
+  BusyTimer busy(busy_seconds_, op, id_.get(), -1, timeline_, n * size_ * 4);
   check_member(op);
   const int64_t c = count(op, n * size_);
   MT_CHECK(!overlaps(out, size_t(n) * 4, in, size_t(c) * 4) || (size_ == 1 && out == in), op,
@@ -223,7 +236,8 @@ void Communicator::reduce_scatter_sum_bf16_in_place(uint16_t* x, const ChunkSpli
 
 void Communicator::reduce_scatter_in_place(void* x, const ChunkSplit& split, ElemType type,
                                            ReduceOp op, const char* what) const {
-  BusyTimer busy(busy_seconds_, what, id_.get());
+  BusyTimer busy(busy_seconds_, what, id_.get(), -1, timeline_,
+                 split.total() * int64_t(elem_bytes(type)));
   check_split(what, split);
   if (size_ == 1 || split.total() == 0) return;
   if (split.total() * int64_t(elem_bytes(type)) > kReduceChunkBytes) {
@@ -248,7 +262,8 @@ void Communicator::all_gather(uint16_t* out, const uint16_t* in, int64_t n) cons
 
 void Communicator::all_gather(void* out_v, const void* in_v, int64_t n, ElemType type) const {
   const char* op = "all_gather";
-  BusyTimer busy(busy_seconds_, op, id_.get());
+  BusyTimer busy(busy_seconds_, op, id_.get(), -1, timeline_,
+                 n * size_ * int64_t(elem_bytes(type)));
   check_member(op);
   char* out = static_cast<char*>(out_v);
   const char* in = static_cast<const char*>(in_v);
@@ -276,7 +291,8 @@ void Communicator::all_gather_in_place(uint16_t* x, const ChunkSplit& split) con
 
 void Communicator::all_gather_in_place(void* x, const ChunkSplit& split, ElemType type) const {
   const char* op = "all_gather_in_place";
-  BusyTimer busy(busy_seconds_, op, id_.get());
+  BusyTimer busy(busy_seconds_, op, id_.get(), -1, timeline_,
+                 split.total() * int64_t(elem_bytes(type)));
   check_split(op, split);
   if (size_ == 1 || split.total() == 0) return;
   check(backend_->all_gather_in_place(x, split, type), op);
@@ -295,7 +311,8 @@ void Communicator::all_to_all_v(uint16_t* out, const ChunkSplit& recv_split, con
 void Communicator::all_to_all_v(void* out, const ChunkSplit& recv_split, const void* in,
                                 const ChunkSplit& send_split, ElemType type) const {
   const char* op = "all_to_all_v";
-  BusyTimer busy(busy_seconds_, op, id_.get());
+  BusyTimer busy(busy_seconds_, op, id_.get(), -1, timeline_,
+                 send_split.total() * int64_t(elem_bytes(type)));
   check_split(op, send_split);
   check_split(op, recv_split);
   if (size_ == 1) {
@@ -310,7 +327,7 @@ void Communicator::all_to_all_v(void* out, const ChunkSplit& recv_split, const v
 
 std::vector<int64_t> Communicator::all_to_all_counts(const std::vector<int64_t>& send) const {
   const char* op = "all_to_all_counts";
-  BusyTimer busy(busy_seconds_, op, id_.get());
+  BusyTimer busy(busy_seconds_, op, id_.get(), -1, timeline_, int64_t(send.size()) * 8);
   check_member(op);
   MT_CHECK(int(send.size()) == size_, op, " on group '", name_, "': ", send.size(),
            " counts for a group of ", size_);
@@ -323,7 +340,7 @@ std::vector<int64_t> Communicator::all_to_all_counts(const std::vector<int64_t>&
 
 void Communicator::broadcast(void* data, size_t bytes, int root) const {
   const char* op = "broadcast";
-  BusyTimer busy(busy_seconds_, op, id_.get());
+  BusyTimer busy(busy_seconds_, op, id_.get(), -1, timeline_, int64_t(bytes));
   check_member(op);
   MT_CHECK(root >= 0 && root < size_, op, " on group '", name_, "': root ", root,
            " is not a rank of this group of size ", size_);
@@ -337,10 +354,52 @@ void Communicator::broadcast(void* data, size_t bytes, int root) const {
 }
 
 void Communicator::barrier() const {
-  BusyTimer busy(busy_seconds_, "barrier", id_.get());
+  BusyTimer busy(busy_seconds_, "barrier", id_.get(), -1, timeline_, 0);
   check_member("barrier");
   if (size_ == 1) return;
   check(backend_->barrier(), "barrier");
+}
+
+std::vector<std::vector<char>> Communicator::gather_bytes(const void* data, size_t bytes,
+                                                          int root) const {
+  const char* op = "gather_bytes";
+  check_member(op);
+  MT_CHECK(root >= 0 && root < size_, op, " on group '", name_, "': root ", root,
+           " is not a rank of this group of size ", size_);
+  std::vector<std::vector<char>> out;
+  const char* mine = static_cast<const char*>(data);
+  if (size_ == 1) {
+    out.emplace_back(mine, mine + bytes);
+    return out;
+  }
+  // Every rank's size first (an all-gather), then each rank's bytes to the
+  // root point-to-point, in pieces that keep the backend's int counts in range.
+  std::vector<int64_t> sizes(size_t(size_), 0);
+  const int64_t own = int64_t(bytes);
+  {
+    WaitScope waiting(op, id_.get());
+    check(backend_->all_gather(sizes.data(), &own, 1, ElemType::kI64), op);
+  }
+  constexpr int kTag = 29;
+  constexpr int64_t kPiece = int64_t(1) << 30;
+  if (rank_ != root) {
+    for (int64_t done = 0; done < own; done += kPiece)
+      send(mine + done, std::min(own - done, kPiece), ElemType::kU8, root, kTag);
+    return out;
+  }
+  out.resize(size_t(size_));
+  for (int r = 0; r < size_; ++r) {
+    std::vector<char>& buf = out[size_t(r)];
+    buf.resize(size_t(sizes[size_t(r)]));
+    if (r == rank_) {
+      if (bytes > 0) std::memcpy(buf.data(), mine, bytes);
+      continue;
+    }
+    for (int64_t done = 0; done < int64_t(buf.size()); done += kPiece)
+      recv(buf.data() + done, std::min(int64_t(buf.size()) - done, kPiece), ElemType::kU8, r,
+           kTag);
+  }
+  return out;
 }
 
 // ---------------------------------------------------------------- point-to-point
@@ -355,7 +414,8 @@ void Communicator::send(const uint16_t* x, int64_t n, int peer, int tag) const {
 
 void Communicator::send(const void* x, int64_t n, ElemType type, int peer, int tag) const {
   check_peer("send", peer, tag);
-  BusyTimer busy(busy_seconds_, "send", id_.get(), world_ranks_[size_t(peer)]);
+  BusyTimer busy(busy_seconds_, "send", id_.get(), world_ranks_[size_t(peer)], timeline_,
+                 n * int64_t(elem_bytes(type)));
   check(backend_->send(x, count("send", n), type, peer, tag), "send");
   sent_bytes_ += n * int64_t(elem_bytes(type));
 }
@@ -370,7 +430,8 @@ void Communicator::recv(uint16_t* x, int64_t n, int peer, int tag) const {
 
 void Communicator::recv(void* x, int64_t n, ElemType type, int peer, int tag) const {
   check_peer("recv", peer, tag);
-  BusyTimer busy(busy_seconds_, "recv", id_.get(), world_ranks_[size_t(peer)]);
+  BusyTimer busy(busy_seconds_, "recv", id_.get(), world_ranks_[size_t(peer)], timeline_,
+                 n * int64_t(elem_bytes(type)));
   int64_t got = 0;
   check(backend_->recv(x, count("recv", n), type, peer, tag, &got), "recv");
   MT_CHECK(got == n, "recv on group '", name_, "' from rank ", peer, " tag ", tag, ": got ", got,
@@ -388,9 +449,12 @@ CommHandle Communicator::isend(const uint16_t* x, int64_t n, int peer, int tag) 
 CommHandle Communicator::isend(const void* x, int64_t n, ElemType type, int peer,
                                int tag) const {
   check_peer("isend", peer, tag);
+  const int64_t bytes = n * int64_t(elem_bytes(type));
+  TimelineSpan span(timeline_, TimelineKind::kCommStart, "isend",
+                    {.peer = world_ranks_[size_t(peer)], .bytes = bytes, .group = name_.c_str()});
   CommBackend::Request req;
   const int rc = backend_->isend(x, count("isend", n), type, peer, tag, &req);
-  CommHandle h = handle(rc, std::move(req), "isend", world_ranks_[size_t(peer)]);
+  CommHandle h = handle(rc, std::move(req), "isend", world_ranks_[size_t(peer)], bytes);
   sent_bytes_ += n * int64_t(elem_bytes(type));
   return h;
 }
@@ -405,9 +469,12 @@ CommHandle Communicator::irecv(uint16_t* x, int64_t n, int peer, int tag) const 
 
 CommHandle Communicator::irecv(void* x, int64_t n, ElemType type, int peer, int tag) const {
   check_peer("irecv", peer, tag);
+  const int64_t bytes = n * int64_t(elem_bytes(type));
+  TimelineSpan span(timeline_, TimelineKind::kCommStart, "irecv",
+                    {.peer = world_ranks_[size_t(peer)], .bytes = bytes, .group = name_.c_str()});
   CommBackend::Request req;
   const int rc = backend_->irecv(x, count("irecv", n), type, peer, tag, &req);
-  return handle(rc, std::move(req), "irecv", world_ranks_[size_t(peer)]);
+  return handle(rc, std::move(req), "irecv", world_ranks_[size_t(peer)], bytes);
 }
 
 // ---------------------------------------------------------------- non-blocking collectives
@@ -425,9 +492,12 @@ CommHandle Communicator::start_all_reduce(void* x, int64_t n, ElemType type, Red
   check_member(what);
   const int64_t c = count(what, n);
   if (size_ == 1 || c == 0) return CommHandle();
+  const int64_t bytes = c * int64_t(elem_bytes(type));
+  TimelineSpan span(timeline_, TimelineKind::kCommStart, what,
+                    {.bytes = bytes, .group = name_.c_str()});
   CommBackend::Request req;
   const int rc = backend_->start_all_reduce(x, c, type, op, &req);
-  return handle(rc, std::move(req), what);
+  return handle(rc, std::move(req), what, -1, bytes);
 }
 
 CommHandle Communicator::start_all_gather(float* out, const float* in, int64_t n) const {
@@ -441,9 +511,11 @@ CommHandle Communicator::start_all_gather(float* out, const float* in, int64_t n
   }
   MT_CHECK(in_place || !overlaps(out, size_t(c) * 4, in, size_t(n) * 4), op, " on group '", name_,
            "': input overlaps the output but is not this rank's chunk");
+  TimelineSpan span(timeline_, TimelineKind::kCommStart, op,
+                    {.bytes = c * 4, .group = name_.c_str()});
   CommBackend::Request req;
   const int rc = backend_->start_all_gather(out, in, n, ElemType::kF32, &req);
-  return handle(rc, std::move(req), op);
+  return handle(rc, std::move(req), op, -1, c * 4);
 }
 
 CommHandle Communicator::start_reduce_scatter_sum(float* out, const float* in, int64_t n) const {
@@ -456,9 +528,11 @@ CommHandle Communicator::start_reduce_scatter_sum(float* out, const float* in, i
     if (out != in && n > 0) std::memcpy(out, in, size_t(n) * sizeof(float));
     return CommHandle();
   }
+  TimelineSpan span(timeline_, TimelineKind::kCommStart, op,
+                    {.bytes = c * 4, .group = name_.c_str()});
   CommBackend::Request req;
   const int rc = backend_->start_reduce_scatter(out, in, n, ElemType::kF32, ReduceOp::kSum, &req);
-  return handle(rc, std::move(req), op);
+  return handle(rc, std::move(req), op, -1, c * 4);
 }
 
 CommHandle Communicator::start_reduce_scatter_sum_in_place(float* x,
@@ -478,9 +552,12 @@ CommHandle Communicator::start_reduce_scatter_in_place(void* x, const ChunkSplit
                                                        const char* what) const {
   check_split(what, split);
   if (size_ == 1 || split.total() == 0) return CommHandle();
+  const int64_t bytes = split.total() * int64_t(elem_bytes(type));
+  TimelineSpan span(timeline_, TimelineKind::kCommStart, what,
+                    {.bytes = bytes, .group = name_.c_str()});
   CommBackend::Request req;
   const int rc = backend_->start_reduce_scatter_in_place(x, split, type, op, &req);
-  return handle(rc, std::move(req), what);
+  return handle(rc, std::move(req), what, -1, bytes);
 }
 
 CommHandle Communicator::start_all_gather_in_place(float* x, const ChunkSplit& split) const {
@@ -496,9 +573,12 @@ CommHandle Communicator::start_all_gather_in_place(void* x, const ChunkSplit& sp
   const char* op = "start_all_gather_in_place";
   check_split(op, split);
   if (size_ == 1 || split.total() == 0) return CommHandle();
+  const int64_t bytes = split.total() * int64_t(elem_bytes(type));
+  TimelineSpan span(timeline_, TimelineKind::kCommStart, op,
+                    {.bytes = bytes, .group = name_.c_str()});
   CommBackend::Request req;
   const int rc = backend_->start_all_gather_in_place(x, split, type, &req);
-  return handle(rc, std::move(req), op);
+  return handle(rc, std::move(req), op, -1, bytes);
 }
 
 }  // namespace mt

@@ -27,6 +27,7 @@
 #include "comm/comm_backend.h"
 #include "comm/comm_handle.h"
 #include "comm/watchdog.h"
+#include "core/timeline.h"
 
 namespace mt {
 
@@ -118,6 +119,9 @@ class Communicator {
   // The `bytes` bytes at data on `root` are copied to every rank.
   void broadcast(void* data, size_t bytes, int root) const;
   void barrier() const;
+  // Collective: rank `root` gets every rank's `bytes` bytes at `data` (sizes
+  // may differ per rank), in rank order; the other ranks get an empty list.
+  std::vector<std::vector<char>> gather_bytes(const void* data, size_t bytes, int root) const;
 
   // Point-to-point within the group; `peer` is a rank in this group.
   void send(const float* x, int64_t n, int peer, int tag) const;  // x: (n)
@@ -152,6 +156,11 @@ class Communicator {
   // the last reset: the context-parallel ring's traffic on the CP group.
   int64_t sent_bytes() const { return sent_bytes_; }
   void reset_sent_bytes() const { sent_bytes_ = 0; }
+  // The recorder (core/timeline.h) every call of this group adds a span to
+  // while it records (its group name and bytes in the span's args); null: none.
+  // Code that holds a Communicator records its own spans there too.
+  void set_timeline(Timeline* timeline) { timeline_ = timeline; }
+  Timeline* timeline() const { return timeline_; }
 
  private:
   void check_member(const char* op) const;
@@ -161,7 +170,9 @@ class Communicator {
   // Throws (naming the backend, `op` and the group) unless rc == 0.
   void check(int rc, const char* op) const;
   // The handle of a started operation (or throws when rc != 0).
-  CommHandle handle(int rc, CommBackend::Request req, const char* op, int peer = -1) const;
+  // `bytes`: what it moves, for the timeline's wait span.
+  CommHandle handle(int rc, CommBackend::Request req, const char* op, int peer = -1,
+                    int64_t bytes = -1) const;
   void all_reduce(void* x, int64_t n, ElemType type, ReduceOp op, const char* what) const;
   void all_reduce_chunked(void* x, int64_t n, ElemType type, ReduceOp op,
                           const char* what) const;  // all_reduce without the busy timer
@@ -187,6 +198,7 @@ class Communicator {
   std::vector<int> world_ranks_;  // of this group's ranks, in group order
   mutable double busy_seconds_ = 0;  // wall time inside blocking backend calls
   mutable int64_t sent_bytes_ = 0;   // point-to-point bytes sent
+  Timeline* timeline_ = nullptr;     // not owned; null: nothing recorded
   std::string name_ = "null";
   int rank_ = -1;
   int size_ = 0;

@@ -232,6 +232,12 @@ std::string ParallelState::layout() const {
   return os.str();
 }
 
+void ParallelState::set_timeline(Timeline* timeline) {
+  for (Communicator* c : {&tp_comm, &cp_comm, &dp_comm, &dp_cp_comm, &pp_comm, &mp_comm,
+                          &embd_comm, &world_comm, &ep_comm, &edp_comm, &emp_comm})
+    c->set_timeline(timeline);
+}
+
 const Communicator& ParallelState::comm(GroupKind kind) const {
   switch (kind) {
     case GroupKind::kTp:

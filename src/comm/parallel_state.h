@@ -127,6 +127,10 @@ class ParallelState {
   // group marked with '*', after one line naming the nodes' ranks.
   std::string describe_groups() const;
   const Communicator& comm(GroupKind kind) const;
+  // Every group's calls go to `timeline` (null: none); see Communicator::set_timeline.
+  void set_timeline(Timeline* timeline);
+  // The recorder the groups report to (null: none).
+  Timeline* timeline() const { return world_comm.timeline(); }
   // The group gradients are averaged over and the distributed optimizer
   // shards over: DP x CP (dp_comm itself at CP = 1).
   const Communicator& dp_cp() const { return cp_size > 1 ? dp_cp_comm : dp_comm; }

@@ -146,6 +146,9 @@ uint16_t* GradBuckets::prepare(size_t b) {
 
 CommHandle GradBuckets::start(size_t b) {
   const GradBucket& bk = buckets_[b];
+  TimelineSpan span(dp_->timeline(), TimelineKind::kGradSync, "grad bucket start",
+                    {.bytes = bk.numel() * int64_t(reduce_in_bf16_ ? 2 : 4),
+                     .group = dp_->name().c_str()});
   uint16_t* h = prepare(b);
   Timer t;
   CommHandle out =
@@ -160,6 +163,9 @@ CommHandle GradBuckets::start(size_t b) {
 
 void GradBuckets::reduce(size_t b) {
   const GradBucket& bk = buckets_[b];
+  TimelineSpan span(dp_->timeline(), TimelineKind::kGradSync, "grad bucket reduce",
+                    {.bytes = bk.numel() * int64_t(reduce_in_bf16_ ? 2 : 4),
+                     .group = dp_->name().c_str()});
   uint16_t* h = prepare(b);
   Timer t;
   if (h != nullptr) {

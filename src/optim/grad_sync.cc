@@ -117,6 +117,7 @@ void GradSync::part_needed(int64_t part) {
 }
 
 void GradSync::finish() {
+  TimelineSpan span(ps_.timeline(), TimelineKind::kGradSync, "grad sync");
   wait_params();  // (the forward has waited already)
   if (staged_) {
     // Parts no backward reported this iteration (a last stage's copy of the

@@ -135,7 +135,11 @@ double run_pipeline_schedule(ModelRuntime& rt, const PipelineLinks& links,
   std::vector<CommHandle> fwd_sends(size_t(rt.num_chunks()) * slots);
   std::vector<CommHandle> bwd_sends(fwd_sends.size());
   double loss = 0;
+  // Each step's span on the timeline (null or not recording: nothing): the
+  // receive spans cover exactly what *wait_seconds counts (the logged bubble).
+  Timeline* tl = links.pp->timeline();
   for (const PipeOp& op : ops) {
+    const SpanArgs at{.micro_batch = int32_t(op.micro_batch), .chunk = op.chunk};
     const size_t i = size_t(op.micro_batch) % slots;
     CommHandle& fwd_send = fwd_sends[size_t(op.chunk) * slots + i];
     CommHandle& bwd_send = bwd_sends[size_t(op.chunk) * slots + i];
@@ -143,6 +147,7 @@ double run_pipeline_schedule(ModelRuntime& rt, const PipelineLinks& links,
       case PipeStep::kRecvForward: {
         fwd_send.wait();
         bwd_send.wait();
+        TimelineSpan span(tl, TimelineKind::kPipeRecv, "recv forward", at);
         Timer t;
         visit(rt.stage_input(op.chunk, i),
               [&](auto* x) { links.pp->recv(x, n, prev_rank, fwd_tag(op.chunk)); });
@@ -152,17 +157,20 @@ double run_pipeline_schedule(ModelRuntime& rt, const PipelineLinks& links,
       case PipeStep::kForward: {
         fwd_send.wait();
         bwd_send.wait();
+        TimelineSpan span(tl, TimelineKind::kForward, "forward", at);
         loss += rt.forward(op.chunk, i, op.micro_batch, next, ctx);
         break;
       }
       case PipeStep::kSendForward: {
         const int receiver_chunk = links.stage == stages - 1 ? op.chunk + 1 : op.chunk;
+        TimelineSpan span(tl, TimelineKind::kPipeSend, "send forward", at);
         fwd_send = visit(ReadView(rt.stage_output(op.chunk, i)), [&](const auto* x) {
           return links.pp->isend(x, n, next_rank, fwd_tag(receiver_chunk));
         });
         break;
       }
       case PipeStep::kRecvBackward: {
+        TimelineSpan span(tl, TimelineKind::kPipeRecv, "recv backward", at);
         Timer t;
         links.pp->recv(rt.input_grad(), n, next_rank, bwd_tag(op.chunk));
         *wait_seconds += t.seconds();
@@ -171,6 +179,7 @@ double run_pipeline_schedule(ModelRuntime& rt, const PipelineLinks& links,
       case PipeStep::kBackward: {
         PassContext c = ctx;
         c.grads_ready = every_micro_batch || op.micro_batch + 1 == m ? grads_ready : nullptr;
+        TimelineSpan span(tl, TimelineKind::kBackward, "backward", at);
         rt.backward(op.chunk, i, c);
         break;
       }
@@ -178,6 +187,7 @@ double run_pipeline_schedule(ModelRuntime& rt, const PipelineLinks& links,
         // Sent (fp32, as every gradient) from the slot's record, which backward
         // no longer needs: the shared input_grad() is overwritten by the next backward.
         const int receiver_chunk = links.stage == 0 ? op.chunk - 1 : op.chunk;
+        TimelineSpan span(tl, TimelineKind::kPipeSend, "send backward", at);
         float* buf = rt.grad_send_buffer(op.chunk, i);
         copy_bytes(buf, rt.input_grad(), size_t(n) * sizeof(float));
         bwd_send = links.pp->isend(buf, n, prev_rank, bwd_tag(receiver_chunk));

@@ -10,6 +10,7 @@
 #include "model/params.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
+#include "train/profile_args.h"
 
 namespace mt {
 
@@ -127,6 +128,7 @@ struct TrainArgs {
   bool log_memory_to_tensorboard = false;
   bool log_world_size_to_tensorboard = false;
   bool log_batch_size_to_tensorboard = false;  // accepted: batch-size is always written
+  ProfileArgs profile;  // --profile and its range, ranks and folder (train/profiler.h)
   double peak_tflops = 0;  // 0 → measure at start-up
   std::string device = "cpu";  // cpu | cuda (backend/device.h)
   std::string save;

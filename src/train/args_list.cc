@@ -144,6 +144,17 @@ ArgList argument_list(const TrainArgs& a) {
   b.add("--exit-interval", a.exit_interval);
   b.add("--exit-duration-in-mins", a.exit_duration_in_mins);
   b.add("--exit-signal-handler", a.exit_signal_handler);
+
+  // --profile (train/profile_args.h): every rank must agree on the range and
+  // ranks, or the gather at its end would hang.
+  b.add("--profile", a.profile.enabled);
+  b.add("--profile-step-start", a.profile.step_start);
+  b.add("--profile-step-end", a.profile.step_end);
+  std::vector<std::string> profile_ranks;
+  for (int r : a.profile.ranks) profile_ranks.push_back(std::to_string(r));
+  b.add("--profile-ranks", words_text(profile_ranks));
+  b.add("--profile-dir", a.profile.dir);
+  b.add("--use-pytorch-profiler", a.profile.use_pytorch_profiler);
   return b.out;
 }
 

@@ -89,6 +89,8 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, Par
       return r;  // no update: the weights stay as they are
     }
   }
+  // Grad norm, clipping, AdamW and the distributed optimizer's all-gather.
+  TimelineSpan span(ps.timeline(), TimelineKind::kOptimizer, "optimizer step");
   r.grad_norm = opt.grad_norm(sync.optimizer_grads(), ps.mp_comm.size() > 1 ? &ps.mp_comm : nullptr,
                               &ps.emp_comm);
   MT_CHECK(std::isfinite(r.loss) && std::isfinite(r.grad_norm), "iteration ", iteration,

@@ -31,6 +31,7 @@
 #include "train/host_memory.h"
 #include "train/memory_report.h"
 #include "train/metrics.h"
+#include "train/profiler.h"
 #include "train/run_args_check.h"
 #include "train/signals.h"
 #include "train/train_step.h"
@@ -208,6 +209,7 @@ struct Trainer {
   std::unique_ptr<DataLoader> data;
   std::optional<GradScaler> scaler;  // fp16 only
   TrainingLog log;
+  Profiler* profiler = nullptr;  // --profile (run_training's; outlives the Trainer)
 };
 
 // The memory this rank holds by class (optim_grads' gradient shard with the gradients).
@@ -477,6 +479,7 @@ void evaluate_and_print_results(Trainer& t, int64_t iteration, bool test = false
 void save_checkpoint_and_time(Trainer& t) {
   if (t.args.save.empty() || t.state.iteration == t.last_saved) return;
   Timer timer;
+  TimelineSpan span(t.ps.timeline(), TimelineKind::kCheckpoint, "checkpoint save");
   t.sync->wait_params();
   HostBuffer gathered;  // optim_grads_params: every weight, for the writer
   save_checkpoint(t.args.save, t.state, *t.reg, t.sync->weights_for_save(gathered), t.opt.get(),
@@ -536,6 +539,10 @@ bool train(Trainer& t) {
     const int64_t it = state.iteration + 1;
     // As Megatron, the LR schedule advances only on iterations that updated.
     const double lr = t.schedule.lr_at(it - 1 - state.skipped_iterations);
+    t.profiler->before_iteration(state.iteration);
+    if (Timeline* tl = t.ps.timeline()) tl->set_iteration(it);
+    std::optional<TimelineSpan> step_span;  // exactly what step_seconds times
+    step_span.emplace(t.ps.timeline(), TimelineKind::kIteration, "iteration");
     Timer step_timer;
     const StepResult r =
         train_step(*t.rt, *t.opt, *t.sync, t.ps, t.train_ops, it, lr, t.m, t.tokens_per_iter,
@@ -545,6 +552,7 @@ bool train(Trainer& t) {
                    },
                    t.scaler ? &*t.scaler : nullptr);
     const double step_seconds = step_timer.seconds();
+    step_span.reset();
     state.iteration = it;
     state.consumed_samples += args.global_batch_size;
     if (t.scaler) state.grad_scaler = t.scaler->state();
@@ -556,7 +564,9 @@ bool train(Trainer& t) {
     warn_if_timeout_is_tight(args, timeout_warned);
     if (args.eval_interval > 0 && it % args.eval_interval == 0 && it != args.train_iters)
       evaluate_and_print_results(t, it);
-    if (checkpoint_and_decide_exit(t, it)) return true;
+    const bool stop = checkpoint_and_decide_exit(t, it);
+    t.profiler->after_iteration(it);  // Megatron's profile_step_end: after the save
+    if (stop) return true;
   }
   return false;
 }
@@ -577,6 +587,15 @@ int evaluate_only(Trainer& t) {
            "in %s\n", static_cast<long long>(t.state.iteration),
            human_duration(t.run_timer.seconds()).c_str());
   return 0;
+}
+
+// The timeline's events one iteration adds on this rank, generously: per
+// micro-batch and model chunk a few pipeline steps and each layer's TP
+// collectives in forward and backward; the gradient buckets and the rest.
+size_t timeline_events_per_iteration(const TrainArgs& args, const ParallelState& ps) {
+  const int64_t chunk_steps = args.num_micro_batches() * args.virtual_stages();
+  const int64_t layers = args.model.num_layers / std::max(1, ps.pp_size) + 2;
+  return size_t(chunk_steps * (16 + 32 * layers) + 4096);
 }
 
 // Megatron's --use-checkpoint-args: every model field the command line does
@@ -627,13 +646,20 @@ int run_training(TrainArgs args, ParallelState& ps) {
   const nlohmann::json run_args = resolve_run_args(args, loaded_iteration, ps);
   install_exit_signal_handlers();
 
+  // Before the Trainer, so that it outlives every pending communication.
+  Profiler profiler(args.skip_train ? ProfileArgs{} : args.profile, ps, args.tensorboard_dir,
+                    args.save,
+                    args.train_iters, args.finetune ? 0 : std::max<int64_t>(loaded_iteration, 0),
+                    timeline_events_per_iteration(args, ps));
   Trainer t = setup_model_and_optimizer(args, run_args, loaded_iteration, ps, run_timer);
+  t.profiler = &profiler;
   setup_data_and_log(t);
   t.log.tb = std::move(tensorboard);
   t.log.tb.measure_memory = [&t] { return measured_memory(t); };
   if (args.skip_train) return evaluate_only(t);
   const int64_t start_iteration = t.state.iteration;
   const bool saved_at_exit = train(t);
+  profiler.finish();  // a range past the last iteration ends with training
   t.sync->wait_params();  // the final parameters are complete on every rank
   if (!saved_at_exit) {
     if (t.data->has_valid() && args.eval_interval > 0) evaluate_and_print_results(t, t.state.iteration);

@@ -24,8 +24,9 @@ namespace {
 
 // " | bubble per stage: 12% 8% (theory 9%)" — per stage: time blocked on
 // neighbours / step time. Collective over the pipeline group.
-std::string bubble_part(const TrainingLog& log, const ParallelState& ps) {
-  std::vector<float> per_stage(size_t(ps.pp_size));
+std::string bubble_part(const TrainingLog& log, const ParallelState& ps,
+                        std::vector<float>& per_stage) {
+  per_stage.resize(size_t(ps.pp_size));
   const float mine = float(log.interval_wait / log.interval_secs);
   ps.pp_comm.all_gather(per_stage.data(), &mine, 1);
   char buf[32];
@@ -94,7 +95,8 @@ void training_log(TrainingLog& log, const StepResult& r, double step_seconds, do
     // Of comm_ms: the ring's waits on its transfers (what the blocks did not hide).
     const double cp_ms = 1e3 * ps.cp_comm.busy_seconds() / double(log.interval_iters);
     sync.reset_timers();
-    const std::string bubble = ps.pp_size > 1 ? bubble_part(log, ps) : "";
+    std::vector<float> bubbles;  // per stage, also in --log-json
+    const std::string bubble = ps.pp_size > 1 ? bubble_part(log, ps, bubbles) : "";
     const double eta = (run_timer.seconds() / double(it - log.start_iteration)) *
                        double(log.train_iters - it);
     if (log.tty) std::printf("\r\033[K");
@@ -115,6 +117,7 @@ void training_log(TrainingLog& log, const StepResult& r, double step_seconds, do
                         {"comm_ms_per_iter", comm_ms},
                         {"dp_grad_bytes_per_iter", dp_bytes}, {"cp_bytes_per_iter", cp_bytes},
                         {"cp_comm_ms_per_iter", cp_ms}};
+    if (!bubbles.empty()) j["bubble_per_stage"] = bubbles;
     if (r.moe) {
       j["load_balancing_loss"] = r.load_balancing_loss;
       j["z_loss"] = r.z_loss;
