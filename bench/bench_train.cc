@@ -9,12 +9,13 @@
 //     micro-batch 1, vocab 32000
 // Usage: bench_train [a|b|small|llama|all] [iters] [--tp N] [--sp] [--pp P] [--m M] [--last-stage-layers K] [--vpp V] [--threads T]
 //                    [--bucket FLOATS] [--overlap] [--bf16] [--recompute full|selective] [--zero]
-//                    [--shard-grads]
+//                    [--shard-grads] [--shard-params]
 //                    [--grad-reduce-in-bf16] [--experts E [--topk K] [--ep N] [--alltoall]]
 // --bf16: bf16 weights, activations and GEMM operands, fp32 main weights (as `megatron train --bf16`);
 // --recompute full: full recompute, uniform groups of one layer;
 // --zero: the distributed optimizer (ZeRO-1) over DP; --shard-grads: and the
-// gradients (Megatron-FSDP's optim_grads, ZeRO-2; implies --zero).
+// gradients (Megatron-FSDP's optim_grads, ZeRO-2; implies --zero); --shard-params:
+// and the weights (optim_grads_params, ZeRO-3; implies --shard-grads).
 // --experts E: every MLP an MoE of E experts, top-K (default 2), each expert's
 // ffn the dense one's / K (the same active parameters and FLOPs per token as
 // the dense model), aux loss 0.01; --ep N: experts over N ranks (of DP),
@@ -58,7 +59,7 @@ struct BenchConfig {
 
 struct BenchOptions {
   int64_t iters = 0;  // 0: the config's default
-  bool sp = false, overlap = false, zero = false, shard_grads = false;
+  bool sp = false, overlap = false, zero = false, shard_grads = false, shard_params = false;
   bool grad_reduce_in_bf16 = false;  // with --bf16: the DP gradient reduction moves bf16
   int64_t bucket_floats = 1'000'000;
   int64_t m = 1, last_stage_layers = 0, vpp = 1;
@@ -110,18 +111,22 @@ void run(const BenchConfig& bc, int threads, mt::ParallelState& ps, const BenchO
   stage.ep_rank = ps.ep_rank;
   stage.ep_size = ps.ep_size;
   mt::ParamRegistry reg(c, stage);
+  const bool shard_grads = o.shard_grads || o.shard_params;
+  mt::GradPlacement grads_at = shard_grads ? mt::plan_staged_grads(reg) : mt::GradPlacement{};
+  grads_at.weights = o.shard_params;
   mt::ModelRuntime rt(reg, bc.micro_batch, mt::TensorParallel{&ps.tp_comm, sp},
                       vpp > 1 ? mt::max_in_flight_interleaved(ps.pp_size, ps.pp_rank, int(vpp), m)
                               : mt::max_in_flight_1f1b(ps.pp_size, ps.pp_rank, m),
                       o.recompute == "full" ? "uniform" : "", 1, o.math, mt::ContextParallel{},
-                      mt::Device::kCpu, &ps.ep_comm,
-                      o.shard_grads ? mt::plan_staged_grads(reg) : mt::GradPlacement{});
-  mt::GradSync sync(rt, ps, o.bucket_floats, o.overlap, o.zero || o.shard_grads, false,
-                    o.grad_reduce_in_bf16, o.shard_grads);
+                      mt::Device::kCpu, &ps.ep_comm, grads_at);
+  mt::GradSync sync(rt, ps, o.bucket_floats, o.overlap, o.zero || shard_grads, false,
+                    o.grad_reduce_in_bf16, shard_grads, o.shard_params);
   mt::AdamWOptimizer opt(reg, mt::OptimizerConfig{}, sync.optimizer_ranges(), &ps.dp_comm,
-                         o.math == mt::MathMode::kBF16, mt::Device::kCpu, &ps.edp_comm,
-                         sync.packed_grads());
+                         o.math == mt::MathMode::kBF16 || o.shard_params, mt::Device::kCpu,
+                         &ps.edp_comm, sync.packed_grads(), o.shard_params);
+  sync.attach(opt);
   mt::initialize_weights(rt, opt, 1234);
+  sync.refresh_params();
   std::mt19937 gen(1 + unsigned(ps.dp_rank));  // the same tokens on every TP rank
   auto next = [&](int64_t, int32_t* tokens, int32_t* labels) {
     for (int64_t i = 0; i < rt.tokens_per_micro_batch(); ++i) {
@@ -163,6 +168,7 @@ void run(const BenchConfig& bc, int threads, mt::ParallelState& ps, const BenchO
   std::printf(
       "{\"bench\":\"train\",\"impl\":\"megatron.cpp\",\"config\":\"%s\",\"layout\":\"%s%s\","
       "\"math\":\"%s\",\"recompute\":\"%s\",\"zero\":%s,\"shard_grads\":%s,"
+      "\"shard_params\":%s,"
       "\"ranks\":%d,\"threads\":%d,\"comm_ms_per_iter\":%.2f,\"micro_batches\":%lld,"
       "\"bubble_per_stage\":%s,\"bubble_theory\":%.4f,"
       "\"layers\":%lld,\"hidden\":%lld,\"heads\":%lld,\"seq\":%lld,\"micro_batch\":%lld,"
@@ -170,8 +176,9 @@ void run(const BenchConfig& bc, int threads, mt::ParallelState& ps, const BenchO
       "\"tflops\":%.4f,\"peak_tflops\":%.4f,\"mfu\":%.4f,\"experts\":%lld,\"topk\":%lld,"
       "\"ep\":%d,\"dispatcher\":\"%s\"}\n",
       bc.name, ps.layout().c_str(), sp ? "-SP" : "", mt::math_mode_name(o.math),
-      o.recompute.c_str(), o.zero || o.shard_grads ? "true" : "false",
-      o.shard_grads ? "true" : "false", ps.world_size, threads, comm_ms,
+      o.recompute.c_str(), o.zero || shard_grads ? "true" : "false",
+      shard_grads ? "true" : "false", o.shard_params ? "true" : "false", ps.world_size, threads,
+      comm_ms,
       (long long)m, bubbles.c_str(), double(ps.pp_size - 1) / double(vpp * m),
       (long long)bc.layers, (long long)bc.hidden, (long long)bc.heads,
       (long long)bc.seq, (long long)bc.micro_batch, (long long)bc.vocab, (long long)iters,
@@ -208,6 +215,8 @@ int main(int argc, char** argv) {
   app.add_flag("--zero", o.zero, "the distributed optimizer (ZeRO-1) over DP");
   app.add_flag("--shard-grads", o.shard_grads,
                "and the gradients (Megatron-FSDP's optim_grads, ZeRO-2); implies --zero");
+  app.add_flag("--shard-params", o.shard_params,
+               "and the weights (optim_grads_params, ZeRO-3); implies --shard-grads");
   bool bf16 = false;
   app.add_flag("--bf16", bf16, "bf16 weights, activations and GEMM operands");
   app.add_flag("--grad-reduce-in-bf16", o.grad_reduce_in_bf16,

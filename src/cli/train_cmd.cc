@@ -69,8 +69,8 @@ Command add_train_command(CLI::App& app) {
   mem->add_option("--data-parallel-sharding-strategy", a->data_parallel_sharding_strategy,
                   "with --use-megatron-fsdp: no_shard (default), optim (the distributed "
                   "optimizer), optim_grads (and the gradients: each layer's reduce-scattered "
-                  "as backward produces it, in every micro-batch); optim_grads_params is not "
-                  "built yet");
+                  "as backward produces it, in every micro-batch), optim_grads_params (and the "
+                  "weights: each layer's all-gathered before its forward and its backward)");
   mem->add_flag("--overlap-param-gather", a->overlap_param_gather,
                 "distributed optimizer: the next forward waits per bucket for the all-gather");
   mem->add_flag("--bf16", a->bf16, "bf16 weights, activations and GEMM operands; fp32 main "

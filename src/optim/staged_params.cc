@@ -9,7 +9,8 @@ namespace mt {
 
 StagedParams::StagedParams(ModelRuntime& rt, const StagedGrads& grads)
     : rt_(rt), grads_(grads), holds_(3, kNone) {
-  MT_CHECK(rt.weights_staged(), "StagedParams over a model whose weights are not in a staging "
+  MT_CHECK(rt.weights_staged(),
+           "StagedParams over a model whose weights are not in a staging "
            "pool (internal error: build the ModelRuntime with GradPlacement::weights)");
   if (rt.params_bf16 != nullptr) {
     shard_buf_ = DeviceBuffer(Device::kCpu, size_t(grads.shard_floats()) * sizeof(uint16_t));

@@ -62,7 +62,7 @@ class StagedParams {
   const float* main_ = nullptr;  // the optimizer's fp32 pieces
   DeviceBuffer shard_buf_;       // bf16 runs: the bf16 pieces
   uint16_t* shard_bf16_ = nullptr;
-  std::vector<int64_t> holds_;   // per region (embeddings, loss head, layers): the part held
+  std::vector<int64_t> holds_;  // per region (embeddings, loss head, layers): the part held
 };
 
 }  // namespace mt

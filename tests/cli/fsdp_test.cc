@@ -1,17 +1,20 @@
-// Megatron-FSDP's sharded gradients (--use-megatron-fsdp
-// --data-parallel-sharding-strategy optim_grads, ZeRO-2) end to end under
-// mpirun: a GPT with dropout and clipping gives one rank's losses, gradient
-// norms and validation losses (1e-5 relative: round-off only) at DP4, DP2
-// with small buckets, TP2 (SP) x DP2, PP2 x DP2, an interleaved PP2 x DP2,
-// CP2 x DP2 and DP2 with full recompute (8 micro-batches per step at DP1,
-// fewer with more DP), as does the strategy `optim` (the distributed
-// optimizer); so does a Llama-style model with an untied output layer (its
-// gradient written by the fused loss head in forward); bf16 gives the bf16
-// one-rank losses within the bf16 layout tolerance (1e-5, as
-// mixed_precision_test's) and fp16 the fp16 one-rank losses. A checkpoint
-// saved under optim_grads at DP2 resumes without FSDP at TP2 with the
-// uninterrupted losses, and a ZeRO-1 checkpoint resumes under optim_grads.
-// What is not built (ZeRO-3, the GPU) is refused in one line.
+// Megatron-FSDP end to end under mpirun (--use-megatron-fsdp
+// --data-parallel-sharding-strategy optim_grads = ZeRO-2: gradients sharded;
+// optim_grads_params = ZeRO-3: weights too): a GPT with dropout and clipping
+// gives one rank's losses, gradient norms and validation losses (1e-5
+// relative: round-off only) at DP4, DP2 with small buckets, TP2 (SP) x DP2,
+// PP2 x DP2, an interleaved PP2 x DP2, CP2 x DP2 and DP2 with full recompute
+// (8 micro-batches per step at DP1, fewer with more DP), under both
+// strategies, as does `optim` (the distributed optimizer); so does a
+// Llama-style model with an untied output layer (its gradient written by the
+// fused loss head in forward); bf16 gives the bf16 one-rank losses within the
+// bf16 layout tolerance (1e-5, as mixed_precision_test's) and fp16 the fp16
+// one-rank losses. Checkpoints saved under optim_grads at DP2 and under
+// optim_grads_params at DP4 resume without FSDP at TP2 with the
+// uninterrupted losses, and a ZeRO-1 checkpoint resumes under both. ZeRO-3's
+// measured bytes per parameter at DP4 are within 15% of 16/4 (fp32) and 18/4
+// (bf16). ZeRO-3 without data parallelism and FSDP on the GPU are refused in
+// one line.
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -23,6 +26,8 @@ namespace mt::test {
 namespace {
 
 const std::string kFsdp = " --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads";
+const std::string kZero3 =
+    " --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params";
 
 // Micro-batch 1 and global batch 8: up to 8 micro-batches per step, DP up to 4.
 std::string model_flags() {
@@ -103,6 +108,23 @@ TEST(Fsdp, ShardedGradientsMatchOneRank) {
        {"dp2_optim", 2, " --use-megatron-fsdp --data-parallel-sharding-strategy optim"}});
 }
 
+// ZeRO-3: each part's weights gathered before its forward, its backward and
+// a recomputed forward, from this rank's pieces.
+TEST(Fsdp, ShardedWeightsMatchOneRank) {
+  expect_layouts_match_one_rank(
+      model_flags(),
+      {{"dp4", 4, kZero3},
+       {"dp2_buckets", 2, kZero3 + " --ddp-bucket-size 3000"},
+       {"tp2_sp_dp2", 4, kZero3 + " --tensor-model-parallel-size 2 --sequence-parallel"},
+       {"pp2_dp2", 4, kZero3 + " --pipeline-model-parallel-size 2"},
+       {"vpp_dp2", 4,
+        kZero3 + " --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1"},
+       {"cp2_dp2", 4, kZero3 + " --context-parallel-size 2"},
+       {"dp2_recompute", 2,
+        kZero3 + " --recompute-granularity full --recompute-method uniform"
+                 " --recompute-num-layers 2"}});
+}
+
 // Untied output layer (Llama-style): its gradient is written in forward and
 // reduced with the loss head; the input embedding's at the end of backward.
 TEST(Fsdp, UntiedOutputLayerMatchesOneRank) {
@@ -110,7 +132,10 @@ TEST(Fsdp, UntiedOutputLayerMatchesOneRank) {
       model_flags() +
           " --normalization RMSNorm --position-embedding-type rope --swiglu"
           " --disable-bias-linear --untie-embeddings-and-output-weights",
-      {{"dp2", 2, kFsdp}, {"pp2_dp2", 4, kFsdp + " --pipeline-model-parallel-size 2"}});
+      {{"dp2", 2, kFsdp},
+       {"pp2_dp2", 4, kFsdp + " --pipeline-model-parallel-size 2"},
+       {"dp2_zero3", 2, kZero3},
+       {"pp2_dp2_zero3", 4, kZero3 + " --pipeline-model-parallel-size 2"}});
 }
 
 TEST(Fsdp, Bf16MatchesBf16OneRank) {
@@ -124,39 +149,91 @@ TEST(Fsdp, Bf16MatchesBf16OneRank) {
 // fp16 with dynamic loss scaling: the overflow check and the unscaling read the shard.
 TEST(Fsdp, Fp16MatchesFp16OneRank) {
   expect_layouts_match_one_rank(model_flags() + " --fp16 --initial-loss-scale 65536",
-                                {{"dp2", 2, kFsdp}});
+                                {{"dp2", 2, kFsdp}, {"dp2_zero3", 2, kZero3}});
 }
 
 // Checkpoints keep the distributed optimizer's format: saved under
-// optim_grads at DP2 they resume without FSDP at TP2 (plain optimizer), and
-// a ZeRO-1 save resumes under optim_grads, with the uninterrupted losses.
+// optim_grads at DP2 or optim_grads_params at DP4 they resume without FSDP
+// at TP2 (plain optimizer), and a ZeRO-1 save resumes under optim_grads and
+// optim_grads_params, with the uninterrupted losses.
 TEST(Fsdp, CheckpointsResumeWithAndWithoutFsdp) {
+  const std::string data_flags =
+      " --train-iters 10 --eval-interval 0 --hidden-dropout 0.1"
+      " --micro-batch-size 2";  // (the later flag wins: DP4 fits 8)
+  for (const auto& [ranks, save_flags] : {std::pair<int, std::string>{2, kFsdp}, {4, kZero3}}) {
+    TempDir dir;
+    const std::string flags =
+        " train" + prepare_data(dir, synthetic_corpus(200)) + tiny_model_flags() + data_flags;
+    const std::string launch = mpirun(ranks) + flags + " --make-vocab-size-divisible-by 64";
+    const JsonLogLines ref = save_at_5_and_resume(dir, launch + save_flags);
+    expect_resume_equal(
+        dir, "tp2_plain",
+        mpirun(2) + flags + " --tensor-model-parallel-size 2 --make-vocab-size-divisible-by 32",
+        ref, 1e-5);
+    if (HasFatalFailure()) return;
+  }
   TempDir dir;
-  const std::string flags = " train" + prepare_data(dir, synthetic_corpus(200)) +
-                            tiny_model_flags() +
-                            " --train-iters 10 --eval-interval 0 --hidden-dropout 0.1";
+  const std::string flags =
+      " train" + prepare_data(dir, synthetic_corpus(200)) + tiny_model_flags() + data_flags;
   const std::string dp2 = mpirun(2) + flags + " --make-vocab-size-divisible-by 64";
-  const JsonLogLines ref = save_at_5_and_resume(dir, dp2 + kFsdp);
-  expect_resume_equal(
-      dir, "tp2_plain",
-      mpirun(2) + flags + " --tensor-model-parallel-size 2 --make-vocab-size-divisible-by 32", ref,
-      1e-5);
-  TempDir zero_dir;
-  const JsonLogLines ref1 = save_at_5_and_resume(zero_dir, dp2 + " --use-distributed-optimizer");
-  expect_resume_equal(zero_dir, "dp2_fsdp", dp2 + kFsdp, ref1, 1e-5);
+  const JsonLogLines ref = save_at_5_and_resume(dir, dp2 + " --use-distributed-optimizer");
+  expect_resume_equal(dir, "dp2_fsdp", dp2 + kFsdp, ref, 1e-5);
+  expect_resume_equal(dir, "dp2_zero3", dp2 + kZero3, ref, 1e-5);
+}
+
+// ZeRO-3's bytes per parameter (weights + gradients + optimizer state,
+// measured by --log-memory) at DP4 are within 15% of Megatron's 16/4 in
+// fp32 and 18/4 in bf16: a model of 24 layers, so that the pools (the
+// embeddings, the loss head and one layer, for the weights and for the
+// gradients) are small beside the shards.
+TEST(Fsdp, Zero3BytesPerParameterAtDp4) {
+  TempDir dir;
+  const std::string flags = " train" + prepare_data(dir, synthetic_corpus(100)) +
+                            " --num-layers 24 --hidden-size 512 --num-attention-heads 8"
+                            " --seq-length 64 --micro-batch-size 1 --global-batch-size 4"
+                            " --train-iters 1 --lr 1e-4 --split 90,10,0 --eval-interval 0"
+                            " --peak-tflops 1 --log-memory --make-vocab-size-divisible-by 64";
+  // The parameters of a rank: one fp32 run's predicted weight bytes / 4.
+  const RunResult one = run(megatron() + flags + " --log-json " + dir.file("one.json"));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const double params =
+      read_log_json(dir.file("one.json")).memory.at("params").at("predicted_bytes").get<double>() /
+      4;
+  for (const auto& [precision, want] :
+       {std::pair<std::string, double>{"", 16.0 / 4}, {" --bf16", 18.0 / 4}}) {
+    const std::string log = dir.file(precision.empty() ? "zero3.json" : "zero3_bf16.json");
+    const RunResult r = run(mpirun(4) + flags + kZero3 + precision + " --log-json " + log);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    for (const auto& [rank, m] : read_log_json(log).memory_by_rank) {
+      double measured = 0, predicted = 0;
+      for (const char* c : {"params", "grads", "optimizer"}) {
+        measured += m.at(c).at("measured_bytes").get<double>();
+        predicted += m.at(c).at("predicted_bytes").get<double>();
+      }
+      EXPECT_NEAR(measured / params, want, 0.15 * want)
+          << precision << " rank " << rank << ": " << measured << " bytes for " << params
+          << " parameters";
+      EXPECT_NEAR(measured / predicted, 1.0, 0.05) << precision << " rank " << rank;
+      std::printf("ZeRO-3%s DP4 rank %d: %.3f bytes per parameter measured, %.3f predicted\n",
+                  precision.c_str(), rank, measured / params, predicted / params);
+    }
+  }
 }
 
 class FsdpBadArgs : public BadInputFixture {};
 
 TEST_F(FsdpBadArgs, WhatIsNotBuiltIsRefusedInOneLine) {
   const BadInputCase cases[] = {
-      {"ZeRO-3", train(" --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params"),
-       "--data-parallel-sharding-strategy optim_grads_params (ZeRO-3: parameters sharded too) is "
-       "not implemented yet; fix: optim_grads"},
+      {"ZeRO-3 on one rank", train(kZero3),
+       "--data-parallel-sharding-strategy optim_grads_params without data parallelism (DP x CP "
+       "= 1 on 1 ranks"},
       {"bad strategy", train(" --use-megatron-fsdp --data-parallel-sharding-strategy zero2"),
        "--data-parallel-sharding-strategy 'zero2' is not one of"},
       {"GPU", train(kFsdp + " --device cuda"),
        "--data-parallel-sharding-strategy optim_grads on --device cuda is not implemented yet"},
+      {"GPU ZeRO-3", train(kZero3 + " --device cuda"),
+       "--data-parallel-sharding-strategy optim_grads_params on --device cuda is not "
+       "implemented yet"},
   };
   for (const BadInputCase& c : cases) expect_fails(c);
 }

@@ -127,7 +127,8 @@ TEST(Moe, ExpertParallelComposesWithTpPpCp) {
 }
 
 // Megatron-FSDP's optim_grads: each layer's dense gradients reduce-scattered
-// over DP x CP and its experts' over expert DP, in every micro-batch.
+// over DP x CP and its experts' over expert DP, in every micro-batch; with
+// optim_grads_params their weights gathered over the same groups.
 TEST(Moe, ShardedGradientsMatchOneRank) {
   const std::string fsdp = " --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads";
   expect_layouts_match_one_rank(
@@ -137,7 +138,10 @@ TEST(Moe, ShardedGradientsMatchOneRank) {
        {"tp2_sp_ep2_fsdp", 2,
         fsdp + " --tensor-model-parallel-size 2 --sequence-parallel"
                " --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall"},
-       {"pp2_ep2_fsdp", 4, fsdp + " --pipeline-model-parallel-size 2 --expert-model-parallel-size 2"}});
+       {"pp2_ep2_fsdp", 4, fsdp + " --pipeline-model-parallel-size 2 --expert-model-parallel-size 2"},
+       {"ep2_dp2_zero3", 4,
+        " --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params"
+        " --expert-model-parallel-size 2"}});
 }
 
 // bf16 runs (bf16 expert weights and activations, fp32 router logits) match
