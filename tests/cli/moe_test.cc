@@ -83,10 +83,11 @@ void expect_layouts_match_one_rank(const std::string& model, const std::vector<L
       const double ga = j.at("grad_norm").get<double>();
       const double gb = got.train.at(it).at("grad_norm").get<double>();
       EXPECT_LT(rel(ga, gb), 10 * tol) << l.tag << " iteration " << it;
-      if (tol <= 1e-5)  // fp32: the same routing exactly
+      if (tol <= 1e-5) {  // fp32: the same routing exactly
         EXPECT_EQ(j.at("busiest_expert_share").get<double>(),
                   got.train.at(it).at("busiest_expert_share").get<double>())
             << l.tag << " iteration " << it << ": routing differs";
+      }
     }
     ASSERT_EQ(got.eval.size(), ref.eval.size()) << l.tag;
     for (size_t e = 0; e < ref.eval.size(); ++e) {
