@@ -4,16 +4,20 @@
 // exceed the budget. The family: hidden H (default 2048, GPT-3 XL's), H/128
 // heads, ffn 4H, seq S (default 2048), vocabulary 50257 padded to 50304,
 // micro-batch 1, DP = 2 with the distributed optimizer, bf16 and full
-// recompute (uniform, 1 layer). One JSON line for this build's bf16 and one
-// for the bf16 before megatron.cpp matched Megatron-LM's bytes (10 + 8/d bytes
-// per parameter: fp32 weights, their bf16 copy, fp32 grads, Adam m and v
-// sharded; fp32 activations), reconstructed from the same formula.
+// recompute (uniform, 1 layer). One JSON line for this build's bf16 with
+// ZeRO-1 (the distributed optimizer), one with Megatron-FSDP's
+// optim_grads_params (ZeRO-3: weights, gradients and optimizer state sharded,
+// plus the staging pools of one layer, the embeddings and the loss head), and
+// one for the bf16 before megatron.cpp matched Megatron-LM's bytes (10 + 8/d
+// bytes per parameter: fp32 weights, their bf16 copy, fp32 grads, Adam m and
+// v sharded; fp32 activations), reconstructed from the same formula.
 // Usage: bench_largest_model [budget_gb=20] [hidden=2048] [seq=2048] [dp=2]
 #include <cstdio>
 #include <cstdlib>
 
 #include "bench_cli.h"
 #include "model/params.h"
+#include "optim/staged_grads.h"
 #include "parallel/tensor_parallel_linear.h"
 #include "train/memory_report.h"
 
@@ -24,7 +28,9 @@ struct Fit {
   mt::MemoryClasses bytes;
 };
 
-mt::MemoryClasses predict(int64_t layers, int64_t hidden, int64_t seq, int64_t dp, bool before) {
+enum class Bytes { kZero1, kZero3, kBefore };
+
+mt::MemoryClasses predict(int64_t layers, int64_t hidden, int64_t seq, int64_t dp, Bytes mode) {
   mt::ModelConfig c;
   c.num_layers = layers;
   c.hidden_size = hidden;
@@ -36,7 +42,11 @@ mt::MemoryClasses predict(int64_t layers, int64_t hidden, int64_t seq, int64_t d
   const mt::ParamRegistry reg(c, mt::StageLayout{0, 1, 0, layers, true, true});
   mt::MemoryPlan p = mt::memory_plan(reg, 1, mt::TensorParallel{}, 1, "uniform", 1,
                                      mt::MathMode::kBF16, dp, true);
-  if (!before) return mt::predict_memory(p);
+  if (mode == Bytes::kZero3) {
+    p.grads_staged = mt::plan_staged_grads(reg).floats;
+    p.params_staged = true;
+  }
+  if (mode != Bytes::kBefore) return mt::predict_memory(p);
   // Before: bf16 workspace, fp32 activation records, 10 + 8/d bytes per parameter.
   mt::MemoryClasses m = mt::predict_memory(p);
   p.math = "fp32";
@@ -49,10 +59,10 @@ mt::MemoryClasses predict(int64_t layers, int64_t hidden, int64_t seq, int64_t d
   return m;
 }
 
-Fit largest(double budget, int64_t hidden, int64_t seq, int64_t dp, bool before) {
+Fit largest(double budget, int64_t hidden, int64_t seq, int64_t dp, Bytes mode) {
   Fit best;
   for (int64_t layers = 1; layers <= 1000; ++layers) {
-    const mt::MemoryClasses m = predict(layers, hidden, seq, dp, before);
+    const mt::MemoryClasses m = predict(layers, hidden, seq, dp, mode);
     if (m.total() > budget) break;
     best.layers = layers;
     best.bytes = m;
@@ -74,8 +84,9 @@ int main(int argc, char** argv) {
   double budget_gb = 20.0;
   int64_t hidden = 2048, seq = 2048, dp = 2;
   CLI::App app{"The largest GPT (hidden H, H/128 heads, seq S) that fits a per-rank memory "
-               "budget at DP with ZeRO, bf16 and full recompute, by the prediction `megatron "
-               "train` uses; one JSON line now and one before bf16 matched Megatron's bytes",
+               "budget at DP with ZeRO-1 or ZeRO-3, bf16 and full recompute, by the prediction "
+               "`megatron train` uses; one JSON line each, and one before bf16 matched "
+               "Megatron's bytes",
                "bench_largest_model"};
   app.add_option("budget_gb", budget_gb, "per-rank budget in GB (default 20)")
       ->check(at_least(1));
@@ -87,14 +98,17 @@ int main(int argc, char** argv) {
   return run_bench([&] {
     MT_CHECK(hidden % 128 == 0, "hidden ", hidden, " is not a multiple of 128 (heads of 128 "
              "features); fix: give e.g. ", (hidden / 128 + 1) * 128);
-    for (const bool before : {false, true}) {
-      const Fit f = largest(budget_gb * 1e9, hidden, seq, dp, before);
+    const std::pair<Bytes, const char*> modes[] = {
+        {Bytes::kZero1, "now, ZeRO-1 (6 + 12/d, bf16 activations)"},
+        {Bytes::kZero3, "now, ZeRO-3 optim_grads_params (18/d + pools, bf16 activations)"},
+        {Bytes::kBefore, "before (10 + 8/d, fp32 activations)"}};
+    for (const auto& [mode, name] : modes) {
+      const Fit f = largest(budget_gb * 1e9, hidden, seq, dp, mode);
       std::printf(
           "{\"bench\":\"largest_model\",\"bytes\":\"%s\",\"budget_gb\":%.1f,\"hidden\":%lld,"
           "\"seq\":%lld,\"dp\":%lld,\"layers\":%lld,\"params\":%lld,\"predicted_gb\":{\"params\":%.2f,"
           "\"grads\":%.2f,\"optimizer\":%.2f,\"activations\":%.2f,\"workspace\":%.2f,\"total\":%.2f}}\n",
-          before ? "before (10 + 8/d, fp32 activations)" : "now (6 + 12/d, bf16 activations)",
-          budget_gb, (long long)hidden, (long long)seq, (long long)dp, (long long)f.layers,
+          name, budget_gb, (long long)hidden, (long long)seq, (long long)dp, (long long)f.layers,
           (long long)f.params, f.bytes.params / 1e9, f.bytes.grads / 1e9, f.bytes.optimizer / 1e9,
           f.bytes.activations / 1e9, f.bytes.workspace / 1e9, f.bytes.total() / 1e9);
     }
