@@ -21,6 +21,7 @@
 
 #include "bad_input_util.h"
 #include "cli_test_util.h"
+#include "layout_match_util.h"
 
 namespace mt::test {
 namespace {
@@ -39,57 +40,19 @@ std::string model_flags() {
          " --train-iters 6 --eval-interval 3 --eval-iters 1";
 }
 
-// The padded vocabulary is a multiple of this times TP: one rank's 64 is TP2's 32.
-std::string vocab_padding(const std::string& flags) {
-  const bool tp2 = flags.find("--tensor-model-parallel-size 2") != std::string::npos;
-  return tp2 ? " --make-vocab-size-divisible-by 32" : " --make-vocab-size-divisible-by 64";
-}
-
-struct Layout {
-  const char* tag;
-  int ranks;
-  std::string flags;
-};
-
-double rel(double a, double b) { return std::abs(a - b) / std::max(std::abs(a), 1e-12); }
-
-// One rank with `model`, then every layout; losses and validation to `tol`,
-// grad norms to 10 x tol.
+// Runs one rank and every layout with `model` flags and compares their logs
+// (losses and validation to tol, grad norms to 10 x tol); clipping must have
+// been active.
 void expect_layouts_match_one_rank(const std::string& model, const std::vector<Layout>& layouts,
                                    double tol = 1e-5) {
-  TempDir dir;
-  const std::string base = " train" + prepare_data(dir, synthetic_corpus(200)) + model;
-  const RunResult one =
-      run(megatron() + base + vocab_padding("") + " --log-json " + dir.file("ref.json"));
-  ASSERT_EQ(one.exit_code, 0) << one.output;
-  const JsonLogLines ref = read_log_json(dir.file("ref.json"));
-  ASSERT_EQ(ref.train.size(), 6u);
-  double worst = 0, max_norm = 0;
-  for (const Layout& l : layouts) {
-    const std::string log = dir.file(std::string(l.tag) + ".json");
-    const RunResult r =
-        run(mpirun(l.ranks) + base + l.flags + vocab_padding(l.flags) + " --log-json " + log);
-    ASSERT_EQ(r.exit_code, 0) << l.tag << "\n" << r.output;
-    const JsonLogLines got = read_log_json(log);
-    ASSERT_EQ(got.train.size(), ref.train.size()) << l.tag;
-    for (const auto& [it, j] : ref.train) {
-      const double a = j.at("loss").get<double>(), b = got.train.at(it).at("loss").get<double>();
-      EXPECT_LT(rel(a, b), tol) << l.tag << " iteration " << it << ": " << a << " vs " << b;
-      worst = std::max(worst, rel(a, b));
-      const double ga = j.at("grad_norm").get<double>();
-      const double gb = got.train.at(it).at("grad_norm").get<double>();
-      EXPECT_LT(rel(ga, gb), 10 * tol) << l.tag << " iteration " << it;
-      max_norm = std::max(max_norm, ga);
-    }
-    ASSERT_EQ(got.eval.size(), ref.eval.size()) << l.tag;
-    for (size_t e = 0; e < ref.eval.size(); ++e)
-      EXPECT_LT(
-          rel(ref.eval[e].at("val_loss").get<double>(), got.eval[e].at("val_loss").get<double>()),
-          tol)
-          << l.tag << " validation " << e;
-  }
+  double max_norm = 0;
+  mt::test::expect_layouts_match_one_rank(
+      model, layouts, tol, {"loss"}, "FSDP layouts",
+      [&](const Layout&, const RunResult&, const JsonLogLines& ref, const JsonLogLines&) {
+        for (const auto& [it, j] : ref.train)
+          max_norm = std::max(max_norm, j.at("grad_norm").get<double>());
+      });
   EXPECT_GT(max_norm, 1.0) << "clipping never active";
-  std::printf("optim_grads layouts vs one rank: worst relative loss difference %.3g\n", worst);
 }
 
 TEST(Fsdp, ShardedGradientsMatchOneRank) {
