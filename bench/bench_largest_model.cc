@@ -7,7 +7,8 @@
 // recompute (uniform, 1 layer). One JSON line for this build's bf16 with
 // ZeRO-1 (the distributed optimizer), one with Megatron-FSDP's
 // optim_grads_params (ZeRO-3: weights, gradients and optimizer state sharded,
-// plus the staging pools of one layer, the embeddings and the loss head), and
+// plus the staging pools of the embeddings, the loss head and one layer (two
+// for the weights: the next layer's gather runs beside this one's)), and
 // one for the bf16 before megatron.cpp matched Megatron-LM's bytes (10 + 8/d
 // bytes per parameter: fp32 weights, their bf16 copy, fp32 grads, Adam m and
 // v sharded; fp32 activations), reconstructed from the same formula.
@@ -43,8 +44,9 @@ mt::MemoryClasses predict(int64_t layers, int64_t hidden, int64_t seq, int64_t d
   mt::MemoryPlan p = mt::memory_plan(reg, 1, mt::TensorParallel{}, 1, "uniform", 1,
                                      mt::MathMode::kBF16, dp, true);
   if (mode == Bytes::kZero3) {
-    p.grads_staged = mt::plan_staged_grads(reg).floats;
-    p.params_staged = true;
+    const mt::GradPlacement g = mt::plan_staged_grads(reg);
+    p.grads_staged = g.floats;
+    p.params_staged = g.weight_floats;
   }
   if (mode != Bytes::kBefore) return mt::predict_memory(p);
   // Before: bf16 workspace, fp32 activation records, 10 + 8/d bytes per parameter.

@@ -16,7 +16,8 @@ ModelRuntime::ModelRuntime(const ParamRegistry& r, int64_t micro_batch, const Te
   MT_CHECK(in_flight >= 1, "in-flight micro-batches ", in_flight, " must be >= 1");
   const size_t n = size_t(r.total_floats());
   const bool bf16 = math == MathMode::kBF16;
-  const size_t weights_n = placement_.staged() && placement_.weights ? size_t(placement_.floats) : n;
+  const size_t weights_n =
+      placement_.staged() && placement_.weights ? size_t(placement_.weight_floats) : n;
   params_buf_ = DeviceBuffer(device, weights_n * (bf16 ? sizeof(uint16_t) : sizeof(float)));
   grads_buf_ = DeviceBuffer(device, size_t(grad_floats()) * sizeof(float));
   if (bf16)
@@ -33,7 +34,7 @@ ModelRuntime::ModelRuntime(const ParamRegistry& r, int64_t micro_batch, const Te
     chunks[size_t(c)].sh.cm = sh.cm;
     set_full_recompute(chunks[size_t(c)].sh, recompute_method, recompute_num_layers);
     chunks[size_t(c)].w =
-        bind_chunk_weights(r, weights(), c, weights_staged() ? &placement_.offset : nullptr);
+        bind_chunk_weights(r, weights(), c, weights_staged() ? &placement_.weight_offset : nullptr);
     chunks[size_t(c)].g =
         bind_chunk_grads(r, grads, c, placement_.staged() ? &placement_.offset : nullptr);
     ws_shapes.has_output = ws_shapes.has_output || chunks[size_t(c)].sh.has_output;

@@ -41,12 +41,16 @@ struct ModelChunk {
 // registry's offsets (reg.total_floats()); with Megatron-FSDP's optim_grads
 // (optim/staged_grads.h) a staging pool of `floats`, parameter i's gradient
 // at offset[i] (several parameters may share floats: the pool is reused).
-// weights: the weights live in a pool of the same layout too (optim_grads_params:
-// each part's weights all-gathered into it before use, optim/staged_params.h).
+// weights: the weights live in a pool too (optim_grads_params: each part's
+// weights all-gathered into it before use, optim/staged_params.h), of
+// weight_floats, parameter i's at weight_offset[i] (the gradients' layout with
+// a second layer region, so that the next layer's gather can run beside this one's).
 struct GradPlacement {
   int64_t floats = -1;          // < 0: the registry's layout
   std::vector<int64_t> offset;  // per parameter (with floats >= 0)
   bool weights = false;
+  int64_t weight_floats = 0;
+  std::vector<int64_t> weight_offset;
   bool staged() const { return floats >= 0; }
 };
 
@@ -76,7 +80,7 @@ class ModelRuntime {
   uint16_t* params_bf16 = nullptr;
   // Where parameter i's weights start in params / params_bf16.
   int64_t param_offset(size_t i) const {
-    return weights_staged() ? placement_.offset[i] : reg.params()[i].offset;
+    return weights_staged() ? placement_.weight_offset[i] : reg.params()[i].offset;
   }
   bool weights_staged() const { return placement_.staged() && placement_.weights; }
   float* grads = nullptr;  // fp32 gradients: (total_floats), or the staging pool (grad_floats())

@@ -222,6 +222,7 @@ void GradSync::reset_timers() {
   ps_.embd_comm.reset_busy_seconds();
   if (buckets_) buckets_->reset_timers();
   if (staged_) staged_->reset_timers();
+  if (params_) params_->reset_timers();
   if (gather_ != nullptr) gather_->reset_timers();
   if (experts_) ps_.edp_comm.reset_busy_seconds();
   if (expert_buckets_) expert_buckets_->reset_timers();

@@ -47,12 +47,18 @@ GradPlacement plan_staged_grads(const ParamRegistry& reg) {
   GradPlacement g;
   g.floats = layers_base + largest_layer;
   g.offset.resize(ps.size());
+  // The weights' pool (optim_grads_params): the same, with odd layers in a
+  // second layer region.
+  g.weight_floats = g.floats + largest_layer;
+  g.weight_offset.resize(ps.size());
   for (size_t i = 0; i < ps.size(); ++i) {
     const size_t k = size_t(ps[i].part_id(total_layers) + 1);
     const int64_t base = k == emb ? 0 : k == head ? head_base : layers_base;
     g.offset[i] = ps[i].grad_group == GradGroup::kDataParallel
                       ? base + (ps[i].offset - dense[k].begin)
                       : base + dense[k].size() + (ps[i].offset - expert[k].begin);
+    const bool odd_layer = k != emb && k != head && (k - 1) % 2 == 1;
+    g.weight_offset[i] = g.offset[i] + (odd_layer ? largest_layer : 0);
   }
   return g;
 }

@@ -36,7 +36,8 @@
 
 namespace mt {
 
-// Where each parameter's gradient lives in the staging pool (see above).
+// Where each parameter's gradient lives in the staging pool (see above), and
+// for optim_grads_params its weights (a second layer region for odd layers).
 GradPlacement plan_staged_grads(const ParamRegistry& reg);
 
 class StagedGrads {

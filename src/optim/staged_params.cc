@@ -3,12 +3,13 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "kernels/precision.h"
 
 namespace mt {
 
 StagedParams::StagedParams(ModelRuntime& rt, const StagedGrads& grads)
-    : rt_(rt), grads_(grads), holds_(3, kNone) {
+    : rt_(rt), grads_(grads), holds_(4, kNone), in_flight_(4) {
   MT_CHECK(rt.weights_staged(),
            "StagedParams over a model whose weights are not in a staging "
            "pool (internal error: build the ModelRuntime with GradPlacement::weights)");
@@ -32,7 +33,21 @@ void StagedParams::refresh() {
 }
 
 size_t StagedParams::region_of(int64_t part) const {
-  return part < 0 ? 0 : part == grads_.num_parts() - 2 ? 1 : 2;
+  return part < 0 ? 0 : part == grads_.num_parts() - 2 ? 1 : 2 + size_t(part % 2);
+}
+
+bool StagedParams::is_layer_here(int64_t part) const {
+  return part >= 0 && part < grads_.num_parts() - 2 &&
+         !grads_.part_buckets(GradGroup::kDataParallel, part).empty();
+}
+
+void StagedParams::invalidate() {
+  for (std::vector<CommHandle>& hs : in_flight_) {
+    for (CommHandle& h : hs) h.wait();
+    hs.clear();
+  }
+  std::fill(holds_.begin(), holds_.end(), kNone);
+  last_layer_ = kNone;
 }
 
 void StagedParams::gather_bucket(GradGroup g, size_t b, float* dst32, uint16_t* dst16) const {
@@ -50,26 +65,73 @@ void StagedParams::gather_bucket(GradGroup g, size_t b, float* dst32, uint16_t* 
   }
 }
 
-void StagedParams::need(int64_t part) {
-  MT_CHECK(main_ != nullptr, "StagedParams::need before attach (internal error)");
-  MT_CHECK(part >= -1 && part < grads_.num_parts() - 1, "params_needed(", part,
-           ") outside the model's parts -1 .. ", grads_.num_parts() - 2);
-  int64_t& held = holds_[region_of(part)];
-  if (held == part) return;
+CommHandle StagedParams::start_bucket(GradGroup g, size_t b, float* dst32,
+                                      uint16_t* dst16) const {
+  const GradBucket& bk = grads_.buckets(g)[b];
+  const Communicator& comm = *grads_.comm(g);
+  const int r = comm.rank();
+  const int64_t at = grads_.shard_offset(g, b), begin = bk.shards.displs[size_t(r)];
+  const int64_t count = bk.shards.counts[size_t(r)];
+  if (dst16 != nullptr) {
+    if (at >= 0) std::copy(shard_bf16_ + at, shard_bf16_ + at + count, dst16 + begin);
+    return comm.start_all_gather_in_place(dst16, bk.shards);
+  }
+  if (at >= 0) std::copy(main_ + at, main_ + at + count, dst32 + begin);
+  return comm.start_all_gather_in_place(dst32, bk.shards);
+}
+
+void StagedParams::gather_part(int64_t part, bool start) {
+  std::vector<CommHandle>& hs = in_flight_[region_of(part)];
   for (GradGroup g : {GradGroup::kDataParallel, GradGroup::kExpertDataParallel}) {
     if (grads_.comm(g) == nullptr) continue;
     for (size_t b : grads_.part_buckets(g, part)) {
       // The bucket's range in the pool starts at its lowest parameter.
       const int64_t at = rt_.param_offset(grads_.buckets(g)[b].params.back());
-      gather_bucket(g, b, rt_.params ? rt_.params + at : nullptr,
-                    rt_.params_bf16 ? rt_.params_bf16 + at : nullptr);
+      float* d32 = rt_.params ? rt_.params + at : nullptr;
+      uint16_t* d16 = rt_.params_bf16 ? rt_.params_bf16 + at : nullptr;
+      if (start && grads_.comm(g)->size() > 1)
+        hs.push_back(start_bucket(g, b, d32, d16));
+      else
+        gather_bucket(g, b, d32, d16);
     }
   }
-  held = part;
+  holds_[region_of(part)] = part;
 }
 
-ReadView StagedParams::gather_all(HostBuffer& full) const {
+void StagedParams::need(int64_t part) {
+  MT_CHECK(main_ != nullptr, "StagedParams::need before attach (internal error)");
+  MT_CHECK(part >= -1 && part < grads_.num_parts() - 1, "params_needed(", part,
+           ") outside the model's parts -1 .. ", grads_.num_parts() - 2);
+  const size_t region = region_of(part);
+  Timer blocked;
+  if (holds_[region] == part) {  // gathered, or being gathered by a prefetch
+    if (!in_flight_[region].empty()) ++prefetched_, ++gathers_;
+    for (CommHandle& h : in_flight_[region]) h.wait();
+  } else {  // (a prefetch of another part may still be writing the region)
+    ++gathers_;
+    for (CommHandle& h : in_flight_[region]) h.wait();
+    in_flight_[region].clear();
+    gather_part(part, /*start=*/false);
+  }
+  in_flight_[region].clear();
+  exposed_seconds_ += blocked.seconds();
+  if (!is_layer_here(part)) return;
+  // The next layer into the other region: going down after a step down or a
+  // repeat (backward, which starts with the layer forward or the recompute
+  // ended on), else up.
+  const int64_t step = last_layer_ == part + 1 || last_layer_ == part ? -1 : 1;
+  last_layer_ = part;
+  const int64_t next = part + step;
+  const size_t other = region_of(next);
+  if (!is_layer_here(next) || holds_[other] == next) return;
+  for (CommHandle& h : in_flight_[other]) h.wait();  // a gather the guess no longer wants
+  in_flight_[other].clear();
+  gather_part(next, /*start=*/true);
+}
+
+ReadView StagedParams::gather_all(HostBuffer& full) {
   MT_CHECK(main_ != nullptr, "StagedParams::gather_all before attach (internal error)");
+  invalidate();  // no gather in flight on the groups before these
   const int64_t n = rt_.reg.total_floats();
   full = HostBuffer(size_t(n) * (shard_bf16_ ? sizeof(uint16_t) : sizeof(float)));
   float* f32 = shard_bf16_ ? nullptr : reinterpret_cast<float*>(full.data());

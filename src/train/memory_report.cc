@@ -68,14 +68,14 @@ MemoryClasses predict_memory(const MemoryPlan& p) {
   MemoryClasses m;
   const double P = double(p.params_local);
   const bool bf16 = p.math == "bf16";
-  const double pool = double(p.grads_staged);
-  m.params = p.params_staged ? (bf16 ? 2.0 * (pool + P / double(p.dp)) : 4.0 * pool)
-                             : P * (bf16 ? 2.0 : 4.0);
+  const bool zero3 = p.params_staged >= 0;
+  const double pool = double(p.params_staged);
+  m.params = zero3 ? (bf16 ? 2.0 * (pool + P / double(p.dp)) : 4.0 * pool) : P * (bf16 ? 2.0 : 4.0);
   // optim_grads: the staging pool and this rank's shard (its pieces of the
   // buckets, P/dp up to their rounding).
   m.grads = 4.0 * (p.grads_staged >= 0 ? double(p.grads_staged) + P / double(p.dp) : P);
   const double experts = double(p.params_expert);
-  m.optimizer = (bf16 || p.params_staged ? 12.0 : 8.0) *
+  m.optimizer = (bf16 || zero3 ? 12.0 : 8.0) *
                 ((P - experts) / double(p.distributed_optimizer ? p.dp : 1) +
                  experts / double(p.distributed_optimizer ? p.edp : 1));
 

@@ -37,10 +37,10 @@ struct MemoryPlan {
   // (optim/staged_grads.h), the gradients themselves sharded over dp; -1:
   // one gradient per parameter.
   int64_t grads_staged = -1;
-  // optim_grads_params: the weights in a pool of the same floats (the model's
-  // element type), their pieces sharded over dp (bf16: a bf16 copy of them;
-  // fp32: they are the optimizer's main weights, 4 more bytes per piece there).
-  bool params_staged = false;
+  // optim_grads_params: the floats of the weights' pool (the model's element
+  // type), their pieces sharded over dp (bf16: a bf16 copy of them; fp32: they
+  // are the optimizer's main weights, 4 more bytes per piece there); -1: none.
+  int64_t params_staged = -1;
   std::string math = "fp32";           // "fp32" | "bf16" | "fp16" (math_mode_name)
 
   // One micro-batch's activation shape on this rank.

@@ -306,7 +306,7 @@ Trainer setup_model_and_optimizer(const TrainArgs& args, const nlohmann::json& r
   GradPlacement grads_at = args.shard_grads() ? plan_staged_grads(*t.reg) : GradPlacement{};
   grads_at.weights = args.shard_params();
   plan.grads_staged = grads_at.floats;
-  plan.params_staged = grads_at.weights;
+  plan.params_staged = grads_at.weights ? grads_at.weight_floats : -1;
   t.predicted = predict_memory(plan);
   const Device device = parse_device(args.device);
   // (GPU runs hold the model in GPU memory: cudaMalloc's failure names the numbers.)
@@ -339,13 +339,17 @@ Trainer setup_model_and_optimizer(const TrainArgs& args, const nlohmann::json& r
       args.bf16 || args.shard_params(), device, &ps.edp_comm, t.sync->packed_grads(),
       args.shard_params());
   t.sync->attach(*t.opt);
-  if (args.shard_grads())
-    log_line(rank0, "data-parallel sharding: optim_grads (ZeRO-2): optimizer state and gradients "
-             "sharded over %d ranks (DP x CP)%s; gradients staged in a pool of %.1f MB (the "
-             "embeddings, the loss head, the largest layer)\n", ps.dp_cp_size,
+  if (args.shard_grads()) {
+    const bool zero3 = args.shard_params();
+    log_line(rank0, "data-parallel sharding: %s: optimizer state, gradients%s sharded over %d "
+             "ranks (DP x CP)%s; staged in pools of the embeddings, the loss head and the "
+             "largest layer (%.1f MB of gradients)\n",
+             zero3 ? "optim_grads_params (ZeRO-3)" : "optim_grads (ZeRO-2)",
+             zero3 ? " and weights" : "", ps.dp_cp_size,
              mc.moe() ? (", the experts' over " + std::to_string(ps.edp_size) + " (expert DP)").c_str()
                       : "",
              double(t.rt->grad_floats()) * 4 / 1e6);
+  }
   t.schedule = args.lr_schedule();
   t.tokens_per_iter = args.global_batch_size * mc.seq_length;
 

@@ -94,6 +94,19 @@ void training_log(TrainingLog& log, const StepResult& r, double step_seconds, do
     ps.cp_comm.reset_sent_bytes();
     // Of comm_ms: the ring's waits on its transfers (what the blocks did not hide).
     const double cp_ms = 1e3 * ps.cp_comm.busy_seconds() / double(log.interval_iters);
+    // optim_grads_params: the weight gathers per iteration, how many a
+    // prefetch had started, and the time the step blocked on them.
+    std::string gathers;
+    double gather_exposed_ms = 0, gathers_per_iter = 0, prefetched_per_iter = 0;
+    if (const StagedParams* sp = sync.staged_params()) {
+      gather_exposed_ms = 1e3 * sp->exposed_seconds() / double(log.interval_iters);
+      gathers_per_iter = double(sp->gathers()) / double(log.interval_iters);
+      prefetched_per_iter = double(sp->prefetched()) / double(log.interval_iters);
+      char buf[128];
+      std::snprintf(buf, sizeof buf, " | weight gathers/iter: %.0f (%.0f prefetched), exposed "
+                    "ms/iter: %.1f", gathers_per_iter, prefetched_per_iter, gather_exposed_ms);
+      gathers = buf;
+    }
     sync.reset_timers();
     std::vector<float> bubbles;  // per stage, also in --log-json
     const std::string bubble = ps.pp_size > 1 ? bubble_part(log, ps, bubbles) : "";
@@ -103,12 +116,12 @@ void training_log(TrainingLog& log, const StepResult& r, double step_seconds, do
     log_line(log.rank0,
              "%s iteration %8lld/%8lld | consumed samples: %10lld | elapsed time per "
              "iteration (ms): %.1f | learning rate: %.6E | lm loss: %.6E | grad norm: %.3f | "
-             "tokens/s: %.0f | TFLOP/s per rank: %.3f | MFU: %.1f%% | comm ms/iter: %.1f%s%s | "
+             "tokens/s: %.0f | TFLOP/s per rank: %.3f | MFU: %.1f%% | comm ms/iter: %.1f%s%s%s | "
              "ETA %s\n",
              timestamp().c_str(), static_cast<long long>(it),
              static_cast<long long>(log.train_iters),
              static_cast<long long>(state.consumed_samples), ms, lr, mean_loss, norm, tps,
-             tflops, 100 * mfu, comm_ms, fp16_part.c_str(), bubble.c_str(),
+             tflops, 100 * mfu, comm_ms, gathers.c_str(), fp16_part.c_str(), bubble.c_str(),
              human_duration(eta).c_str());
     nlohmann::json j = {{"iteration", it}, {"consumed_samples", state.consumed_samples},
                         {"loss", mean_loss}, {"lr", lr}, {"grad_norm", norm},
@@ -118,6 +131,11 @@ void training_log(TrainingLog& log, const StepResult& r, double step_seconds, do
                         {"dp_grad_bytes_per_iter", dp_bytes}, {"cp_bytes_per_iter", cp_bytes},
                         {"cp_comm_ms_per_iter", cp_ms}};
     if (!bubbles.empty()) j["bubble_per_stage"] = bubbles;
+    if (!gathers.empty()) {
+      j["weight_gathers_per_iter"] = gathers_per_iter;
+      j["weight_gathers_prefetched_per_iter"] = prefetched_per_iter;
+      j["weight_gather_exposed_ms_per_iter"] = gather_exposed_ms;
+    }
     if (r.moe) {
       j["load_balancing_loss"] = r.load_balancing_loss;
       j["z_loss"] = r.z_loss;

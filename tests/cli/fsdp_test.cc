@@ -13,8 +13,9 @@
 // optim_grads_params at DP4 resume without FSDP at TP2 with the
 // uninterrupted losses, and a ZeRO-1 checkpoint resumes under both. ZeRO-3's
 // measured bytes per parameter at DP4 are within 15% of 16/4 (fp32) and 18/4
-// (bf16). ZeRO-3 without data parallelism and FSDP on the GPU are refused in
-// one line.
+// (bf16); it prefetches the next layer's weights and reports the gathers and
+// the time they were exposed. ZeRO-3 without data parallelism and FSDP on the
+// GPU are refused in one line.
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -88,6 +89,28 @@ TEST(Fsdp, ShardedWeightsMatchOneRank) {
                  " --recompute-num-layers 2"}});
 }
 
+// ZeRO-3 prefetches the layer expected next while the current one computes
+// and reports the gathers per iteration, how many a prefetch had started and
+// the time the step still blocked on them.
+TEST(Fsdp, Zero3PrefetchesAndReportsExposedGatherTime) {
+  TempDir dir;
+  const std::string log = dir.file("log.json");
+  const RunResult r = run(mpirun(2) + " train" + prepare_data(dir, synthetic_corpus(200)) +
+                          model_flags() + vocab_padding("") + kZero3 + " --log-json " + log);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("weight gathers/iter: "), std::string::npos) << r.output;
+  for (const auto& [it, j] : read_log_json(log).train) {
+    const double gathers = j.at("weight_gathers_per_iter").get<double>();
+    const double prefetched = j.at("weight_gathers_prefetched_per_iter").get<double>();
+    // 4 layers, 4 micro-batches: each layer at least once forward, the
+    // embeddings and the loss head once; most layers' gathers prefetched.
+    EXPECT_GE(gathers, 4 + 2) << "iteration " << it;
+    EXPECT_GE(prefetched, 0.5 * gathers) << "iteration " << it;
+    EXPECT_LE(prefetched, gathers) << "iteration " << it;
+    EXPECT_GE(j.at("weight_gather_exposed_ms_per_iter").get<double>(), 0) << "iteration " << it;
+  }
+}
+
 // Untied output layer (Llama-style): its gradient is written in forward and
 // reduced with the loss head; the input embedding's at the end of backward.
 TEST(Fsdp, UntiedOutputLayerMatchesOneRank) {
@@ -146,13 +169,13 @@ TEST(Fsdp, CheckpointsResumeWithAndWithoutFsdp) {
 
 // ZeRO-3's bytes per parameter (weights + gradients + optimizer state,
 // measured by --log-memory) at DP4 are within 15% of Megatron's 16/4 in
-// fp32 and 18/4 in bf16: a model of 24 layers, so that the pools (the
-// embeddings, the loss head and one layer, for the weights and for the
+// fp32 and 18/4 in bf16: a model of 32 layers, so that the pools (the
+// embeddings, the loss head and two layers for the weights, one for the
 // gradients) are small beside the shards.
 TEST(Fsdp, Zero3BytesPerParameterAtDp4) {
   TempDir dir;
   const std::string flags = " train" + prepare_data(dir, synthetic_corpus(100)) +
-                            " --num-layers 24 --hidden-size 512 --num-attention-heads 8"
+                            " --num-layers 32 --hidden-size 512 --num-attention-heads 8"
                             " --seq-length 64 --micro-batch-size 1 --global-batch-size 4"
                             " --train-iters 1 --lr 1e-4 --split 90,10,0 --eval-interval 0"
                             " --peak-tflops 1 --log-memory --make-vocab-size-divisible-by 64";
