@@ -25,6 +25,8 @@ struct PlanArgs {
   std::string device;
   int64_t tp = 0, pp = 0, cp = 0, ep = 0, layers_per_virtual_stage = 0, micro_batch_size = 0;
   bool sequence_parallel = false, distributed_optimizer = false, bf16 = false, fp32 = false;
+  bool use_megatron_fsdp = false;
+  std::string data_parallel_sharding_strategy = "no_shard";
   std::string recompute_granularity;
   int64_t top = 10;
   bool json = false;
@@ -84,6 +86,14 @@ int run_plan(const PlanArgs& a) {
   if (a.micro_batch_size > 0) pins.micro_batch_size = a.micro_batch_size;
   if (a.sequence_parallel) pins.sequence_parallel = true;
   if (a.distributed_optimizer) pins.distributed_optimizer = true;
+  if (a.use_megatron_fsdp) {
+    const std::string& st = a.data_parallel_sharding_strategy;
+    MT_CHECK(st == "no_shard" || st == "optim" || st == "optim_grads" ||
+                 st == "optim_grads_params",
+             "--data-parallel-sharding-strategy '", st, "' is not one of no_shard, optim, "
+             "optim_grads, optim_grads_params");
+    pins.sharding = st;
+  }
   if (a.bf16) pins.bf16 = true;
   if (a.fp32) pins.bf16 = false;
   if (!a.recompute_granularity.empty()) pins.recompute = a.recompute_granularity;
@@ -152,6 +162,11 @@ Command add_plan_command(CLI::App& app) {
   pin->add_option("--recompute-granularity", a->recompute_granularity,
                   "selective (what this build always does) | full (uniform, 1 layer per group)");
   pin->add_flag("--use-distributed-optimizer", a->distributed_optimizer, "ZeRO-1 on");
+  pin->add_flag("--use-megatron-fsdp,--use-custom-fsdp", a->use_megatron_fsdp,
+                "pin --data-parallel-sharding-strategy (else plan tries none, ZeRO-1, "
+                "optim_grads and optim_grads_params)");
+  pin->add_option("--data-parallel-sharding-strategy", a->data_parallel_sharding_strategy,
+                  "with --use-megatron-fsdp: no_shard, optim, optim_grads, optim_grads_params");
   pin->add_flag("--bf16", a->bf16, "bf16 only");
   pin->add_flag("--fp32", a->fp32, "fp32 only");
   CLI::Option_group* out = app.add_option_group("output");

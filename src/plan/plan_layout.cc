@@ -6,6 +6,7 @@
 #include "core/checked_math.h"
 #include "core/error.h"
 #include "model/params.h"
+#include "optim/staged_grads.h"
 #include "pipeline/schedules.h"
 
 namespace mt {
@@ -29,7 +30,10 @@ std::string PlanLayout::name() const {
   s += " mbs" + std::to_string(micro_batch_size);
   if (sequence_parallel) s += " SP";
   s += recompute == "full" ? " full-recompute" : "";
-  if (distributed_optimizer) s += " ZeRO-1";
+  if (distributed_optimizer)
+    s += sharding == "optim_grads"          ? " ZeRO-2"
+         : sharding == "optim_grads_params" ? " ZeRO-3"
+                                            : " ZeRO-1";
   s += bf16 ? " bf16" : " fp32";
   return s;
 }
@@ -51,7 +55,11 @@ TrainArgs train_args_of(const PlanProblem& pb, const PlanLayout& l) {
   } else {
     a.recompute_granularity = "selective";
   }
-  a.use_distributed_optimizer = l.distributed_optimizer;
+  a.use_distributed_optimizer = l.distributed_optimizer && l.sharding.empty();
+  if (!l.sharding.empty()) {
+    a.use_megatron_fsdp = true;
+    a.data_parallel_sharding_strategy = l.sharding;
+  }
   a.bf16 = l.bf16;
   a.micro_batch_size = l.micro_batch_size;
   a.global_batch_size = pb.global_batch_size;
@@ -95,6 +103,19 @@ std::vector<int64_t> divisors(int64_t n) {
 template <class T>
 std::vector<T> pinned_or(const std::optional<T>& pin, std::vector<T> free) {
   return pin ? std::vector<T>{*pin} : free;
+}
+
+// The optimizer / data-parallel sharding options to try: "none", "zero1"
+// (--use-distributed-optimizer) and Megatron-FSDP's "optim_grads",
+// "optim_grads_params" ("optim" is the distributed optimizer: "zero1").
+std::vector<std::string> sharding_options(const PlanPins& pins, bool data_parallel) {
+  if (pins.sharding) {
+    if (*pins.sharding == "no_shard") return {"none"};
+    return {*pins.sharding == "optim" ? "zero1" : *pins.sharding};
+  }
+  if (!data_parallel || pins.distributed_optimizer == false) return {"none"};
+  if (pins.distributed_optimizer == true) return {"zero1"};
+  return {"none", "zero1", "optim_grads", "optim_grads_params"};
 }
 
 // The message of an mt::Error without its "file.cc:123: " prefix.
@@ -149,16 +170,16 @@ std::vector<PlanLayout> enumerate_layouts(const PlanProblem& pb, const PlanPins&
                                 : std::vector<bool>{false})
             for (const std::string& rc :
                  pinned_or(pins.recompute, std::vector<std::string>{"selective", "full"}))
-              for (bool zero : pinned_or(pins.distributed_optimizer,
-                                         dp * cp > 1 ? std::vector<bool>{false, true}
-                                                : std::vector<bool>{false}))
+              for (const std::string& zero : sharding_options(pins, dp * cp > 1))
                 for (bool bf16 : pinned_or(pins.bf16, std::vector<bool>{true, false})) {
                   if (first_failed) continue;
                   PlanLayout l;
                   l.tp = tp, l.pp = pp, l.vp = std::max<int64_t>(v, 1), l.dp = dp, l.cp = cp;
                   l.ep = ep;
                   l.micro_batch_size = b, l.sequence_parallel = sp, l.recompute = rc;
-                  l.distributed_optimizer = zero, l.bf16 = bf16;
+                  l.distributed_optimizer = zero != "none";
+                  l.sharding = zero == "none" || zero == "zero1" ? "" : zero;
+                  l.bf16 = bf16;
                   try {
                     MT_CHECK(v > 0, "--num-layers ", L, " is not divisible by PP ", pp,
                              " x --num-layers-per-virtual-pipeline-stage ",
@@ -209,6 +230,11 @@ MemoryPlan layout_memory_plan(const PlanProblem& pb, const PlanLayout& l, int64_
                              method, a.recompute_num_layers, a.math_mode(), l.dp * l.cp,
                              l.distributed_optimizer);
   p.cp = l.cp;
+  if (!l.sharding.empty()) {  // Megatron-FSDP: the staging pools (optim/staged_grads.h)
+    const GradPlacement g = plan_staged_grads(reg);
+    p.grads_staged = g.floats;
+    if (l.sharding == "optim_grads_params") p.params_staged = g.weight_floats;
+  }
   return p;
 }
 

@@ -24,6 +24,9 @@ struct PlanLayout {
   bool sequence_parallel = false;
   std::string recompute = "selective";  // "selective" (always so here) | "full" (uniform, 1 layer)
   bool distributed_optimizer = false;
+  // With distributed_optimizer: "" (--use-distributed-optimizer, ZeRO-1) or
+  // Megatron-FSDP's "optim_grads" (ZeRO-2) / "optim_grads_params" (ZeRO-3).
+  std::string sharding;
   bool bf16 = true;
   int64_t world() const { return tp * pp * dp * cp; }
   // "TP2 PP4 VP2 DP8 mbs1 SP full ZeRO bf16"
@@ -38,6 +41,10 @@ struct PlanPins {
   std::optional<int64_t> tp, pp, cp, ep, layers_per_virtual_stage, micro_batch_size;
   std::optional<bool> sequence_parallel, distributed_optimizer, bf16;
   std::optional<std::string> recompute;  // "selective" | "full"
+  // Megatron-FSDP's strategy (--use-megatron-fsdp): "optim", "optim_grads",
+  // "optim_grads_params"; left out, a pinned --use-distributed-optimizer means
+  // ZeRO-1 and a free one tries ZeRO-1, ZeRO-2 and ZeRO-3.
+  std::optional<std::string> sharding;
 };
 
 // The most ranks `megatron plan` takes (nodes x devices per node, and any

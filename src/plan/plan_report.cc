@@ -73,6 +73,9 @@ nlohmann::json plan_result_json(const PlanResult& r) {
           {"sequence_parallel", l.sequence_parallel},
           {"recompute", l.recompute},
           {"distributed_optimizer", l.distributed_optimizer},
+          {"sharding", !l.distributed_optimizer ? "no_shard"
+                       : l.sharding.empty()     ? "optim"
+                                                : l.sharding.c_str()},
           {"precision", l.bf16 ? "bf16" : "fp32"},
           {"memory",
            {{"weight_and_optimizer_bytes", m.params + m.grads + m.optimizer},

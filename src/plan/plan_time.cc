@@ -246,11 +246,18 @@ StepTime predict_step_time(const ModelConfig& mc, const PlanProblem& pb, const P
   const LinkProfile& dp_link = x.dp > 1 ? dev.inter_node : dev.intra_node;
   const int64_t dp_cp = l.dp * l.cp;  // gradients and ZeRO shards over DP x CP
   const int64_t edp = l.tp * l.cp * l.dp / l.ep;
+  // Megatron-FSDP reduce-scatters the gradients in every micro-batch
+  // (optim_grads), and optim_grads_params gathers every layer's weights twice
+  // per micro-batch (forward, backward) instead of once after the step; the
+  // model counts both as exposed (blocking reductions; the prefetch's overlap
+  // is not modelled).
   auto grad_sync = [&](double floats, int64_t ranks) {
     if (ranks == 1 || floats == 0) return 0.0;
-    return l.distributed_optimizer ? reduce_scatter_seconds(floats * 4, ranks, dp_link) +
-                                         all_gather_seconds(floats * (l.bf16 ? 2 : 4), ranks, dp_link)
-                                   : all_reduce_seconds(floats * 4, ranks, dp_link);
+    const double rs = reduce_scatter_seconds(floats * 4, ranks, dp_link);
+    const double ag = all_gather_seconds(floats * (l.bf16 ? 2 : 4), ranks, dp_link);
+    if (l.sharding == "optim_grads") return m * rs + ag;
+    if (l.sharding == "optim_grads_params") return m * rs + 2 * m * ag;
+    return l.distributed_optimizer ? rs + ag : all_reduce_seconds(floats * 4, ranks, dp_link);
   };
   // AdamW reads grad, m, v, main weight and writes m, v, main weight and the
   // model's copy: ~40 bytes per parameter it owns (fp32: 32).

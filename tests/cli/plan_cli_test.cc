@@ -69,6 +69,7 @@ TEST(PlanCli, MemoryIsWhatTrainPredictsForTheSameLayout) {
     int64_t tp, pp;
     bool sp, zero, bf16;
     std::string recompute;
+    std::string sharding = "";  // Megatron-FSDP's strategy ("": by zero, optim or no_shard)
   };
   const Case cases[] = {
       {" --tensor-model-parallel-size 2 --sequence-parallel", "", 2, 1, true, false, false,
@@ -83,6 +84,13 @@ TEST(PlanCli, MemoryIsWhatTrainPredictsForTheSameLayout) {
        "selective"},
       {" --context-parallel-size 2 --bf16 --use-distributed-optimizer",
        " --context-parallel-size 2", 1, 1, false, true, true, "selective"},
+      // Megatron-FSDP: the gradients' staging pool and shard; with ZeRO-3 the weights' too.
+      {" --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads",
+       " --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads", 1, 1, false, true,
+       false, "selective", "optim_grads"},
+      {" --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params --bf16",
+       " --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params", 1, 1, false,
+       true, true, "selective", "optim_grads_params"},
   };
   for (const Case& c : cases) {
     const TrainMemory t = train_memory(dir, data, c.train_flags);
@@ -97,6 +105,7 @@ TEST(PlanCli, MemoryIsWhatTrainPredictsForTheSameLayout) {
     bool found = false;
     for (const nlohmann::json& j : json_lines(r.output)) {
       if (j.at("sequence_parallel") != c.sp || j.at("distributed_optimizer") != c.zero ||
+          j.at("sharding") != (!c.sharding.empty() ? c.sharding : c.zero ? "optim" : "no_shard") ||
           j.at("precision") != (c.bf16 ? "bf16" : "fp32") || j.at("recompute") != c.recompute ||
           j.at("vp") != 1 || (j.at("cp") == 2) != (c.plan_pins.find("context") != std::string::npos))
         continue;
@@ -118,7 +127,7 @@ TEST(PlanCli, JsonLinesBestFirstWithTheIssuesFields) {
   ASSERT_EQ(lines.size(), 5u) << r.output;
   for (size_t i = 0; i < lines.size(); ++i) {
     const nlohmann::json& j = lines[i];
-    EXPECT_EQ(j.size(), 17u) << j.dump();
+    EXPECT_EQ(j.size(), 18u) << j.dump();
     EXPECT_TRUE(j.at("fits").get<bool>());
     EXPECT_EQ(j.at("tp").get<int64_t>() * j.at("pp").get<int64_t>() * j.at("dp").get<int64_t>() *
                   j.at("cp").get<int64_t>(),

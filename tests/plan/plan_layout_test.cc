@@ -41,6 +41,7 @@ TEST(PlanLayout, EnumeratesExactlyTheLayoutsTrainAccepts) {
     EXPECT_EQ(pb.global_batch_size % (l.micro_batch_size * l.dp), 0) << l.name();
     EXPECT_TRUE(l.tp > 1 || !l.sequence_parallel) << l.name();
     EXPECT_TRUE(l.dp > 1 || !l.distributed_optimizer) << l.name();
+    EXPECT_TRUE(l.distributed_optimizer || l.sharding.empty()) << l.name();
     tps.insert(l.tp);
   }
   // 4 heads: TP 1, 2, 4 (8 does not divide the heads); PP 1, 2, 4 of 4 layers.
@@ -61,7 +62,8 @@ TEST(PlanLayout, EnumeratesExactlyTheLayoutsTrainAccepts) {
           if (per_dp % b != 0) continue;
           const int64_t m = per_dp / b;
           if (vp > 1 && m % pp != 0) continue;
-          expected += (tp > 1 ? 2 : 1) * 2 /*recompute*/ * (dp > 1 ? 2 : 1) * 2 /*precision*/;
+          // Sharding with DP: none, ZeRO-1, and Megatron-FSDP's optim_grads, optim_grads_params.
+          expected += (tp > 1 ? 2 : 1) * 2 /*recompute*/ * (dp > 1 ? 4 : 1) * 2 /*precision*/;
         }
       }
     }
@@ -87,9 +89,16 @@ TEST(PlanLayout, PinsAreHonoured) {
     EXPECT_TRUE(l.bf16);
     EXPECT_EQ(l.recompute, "full");
     EXPECT_TRUE(l.distributed_optimizer);
+    EXPECT_EQ(l.sharding, "") << "--use-distributed-optimizer pins ZeRO-1";
   }
   // Free: SP on/off and VP 1/2 (m = 4 is divisible by PP 2).
   EXPECT_EQ(ls.size(), 4u);
+  pins.sharding = "optim_grads_params";  // Megatron-FSDP's ZeRO-3 pinned
+  for (const PlanLayout& l : enumerate_layouts(pb, pins)) {
+    EXPECT_TRUE(l.distributed_optimizer);
+    EXPECT_EQ(l.sharding, "optim_grads_params");
+    EXPECT_NE(l.name().find(" ZeRO-3"), std::string::npos) << l.name();
+  }
 }
 
 TEST(PlanLayout, MisfitsNameTheConstraintAsTrainDoes) {

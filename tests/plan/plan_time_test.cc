@@ -309,10 +309,11 @@ TEST(PlanReport, RanksFittingLayoutsByThroughputAndSaysWhy) {
   EXPECT_LT(best.mfu, 1);
   const nlohmann::json j = plan_result_json(best);
   for (const char* k : {"tp", "pp", "vp", "dp", "cp", "micro_batch_size", "num_micro_batches",
-                        "sequence_parallel", "recompute", "distributed_optimizer", "precision",
-                        "memory", "step_time_s", "tokens_per_s", "tflops_per_device", "mfu", "fits"})
+                        "sequence_parallel", "recompute", "distributed_optimizer", "sharding",
+                        "precision", "memory", "step_time_s", "tokens_per_s", "tflops_per_device",
+                        "mfu", "fits"})
     EXPECT_TRUE(j.contains(k)) << k;
-  EXPECT_EQ(j.size(), 17u);
+  EXPECT_EQ(j.size(), 18u);
   EXPECT_EQ(j.at("memory").size(), 3u);
   EXPECT_DOUBLE_EQ(j.at("memory").at("total_bytes").get<double>(),
                    j.at("memory").at("weight_and_optimizer_bytes").get<double>() +
