@@ -50,34 +50,35 @@ void StagedParams::invalidate() {
   last_layer_ = kNone;
 }
 
-void StagedParams::gather_bucket(GradGroup g, size_t b, float* dst32, uint16_t* dst16) const {
+void StagedParams::copy_piece(GradGroup g, size_t b, float* dst32, uint16_t* dst16) const {
   const GradBucket& bk = grads_.buckets(g)[b];
-  const Communicator& comm = *grads_.comm(g);
-  const int r = comm.rank();
+  const int r = grads_.comm(g)->rank();
   const int64_t at = grads_.shard_offset(g, b), begin = bk.shards.displs[size_t(r)];
   const int64_t count = bk.shards.counts[size_t(r)];
-  if (dst16 != nullptr) {
-    if (at >= 0) std::copy(shard_bf16_ + at, shard_bf16_ + at + count, dst16 + begin);
-    if (comm.size() > 1) comm.all_gather_in_place(dst16, bk.shards);
-  } else {
-    if (at >= 0) std::copy(main_ + at, main_ + at + count, dst32 + begin);
-    if (comm.size() > 1) comm.all_gather_in_place(dst32, bk.shards);
-  }
+  if (at < 0) return;  // no piece of this bucket here
+  if (dst16 != nullptr)
+    std::copy(shard_bf16_ + at, shard_bf16_ + at + count, dst16 + begin);
+  else
+    std::copy(main_ + at, main_ + at + count, dst32 + begin);
+}
+
+void StagedParams::gather_bucket(GradGroup g, size_t b, float* dst32, uint16_t* dst16) const {
+  copy_piece(g, b, dst32, dst16);
+  const Communicator& comm = *grads_.comm(g);
+  if (comm.size() == 1) return;
+  const ChunkSplit& shards = grads_.buckets(g)[b].shards;
+  if (dst16 != nullptr)
+    comm.all_gather_in_place(dst16, shards);
+  else
+    comm.all_gather_in_place(dst32, shards);
 }
 
 CommHandle StagedParams::start_bucket(GradGroup g, size_t b, float* dst32,
                                       uint16_t* dst16) const {
-  const GradBucket& bk = grads_.buckets(g)[b];
-  const Communicator& comm = *grads_.comm(g);
-  const int r = comm.rank();
-  const int64_t at = grads_.shard_offset(g, b), begin = bk.shards.displs[size_t(r)];
-  const int64_t count = bk.shards.counts[size_t(r)];
-  if (dst16 != nullptr) {
-    if (at >= 0) std::copy(shard_bf16_ + at, shard_bf16_ + at + count, dst16 + begin);
-    return comm.start_all_gather_in_place(dst16, bk.shards);
-  }
-  if (at >= 0) std::copy(main_ + at, main_ + at + count, dst32 + begin);
-  return comm.start_all_gather_in_place(dst32, bk.shards);
+  copy_piece(g, b, dst32, dst16);
+  const ChunkSplit& shards = grads_.buckets(g)[b].shards;
+  return dst16 != nullptr ? grads_.comm(g)->start_all_gather_in_place(dst16, shards)
+                          : grads_.comm(g)->start_all_gather_in_place(dst32, shards);
 }
 
 void StagedParams::gather_part(int64_t part, bool start) {

@@ -68,8 +68,10 @@ class StagedParams {
 
  private:
   static constexpr int64_t kNone = INT64_MIN;
-  // Gathers bucket b of group g into dst (its range: bucket-relative pieces),
+  // Copies this rank's piece of bucket b of group g into dst (its range:
+  // bucket-relative pieces); the gathers below then fill in the others',
   // blocking, or (start) returning the handle of the non-blocking gather.
+  void copy_piece(GradGroup g, size_t b, float* dst32, uint16_t* dst16) const;
   void gather_bucket(GradGroup g, size_t b, float* dst32, uint16_t* dst16) const;
   CommHandle start_bucket(GradGroup g, size_t b, float* dst32, uint16_t* dst16) const;
   // part's buckets into their region (from the pool's placement): all
