@@ -66,11 +66,13 @@ GradPlacement plan_staged_grads(const ParamRegistry& reg) {
 StagedGrads::StagedGrads(ModelRuntime& rt, const Communicator& dp, int64_t bucket_size_floats,
                          const Communicator* edp, bool reduce_in_bf16)
     : inv_(1.f / float(dp.size())), reduce_in_bf16_(reduce_in_bf16) {
-  MT_CHECK(rt.grads_staged(), "StagedGrads over a model whose gradients are not in a staging "
+  MT_CHECK(rt.grads_staged(),
+           "StagedGrads over a model whose gradients are not in a staging "
            "pool (internal error: build the ModelRuntime with plan_staged_grads)");
   const bool has_experts =
       rt.reg.group_begin(GradGroup::kExpertDataParallel) < rt.reg.total_floats();
-  MT_CHECK(!has_experts || edp != nullptr, "StagedGrads of a model with MoE experts needs their "
+  MT_CHECK(!has_experts || edp != nullptr,
+           "StagedGrads of a model with MoE experts needs their "
            "expert-data-parallel group (internal error)");
   bucket_of_.assign(rt.reg.params().size(), SIZE_MAX);
   dense_.comm = &dp;
@@ -84,8 +86,7 @@ StagedGrads::StagedGrads(ModelRuntime& rt, const Communicator& dp, int64_t bucke
   zero();  // touched once, here
 }
 
-void StagedGrads::plan_group(Group& g, ModelRuntime& rt, GradGroup id,
-                             int64_t bucket_size_floats) {
+void StagedGrads::plan_group(Group& g, ModelRuntime& rt, GradGroup id, int64_t bucket_size_floats) {
   const ParamRegistry& reg = rt.reg;
   const int64_t total_layers = reg.config().num_layers;
   const int rank = g.comm->rank();
@@ -97,8 +98,9 @@ void StagedGrads::plan_group(Group& g, ModelRuntime& rt, GradGroup id,
     float* start = rt.grad_of(bk.params.back());
     for (size_t i : bk.params) {
       bucket_of_[i] = b;
-      MT_CHECK(rt.grad_of(i) == start + (reg.params()[i].offset - bk.begin),
-               "gradient of '", reg.params()[i].name, "' is not where its bucket's range in "
+      MT_CHECK(rt.grad_of(i) == start + (reg.params()[i].offset - bk.begin), "gradient of '",
+               reg.params()[i].name,
+               "' is not where its bucket's range in "
                "the staging pool puts it (internal error)");
     }
     g.pool.push_back(start);
@@ -150,7 +152,8 @@ void StagedGrads::reduce(Group& g, int64_t part) {
       g.comm->reduce_scatter_sum_in_place(x, bk.shards);
     }
     reduced_bytes_ += bk.numel() * int64_t(reduce_in_bf16_ ? sizeof(uint16_t) : sizeof(float));
-    if (g.shard_offset[b] >= 0) add_scaled_inplace(shard_ + g.shard_offset[b], x + begin, count, scale);
+    if (g.shard_offset[b] >= 0)
+      add_scaled_inplace(shard_ + g.shard_offset[b], x + begin, count, scale);
     zero_streaming(x, bk.numel());
   }
 }

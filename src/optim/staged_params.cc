@@ -73,8 +73,7 @@ void StagedParams::gather_bucket(GradGroup g, size_t b, float* dst32, uint16_t* 
     comm.all_gather_in_place(dst32, shards);
 }
 
-CommHandle StagedParams::start_bucket(GradGroup g, size_t b, float* dst32,
-                                      uint16_t* dst16) const {
+CommHandle StagedParams::start_bucket(GradGroup g, size_t b, float* dst32, uint16_t* dst16) const {
   copy_piece(g, b, dst32, dst16);
   const ChunkSplit& shards = grads_.buckets(g)[b].shards;
   return dst16 != nullptr ? grads_.comm(g)->start_all_gather_in_place(dst16, shards)
