@@ -49,7 +49,7 @@ calc() { awk "BEGIN { printf \"%.6f\", $1 }"; }
 run() {  # run <input> <workers> -> seconds
   local t0 t1
   t0=$(now)
-  "$bin" preprocess --input "$1" --output-prefix "$tmp/out" --tokenizer-type GPT2BPETokenizer \
+  "$bin" preprocess --overwrite --input "$1" --output-prefix "$tmp/out" --tokenizer-type GPT2BPETokenizer \
     --vocab-file "$gpt2/gpt2-vocab.json" --merge-file "$gpt2/gpt2-merges.txt" --append-eod \
     --workers "$2" > "$tmp/log"
   t1=$(now)

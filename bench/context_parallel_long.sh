@@ -33,7 +33,7 @@ short=${CP_SHORT_SEQ:-4096}
 iters=${CP_ITERS:-3}
 out=runs/bench_context_parallel
 mkdir -p "$out"
-"$build/megatron" preprocess --input "$src" --output-prefix "$out/shakespeare" >/dev/null
+"$build/megatron" preprocess --overwrite --input "$src" --output-prefix "$out/shakespeare" >/dev/null
 model=(--data-path "$out/shakespeare_text_document" --vocab-file "$out/shakespeare_vocab.json"
        --num-layers 4 --hidden-size 256 --num-attention-heads 4 --micro-batch-size 1
        --global-batch-size 1 --lr 1e-4 --split 98,2,0 --eval-interval 0 --log-interval 1

@@ -20,7 +20,7 @@ src=../shared/data/tinyshakespeare.txt
 source scripts/mpi_env.sh
 out=runs/bench_memory
 mkdir -p "$out"
-./build/megatron preprocess --input "$src" --output-prefix "$out/shakespeare" >/dev/null
+./build/megatron preprocess --overwrite --input "$src" --output-prefix "$out/shakespeare" >/dev/null
 common=(--data-path "$out/shakespeare_text_document" --vocab-file "$out/shakespeare_vocab.json"
         --num-layers 12 --hidden-size 768 --num-attention-heads 12 --seq-length 1024
         --micro-batch-size 1 --train-iters 1 --lr 1e-4 --split 98,2,0 --eval-interval 0

@@ -13,7 +13,7 @@ src=../shared/data/tinyshakespeare.txt
 [ -f "$src" ] || { echo "error: $src is absent; this benchmark needs ../shared/data" >&2; exit 1; }
 out=runs/bench_moe_shakespeare
 mkdir -p "$out"
-./build/megatron preprocess --input "$src" --output-prefix "$out/shakespeare" >/dev/null
+./build/megatron preprocess --overwrite --input "$src" --output-prefix "$out/shakespeare" >/dev/null
 threads=${OMP_NUM_THREADS:-$(nproc)}
 iters=${MOE_BENCH_ITERS:-2000}
 run() {  # name, extra flags

@@ -14,7 +14,7 @@ src=../shared/data/tinyshakespeare.txt
 out=runs/bench_shakespeare
 mkdir -p "$out"
 rm -rf "$out/log.jsonl"
-./build/megatron preprocess --input "$src" --output-prefix "$out/shakespeare" >/dev/null
+./build/megatron preprocess --overwrite --input "$src" --output-prefix "$out/shakespeare" >/dev/null
 threads=${OMP_NUM_THREADS:-$(nproc)}
 start=$(date +%s.%N)
 OMP_NUM_THREADS=$threads ./build/megatron train \

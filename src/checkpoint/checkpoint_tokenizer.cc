@@ -45,23 +45,6 @@ std::vector<std::pair<std::string, std::string>> file_checksums(const nlohmann::
   return out;
 }
 
-// <prefix>_tokenizer.json for --data-path <prefix>_<key>_document ("" when
-// there is none; a key may hold '_', so the longest prefix that has one wins).
-std::string dataset_record_path(const std::string& data_prefix) {
-  static constexpr std::string_view kSuffix = "_document";
-  if (data_prefix.size() <= kSuffix.size() ||
-      data_prefix.compare(data_prefix.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0)
-    return "";
-  const std::string stem = data_prefix.substr(0, data_prefix.size() - kSuffix.size());
-  const size_t dir_end = stem.rfind('/') == std::string::npos ? 0 : stem.rfind('/') + 1;
-  std::error_code ec;
-  for (size_t p = stem.rfind('_'); p != std::string::npos && p > dir_end; p = stem.rfind('_', p - 1)) {
-    const std::string path = stem.substr(0, p) + "_tokenizer.json";
-    if (fs::is_regular_file(path, ec)) return path;
-  }
-  return "";
-}
-
 std::string copy_path(const std::string& iter_dir, const std::string& name) {
   return iter_dir + "/tokenizer/" + name;
 }
@@ -78,6 +61,23 @@ void check_hash(const nlohmann::json& record, const std::string& role, const std
 }
 
 }  // namespace
+
+// <prefix>_tokenizer.json for --data-path <prefix>_<key>_document ("" when
+// there is none; a key may hold '_', so the longest prefix that has one wins).
+std::string dataset_record_path(const std::string& data_prefix) {
+  static constexpr std::string_view kSuffix = "_document";
+  if (data_prefix.size() <= kSuffix.size() ||
+      data_prefix.compare(data_prefix.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0)
+    return "";
+  const std::string stem = data_prefix.substr(0, data_prefix.size() - kSuffix.size());
+  const size_t dir_end = stem.rfind('/') == std::string::npos ? 0 : stem.rfind('/') + 1;
+  std::error_code ec;
+  for (size_t p = stem.rfind('_'); p != std::string::npos && p > dir_end; p = stem.rfind('_', p - 1)) {
+    const std::string path = stem.substr(0, p) + "_tokenizer.json";
+    if (fs::is_regular_file(path, ec)) return path;
+  }
+  return "";
+}
 
 nlohmann::json char_tokenizer_record(const CharTokenizer& vocab) {
   const std::string text = vocab.to_json();

@@ -47,6 +47,10 @@ CharTokenizer char_vocab_of(const nlohmann::json& record, const std::string& whe
 // `vocab_file` is the run's --vocab-file ("" when adopted from --load), for
 // the message. No record beside the dataset (older datasets, Megatron-LM's
 // own preprocess): accepted.
+// <prefix>_tokenizer.json, the tokenizer record preprocess wrote beside the dataset
+// --data-path <prefix>_<key>_document ("" when there is none).
+std::string dataset_record_path(const std::string& data_prefix);
+
 void check_dataset_tokenizer(const std::string& data_prefix, const nlohmann::json& record,
                              const std::string& vocab_file);
 

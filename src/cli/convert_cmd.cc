@@ -6,6 +6,7 @@
 #include "cli/strict_numbers.h"
 #include "convert/convert.h"
 #include "core/error.h"
+#include "core/output_guard.h"
 
 namespace mt {
 
@@ -86,6 +87,18 @@ Command add_convert_command(CLI::App& app) {
              " is not a supported conversion; fix: --loader hf --saver megatron, or --loader "
              "megatron --saver hf");
     const ConvertOptions& o = a->o;
+    // Before anything is created: --save-dir must not replace or write into
+    // what --load-dir holds (core/output_guard.h). A Hugging Face folder is
+    // read whole; an export replaces its --save-dir whole.
+    OutputGuard paths;
+    if (import) {
+      paths.reads_dir("--load-dir", o.load_dir);
+      paths.writes_dir("--save-dir", o.save_dir, OutputGuard::checkpoint_names());
+    } else {
+      paths.reads_dir("--load-dir", o.load_dir, OutputGuard::checkpoint_names());
+      paths.writes_dir("--save-dir", o.save_dir);
+    }
+    paths.check();
     MT_CHECK(o.target_tp >= 1 && o.target_pp >= 1 && o.target_ep >= 1,
              "--target-tensor-parallel-size ", o.target_tp, ", --target-pipeline-parallel-size ",
              o.target_pp, " and --target-expert-parallel-size ", o.target_ep, " must be >= 1");

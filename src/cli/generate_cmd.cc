@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/strict_numbers.h"
 #include "core/error.h"
+#include "core/output_guard.h"
 #include "data/tokenizer.h"
 #include "comm/mpi_env.h"
 #include "comm/parallel_state.h"
@@ -77,6 +78,12 @@ Command add_generate_command(CLI::App& app) {
   make_integer_options_strict(app);
   return [a]() {
     check_generate_args(*a);
+    // Before anything is read or written: --output-json must not replace a
+    // file of the checkpoint it decodes (core/output_guard.h).
+    OutputGuard paths;
+    paths.reads_dir("--load", a->load, OutputGuard::checkpoint_names());
+    paths.writes_file("--output-json", a->output_json);
+    paths.check();
     MpiEnv mpi;
     const ParallelConfig pc = decoding_parallel_config(a->layout, mpi.world_size(), "generate");
     ParallelState ps(pc);

@@ -9,6 +9,7 @@
 #include "cli/model_flags.h"
 #include "cli/strict_numbers.h"
 #include "core/error.h"
+#include "core/output_guard.h"
 #include "comm/mpi_env.h"
 #include "comm/parallel_state.h"
 #include "plan/plan_calibrate.h"
@@ -32,12 +33,20 @@ struct PlanArgs {
   bool json = false;
   bool calibrate = false;
   std::string output;
+  std::vector<std::string> config_files;  // --config (inputs --output must not replace)
 };
 
 int run_calibrate(const PlanArgs& a) {
   MpiEnv mpi;
   ParallelState ps(ParallelConfig{});
   const std::string path = a.output.empty() ? devices_dir() + "/cpu-here.json" : a.output;
+  // --output must not replace a file this command reads (core/output_guard.h).
+  OutputGuard paths;
+  for (const std::string& c : a.config_files) paths.reads_file("--config", c);
+  if (a.device.find('/') != std::string::npos || a.device.find(".json") != std::string::npos)
+    paths.reads_file("--device", a.device);
+  paths.writes_file("--output", a.output);
+  paths.check();
   const DeviceProfile d = calibrate_device(ps.world_comm, "cpu-here");
   if (ps.world_rank == 0) {
     std::ofstream out(path);
@@ -132,7 +141,9 @@ int run_plan(const PlanArgs& a) {
 Command add_plan_command(CLI::App& app) {
   auto a = std::make_shared<PlanArgs>();
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.add_option("--config", "read flags from a TOML file of `flag-name = value` lines");
+  app.add_option("--config", a->config_files,
+                 "read flags from a TOML file of `flag-name = value` lines")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.footer(
       "Every layout the flags leave free (TP, PP, virtual stages, DP, micro-batch, SP, recompute,\n"
       "  distributed optimizer, bf16/fp32), with memory per rank from train's --log-memory model\n"

@@ -1,11 +1,13 @@
 // `megatron preprocess`: text (.txt / .jsonl) → Megatron .bin/.idx, with
 // Megatron-LM's tools/preprocess_data.py flags.
 #include <cstdio>
+#include <filesystem>
 
 #include "cli/commands.h"
 #include "cli/strict_numbers.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/output_guard.h"
 #include "data/preprocess.h"
 #include "data/tokenizer.h"
 
@@ -35,9 +37,26 @@ Command add_preprocess_command(CLI::App& app) {
       ->check(CLI::Range(1, 1024));
   app.add_flag("--append-eod", o->append_eod, "append the end-of-document token to each document");
   app.add_flag("--document-per-file", *per_file, ".txt: the whole file is one document");
+  app.add_flag("--overwrite", o->overwrite,
+               "replace an existing dataset of this --output-prefix (without it, an error); the "
+               "new files are written beside the old and renamed in when complete, so a run "
+               "reading the old ones keeps their data");
   make_integer_options_strict(app);
   return [o, per_file]() {
     o->whole_file_as_document = *per_file;
+    // Before anything is written: no output may replace an input
+    // (core/output_guard.h), --overwrite or not.
+    OutputGuard paths;
+    paths.reads_file("--input", o->input);
+    paths.reads_file("--vocab-file", o->vocab);
+    paths.reads_file("--merge-file", o->merge_file);
+    std::error_code ec;
+    if (std::filesystem::is_directory(o->tokenizer_model, ec))
+      paths.reads_dir("--tokenizer-model", o->tokenizer_model);
+    else
+      paths.reads_file("--tokenizer-model", o->tokenizer_model);
+    for (const std::string& f : preprocess_outputs(*o)) paths.writes_file("--output-prefix", f);
+    paths.check();
     o->progress = true;
     Timer t;
     const PreprocessStats s = preprocess(*o);

@@ -21,6 +21,7 @@
 #include "cli/decoding_model.h"
 #include "cli/strict_numbers.h"
 #include "core/error.h"
+#include "core/output_guard.h"
 #include "core/file_kind.h"
 #include "data/preprocess_pipeline.h"
 #include "comm/mpi_env.h"
@@ -36,17 +37,15 @@ struct ScoreArgs {
   DecodingLayout layout;
 };
 
-// Before anything is read or written: --output-json must not be --input
-// (atomic_write_text would replace the text with its scores), by name or by
-// another path to the same file (a link, "./", a hard link: same device and inode).
+// Before anything is read or written: --output-json must not replace the
+// --input text or a file of the --load checkpoint (core/output_guard.h: by
+// path, link or inode, or inside the checkpoint's folders).
 void check_score_paths(const ScoreArgs& a) {
-  if (a.output_json.empty()) return;
-  struct stat in {}, out {};
-  const bool same = a.output_json == a.input ||
-                    (::stat(a.input.c_str(), &in) == 0 && ::stat(a.output_json.c_str(), &out) == 0 &&
-                     in.st_dev == out.st_dev && in.st_ino == out.st_ino);
-  MT_CHECK(!same, "--output-json ", a.output_json, " is the --input file ", a.input,
-           "; writing the scores would replace the text; fix: give another --output-json path");
+  OutputGuard g;
+  g.reads_dir("--load", a.load, OutputGuard::checkpoint_names());
+  g.reads_file("--input", a.input);
+  g.writes_file("--output-json", a.output_json);
+  g.check();
 }
 
 bool is_jsonl(const std::string& path) {

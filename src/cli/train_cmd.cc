@@ -28,8 +28,10 @@ Command add_train_command(CLI::App& app) {
   ModelConfig& m = a->model;
   // Like argparse in Megatron-LM: a repeated flag takes its last value.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.add_option("--config", "read flags from a TOML file of `flag-name = value` lines "
-                 "(expanded before the other flags, which win)");
+  app.add_option("--config", a->config_files,
+                 "read flags from a TOML file of `flag-name = value` lines "
+                 "(expanded before the other flags, which win)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   auto group = [&](const char* name) { return app.add_option_group(name); };
   app.footer(
       "Memory per rank (P = parameters this rank holds, d = data-parallel size; --log-memory\n"
@@ -227,6 +229,10 @@ Command add_train_command(CLI::App& app) {
   log->add_flag("--no-load-optim", a->no_load_optim, "do not load the optimizer state");
   log->add_flag("--no-verify-checkpoint-checksums", a->no_verify_checkpoint_checksums,
                 "load --load without checking its files' CRC-32C checksums (very large runs)");
+  log->add_flag("--allow-changed-data", a->allow_changed_data,
+                "resume even though a --data-path dataset's .bin/.idx changed since the --load "
+                "checkpoint was saved (without it, an error: the samples after the checkpoint's "
+                "would be other ones)");
   log->add_flag("--finetune", a->finetune,
                 "load only the weights of --load: start at iteration 0 with a fresh optimizer "
                 "and the data from its beginning");

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -121,20 +122,49 @@ CharTokenizer build_vocab(const PreprocessOptions& o, bool jsonl) {
   return CharTokenizer::from_code_points(std::move(distinct), o.append_eod);
 }
 
+// Whether the input is JSON lines (by --format, else by extension).
+bool input_is_jsonl(const PreprocessOptions& o) {
+  if (o.format.empty()) return ends_with(o.input, ".jsonl") || ends_with(o.input, ".json");
+  MT_CHECK(o.format == "txt" || o.format == "jsonl", "unknown input format \"", o.format,
+           "\"; fix: use txt or jsonl");
+  return o.format == "jsonl";
+}
+
+// An existing dataset of the same prefix is replaced only when asked: a
+// typo'd --output-prefix must not silently swap the data a run trains on.
+void check_no_dataset_replaced(const PreprocessOptions& o, const std::vector<std::string>& outs) {
+  if (o.overwrite) return;
+  std::error_code ec;
+  std::string existing;
+  for (const std::string& f : outs)
+    if (std::filesystem::exists(f, ec)) existing += (existing.empty() ? "" : ", ") + f;
+  MT_CHECK(existing.empty(), "--output-prefix ", o.output_prefix, ": ", existing,
+           existing.find(", ") == std::string::npos ? " already exists" : " already exist",
+           "; preprocess would replace that dataset; fix: pass --overwrite to replace it (the "
+           "new files are renamed in when complete, and a run reading the old ones keeps their "
+           "data), or give another --output-prefix");
+}
+
 }  // namespace
+
+std::vector<std::string> preprocess_outputs(const PreprocessOptions& o) {
+  const bool jsonl = input_is_jsonl(o);
+  std::vector<std::string> out;
+  for (const std::string& key : jsonl ? o.json_keys : std::vector<std::string>{"text"}) {
+    out.push_back(o.output_prefix + "_" + key + "_document.bin");
+    out.push_back(o.output_prefix + "_" + key + "_document.idx");
+  }
+  if (o.tokenizer_type == "char") out.push_back(o.output_prefix + "_vocab.json");
+  out.push_back(o.output_prefix + "_tokenizer.json");
+  return out;
+}
 
 PreprocessStats preprocess(const PreprocessOptions& o) {
   MT_CHECK(!o.input.empty() && !o.output_prefix.empty(),
            "preprocess needs an input file and an output prefix; fix: pass --input and "
            "--output-prefix");
-  bool jsonl = false;
-  if (o.format.empty()) {
-    jsonl = ends_with(o.input, ".jsonl") || ends_with(o.input, ".json");
-  } else {
-    MT_CHECK(o.format == "txt" || o.format == "jsonl", "unknown input format \"", o.format,
-             "\"; fix: use txt or jsonl");
-    jsonl = o.format == "jsonl";
-  }
+  const bool jsonl = input_is_jsonl(o);
+  check_no_dataset_replaced(o, preprocess_outputs(o));
   MT_CHECK(!jsonl || !o.whole_file_as_document,
            "whole_file_as_document applies to .txt input only; fix: drop the option for .jsonl");
   MT_CHECK(!jsonl || !o.json_keys.empty(), "no --json-keys given for ", o.input,

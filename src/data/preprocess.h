@@ -46,6 +46,10 @@ struct PreprocessOptions {
   std::string tokenizer_model;  // --tokenizer-model
   int64_t null_vocab_size = 0;  // --vocab-size
   int workers = 1;              // --workers: tokenizer threads (fixed vocabularies)
+  // --overwrite: replace an existing dataset of the same prefix (without it,
+  // an error). Either way the new files are written beside the old ones and
+  // renamed in: a run that has the old ones open keeps reading their data.
+  bool overwrite = false;
   // Progress on stderr for inputs that take more than a few seconds: a line
   // rewritten in place on a terminal, else a plain line every 30 s.
   bool progress = false;
@@ -71,6 +75,10 @@ struct PreprocessStats {
   std::string tokenizer_path;  // <prefix>_tokenizer.json
   std::vector<std::string> dataset_prefixes;  // one per key
 };
+
+// Every file preprocess(options) writes: each key's .bin/.idx, the char
+// vocabulary (char only) and the tokenizer record.
+std::vector<std::string> preprocess_outputs(const PreprocessOptions& options);
 
 PreprocessStats preprocess(const PreprocessOptions& options);
 

@@ -150,6 +150,11 @@ struct TrainArgs {
   // fresh optimizer (Megatron's flag; a release checkpoint loads so anyway).
   bool finetune = false;
   std::vector<std::string> model_flags_given;
+  // The --config files the flags came from (inputs: no output may replace one).
+  std::vector<std::string> config_files;
+  // Resume on a dataset whose .bin/.idx changed since the checkpoint was saved
+  // (its sizes and CRC-32C are recorded there): without this, an error.
+  bool allow_changed_data = false;
   // Megatron's --skip-train: evaluate the --load checkpoint on the validation
   // and test splits, write val_* / test_* to --log-json, and exit.
   bool skip_train = false;

@@ -140,6 +140,7 @@ ArgList argument_list(const TrainArgs& a) {
   b.add("--no-load-optim", a.no_load_optim);
   b.add("--no-verify-checkpoint-checksums", a.no_verify_checkpoint_checksums);
   b.add("--finetune", a.finetune);
+  b.add("--allow-changed-data", a.allow_changed_data);
   b.add("--overwrite-checkpoints", a.overwrite_checkpoints);
   b.add("--exit-interval", a.exit_interval);
   b.add("--exit-duration-in-mins", a.exit_duration_in_mins);

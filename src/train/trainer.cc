@@ -27,12 +27,14 @@
 #include "checkpoint/checkpoint_io.h"
 #include "checkpoint/checkpoint_tokenizer.h"
 #include "train/blend_cache.h"
+#include "train/data_fingerprint.h"
 #include "train/data_loader.h"
 #include "train/host_memory.h"
 #include "train/memory_report.h"
 #include "train/metrics.h"
 #include "train/profiler.h"
 #include "train/run_args_check.h"
+#include "train/run_paths.h"
 #include "train/signals.h"
 #include "train/train_step.h"
 #include "train/training_log.h"
@@ -116,6 +118,18 @@ nlohmann::json resolve_tokenizer(TrainArgs& args, int64_t loaded_iteration, bool
 // run. No rank of a job writes there before this, and the verdict is
 // broadcast, so a refused job ends on every rank with rank 0's line (none left
 // waiting in a collective) and a job that holds the lock covers all its ranks.
+// Rank 0's refusal ("" for none) reaches every rank, and every rank throws it:
+// a job refused on rank 0 ends everywhere with rank 0's line, none left
+// waiting in a collective.
+void broadcast_refusal(const ParallelState& ps, std::string refusal) {
+  uint64_t n = refusal.size();
+  ps.world_comm.broadcast(&n, sizeof n, 0);
+  if (n == 0) return;
+  refusal.resize(size_t(n));
+  ps.world_comm.broadcast(refusal.data(), size_t(n), 0);
+  throw Error(refusal);
+}
+
 DirLock lock_save_dir(const TrainArgs& args, const ParallelState& ps) {
   if (args.save.empty()) return {};
   DirLock lock;
@@ -128,12 +142,48 @@ DirLock lock_save_dir(const TrainArgs& args, const ParallelState& ps) {
       refusal = e.what();
     }
   }
-  uint64_t n = refusal.size();
-  ps.world_comm.broadcast(&n, sizeof n, 0);
-  if (n == 0) return lock;
-  refusal.resize(size_t(n));
-  ps.world_comm.broadcast(refusal.data(), size_t(n), 0);
-  throw Error(refusal);
+  broadcast_refusal(ps, refusal);
+  return lock;
+}
+
+// Before anything is created or written: no output flag may replace, append
+// to or write into what the run reads (train/run_paths.h). Rank 0 looks.
+void check_outputs_against_inputs(const TrainArgs& args, const ParallelState& ps) {
+  std::string refusal;
+  if (ps.world_rank == 0) {
+    try {
+      train_output_guard(args).check();
+    } catch (const Error& e) {
+      refusal = e.what();
+    }
+  }
+  broadcast_refusal(ps, refusal);
+}
+
+// Rank 0 records the datasets' sizes and checksums in the run's record (what
+// every checkpoint saves) and, resuming training, stops when they changed
+// since the loaded checkpoint (train/data_fingerprint.h).
+void record_and_check_datasets(const TrainArgs& args, int64_t loaded_iteration,
+                               nlohmann::json& run_args, const ParallelState& ps) {
+  std::string refusal;
+  if (ps.world_rank == 0) {
+    try {
+      run_args["datasets"] = dataset_fingerprints(args.dataset_prefixes());
+      if (loaded_iteration >= 0 && !args.finetune && !args.skip_train) {
+        const nlohmann::json saved = read_checkpoint_meta(args.load).at("args");
+        const std::string change = changed_dataset(saved.value("datasets", nlohmann::json()),
+                                                   run_args["datasets"], args.load);
+        if (!change.empty() && args.allow_changed_data)
+          log_line(true, "warning: %s; going on (--allow-changed-data)\n",
+                   change.substr(0, change.find("; resuming")).c_str());
+        else if (!change.empty())
+          refusal = change;
+      }
+    } catch (const Error& e) {
+      refusal = e.what();
+    }
+  }
+  broadcast_refusal(ps, refusal);
 }
 
 // Before anything is read or trained: refuse a --save that holds checkpoints
@@ -639,6 +689,7 @@ int run_training(TrainArgs args, ParallelState& ps) {
   if (!etp_warning.empty()) log_line(ps.world_rank == 0, "warning: %s\n", etp_warning.c_str());
   check_device(args, ps.world_size);  // --device cuda: at once, one line, if it cannot run
   check_same_arguments(launched, ps.world_comm);  // before the first collective that could hang
+  check_outputs_against_inputs(args, ps);  // before anything is created or written
   const DirLock save_lock = lock_save_dir(args, ps);  // held until the run returns
   TensorBoardLog tensorboard = open_tensorboard_log(args, ps);  // a bad directory ends it here
   const int64_t loaded_iteration = args.load.empty() ? -1 : latest_iteration(args.load);
@@ -647,7 +698,8 @@ int run_training(TrainArgs args, ParallelState& ps) {
                              : "--load " + args.load + " holds none",
            "; fix: --load DIR of a checkpoint (a --save of megatron train or megatron convert)");
   prepare_save_dir(args, loaded_iteration, ps);  // first: it may restore the loaded iteration
-  const nlohmann::json run_args = resolve_run_args(args, loaded_iteration, ps);
+  nlohmann::json run_args = resolve_run_args(args, loaded_iteration, ps);
+  record_and_check_datasets(args, loaded_iteration, run_args, ps);
   install_exit_signal_handlers();
 
   // Before the Trainer, so that it outlives every pending communication.

@@ -94,11 +94,11 @@ TEST_F(InferenceMemory, ScoreOutputJsonThatIsTheInputIsRefusedAndTheInputKept) {
   const std::string input = " --input {dir}docs.txt";
   const BadInputCase cases[] = {
       {"the same path", " score --load {dir}ckpt" + input + " --output-json {dir}docs.txt",
-       "is the --input file"},
+       "is the file that --input"},
       {"another spelling", " score --load {dir}ckpt" + input + " --output-json {dir}./docs.txt",
-       "is the --input file"},
+       "is the file that --input"},
       {"a link to it", " score --load {dir}ckpt" + input + " --output-json {dir}link.json",
-       "is the --input file"},
+       "is the file that --input"},
   };
   for (const BadInputCase& c : cases) {
     expect_fails(c);

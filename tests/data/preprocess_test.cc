@@ -155,6 +155,43 @@ TEST(Preprocess, ErrorsNameTheProblem) {
   EXPECT_TRUE(has(error_of([&] { preprocess(o); }), "nope.txt"));
 }
 
+// An existing dataset is replaced only with --overwrite; then the new files
+// are renamed in, so a reader that has the old ones open keeps their data.
+TEST(Preprocess, ReplacesAnExistingDatasetOnlyWhenAskedAndReadersKeepTheOldData) {
+  TempDir dir;
+  write_file(dir.file("old.txt"), "abab\n\nba");
+  write_file(dir.file("new.txt"), "cc\n\ncd\n\nd");
+  PreprocessOptions o;
+  o.input = dir.file("old.txt");
+  o.output_prefix = dir.file("out");
+  preprocess(o);
+  const std::string bin = read_file(dir.file("out_text_document.bin"));
+  const std::string idx = read_file(dir.file("out_text_document.idx"));
+  const std::string vocab = read_file(dir.file("out_vocab.json"));
+
+  o.input = dir.file("new.txt");
+  const std::string msg = error_of([&] { preprocess(o); });
+  EXPECT_TRUE(has(msg, "--output-prefix " + dir.file("out") + ": " +
+                           dir.file("out_text_document.bin")) &&
+              has(msg, "already exist") && has(msg, "fix: pass --overwrite"))
+      << msg;
+  EXPECT_EQ(read_file(dir.file("out_text_document.bin")), bin);
+  EXPECT_EQ(read_file(dir.file("out_text_document.idx")), idx);
+  EXPECT_EQ(read_file(dir.file("out_vocab.json")), vocab);
+
+  const IndexedDataset open_before(dir.file("out_text_document"));
+  o.overwrite = true;
+  const PreprocessStats st = preprocess(o);
+  EXPECT_EQ(st.documents, 3);
+  EXPECT_NE(read_file(dir.file("out_text_document.bin")), bin);
+  // The reader opened before still sees the old dataset, whole.
+  ASSERT_EQ(open_before.num_sequences(), 2);
+  std::vector<int32_t> ids(size_t(open_before.sequence_length(0)));
+  open_before.read(0, 0, int64_t(ids.size()), ids.data());
+  EXPECT_EQ(CharTokenizer::from_json(vocab, "old vocabulary").detokenize(ids), "abab");
+  EXPECT_EQ(IndexedDataset(dir.file("out_text_document")).num_sequences(), 3);
+}
+
 TEST(Preprocess, TinyShakespeareIsByteIdenticalToMegatron) {
   const std::string rel = "megatron-indexed/tinyshakespeare_text_document";
   if (!test::shared_file_exists(rel + ".idx") || !test::shared_file_exists("tinyshakespeare.txt"))

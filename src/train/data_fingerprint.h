@@ -1,0 +1,28 @@
+// What a checkpoint remembers of the data it was trained on: for each dataset
+// (a .bin/.idx prefix), both files' sizes and CRC-32C, saved in meta.json's
+// args ("datasets"). A resume whose dataset under the same path has other
+// contents would silently continue on other samples than the checkpoint's
+// consumed ones (Megatron's sample order is a function of the documents), so
+// it stops and says so, unless --allow-changed-data.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace mt {
+
+// One record per prefix: {"prefix", "path" (absolute), "bin_bytes", "idx_bytes",
+// "bin_crc32c", "idx_crc32c"}. Reads every byte of both files (CRC-32C on the
+// crc32 instruction: a few GB/s from the page cache).
+nlohmann::json dataset_fingerprints(const std::vector<std::string>& prefixes);
+
+// The first dataset whose contents differ between the checkpoint's records
+// (`saved`; a checkpoint without them: none) and this run's (`now`), as one
+// line naming the files, what changed and the fixes; "" when none did.
+// Datasets are matched by absolute path; one in only one of the lists is a
+// change of --data-path, which Megatron allows, not of contents.
+std::string changed_dataset(const nlohmann::json& saved, const nlohmann::json& now,
+                            const std::string& checkpoint);
+
+}  // namespace mt
