@@ -8,6 +8,7 @@
 #include "core/checked_math.h"
 #include "core/error.h"
 #include "data/blend.h"
+#include "data/gpt_dataset.h"
 #include "data/tokenizer.h"
 #include "model/params.h"
 
@@ -153,6 +154,7 @@ void TrainArgs::check_data_flags() const {
   MT_CHECK(std::isfinite(mid_level_dataset_surplus) && mid_level_dataset_surplus >= 0,
            "--mid-level-dataset-surplus ", mid_level_dataset_surplus, " must be >= 0 (Megatron's "
            "default: 0.005)");
+  if (!split.empty()) parse_and_normalize_split(split);  // refused here, before any work
   if (!data_path.empty()) parse_blend(data_path, "--data-path");
   if (!train_data_path.empty()) parse_blend(train_data_path, "--train-data-path");
   if (!valid_data_path.empty()) parse_blend(valid_data_path, "--valid-data-path");
