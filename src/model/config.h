@@ -45,7 +45,7 @@ struct ModelConfig {
   std::string moe_router_load_balancing_type = "aux_loss";  // aux_loss | seq_aux_loss | none
   float moe_aux_loss_coeff = 0.f;
   float moe_z_loss_coeff = 0.f;          // 0: no z-loss (Megatron's None)
-  float moe_expert_capacity_factor = -1.f;  // < 0: absent (dropless)
+  float moe_expert_capacity_factor = -1.f;  // < 0: absent (dropless; Megatron's None)
   std::string moe_token_drop_policy = "probs";  // probs | position
   bool moe_pad_expert_input_to_capacity = false;
   std::string moe_token_dispatcher_type = "allgather";  // allgather | alltoall

@@ -637,6 +637,8 @@ int run_training(TrainArgs args, ParallelState& ps) {
   args.validate(ps.world_size);
   const std::string etp_warning = args.expert_tensor_parallel_default();
   if (!etp_warning.empty()) log_line(ps.world_rank == 0, "warning: %s\n", etp_warning.c_str());
+  const std::string capacity_note = args.capacity_factor_note();
+  if (!capacity_note.empty()) log_line(ps.world_rank == 0, "note: %s\n", capacity_note.c_str());
   check_device(args, ps.world_size);  // --device cuda: at once, one line, if it cannot run
   check_same_arguments(launched, ps.world_comm);  // before the first collective that could hang
   const DirLock save_lock = lock_save_dir(args, ps);  // held until the run returns
