@@ -626,6 +626,23 @@ void adopt_checkpoint_model(TrainArgs& args) {
   });
 }
 
+// Megatron's do_valid is false when the validation split has no documents,
+// and its loop then skips every evaluation without a word. Here one line says
+// so (rank 0), with the ways to get an evaluation or to silence the line.
+void warn_if_validation_is_empty(const Trainer& t) {
+  const TrainArgs& args = t.args;
+  if (args.eval_interval <= 0 || args.eval_iters <= 0 || t.data->has_valid()) return;
+  const std::string why =
+      args.data_path.empty()
+          ? std::string("no --valid-data-path was given")
+          : "--split " + (args.split.empty() ? std::string("969,30,1") : args.split) +
+                " gives the validation split no documents";
+  log_line(t.ps.world_rank == 0, "warning: evaluation is off: %s, so --eval-interval %lld "
+           "evaluates nothing; fix: give the validation split a weight (e.g. --split 98,2,0) or "
+           "a --valid-data-path, or pass --eval-iters 0 to silence this\n", why.c_str(),
+           static_cast<long long>(args.eval_interval));
+}
+
 }  // namespace
 
 int run_training(TrainArgs args, ParallelState& ps) {
@@ -663,6 +680,7 @@ int run_training(TrainArgs args, ParallelState& ps) {
   t.log.tb = std::move(tensorboard);
   t.log.tb.measure_memory = [&t] { return measured_memory(t); };
   if (args.skip_train) return evaluate_only(t);
+  warn_if_validation_is_empty(t);
   const int64_t start_iteration = t.state.iteration;
   const bool saved_at_exit = train(t);
   profiler.finish();  // a range past the last iteration ends with training
