@@ -159,7 +159,10 @@ nlohmann::json resolve_run_args(TrainArgs& args, int64_t loaded_iteration,
                                 const ParallelState& ps) {
   nlohmann::json run_args = {
       {"tokenizer", resolve_tokenizer(args, loaded_iteration, ps.world_rank == 0)}};
-  for (const std::string& prefix : args.dataset_prefixes())
+  const std::vector<std::string> prefixes = args.dataset_prefixes();
+  const std::string unrecorded = check_blend_tokenizers(prefixes);
+  if (!unrecorded.empty()) log_line(ps.world_rank == 0, "warning: %s\n", unrecorded.c_str());
+  for (const std::string& prefix : prefixes)
     check_dataset_tokenizer(prefix, run_args["tokenizer"], args.vocab_file);
   args.model.finalize(ps.tp_size);
   if (loaded_iteration >= 0) {  // keep the checkpoint's vocabulary padding when this TP size divides it
