@@ -53,6 +53,32 @@ bool ModelConfig::is_moe_layer(int64_t layer) const {
   return moe_layer_pattern(moe_layer_freq, num_layers).at(size_t(layer));
 }
 
+ModelConfig resolved_architecture(ModelConfig c) {
+  if (c.ffn_hidden_size == 0) c.ffn_hidden_size = 4 * c.hidden_size;
+  if (c.max_position_embeddings == 0) c.max_position_embeddings = c.seq_length;
+  if (c.query_groups() == c.num_attention_heads) c.group_query_attention = false;
+  if (!c.group_query_attention) c.num_query_groups = ModelConfig{}.num_query_groups;
+  if (!c.moe()) {  // no expert anywhere: the MoE fields mean nothing
+    const ModelConfig d;
+    c.moe_ffn_hidden_size = d.moe_ffn_hidden_size;
+    c.moe_layer_freq = d.moe_layer_freq;
+    c.moe_shared_expert_intermediate_size = d.moe_shared_expert_intermediate_size;
+    c.moe_router_topk = d.moe_router_topk;
+    c.moe_router_pre_softmax = d.moe_router_pre_softmax;
+    return c;
+  }
+  c.moe_ffn_hidden_size = c.moe_ffn();
+  try {
+    std::string list;
+    for (bool moe : moe_layer_pattern(c.moe_layer_freq, c.num_layers))
+      list += std::string(list.empty() ? "[" : ",") + (moe ? "1" : "0");
+    c.moe_layer_freq = list + "]";
+  } catch (const Error&) {
+    // not a pattern of these layers: compared as written
+  }
+  return c;
+}
+
 bool is_training_knob(const std::string& k) {
   for (const char* key : {"hidden_dropout", "attention_dropout", "init_method_std", "seq_length",
                           "make_vocab_size_divisible_by", "padded_vocab_size",

@@ -154,6 +154,13 @@ void for_each_model_field(Config& c, Visit&& visit) {
         "a rank's local experts as one grouped product", c.moe_grouped_gemm);
 }
 
+// The architecture `c` describes, each field in one spelling: --ffn-hidden-size
+// and --max-position-embeddings resolved, --moe-ffn-hidden-size resolved and
+// --moe-layer-freq as its per-layer list ("1" and "[1,1]" alike), the MoE
+// fields of a dense model and the query groups without GQA (or with one group
+// per head) at their defaults. Two configurations of one model compare equal.
+ModelConfig resolved_architecture(ModelConfig c);
+
 // The model fields that are not architecture (a checkpoint may be resumed
 // with other values): dropout, init, sequence length, vocabulary padding,
 // and the MoE training knobs.
