@@ -1,5 +1,6 @@
 #include "cli/config_file.h"
 
+#include <fstream>
 #include <map>
 #include <set>
 
@@ -32,6 +33,23 @@ std::vector<std::vector<std::string>> config_file_items(const std::string& path,
     MT_FAIL("cannot read --config ", path, ": ", e.what());
   }
   const std::string command = sub != nullptr ? "megatron " + sub->get_name() : "";
+  // CLI11 joins a key's repeats into one list; the file's own lines tell them apart.
+  std::map<std::string, int> first_line;
+  std::ifstream in(path);
+  int at = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++at;
+    const size_t b = line.find_first_not_of(" \t");
+    if (b == std::string::npos || line[b] == '#' || line[b] == '[') continue;
+    const size_t eq = line.find('=', b);
+    if (eq == std::string::npos) continue;
+    std::string key = line.substr(b, eq - b);
+    key.erase(key.find_last_not_of(" \t") + 1);
+    if (key.empty() || key.find_first_of(" \t\"'") != std::string::npos) continue;
+    const auto [it, fresh] = first_line.emplace(key, at);
+    MT_CHECK(fresh, "--config ", path, ": key '", key, "' is set twice (lines ", it->second,
+             " and ", at, "); fix: keep one `", key, " = ...` line");
+  }
   std::set<std::string> seen;
   std::vector<std::vector<std::string>> out;
   for (const CLI::ConfigItem& item : items) {
