@@ -458,8 +458,12 @@ void check_same_architecture(const nlohmann::json& saved, const nlohmann::json& 
     // The flag that sets it (its first name) and how to give the checkpoint's value.
     const std::string f = std::string(flag).substr(0, std::string(flag).find(','));
     std::string give;
-    if constexpr (std::is_same_v<T, bool>) {
-      give = a.get<bool>() ? "add " + f : "leave out " + f;
+    if constexpr (std::is_same_v<T, bool>) {  // a switch: set or not, never "true"
+      const bool on = a.get<bool>();
+      MT_FAIL("--load ", load, ": the checkpoint's model was trained ", on ? "with " : "without ",
+              f, " but this run is ", on ? "without" : "with", " it; fix: ",
+              on ? "add " : "leave out ", f,
+              " (the checkpoint's model), or --load a checkpoint of this model");
     } else {
       std::string value = shown(a);
       if (value.find_first_of("[]* ") != std::string::npos) value = "'" + value + "'";

@@ -248,8 +248,9 @@ TEST_F(SilentAnswers, LoadComparesResolvedModelsAndNamesAWorkingFix) {
                                 "has [0,1]; fix: pass --moe-layer-freq '[1,1]'")) << other.output;
   const RunResult bias = train_run(moe + resume + " --train-iters 4 --disable-bias-linear");
   EXPECT_NE(bias.exit_code, 0);
-  EXPECT_TRUE(has(bias.output, "the checkpoint's model has --disable-bias-linear false but this "
-                               "run has true; fix: leave out --disable-bias-linear")) << bias.output;
+  EXPECT_TRUE(has(bias.output, "the checkpoint's model was trained without --disable-bias-linear "
+                               "but this run is with it; fix: leave out --disable-bias-linear"))
+      << bias.output;
   EXPECT_FALSE(has(bias.output, "--disable-bias-linear true")) << bias.output;
   const RunResult fixed = train_run(moe + resume + " --train-iters 4 --moe-layer-freq '[1,1]'");
   EXPECT_EQ(fixed.exit_code, 0) << fixed.output;
