@@ -432,7 +432,8 @@ void check_same_architecture(const nlohmann::json& saved, const nlohmann::json& 
   // the field's default (model_config_from_json).
   const ModelConfig saved_model = resolved_architecture(model_config_from_json(saved));
   const nlohmann::json a_all = model_config_to_json(saved_model);
-  const nlohmann::json b_all = model_config_to_json(resolved_architecture(model_config_from_json(run)));
+  const nlohmann::json b_all =
+      model_config_to_json(resolved_architecture(model_config_from_json(run)));
   ModelConfig fields;
   for_each_model_field(fields, [&](const char* key, const char* flag, const char*,
                                    const auto& field) {

@@ -58,7 +58,8 @@ std::vector<std::vector<std::string>> config_file_items(const std::string& path,
              "]) are not used; write `flag-name = value` lines at the top level");
     MT_CHECK(seen.insert(item.name).second, "--config ", path, ": key '", item.name,
              "' is set more than once; fix: keep one `", item.name, " = ...` line");
-    const CLI::Option* option = sub != nullptr ? sub->get_option_no_throw("--" + item.name) : nullptr;
+    const CLI::Option* option =
+        sub != nullptr ? sub->get_option_no_throw("--" + item.name) : nullptr;
     if (sub != nullptr && option == nullptr) {
       std::string dashed = item.name;
       for (char& c : dashed) c = c == '_' ? '-' : c;

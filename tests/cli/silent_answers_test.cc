@@ -57,7 +57,8 @@ TEST_F(SilentAnswers, SplitWeightsThatMegatronMisreadsAreRefused) {
        "1); fix: give up to 3 weights >= 0, e.g. --split 969,30,1"},
       {"letters", run_flags(" --split abc"),
        "--split \"abc\": \"abc\" is not a plain decimal number; fix:"},
-      {"nan", run_flags(" --split 90,nan,10"), "--split \"90,nan,10\": weight \"nan\" is not finite"},
+      {"nan", run_flags(" --split 90,nan,10"),
+       "--split \"90,nan,10\": weight \"nan\" is not finite"},
       {"inf", run_flags(" --split inf"), "--split \"inf\": weight \"inf\" is not finite"},
   };
   for (const BadInputCase& c : cases) expect_fails(c);
@@ -175,7 +176,8 @@ TEST_F(SilentAnswers, ConfigFileKeysAreNamedWithTheFileAndAnArrayIsMegatronsList
     EXPECT_FALSE(has(r.output, "was not expected")) << r.output;
   }
   // The fixes they name.
-  for (const char* fixed : {"lr = 2e-3\n", "moe-layer-freq = 1\nnum-experts = 2\n", "lr = 1e-3\n"}) {
+  for (const char* fixed :
+       {"lr = 2e-3\n", "moe-layer-freq = 1\nnum-experts = 2\n", "lr = 1e-3\n"}) {
     write_text(toml, fixed);
     expect_runs(fixed, base);
   }
@@ -239,7 +241,8 @@ TEST_F(SilentAnswers, LoadComparesResolvedModelsAndNamesAWorkingFix) {
   // --moe-layer-freq [1,1] is 1 on two layers; --moe-ffn-hidden-size 128 is the
   // default (--ffn-hidden-size 4 x 32).
   const std::string resume = " --load " + ckpt + " --train-iters 3";
-  const RunResult same = train_run(moe + resume + " --moe-layer-freq [1,1] --moe-ffn-hidden-size 128");
+  const RunResult same =
+      train_run(moe + resume + " --moe-layer-freq [1,1] --moe-ffn-hidden-size 128");
   EXPECT_EQ(same.exit_code, 0) << same.output;
   // Another model: the fix names the checkpoint's value in a form the parser takes.
   const RunResult other = train_run(moe + resume + " --train-iters 4 --moe-layer-freq [0,1]");

@@ -61,7 +61,8 @@ TEST(ParseBlend, TinyWeightsAndAnInfiniteSumAreSaidAsSuch) {
   EXPECT_EQ(parse_blend({"1e-300", "a", "1e20", "b"}, "--data-path").weights,
             (std::vector<double>{1e-300, 1e20}));  // scaled up by 1e20
   EXPECT_EQ(parse_blend({"1", "b"}, "--data-path").prefixes, std::vector<std::string>{"b"});
-  const std::string sum = error_of([] { parse_blend({"1e308", "a", "1e308", "b"}, "--data-path"); });
+  const std::string sum =
+      error_of([] { parse_blend({"1e308", "a", "1e308", "b"}, "--data-path"); });
   EXPECT_TRUE(has(sum, "--data-path weights sum to inf (too large for a double); fix: scale all "
                        "the weights down")) << sum;
   EXPECT_EQ(parse_blend({"1", "a", "1", "b"}, "--data-path").weights,
