@@ -427,27 +427,51 @@ nlohmann::json model_config_to_json(const ModelConfig& c) {
 
 void check_same_architecture(const nlohmann::json& saved, const nlohmann::json& run,
                              const std::string& load) {
+  // Compared as meanings, not spellings (--moe-layer-freq 1 is [1,1] on two
+  // layers): both resolved. A checkpoint older than a field was trained with
+  // the field's default (model_config_from_json).
+  const ModelConfig saved_model = resolved_architecture(model_config_from_json(saved));
+  const nlohmann::json a_all = model_config_to_json(saved_model);
+  const nlohmann::json b_all =
+      model_config_to_json(resolved_architecture(model_config_from_json(run)));
   ModelConfig fields;
-  // A checkpoint older than a field was trained with the field's default.
-  const nlohmann::json defaults = model_config_to_json(fields);
   for_each_model_field(fields, [&](const char* key, const char* flag, const char*,
                                    const auto& field) {
+    using T = std::decay_t<decltype(field)>;
     const std::string k = key;
     // Not architecture (as in Megatron): dropout, init, the sequence length
     // (positions are max_position_embeddings), the padding (checked at load),
     // the MoE training knobs.
     if (is_training_knob(k)) return;
-    const nlohmann::json a = saved.value(key, defaults.at(key)), b = run.value(key, defaults.at(key));
+    const nlohmann::json &a = a_all.at(key), &b = b_all.at(key);
     if (a == b) return;
     // A float field compares as the float it is (older checkpoints wrote
     // 1e-5f as 9.999999747378752e-06).
-    if constexpr (std::is_same_v<std::decay_t<decltype(field)>, float>)
+    if constexpr (std::is_same_v<T, float>)
       if (a.is_number() && b.is_number() && a.get<float>() == b.get<float>()) return;
-    // The flag that sets it (its first name), or the key for derived fields.
-    const std::string f = *flag ? std::string(flag).substr(0, std::string(flag).find(','))
-                                : "the model's " + k;
-    MT_FAIL("--load ", load, ": the checkpoint's model has ", f, " ", a.dump(),
-            " but this run has ", b.dump(), "; fix: pass ", f, " ", a.dump(),
+    auto shown = [](const nlohmann::json& v) {
+      return v.is_string() ? v.get<std::string>() : v.dump();
+    };
+    if (*flag == '\0')  // derived (the vocabulary: from the tokenizer)
+      MT_FAIL("--load ", load, ": the checkpoint's model has ", k, " ", shown(a),
+              " but this run has ", shown(b), "; fix: leave out the tokenizer flags (the "
+              "checkpoint's tokenizer is then used), or --load a checkpoint of this model");
+    // The flag that sets it (its first name) and how to give the checkpoint's value.
+    const std::string f = std::string(flag).substr(0, std::string(flag).find(','));
+    std::string give;
+    if constexpr (std::is_same_v<T, bool>) {  // a switch: set or not, never "true"
+      const bool on = a.get<bool>();
+      MT_FAIL("--load ", load, ": the checkpoint's model was trained ", on ? "with " : "without ",
+              f, " but this run is ", on ? "without" : "with", " it; fix: ",
+              on ? "add " : "leave out ", f,
+              " (the checkpoint's model), or --load a checkpoint of this model");
+    } else {
+      std::string value = shown(a);
+      if (value.find_first_of("[]* ") != std::string::npos) value = "'" + value + "'";
+      give = "pass " + f + " " + value;
+    }
+    MT_FAIL("--load ", load, ": the checkpoint's model has ", f, " ", shown(a),
+            " but this run has ", shown(b), "; fix: ", give,
             " (the checkpoint's model), or --load a checkpoint of this model");
   });
 }

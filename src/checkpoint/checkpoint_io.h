@@ -105,7 +105,9 @@ ModelConfig model_config_from_json(const nlohmann::json& j);
 // this run's in its architecture — anything but dropout, init (which may
 // change on resume, as in Megatron), the sequence length and the vocabulary
 // padding: its weights would load into another function in silence.
-// `saved`, `run`: model_config_to_json objects.
+// `saved`, `run`: model_config_to_json objects, compared as the models they
+// describe (resolved_architecture: --moe-layer-freq 1 and [1,1] alike). The
+// fix names the flag with the checkpoint's value in a form the parser takes.
 void check_same_architecture(const nlohmann::json& saved, const nlohmann::json& run,
                              const std::string& load);
 }  // namespace mt

@@ -194,4 +194,71 @@ void check_dataset_tokenizer(const std::string& data_prefix, const nlohmann::jso
     }
 }
 
+namespace {
+
+// "GPT2BPETokenizer (50257 ids; vocab_file sha256 3c7e…, merge_file sha256 1ce1…)".
+std::string describe_record(const nlohmann::json& r) {
+  std::string s = r.value("type", std::string("?"));
+  s += " (";
+  if (r.contains("vocab_size") && r.at("vocab_size").is_number_integer())
+    s += std::to_string(r.at("vocab_size").get<int64_t>()) + " ids";
+  for (const auto& [role, sum] : file_checksums(r))
+    s += (s.back() == '(' ? "" : "; ") + role + " SHA-256 " + sum.substr(0, 12);
+  return s + ")";
+}
+
+// The preprocess flags that make a record's tokenizer: "--tokenizer-type
+// GPT2BPETokenizer --vocab-file V --merge-file M".
+std::string preprocess_flags(const nlohmann::json& r) {
+  std::string s = "--tokenizer-type " + r.value("type", std::string("?"));
+  for (const auto& [role, name] : file_roles()) {
+    if (!r.contains(role) || !r.at(role).is_object()) continue;
+    std::string flag = "--" + role;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    s += " " + flag + " " + r.at(role).value("path", std::string("?"));
+  }
+  if (r.value("type", "") == "NullTokenizer" && r.contains("vocab_size"))
+    s += " --vocab-size " + r.at("vocab_size").dump();
+  return s;
+}
+
+}  // namespace
+
+std::string check_blend_tokenizers(const std::vector<std::string>& prefixes) {
+  if (prefixes.size() < 2) return "";
+  std::string first, first_path, without;
+  nlohmann::json first_record;
+  for (const std::string& prefix : prefixes) {
+    const std::string path = dataset_record_path(prefix);
+    if (path.empty()) {
+      without += (without.empty() ? "" : ", ") + prefix;
+      continue;
+    }
+    nlohmann::json r;
+    try {
+      r = nlohmann::json::parse(read_text_file(path));
+    } catch (const nlohmann::json::exception& e) {
+      MT_FAIL(path, " (the tokenizer record of dataset ", prefix, ") is not valid JSON (",
+              e.what(), "); fix: preprocess the data again, or remove the file to skip this check");
+    }
+    if (first.empty()) {
+      first = prefix;
+      first_path = path;
+      first_record = r;
+      continue;
+    }
+    MT_CHECK(same_tokenizer(first_record, r), "the run's datasets were preprocessed with different "
+             "tokenizers: ", first, " with ", describe_record(first_record), " (", first_path,
+             ") but ", prefix, " with ", describe_record(r), " (", path, "); the same id would "
+             "mean other text in each; fix: preprocess ", prefix, "'s text again with ", first,
+             "'s tokenizer (megatron preprocess --input ... --output-prefix ... ",
+             preprocess_flags(first_record), "), or train on datasets of one tokenizer");
+  }
+  if (first.empty() || without.empty()) return "";
+  return "dataset(s) " + without + " have no tokenizer record (<prefix>_tokenizer.json, written "
+         "by megatron preprocess) while " + first + " has one (" + describe_record(first_record) +
+         "): they are blended unchecked; make sure they were preprocessed with that tokenizer, "
+         "or preprocess them again with megatron preprocess";
+}
+
 }  // namespace mt

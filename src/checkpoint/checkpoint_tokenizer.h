@@ -21,6 +21,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -53,6 +54,12 @@ std::string dataset_record_path(const std::string& data_prefix);
 
 void check_dataset_tokenizer(const std::string& data_prefix, const nlohmann::json& record,
                              const std::string& vocab_file);
+
+// The datasets of one run (a blend, or the per-split paths) must share one
+// tokenizer: two whose <prefix>_tokenizer.json records name different
+// tokenizers (type, size or file contents) are refused, naming both. Returns
+// a warning ("" for none) when some have a record and others have none.
+std::string check_blend_tokenizers(const std::vector<std::string>& prefixes);
 
 // Do two records name the same tokenizer? Paths may differ; contents may not.
 bool same_tokenizer(const nlohmann::json& a, const nlohmann::json& b);

@@ -6,10 +6,16 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 namespace mt {
 
 // argv with every `--config FILE` (or `--config=FILE`) expanded in place of
 // the subcommand's first argument: [sub, <from files>..., <rest of argv>].
-std::vector<std::string> expand_config_args(int argc, char** argv);
+// Each file's keys are checked against the flags of `app`'s subcommand
+// argv[1] (a key that is no flag, a key set twice, a list for a one-value
+// flag: one line naming the file, the key and the fix); a TOML array for
+// --moe-layer-freq is Megatron's list ([0,1] -> "[0,1]").
+std::vector<std::string> expand_config_args(int argc, char** argv, const CLI::App& app);
 
 }  // namespace mt

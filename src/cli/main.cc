@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
       "plan", "memory and step time of every TP/PP/DP layout of a model on a cluster (no ranks)");
   commands[plan] = mt::add_plan_command(*plan);
   try {
-    std::vector<std::string> args = mt::expand_config_args(argc, argv);
+    std::vector<std::string> args = mt::expand_config_args(argc, argv, app);
     std::reverse(args.begin(), args.end());  // CLI11 takes a vector last-first
     app.parse(std::move(args));
   } catch (const mt::Error& e) {

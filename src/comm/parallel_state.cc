@@ -52,7 +52,10 @@ void check_parallel_config(int world, const ParallelConfig& cfg) {
            mp * std::max<int64_t>(1, (world + mp - 1) / mp), ") or choose sizes whose product divides ",
            world);
   const int64_t stage = world / mp * cfg.tp * cfg.cp;  // TP x CP x DP
-  MT_CHECK(cfg.ep >= 1 && stage % cfg.ep == 0, "--expert-model-parallel-size ", cfg.ep,
+  MT_CHECK(cfg.ep >= 1, "--expert-model-parallel-size ", cfg.ep,
+           " must be >= 1; fix: leave it out (1: no expert parallelism) or give a size that "
+           "divides --num-experts and TP x CP x DP = ", stage);
+  MT_CHECK(stage % cfg.ep == 0, "--expert-model-parallel-size ", cfg.ep,
            " does not divide the ", stage, " ranks of a pipeline stage (TP x CP x DP = ",
            cfg.tp, " x ", cfg.cp, " x ", world / mp,
            "); fix: choose EP dividing TP x CP x DP, or launch more ranks");

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 
 #include "core/error.h"
 
@@ -12,13 +13,15 @@ namespace mt {
 namespace {
 
 // The word as a number, if all of it is one (Python's float() accepts the same
-// decimal and exponent forms, plus inf/nan, which are refused later).
+// decimal and exponent forms, plus inf/nan, which are refused later). A word
+// out of double's range is still a number: 1e-320 (below the smallest normal
+// double) and 1e400 (inf) are weights, refused for their value, not read as
+// dataset names.
 bool parse_number(const std::string& word, double* out) {
   if (word.empty()) return false;
   char* end = nullptr;
-  errno = 0;
   const double v = std::strtod(word.c_str(), &end);
-  if (end != word.c_str() + word.size() || errno == ERANGE) return false;
+  if (end != word.c_str() + word.size()) return false;
   *out = v;
   return true;
 }
@@ -45,9 +48,18 @@ Blend parse_blend(const std::vector<std::string>& words, const std::string& flag
         MT_CHECK(std::isfinite(w) && w > 0, flag, " weight '", words[i], "' (for ", words[i + 1],
                  ") must be a finite number > 0; fix: drop that dataset or give it a positive "
                  "weight");
+        MT_CHECK(w >= std::numeric_limits<double>::min(), flag, " weight '", words[i], "' (for ",
+                 words[i + 1], ") is too small: below ", std::numeric_limits<double>::min(),
+                 ", the smallest normal double; fix: scale all the weights up by the same "
+                 "factor (only their ratios matter), or drop that dataset");
         b.weights.push_back(w);
         b.prefixes.push_back(words[i + 1]);
       }
+      double sum = 0;
+      for (double x : b.weights) sum += x;
+      MT_CHECK(std::isfinite(sum), flag, " weights sum to ", sum, " (too large for a double); "
+               "fix: scale all the weights down by the same factor (only their ratios matter), "
+               "e.g. 0.3 and 0.7");
     }
   }
   if (!b.weighted()) {
@@ -67,7 +79,8 @@ Blend parse_blend(const std::vector<std::string>& words, const std::string& flag
 std::vector<double> normalize_weights(const std::vector<double>& weights) {
   double sum = 0;
   for (double w : weights) sum += w;
-  MT_CHECK(sum > 0 && std::isfinite(sum), "blend weights sum to ", sum, "; they must be > 0");
+  MT_CHECK(sum > 0 && std::isfinite(sum), "blend weights sum to ", sum,
+           "; fix: give finite weights > 0 whose sum fits a double (only their ratios matter)");
   std::vector<double> out;
   for (double w : weights) out.push_back(w / sum);
   return out;

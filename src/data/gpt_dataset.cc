@@ -34,31 +34,53 @@ void shuffle(T* v, int64_t n, const RngStream& rng) {
 }  // namespace
 
 std::array<double, 3> parse_and_normalize_split(std::string_view split) {
+  // Megatron reads every run of [.0-9] as a weight and ignores the rest, so
+  // "1,-1,0" trains as 1,1,0 and "abc" as no weights at all. Here the weights
+  // are the words between commas (or blanks, / or :, which Megatron's reading
+  // also separates), and each must be a plain decimal number >= 0.
+  const std::string whole(split);
+  constexpr const char* kFix = "; fix: give up to 3 weights >= 0, e.g. --split 969,30,1";
+  auto is_separator = [](char c) {
+    return c == ',' || c == ' ' || c == '\t' || c == '/' || c == ':';
+  };
+  // An empty weight (",,", a leading or trailing comma) is a typo Megatron reads past.
+  std::string commas;
+  for (char c : split)
+    if (c == ',' || !is_separator(c)) commas += c == ',' ? ',' : 'x';
+  MT_CHECK(commas.empty() || (commas.find(",,") == std::string::npos &&
+                              commas.front() != ',' && commas.back() != ','),
+           "--split \"", whole, "\" has an empty weight (two commas in a row, or one at an end)",
+           kFix);
   std::vector<double> w;
   size_t i = 0;
-  auto in_set = [](char c) { return c == '.' || (c >= '0' && c <= '9'); };
   while (i < split.size()) {
-    if (!in_set(split[i])) {
+    if (is_separator(split[i])) {
       ++i;
       continue;
     }
     size_t j = i;
-    while (j < split.size() && in_set(split[j])) ++j;
-    const std::string num(split.substr(i, j - i));
+    while (j < split.size() && !is_separator(split[j])) ++j;
+    const std::string word(split.substr(i, j - i));
     char* end = nullptr;
     errno = 0;
-    const double v = std::strtod(num.c_str(), &end);
-    MT_CHECK(end == num.c_str() + num.size() && errno == 0, "split \"", std::string(split),
-             "\": \"", num, "\" is not a number; fix: give weights like 969,30,1");
+    const double v = std::strtod(word.c_str(), &end);
+    const bool number = end == word.c_str() + word.size() && errno == 0;
+    MT_CHECK(!number || std::isfinite(v), "--split \"", whole, "\": weight \"", word,
+             "\" is not finite", kFix);
+    MT_CHECK(!number || v >= 0, "--split \"", whole, "\": weight ", word,
+             " is negative (Megatron-LM would drop the minus sign and read ", -v, ")", kFix);
+    MT_CHECK(number && word.find_first_not_of(".0123456789") == std::string::npos,
+             "--split \"", whole, "\": \"", word, "\" is not a plain decimal number", kFix);
     w.push_back(v);
     i = j;
   }
-  MT_CHECK(w.size() <= 3, "split \"", std::string(split), "\" has ", w.size(),
-           " weights but there are 3 splits (train, valid, test); fix: give e.g. 969,30,1");
+  MT_CHECK(!w.empty(), "--split \"", whole, "\" holds no weights", kFix);
+  MT_CHECK(w.size() <= 3, "--split \"", whole, "\" has ", w.size(),
+           " weights but there are 3 splits (train, valid, test)", kFix);
   w.resize(3, 0.0);
   const double sum = w[0] + w[1] + w[2];
-  MT_CHECK(sum > 0, "split \"", std::string(split),
-           "\" weights sum to 0; fix: give at least one positive weight, e.g. 969,30,1");
+  MT_CHECK(sum > 0 && std::isfinite(sum), "--split \"", whole, "\" weights sum to ", sum,
+           "; fix: give at least one positive weight, e.g. --split 969,30,1");
   return {w[0] / sum, w[1] / sum, w[2] / sum};
 }
 

@@ -3,8 +3,9 @@
 // MegatronPretrainingSampler.
 //
 // Semantics replicated (own code; the shuffles use Philox, not numpy's stream):
-// - Split: "969,30,1" -> numbers found by the regex [.0-9]+, padded with 0 to
-//   three, normalized by their sum; cumulative bookends [0, a, a+b, 1]; split i
+// - Split: "969,30,1" -> up to three plain decimals >= 0 (Megatron's regex
+//   [.0-9]+ would read "1,-1,0" as 1,1,0 and "abc" as nothing: refused here),
+//   padded with 0 to three, normalized by their sum; cumulative bookends [0, a, a+b, 1]; split i
 //   gets sequences [round(lo*N), round(hi*N)) with Python's round (half to
 //   even), N = number of sequences (GPT splits by sequence). A split whose
 //   bookends are equal is absent (Megatron's None).

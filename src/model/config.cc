@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 #include "core/checked_math.h"
@@ -52,6 +53,32 @@ bool ModelConfig::is_moe_layer(int64_t layer) const {
   return moe_layer_pattern(moe_layer_freq, num_layers).at(size_t(layer));
 }
 
+ModelConfig resolved_architecture(ModelConfig c) {
+  if (c.ffn_hidden_size == 0) c.ffn_hidden_size = 4 * c.hidden_size;
+  if (c.max_position_embeddings == 0) c.max_position_embeddings = c.seq_length;
+  if (c.query_groups() == c.num_attention_heads) c.group_query_attention = false;
+  if (!c.group_query_attention) c.num_query_groups = ModelConfig{}.num_query_groups;
+  if (!c.moe()) {  // no expert anywhere: the MoE fields mean nothing
+    const ModelConfig d;
+    c.moe_ffn_hidden_size = d.moe_ffn_hidden_size;
+    c.moe_layer_freq = d.moe_layer_freq;
+    c.moe_shared_expert_intermediate_size = d.moe_shared_expert_intermediate_size;
+    c.moe_router_topk = d.moe_router_topk;
+    c.moe_router_pre_softmax = d.moe_router_pre_softmax;
+    return c;
+  }
+  c.moe_ffn_hidden_size = c.moe_ffn();
+  try {
+    std::string list;
+    for (bool moe : moe_layer_pattern(c.moe_layer_freq, c.num_layers))
+      list += std::string(list.empty() ? "[" : ",") + (moe ? "1" : "0");
+    c.moe_layer_freq = list + "]";
+  } catch (const Error&) {
+    // not a pattern of these layers: compared as written
+  }
+  return c;
+}
+
 bool is_training_knob(const std::string& k) {
   for (const char* key : {"hidden_dropout", "attention_dropout", "init_method_std", "seq_length",
                           "make_vocab_size_divisible_by", "padded_vocab_size",
@@ -90,10 +117,16 @@ void ModelConfig::check_moe_flags() const {
            moe_aux_loss_coeff, " must be a finite number >= 0");
   MT_CHECK(std::isfinite(moe_z_loss_coeff) && moe_z_loss_coeff >= 0, "--moe-z-loss-coeff ",
            moe_z_loss_coeff, " must be a finite number >= 0");
-  MT_CHECK(moe_expert_capacity_factor == -1.f ||
-               (std::isfinite(moe_expert_capacity_factor) && moe_expert_capacity_factor > 0),
-           "--moe-expert-capacity-factor ", moe_expert_capacity_factor,
-           " must be > 0; fix: give e.g. 1.0, or leave it out for dropless routing");
+  // Megatron's TransformerConfig turns any negative factor into None
+  // (dropless); NaN and inf it takes, and get_capacity's ceil() fails on them.
+  const float cf = moe_expert_capacity_factor;
+  MT_CHECK(!std::isnan(cf) && cf != std::numeric_limits<float>::infinity(),
+           "--moe-expert-capacity-factor ", cf, " is not a finite number (an expert takes at most "
+           "factor x tokens x topk / experts tokens); fix: give a factor > 0 such as 1.0, or "
+           "leave the flag out for dropless routing");
+  MT_CHECK(cf != 0, "--moe-expert-capacity-factor 0 gives every expert a capacity of 0 tokens "
+           "(all dropped); fix: give a factor > 0 such as 1.0, or leave the flag out for dropless "
+           "routing");
   MT_CHECK(moe_token_drop_policy == "probs" || moe_token_drop_policy == "position",
            "--moe-token-drop-policy '", moe_token_drop_policy, "' is not one of probs, position");
   MT_CHECK(!moe_pad_expert_input_to_capacity || moe_expert_capacity_factor > 0,
@@ -102,7 +135,14 @@ void ModelConfig::check_moe_flags() const {
   MT_CHECK(moe_token_dispatcher_type == "allgather" || moe_token_dispatcher_type == "alltoall",
            "--moe-token-dispatcher-type '", moe_token_dispatcher_type,
            "' is not one of allgather, alltoall (flex and alltoall_seq are not implemented)");
-  moe_layer_pattern(moe_layer_freq, num_layers);  // throws on a bad pattern
+  // Megatron builds every layer dense for a pattern without a 1 (and says
+  // nothing): a model of --num-experts with no expert anywhere.
+  const std::vector<bool> pattern = moe_layer_pattern(moe_layer_freq, num_layers);
+  MT_CHECK(std::find(pattern.begin(), pattern.end(), true) != pattern.end(), "--num-experts ",
+           num_experts, " with --moe-layer-freq ", moe_layer_freq,
+           " makes no layer MoE: the model would train dense; fix: put a 1 in --moe-layer-freq "
+           "for each MoE layer (e.g. --moe-layer-freq 1 for all), or leave out --num-experts for "
+           "a dense model");
 }
 
 int64_t padded_vocab_size(int64_t vocab_size, int64_t divisible_by, int64_t tp_size) {
@@ -173,6 +213,7 @@ void ModelConfig::finalize(int64_t tp_size) {
   check_flag_ranges();
   if (ffn_hidden_size == 0) ffn_hidden_size = 4 * hidden_size;
   if (max_position_embeddings == 0) max_position_embeddings = seq_length;
+  if (moe_expert_capacity_factor < 0) moe_expert_capacity_factor = -1.f;  // one spelling of None
   MT_CHECK(vocab_size > 0, "vocabulary size ", vocab_size,
            " must be > 0; fix: pass --vocab-file or --vocab-size");
   padded_vocab_size = mt::padded_vocab_size(vocab_size, make_vocab_size_divisible_by, tp_size);

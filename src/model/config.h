@@ -45,7 +45,7 @@ struct ModelConfig {
   std::string moe_router_load_balancing_type = "aux_loss";  // aux_loss | seq_aux_loss | none
   float moe_aux_loss_coeff = 0.f;
   float moe_z_loss_coeff = 0.f;          // 0: no z-loss (Megatron's None)
-  float moe_expert_capacity_factor = -1.f;  // < 0: absent (dropless)
+  float moe_expert_capacity_factor = -1.f;  // < 0: absent (dropless; Megatron's None)
   std::string moe_token_drop_policy = "probs";  // probs | position
   bool moe_pad_expert_input_to_capacity = false;
   std::string moe_token_dispatcher_type = "allgather";  // allgather | alltoall
@@ -153,6 +153,13 @@ void for_each_model_field(Config& c, Visit&& visit) {
   visit("moe_grouped_gemm", "--moe-grouped-gemm",
         "a rank's local experts as one grouped product", c.moe_grouped_gemm);
 }
+
+// The architecture `c` describes, each field in one spelling: --ffn-hidden-size
+// and --max-position-embeddings resolved, --moe-ffn-hidden-size resolved and
+// --moe-layer-freq as its per-layer list ("1" and "[1,1]" alike), the MoE
+// fields of a dense model and the query groups without GQA (or with one group
+// per head) at their defaults. Two configurations of one model compare equal.
+ModelConfig resolved_architecture(ModelConfig c);
 
 // The model fields that are not architecture (a checkpoint may be resumed
 // with other values): dropout, init, sequence length, vocabulary padding,

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 #include <tuple>
 
 #include "backend/device.h"
 #include "core/checked_math.h"
 #include "core/error.h"
 #include "data/blend.h"
+#include "data/gpt_dataset.h"
 #include "data/tokenizer.h"
 #include "model/params.h"
 
@@ -153,6 +155,7 @@ void TrainArgs::check_data_flags() const {
   MT_CHECK(std::isfinite(mid_level_dataset_surplus) && mid_level_dataset_surplus >= 0,
            "--mid-level-dataset-surplus ", mid_level_dataset_surplus, " must be >= 0 (Megatron's "
            "default: 0.005)");
+  if (!split.empty()) parse_and_normalize_split(split);  // refused here, before any work
   if (!data_path.empty()) parse_blend(data_path, "--data-path");
   if (!train_data_path.empty()) parse_blend(train_data_path, "--train-data-path");
   if (!valid_data_path.empty()) parse_blend(valid_data_path, "--valid-data-path");
@@ -207,9 +210,22 @@ std::string TrainArgs::expert_tensor_parallel_default() const {
          "Megatron's memory per rank (pass --expert-tensor-parallel-size 1 to silence this)";
 }
 
+std::string TrainArgs::capacity_factor_note() const {
+  const float cf = model.moe_expert_capacity_factor;
+  const bool given = std::find(model_flags_given.begin(), model_flags_given.end(),
+                               "moe_expert_capacity_factor") != model_flags_given.end();
+  if (!model.moe() || !given || !(cf < 0)) return "";
+  std::ostringstream os;
+  os << "--moe-expert-capacity-factor " << cf << " is negative: no expert capacity, every token "
+     << "reaches its top-k experts (dropless routing), as Megatron-LM reads a negative factor "
+     << "(None); leave the flag out to say so, or give a factor > 0 (e.g. 1.0) to cap the experts";
+  return os.str();
+}
+
 void TrainArgs::validate_moe(int world_size) const {
   const int64_t ep = expert_model_parallel_size;
-  MT_CHECK(ep >= 1, "--expert-model-parallel-size ", ep, " must be >= 1");
+  MT_CHECK(ep >= 1, "--expert-model-parallel-size ", ep, " must be >= 1; fix: leave it out (1: "
+           "no expert parallelism) or give a size that divides --num-experts");
   MT_CHECK(expert_tensor_parallel_size <= 1, "--expert-tensor-parallel-size ",
            expert_tensor_parallel_size, " is not implemented (experts are whole on their rank); "
            "fix: pass --expert-tensor-parallel-size 1");

@@ -189,6 +189,9 @@ struct TrainArgs {
   // The warning (or "") for an MoE run at TP > 1 without
   // --expert-tensor-parallel-size: experts stay whole, not Megatron's ETP = TP.
   std::string expert_tensor_parallel_default() const;
+  // A negative --moe-expert-capacity-factor given for an MoE model: the line
+  // saying it means dropless (Megatron's None); "" otherwise.
+  std::string capacity_factor_note() const;
   // Checks every flag's range and every layout-dependent constraint (sizes
   // with checked arithmetic, naming the flags); every rank calls it.
   void validate(int world_size);

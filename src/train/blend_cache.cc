@@ -1,5 +1,6 @@
 #include "train/blend_cache.h"
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -33,34 +34,82 @@ bool read_blend_cache(const std::string& file, const std::string& description, B
     return false;
   }
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  size_t at = 0;
-  auto take = [&](void* dst, size_t n) {
-    if (bytes.size() - at < n) return false;
-    std::memcpy(dst, bytes.data() + at, n);
-    at += n;
-    return true;
-  };
-  char magic[8];
-  uint64_t len = 0, n = 0;
-  if (!take(magic, 8) || std::memcmp(magic, kMagic, 8) != 0 || !take(&len, 8) ||
-      len != description.size() || bytes.size() - at < len ||
-      bytes.compare(at, len, description) != 0) {
-    *problem = "not the index of this blend (wrong magic or description)";
+  const std::string size = std::to_string(bytes.size()) + " bytes";
+  // Header: magic, description length, description, sample count.
+  if (bytes.size() < 16) {
+    *problem = "truncated (" + size + ", shorter than the 16-byte header)";
     return false;
   }
-  at += len;
-  if (!take(&n, 8) || n > (bytes.size() - at) / 10) {
-    *problem = "truncated";
+  uint64_t len = 0, n = 0;
+  std::memcpy(&len, bytes.data() + 8, 8);
+  if (std::memcmp(bytes.data(), kMagic, 8) != 0) {
+    *problem = "corrupt (not a blend index: its first 8 bytes are not MTBLEND1)";
+    return false;
+  }
+  if (len == description.size() && bytes.size() - 16 < len) {
+    *problem = "truncated (" + size + ", ending inside the blend's description)";
+    return false;
+  }
+  if (len != description.size() ||
+      bytes.compare(16, len, description) != 0) {
+    // A flipped byte inside the description reads as another blend: the
+    // CRC-32C over the whole file tells which.
+    uint32_t crc = 0;
+    if (bytes.size() >= 4) std::memcpy(&crc, bytes.data() + bytes.size() - 4, 4);
+    *problem = bytes.size() >= 4 && crc == crc32c(bytes.data(), bytes.size() - 4)
+                   ? "the index of another blend (its description differs)"
+                   : "corrupt (its description is not this blend's and its CRC-32C does not "
+                     "match)";
+    return false;
+  }
+  const size_t head = 16 + size_t(len);
+  if (bytes.size() < head + 8) {
+    *problem = "truncated (" + size + ", ending inside the header)";
+    return false;
+  }
+  std::memcpy(&n, bytes.data() + head, 8);
+  // The size the header's sample count implies (n samples of 2 + 8 bytes, the
+  // CRC), when it is one a file can have.
+  const bool fits = n <= (uint64_t(1) << 56);
+  const uint64_t want = fits ? head + 8 + n * 10 + 4 : 0;
+  if (!fits || bytes.size() != want) {
+    // A changed byte in the count, or a file cut short? If the size holds a
+    // whole number n2 of samples and the CRC-32C matches with n2 written in
+    // the count, only the count changed.
+    const uint64_t body = bytes.size() - head - 8;
+    if (body >= 4 && (body - 4) % 10 == 0) {
+      std::string fixed = bytes;
+      const uint64_t n2 = (body - 4) / 10;
+      std::memcpy(fixed.data() + head, &n2, 8);
+      uint32_t crc = 0;
+      std::memcpy(&crc, bytes.data() + bytes.size() - 4, 4);
+      if (crc == crc32c(fixed.data(), fixed.size() - 4)) {
+        *problem = "corrupt (its sample count reads " + std::to_string(n) + " but the file holds " +
+                   std::to_string(n2) + " samples: a changed byte in the header)";
+        return false;
+      }
+    }
+    *problem = !fits || bytes.size() < want
+                   ? "truncated (" + size + "; its sample count " + std::to_string(n) +
+                         " needs " + (fits ? std::to_string(want) + " bytes" : "more") + ")"
+                   : "corrupt (" + size + " but its sample count " + std::to_string(n) +
+                         " needs " + std::to_string(want) + ": trailing bytes)";
+    return false;
+  }
+  uint32_t crc = 0;
+  std::memcpy(&crc, bytes.data() + bytes.size() - 4, 4);
+  const uint32_t got = crc32c(bytes.data(), bytes.size() - 4);
+  if (crc != got) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "corrupt (CRC-32C %08x of its contents, %08x recorded)", got,
+                  crc);
+    *problem = buf;
     return false;
   }
   index->dataset.resize(n);
   index->sample.resize(n);
-  uint32_t crc = 0;
-  if (!take(index->dataset.data(), n * 2) || !take(index->sample.data(), n * 8) ||
-      !take(&crc, 4) || at != bytes.size() || crc != crc32c(bytes.data(), bytes.size() - 4)) {
-    *problem = "damaged (size or CRC-32C mismatch)";
-    return false;
-  }
+  std::memcpy(index->dataset.data(), bytes.data() + head + 8, n * 2);
+  std::memcpy(index->sample.data(), bytes.data() + head + 8 + n * 2, n * 8);
   return true;
 }
 

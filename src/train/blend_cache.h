@@ -8,7 +8,8 @@
 //   uint64   description length L, then L bytes of description
 //   uint64   N samples; int16[N] dataset index; int64[N] dataset sample index
 //   uint32   CRC-32C of everything before it
-// all little-endian. A damaged file is rebuilt, said once; never trusted.
+// all little-endian. A damaged file is rebuilt, said once ("truncated", or
+// "corrupt": a CRC-32C or size mismatch, a changed sample count); never trusted.
 #pragma once
 #include <string>
 

@@ -209,7 +209,10 @@ nlohmann::json resolve_run_args(TrainArgs& args, int64_t loaded_iteration,
                                 const ParallelState& ps) {
   nlohmann::json run_args = {
       {"tokenizer", resolve_tokenizer(args, loaded_iteration, ps.world_rank == 0)}};
-  for (const std::string& prefix : args.dataset_prefixes())
+  const std::vector<std::string> prefixes = args.dataset_prefixes();
+  const std::string unrecorded = check_blend_tokenizers(prefixes);
+  if (!unrecorded.empty()) log_line(ps.world_rank == 0, "warning: %s\n", unrecorded.c_str());
+  for (const std::string& prefix : prefixes)
     check_dataset_tokenizer(prefix, run_args["tokenizer"], args.vocab_file);
   args.model.finalize(ps.tp_size);
   if (loaded_iteration >= 0) {  // keep the checkpoint's vocabulary padding when this TP size divides it
@@ -676,6 +679,23 @@ void adopt_checkpoint_model(TrainArgs& args) {
   });
 }
 
+// Megatron's do_valid is false when the validation split has no documents,
+// and its loop then skips every evaluation without a word. Here one line says
+// so (rank 0), with the ways to get an evaluation or to silence the line.
+void warn_if_validation_is_empty(const Trainer& t) {
+  const TrainArgs& args = t.args;
+  if (args.eval_interval <= 0 || args.eval_iters <= 0 || t.data->has_valid()) return;
+  const std::string why =
+      args.data_path.empty()
+          ? std::string("no --valid-data-path was given")
+          : "--split " + (args.split.empty() ? std::string("969,30,1") : args.split) +
+                " gives the validation split no documents";
+  log_line(t.ps.world_rank == 0, "warning: evaluation is off: %s, so --eval-interval %lld "
+           "evaluates nothing; fix: give the validation split a weight (e.g. --split 98,2,0) or "
+           "a --valid-data-path, or pass --eval-iters 0 to silence this\n", why.c_str(),
+           static_cast<long long>(args.eval_interval));
+}
+
 }  // namespace
 
 int run_training(TrainArgs args, ParallelState& ps) {
@@ -687,6 +707,8 @@ int run_training(TrainArgs args, ParallelState& ps) {
   args.validate(ps.world_size);
   const std::string etp_warning = args.expert_tensor_parallel_default();
   if (!etp_warning.empty()) log_line(ps.world_rank == 0, "warning: %s\n", etp_warning.c_str());
+  const std::string capacity_note = args.capacity_factor_note();
+  if (!capacity_note.empty()) log_line(ps.world_rank == 0, "note: %s\n", capacity_note.c_str());
   check_device(args, ps.world_size);  // --device cuda: at once, one line, if it cannot run
   check_same_arguments(launched, ps.world_comm);  // before the first collective that could hang
   check_outputs_against_inputs(args, ps);  // before anything is created or written
@@ -713,6 +735,7 @@ int run_training(TrainArgs args, ParallelState& ps) {
   t.log.tb = std::move(tensorboard);
   t.log.tb.measure_memory = [&t] { return measured_memory(t); };
   if (args.skip_train) return evaluate_only(t);
+  warn_if_validation_is_empty(t);
   const int64_t start_iteration = t.state.iteration;
   const bool saved_at_exit = train(t);
   profiler.finish();  // a range past the last iteration ends with training

@@ -56,5 +56,57 @@ TEST(CheckpointMeta, OlderLongFloatsAreTheSameArchitecture) {
   EXPECT_THROW(check_same_architecture(old, model_config_to_json(c), "ckpt"), Error);
 }
 
+template <class F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// One model written two ways is one architecture (issue 37): compared as
+// resolved models. A real difference names a fix the parser takes.
+TEST(CheckpointMeta, OneModelSpelledTwoWaysIsTheSameArchitecture) {
+  ModelConfig saved;
+  saved.num_layers = 2;
+  saved.hidden_size = 32;
+  saved.ffn_hidden_size = 128;
+  saved.num_experts = 2;
+  saved.moe_layer_freq = "1";
+  ModelConfig run = saved;
+  run.moe_layer_freq = "[1,1]";
+  run.moe_ffn_hidden_size = 128;  // the default: --ffn-hidden-size
+  EXPECT_NO_THROW(check_same_architecture(model_config_to_json(saved), model_config_to_json(run),
+                                          "ckpt"));
+  // Dense models: the MoE fields mean nothing; no GQA: the group count means nothing.
+  ModelConfig dense, dense2;
+  dense2.moe_router_topk = 4;
+  dense2.num_query_groups = 8;
+  EXPECT_NO_THROW(check_same_architecture(model_config_to_json(dense),
+                                          model_config_to_json(dense2), "ckpt"));
+  run.moe_layer_freq = "[0,1]";
+  const std::string freq = error_of([&] {
+    check_same_architecture(model_config_to_json(saved), model_config_to_json(run), "ckpt");
+  });
+  EXPECT_NE(freq.find("the checkpoint's model has --moe-layer-freq [1,1] but this run has [0,1]; "
+                      "fix: pass --moe-layer-freq '[1,1]'"), std::string::npos) << freq;
+  ModelConfig biased = dense;
+  biased.disable_bias_linear = true;
+  const std::string add = error_of([&] {
+    check_same_architecture(model_config_to_json(biased), model_config_to_json(dense), "ckpt");
+  });
+  EXPECT_NE(add.find("fix: add --disable-bias-linear (the checkpoint's model)"), std::string::npos)
+      << add;
+  EXPECT_EQ(add.find("--disable-bias-linear true"), std::string::npos) << add;
+  ModelConfig rms = dense;
+  rms.normalization = "RMSNorm";
+  const std::string norm = error_of([&] {
+    check_same_architecture(model_config_to_json(rms), model_config_to_json(dense), "ckpt");
+  });
+  EXPECT_NE(norm.find("fix: pass --normalization RMSNorm (the"), std::string::npos) << norm;
+}
+
 }  // namespace
 }  // namespace mt

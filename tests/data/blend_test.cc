@@ -43,10 +43,30 @@ TEST(ParseBlend, RefusesWhatMegatronWouldMisread) {
   const std::string odd = error_of([] { parse_blend({"0.3", "a", "0.7"}, "--train-data-path"); });
   EXPECT_TRUE(has(odd, "--train-data-path word '0.3' is a number")) << odd;
   EXPECT_TRUE(has(odd, "fix:")) << odd;
-  for (const char* bad : {"0", "-1", "nan", "inf"}) {
+  for (const char* bad : {"0", "-1", "nan", "inf", "1e400", "1e-400"}) {
     const std::string e = error_of([&] { parse_blend({bad, "a", "1", "b"}, "--data-path"); });
-    EXPECT_TRUE(has(e, std::string("weight '") + bad + "'")) << e;
+    EXPECT_TRUE(has(e, std::string("--data-path weight '") + bad + "' (for a) must be a finite "
+                    "number > 0")) << e;
   }
+}
+
+// A weight below double's normal range is a number (not a prefix: "mixes
+// weights and prefixes" would mislead), refused as too small; weights whose
+// sum overflows are refused naming the sum. The fixes given are accepted.
+TEST(ParseBlend, TinyWeightsAndAnInfiniteSumAreSaidAsSuch) {
+  const std::string tiny = error_of([] { parse_blend({"1e-320", "a", "1", "b"}, "--data-path"); });
+  EXPECT_TRUE(has(tiny, "--data-path weight '1e-320' (for a) is too small: below 2.22507e-308, "
+                        "the smallest normal double; fix: scale all the weights up")) << tiny;
+  EXPECT_FALSE(has(tiny, "mixes")) << tiny;
+  EXPECT_EQ(parse_blend({"1e-300", "a", "1e20", "b"}, "--data-path").weights,
+            (std::vector<double>{1e-300, 1e20}));  // scaled up by 1e20
+  EXPECT_EQ(parse_blend({"1", "b"}, "--data-path").prefixes, std::vector<std::string>{"b"});
+  const std::string sum =
+      error_of([] { parse_blend({"1e308", "a", "1e308", "b"}, "--data-path"); });
+  EXPECT_TRUE(has(sum, "--data-path weights sum to inf (too large for a double); fix: scale all "
+                       "the weights down")) << sum;
+  EXPECT_EQ(parse_blend({"1", "a", "1", "b"}, "--data-path").weights,
+            (std::vector<double>{1, 1}));  // scaled down by 1e308
 }
 
 TEST(BlendIndex, DrawsTheDatasetThatLagsItsShareMost) {

@@ -64,6 +64,32 @@ TEST(Split, ParseAndNormalize) {
   EXPECT_THROW(parse_and_normalize_split("1,2,3,4"), Error);
   EXPECT_THROW(parse_and_normalize_split("0,0,0"), Error);
   EXPECT_THROW(parse_and_normalize_split("1.2.3,1"), Error);
+  // Megatron's own separators read alike.
+  EXPECT_EQ(parse_and_normalize_split("98 2"), parse_and_normalize_split("98,2,0"));
+  EXPECT_EQ(parse_and_normalize_split("98/2/0"), parse_and_normalize_split("98,2"));
+}
+
+// Megatron reads the runs of [.0-9] and ignores the rest: "1,-1,0" trains as
+// 1,1,0 and "abc" as no weights. Each is refused naming the value.
+TEST(Split, RefusesWhatMegatronWouldMisread) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"1,-1,0", "--split \"1,-1,0\": weight -1 is negative (Megatron-LM would drop the minus "
+                 "sign and read 1); fix: give up to 3 weights >= 0, e.g. --split 969,30,1"},
+      {"abc", "--split \"abc\": \"abc\" is not a plain decimal number; fix:"},
+      {"90,inf,0", "--split \"90,inf,0\": weight \"inf\" is not finite; fix:"},
+      {"nan", "--split \"nan\": weight \"nan\" is not finite; fix:"},
+      {"1e3,1", "\"1e3\" is not a plain decimal number"},
+      {"90,,10", "has an empty weight"},
+      {",90,10", "has an empty weight"},
+      {"", "holds no weights"},
+      {"0,0", "weights sum to 0"},
+  };
+  for (const auto& [split, want] : cases) {
+    const std::string e = test::error_of([&] { parse_and_normalize_split(split); });
+    EXPECT_NE(e.find(want), std::string::npos) << split << ": " << e;
+  }
+  // The fix the messages give is accepted.
+  EXPECT_EQ(parse_and_normalize_split("969,30,1")[1], 0.03);
 }
 
 TEST(Split, RangesRoundLikeMegatron) {
