@@ -17,6 +17,7 @@
 // the time they were exposed. ZeRO-3 without data parallelism and FSDP on the
 // GPU are refused in one line.
 #include <cmath>
+#include <map>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -124,12 +125,37 @@ TEST(Fsdp, UntiedOutputLayerMatchesOneRank) {
        {"pp2_dp2_zero3", 4, kZero3 + " --pipeline-model-parallel-size 2"}});
 }
 
+// bf16: a layout differs from one rank in the order of fp32 sums, which bf16
+// rounding turns into rare one-ulp flips; their size depends on the CPU's
+// GEMM blocking (where bf16 is emulated in fp32 GEMMs, as on Cascade Lake,
+// TP2 x SP x DP2 measured losses 9.8e-6 and grad norms 1.7e-4 relative with
+// or without FSDP). So the layouts are held to the bf16 layout tolerance
+// (context_parallel_test's 5e-5, grad norms 5e-4) against one rank, and
+// FSDP's losses to round-off (1e-6) against the same layout without it (its
+// per-micro-batch reduce-scatters sum the gradients in another order, so
+// grad norms move by ~1e-5 by iteration 6, within the tolerance above).
 TEST(Fsdp, Bf16MatchesBf16OneRank) {
-  expect_layouts_match_one_rank(
-      model_flags() + " --bf16",
-      {{"dp2", 2, kFsdp},
-       {"tp2_sp_dp2", 4, kFsdp + " --tensor-model-parallel-size 2 --sequence-parallel"}},
-      1e-5);
+  const std::string tp2 = " --tensor-model-parallel-size 2 --sequence-parallel";
+  const std::vector<Layout> fsdp = {{"dp2", 2, kFsdp}, {"tp2_sp_dp2", 4, kFsdp + tp2}};
+  std::map<std::string, JsonLogLines> with_fsdp;
+  mt::test::expect_layouts_match_one_rank(model_flags() + " --bf16", fsdp, 5e-5, {"loss"},
+                                "FSDP bf16 layouts",
+                                [&](const Layout& l, const RunResult&, const JsonLogLines&,
+                                    const JsonLogLines& got) { with_fsdp[l.tag] = got; });
+  std::map<std::string, JsonLogLines> plain;
+  mt::test::expect_layouts_match_one_rank(model_flags() + " --bf16",
+                                {{"dp2", 2, ""}, {"tp2_sp_dp2", 4, tp2}}, 5e-5, {"loss"},
+                                "the same layouts without FSDP, bf16",
+                                [&](const Layout& l, const RunResult&, const JsonLogLines&,
+                                    const JsonLogLines& got) { plain[l.tag] = got; });
+  for (const Layout& l : fsdp) {
+    ASSERT_EQ(with_fsdp.count(l.tag), 1u) << l.tag;
+    ASSERT_EQ(plain.count(l.tag), 1u) << l.tag;
+    for (const auto& [it, j] : plain[l.tag].train)
+      EXPECT_LT(rel(j.at("loss").get<double>(), with_fsdp[l.tag].train.at(it).at("loss").get<double>()),
+                1e-6)
+          << l.tag << " iteration " << it << ": FSDP's loss vs the same layout without it";
+  }
 }
 
 // fp16 with dynamic loss scaling: the overflow check and the unscaling read the shard.
