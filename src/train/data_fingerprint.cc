@@ -1,10 +1,13 @@
 #include "train/data_fingerprint.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <memory>
 #include <optional>
 
 #include "checkpoint/crc32c.h"
@@ -14,24 +17,32 @@ namespace mt {
 
 namespace {
 
-struct FileCloser {
-  void operator()(std::FILE* f) const { std::fclose(f); }
-};
-
-// Size and CRC-32C of a whole file, read in 8 MiB pieces; nullopt when it
-// cannot be opened (the dataset's reader then says why, in its words).
+// Size and CRC-32C of a whole file, mapped (no heap buffer: a large freed one
+// would raise malloc's mmap threshold, and the model's buffers allocated
+// after it would then reuse resident heap pages, which --log-memory's
+// measurement by first touch would not see); nullopt when it cannot be
+// opened (the dataset's reader then says why, in its words).
 std::optional<std::pair<int64_t, uint32_t>> size_and_crc(const std::string& path) {
-  std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
-  if (f == nullptr) return std::nullopt;
-  std::vector<char> buf(size_t(8) << 20);
-  int64_t size = 0;
-  uint32_t crc = 0;
-  for (size_t got; (got = std::fread(buf.data(), 1, buf.size(), f.get())) > 0;) {
-    crc = crc32c_extend(crc, buf.data(), got);
-    size += int64_t(got);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return std::nullopt;
   }
-  MT_CHECK(!std::ferror(f.get()), "read of ", path, " failed: ", std::strerror(errno));
-  return std::pair<int64_t, uint32_t>{size, crc};
+  const auto size = size_t(st.st_size);
+  uint32_t crc = 0;
+  if (size > 0) {
+    void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    const int err = errno;
+    ::close(fd);
+    MT_CHECK(p != MAP_FAILED, "cannot map ", path, " to checksum it: ", std::strerror(err));
+    crc = crc32c_parallel(p, size);
+    ::munmap(p, size);
+  } else {
+    ::close(fd);
+  }
+  return std::pair<int64_t, uint32_t>{int64_t(size), crc};
 }
 
 }  // namespace

@@ -13,8 +13,8 @@
 namespace mt {
 
 // One record per prefix: {"prefix", "path" (absolute), "bin_bytes", "idx_bytes",
-// "bin_crc32c", "idx_crc32c"}. Reads every byte of both files (CRC-32C on the
-// crc32 instruction: a few GB/s from the page cache).
+// "bin_crc32c", "idx_crc32c"}. Reads every byte of both files, mapped (CRC-32C
+// on the crc32 instruction over the OpenMP threads: GB/s from the page cache).
 nlohmann::json dataset_fingerprints(const std::vector<std::string>& prefixes);
 
 // The first dataset whose contents differ between the checkpoint's records
