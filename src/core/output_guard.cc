@@ -127,6 +127,8 @@ std::string OutputGuard::conflict(const Entry& out, const Entry& in) const {
   if (out.dir && in.dir && o == i)
     for (const auto& [f, g] : shared_)
       if (f == out.flag && g == in.flag) return "";
+  std::error_code ec;
+  if (in.dir && fs::exists(i, ec) && !fs::is_directory(i, ec)) return "";  // nothing read below a file
   const char* verb = out.appends ? "append to" : "replace";
   if (!out.dir && !in.dir) {
     if (o == i) return outs + " is the file that " + ins + " reads; writing it would " + verb + " it" + fix;

@@ -96,6 +96,15 @@ TEST_F(OutputPaths, TrainOutputsNeverReplaceOrAppendToItsInputs) {
     for (const std::string& out : spellings(in))
       expect_refused(resume(" --log-json " + out), "--log-json");
   expect_refused(resume(" --log-json " + dir.file("ck/iter_0000002/log.jsonl")), "--log-json");
+  // Every folder output named on each input file (a later --save wins over resume's).
+  for (const std::string& in : inputs) {
+    const std::string at = dir.file(in);
+    expect_refused(resume(" --save " + at), "--save");
+    expect_refused(resume(" --tensorboard-dir " + at), "--tensorboard-dir");
+    expect_refused(resume(" --data-cache-path " + at), "--data-cache-path");
+    expect_refused(resume(" --profile --profile-step-start 2 --profile-step-end 3 --profile-dir " + at),
+                   "--profile-dir");
+  }
   // Folders: --save inside the loaded checkpoint, or on a file read.
   expect_refused(train(" --train-iters 4 --lr-decay-iters 20 --load " + dir.file("ck") + " --save " +
                        dir.file("ck/iter_0000002")),
