@@ -37,11 +37,13 @@ std::array<double, 3> parse_and_normalize_split(std::string_view split) {
   // Megatron reads every run of [.0-9] as a weight and ignores the rest, so
   // "1,-1,0" trains as 1,1,0 and "abc" as no weights at all. Here the weights
   // are the words between commas (or blanks, / or :, which Megatron's reading
-  // also separates), and each must be a plain decimal number >= 0.
+  // also separates, and quotes), and each must be a plain decimal number >= 0.
   const std::string whole(split);
   constexpr const char* kFix = "; fix: give up to 3 weights >= 0, e.g. --split 969,30,1";
+  // Quote characters are read past too: Megatron's llama3 example passes
+  // --split '99,1,0' with the quotes inside the value.
   auto is_separator = [](char c) {
-    return c == ',' || c == ' ' || c == '\t' || c == '/' || c == ':';
+    return c == ',' || c == ' ' || c == '\t' || c == '/' || c == ':' || c == '\'' || c == '"';
   };
   // An empty weight (",,", a leading or trailing comma) is a typo Megatron reads past.
   std::string commas;

@@ -88,8 +88,11 @@ TEST(Split, RefusesWhatMegatronWouldMisread) {
     const std::string e = test::error_of([&] { parse_and_normalize_split(split); });
     EXPECT_NE(e.find(want), std::string::npos) << split << ": " << e;
   }
-  // The fix the messages give is accepted.
+  // The fix the messages give is accepted, and so are quotes inside the value
+  // (Megatron's llama3 example passes --split '99,1,0' so).
   EXPECT_EQ(parse_and_normalize_split("969,30,1")[1], 0.03);
+  EXPECT_EQ(parse_and_normalize_split("'99,1,0'")[1], 0.01);
+  EXPECT_EQ(parse_and_normalize_split("\"99,1,0\"")[0], 0.99);
 }
 
 TEST(Split, RangesRoundLikeMegatron) {
