@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/config_file.h"
+#include "cli/unknown_flag.h"
 #include "core/error.h"
 #include "comm/mpi_env.h"
 
@@ -50,6 +51,16 @@ int main(int argc, char** argv) {
     std::reverse(unknown.begin(), unknown.end());  // CLI11 was given the arguments last-first
     if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr && !unknown.empty())
       what = CLI::ExtrasError(unknown).what();
+    // An unknown flag: refused by name if it is a Megatron flag this build
+    // lacks on purpose, else named with the nearest flag the command has.
+    const bool extras = dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr ||
+                        dynamic_cast<const CLI::RequiredError*>(&e) != nullptr;
+    const auto flag = std::find_if(unknown.begin(), unknown.end(),
+                                   [](const std::string& u) { return u.rfind("--", 0) == 0; });
+    if (extras && parsed != &app && flag != unknown.end()) {
+      std::fprintf(stderr, "error: %s\n", mt::unknown_flag_message(*flag, *parsed).c_str());
+      return 2;
+    }
     std::fprintf(stderr, "error: %s; see `megatron%s --help`\n", what.c_str(), sub.c_str());
     return 2;
   }

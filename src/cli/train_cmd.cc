@@ -1,5 +1,6 @@
 // `megatron train`: Megatron-LM's flag names, or a config file of them.
 #include "cli/commands.h"
+#include "cli/compat_flags.h"
 #include "cli/model_flags.h"
 #include "cli/profile_flags.h"
 #include "cli/strict_numbers.h"
@@ -246,9 +247,11 @@ Command add_train_command(CLI::App& app) {
                 "checkpoint (with --save) and exit at the end of the iteration");
 
   add_profile_flags(app, &a->profile);
+  const auto inert = add_inert_megatron_flags(app);
   make_integer_options_strict(app);
 
-  return [a, model_options, lists]() {
+  return [a, model_options, lists, inert]() {
+    a->inert_flags = inert();
     for (const auto& [key, option] : *model_options)
       if (option->count() > 0) a->model_flags_given.push_back(key);
     for (const ListFlag& l : *lists) {

@@ -150,6 +150,9 @@ struct TrainArgs {
   // fresh optimizer (Megatron's flag; a release checkpoint loads so anyway).
   bool finetune = false;
   std::vector<std::string> model_flags_given;
+  // Megatron flags given that change nothing here (cli/compat_flags.h), as
+  // written ("--attention-backend auto"): one start-up note lists them.
+  std::vector<std::string> inert_flags;
   // The --config files the flags came from (inputs: no output may replace one).
   std::vector<std::string> config_files;
   // Resume on a dataset whose .bin/.idx changed since the checkpoint was saved

@@ -707,6 +707,14 @@ int run_training(TrainArgs args, ParallelState& ps) {
   args.validate(ps.world_size);
   const std::string etp_warning = args.expert_tensor_parallel_default();
   if (!etp_warning.empty()) log_line(ps.world_rank == 0, "warning: %s\n", etp_warning.c_str());
+  if (!args.inert_flags.empty()) {
+    std::string list;
+    for (const std::string& f : args.inert_flags) list += (list.empty() ? "" : ", ") + f;
+    log_line(ps.world_rank == 0, "note: accepted without effect here: %s (GPU kernel, fusion, "
+             "checkpoint back-end and data-loader choices of Megatron-LM: this build runs its own "
+             "kernels, writes its own re-shardable checkpoint format and maps the data "
+             "in-process)\n", list.c_str());
+  }
   const std::string capacity_note = args.capacity_factor_note();
   if (!capacity_note.empty()) log_line(ps.world_rank == 0, "note: %s\n", capacity_note.c_str());
   check_device(args, ps.world_size);  // --device cuda: at once, one line, if it cannot run

@@ -77,7 +77,8 @@ TEST(Help, AnUnknownFlagIsOneLineNamingItAndPointingAtHelp) {
 // misspelt one, which is what to fix.
 TEST(Help, AMisspeltFlagIsNamedBeforeAMissingRequiredOne) {
   const RunResult r = run(megatron() + " train --train-iter 10");
-  expect_one_error_line(r, "not expected: --train-iter 10", "train --train-iter 10");
+  expect_one_error_line(r, "unknown flag --train-iter; the nearest flag of `megatron train` is "
+                        "--train-iters", "train --train-iter 10");
 }
 
 // A value that is not a number, a value out of range, a config name that
