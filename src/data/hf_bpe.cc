@@ -1,0 +1,207 @@
+#include "data/hf_bpe.h"
+
+#include <atomic>
+#include <cstdio>
+#include <queue>
+
+#include "core/error.h"
+#include "data/hf_text.h"
+
+namespace mt {
+
+namespace {
+
+std::atomic<uint64_t> g_next_instance{1};
+
+uint64_t pair_key(int32_t a, int32_t b) { return uint64_t(uint32_t(a)) << 32 | uint32_t(b); }
+
+// Per thread: piece -> ids, for pieces up to kMaxCachedBytes (tokenizers'
+// BPE cache); keyed by the model instance, emptied when it grows too large.
+struct PieceCache {
+  static constexpr size_t kMaxCachedBytes = 64, kMaxEntries = 1 << 17;
+  uint64_t owner = 0;
+  std::unordered_map<std::string, std::vector<int32_t>, HfStringHash, std::equal_to<>> map;
+};
+
+}  // namespace
+
+HfBpe HfBpe::from_json(const nlohmann::json& m, const std::string& where) {
+  const std::string type = m.value("type", std::string("BPE"));
+  MT_CHECK(type == "BPE", where, ": model type \"", type, "\" is not supported by megatron.cpp's "
+           "HuggingFaceTokenizer (src/data/hf_bpe.cc builds BPE only; WordPiece, Unigram and "
+           "WordLevel are not built); fix: use a BPE tokenizer");
+  MT_CHECK(!m.contains("dropout") || m.at("dropout").is_null(), where, ": BPE dropout ",
+           m.at("dropout").dump(), " is not supported (src/data/hf_bpe.cc); fix: set \"dropout\": null");
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
+    MT_CHECK(!m.contains(key) || m.at(key).is_null() || m.at(key).get<std::string>().empty(), where,
+             ": BPE ", key, " \"", m.at(key).get<std::string>(), "\" is not supported "
+             "(src/data/hf_bpe.cc); fix: use a tokenizer without it");
+  HfBpe bpe;
+  bpe.instance_id_ = g_next_instance.fetch_add(1);
+  const nlohmann::json& vocab = m.at("vocab");
+  MT_CHECK(vocab.is_object(), where, ": BPE \"vocab\" is not an object; the file is damaged");
+  bpe.vocab_.reserve(vocab.size());
+  int32_t max_id = -1;
+  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+    const int64_t id = it.value().get<int64_t>();
+    MT_CHECK(id >= 0 && id < (int64_t(1) << 31), where, ": vocab entry \"", it.key(), "\" has id ", id,
+             "; ids must be in [0, 2^31)");
+    bpe.vocab_.emplace(it.key(), int32_t(id));
+    max_id = std::max(max_id, int32_t(id));
+  }
+  bpe.id_to_token_.assign(size_t(max_id + 1), std::string());
+  for (const auto& [tok, id] : bpe.vocab_) bpe.id_to_token_[size_t(id)] = tok;
+
+  auto id_of = [&](const std::string& tok, size_t rank) {
+    auto it = bpe.vocab_.find(tok);
+    MT_CHECK(it != bpe.vocab_.end(), where, ": merge ", rank, " uses \"", tok, "\", which is not in "
+             "the vocabulary; the file is damaged");
+    return it->second;
+  };
+  const nlohmann::json& merges = m.at("merges");
+  bpe.merges_.reserve(merges.size());
+  for (size_t r = 0; r < merges.size(); ++r) {
+    std::string a, b;
+    if (merges[r].is_string()) {
+      const std::string s = merges[r].get<std::string>();
+      const size_t sp = s.find(' ', 1);
+      MT_CHECK(sp != std::string::npos, where, ": merge ", r, " \"", s, "\" is not \"a b\"");
+      a = s.substr(0, sp);
+      b = s.substr(sp + 1);
+    } else {
+      a = merges[r].at(0).get<std::string>();
+      b = merges[r].at(1).get<std::string>();
+    }
+    const Merge merge{int32_t(r), id_of(a + b, r)};
+    // A repeated pair keeps its last rank, as tokenizers (a map collected in order).
+    bpe.merges_.insert_or_assign(pair_key(id_of(a, r), id_of(b, r)), merge);
+  }
+  if (m.contains("unk_token") && m.at("unk_token").is_string()) {
+    const std::string unk = m.at("unk_token").get<std::string>();
+    auto it = bpe.vocab_.find(unk);
+    MT_CHECK(it != bpe.vocab_.end(), where, ": BPE unk_token \"", unk, "\" is not in the vocabulary");
+    bpe.unk_id_ = it->second;
+  }
+  bpe.byte_fallback_ = m.value("byte_fallback", false);
+  bpe.fuse_unk_ = m.value("fuse_unk", false);
+  bpe.ignore_merges_ = m.value("ignore_merges", false);
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    auto it = bpe.vocab_.find(std::string_view(name));
+    bpe.byte_ids_[b] = it == bpe.vocab_.end() ? -1 : it->second;
+  }
+  return bpe;
+}
+
+const std::string& HfBpe::id_to_token(int32_t id) const {
+  static const std::string kEmpty;
+  return id >= 0 && size_t(id) < id_to_token_.size() ? id_to_token_[size_t(id)] : kEmpty;
+}
+
+const HfBpe::Merge* HfBpe::find_merge(int32_t a, int32_t b) const {
+  auto it = merges_.find(pair_key(a, b));
+  return it == merges_.end() ? nullptr : &it->second;
+}
+
+void HfBpe::encode(std::string_view piece, std::vector<int32_t>& out) const {
+  if (piece.empty()) return;
+  if (ignore_merges_) {
+    auto it = vocab_.find(piece);
+    if (it != vocab_.end()) {
+      out.push_back(it->second);
+      return;
+    }
+  }
+  if (piece.size() > PieceCache::kMaxCachedBytes) {
+    merge_word(piece, out);
+    return;
+  }
+  thread_local PieceCache cache;
+  if (cache.owner != instance_id_ || cache.map.size() > PieceCache::kMaxEntries) {
+    cache.map.clear();
+    cache.owner = instance_id_;
+  }
+  auto it = cache.map.find(piece);
+  if (it == cache.map.end()) {
+    std::vector<int32_t> ids;
+    merge_word(piece, ids);
+    it = cache.map.emplace(std::string(piece), std::move(ids)).first;
+  }
+  out.insert(out.end(), it->second.begin(), it->second.end());
+}
+
+void HfBpe::merge_word(std::string_view w, std::vector<int32_t>& out) const {
+  // Symbols as a doubly linked list over a vector (tokenizers' Word).
+  struct Sym {
+    int32_t id, prev, next;
+    bool alive;
+  };
+  thread_local std::vector<Sym> syms;
+  syms.clear();
+  auto add = [&](int32_t id) {
+    const int32_t k = int32_t(syms.size());
+    syms.push_back({id, k - 1, k + 1, true});
+  };
+  int32_t unk_pending = -1;  // an unk not yet added (fuse_unk extends it)
+  for (size_t i = 0, len = 0; i < w.size(); i += len) {
+    len = hf_char_len(static_cast<unsigned char>(w[i]));
+    if (i + len > w.size()) len = w.size() - i;
+    auto it = vocab_.find(w.substr(i, len));
+    if (it != vocab_.end()) {
+      if (unk_pending >= 0) add(unk_pending);
+      unk_pending = -1;
+      add(it->second);
+      continue;
+    }
+    if (byte_fallback_) {
+      bool all = true;
+      for (size_t k = 0; k < len; ++k) all = all && byte_ids_[static_cast<unsigned char>(w[i + k])] >= 0;
+      if (all) {  // (tokenizers adds these before a pending unk, as here)
+        for (size_t k = 0; k < len; ++k) add(byte_ids_[static_cast<unsigned char>(w[i + k])]);
+        continue;
+      }
+    }
+    if (unk_id_ >= 0) {
+      if (unk_pending >= 0 && !fuse_unk_) add(unk_pending);
+      unk_pending = unk_id_;
+    }
+  }
+  if (unk_pending >= 0) add(unk_pending);
+  if (syms.empty()) return;
+  syms.back().next = -1;
+
+  struct Cand {
+    int32_t rank, pos, id;
+    bool operator<(const Cand& o) const {  // priority_queue top = lowest rank, then leftmost
+      return rank != o.rank ? rank > o.rank : pos > o.pos;
+    }
+  };
+  thread_local std::vector<Cand> heap_storage;
+  heap_storage.clear();
+  std::priority_queue<Cand> heap(std::less<Cand>(), std::move(heap_storage));
+  for (size_t k = 0; k + 1 < syms.size(); ++k)
+    if (const Merge* m = find_merge(syms[k].id, syms[k + 1].id)) heap.push({m->rank, int32_t(k), m->id});
+  while (!heap.empty()) {
+    const Cand top = heap.top();
+    heap.pop();
+    Sym& left = syms[size_t(top.pos)];
+    if (!left.alive || left.next < 0) continue;
+    Sym& right = syms[size_t(left.next)];
+    const Merge* m = find_merge(left.id, right.id);
+    if (m == nullptr || m->id != top.id) continue;
+    left.id = top.id;
+    right.alive = false;
+    left.next = right.next;
+    if (left.next >= 0) syms[size_t(left.next)].prev = top.pos;
+    if (left.prev >= 0)
+      if (const Merge* p = find_merge(syms[size_t(left.prev)].id, left.id))
+        heap.push({p->rank, left.prev, p->id});
+    if (left.next >= 0)
+      if (const Merge* n = find_merge(left.id, syms[size_t(left.next)].id))
+        heap.push({n->rank, top.pos, n->id});
+  }
+  for (int32_t k = 0; k >= 0; k = syms[size_t(k)].next) out.push_back(syms[size_t(k)].id);
+}
+
+}  // namespace mt
