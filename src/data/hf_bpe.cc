@@ -72,9 +72,9 @@ HfBpe HfBpe::from_json(const nlohmann::json& m, const std::string& where) {
       a = merges[r].at(0).get<std::string>();
       b = merges[r].at(1).get<std::string>();
     }
-    const Merge merge{int32_t(r), id_of(a + b, r)};
+    const int32_t ia = id_of(a, r), ib = id_of(b, r);
     // A repeated pair keeps its last rank, as tokenizers (a map collected in order).
-    bpe.merges_.insert_or_assign(pair_key(id_of(a, r), id_of(b, r)), merge);
+    bpe.merges_.insert_or_assign(pair_key(ia, ib), Merge{int32_t(r), id_of(a + b, r)});
   }
   if (m.contains("unk_token") && m.at("unk_token").is_string()) {
     const std::string unk = m.at("unk_token").get<std::string>();

@@ -180,7 +180,7 @@ TEST(ConvertCli, RefusesWhatWouldNotConvertExactlyAndWritesNoTracker) {
       {"TP and query groups", " --target-tensor-parallel-size 4",
        "--target-tensor-parallel-size 4 does not divide the 2 query groups",
        [](const std::string&) {}},
-      {"missing tokenizer", "", "has no tokenizer.model",
+      {"missing tokenizer", "", "has neither tokenizer.model",
        [](const std::string& hf) { fs::remove(hf + "/tokenizer.model"); }},
   };
   for (const Case& c : cases) {

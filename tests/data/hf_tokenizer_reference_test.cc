@@ -15,9 +15,12 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "data/hf_normalizers.h"
+#include "data/indexed_dataset.h"
+#include "data/preprocess.h"
 #include "data/hf_tokenizer.h"
 #include "data_test_util.h"
 
@@ -151,6 +154,61 @@ TEST_P(HfReference, StreamingDetokenizerConcatenatesToDetokenize) {
     for (int32_t id : ids) text += stream.push(id);
     text += stream.finish();
     EXPECT_EQ(text, tok.decode_raw(ids)) << model << ": " << nlohmann::json(doc).dump();
+  }
+}
+
+// `preprocess --append-eod` writes the reference's ids of every document plus
+// eod (Megatron's preprocess_data.py: tokenizer(text).input_ids, then eod),
+// with 1 and 2 workers alike.
+TEST_P(HfReference, PreprocessWritesTheReferenceIdsPlusEod) {
+  const std::string model = GetParam();
+  REQUIRE_HF(model);
+  const std::string corpus_path = std::string(MT_SOURCE_DIR) + "/tests/data/fixtures/hf_tokenizer_corpus.jsonl";
+  const std::vector<Reference> ref = reference(model, corpus_path);
+  const HuggingFaceTokenizer& tok = *hf(model);
+  std::vector<std::vector<int32_t>> want;
+  for (const Reference& r : ref) {
+    if (r.ids.empty()) continue;  // an empty document has no sequence
+    want.push_back(r.ids);
+    want.back().push_back(tok.eod());
+  }
+  for (int workers : {1, 2}) {
+    TempDir dir;
+    PreprocessOptions o;
+    o.input = corpus_path;
+    o.output_prefix = dir.file("hf");
+    o.tokenizer_type = "HuggingFaceTokenizer";
+    o.tokenizer_model = hf_dir() + "/" + model;
+    o.append_eod = true;
+    o.workers = workers;
+    const PreprocessStats st = preprocess(o);
+    EXPECT_EQ(st.vocab_size, tok.vocab_size());
+    IndexedDataset ds(st.dataset_prefixes[0]);
+    std::vector<std::vector<int32_t>> got;
+    for (int64_t i = 0; i < ds.num_sequences(); ++i) {
+      got.emplace_back(size_t(ds.sequence_length(i)));
+      ds.read(i, 0, ds.sequence_length(i), got.back().data());
+    }
+    EXPECT_EQ(got == want, true) << model << " with " << workers << " workers: " << got.size() << " vs "
+                                 << want.size() << " sequences";
+    const auto desc = nlohmann::json::parse(read_file(dir.file("hf_tokenizer.json")));
+    EXPECT_EQ(desc["type"], "HuggingFaceTokenizer");
+    EXPECT_EQ(desc["tokenizer_json"]["sha256"].get<std::string>().size(), 64u);
+  }
+}
+
+// The eod and bos of each model, from its tokenizer_config.json.
+TEST(HfModels, EodAndBosComeFromTheConfig) {
+  for (const auto& [model, eos, bos] : {std::tuple<std::string, std::string, std::string>{"qwen3", "<|im_end|>", ""},
+                                        {"llama3", "<|end_of_text|>", "<|begin_of_text|>"},
+                                        {"gemma3", "<end_of_turn>", "<bos>"}}) {
+    if (hf(model) == nullptr) GTEST_SKIP() << hf_dir() << " has no tokenizers; run scripts/fetch_hf_tokenizers.sh";
+    const HuggingFaceTokenizer& tok = *hf(model);
+    EXPECT_EQ(tok.id_to_token(tok.eod()), eos) << model;
+    if (bos.empty()) EXPECT_EQ(tok.bos(), -1) << model;
+    else EXPECT_EQ(tok.id_to_token(tok.bos()), bos) << model;
+    EXPECT_GT(tok.vocab_size(), 128000) << model;
+    EXPECT_GE(tok.vocab_size(), int64_t(tok.eod()) + 1) << model;
   }
 }
 
