@@ -15,6 +15,12 @@ std::atomic<uint64_t> g_next_instance{1};
 
 uint64_t pair_key(int32_t a, int32_t b) { return uint64_t(uint32_t(a)) << 32 | uint32_t(b); }
 
+uint64_t mix(uint64_t x) {
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
 // Per thread: piece -> ids, for pieces up to kMaxCachedBytes (tokenizers'
 // BPE cache); keyed by the model instance, emptied when it grows too large.
 struct PieceCache {
@@ -59,7 +65,8 @@ HfBpe HfBpe::from_json(const nlohmann::json& m, const std::string& where) {
     return it->second;
   };
   const nlohmann::json& merges = m.at("merges");
-  bpe.merges_.reserve(merges.size());
+  std::unordered_map<uint64_t, Merge> merge_map;
+  merge_map.reserve(merges.size());
   for (size_t r = 0; r < merges.size(); ++r) {
     std::string a, b;
     if (merges[r].is_string()) {
@@ -74,7 +81,15 @@ HfBpe HfBpe::from_json(const nlohmann::json& m, const std::string& where) {
     }
     const int32_t ia = id_of(a, r), ib = id_of(b, r);
     // A repeated pair keeps its last rank, as tokenizers (a map collected in order).
-    bpe.merges_.insert_or_assign(pair_key(ia, ib), Merge{int32_t(r), id_of(a + b, r)});
+    merge_map.insert_or_assign(pair_key(ia, ib), Merge{int32_t(r), id_of(a + b, r)});
+  }
+  bpe.merges_.build(merge_map);
+  bpe.char_ids_.assign(0x10000, -1);
+  for (const auto& [tok, id] : bpe.vocab_) {
+    size_t len = 0;
+    if (tok.empty() || hf_char_len(static_cast<unsigned char>(tok[0])) != tok.size()) continue;
+    const char32_t cp = hf_char_at(tok, 0, len);
+    if (cp < 0x10000) bpe.char_ids_[cp] = id;
   }
   if (m.contains("unk_token") && m.at("unk_token").is_string()) {
     const std::string unk = m.at("unk_token").get<std::string>();
@@ -99,10 +114,28 @@ const std::string& HfBpe::id_to_token(int32_t id) const {
   return id >= 0 && size_t(id) < id_to_token_.size() ? id_to_token_[size_t(id)] : kEmpty;
 }
 
-const HfBpe::Merge* HfBpe::find_merge(int32_t a, int32_t b) const {
-  auto it = merges_.find(pair_key(a, b));
-  return it == merges_.end() ? nullptr : &it->second;
+void HfBpe::MergeTable::build(const std::unordered_map<uint64_t, Merge>& entries) {
+  size_t cap = 16;
+  while (cap < 2 * entries.size()) cap *= 2;
+  keys.assign(cap, 0);
+  values.assign(cap, Merge{0, 0});
+  mask = cap - 1;
+  for (const auto& [key, merge] : entries) {
+    size_t i = mix(key) & mask;
+    while (keys[i] != 0) i = (i + 1) & mask;
+    keys[i] = key + 1;
+    values[i] = merge;
+  }
 }
+
+const HfBpe::Merge* HfBpe::MergeTable::find(uint64_t key) const {
+  for (size_t i = mix(key) & mask;; i = (i + 1) & mask) {
+    if (keys[i] == key + 1) return &values[i];
+    if (keys[i] == 0) return nullptr;
+  }
+}
+
+const HfBpe::Merge* HfBpe::find_merge(int32_t a, int32_t b) const { return merges_.find(pair_key(a, b)); }
 
 void HfBpe::encode(std::string_view piece, std::vector<int32_t>& out) const {
   if (piece.empty()) return;
@@ -145,13 +178,17 @@ void HfBpe::merge_word(std::string_view w, std::vector<int32_t>& out) const {
   };
   int32_t unk_pending = -1;  // an unk not yet added (fuse_unk extends it)
   for (size_t i = 0, len = 0; i < w.size(); i += len) {
-    len = hf_char_len(static_cast<unsigned char>(w[i]));
-    if (i + len > w.size()) len = w.size() - i;
-    auto it = vocab_.find(w.substr(i, len));
-    if (it != vocab_.end()) {
+    const char32_t cp = hf_char_at(w, i, len);
+    int32_t id = -1;
+    if (cp < 0x10000) {
+      id = char_ids_[cp];
+    } else if (auto it = vocab_.find(w.substr(i, len)); it != vocab_.end()) {
+      id = it->second;
+    }
+    if (id >= 0) {
       if (unk_pending >= 0) add(unk_pending);
       unk_pending = -1;
-      add(it->second);
+      add(id);
       continue;
     }
     if (byte_fallback_) {

@@ -43,12 +43,21 @@ class HfBpe {
   struct Merge {
     int32_t rank, id;
   };
+  // Open addressing (a, b) -> Merge, built once: the hot lookup of merge_word.
+  struct MergeTable {
+    std::vector<uint64_t> keys;  // (a << 32 | b) + 1; 0 = empty
+    std::vector<Merge> values;
+    uint64_t mask = 0;
+    void build(const std::unordered_map<uint64_t, Merge>& entries);
+    const Merge* find(uint64_t key) const;
+  };
   const Merge* find_merge(int32_t a, int32_t b) const;
   void merge_word(std::string_view piece, std::vector<int32_t>& out) const;
 
   HfVocab vocab_;
   std::vector<std::string> id_to_token_;
-  std::unordered_map<uint64_t, Merge> merges_;
+  MergeTable merges_;
+  std::vector<int32_t> char_ids_;  // id of each one-character token below U+10000 (-1: none)
   int32_t byte_ids_[256];  // <0xXX> tokens for byte_fallback (-1: absent)
   int32_t unk_id_ = -1;
   bool byte_fallback_ = false, fuse_unk_ = false, ignore_merges_ = false;

@@ -17,6 +17,24 @@ bool is_ascii(std::string_view s) {
   return true;
 }
 
+// True when NFC (compat: NFKC) leaves `s` as it is: every character is below
+// U+0300 (all NFC_QC=Yes), or has combining class 0, no canonical (compat:
+// any) decomposition and is never the second of a composition; then
+// decomposition, reordering and composition all change nothing.
+bool composed_stable(std::string_view s, bool compat) {
+  for (size_t i = 0, len = 0; i < s.size(); i += len) {
+    const char32_t cp = hf_char_at(s, i, len);
+    if (cp < 0x300 && !compat) continue;
+    if (cp < 0x80) continue;
+    if ((cp >= 0x1161 && cp <= 0x1175) || (cp >= 0x11A7 && cp <= 0x11C2)) return false;  // Hangul V, T (utf8proc takes U+11A7 too)
+    const utf8proc_property_t* p = utf8proc_get_property(utf8proc_int32_t(cp));
+    if (p->combining_class != 0) return false;
+    if (p->decomp_seqindex != UINT16_MAX && (compat || p->decomp_type == 0)) return false;
+    if (p->comb_index != UINT16_MAX && p->comb_index >= 0x8000) return false;
+  }
+  return true;
+}
+
 std::string utf8proc_map_or_fail(const std::string& text, int options, const char* name) {
   utf8proc_uint8_t* out = nullptr;
   const utf8proc_ssize_t n =
@@ -88,12 +106,14 @@ std::string hf_normalize(const HfNormalizer& n, std::string text) {
   using K = HfNormalizer::Kind;
   switch (n.kind) {
     case K::kNfc:
-      return is_ascii(text) ? text : utf8proc_map_or_fail(text, UTF8PROC_STABLE | UTF8PROC_COMPOSE, "NFC");
+      return composed_stable(text, false) ? text
+                                          : utf8proc_map_or_fail(text, UTF8PROC_STABLE | UTF8PROC_COMPOSE, "NFC");
     case K::kNfd:
       return is_ascii(text) ? text : utf8proc_map_or_fail(text, UTF8PROC_STABLE | UTF8PROC_DECOMPOSE, "NFD");
     case K::kNfkc:
-      return is_ascii(text) ? text
-                            : utf8proc_map_or_fail(text, UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT, "NFKC");
+      return composed_stable(text, true)
+                 ? text
+                 : utf8proc_map_or_fail(text, UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT, "NFKC");
     case K::kNfkd:
       return is_ascii(text) ? text
                             : utf8proc_map_or_fail(text, UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT, "NFKD");

@@ -4,6 +4,7 @@
 // rstrip, single_word, normalized), decoders, post-processors, and the
 // refusals of what is not built (each by its name and file).
 #include <gtest/gtest.h>
+#include <utf8proc.h>
 
 #include <filesystem>
 #include <string>
@@ -13,6 +14,7 @@
 #include "data/hf_normalizers.h"
 #include "data/hf_pretokenizers.h"
 #include "data/hf_regex.h"
+#include "data/hf_text.h"
 #include "data/hf_tokenizer.h"
 #include "data_test_util.h"
 
@@ -91,6 +93,33 @@ TEST(HfNormalizers, EachTypeDoesWhatTokenizersDoes) {
                        {"normalizers", {{{"type", "Lowercase"}}, {{"type", "Prepend"}, {"prepend", "#"}}}}},
                       "AB"),
             "#ab");
+}
+
+// The fast path (text left alone when no character can change) agrees with
+// utf8proc's full NFC / NFKC on every code point, alone and after starters.
+TEST(HfNormalizers, FastPathAgreesWithFullNormalizationOnEveryCodePoint) {
+  const HfNormalizer nfc = hf_normalizer_from_json({{"type", "NFC"}}, "test");
+  const HfNormalizer nfkc = hf_normalizer_from_json({{"type", "NFKC"}}, "test");
+  auto full = [](const std::string& s, int options) {
+    utf8proc_uint8_t* out = nullptr;
+    const auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()), utf8proc_ssize_t(s.size()), &out,
+                                utf8proc_option_t(UTF8PROC_STABLE | UTF8PROC_COMPOSE | options));
+    std::string r(reinterpret_cast<const char*>(out), size_t(n));
+    std::free(out);
+    return r;
+  };
+  size_t mismatches = 0;
+  for (char32_t cp = 0x80; cp < 0x32000; ++cp) {
+    if (cp >= 0xD800 && cp < 0xE000) continue;
+    for (const char* prefix : {"", "e", "\xEA\xB0\x80"}) {  // e, 가
+      std::string s = prefix;
+      hf_append_utf8(cp, s);
+      if (hf_normalize(nfc, s) != full(s, 0) && ++mismatches <= 5) ADD_FAILURE() << "NFC of U+" << std::hex << uint32_t(cp);
+      if (hf_normalize(nfkc, s) != full(s, UTF8PROC_COMPAT) && ++mismatches <= 5)
+        ADD_FAILURE() << "NFKC of U+" << std::hex << uint32_t(cp);
+    }
+  }
+  EXPECT_EQ(mismatches, 0u);
 }
 
 TEST(HfPreTokenizers, SplitBehaviorsCutAsTokenizers) {
