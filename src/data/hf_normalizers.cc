@@ -11,30 +11,6 @@ namespace mt {
 
 namespace {
 
-bool is_ascii(std::string_view s) {
-  for (const char c : s)
-    if (static_cast<unsigned char>(c) >= 0x80) return false;
-  return true;
-}
-
-// True when NFC (compat: NFKC) leaves `s` as it is: every character is below
-// U+0300 (all NFC_QC=Yes), or has combining class 0, no canonical (compat:
-// any) decomposition and is never the second of a composition; then
-// decomposition, reordering and composition all change nothing.
-bool composed_stable(std::string_view s, bool compat) {
-  for (size_t i = 0, len = 0; i < s.size(); i += len) {
-    const char32_t cp = hf_char_at(s, i, len);
-    if (cp < 0x300 && !compat) continue;
-    if (cp < 0x80) continue;
-    if ((cp >= 0x1161 && cp <= 0x1175) || (cp >= 0x11A7 && cp <= 0x11C2)) return false;  // Hangul V, T (utf8proc takes U+11A7 too)
-    const utf8proc_property_t* p = utf8proc_get_property(utf8proc_int32_t(cp));
-    if (p->combining_class != 0) return false;
-    if (p->decomp_seqindex != UINT16_MAX && (compat || p->decomp_type == 0)) return false;
-    if (p->comb_index != UINT16_MAX && p->comb_index >= 0x8000) return false;
-  }
-  return true;
-}
-
 std::string utf8proc_map_or_fail(const std::string& text, int options, const char* name) {
   utf8proc_uint8_t* out = nullptr;
   const utf8proc_ssize_t n =
@@ -56,6 +32,48 @@ std::string replace_all(std::string_view text, std::string_view from, std::strin
   }
   out.append(text, at, std::string_view::npos);
   return out;
+}
+
+bool is_composition_second(char32_t cp, const utf8proc_property_t* p) {
+  if ((cp >= 0x1161 && cp <= 0x1175) || (cp >= 0x11A7 && cp <= 0x11C2)) return true;  // Hangul V, T (utf8proc takes U+11A7 too)
+  return p->comb_index != UINT16_MAX && p->comb_index >= 0x8000;
+}
+
+// Unicode's quick check (UAX #15): a text whose every character is NFC_QC=Yes
+// (compat: NFKC_QC=Yes) and of combining class 0 is already normalized. Below
+// U+10000 the answer per character comes from a table built once (a character
+// is Yes when it normalizes to itself alone and never composes with the one
+// before it); above, a character without a (compat: any) decomposition that
+// never composes is Yes.
+struct QuickCheck {
+  std::vector<bool> yes;
+  explicit QuickCheck(bool compat) : yes(0x10000, false) {
+    const int options = UTF8PROC_STABLE | UTF8PROC_COMPOSE | (compat ? UTF8PROC_COMPAT : 0);
+    for (char32_t cp = 0; cp < 0x10000; ++cp) {
+      if (cp >= 0xD800 && cp < 0xE000) continue;
+      const utf8proc_property_t* p = utf8proc_get_property(utf8proc_int32_t(cp));
+      if (p->combining_class != 0 || is_composition_second(cp, p)) continue;
+      std::string one;
+      hf_append_utf8(cp, one);
+      yes[cp] = cp < 0x80 || utf8proc_map_or_fail(one, options, "quick check") == one;
+    }
+  }
+};
+
+bool composed_stable(std::string_view s, bool compat) {
+  static const QuickCheck nfc(false), nfkc(true);
+  const std::vector<bool>& yes = compat ? nfkc.yes : nfc.yes;
+  for (size_t i = 0, len = 0; i < s.size(); i += len) {
+    const char32_t cp = hf_char_at(s, i, len);
+    if (cp < 0x10000) {
+      if (!yes[cp]) return false;
+      continue;
+    }
+    const utf8proc_property_t* p = utf8proc_get_property(utf8proc_int32_t(cp));
+    if (p->combining_class != 0 || is_composition_second(cp, p)) return false;
+    if (p->decomp_seqindex != UINT16_MAX && (compat || p->decomp_type == 0)) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -109,14 +127,13 @@ std::string hf_normalize(const HfNormalizer& n, std::string text) {
       return composed_stable(text, false) ? text
                                           : utf8proc_map_or_fail(text, UTF8PROC_STABLE | UTF8PROC_COMPOSE, "NFC");
     case K::kNfd:
-      return is_ascii(text) ? text : utf8proc_map_or_fail(text, UTF8PROC_STABLE | UTF8PROC_DECOMPOSE, "NFD");
+      return utf8proc_map_or_fail(text, UTF8PROC_STABLE | UTF8PROC_DECOMPOSE, "NFD");
     case K::kNfkc:
       return composed_stable(text, true)
                  ? text
                  : utf8proc_map_or_fail(text, UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT, "NFKC");
     case K::kNfkd:
-      return is_ascii(text) ? text
-                            : utf8proc_map_or_fail(text, UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT, "NFKD");
+      return utf8proc_map_or_fail(text, UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT, "NFKD");
     case K::kLowercase: {
       std::string out;
       out.reserve(text.size());
