@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <queue>
 
 #include "core/error.h"
@@ -22,11 +23,53 @@ uint64_t mix(uint64_t x) {
 }
 
 // Per thread: piece -> ids, for pieces up to kMaxCachedBytes (tokenizers'
-// BPE cache); keyed by the model instance, emptied when it grows too large.
-struct PieceCache {
-  static constexpr size_t kMaxCachedBytes = 64, kMaxEntries = 1 << 17;
-  uint64_t owner = 0;
-  std::unordered_map<std::string, std::vector<int32_t>, HfStringHash, std::equal_to<>> map;
+// BPE cache). Open addressing over flat arrays (the pieces' bytes and ids in
+// two arenas): one probe touches one slot, not a node per entry. Keyed by the
+// model instance; emptied when half full.
+class PieceCache {
+ public:
+  static constexpr size_t kMaxCachedBytes = 64, kSlots = size_t(1) << 18;
+
+  // The cached ids of `piece` (hash h) appended to out; false when absent.
+  bool find(std::string_view piece, uint64_t h, std::vector<int32_t>& out) const {
+    for (size_t i = h & (kSlots - 1);; i = (i + 1) & (kSlots - 1)) {
+      const Slot& s = slots_[i];
+      if (s.hash == 0) return false;
+      if (s.hash == h && s.key_len == piece.size() &&
+          std::memcmp(keys_.data() + s.key_off, piece.data(), piece.size()) == 0) {
+        out.insert(out.end(), ids_.begin() + s.ids_off, ids_.begin() + s.ids_off + s.ids_len);
+        return true;
+      }
+    }
+  }
+  void insert(std::string_view piece, uint64_t h, const int32_t* ids, size_t n) {
+    if (used_ * 2 >= kSlots) reset(owner_);
+    size_t i = h & (kSlots - 1);
+    while (slots_[i].hash != 0) i = (i + 1) & (kSlots - 1);
+    slots_[i] = {h, uint32_t(keys_.size()), uint32_t(piece.size()), uint32_t(ids_.size()), uint32_t(n)};
+    keys_.append(piece);
+    ids_.insert(ids_.end(), ids, ids + n);
+    ++used_;
+  }
+  void reset(uint64_t owner) {
+    slots_.assign(kSlots, Slot{});
+    keys_.clear();
+    ids_.clear();
+    used_ = 0;
+    owner_ = owner;
+  }
+  uint64_t owner() const { return owner_; }
+
+ private:
+  struct Slot {
+    uint64_t hash = 0;  // 0 = empty
+    uint32_t key_off = 0, key_len = 0, ids_off = 0, ids_len = 0;
+  };
+  std::vector<Slot> slots_;
+  std::string keys_;
+  std::vector<int32_t> ids_;
+  size_t used_ = 0;
+  uint64_t owner_ = 0;
 };
 
 }  // namespace
@@ -151,17 +194,12 @@ void HfBpe::encode(std::string_view piece, std::vector<int32_t>& out) const {
     return;
   }
   thread_local PieceCache cache;
-  if (cache.owner != instance_id_ || cache.map.size() > PieceCache::kMaxEntries) {
-    cache.map.clear();
-    cache.owner = instance_id_;
-  }
-  auto it = cache.map.find(piece);
-  if (it == cache.map.end()) {
-    std::vector<int32_t> ids;
-    merge_word(piece, ids);
-    it = cache.map.emplace(std::string(piece), std::move(ids)).first;
-  }
-  out.insert(out.end(), it->second.begin(), it->second.end());
+  if (cache.owner() != instance_id_) cache.reset(instance_id_);
+  const uint64_t h = std::hash<std::string_view>{}(piece) | 1;
+  if (cache.find(piece, h, out)) return;
+  const size_t before = out.size();
+  merge_word(piece, out);
+  cache.insert(piece, h, out.data() + before, out.size() - before);
 }
 
 void HfBpe::merge_word(std::string_view w, std::vector<int32_t>& out) const {
