@@ -114,7 +114,8 @@ void HfAddedMatcher::split(std::string_view text, std::vector<Cut>& out) const {
         start = s;
       }
     if (t.rstrip)
-      for (size_t clen = 0; stop < text.size() && hf_is_whitespace(hf_char_at(text, stop, clen));) stop += clen;
+      for (size_t clen = 0; stop < text.size() && hf_is_whitespace(hf_char_at(text, stop, clen));)
+        stop += clen;
     if (done < start) out.push_back({-1, done, start});
     out.push_back({k, start, stop});
     done = stop;

@@ -12,11 +12,10 @@
 // split_special_tokens = false).
 #pragma once
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace mt {
 
@@ -45,7 +44,7 @@ class HfAddedMatcher {
   size_t longest_at(std::string_view text, size_t at, int32_t& token) const;
 
   struct Node {
-    int32_t token = -1;                          // a token ends here
+    int32_t token = -1;                             // a token ends here
     std::vector<std::pair<uint8_t, int32_t>> next;  // sorted by byte
   };
   std::vector<Node> nodes_;

@@ -76,14 +76,16 @@ class PieceCache {
 
 HfBpe HfBpe::from_json(const nlohmann::json& m, const std::string& where) {
   const std::string type = m.value("type", std::string("BPE"));
-  MT_CHECK(type == "BPE", where, ": model type \"", type, "\" is not supported by megatron.cpp's "
+  MT_CHECK(type == "BPE", where, ": model type \"", type,
+           "\" is not supported by megatron.cpp's "
            "HuggingFaceTokenizer (src/data/hf_bpe.cc builds BPE only; WordPiece, Unigram and "
            "WordLevel are not built); fix: use a BPE tokenizer");
   MT_CHECK(!m.contains("dropout") || m.at("dropout").is_null(), where, ": BPE dropout ",
            m.at("dropout").dump(), " is not supported (src/data/hf_bpe.cc); fix: set \"dropout\": null");
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
-    MT_CHECK(!m.contains(key) || m.at(key).is_null() || m.at(key).get<std::string>().empty(), where,
-             ": BPE ", key, " \"", m.at(key).get<std::string>(), "\" is not supported "
+    MT_CHECK(!m.contains(key) || m.at(key).is_null() || m.at(key).get<std::string>().empty(), where, ": BPE ",
+             key, " \"", m.at(key).get<std::string>(),
+             "\" is not supported "
              "(src/data/hf_bpe.cc); fix: use a tokenizer without it");
   HfBpe bpe;
   bpe.instance_id_ = g_next_instance.fetch_add(1);
@@ -103,7 +105,8 @@ HfBpe HfBpe::from_json(const nlohmann::json& m, const std::string& where) {
 
   auto id_of = [&](const std::string& tok, size_t rank) {
     auto it = bpe.vocab_.find(tok);
-    MT_CHECK(it != bpe.vocab_.end(), where, ": merge ", rank, " uses \"", tok, "\", which is not in "
+    MT_CHECK(it != bpe.vocab_.end(), where, ": merge ", rank, " uses \"", tok,
+             "\", which is not in "
              "the vocabulary; the file is damaged");
     return it->second;
   };

@@ -10,12 +10,11 @@
 // BPE dropout, continuing_subword_prefix and end_of_word_suffix.
 #pragma once
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace mt {
 
@@ -58,7 +57,7 @@ class HfBpe {
   std::vector<std::string> id_to_token_;
   MergeTable merges_;
   std::vector<int32_t> char_ids_;  // id of each one-character token below U+10000 (-1: none)
-  int32_t byte_ids_[256];  // <0xXX> tokens for byte_fallback (-1: absent)
+  int32_t byte_ids_[256];          // <0xXX> tokens for byte_fallback (-1: absent)
   int32_t unk_id_ = -1;
   bool byte_fallback_ = false, fuse_unk_ = false, ignore_merges_ = false;
   uint64_t instance_id_ = 0;

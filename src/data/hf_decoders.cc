@@ -23,9 +23,7 @@ std::string replace_all(const std::string& text, const std::string& from, const 
 // "<0xXX>" -> the byte, else -1.
 int byte_token(const std::string& t) {
   if (t.size() != 6 || t[0] != '<' || t[1] != '0' || t[2] != 'x' || t[5] != '>') return -1;
-  auto hex = [](char c) {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-  };
+  auto hex = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1; };
   const int hi = hex(t[3]), lo = hex(t[4]);
   return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
 }
@@ -58,7 +56,8 @@ HfDecoder hf_decoder_from_json(const nlohmann::json& j, const std::string& where
   } else if (type == "Replace") {
     d.kind = K::kReplace;
     const nlohmann::json& p = j.at("pattern");
-    MT_CHECK(p.contains("String"), where, ": a Replace decoder with a Regex pattern is not supported "
+    MT_CHECK(p.contains("String"), where,
+             ": a Replace decoder with a Regex pattern is not supported "
              "(src/data/hf_decoders.cc builds String patterns); fix: use a String pattern");
     d.pattern = p.at("String").get<std::string>();
     d.content = j.at("content").get<std::string>();
@@ -66,7 +65,8 @@ HfDecoder hf_decoder_from_json(const nlohmann::json& j, const std::string& where
     d.kind = K::kSequence;
     for (const nlohmann::json& c : j.at("decoders")) d.children.push_back(hf_decoder_from_json(c, where));
   } else {
-    MT_FAIL(where, ": decoder type \"", type, "\" is not supported by megatron.cpp's "
+    MT_FAIL(where, ": decoder type \"", type,
+            "\" is not supported by megatron.cpp's "
             "HuggingFaceTokenizer (src/data/hf_decoders.cc builds ByteLevel, Metaspace, ByteFallback, "
             "Fuse, Strip, Replace, Sequence); fix: use a tokenizer without it");
   }
@@ -85,8 +85,10 @@ void hf_decode_chain(const HfDecoder& d, std::vector<std::string>& tokens) {
         bool ok = true;
         for (size_t i = 0, len = 0; i < t.size() && ok; i += len) {
           const int b = hf_char_to_byte(hf_char_at(t, i, len));
-          if (b < 0) ok = false;
-          else mapped += char(b);
+          if (b < 0)
+            ok = false;
+          else
+            mapped += char(b);
         }
         bytes += ok ? mapped : t;
       }
@@ -139,11 +141,13 @@ void hf_decode_chain(const HfDecoder& d, std::vector<std::string>& tokens) {
     case K::kStrip:
       for (std::string& t : tokens) {
         size_t b = 0, e = t.size();
-        for (size_t k = 0; k < d.strip_start && t.compare(b, d.content.size(), d.content) == 0 &&
-                           b + d.content.size() <= e; ++k)
+        for (size_t k = 0;
+             k < d.strip_start && t.compare(b, d.content.size(), d.content) == 0 && b + d.content.size() <= e;
+             ++k)
           b += d.content.size();
         for (size_t k = 0; k < d.strip_stop && e >= b + d.content.size() &&
-                           t.compare(e - d.content.size(), d.content.size(), d.content) == 0; ++k)
+                           t.compare(e - d.content.size(), d.content.size(), d.content) == 0;
+             ++k)
           e -= d.content.size();
         t = t.substr(b, e - b);
       }
@@ -159,7 +163,8 @@ void hf_decode_chain(const HfDecoder& d, std::vector<std::string>& tokens) {
 
 bool hf_decoder_is_byte_level(const HfDecoder& d) {
   if (d.kind == HfDecoder::Kind::kByteLevel) return true;
-  return d.kind == HfDecoder::Kind::kSequence && d.children.size() == 1 && hf_decoder_is_byte_level(d.children[0]);
+  return d.kind == HfDecoder::Kind::kSequence && d.children.size() == 1 &&
+         hf_decoder_is_byte_level(d.children[0]);
 }
 
 HfPostProcessor hf_post_processor_from_json(const nlohmann::json& j, const std::string& where) {
@@ -175,7 +180,8 @@ HfPostProcessor hf_post_processor_from_json(const nlohmann::json& j, const std::
     }
     return pp;
   }
-  MT_CHECK(type == "TemplateProcessing", where, ": post_processor type \"", type, "\" is not supported "
+  MT_CHECK(type == "TemplateProcessing", where, ": post_processor type \"", type,
+           "\" is not supported "
            "by megatron.cpp's HuggingFaceTokenizer (src/data/hf_decoders.cc builds TemplateProcessing, "
            "ByteLevel, Sequence); fix: use a tokenizer without it");
   bool seen_a = false;

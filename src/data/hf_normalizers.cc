@@ -13,9 +13,8 @@ namespace {
 
 std::string utf8proc_map_or_fail(const std::string& text, int options, const char* name) {
   utf8proc_uint8_t* out = nullptr;
-  const utf8proc_ssize_t n =
-      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()), utf8proc_ssize_t(text.size()),
-                   &out, utf8proc_option_t(options));
+  const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
+                                          utf8proc_ssize_t(text.size()), &out, utf8proc_option_t(options));
   MT_CHECK(n >= 0, "normalizer ", name, " failed: ", utf8proc_errmsg(n));
   std::string s(reinterpret_cast<const char*>(out), size_t(n));
   std::free(out);
@@ -35,7 +34,8 @@ std::string replace_all(std::string_view text, std::string_view from, std::strin
 }
 
 bool is_composition_second(char32_t cp, const utf8proc_property_t* p) {
-  if ((cp >= 0x1161 && cp <= 0x1175) || (cp >= 0x11A7 && cp <= 0x11C2)) return true;  // Hangul V, T (utf8proc takes U+11A7 too)
+  if ((cp >= 0x1161 && cp <= 0x1175) || (cp >= 0x11A7 && cp <= 0x11C2))
+    return true;  // Hangul V, T (utf8proc takes U+11A7 too)
   return p->comb_index != UINT16_MAX && p->comb_index >= 0x8000;
 }
 
@@ -79,7 +79,8 @@ bool composed_stable(std::string_view s, bool compat) {
 }  // namespace
 
 HfNormalizer hf_normalizer_from_json(const nlohmann::json& j, const std::string& where) {
-  MT_CHECK(j.is_object() && j.contains("type"), where, ": a normalizer without a \"type\"; the "
+  MT_CHECK(j.is_object() && j.contains("type"), where,
+           ": a normalizer without a \"type\"; the "
            "file is damaged");
   const std::string type = j.at("type").get<std::string>();
   HfNormalizer n;
@@ -111,9 +112,11 @@ HfNormalizer hf_normalizer_from_json(const nlohmann::json& j, const std::string&
       n.pattern = p.at("String").get<std::string>();
   } else if (type == "Sequence") {
     n.kind = K::kSequence;
-    for (const nlohmann::json& c : j.at("normalizers")) n.children.push_back(hf_normalizer_from_json(c, where));
+    for (const nlohmann::json& c : j.at("normalizers"))
+      n.children.push_back(hf_normalizer_from_json(c, where));
   } else {
-    MT_FAIL(where, ": normalizer type \"", type, "\" is not supported by megatron.cpp's "
+    MT_FAIL(where, ": normalizer type \"", type,
+            "\" is not supported by megatron.cpp's "
             "HuggingFaceTokenizer (src/data/hf_normalizers.cc builds NFC, NFD, NFKC, NFKD, "
             "Lowercase, Strip, Replace, Prepend, Sequence); fix: use a tokenizer without it");
   }
@@ -124,8 +127,9 @@ std::string hf_normalize(const HfNormalizer& n, std::string text) {
   using K = HfNormalizer::Kind;
   switch (n.kind) {
     case K::kNfc:
-      return composed_stable(text, false) ? text
-                                          : utf8proc_map_or_fail(text, UTF8PROC_STABLE | UTF8PROC_COMPOSE, "NFC");
+      return composed_stable(text, false)
+                 ? text
+                 : utf8proc_map_or_fail(text, UTF8PROC_STABLE | UTF8PROC_COMPOSE, "NFC");
     case K::kNfd:
       return utf8proc_map_or_fail(text, UTF8PROC_STABLE | UTF8PROC_DECOMPOSE, "NFD");
     case K::kNfkc:
@@ -150,7 +154,8 @@ std::string hf_normalize(const HfNormalizer& n, std::string text) {
     case K::kStrip: {
       size_t b = 0, e = text.size();
       if (n.strip_left)
-        for (size_t len = 0; b < e && hf_is_whitespace(hf_char_at(text, b, len)); b += len) {}
+        for (size_t len = 0; b < e && hf_is_whitespace(hf_char_at(text, b, len)); b += len) {
+        }
       if (n.strip_right)
         while (e > b) {
           size_t s = e - 1;

@@ -5,11 +5,10 @@
 // (BertNormalizer, Precompiled, StripAccents, Nmt…) is refused by name.
 #pragma once
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "data/hf_regex.h"
 

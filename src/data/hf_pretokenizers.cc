@@ -18,7 +18,8 @@ HfSplitBehavior behavior_of(const std::string& s, const std::string& where) {
   if (s == "MergedWithPrevious") return HfSplitBehavior::kMergedWithPrevious;
   if (s == "MergedWithNext") return HfSplitBehavior::kMergedWithNext;
   if (s == "Contiguous") return HfSplitBehavior::kContiguous;
-  MT_FAIL(where, ": split behavior \"", s, "\" is unknown (src/data/hf_pretokenizers.cc knows "
+  MT_FAIL(where, ": split behavior \"", s,
+          "\" is unknown (src/data/hf_pretokenizers.cc knows "
           "Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous)");
 }
 
@@ -68,8 +69,7 @@ std::vector<HfSpan> char_spans(std::string_view text, Pred pred) {
   return spans;
 }
 
-void split_pieces(std::vector<HfPiece>& pieces, HfSplitBehavior behavior, bool invert,
-                  const auto& spans_of) {
+void split_pieces(std::vector<HfPiece>& pieces, HfSplitBehavior behavior, bool invert, const auto& spans_of) {
   std::vector<HfPiece> out;
   out.reserve(pieces.size());
   for (HfPiece& p : pieces) {
@@ -97,24 +97,30 @@ std::vector<std::pair<size_t, size_t>> hf_split_spans(std::vector<HfSpan> spans,
       break;
     case HfSplitBehavior::kMergedWithPrevious:
       for (const HfSpan& s : spans) {
-        if (s.is_match && !previous_match && !acc.empty()) acc.back().end = s.end;
-        else acc.push_back(s);
+        if (s.is_match && !previous_match && !acc.empty())
+          acc.back().end = s.end;
+        else
+          acc.push_back(s);
         previous_match = s.is_match;
       }
       break;
     case HfSplitBehavior::kMergedWithNext:
       for (size_t k = spans.size(); k-- > 0;) {
         const HfSpan& s = spans[k];
-        if (s.is_match && !previous_match && !acc.empty()) acc.back().begin = s.begin;
-        else acc.push_back(s);
+        if (s.is_match && !previous_match && !acc.empty())
+          acc.back().begin = s.begin;
+        else
+          acc.push_back(s);
         previous_match = s.is_match;
       }
       std::reverse(acc.begin(), acc.end());
       break;
     case HfSplitBehavior::kContiguous:
       for (const HfSpan& s : spans) {
-        if (s.is_match == previous_match && !acc.empty()) acc.back().end = s.end;
-        else acc.push_back(s);
+        if (s.is_match == previous_match && !acc.empty())
+          acc.back().end = s.end;
+        else
+          acc.push_back(s);
         previous_match = s.is_match;
       }
       break;
@@ -127,7 +133,8 @@ std::vector<std::pair<size_t, size_t>> hf_split_spans(std::vector<HfSpan> spans,
 }
 
 HfPreTokenizer hf_pre_tokenizer_from_json(const nlohmann::json& j, const std::string& where) {
-  MT_CHECK(j.is_object() && j.contains("type"), where, ": a pre_tokenizer without a \"type\"; the "
+  MT_CHECK(j.is_object() && j.contains("type"), where,
+           ": a pre_tokenizer without a \"type\"; the "
            "file is damaged");
   const std::string type = j.at("type").get<std::string>();
   using K = HfPreTokenizer::Kind;
@@ -141,7 +148,8 @@ HfPreTokenizer hf_pre_tokenizer_from_json(const nlohmann::json& j, const std::st
     p.kind = K::kSplit;
     const nlohmann::json& pat = j.at("pattern");
     if (pat.contains("Regex"))
-      p.regex = std::make_shared<HfRegex>(pat.at("Regex").get<std::string>(), where + " (Split pre-tokenizer)");
+      p.regex =
+          std::make_shared<HfRegex>(pat.at("Regex").get<std::string>(), where + " (Split pre-tokenizer)");
     else
       p.literal = pat.at("String").get<std::string>();
     p.behavior = behavior_of(j.at("behavior").get<std::string>(), where);
@@ -153,10 +161,14 @@ HfPreTokenizer hf_pre_tokenizer_from_json(const nlohmann::json& j, const std::st
     const std::string scheme = j.contains("prepend_scheme") && j.at("prepend_scheme").is_string()
                                    ? j.at("prepend_scheme").get<std::string>()
                                    : (add_prefix ? "always" : "never");
-    if (scheme == "always") p.prepend = HfPreTokenizer::Prepend::kAlways;
-    else if (scheme == "first") p.prepend = HfPreTokenizer::Prepend::kFirst;
-    else if (scheme == "never") p.prepend = HfPreTokenizer::Prepend::kNever;
-    else MT_FAIL(where, ": Metaspace prepend_scheme \"", scheme, "\" is unknown (always, first, never)");
+    if (scheme == "always")
+      p.prepend = HfPreTokenizer::Prepend::kAlways;
+    else if (scheme == "first")
+      p.prepend = HfPreTokenizer::Prepend::kFirst;
+    else if (scheme == "never")
+      p.prepend = HfPreTokenizer::Prepend::kNever;
+    else
+      MT_FAIL(where, ": Metaspace prepend_scheme \"", scheme, "\" is unknown (always, first, never)");
     p.split = j.value("split", true);
   } else if (type == "Digits") {
     p.kind = K::kDigits;
@@ -173,9 +185,11 @@ HfPreTokenizer hf_pre_tokenizer_from_json(const nlohmann::json& j, const std::st
     p.kind = K::kBert;
   } else if (type == "Sequence") {
     p.kind = K::kSequence;
-    for (const nlohmann::json& c : j.at("pretokenizers")) p.children.push_back(hf_pre_tokenizer_from_json(c, where));
+    for (const nlohmann::json& c : j.at("pretokenizers"))
+      p.children.push_back(hf_pre_tokenizer_from_json(c, where));
   } else {
-    MT_FAIL(where, ": pre_tokenizer type \"", type, "\" is not supported by megatron.cpp's "
+    MT_FAIL(where, ": pre_tokenizer type \"", type,
+            "\" is not supported by megatron.cpp's "
             "HuggingFaceTokenizer (src/data/hf_pretokenizers.cc builds ByteLevel, Split, Metaspace, "
             "Digits, Punctuation, Whitespace, WhitespaceSplit, BertPreTokenizer, Sequence); fix: use "
             "a tokenizer without it");
@@ -192,7 +206,8 @@ void hf_pre_tokenize(const HfPreTokenizer& p, std::vector<HfPiece>& pieces) {
         for (HfPiece& piece : pieces)
           if (piece.text.empty() || piece.text[0] != ' ') piece.text.insert(0, 1, ' ');
       if (p.use_regex)
-        split_pieces(pieces, B::kIsolated, false, [&](std::string_view t) { return regex_spans(*p.regex, t); });
+        split_pieces(pieces, B::kIsolated, false,
+                     [&](std::string_view t) { return regex_spans(*p.regex, t); });
       for (HfPiece& piece : pieces) {
         std::string mapped;
         mapped.reserve(piece.text.size() + piece.text.size() / 2);
@@ -203,16 +218,20 @@ void hf_pre_tokenize(const HfPreTokenizer& p, std::vector<HfPiece>& pieces) {
     }
     case K::kSplit:
       if (p.regex)
-        split_pieces(pieces, p.behavior, p.invert, [&](std::string_view t) { return regex_spans(*p.regex, t); });
+        split_pieces(pieces, p.behavior, p.invert,
+                     [&](std::string_view t) { return regex_spans(*p.regex, t); });
       else
-        split_pieces(pieces, p.behavior, p.invert, [&](std::string_view t) { return literal_spans(p.literal, t); });
+        split_pieces(pieces, p.behavior, p.invert,
+                     [&](std::string_view t) { return literal_spans(p.literal, t); });
       return;
     case K::kMetaspace: {
       for (HfPiece& piece : pieces) {
         std::string r;
         for (const char c : piece.text) {
-          if (c == ' ') r += p.replacement;
-          else r += c;
+          if (c == ' ')
+            r += p.replacement;
+          else
+            r += c;
         }
         const bool starts = r.compare(0, p.replacement.size(), p.replacement) == 0;
         if (!starts && (p.prepend == HfPreTokenizer::Prepend::kAlways ||
@@ -230,17 +249,21 @@ void hf_pre_tokenize(const HfPreTokenizer& p, std::vector<HfPiece>& pieces) {
                    [](std::string_view t) { return char_spans(t, hf_is_numeric); });
       return;
     case K::kPunctuation:
-      split_pieces(pieces, p.behavior, false, [](std::string_view t) { return char_spans(t, hf_is_punctuation); });
+      split_pieces(pieces, p.behavior, false,
+                   [](std::string_view t) { return char_spans(t, hf_is_punctuation); });
       return;
     case K::kWhitespace:
       split_pieces(pieces, B::kRemoved, true, [&](std::string_view t) { return regex_spans(*p.regex, t); });
       return;
     case K::kWhitespaceSplit:
-      split_pieces(pieces, B::kRemoved, false, [](std::string_view t) { return char_spans(t, hf_is_whitespace); });
+      split_pieces(pieces, B::kRemoved, false,
+                   [](std::string_view t) { return char_spans(t, hf_is_whitespace); });
       return;
     case K::kBert:
-      split_pieces(pieces, B::kRemoved, false, [](std::string_view t) { return char_spans(t, hf_is_whitespace); });
-      split_pieces(pieces, B::kIsolated, false, [](std::string_view t) { return char_spans(t, hf_is_punctuation); });
+      split_pieces(pieces, B::kRemoved, false,
+                   [](std::string_view t) { return char_spans(t, hf_is_whitespace); });
+      split_pieces(pieces, B::kIsolated, false,
+                   [](std::string_view t) { return char_spans(t, hf_is_punctuation); });
       return;
     case K::kSequence:
       for (const HfPreTokenizer& c : p.children) hf_pre_tokenize(c, pieces);

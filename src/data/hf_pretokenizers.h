@@ -9,11 +9,10 @@
 // FixedLength…) are refused by name.
 #pragma once
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "data/hf_regex.h"
 
@@ -30,8 +29,15 @@ enum class HfSplitBehavior { kRemoved, kIsolated, kMergedWithPrevious, kMergedWi
 
 struct HfPreTokenizer {
   enum class Kind {
-    kByteLevel, kSplit, kMetaspace, kDigits, kPunctuation, kWhitespace, kWhitespaceSplit,
-    kBert, kSequence
+    kByteLevel,
+    kSplit,
+    kMetaspace,
+    kDigits,
+    kPunctuation,
+    kWhitespace,
+    kWhitespaceSplit,
+    kBert,
+    kSequence
   };
   Kind kind = Kind::kSequence;
   bool add_prefix_space = false, use_regex = true;  // ByteLevel
@@ -39,11 +45,11 @@ struct HfPreTokenizer {
   std::shared_ptr<HfRegex> regex;                   // Split (Regex), ByteLevel, Whitespace
   HfSplitBehavior behavior = HfSplitBehavior::kIsolated;
   bool invert = false;
-  std::string replacement;                          // Metaspace (one character, UTF-8)
+  std::string replacement;  // Metaspace (one character, UTF-8)
   enum class Prepend { kAlways, kFirst, kNever } prepend = Prepend::kAlways;
-  bool split = true;                                // Metaspace
-  bool individual_digits = false;                   // Digits
-  std::vector<HfPreTokenizer> children;             // Sequence
+  bool split = true;                     // Metaspace
+  bool individual_digits = false;        // Digits
+  std::vector<HfPreTokenizer> children;  // Sequence
 };
 
 HfPreTokenizer hf_pre_tokenizer_from_json(const nlohmann::json& j, const std::string& where);

@@ -3,22 +3,18 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
-#include <atomic>
-
 #include "core/error.h"
 
 namespace mt {
 
 namespace {
 
-// Per-thread match data, keyed by the compiled pattern (tokenizers are shared
-// between preprocess's worker threads; pcre2_match_data is not).
-struct MatchDataCache {
-  const void* code = nullptr;
-  pcre2_match_data* data = nullptr;
-  ~MatchDataCache() {
-    if (data != nullptr) pcre2_match_data_free(data);
-  }
+// Per-thread match data (tokenizers are shared between preprocess's worker
+// threads; pcre2_match_data is not). One pair of offsets is all find_all
+// reads, so one block serves every pattern.
+struct MatchData {
+  pcre2_match_data* data = pcre2_match_data_create(1, nullptr);
+  ~MatchData() { pcre2_match_data_free(data); }
 };
 
 }  // namespace
@@ -86,21 +82,17 @@ HfRegex::HfRegex(HfRegex&&) noexcept = default;
 HfRegex& HfRegex::operator=(HfRegex&&) noexcept = default;
 
 void HfRegex::find_all(std::string_view text, std::vector<std::pair<size_t, size_t>>& out) const {
-  thread_local MatchDataCache cache;
-  if (cache.code != impl_->code) {
-    if (cache.data != nullptr) pcre2_match_data_free(cache.data);
-    cache.data = pcre2_match_data_create_from_pattern(impl_->code, nullptr);
-    cache.code = impl_->code;
-  }
+  thread_local MatchData cache;
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t at = 0;
   while (at <= text.size()) {
-    const int rc = impl_->jit
-        ? pcre2_jit_match(impl_->code, subject, text.size(), at, 0, cache.data, nullptr)
-        : pcre2_match(impl_->code, subject, text.size(), at, PCRE2_NO_UTF_CHECK, cache.data, nullptr);
+    const int rc = impl_->jit ? pcre2_jit_match(impl_->code, subject, text.size(), at, 0, cache.data, nullptr)
+                              : pcre2_match(impl_->code, subject, text.size(), at, PCRE2_NO_UTF_CHECK,
+                                            cache.data, nullptr);
     if (rc == PCRE2_ERROR_NOMATCH) break;
-    MT_CHECK(rc >= 0, "regular expression \"", pattern_, "\" failed with PCRE2 error ", rc,
-             " on a text of ", text.size(), " bytes");
+    // rc == 0: the match's groups did not fit, its offsets are there.
+    MT_CHECK(rc >= 0, "regular expression \"", pattern_, "\" failed with PCRE2 error ", rc, " on a text of ",
+             text.size(), " bytes");
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(cache.data);
     out.emplace_back(ov[0], ov[1]);
     if (ov[1] > ov[0]) {

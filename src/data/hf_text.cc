@@ -12,9 +12,12 @@ char32_t hf_char_at(std::string_view s, size_t i, size_t& len) {
   len = hf_char_len(c);
   if (i + len > s.size()) len = 1;  // (never for valid UTF-8)
   switch (len) {
-    case 1: return c;
-    case 2: return char32_t(c & 0x1F) << 6 | (b(1) & 0x3F);
-    case 3: return char32_t(c & 0x0F) << 12 | char32_t(b(1) & 0x3F) << 6 | (b(2) & 0x3F);
+    case 1:
+      return c;
+    case 2:
+      return char32_t(c & 0x1F) << 6 | (b(1) & 0x3F);
+    case 3:
+      return char32_t(c & 0x0F) << 12 | char32_t(b(1) & 0x3F) << 6 | (b(2) & 0x3F);
     default:
       return char32_t(c & 0x07) << 18 | char32_t(b(1) & 0x3F) << 12 | char32_t(b(2) & 0x3F) << 6 |
              (b(3) & 0x3F);

