@@ -10,6 +10,7 @@ pkgs=(build-essential cmake pkg-config git
       clang libclang-rt-14-dev libomp-dev
       fortunes
       libutf8proc-dev libsentencepiece-dev sentencepiece
+      libpcre2-dev  # the regular expressions of Hugging Face tokenizer.json files
       python3-torch)  # the PyTorch references of tests/reference (hf_models.py judges convert)
 missing=()
 for p in "${pkgs[@]}"; do

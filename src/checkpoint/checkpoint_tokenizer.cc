@@ -21,7 +21,10 @@ namespace {
 const std::vector<std::pair<std::string, std::string>>& file_roles() {
   static const std::vector<std::pair<std::string, std::string>> kRoles = {
       {"vocab_file", "vocab.json"}, {"merge_file", "merges.txt"},
-      {"tokenizer_model", "tokenizer.model"}};
+      {"tokenizer_model", "tokenizer.model"},
+      // HuggingFaceTokenizer: its folder's two files (the copies make a folder
+      // that is its --tokenizer-model).
+      {"tokenizer_json", "tokenizer.json"}, {"tokenizer_config", "tokenizer_config.json"}};
   return kRoles;
 }
 
@@ -156,6 +159,7 @@ std::unique_ptr<Tokenizer> tokenizer_from_record(const nlohmann::json& record,
     o.vocab_file = path("vocab_file");
     o.merge_file = path("merge_file");
     o.tokenizer_model = path("tokenizer_model");
+    if (type == "HuggingFaceTokenizer") o.tokenizer_model = fs::path(path("tokenizer_json")).parent_path().string();
   }
   std::unique_ptr<Tokenizer> tok = make_tokenizer(o);
   MT_CHECK(type == "NullTokenizer" || tok->vocab_size() == record.value("vocab_size", int64_t(-1)),
@@ -186,6 +190,7 @@ void check_dataset_tokenizer(const std::string& data_prefix, const nlohmann::jso
       if (ours.empty()) ours = "the checkpoint's vocabulary";
       std::string flag = "--" + role;
       std::replace(flag.begin(), flag.end(), '_', '-');
+      if (role == "tokenizer_json" || role == "tokenizer_config") flag = "--tokenizer-model's";
       MT_FAIL("--data-path ", data_prefix, " was made with the ", record.value("type", ""), " ",
               flag, " ", file, " of SHA-256 ", want, " (recorded in ", path, ") but this run's ",
               flag, " ", ours, " has SHA-256 ", got, "; the contents differ, and the dataset's "

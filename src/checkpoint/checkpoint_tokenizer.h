@@ -18,6 +18,11 @@
 //    (other machines, deleted caches), the files are small (GPT-2's are 1.5 MB,
 //    a SentencePiece model 0.5–4 MB, against megabytes to gigabytes of
 //    weights) and an export to Hugging Face needs them beside the weights.
+//  - HuggingFaceTokenizer: the same with "tokenizer_json" (and
+//    "tokenizer_config" when the folder has one), copied as tokenizer.json and
+//    tokenizer_config.json; iter_N/tokenizer/ is then the --tokenizer-model
+//    folder of a resume or `generate` (Qwen3's tokenizer.json is 11 MB,
+//    Gemma 3's 33 MB).
 #pragma once
 #include <memory>
 #include <string>

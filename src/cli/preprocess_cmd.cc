@@ -31,7 +31,8 @@ Command add_preprocess_command(CLI::App& app) {
                  "this vocabulary instead of building one");
   app.add_option("--merge-file", o->merge_file, "GPT2BPETokenizer: GPT-2's merges.txt");
   app.add_option("--tokenizer-model", o->tokenizer_model,
-                 "SentencePieceTokenizer / Llama2Tokenizer: the SentencePiece .model file");
+                 "SentencePieceTokenizer / Llama2Tokenizer: the SentencePiece .model file; "
+                 "HuggingFaceTokenizer: the folder holding tokenizer.json");
   app.add_option("--vocab-size", o->null_vocab_size, "NullTokenizer: ids are in [0, N), eod is N");
   app.add_option("--workers", o->workers, "tokenizer threads (output is identical for any number)")
       ->check(CLI::Range(1, 1024));

@@ -187,12 +187,13 @@ Command add_train_command(CLI::App& app) {
                    "blend draws (default 0.005)");
   data->add_option("--tokenizer-type", a->tokenizer_type,
                    "char | NullTokenizer | GPT2BPETokenizer | SentencePieceTokenizer | "
-                   "Llama2Tokenizer (default: the checkpoint's when resuming, else char)");
+                   "Llama2Tokenizer | HuggingFaceTokenizer (default: the checkpoint's when resuming, else char)");
   data->add_option("--vocab-file", a->vocab_file,
                    "char: the vocabulary JSON from preprocess; GPT2BPETokenizer: vocab.json");
   data->add_option("--merge-file", a->merge_file, "GPT2BPETokenizer: merges.txt");
   data->add_option("--tokenizer-model", a->tokenizer_model,
-                   "SentencePieceTokenizer / Llama2Tokenizer: the SentencePiece .model file");
+                   "SentencePieceTokenizer / Llama2Tokenizer: the SentencePiece .model file; "
+                   "HuggingFaceTokenizer: the folder holding tokenizer.json");
   data->add_option("--vocab-size", a->vocab_size, "NullTokenizer vocabulary size");
 
   CLI::Option_group* log = group("logging and checkpoints");

@@ -44,7 +44,7 @@ bool is_file(const std::string& path) {
 }
 
 // The tokenizer of the folder: GPT-2's vocab.json + merges.txt, or a Llama
-// SentencePiece tokenizer.model.
+// SentencePiece tokenizer.model, else its tokenizer.json (HuggingFaceTokenizer).
 TokenizerOptions hf_tokenizer_options(const std::string& dir, HfFamily f) {
   TokenizerOptions o;
   if (f == HfFamily::kGpt2) {
@@ -58,13 +58,16 @@ TokenizerOptions hf_tokenizer_options(const std::string& dir, HfFamily f) {
              " (GPT-2's byte-level BPE tokenizer files, which the checkpoint records and "
              "carries); fix: copy them into the folder (e.g. from scripts/fetch_gpt2_tokenizer.sh's "
              "data/gpt2/gpt2-vocab.json and gpt2-merges.txt, renamed)");
+  } else if (!is_file(dir + "/tokenizer.model") && is_file(dir + "/tokenizer.json")) {
+    // A tokenizer.json-only tokenizer (Llama 3, Qwen, Mistral's newer ones).
+    o.type = "HuggingFaceTokenizer";
+    o.tokenizer_model = dir;
   } else {
     o.type = "Llama2Tokenizer";
     o.tokenizer_model = dir + "/tokenizer.model";
-    MT_CHECK(is_file(o.tokenizer_model), "--load-dir ", dir, " has no tokenizer.model (the "
-             "SentencePiece model of a Llama tokenizer, which the checkpoint records and "
-             "carries); fix: copy it into the folder (a tokenizer.json-only tokenizer such as "
-             "Llama 3's is not supported)");
+    MT_CHECK(is_file(o.tokenizer_model), "--load-dir ", dir, " has neither tokenizer.model (the "
+             "SentencePiece model of a Llama tokenizer) nor tokenizer.json (a Hugging Face "
+             "tokenizer), which the checkpoint records and carries; fix: copy one into the folder");
   }
   return o;
 }

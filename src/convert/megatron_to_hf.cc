@@ -37,7 +37,8 @@ bool is_weight_file(const std::string& f) {
 // replaces (README.md, .git, ...) is carried over into the new copy.
 bool written_by_export(const std::string& f) {
   return f == "config.json" || is_weight_file(f) || f == "vocab.json" || f == "merges.txt" ||
-         f == "tokenizer.model" || f == kDirLockFile;
+         f == "tokenizer.model" || f == "tokenizer.json" || f == "tokenizer_config.json" ||
+         f == kDirLockFile;
 }
 
 // Moves what the export does not write from `from` (the previous copy of the
@@ -102,7 +103,9 @@ std::string copy_tokenizer(const nlohmann::json& record, const std::string& iter
   std::string copied;
   for (const auto& [role, name] : {std::pair<const char*, const char*>{"vocab_file", "vocab.json"},
                                    {"merge_file", "merges.txt"},
-                                   {"tokenizer_model", "tokenizer.model"}}) {
+                                   {"tokenizer_model", "tokenizer.model"},
+                                   {"tokenizer_json", "tokenizer.json"},
+                                   {"tokenizer_config", "tokenizer_config.json"}}) {
     if (!r.contains(role) || !r.at(role).is_object()) continue;
     // Small files: read and written whole, so that a full disk is named as such.
     atomic_write_text(out + "/" + name, read_text_file(r.at(role).at("path").get<std::string>()));

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "data/char_tokenizer.h"
 #include "data/gpt2_bpe_tokenizer.h"
+#include "data/hf_tokenizer.h"
 #include "data/sentencepiece_tokenizer.h"
 #include "data/sha256.h"
 #include "data/utf8.h"
@@ -72,7 +73,8 @@ nlohmann::json Tokenizer::describe() const {
 
 const std::vector<std::string>& tokenizer_types() {
   static const std::vector<std::string> kTypes = {"char", "NullTokenizer", "GPT2BPETokenizer",
-                                                  "SentencePieceTokenizer", "Llama2Tokenizer"};
+                                                  "SentencePieceTokenizer", "Llama2Tokenizer",
+                                                  "HuggingFaceTokenizer"};
   return kTypes;
 }
 
@@ -95,6 +97,7 @@ std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& o) {
   if (o.type == "Llama2Tokenizer")
     return std::make_unique<SentencePieceTokenizer>(o.tokenizer_model,
                                                     SentencePieceTokenizer::Flavor::kLlama2);
+  if (o.type == "HuggingFaceTokenizer") return std::make_unique<HuggingFaceTokenizer>(o.tokenizer_model);
   std::string known;
   for (const std::string& t : tokenizer_types()) known += (known.empty() ? "" : ", ") + t;
   MT_FAIL("unknown --tokenizer-type '", o.type, "'; fix: use one of ", known);

@@ -1,6 +1,7 @@
 // The common tokenizer interface of megatron.cpp, with Megatron-LM's names
 // (megatron/training/tokenizer/tokenizer.py): --tokenizer-type char,
-// NullTokenizer, GPT2BPETokenizer, SentencePieceTokenizer, Llama2Tokenizer.
+// NullTokenizer, GPT2BPETokenizer, SentencePieceTokenizer, Llama2Tokenizer,
+// HuggingFaceTokenizer (a tokenizer.json; data/hf_tokenizer.h).
 //
 // Used by `preprocess` (tokenize + eod), `train` (vocab_size + eod), and
 // `generate` (tokenize the prompt, StreamingDetokenizer for the output). A
@@ -59,7 +60,7 @@ struct TokenizerOptions {
   std::string type = "char";     // --tokenizer-type
   std::string vocab_file;        // --vocab-file (GPT-2 vocab.json; char: <prefix>_vocab.json)
   std::string merge_file;        // --merge-file (GPT-2 merges.txt)
-  std::string tokenizer_model;   // --tokenizer-model (SentencePiece .model)
+  std::string tokenizer_model;   // --tokenizer-model (SentencePiece .model; HuggingFaceTokenizer: the folder of tokenizer.json)
   int64_t vocab_size = 0;        // --vocab-size (NullTokenizer)
 };
 

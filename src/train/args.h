@@ -105,7 +105,7 @@ struct TrainArgs {
   std::string data_cache_path;             // where blend indices are cached ("": not cached)
   double mid_level_dataset_surplus = 0.005;  // extra samples built per blended dataset
   // "" (no tokenizer flags): the checkpoint's when resuming, else char.
-  std::string tokenizer_type;  // char | NullTokenizer | GPT2BPETokenizer | SentencePieceTokenizer | Llama2Tokenizer
+  std::string tokenizer_type;  // char | NullTokenizer | GPT2BPETokenizer | SentencePieceTokenizer | Llama2Tokenizer | HuggingFaceTokenizer
   std::string vocab_file;      // char: the vocab JSON written by preprocess; GPT-2: vocab.json
   std::string merge_file;      // GPT-2: merges.txt
   std::string tokenizer_model; // SentencePiece / Llama 2: the .model file

