@@ -33,10 +33,11 @@ int main(int argc, char** argv) {
   CLI::App* plan = app.add_subcommand(
       "plan", "memory and step time of every TP/PP/DP layout of a model on a cluster (no ranks)");
   commands[plan] = mt::add_plan_command(*plan);
+  std::vector<std::string> args;  // as given, --config files expanded
   try {
-    std::vector<std::string> args = mt::expand_config_args(argc, argv, app);
-    std::reverse(args.begin(), args.end());  // CLI11 takes a vector last-first
-    app.parse(std::move(args));
+    args = mt::expand_config_args(argc, argv, app);
+    std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them last-first
+    app.parse(std::move(reversed));
   } catch (const mt::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;
@@ -55,9 +56,11 @@ int main(int argc, char** argv) {
     // lacks on purpose, else named with the nearest flag the command has.
     const bool extras = dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr ||
                         dynamic_cast<const CLI::RequiredError*>(&e) != nullptr;
-    const auto flag = std::find_if(unknown.begin(), unknown.end(),
-                                   [](const std::string& u) { return u.rfind("--", 0) == 0; });
-    if (extras && parsed != &app && flag != unknown.end()) {
+    // The first unknown flag in the order given.
+    const auto flag = std::find_if(args.begin(), args.end(), [&](const std::string& a) {
+      return a.rfind("--", 0) == 0 && std::find(unknown.begin(), unknown.end(), a) != unknown.end();
+    });
+    if (extras && parsed != &app && flag != args.end()) {
       std::fprintf(stderr, "error: %s\n", mt::unknown_flag_message(*flag, *parsed).c_str());
       return 2;
     }

@@ -23,8 +23,8 @@ TEST_F(MegatronFlags, KernelAndBackendChoicesAreAcceptedInOneNoteWithTheSameLoss
       " --no-load-rng --no-save-rng --use-cpu-initialization --manual-gc --manual-gc-interval 10"
       " --empty-unused-memory-level 1 --num-workers 2 --no-mmap-bin-files"
       " --no-create-attention-mask-in-dataloader --num-distributed-optimizer-instances 1";
-  const RunResult plain = run(megatron() + train(" --train-iters 3 --log-json " + dir.file("a.json")));
-  const RunResult with = run(megatron() + train(" --train-iters 3 --log-json " + dir.file("b.json") + inert));
+  const RunResult plain = run(megatron() + train(" --train-iters 3 --lr-warmup-iters 1 --log-json " + dir.file("a.json")));
+  const RunResult with = run(megatron() + train(" --train-iters 3 --lr-warmup-iters 1 --log-json " + dir.file("b.json") + inert));
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   ASSERT_EQ(with.exit_code, 0) << with.output;
   size_t notes = 0;
