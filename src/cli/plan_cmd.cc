@@ -5,6 +5,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/atomic_file.h"
 #include "cli/commands.h"
 #include "cli/model_flags.h"
 #include "cli/strict_numbers.h"
@@ -49,10 +50,8 @@ int run_calibrate(const PlanArgs& a) {
   paths.check();
   const DeviceProfile d = calibrate_device(ps.world_comm, "cpu-here");
   if (ps.world_rank == 0) {
-    std::ofstream out(path);
-    MT_CHECK(out.good(), "--calibrate: cannot write ", path, "; fix: pass --output FILE.json");
-    out << device_profile_to_json(d).dump(2) << "\n";
-    MT_CHECK(out.good(), "--calibrate: writing ", path, " failed (disk full?)");
+    // Written beside and renamed in: a failed write leaves the old profile whole.
+    atomic_write_text(path, device_profile_to_json(d).dump(2) + "\n");
     std::printf("%s\nsaved %s\n", device_profile_to_json(d).dump(2).c_str(), path.c_str());
   }
   return 0;

@@ -1,7 +1,6 @@
 // `megatron preprocess`: text (.txt / .jsonl) → Megatron .bin/.idx, with
 // Megatron-LM's tools/preprocess_data.py flags.
 #include <cstdio>
-#include <filesystem>
 
 #include "cli/commands.h"
 #include "cli/strict_numbers.h"
@@ -51,11 +50,7 @@ Command add_preprocess_command(CLI::App& app) {
     paths.reads_file("--input", o->input);
     paths.reads_file("--vocab-file", o->vocab);
     paths.reads_file("--merge-file", o->merge_file);
-    std::error_code ec;
-    if (std::filesystem::is_directory(o->tokenizer_model, ec))
-      paths.reads_dir("--tokenizer-model", o->tokenizer_model);
-    else
-      paths.reads_file("--tokenizer-model", o->tokenizer_model);
+    paths.reads_file_or_dir("--tokenizer-model", o->tokenizer_model);
     for (const std::string& f : preprocess_outputs(*o)) paths.writes_file("--output-prefix", f);
     paths.check();
     o->progress = true;

@@ -104,6 +104,14 @@ void OutputGuard::reads_file(std::string flag, std::string path) {
   if (!path.empty()) inputs_.push_back({std::move(flag), std::move(path), false, false, {}});
 }
 
+void OutputGuard::reads_file_or_dir(std::string flag, std::string path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    reads_dir(std::move(flag), std::move(path));
+  else
+    reads_file(std::move(flag), std::move(path));
+}
+
 void OutputGuard::reads_dir(std::string flag, std::string path, std::vector<std::string> names) {
   if (!path.empty()) inputs_.push_back({std::move(flag), std::move(path), true, false, std::move(names)});
 }

@@ -26,6 +26,8 @@ class OutputGuard {
 
   // A file the command reads (empty path: none).
   void reads_file(std::string flag, std::string path);
+  // A file, or a folder read whole, whichever `path` is (--tokenizer-model).
+  void reads_file_or_dir(std::string flag, std::string path);
   // A folder the command reads: the entries matching `names` and all below them.
   void reads_dir(std::string flag, std::string path, std::vector<std::string> names = {"*"});
   // A file the command creates or replaces (appends: adds to it in place).

@@ -1,6 +1,5 @@
 #include "train/run_paths.h"
 
-#include <filesystem>
 
 #include "checkpoint/checkpoint_tokenizer.h"
 #include "train/profiler.h"
@@ -17,11 +16,7 @@ OutputGuard train_output_guard(const TrainArgs& args) {
   }
   g.reads_file("--vocab-file", args.vocab_file);
   g.reads_file("--merge-file", args.merge_file);
-  std::error_code ec;
-  if (std::filesystem::is_directory(args.tokenizer_model, ec))
-    g.reads_dir("--tokenizer-model", args.tokenizer_model);
-  else
-    g.reads_file("--tokenizer-model", args.tokenizer_model);
+  g.reads_file_or_dir("--tokenizer-model", args.tokenizer_model);
   for (const std::string& c : args.config_files) g.reads_file("--config", c);
   g.reads_dir("--data-cache-path", args.data_cache_path, {"blend_index_*"});
 
