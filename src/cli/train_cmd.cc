@@ -135,10 +135,16 @@ Command add_train_command(CLI::App& app) {
   opt->add_option("--lr", a->lr, "peak learning rate");
   opt->add_option("--min-lr", a->min_lr, "learning rate at the end of decay");
   opt->add_option("--lr-warmup-iters", a->lr_warmup_iters, "linear warm-up iterations");
-  opt->add_option("--lr-warmup-fraction", a->lr_warmup_fraction, "warm-up as a fraction of decay iters");
+  opt->add_option("--lr-warmup-fraction", a->lr_warmup_fraction, "warm-up as a fraction of the decay (iterations or samples)");
   opt->add_option("--lr-decay-iters", a->lr_decay_iters, "decay iterations (default train-iters)");
   opt->add_option("--lr-decay-style", a->lr_decay_style, "constant|linear|cosine|WSD");
   opt->add_option("--lr-wsd-decay-iters", a->lr_wsd_decay_iters, "WSD: iterations of the final decay");
+  opt->add_option("--lr-decay-samples", a->lr_decay_samples,
+                  "with --train-samples: decay samples (default --train-samples)");
+  opt->add_option("--lr-warmup-samples", a->lr_warmup_samples,
+                  "with --train-samples: linear warm-up samples");
+  opt->add_option("--lr-wsd-decay-samples", a->lr_wsd_decay_samples,
+                  "with --train-samples, WSD: samples of the final decay");
   opt->add_option("--lr-wsd-decay-style", a->lr_wsd_decay_style, "WSD: linear|cosine|exponential|minus_sqrt");
   opt->add_option("--weight-decay", a->optim.weight_decay, "AdamW weight decay (not on biases/norms)");
   opt->add_option("--adam-beta1", a->optim.beta1, "Adam beta1");
@@ -149,7 +155,10 @@ Command add_train_command(CLI::App& app) {
   CLI::Option_group* run = group("run");
   run->add_option("--micro-batch-size", a->micro_batch_size, "sequences per micro-batch");
   run->add_option("--global-batch-size", a->global_batch_size, "sequences per iteration");
-  run->add_option("--train-iters", a->train_iters, "iterations to train")->required();
+  run->add_option("--train-iters", a->train_iters, "iterations to train");
+  run->add_option("--train-samples", a->train_samples,
+                  "instead of --train-iters (Megatron's sample-based training): train this many "
+                  "samples, --train-samples / --global-batch-size iterations");
   run->add_option("--seed", a->seed, "seed of init, dropout and data order");
   run->add_option("--device", a->device,
                   "cpu (default) or cuda: where parameters, gradients, optimizer state and "

@@ -35,16 +35,16 @@ void LrSchedule::validate() const {
              wsd_decay_iters, " must be in (0, --lr-decay-iters ", decay_iters, "]");
 }
 
-double LrSchedule::lr_at(int64_t steps) const {
+double LrSchedule::lr_at(double steps) const {
   if (warmup_iters > 0 && steps <= warmup_iters)
-    return max_lr * double(steps) / double(warmup_iters);
+    return max_lr * steps / warmup_iters;
   if (style == LrDecayStyle::kConstant) return max_lr;
   if (steps > decay_iters) return min_lr;
   const double delta = max_lr - min_lr;
   if (style == LrDecayStyle::kWsd) {
-    const int64_t anneal_start = decay_iters - wsd_decay_iters;
+    const double anneal_start = decay_iters - wsd_decay_iters;
     if (steps <= anneal_start) return max_lr;
-    const double r = double(steps - anneal_start) / double(wsd_decay_iters);
+    const double r = (steps - anneal_start) / wsd_decay_iters;
     double coeff = 0;
     switch (wsd_style) {
       case WsdDecayStyle::kLinear: coeff = 1.0 - r; break;
@@ -54,7 +54,7 @@ double LrSchedule::lr_at(int64_t steps) const {
     }
     return min_lr + coeff * delta;
   }
-  const double r = double(steps - warmup_iters) / double(decay_iters - warmup_iters);
+  const double r = (steps - warmup_iters) / (decay_iters - warmup_iters);
   const double coeff = style == LrDecayStyle::kLinear ? 1.0 - r : 0.5 * (std::cos(M_PI * r) + 1.0);
   return min_lr + coeff * delta;
 }

@@ -19,12 +19,18 @@ LrSchedule TrainArgs::lr_schedule() const {
   LrSchedule s;
   s.max_lr = lr;
   s.min_lr = min_lr;
-  s.decay_iters = lr_decay_iters > 0 ? lr_decay_iters : train_iters;
-  s.warmup_iters = lr_warmup_fraction >= 0
-                       ? int64_t(std::llround(lr_warmup_fraction * double(s.decay_iters)))
-                       : lr_warmup_iters;
+  if (train_samples > 0) {  // Megatron's samples, in iterations of the global batch
+    const double g = double(global_batch_size);
+    s.decay_iters = double(lr_decay_samples > 0 ? lr_decay_samples : train_samples) / g;
+    s.warmup_iters = double(lr_warmup_samples) / g;
+    s.wsd_decay_iters = double(lr_wsd_decay_samples) / g;
+  } else {
+    s.decay_iters = double(lr_decay_iters > 0 ? lr_decay_iters : train_iters);
+    s.warmup_iters = double(lr_warmup_iters);
+    s.wsd_decay_iters = double(lr_wsd_decay_iters);
+  }
+  if (lr_warmup_fraction >= 0) s.warmup_iters = lr_warmup_fraction * s.decay_iters;
   s.style = parse_lr_decay_style(lr_decay_style);
-  s.wsd_decay_iters = lr_wsd_decay_iters;
   s.wsd_style = parse_wsd_decay_style(lr_wsd_decay_style);
   return s;
 }
@@ -73,7 +79,12 @@ void TrainArgs::check_flag_ranges() const {
   MT_CHECK(micro_batch_size > 0, "--micro-batch-size ", micro_batch_size, " must be > 0");
   MT_CHECK(global_batch_size >= 0, "--global-batch-size ", global_batch_size,
            " must be > 0 (or left out: micro-batch size x DP)");
-  MT_CHECK(train_iters > 0, "--train-iters ", train_iters, " must be > 0");
+  MT_CHECK(train_iters >= 0, "--train-iters ", train_iters, " must be > 0");
+  for (const auto& [flag, v] : {std::pair<const char*, int64_t>{"--train-samples", train_samples},
+                                {"--lr-decay-samples", lr_decay_samples},
+                                {"--lr-warmup-samples", lr_warmup_samples},
+                                {"--lr-wsd-decay-samples", lr_wsd_decay_samples}})
+    MT_CHECK(v >= 0, flag, " ", v, " must be >= 0");
   MT_CHECK(finite_at_least(lr, 0), "--lr ", lr, " must be a finite number >= 0");
   MT_CHECK(finite_at_least(min_lr, 0), "--min-lr ", min_lr, " must be a finite number >= 0");
   MT_CHECK(lr_warmup_iters >= 0, "--lr-warmup-iters ", lr_warmup_iters, " must be >= 0");
@@ -160,6 +171,35 @@ void TrainArgs::check_data_flags() const {
   if (!train_data_path.empty()) parse_blend(train_data_path, "--train-data-path");
   if (!valid_data_path.empty()) parse_blend(valid_data_path, "--valid-data-path");
   if (!test_data_path.empty()) parse_blend(test_data_path, "--test-data-path");
+}
+
+// Megatron's validate_args: a run is iteration-based (--train-iters, with
+// --lr-decay-iters, --lr-warmup-iters, --lr-wsd-decay-iters) or sample-based
+// (--train-samples, with the *-samples flags), never a mix; a warm-up is a
+// fraction or a length, not both.
+void TrainArgs::check_iterations_or_samples() const {
+  MT_CHECK(train_iters > 0 || train_samples > 0, "neither --train-iters nor --train-samples is "
+           "given; fix: pass --train-iters N (or Megatron's sample-based --train-samples N)");
+  const char* mode =
+      train_iters > 0 ? "an iteration-based (--train-iters)" : "a sample-based (--train-samples)";
+  const std::pair<const char*, int64_t> other[] = {
+      {"--train-samples", train_iters > 0 ? train_samples : 0},
+      {"--lr-decay-samples", train_iters > 0 ? lr_decay_samples : 0},
+      {"--lr-warmup-samples", train_iters > 0 ? lr_warmup_samples : 0},
+      {"--lr-wsd-decay-samples", train_iters > 0 ? lr_wsd_decay_samples : 0},
+      {"--lr-decay-iters", train_samples > 0 ? lr_decay_iters : 0},
+      {"--lr-warmup-iters", train_samples > 0 ? lr_warmup_iters : 0},
+      {"--lr-wsd-decay-iters", train_samples > 0 ? lr_wsd_decay_iters : 0}};
+  for (const auto& [flag, v] : other)
+    MT_CHECK(v == 0, flag, " ", v, " in ", mode, " run: Megatron-LM refuses mixing iteration- "
+             "and sample-based flags; fix: give the schedule in ",
+             train_iters > 0 ? "iterations (--lr-decay-iters, --lr-warmup-iters, "
+                               "--lr-wsd-decay-iters)"
+                             : "samples (--lr-decay-samples, --lr-warmup-samples, "
+                               "--lr-wsd-decay-samples)");
+  MT_CHECK(lr_warmup_fraction < 0 || (lr_warmup_iters == 0 && lr_warmup_samples == 0),
+           "--lr-warmup-fraction and --lr-warmup-", lr_warmup_samples > 0 ? "samples" : "iters",
+           " are both set; use one");
 }
 
 std::vector<std::string> TrainArgs::dataset_prefixes() const {
@@ -252,6 +292,7 @@ void TrainArgs::validate_moe(int world_size) const {
 
 void TrainArgs::validate(int world_size) {
   check_flag_ranges();
+  check_iterations_or_samples();
   const int64_t tp = tensor_model_parallel_size, pp = pipeline_model_parallel_size;
   const int64_t cp = context_parallel_size;
   if (cp == 1)
@@ -313,6 +354,11 @@ void TrainArgs::validate(int world_size) {
 
   const int64_t per_step = checked_mul(micro_batch_size, dp_size, "--micro-batch-size x DP");
   if (global_batch_size == 0) global_batch_size = per_step;
+  if (train_samples > 0) {  // Megatron's update_train_iters without a batch ramp-up
+    train_iters = train_samples / global_batch_size;
+    MT_CHECK(train_iters > 0, "--train-samples ", train_samples, " is less than one global batch (",
+             global_batch_size, " sequences); fix: --train-samples >= ", global_batch_size);
+  }
   MT_CHECK(global_batch_size % (micro_batch_size * dp_size) == 0, "--global-batch-size ",
            global_batch_size, " is not divisible by --micro-batch-size ", micro_batch_size,
            " x DP ", dp_size, " = ", micro_batch_size * dp_size,
@@ -341,8 +387,6 @@ void TrainArgs::validate(int world_size) {
   MT_CHECK(num_layers_per_virtual_pipeline_stage == 0 || num_micro_batches() % pp == 0,
            "the interleaved schedule needs the micro-batches per step (", num_micro_batches(),
            ") to be divisible by PP ", pp, "; fix: change --global-batch-size");
-  MT_CHECK(lr_warmup_fraction < 0 || lr_warmup_iters == 0,
-           "--lr-warmup-fraction and --lr-warmup-iters are both set; use one");
   MT_CHECK(save_interval == 0 || !save.empty(), "--save-interval ", save_interval,
            " needs --save DIR");
   check_data_flags();

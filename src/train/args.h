@@ -83,7 +83,11 @@ struct TrainArgs {
   // Batch and iterations.
   int64_t micro_batch_size = 1;
   int64_t global_batch_size = 0;  // 0 → micro_batch_size * DP
-  int64_t train_iters = 0;
+  int64_t train_iters = 0;  // given, or --train-samples / global batch (resolved in validate)
+  // Megatron's sample-based training (instead of the *-iters flags): the run
+  // trains train_samples / global batch iterations, and the LR schedule's
+  // lengths are these samples over the global batch (0: not given).
+  int64_t train_samples = 0, lr_decay_samples = 0, lr_warmup_samples = 0, lr_wsd_decay_samples = 0;
   uint64_t seed = 1234;
 
   // Learning rate.
@@ -208,6 +212,8 @@ struct TrainArgs {
   void check_data_flags() const;
   // Every dataset prefix of --data-path or the per-split paths (blends parsed).
   std::vector<std::string> dataset_prefixes() const;
+  // Megatron's refusals when iteration- and sample-based flags are mixed.
+  void check_iterations_or_samples() const;
 };
 
 }  // namespace mt

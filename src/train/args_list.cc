@@ -102,6 +102,10 @@ ArgList argument_list(const TrainArgs& a) {
   b.add("--micro-batch-size", a.micro_batch_size);
   b.add("--global-batch-size", a.global_batch_size);
   b.add("--train-iters", a.train_iters);
+  b.add("--train-samples", a.train_samples);
+  b.add("--lr-decay-samples", a.lr_decay_samples);
+  b.add("--lr-warmup-samples", a.lr_warmup_samples);
+  b.add("--lr-wsd-decay-samples", a.lr_wsd_decay_samples);
   b.add("--seed", a.seed);
   b.add("--skip-train", a.skip_train);
 

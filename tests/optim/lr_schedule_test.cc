@@ -52,6 +52,19 @@ TEST(LrSchedule, WarmupStableDecay) {
   EXPECT_NEAR(s.lr_at(110), 1e-4, 1e-12);
 }
 
+// Sample-based lengths that the global batch does not divide (Megatron counts
+// samples): --lr-warmup-samples 12 at batch 8 is 1.5 iterations, so the
+// second iteration (after 8 samples) trains with 8/12 of the peak.
+TEST(LrSchedule, FractionalLengthsAreMegatronsSampleCounts) {
+  LrSchedule s = make(LrDecayStyle::kLinear);
+  s.warmup_iters = 12.0 / 8;
+  s.decay_iters = 40.0 / 8;
+  EXPECT_NEAR(s.lr_at(1), 1e-3 * 8 / 12, 1e-15);
+  // Decay over samples 12..40: after 16 samples (2 iterations), 4/28 of the way.
+  EXPECT_NEAR(s.lr_at(2), 1e-4 + 9e-4 * (1 - 4.0 / 28), 1e-15);
+  EXPECT_EQ(s.lr_at(6), 1e-4);
+}
+
 TEST(LrSchedule, RejectsBadSettings) {
   LrSchedule s = make(LrDecayStyle::kCosine);
   s.warmup_iters = 200;
