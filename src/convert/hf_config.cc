@@ -276,6 +276,15 @@ HfFamily hf_family_of(const ModelConfig& c) {
     if (c.query_groups() != c.num_attention_heads)
       off.push_back("grouped-query attention (gpt2: one key/value head per head)");
   }
+  // Qwen2's QKV bias and Qwen3's q/k norms have no exporter yet (their
+  // families are Qwen2ForCausalLM / Qwen3ForCausalLM, not Llama).
+  if (c.qk_layernorm) off.push_back("--qk-layernorm (q/k norms: Qwen3's, not exported yet)");
+  if (c.add_qkv_bias && !c.add_bias())
+    off.push_back("--add-qkv-bias (a QKV bias alone: Qwen2's, not exported yet)");
+  if (!llama_like && c.head_dim() * c.num_attention_heads != c.hidden_size)
+    off.push_back("--kv-channels " + std::to_string(c.head_dim()) +
+                  " (gpt2: hidden / heads = " +
+                  std::to_string(c.hidden_size / c.num_attention_heads) + ")");
   if (c.moe()) {
     for (int64_t l = 0; l < c.num_layers; ++l)
       if (!c.is_moe_layer(l)) {
