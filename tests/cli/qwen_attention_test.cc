@@ -5,8 +5,9 @@
 // norms' gradients are summed over TP in both: each rank sees only its
 // heads), pipeline with full recompute, context parallelism (the ring), data
 // parallelism with the distributed optimizer and Megatron-FSDP, MoE layers
-// with expert parallelism, and bf16. A checkpoint records the options, and a
-// resume with other ones is refused naming the flag.
+// with expert parallelism, and bf16. A checkpoint records the options,
+// generate samples the same text from it on one rank and on two TP ranks, and
+// a resume with other options is refused naming the flag.
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -96,6 +97,17 @@ TEST(QwenAttention, CheckpointRecordsTheOptions) {
   EXPECT_EQ(model.at("kv_channels"), 16);
   EXPECT_EQ(model.at("qk_layernorm"), true);
   EXPECT_EQ(model.at("add_qkv_bias"), true);
+  // Seeded sampling from it (the KV cache holds normalized, rotated keys of
+  // the query groups): the same text on one rank and on two TP ranks.
+  const std::string err = dir.file("gen_stderr.txt");
+  const std::string gen = " generate --load " + save +
+                          " --prompt 'the ' --max-new-tokens 40 --temperature 1 --seed 3";
+  const RunResult g1 = run_stdout(megatron() + gen, err);
+  ASSERT_EQ(g1.exit_code, 0) << g1.output << read_text(err);
+  const RunResult g2 = run_stdout(mpirun(2) + gen + " --tensor-model-parallel-size 2", err);
+  ASSERT_EQ(g2.exit_code, 0) << g2.output << read_text(err);
+  EXPECT_EQ(g1.output.rfind("the ", 0), 0u) << g1.output;
+  EXPECT_EQ(g1.output, g2.output);
   // A resume without --qk-layernorm is another model.
   std::string other = flags;
   other.replace(other.find(" --qk-layernorm"), 15, "");
