@@ -178,15 +178,20 @@ ModelConfig llama_config(const json& c, const std::string& path, bool mixtral) {
   if (act != "silu")
     unsupported(path, "hidden_act", act,
                 mixtral ? "each expert is a SwiGLU (silu) MLP" : "the gated MLP is SwiGLU (silu)");
-  check_divides(path, "hidden_size", m.hidden_size, "num_attention_heads",
-                m.num_attention_heads);
-  const int64_t d = m.hidden_size / m.num_attention_heads;
-  if (present(c, "head_dim") && get_int(c, "head_dim", path, d, false, kMaxHidden) != d)
-    unsupported(path, "head_dim", c.at("head_dim"),
-                "the head dimension is hidden_size / num_attention_heads = " + std::to_string(d));
-  MT_CHECK(d % 2 == 0, path, ": 'hidden_size' ", m.hidden_size, " / 'num_attention_heads' ",
-           m.num_attention_heads, " = head dimension ", d, " is odd; RoPE rotates pairs of "
-           "features", kFixFile);
+  // head_dim (LlamaConfig's, default hidden_size / num_attention_heads) is
+  // Megatron's --kv-channels; given, the hidden size need not divide by the heads.
+  int64_t d = 0;
+  if (present(c, "head_dim") && !c.at("head_dim").is_null()) {
+    d = get_int(c, "head_dim", path, 0, true, kMaxHidden);
+    m.kv_channels = d;
+  } else {
+    check_divides(path, "hidden_size", m.hidden_size, "num_attention_heads",
+                  m.num_attention_heads);
+    d = m.hidden_size / m.num_attention_heads;
+  }
+  MT_CHECK(d % 2 == 0, path, ": the head dimension ", d, " ('head_dim', or 'hidden_size' ",
+           m.hidden_size, " / 'num_attention_heads' ", m.num_attention_heads,
+           ") is odd; RoPE rotates pairs of features", kFixFile);
   check_divides(path, "num_attention_heads", m.num_attention_heads, "num_key_value_heads", kv);
   return m;
 }
