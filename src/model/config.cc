@@ -166,6 +166,13 @@ void ModelConfig::check_flag_ranges() const {
            "--num-attention-heads ", num_attention_heads, " is not divisible by --num-query-groups ",
            num_query_groups, "; fix: choose groups that divide the heads");
   check_moe_flags();
+  // The attention's widths, (a + 2g)·d and a·d, before anything multiplies them.
+  const int64_t qkv_heads =
+      checked_add(num_attention_heads, checked_mul(2, query_groups(), "--num-query-groups x 2"),
+                  "--num-attention-heads + 2 x --num-query-groups");
+  checked_mul(qkv_heads, head_dim(),
+              kv_channels > 0 ? "the QKV rows ((heads + 2 x groups) x --kv-channels)"
+                              : "the QKV rows ((heads + 2 x groups) x --hidden-size / heads)");
   const int64_t ffn = ffn_hidden_size > 0
                           ? ffn_hidden_size
                           : checked_mul(4, hidden_size, "the default --ffn-hidden-size (4 x "

@@ -99,6 +99,8 @@ TEST_F(BadArgs, OverflowingAndAbsurdSizes) {
       {"samples overflow", train(" --train-iters 4611686018427387904"),
        "--train-iters x --global-batch-size"},
       // 4 x h overflows (UBSan found it in args.cc).
+      {"head size overflows", train(" --kv-channels 4611686018427387904"),
+       "(heads + 2 x groups) x --kv-channels"},
       {"default ffn overflows", train(" --hidden-size 4611686018427387904 --num-attention-heads 4"),
        "--hidden-size"},
       {"parameter count overflows", train(" --hidden-size 4294967296 --num-attention-heads 4"),

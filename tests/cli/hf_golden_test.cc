@@ -105,9 +105,9 @@ TEST(HfGolden, LlamaWithItsOwnHeadDimImportsAsKvChannels) {
   int vocab = 0;
   tokenizer_for("llama", dir, hf, &vocab);
   ASSERT_FALSE(HasFatalFailure());
-  const RunResult r = run(kJudge + " random --family llama --out " + hf + " --seed 9 --vocab-size " +
-                          std::to_string(vocab) + " --hidden 64 --layers 2 --heads 4 --kv-heads 2"
-                          " --head-dim 32");
+  const RunResult r = run(kJudge + " random --family llama --out " + hf +
+                          " --seed 9 --vocab-size " + std::to_string(vocab) +
+                          " --hidden 64 --layers 2 --heads 4 --kv-heads 2 --head-dim 32");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::string ckpt = dir.file("ckpt");
   const RunResult c = run(megatron() + " convert --model-type GPT --loader hf --saver megatron"
