@@ -6,8 +6,9 @@
 // heads), pipeline with full recompute, context parallelism (the ring), data
 // parallelism with the distributed optimizer and Megatron-FSDP, MoE layers
 // with expert parallelism, and bf16. A checkpoint records the options,
-// generate samples the same text from it on one rank and on two TP ranks, and
-// a resume with other options is refused naming the flag.
+// generate samples the same text from it on one rank and on two TP ranks,
+// `convert --saver hf` refuses it (no exporter for Qwen yet), and a resume
+// with other options is refused naming the flag.
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -108,6 +109,14 @@ TEST(QwenAttention, CheckpointRecordsTheOptions) {
   ASSERT_EQ(g2.exit_code, 0) << g2.output << read_text(err);
   EXPECT_EQ(g1.output.rfind("the ", 0), 0u) << g1.output;
   EXPECT_EQ(g1.output, g2.output);
+  // No Hugging Face family of ours has the q/k norms or a QKV bias alone:
+  // exporting is refused by name, before anything is written.
+  const RunResult hf = run(megatron() + " convert --model-type GPT --loader megatron --saver hf"
+                           " --load-dir " + save + " --save-dir " + dir.file("hf"));
+  EXPECT_NE(hf.exit_code, 0) << hf.output;
+  EXPECT_NE(hf.output.find("--qk-layernorm (q/k norms"), std::string::npos) << hf.output;
+  EXPECT_NE(hf.output.find("--add-qkv-bias (a QKV bias alone"), std::string::npos) << hf.output;
+  EXPECT_FALSE(exists(dir.file("hf") + "/config.json"));
   // A resume without --qk-layernorm is another model.
   std::string other = flags;
   other.replace(other.find(" --qk-layernorm"), 15, "");
