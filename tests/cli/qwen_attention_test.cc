@@ -45,7 +45,11 @@ TEST(QwenAttention, TensorParallelMatchesOneRank) {
   expect_layouts_match_one_rank(
       qwen_flags(),
       {{"tp2", 2, " --tensor-model-parallel-size 2"},
-       {"tp2_sp", 2, " --tensor-model-parallel-size 2 --sequence-parallel"}},
+       {"tp2_sp", 2, " --tensor-model-parallel-size 2 --sequence-parallel"},
+       // the TP sum before ZeRO's reduce-scatter; TP x SP x CP together
+       {"tp2_dp2_zero", 4, " --tensor-model-parallel-size 2 --use-distributed-optimizer"},
+       {"tp2_sp_cp2", 4,
+        " --tensor-model-parallel-size 2 --sequence-parallel --context-parallel-size 2"}},
       kTol, {"loss"}, "Qwen attention, TP");
   // LayerNorm q/k norms (a weight and a bias each, both summed over TP).
   expect_layouts_match_one_rank(qwen_flags("LayerNorm"),
