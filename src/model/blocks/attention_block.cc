@@ -284,8 +284,10 @@ AttentionDecodeWorkspace carve_attention_decode_workspace(Arena& arena, const Gp
   return ws;
 }
 
-double attention_decode_workspace_floats(double hl, double kvl, double capacity,
-                                         double norm_stats) {
+double attention_decode_workspace_floats(const ModelConfig& c, int64_t tp, double capacity) {
+  const double d = double(c.head_dim()), a = double(c.num_attention_heads) / double(tp);
+  const double hl = a * d, kvl = double(c.query_groups()) / double(tp) * d;
+  const double norm_stats = c.qk_layernorm ? (c.rms_norm() ? 1 : 2) * a : 0.0;  // (mean,) rstd
   return (hl + 2 * kvl) + 2 * hl + capacity + norm_stats;  // qkv; q, ctx; scores; statistics
 }
 

@@ -107,10 +107,9 @@ struct AttentionDecodeWorkspace {
 };
 AttentionDecodeWorkspace carve_attention_decode_workspace(Arena& arena, const GptShapes& sh,
                                                           int64_t capacity);
-// Floats of that workspace, from the sizes alone (hl = a·d, kvl = g·d on this
-// rank; norm_stats: the q/k norms' statistics, 2a or a (RMSNorm), 0 without).
-double attention_decode_workspace_floats(double hl, double kvl, double capacity,
-                                         double norm_stats);
+// Floats of that workspace on a rank of a TP group of `tp`, from the
+// configuration alone.
+double attention_decode_workspace_floats(const ModelConfig& c, int64_t tp, double capacity);
 
 // out (h) = the projection's output (all-reduced over TP) for the token whose
 // norm output is `in` (h); its key and value are written at row `pos` of the
