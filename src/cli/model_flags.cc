@@ -1,5 +1,6 @@
 #include "cli/model_flags.h"
 
+#include <string_view>
 #include <type_traits>
 
 namespace mt {
@@ -13,6 +14,16 @@ std::vector<std::pair<std::string, CLI::Option*>> add_model_flags(CLI::Option_gr
       options.push_back({key, group.add_flag(flag, field, help)});
     else
       options.push_back({key, group.add_option(flag, field, help)});
+    // A field whose 0 means "left out" (the default derived): given, it must be > 0.
+    if (std::string_view(key) == "kv_channels")
+      options.back().second->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            if (!v.empty() && v != "0" && v.front() != '-') return "";
+            return "--kv-channels " + v +
+                   " must be > 0; fix: give the head size, or leave the flag out for "
+                   "hidden-size / num-attention-heads";
+          },
+          "> 0"));
   });
   return options;
 }

@@ -178,15 +178,20 @@ ModelConfig llama_config(const json& c, const std::string& path, bool mixtral) {
   if (act != "silu")
     unsupported(path, "hidden_act", act,
                 mixtral ? "each expert is a SwiGLU (silu) MLP" : "the gated MLP is SwiGLU (silu)");
-  check_divides(path, "hidden_size", m.hidden_size, "num_attention_heads",
-                m.num_attention_heads);
-  const int64_t d = m.hidden_size / m.num_attention_heads;
-  if (present(c, "head_dim") && get_int(c, "head_dim", path, d, false, kMaxHidden) != d)
-    unsupported(path, "head_dim", c.at("head_dim"),
-                "the head dimension is hidden_size / num_attention_heads = " + std::to_string(d));
-  MT_CHECK(d % 2 == 0, path, ": 'hidden_size' ", m.hidden_size, " / 'num_attention_heads' ",
-           m.num_attention_heads, " = head dimension ", d, " is odd; RoPE rotates pairs of "
-           "features", kFixFile);
+  // head_dim (LlamaConfig's, default hidden_size / num_attention_heads) is
+  // Megatron's --kv-channels; given, the hidden size need not divide by the heads.
+  int64_t d = 0;
+  if (present(c, "head_dim") && !c.at("head_dim").is_null()) {
+    d = get_int(c, "head_dim", path, 0, true, kMaxHidden);
+    m.kv_channels = d;
+  } else {
+    check_divides(path, "hidden_size", m.hidden_size, "num_attention_heads",
+                  m.num_attention_heads);
+    d = m.hidden_size / m.num_attention_heads;
+  }
+  MT_CHECK(d % 2 == 0, path, ": the head dimension ", d, " ('head_dim', or 'hidden_size' ",
+           m.hidden_size, " / 'num_attention_heads' ", m.num_attention_heads,
+           ") is odd; RoPE rotates pairs of features", kFixFile);
   check_divides(path, "num_attention_heads", m.num_attention_heads, "num_key_value_heads", kv);
   return m;
 }
@@ -276,6 +281,15 @@ HfFamily hf_family_of(const ModelConfig& c) {
     if (c.query_groups() != c.num_attention_heads)
       off.push_back("grouped-query attention (gpt2: one key/value head per head)");
   }
+  // Qwen2's QKV bias and Qwen3's q/k norms have no exporter yet (their
+  // families are Qwen2ForCausalLM / Qwen3ForCausalLM, not Llama).
+  if (c.qk_layernorm) off.push_back("--qk-layernorm (q/k norms: Qwen3's, not exported yet)");
+  if (c.add_qkv_bias && !c.add_bias())
+    off.push_back("--add-qkv-bias (a QKV bias alone: Qwen2's, not exported yet)");
+  if (!llama_like && c.head_dim() * c.num_attention_heads != c.hidden_size)
+    off.push_back("--kv-channels " + std::to_string(c.head_dim()) +
+                  " (gpt2: hidden / heads = " +
+                  std::to_string(c.hidden_size / c.num_attention_heads) + ")");
   if (c.moe()) {
     for (int64_t l = 0; l < c.num_layers; ++l)
       if (!c.is_moe_layer(l)) {

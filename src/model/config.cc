@@ -161,9 +161,13 @@ void ModelConfig::check_flag_ranges() const {
            " must be > 0; fix: give a positive size, or leave it out for 4 x --hidden-size");
   MT_CHECK(num_attention_heads > 0, "--num-attention-heads ", num_attention_heads,
            " must be > 0");
-  MT_CHECK(hidden_size % num_attention_heads == 0, "--hidden-size ", hidden_size,
-           " is not divisible by --num-attention-heads ", num_attention_heads,
-           "; fix: choose heads that divide the hidden size");
+  MT_CHECK(kv_channels >= 0, "--kv-channels ", kv_channels,
+           " must be > 0; fix: give the head size, or leave it out for hidden-size / "
+           "num-attention-heads");
+  MT_CHECK(kv_channels > 0 || hidden_size % num_attention_heads == 0, "--hidden-size ",
+           hidden_size, " is not divisible by --num-attention-heads ", num_attention_heads,
+           "; fix: choose heads that divide the hidden size, or give the head size with "
+           "--kv-channels");
   MT_CHECK(seq_length > 0, "--seq-length ", seq_length, " must be > 0");
   MT_CHECK(max_position_embeddings >= 0, "--max-position-embeddings ", max_position_embeddings,
            " must be > 0; fix: give at least --seq-length, or leave it out");
@@ -202,6 +206,13 @@ void ModelConfig::check_flag_ranges() const {
            "--num-attention-heads ", num_attention_heads, " is not divisible by --num-query-groups ",
            num_query_groups, "; fix: choose groups that divide the heads");
   check_moe_flags();
+  // The attention's widths, (a + 2g)·d and a·d, before anything multiplies them.
+  const int64_t qkv_heads =
+      checked_add(num_attention_heads, checked_mul(2, query_groups(), "--num-query-groups x 2"),
+                  "--num-attention-heads + 2 x --num-query-groups");
+  checked_mul(qkv_heads, head_dim(),
+              kv_channels > 0 ? "the QKV rows ((heads + 2 x groups) x --kv-channels)"
+                              : "the QKV rows ((heads + 2 x groups) x --hidden-size / heads)");
   const int64_t ffn = ffn_hidden_size > 0
                           ? ffn_hidden_size
                           : checked_mul(4, hidden_size, "the default --ffn-hidden-size (4 x "
@@ -212,6 +223,9 @@ void ModelConfig::check_flag_ranges() const {
 void ModelConfig::finalize(int64_t tp_size) {
   check_flag_ranges();
   if (ffn_hidden_size == 0) ffn_hidden_size = 4 * hidden_size;
+  // --kv-channels equal to Megatron's default is the default: one model, one
+  // configuration (checkpoints of it compare equal either way).
+  if (kv_channels > 0 && kv_channels * num_attention_heads == hidden_size) kv_channels = 0;
   if (max_position_embeddings == 0) max_position_embeddings = seq_length;
   if (moe_expert_capacity_factor < 0) moe_expert_capacity_factor = -1.f;  // one spelling of None
   MT_CHECK(vocab_size > 0, "vocabulary size ", vocab_size,
@@ -225,6 +239,9 @@ std::string ModelConfig::summary() const {
   os << "layers " << num_layers << ", hidden " << hidden_size << ", heads "
      << num_attention_heads;
   if (group_query_attention) os << " (" << num_query_groups << " query groups)";
+  if (kv_channels > 0) os << ", head size " << kv_channels;
+  if (qk_layernorm) os << ", q/k " << normalization;
+  if (add_qkv_bias && disable_bias_linear) os << ", QKV bias";
   os << ", ffn " << ffn_hidden_size << (swiglu ? " SwiGLU" : "") << ", seq " << seq_length
      << ", vocab " << vocab_size << " (padded " << padded_vocab_size << ")";
   if (rms_norm() || !learned_positions() || disable_bias_linear || !tied_output())
@@ -238,18 +255,21 @@ int64_t parameters_without_vocab(const ModelConfig& c, int64_t ffn) {
   constexpr std::string_view what =
       "parameter count (--num-layers, --hidden-size, --ffn-hidden-size, --num-experts, "
       "--max-position-embeddings)";
-  const int64_t h = c.hidden_size, qkv = c.qkv_rows();
+  const int64_t h = c.hidden_size, qkv = c.qkv_rows(), hq = c.query_projection_size();
   const int64_t norm = c.rms_norm() ? h : 2 * h;  // weight (and bias)
+  const int64_t qk_norm = c.qk_layernorm ? (c.rms_norm() ? 2 : 4) * c.head_dim() : 0;
   // An MLP of hidden size f: fc1 (fc1_rows x h), fc2 (h x f), their biases.
   auto mlp = [&](int64_t f) {
     const int64_t fc1 = c.fc1_rows(f);
     const int64_t w = checked_mul(checked_add(fc1, f, what), h, what);
     return c.add_bias() ? checked_add(w, fc1 + h, what) : w;
   };
-  // Attention: QKV (qkv x h), projection (h x h), their biases; two norms.
-  int64_t common = checked_mul(qkv + h, h, what);
-  if (c.add_bias()) common = checked_add(common, qkv + h, what);
-  common = checked_add(common, 2 * norm, what);
+  // Attention: QKV (qkv x h), projection (h x a·d), their biases, the q/k
+  // norms (d each); two norms.
+  int64_t common = checked_mul(qkv + hq, h, what);
+  if (c.qkv_bias()) common = checked_add(common, qkv, what);
+  if (c.add_bias()) common = checked_add(common, h, what);
+  common = checked_add(common, 2 * norm + qk_norm, what);
   const int64_t dense = checked_add(common, mlp(ffn), what);
   int64_t moe = dense;
   if (c.moe()) {  // router (E x h), E experts, the shared expert

@@ -31,6 +31,10 @@ struct ModelConfig {
   bool group_query_attention = false;
   int64_t num_query_groups = 1;       // with group_query_attention (Megatron's default 1)
   bool disable_bias_linear = false;   // no biases in the linear layers
+  // Attention options (Qwen2/Qwen3), the attention block's (model/blocks/attention_block.h).
+  int64_t kv_channels = 0;            // head size d (0: hidden_size / num_attention_heads)
+  bool qk_layernorm = false;          // a norm of --normalization over each head's q and k
+  bool add_qkv_bias = false;          // a bias on linear_qkv even with --disable-bias-linear
   bool untie_embeddings_and_output_weights = false;
 
   // Mixture of experts (Megatron core's TransformerConfig moe_* fields).
@@ -56,7 +60,12 @@ struct ModelConfig {
   // Whether global layer `layer` has an MoE MLP (moe_layer_freq); false without experts.
   bool is_moe_layer(int64_t layer) const;
 
-  int64_t head_dim() const { return hidden_size / num_attention_heads; }
+  // Head size: --kv-channels, or hidden / heads (Megatron's default).
+  int64_t head_dim() const {
+    return kv_channels > 0 ? kv_channels : hidden_size / num_attention_heads;
+  }
+  // Width of the attention's query and context, a·d (linear_proj's input).
+  int64_t query_projection_size() const { return num_attention_heads * head_dim(); }
   // Key/value heads: num_query_groups with grouped-query attention, else one per head.
   int64_t query_groups() const {
     return group_query_attention ? num_query_groups : num_attention_heads;
@@ -65,6 +74,7 @@ struct ModelConfig {
   bool rope() const { return position_embedding_type == "rope"; }
   bool learned_positions() const { return position_embedding_type == "learned_absolute"; }
   bool add_bias() const { return !disable_bias_linear; }
+  bool qkv_bias() const { return add_bias() || add_qkv_bias; }
   bool tied_output() const { return !untie_embeddings_and_output_weights; }
   // Rows of linear_qkv: (heads + 2 · groups) · head_dim.
   int64_t qkv_rows() const { return (num_attention_heads + 2 * query_groups()) * head_dim(); }
@@ -119,6 +129,12 @@ void for_each_model_field(Config& c, Visit&& visit) {
         c.num_query_groups);
   visit("disable_bias_linear", "--disable-bias-linear", "no biases in the linear layers",
         c.disable_bias_linear);
+  visit("kv_channels", "--kv-channels",
+        "attention head size (default hidden-size / num-attention-heads)", c.kv_channels);
+  visit("qk_layernorm", "--qk-layernorm",
+        "a norm (--normalization) over each head's query and key, before RoPE", c.qk_layernorm);
+  visit("add_qkv_bias", "--add-qkv-bias", "a bias on the QKV projection, even with "
+        "--disable-bias-linear", c.add_qkv_bias);
   visit("untie_embeddings_and_output_weights", "--untie-embeddings-and-output-weights",
         "the output layer is its own parameter, not the word embedding",
         c.untie_embeddings_and_output_weights);

@@ -52,12 +52,12 @@ double GptDecoder::planned_bytes(const ParamRegistry& reg, int64_t positions) {
   const ModelConfig& c = reg.config();
   const double tp = double(reg.stage().tp_size), p = double(positions);
   const double d = double(c.head_dim()), h = double(c.hidden_size);
-  const double hl = double(c.num_attention_heads) / tp * d, kvl = double(c.query_groups()) / tp * d;
+  const double kvl = double(c.query_groups()) / tp * d;
   const double f = double(c.ffn_hidden_size) / tp, f_in = c.swiglu ? 2 * f : f;
   const double v = double(c.padded_vocab_size) / tp;
   const double cache = 2 * double(c.num_layers) * p * kvl;  // keys and values
   // x, ln, tmp; mean, rstd; the blocks' scratch; local and gathered logits
-  const double scratch = 3 * h + 2 + attention_decode_workspace_floats(hl, kvl, p) +
+  const double scratch = 3 * h + 2 + attention_decode_workspace_floats(c, reg.stage().tp_size, p) +
                          mlp_decode_workspace_floats(f, f_in) + v + v * tp +
                          (c.moe() ? moe_decode_workspace_floats(c, reg.stage().tp_size) : 0.0);
   const double rope =  // cos and sin: (positions, rot_dim / 2) each

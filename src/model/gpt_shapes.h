@@ -68,6 +68,7 @@ struct GptShapes {
   bool rms_norm = false;         // RMSNorm, else LayerNorm
   bool learned_positions = true; // a position-embedding table
   bool swiglu = false;           // silu(gate) * up, else GELU
+  bool qk_layernorm = false;     // the attention's q/k norms (--qk-layernorm, of rms_norm's kind)
   std::vector<LayerSpec> layer_specs;  // of this chunk's layers (make_shapes); see spec()
   MoeShapes moe;                 // MoE layers' sizes (experts 0 without them)
   std::shared_ptr<const RopeTable> rope;  // rotary embedding of q and k, if used

@@ -53,6 +53,11 @@ struct ParamSpec {
   // of both), as Megatron does; 1 for a plain contiguous split.
   int64_t row_blocks = 1;
   GradGroup grad_group = GradGroup::kDataParallel;  // what its gradient is reduced over
+  // A TP-replicated parameter whose gradient each TP rank only holds a part
+  // of, even without sequence parallelism (the attention's q/k norms: a rank
+  // sees its heads only): summed over TP before the DP reduction, as the
+  // replicated ones are with sequence parallelism.
+  bool tp_partial_grad = false;
 
   int64_t numel() const { return rows * cols; }
   bool tp_replicated() const { return partition_dim < 0; }

@@ -78,10 +78,14 @@ GradSync::GradSync(ModelRuntime& rt, const ParallelState& ps, int64_t bucket_siz
 }
 
 void GradSync::sum_sp_grads(size_t part_slot) {
-  if (!rt_.sequence_parallel()) return;
+  // With sequence parallelism every TP-replicated parameter's gradient is a
+  // partial sum over this rank's rows; without it only those tagged
+  // tp_partial_grad (per-head weights shared by the heads) are.
+  const bool sp = rt_.sequence_parallel();
   for (size_t i : params_of_part_[part_slot]) {
     const ParamSpec& p = rt_.reg.params()[i];
-    if (p.tp_replicated() && p.grad_group == GradGroup::kDataParallel)
+    if (p.tp_replicated() && p.grad_group == GradGroup::kDataParallel &&
+        (sp || p.tp_partial_grad) && ps_.tp_comm.size() > 1)
       ps_.tp_comm.all_reduce_sum(rt_.grad_of(i), p.numel());
   }
 }

@@ -140,7 +140,8 @@ StepTime predict_step_time(const ModelConfig& mc, const PlanProblem& pb, const P
   const double f = double(mc.ffn_hidden_size), v = double(mc.padded_vocab_size);
 
   // One layer, one micro-batch, forward: GEMMs at their own efficiency.
-  const double attn_linear = gemm(2 * n * h * double(mc.qkv_rows()) / t) + gemm(2 * n * h * h / t);
+  const double attn_linear = gemm(2 * n * h * double(mc.qkv_rows()) / t) +
+                             gemm(2 * n * double(mc.query_projection_size()) * h / t);
   auto mlp_linear = [&](double tokens, double ffn, double split) {
     return gemm(2 * tokens * h * double(mc.fc1_rows(int64_t(ffn))) / split) +
            gemm(2 * tokens * ffn * h / split);

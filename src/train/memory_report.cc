@@ -81,19 +81,22 @@ MemoryClasses predict_memory(const MemoryPlan& p) {
 
   // Local sizes (float counts). n: tokens of a micro-batch; nl: rows of the
   // residual stream on this rank (n/t with sequence parallelism); hl: the
-  // attention width on this rank (a_local · head_dim = h/t).
+  // attention width on this rank (a_local · head_dim; h/t without --kv-channels).
   // Context parallelism: this rank's s/cp rows of each sequence (activations ÷ CP).
   const int64_t s = p.cp > 1 ? divide(p.s, 2 * p.cp, "memory plan: s / (2 cp)") * 2 : p.s;
   const double n = double(s * p.b);
   const double nl =
       p.sequence_parallel ? double(divide(s, p.tp, "memory plan: s / tp") * p.b) : n;
-  const double h = double(p.h), hl = double(divide(p.h, p.tp, "memory plan: h / tp"));
+  const double h = double(p.h);
+  const double hl = p.head_dim > 0 ? double(p.a_local * p.head_dim)
+                                   : double(divide(p.h, p.tp, "memory plan: h / tp"));
   const double e = bf16 ? 2.0 : 4.0;  // bytes of a saved value
   BlockSizes z;
   z.n = n, z.nl = nl, z.h = h, z.hl = hl;
   z.a = double(p.a_local), z.g = double(p.g_local > 0 ? p.g_local : p.a_local);
   z.f = double(p.f_local), z.f_in = p.swiglu ? 2 * z.f : z.f;  // fc1 outputs
   z.stats = p.rms_norm ? 1 : 2;  // norm statistics per row: rstd (and mean)
+  z.qk_norm = p.qk_layernorm;
   z.e = e, z.bf16 = bf16, z.swiglu = p.swiglu;
   z.b = p.b, z.kv = p.cp > 1 ? s / 2 : s, z.cp = p.cp;  // keys of one attention kernel call
 
@@ -237,6 +240,8 @@ MemoryPlan plan_of_chunks(const ParamRegistry& reg, const std::vector<const GptS
   p.h = sh.h;
   p.a_local = sh.a;
   p.g_local = sh.g;
+  p.head_dim = sh.d;
+  p.qk_layernorm = sh.qk_layernorm;
   p.f_local = sh.f;
   p.swiglu = sh.swiglu;
   p.rms_norm = sh.rms_norm;
@@ -298,6 +303,8 @@ MemoryPlan memory_plan(const ParamRegistry& reg, int64_t micro_batch, int64_t tp
   p.h = c.hidden_size;
   p.a_local = divide(c.num_attention_heads, tp_size, "--num-attention-heads by TP");
   p.g_local = divide(c.query_groups(), tp_size, "--num-query-groups by TP");
+  p.head_dim = c.head_dim();
+  p.qk_layernorm = c.qk_layernorm;
   p.f_local = divide(c.ffn_hidden_size, tp_size, "--ffn-hidden-size by TP");
   p.swiglu = c.swiglu;
   p.rms_norm = c.rms_norm();

@@ -47,6 +47,8 @@ struct MemoryPlan {
   int64_t s = 0, b = 0, h = 0;         // sequence, micro-batch, hidden (global sizes)
   int64_t a_local = 0;                 // attention heads on this rank (a / tp)
   int64_t g_local = 0;                 // query groups (key/value heads) on this rank; 0 → a_local
+  int64_t head_dim = 0;                // attention head size d (--kv-channels); 0 → h / (a_local·tp)
+  bool qk_layernorm = false;           // the attention block's q/k norms (their saved inputs)
   int64_t f_local = 0;                 // ffn hidden on this rank (f / tp)
   bool swiglu = false;                 // fc1 holds [gate | up]: 2 · f_local outputs
   bool rms_norm = false;               // norms keep rstd only (no mean)

@@ -7,8 +7,10 @@
 //  - A random HF folder made by the judge, imported at TP2 x PP2 with
 //    `--loader hf`, decodes in `generate` to the judge's log-probabilities.
 // For GPT-2 (GPT2BPETokenizer) and Llama with grouped-query attention
-// (Llama2Tokenizer from a SentencePiece model trained here).
+// (Llama2Tokenizer from a SentencePiece model trained here), and a Llama
+// whose head_dim is not hidden / heads (--kv-channels).
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "cli_test_util.h"
 
@@ -91,6 +93,34 @@ TEST(HfGolden, RandomHfFolderImportedAtTp2Pp2DecodesToTheJudgesLogProbs) {
     ASSERT_EQ(c.exit_code, 0) << family << "\n" << c.output;
     expect_judge_agrees(dir.file("ckpt"), hf, dir, family + "_imported");
   }
+}
+
+// LlamaConfig's head_dim apart from hidden / heads (32 with hidden 64 and 4
+// heads: Megatron's --kv-channels): imported at TP2 x PP2 it decodes to the
+// judge's log-probabilities, and it exports back with the same head_dim.
+TEST(HfGolden, LlamaWithItsOwnHeadDimImportsAsKvChannels) {
+  require_torch();
+  TempDir dir;
+  const std::string hf = dir.file("hf");
+  int vocab = 0;
+  tokenizer_for("llama", dir, hf, &vocab);
+  ASSERT_FALSE(HasFatalFailure());
+  const RunResult r = run(kJudge + " random --family llama --out " + hf +
+                          " --seed 9 --vocab-size " + std::to_string(vocab) +
+                          " --hidden 64 --layers 2 --heads 4 --kv-heads 2 --head-dim 32");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string ckpt = dir.file("ckpt");
+  const RunResult c = run(megatron() + " convert --model-type GPT --loader hf --saver megatron"
+                          " --load-dir " + hf + " --save-dir " + ckpt +
+                          " --target-tensor-parallel-size 2 --target-pipeline-parallel-size 2");
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  const nlohmann::json meta = nlohmann::json::parse(read_text(ckpt + "/release/meta.json"));
+  EXPECT_EQ(meta.at("args").at("model").at("kv_channels"), 32);
+  expect_judge_agrees(ckpt, hf, dir, "llama_head_dim_imported");
+  const RunResult back = run(megatron() + " convert --model-type GPT --loader megatron --saver hf"
+                             " --load-dir " + ckpt + " --save-dir " + dir.file("back"));
+  ASSERT_EQ(back.exit_code, 0) << back.output;
+  EXPECT_EQ(nlohmann::json::parse(read_text(dir.file("back") + "/config.json")).at("head_dim"), 32);
 }
 
 }  // namespace

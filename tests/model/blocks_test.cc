@@ -12,11 +12,14 @@ namespace mt {
 namespace {
 
 // llama: RMSNorm, SwiGLU and 2 query groups for the 4 heads.
-GptShapes shapes(int64_t tp, bool sp, bool llama, MathMode math) {
+// qwen: llama's block with the head size 24 apart from h/a = 16
+// (--kv-channels) and the q/k norms (--qk-layernorm).
+GptShapes shapes(int64_t tp, bool sp, bool llama, MathMode math, bool qwen = false) {
   GptShapes sh;
   sh.s = sh.s_global = 96, sh.b = 2, sh.h = 64;
   sh.s_local = sp ? sh.s / tp : sh.s;
-  sh.a = 4 / tp, sh.d = 16;
+  sh.a = 4 / tp, sh.d = qwen ? 24 : 16;
+  sh.qk_layernorm = qwen;
   sh.g = llama ? 2 / tp : sh.a;
   sh.f = 256 / tp;
   sh.rms_norm = sh.swiglu = llama;
@@ -34,6 +37,7 @@ BlockSizes sizes_of(const GptShapes& sh) {
   z.bf16 = sh.cm.math == MathMode::kBF16;
   z.e = z.bf16 ? 2 : 4;
   z.swiglu = sh.swiglu;
+  z.qk_norm = sh.qk_layernorm;
   z.b = sh.b, z.kv = sh.s, z.cp = 1;
   return z;
 }
@@ -47,13 +51,18 @@ double carved(F carve) {
 }
 
 TEST(Blocks, EachMemoryFormulaAgreesWithItsCarve) {
-  for (bool llama : {false, true})
+  for (int kind : {0, 1, 2, 3})  // gpt, llama, qwen (llama's), gpt with q/k LayerNorms
     for (MathMode math : {MathMode::kF32, MathMode::kBF16})
       for (int64_t tp : {1, 2}) {
-        const GptShapes sh = shapes(tp, tp > 1, llama, math);
+        const bool llama = kind == 1 || kind == 2, qwen = kind >= 2;
+        const GptShapes sh = shapes(tp, tp > 1, llama, math, qwen);
         const BlockSizes z = sizes_of(sh);
-        const std::string what = std::string(llama ? "llama " : "gpt ") + math_mode_name(math) +
-                                 " tp " + std::to_string(tp);
+        const std::string what = std::string(kind == 0   ? "gpt "
+                                             : kind == 1 ? "llama "
+                                             : kind == 2 ? "qwen "
+                                                         : "gpt q/k-norm ") +
+                                 math_mode_name(math) + " tp " + std::to_string(tp);
+        const int qk_tensors = qwen ? (sh.rms_norm ? 4 : 6) : 0;
         const struct {
           const char* block;
           double planned, formula;
@@ -62,7 +71,7 @@ TEST(Blocks, EachMemoryFormulaAgreesWithItsCarve) {
             {"norm record", carved([&](Arena& a) { carve_norm_record(a, sh); }),
              norm_record_bytes(z), 3},
             {"attention record", carved([&](Arena& a) { carve_attention_record(a, sh); }),
-             attention_record_bytes(z), 6},
+             attention_record_bytes(z), 6 + qk_tensors},
             {"attention workspace", carved([&](Arena& a) { carve_attention_workspace(a, sh); }),
              attention_workspace_bytes(z), 7},
             {"mlp record", carved([&](Arena& a) { carve_mlp_record(a, sh); }),
@@ -70,7 +79,7 @@ TEST(Blocks, EachMemoryFormulaAgreesWithItsCarve) {
             {"mlp workspace", carved([&](Arena& a) { carve_mlp_workspace(a, sh); }),
              mlp_workspace_bytes(z), 2},
             {"layer record", carved([&](Arena& a) { carve_layer_record(a, sh, LayerSpec{}); }),
-             layer_record_bytes(z, LayerSpec{}), 15},
+             layer_record_bytes(z, LayerSpec{}), 15 + qk_tensors},
             {"layer workspace", carved([&](Arena& a) { carve_layer_workspace(a, sh); }),
              layer_workspace_bytes(z), 9},
         };
@@ -78,7 +87,29 @@ TEST(Blocks, EachMemoryFormulaAgreesWithItsCarve) {
           EXPECT_GE(r.planned, r.formula) << r.block << ", " << what;
           EXPECT_LE(r.planned, r.formula + 64.0 * r.tensors) << r.block << ", " << what;
         }
+        if (qwen) {  // the q/k norms' inputs and statistics are in the record and its formula
+          GptShapes plain = sh;
+          plain.qk_layernorm = false;
+          const double extra = carved([&](Arena& a) { carve_attention_record(a, sh); }) -
+                               carved([&](Arena& a) { carve_attention_record(a, plain); });
+          const double n = double(sh.tokens()), e = z.e;
+          EXPECT_NEAR(extra, 2 * e * n * sh.a * sh.d + 4 * 2 * z.stats * n * sh.a,
+                      64.0 * qk_tensors) << what;
+        }
       }
+}
+
+TEST(Blocks, AttentionFlopsScaleWithTheQueryProjection) {
+  // Megatron-LM's num_floating_point_operations with --kv-channels: the
+  // attention term times query_projection_size / h = a·d / h.
+  ModelConfig c;
+  c.num_layers = 2, c.hidden_size = 64, c.num_attention_heads = 4, c.seq_length = 32;
+  c.vocab_size = 100, c.group_query_attention = true, c.num_query_groups = 2;
+  c.kv_channels = 32;  // a·d = 128 = 2h
+  c.finalize(1);
+  const double tokens = 8.0 * 32, h = 64;
+  EXPECT_DOUBLE_EQ(attention_flops(c, tokens),
+                   12 * tokens * h * h * (1 + 0.5 + 32 / h / 2) * (4.0 * 32 / h));
 }
 
 TEST(Blocks, LayerFlopsAreTheBlocksSum) {
@@ -110,6 +141,38 @@ TEST(Blocks, ALayersParametersAreItsBlocksInOrder) {
       "mlp.linear_fc1.weight", "mlp.linear_fc1.bias", "mlp.linear_fc2.weight",
       "mlp.linear_fc2.bias"};
   EXPECT_EQ(names, want);
+
+  // Qwen2's and Qwen3's attention options: the QKV bias alone, and the q/k
+  // norms (Megatron core's names; LayerNorm ones have a bias); the projection
+  // takes a·d = 4·12 columns with --kv-channels 12.
+  c.disable_bias_linear = true, c.add_qkv_bias = true, c.qk_layernorm = true;
+  c.kv_channels = 12;
+  c.finalize(1);
+  const ParamRegistry qwen(c, StageLayout{0, 1, 0, c.num_layers, true, true});
+  names.clear();
+  for (const ParamSpec& p : qwen.params())
+    if (p.layer == 1 && p.name.find("self_attention") != std::string::npos)
+      names.push_back(p.name.substr(layer_prefix(1).size()));
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "self_attention.linear_qkv.weight", "self_attention.linear_qkv.bias",
+                       "self_attention.q_layernorm.weight", "self_attention.q_layernorm.bias",
+                       "self_attention.k_layernorm.weight", "self_attention.k_layernorm.bias",
+                       "self_attention.linear_proj.weight"}));
+  const ParamSpec& qkv = qwen.get(layer_prefix(1) + "self_attention.linear_qkv.weight");
+  EXPECT_EQ(qkv.global_rows, (4 + 2 * 4) * 12);
+  const ParamSpec& proj = qwen.get(layer_prefix(1) + "self_attention.linear_proj.weight");
+  EXPECT_EQ(proj.global_rows, 32);
+  EXPECT_EQ(proj.global_cols, 4 * 12);
+  const ParamSpec& qn = qwen.get(layer_prefix(1) + "self_attention.q_layernorm.weight");
+  EXPECT_EQ(qn.global_rows, 12);
+  EXPECT_TRUE(qn.tp_replicated());
+  EXPECT_TRUE(qn.tp_partial_grad);
+  EXPECT_FALSE(qwen.get(layer_prefix(1) + "input_layernorm.weight").tp_partial_grad);
+  EXPECT_EQ(count_parameters(c), [&] {
+    int64_t n = 0;
+    for (const ParamSpec& p : qwen.params()) n += p.numel();
+    return n;
+  }());
 }
 
 }  // namespace

@@ -87,6 +87,26 @@ TEST(GptDecoder, LlamaStepsEqualTheFullForward) {
   expect_decoder_matches_forward(cfg);
 }
 
+// Qwen3's attention (head size 12 apart from h/a = 8, q/k RMSNorms before
+// RoPE, GQA) and Qwen2's (QKV bias only), and q/k LayerNorms: each cached key
+// is normalized and rotated as the training forward does it.
+TEST(GptDecoder, QwenAttentionOptionsStepsEqualTheFullForward) {
+  ModelConfig qwen3 = llama(base());
+  qwen3.kv_channels = 12;
+  qwen3.qk_layernorm = true;
+  qwen3.finalize(1);
+  expect_decoder_matches_forward(qwen3);
+  ModelConfig qwen2 = llama(base());
+  qwen2.add_qkv_bias = true;
+  qwen2.finalize(1);
+  expect_decoder_matches_forward(qwen2);
+  ModelConfig gpt = base();
+  gpt.qk_layernorm = true;
+  gpt.kv_channels = 4;
+  gpt.finalize(1);
+  expect_decoder_matches_forward(gpt);
+}
+
 // A context of 2^40 positions (RoPE: no table to train): neither training's
 // RoPE table nor the decoder's cache is sized by it (281 TB: bad_alloc before).
 TEST(GptDecoder, CacheHoldsThePositionsAskedForNotTheWholeContext) {

@@ -89,6 +89,45 @@ TEST(GptGradient, LlamaConfigurationMatchesFiniteDifferencesPerTensor) {
   check_gradient_by_finite_differences(tiny_config(true));
 }
 
+// The attention options Qwen2/Qwen3 need: a head size apart from h/a
+// (--kv-channels 8 with h 16 and 4 heads: QKV (4 + 2·2)·8 rows, projection
+// (16, 32)), the q/k norms of the layer's kind before RoPE (--qk-layernorm;
+// their weights' gradient sums every head and token) and a QKV bias without
+// the other biases (--add-qkv-bias).
+ModelConfig with_attention_options(ModelConfig cfg, bool kv_channels, bool qk_norm,
+                                   bool qkv_bias) {
+  if (kv_channels) cfg.kv_channels = 8;
+  cfg.qk_layernorm = qk_norm;
+  cfg.add_qkv_bias = qkv_bias;
+  cfg.finalize(1);
+  return cfg;
+}
+
+TEST(GptGradient, KvChannelsMatchesFiniteDifferencesPerTensor) {
+  const ModelConfig cfg = with_attention_options(tiny_config(true), true, false, false);
+  ASSERT_EQ(cfg.head_dim(), 8);
+  check_gradient_by_finite_differences(cfg);
+}
+
+TEST(GptGradient, QkLayernormMatchesFiniteDifferencesPerTensor) {
+  for (const char* norm : {"RMSNorm", "LayerNorm"}) {
+    ModelConfig cfg = tiny_config(true);
+    cfg.normalization = norm;
+    check_gradient_by_finite_differences(with_attention_options(cfg, true, true, false));
+  }
+  // GPT-2's block (learned positions, biases, no GQA) with LayerNorm q/k norms.
+  check_gradient_by_finite_differences(with_attention_options(tiny_config(false), false, true,
+                                                              false));
+}
+
+TEST(GptGradient, AddQkvBiasMatchesFiniteDifferencesPerTensor) {
+  const ModelConfig cfg = with_attention_options(tiny_config(true), false, false, true);
+  const ParamRegistry reg(cfg, StageLayout{0, 1, 0, cfg.num_layers, true, true});
+  EXPECT_TRUE(reg.has("decoder.layers.0.self_attention.linear_qkv.bias"));
+  EXPECT_FALSE(reg.has("decoder.layers.0.self_attention.linear_proj.bias"));
+  check_gradient_by_finite_differences(cfg);
+}
+
 TEST(GptGradient, DropoutChangesLossAndIsKeyedByIteration) {
   ModelConfig cfg;
   cfg.num_layers = 1;

@@ -157,6 +157,43 @@ TEST(PlanLayout, ClusterSizeIsCheckedAgainstTheLimit) {
   EXPECT_NE(message(8, -1).find("must be > 0"), std::string::npos);
 }
 
+// Qwen's attention options (a head size apart from h/a, the q/k norms, the
+// QKV bias): plan's activations and workspace are what a live runtime of that
+// layout carves (up to each tensor's 64-byte alignment), and its parameters
+// the runtime's count.
+TEST(PlanLayout, MemoryWithQwenAttentionIsWhatTheRuntimeCarves) {
+  PlanProblem pb = tiny(2, 8);
+  pb.model.kv_channels = 32;  // a·d = 128 = 2h
+  pb.model.qk_layernorm = true;
+  pb.model.add_qkv_bias = true;
+  pb.model.disable_bias_linear = true;
+  pb.model.normalization = "RMSNorm";
+  pb.model.group_query_attention = true;
+  pb.model.num_query_groups = 2;
+  for (bool bf16 : {false, true}) {
+    PlanLayout l;
+    l.dp = 2, l.micro_batch_size = 2, l.bf16 = bf16, l.recompute = "selective";
+    ASSERT_NO_THROW(check_layout(pb, l)) << l.name();
+    const MemoryPlan p = layout_memory_plan(pb, l, 0);
+    EXPECT_EQ(p.head_dim, 32);
+    EXPECT_TRUE(p.qk_layernorm);
+    const ParamRegistry reg = stage_registry(pb, l, 0);
+    ModelRuntime rt(reg, l.micro_batch_size, TensorParallel{}, p.in_flight, "", 0,
+                    bf16 ? MathMode::kBF16 : MathMode::kF32);
+    const MemoryClasses m = predict_memory(p);
+    // What the runtime carves (its buffers round up to whole pages).
+    Arena plan, plan_ws;
+    for (int64_t i = 0; i < p.in_flight; ++i) carve_activations(plan, rt.chunks[0].sh);
+    carve_workspace(plan_ws, rt.chunks[0].sh);
+    const double act = double(plan.used()), ws = double(plan_ws.used());
+    EXPECT_LE(act, double(rt.activations_buffer().size()));
+    EXPECT_GE(act, m.activations) << l.name();
+    EXPECT_LE(act, m.activations + 64.0 * 100) << l.name();
+    EXPECT_GE(ws, m.workspace) << l.name();
+    EXPECT_LE(ws, m.workspace + 64.0 * 40) << l.name();
+  }
+}
+
 // A world of many divisors (720,720 = 2^4·3^2·5·7·11·13: 240 divisors, ~7,300
 // TP x PP pairs) still enumerates every layout train accepts (only the
 // variants of a combination that already failed are skipped).

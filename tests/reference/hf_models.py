@@ -531,8 +531,12 @@ def self_check(cfg, w, log=print):
 
 def cmd_random(args):
     f = args.family
-    if args.heads <= 0 or args.hidden % args.heads:
-        raise InputError(f"--hidden {args.hidden} must be a positive multiple of --heads {args.heads}")
+    if args.heads <= 0 or (args.head_dim is None and args.hidden % args.heads):
+        raise InputError(f"--hidden {args.hidden} must be a positive multiple of --heads {args.heads}"
+                         " (or give --head-dim)")
+    if args.head_dim is not None and (f == "gpt2" or args.head_dim <= 0):
+        raise InputError("--head-dim is llama/mixtral-only and must be > 0")
+    d = args.head_dim or args.hidden // args.heads
     if f == "gpt2":
         if args.kv_heads is not None or args.tie is not None:
             raise InputError("--kv-heads and --tie are llama/mixtral-only (GPT-2 has one kv head per head and is always tied)")
@@ -540,12 +544,14 @@ def cmd_random(args):
         shapes = gpt2_shapes(cfg)
     else:
         g = 2 if args.kv_heads is None else args.kv_heads
-        if g <= 0 or args.heads % g or (args.hidden // args.heads) % 2:
+        if g <= 0 or args.heads % g or d % 2:
             raise InputError(f"--heads {args.heads} must be a multiple of --kv-heads {g}, and the head dim "
-                             f"{args.hidden // args.heads} even (RoPE rotates halves)")
+                             f"{d} even (RoPE rotates halves)")
         if f == "llama":
             cfg = llama_config(args.vocab_size, args.hidden, args.layers, args.heads, g, args.ffn or 96,
                                args.max_pos, args.tie == "true")
+            if args.head_dim is not None:  # LlamaConfig's head_dim (default hidden / heads)
+                cfg["head_dim"] = args.head_dim
             shapes = llama_shapes(cfg)
         else:
             E = 4 if args.experts is None else args.experts
@@ -651,6 +657,7 @@ def main():
     r.add_argument("--layers", type=int, default=2)
     r.add_argument("--heads", type=int, default=4)
     r.add_argument("--kv-heads", type=int, default=None, help="llama, mixtral (default 2)")
+    r.add_argument("--head-dim", type=int, default=None, help="llama head_dim (default hidden / heads)")
     r.add_argument("--ffn", type=int, default=None,
                    help="gpt2 n_inner (default null = 4*hidden); llama intermediate_size (default 96); "
                         "mixtral each expert's intermediate_size (default 32)")

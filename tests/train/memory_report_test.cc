@@ -149,12 +149,16 @@ Carved carve(const GptShapes& sh, int64_t in_flight) {
   return {double(act.used()), double(ws.used())};
 }
 
-// llama: RMSNorm, SwiGLU and 2 query groups for the 4 heads.
-GptShapes tiny_shapes(int64_t tp, bool sp, bool has_output, bool llama = false) {
+// llama: RMSNorm, SwiGLU and 2 query groups for the 4 heads; qwen: llama's
+// with head size 24 (--kv-channels; a·d = 96 against h = 64) and the q/k
+// norms (--qk-layernorm).
+GptShapes tiny_shapes(int64_t tp, bool sp, bool has_output, bool llama = false,
+                      bool qwen = false) {
   GptShapes sh;
   sh.s = 96, sh.b = 2, sh.h = 64;
   sh.s_local = sp ? sh.s / tp : sh.s;
-  sh.a = 4 / tp, sh.d = 16;
+  sh.a = 4 / tp, sh.d = qwen ? 24 : 16;
+  sh.qk_layernorm = qwen;
   sh.g = llama ? 2 / tp : sh.a;
   sh.f = 256 / tp, sh.v = 128 / tp;
   sh.rms_norm = sh.swiglu = llama;
@@ -169,6 +173,7 @@ MemoryPlan plan_of(const GptShapes& sh, int64_t tp, bool sp, int64_t in_flight) 
   p.s = sh.s, p.b = sh.b, p.h = sh.h;
   p.a_local = sh.a, p.g_local = sh.g, p.f_local = sh.f, p.v_local = sh.v;
   p.swiglu = sh.swiglu, p.rms_norm = sh.rms_norm;
+  p.head_dim = sh.d, p.qk_layernorm = sh.qk_layernorm;
   p.tp = tp, p.sequence_parallel = sp;
   p.layers = sh.num_layers, p.in_flight = in_flight;
   p.has_output = sh.has_output;
@@ -181,7 +186,7 @@ TEST(MemoryReport, AgreesWithWhatTheModelCarves) {
     bool sp, has_output;
     const char* method;
     int64_t recompute_layers, kept, group, in_flight;
-    bool llama = false;
+    bool llama = false, qwen = false;
   };
   const Case cases[] = {
       {1, false, true, "", 0, -1, 0, 1},     {2, true, true, "", 0, -1, 0, 2},
@@ -189,10 +194,12 @@ TEST(MemoryReport, AgreesWithWhatTheModelCarves) {
       {2, true, true, "block", 1, 2, 1, 2},  {4, true, false, "uniform", 1, 0, 1, 1},
       {1, false, true, "", 0, -1, 0, 1, true}, {2, true, true, "", 0, -1, 0, 2, true},
       {2, false, false, "uniform", 1, 0, 1, 1, true},
+      {1, false, true, "", 0, -1, 0, 1, true, true}, {2, true, true, "", 0, -1, 0, 2, true, true},
+      {2, false, false, "uniform", 1, 0, 1, 1, true, true},
   };
   for (const Case& c : cases)
     for (MathMode math : {MathMode::kF32, MathMode::kBF16}) {  // bf16: bf16 records
-    GptShapes sh = tiny_shapes(c.tp, c.sp, c.has_output, c.llama);
+    GptShapes sh = tiny_shapes(c.tp, c.sp, c.has_output, c.llama, c.qwen);
     sh.cm.math = math;
     sh.recompute_group.assign(size_t(sh.num_layers), -1);
     set_full_recompute(sh, c.method, c.recompute_layers);
@@ -202,7 +209,8 @@ TEST(MemoryReport, AgreesWithWhatTheModelCarves) {
     p.recompute_group_size = c.group;
     const MemoryClasses m = predict_memory(p);
     const Carved got = carve(sh, c.in_flight);
-    const std::string what = std::string(math_mode_name(math)) + (c.llama ? " llama " : " ") +
+    const std::string what = std::string(math_mode_name(math)) +
+                             (c.qwen ? " qwen " : c.llama ? " llama " : " ") +
                              "tp " + std::to_string(c.tp) + (c.sp ? " sp" : "") +
                              (c.has_output ? " output" : "") + " recompute '" + c.method + "'";
     // Each carved tensor rounds up to 64 bytes (at most 54 tensors a record here).

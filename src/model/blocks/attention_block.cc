@@ -6,8 +6,10 @@
 
 #include "kernels/attention.h"
 #include "kernels/attention_decode.h"
+#include "kernels/layernorm.h"
 #include "kernels/layout.h"
 #include "kernels/matmul.h"
+#include "kernels/rmsnorm.h"
 #include "model/dropout_sites.h"
 #include "parallel/context_parallel_attention.h"
 
@@ -33,18 +35,51 @@ void attention_core_forward(float* ctx, const AttentionRecord& rec, AttentionWor
   else
     attention_forward(ctx, rec.lse, rec.q, rec.k, rec.v, attention_dims(sh), drop, ws.attn);
 }
+
+// --qk-layernorm: the layer's kind of norm over `rows` rows of one head (d).
+// out =, rstd (and mean) =.
+void head_norm_forward(const GptShapes& sh, WriteView out, float* mean, float* rstd, ReadView in,
+                       ReadView w, ReadView b, int64_t rows) {
+  if (sh.rms_norm)
+    rmsnorm_forward(out, rstd, in, w, rows, sh.d, sh.eps);
+  else
+    layernorm_forward(out, mean, rstd, in, w, b, rows, sh.d, sh.eps);
+}
+
+// din =; dw (and db) += (summed over the rows: every head and token).
+void head_norm_backward(const GptShapes& sh, float* din, float* dw, float* db, const float* dout,
+                        ReadView in, ReadView w, const float* mean, const float* rstd,
+                        int64_t rows) {
+  fill_zero(din, size_t(rows * sh.d) * sizeof(float));
+  if (sh.rms_norm)
+    rmsnorm_backward(din, dw, dout, in, w, rstd, rows, sh.d);
+  else
+    layernorm_backward(din, dw, db, dout, in, w, mean, rstd, rows, sh.d);
+}
 }  // namespace
 
 void attention_param_specs(ParamRegistry& reg, const std::string& prefix) {
   const ModelConfig& cfg = reg.config();
-  const int64_t h = cfg.hidden_size;
+  const int64_t h = cfg.hidden_size, d = cfg.head_dim();
   const float std = cfg.init_method_std;
   const float out_std = output_init_std(cfg);
   // Rows per query group: its heads' q, then its k and v (Megatron core).
   reg.add(prefix + "linear_qkv.weight", cfg.qkv_rows(), h, 2, 0, Init::kNormal, std, true);
-  if (cfg.add_bias())
+  if (cfg.qkv_bias())
     reg.add(prefix + "linear_qkv.bias", cfg.qkv_rows(), 1, 1, 0, Init::kZeros, 0, false);
-  reg.add(prefix + "linear_proj.weight", h, h, 2, 1, Init::kNormal, out_std, true);
+  // The q/k norms: one weight of d shared by every head, replicated over TP;
+  // each rank sees only its heads, so the gradient is summed over TP even
+  // without sequence parallelism (Megatron's _allreduce_layernorm_grads).
+  if (cfg.qk_layernorm) {
+    for (const char* which : {"q_layernorm", "k_layernorm"}) {
+      const std::string p = prefix + which;
+      reg.add(p + ".weight", d, 1, 1, -1, Init::kOnes, 0, false).tp_partial_grad = true;
+      if (!cfg.rms_norm())
+        reg.add(p + ".bias", d, 1, 1, -1, Init::kZeros, 0, false).tp_partial_grad = true;
+    }
+  }
+  reg.add(prefix + "linear_proj.weight", h, cfg.query_projection_size(), 2, 1, Init::kNormal,
+          out_std, true);
   if (cfg.add_bias()) reg.add(prefix + "linear_proj.bias", h, 1, 1, -1, Init::kZeros, 0, false);
 }
 
@@ -57,6 +92,15 @@ AttentionRecord carve_attention_record(Arena& arena, const GptShapes& sh) {
   if (sh.cm.math != MathMode::kBF16) r.ctx = arena.alloc_f32(heads);
   r.lse = arena.alloc_f32(sh.b * sh.a * sh.s);
   r.ctx_sbh = alloc_act(arena, sh, sh.tokens() * sh.a * sh.d);
+  if (sh.qk_layernorm) {
+    const int64_t rows = sh.b * sh.a * sh.s;
+    r.q_in = alloc_act(arena, sh, heads);
+    r.k_in = alloc_act(arena, sh, heads);
+    if (!sh.rms_norm) r.q_mean = arena.alloc_f32(rows);
+    r.q_rstd = arena.alloc_f32(rows);
+    if (!sh.rms_norm) r.k_mean = arena.alloc_f32(rows);
+    r.k_rstd = arena.alloc_f32(rows);
+  }
   return r;
 }
 
@@ -83,8 +127,11 @@ AttentionWorkspace carve_attention_workspace(Arena& arena, const GptShapes& sh) 
 // the dropout mask 1 ↔ none (Philox masks are regenerated from their keys);
 // softmax out, its mask and dropout out 5as²b ↔ lse (the probabilities are
 // recomputed from it: already what Megatron calls selective recompute).
+// --qk-layernorm adds the norms' inputs q and k (2 · n·hl values, k repeated
+// per head as in the record) and their statistics (2 · stats · n·a fp32).
 double attention_record_bytes(const BlockSizes& z) {
-  return z.e * 4 * z.n * z.hl + (z.bf16 ? 0.0 : 4 * z.n * z.hl) + 4 * z.n * z.a;
+  const double qk_norm = z.qk_norm ? z.e * 2 * z.n * z.hl + 4 * 2 * z.stats * z.n * z.a : 0.0;
+  return z.e * 4 * z.n * z.hl + (z.bf16 ? 0.0 : 4 * z.n * z.hl) + 4 * z.n * z.a + qk_norm;
 }
 
 // The workspace, floats:
@@ -112,11 +159,14 @@ double attention_workspace_bytes(const BlockSizes& z) {
 }
 
 // Megatron-LM's count: QKV and projection (k and v shrink with query groups)
-// and the attention products (causal: half).
+// and the attention products (causal: half), all scaled by the query
+// projection's width over the hidden size (a·d / h: 1 without --kv-channels).
+// The q/k norms are not counted (nor are the layer's norms).
 double attention_flops(const ModelConfig& c, double tokens) {
   const double h = double(c.hidden_size), s = double(c.seq_length);
   const double groups = double(c.query_groups()) / double(c.num_attention_heads);
-  return 12.0 * tokens * h * h * (1.0 + groups + s / h / 2.0);
+  const double ratio = double(c.query_projection_size()) / h;
+  return 12.0 * tokens * h * h * (1.0 + groups + s / h / 2.0) * ratio;
 }
 
 void attention_block_forward(float* out, AttentionRecord& rec, AttentionWorkspace& ws,
@@ -133,14 +183,31 @@ void attention_block_forward(float* out, AttentionRecord& rec, AttentionWorkspac
   float* q = bf16 ? ws.dq : rec.q.f32;
   float* k = bf16 ? ws.dk : rec.k.f32;
   float* v = bf16 ? ws.dv : rec.v.f32;
-  for_each_chunk(sh, [&](int64_t rows, int64_t heads, int64_t pos0) {
-    qkv_to_heads(q + heads, k + heads, v + heads, ws.qkv + rows * qkv, c, sh.b, sh.a, sh.g, sh.d);
-    if (sh.rope) {
+  const int64_t heads = sh.b * sh.a * sh.s * sh.d;
+  // --qk-layernorm: q and k as projected go to the record (fp32 runs: there
+  // directly; bf16: rounded from the fp32 workspace, and the norm reads the
+  // rounded values, as its backward will), normalized into q and k.
+  const bool qk_norm = sh.qk_layernorm;
+  float* q_proj = qk_norm && !bf16 ? rec.q_in.f32 : q;
+  float* k_proj = qk_norm && !bf16 ? rec.k_in.f32 : k;
+  for_each_chunk(sh, [&](int64_t rows, int64_t heads, int64_t) {
+    qkv_to_heads(q_proj + heads, k_proj + heads, v + heads, ws.qkv + rows * qkv, c, sh.b, sh.a,
+                 sh.g, sh.d);
+  });
+  if (qk_norm) {
+    if (bf16) {
+      convert(rec.q_in, q, heads);
+      convert(rec.k_in, k, heads);
+    }
+    const int64_t rows = sh.b * sh.a * sh.s;
+    head_norm_forward(sh, q, rec.q_mean, rec.q_rstd, rec.q_in, w.q_norm_w, w.q_norm_b, rows);
+    head_norm_forward(sh, k, rec.k_mean, rec.k_rstd, rec.k_in, w.k_norm_w, w.k_norm_b, rows);
+  }
+  if (sh.rope)
+    for_each_chunk(sh, [&](int64_t, int64_t heads, int64_t pos0) {
       rope_forward(q + heads, sh.b, sh.a, c, sh.d, *sh.rope, pos0);
       rope_forward(k + heads, sh.b, sh.a, c, sh.d, *sh.rope, pos0);
-    }
-  });
-  const int64_t heads = sh.b * sh.a * sh.s * sh.d;
+    });
   if (bf16) {
     convert(rec.q, q, heads);
     convert(rec.k, k, heads);
@@ -176,13 +243,27 @@ void attention_block_backward(float* din, const AttentionParams<float*>& g, cons
   else
     attention_backward(ws.dq, ws.dk, ws.dv, ws.dctx, rec.q, rec.k, rec.v, rec.ctx, rec.lse,
                        attention_dims(sh), drop, ws.attn);
-  for_each_chunk(sh, [&](int64_t rows, int64_t heads, int64_t pos0) {
-    if (sh.rope) {
+  if (sh.rope)
+    for_each_chunk(sh, [&](int64_t, int64_t heads, int64_t pos0) {
       rope_backward(ws.dq + heads, sh.b, sh.a, c, sh.d, *sh.rope, pos0);
       rope_backward(ws.dk + heads, sh.b, sh.a, c, sh.d, *sh.rope, pos0);
-    }
-    heads_to_qkv(ws.qkv + rows * qkv, ws.dq + heads, ws.dk + heads, ws.dv + heads, c, sh.b, sh.a,
-                 sh.g, sh.d);
+    });
+  // --qk-layernorm: through the norms; their input gradients land in buffers
+  // free by now (dctx after the attention backward, then dq after q's norm).
+  float* dq = ws.dq;
+  float* dk = ws.dk;
+  if (sh.qk_layernorm) {
+    const int64_t rows = sh.b * sh.a * sh.s;
+    head_norm_backward(sh, ws.dctx, g.q_norm_w, g.q_norm_b, ws.dq, rec.q_in, w.q_norm_w,
+                       rec.q_mean, rec.q_rstd, rows);
+    head_norm_backward(sh, ws.dq, g.k_norm_w, g.k_norm_b, ws.dk, rec.k_in, w.k_norm_w,
+                       rec.k_mean, rec.k_rstd, rows);
+    dq = ws.dctx;
+    dk = ws.dq;
+  }
+  for_each_chunk(sh, [&](int64_t rows, int64_t heads, int64_t) {
+    heads_to_qkv(ws.qkv + rows * qkv, dq + heads, dk + heads, ws.dv + heads, c, sh.b, sh.a, sh.g,
+                 sh.d);
   });
   column_parallel_linear_backward(din, g.qkv_w, g.qkv_b, call.full_a, call.full_b, ws.qkv, rec.in,
                                   w.qkv_w, n, h, qkv, sh.tp, sh.cm);
@@ -196,11 +277,18 @@ AttentionDecodeWorkspace carve_attention_decode_workspace(Arena& arena, const Gp
   ws.q = arena.alloc_f32(hl);
   ws.ctx = arena.alloc_f32(hl);
   ws.scores = arena.alloc_f32(capacity);
+  if (sh.qk_layernorm) {
+    if (!sh.rms_norm) ws.mean = arena.alloc_f32(sh.a);
+    ws.rstd = arena.alloc_f32(sh.a);
+  }
   return ws;
 }
 
-double attention_decode_workspace_floats(double hl, double kvl, double capacity) {
-  return (hl + 2 * kvl) + 2 * hl + capacity;  // qkv; q, ctx; scores
+double attention_decode_workspace_floats(const ModelConfig& c, int64_t tp, double capacity) {
+  const double d = double(c.head_dim()), a = double(c.num_attention_heads) / double(tp);
+  const double hl = a * d, kvl = double(c.query_groups()) / double(tp) * d;
+  const double norm_stats = c.qk_layernorm ? (c.rms_norm() ? 1 : 2) * a : 0.0;  // (mean,) rstd
+  return (hl + 2 * kvl) + 2 * hl + capacity + norm_stats;  // qkv; q, ctx; scores; statistics
 }
 
 void attention_block_decode(float* out, const KvCache& cache, AttentionDecodeWorkspace& ws,
@@ -216,6 +304,12 @@ void attention_block_decode(float* out, const KvCache& cache, AttentionDecodeWor
     copy_bytes(ws.q + gi * hpg * d, grp, size_t(hpg * d) * 4);
     copy_bytes(kc + pos * kvl + gi * d, grp + hpg * d, size_t(d) * 4);
     copy_bytes(vc + pos * kvl + gi * d, grp + (hpg + 1) * d, size_t(d) * 4);
+  }
+  if (sh.qk_layernorm) {  // q's a rows and the new key's g rows, through ctx (free until attention)
+    head_norm_forward(sh, ws.ctx, ws.mean, ws.rstd, ws.q, w.q_norm_w, w.q_norm_b, a);
+    copy_bytes(ws.q, ws.ctx, size_t(hl) * 4);
+    head_norm_forward(sh, ws.ctx, ws.mean, ws.rstd, kc + pos * kvl, w.k_norm_w, w.k_norm_b, g);
+    copy_bytes(kc + pos * kvl, ws.ctx, size_t(kvl) * 4);
   }
   if (sh.rope) {  // this position's rotation of q and of the new key
     rope_forward(ws.q, 1, a, 1, d, *sh.rope, pos);

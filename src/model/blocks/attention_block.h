@@ -1,7 +1,11 @@
 // The self-attention block (Megatron core's self_attention): column-parallel
-// QKV (query groups split over TP), RoPE on q and k, the attention core (the
-// context-parallel ring with CP), row-parallel output projection. Its output
-// is the projection's, before the residual's dropout-add (the layer's).
+// QKV (query groups split over TP), with --qk-layernorm a norm over each
+// head's q and k (q_layernorm / k_layernorm: weights of the head size d,
+// shared by the heads, TP-replicated), RoPE on q and k, the attention core
+// (the context-parallel ring with CP), row-parallel output projection. Its
+// output is the projection's, before the residual's dropout-add (the layer's).
+// The head size d is --kv-channels (default h/a): QKV is ((a + 2g)·d, h) and
+// the projection (h, a·d).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -13,9 +17,11 @@ namespace mt {
 template <class P>
 struct AttentionParams {
   P qkv_w{};   // ((a + 2g)·d/tp, h)   rows: (g_local, a/g + 2, d)
-  P qkv_b{};   // ((a + 2g)·d/tp)
-  P proj_w{};  // (h, h/tp)
+  P qkv_b{};   // ((a + 2g)·d/tp)   unless --disable-bias-linear without --add-qkv-bias
+  P proj_w{};  // (h, a·d/tp)
   P proj_b{};  // (h)
+  P q_norm_w{}, q_norm_b{};  // (d)  --qk-layernorm (the bias with LayerNorm only)
+  P k_norm_w{}, k_norm_b{};  // (d)
 };
 
 // Saved for backward (bf16 values in bf16 runs; lse stays fp32).
@@ -28,6 +34,13 @@ struct AttentionRecord {
                          //                workspace, the bf16 backward does not read it)
   float* lse = nullptr;  // (b, a, s)      softmax log-sum-exp
   WriteView ctx_sbh;     // (s, b, a·d)    projection input
+  // --qk-layernorm: the norms' inputs (q and k as projected) and statistics.
+  WriteView q_in;             // (b, a, s, d)
+  WriteView k_in;             // (b, a, s, d)   repeated for a group's heads, as k
+  float* q_mean = nullptr;    // (b, a, s)      LayerNorm only
+  float* q_rstd = nullptr;    // (b, a, s)
+  float* k_mean = nullptr;    // (b, a, s)      LayerNorm only
+  float* k_rstd = nullptr;    // (b, a, s)
 };
 
 // Scratch shared by every layer and micro-batch.
@@ -42,13 +55,17 @@ struct AttentionWorkspace {
 };
 
 // Adds <prefix>linear_qkv.{weight,bias}, <prefix>linear_proj.{weight,bias}
-// (biases unless --disable-bias-linear); prefix "decoder.layers.<l>.self_attention.".
+// (biases unless --disable-bias-linear; the QKV bias also with --add-qkv-bias),
+// and with --qk-layernorm <prefix>{q,k}_layernorm.weight (and .bias for
+// LayerNorm); prefix "decoder.layers.<l>.self_attention.".
 void attention_param_specs(ParamRegistry& reg, const std::string& prefix);
 
 template <class P>
 AttentionParams<P> bind_attention(const ParamBinder<P>& bind, const std::string& prefix) {
-  return {bind.at(prefix + "linear_qkv.weight"), bind.maybe(prefix + "linear_qkv.bias"),
-          bind.at(prefix + "linear_proj.weight"), bind.maybe(prefix + "linear_proj.bias")};
+  return {bind.at(prefix + "linear_qkv.weight"),    bind.maybe(prefix + "linear_qkv.bias"),
+          bind.at(prefix + "linear_proj.weight"),   bind.maybe(prefix + "linear_proj.bias"),
+          bind.maybe(prefix + "q_layernorm.weight"), bind.maybe(prefix + "q_layernorm.bias"),
+          bind.maybe(prefix + "k_layernorm.weight"), bind.maybe(prefix + "k_layernorm.bias")};
 }
 
 AttentionRecord carve_attention_record(Arena& arena, const GptShapes& sh);
@@ -85,11 +102,14 @@ struct AttentionDecodeWorkspace {
   float* q = nullptr;       // (a·d)
   float* ctx = nullptr;     // (a·d)
   float* scores = nullptr;  // (capacity)
+  float* mean = nullptr;    // (a)  --qk-layernorm's statistics (mean: LayerNorm only)
+  float* rstd = nullptr;    // (a)
 };
 AttentionDecodeWorkspace carve_attention_decode_workspace(Arena& arena, const GptShapes& sh,
                                                           int64_t capacity);
-// Floats of that workspace, from the sizes alone (hl = a·d, kvl = g·d on this rank).
-double attention_decode_workspace_floats(double hl, double kvl, double capacity);
+// Floats of that workspace on a rank of a TP group of `tp`, from the
+// configuration alone.
+double attention_decode_workspace_floats(const ModelConfig& c, int64_t tp, double capacity);
 
 // out (h) = the projection's output (all-reduced over TP) for the token whose
 // norm output is `in` (h); its key and value are written at row `pos` of the

@@ -54,7 +54,7 @@ struct BlockSizes {
   double n = 0;        // tokens of a micro-batch on this rank: (s/cp)·b
   double nl = 0;       // rows of the residual stream: n/tp with sequence parallelism
   double h = 0;        // hidden
-  double hl = 0;       // attention width on this rank: a_local · head_dim = h/tp
+  double hl = 0;       // attention width on this rank: a_local · head_dim (h/tp by default)
   double a = 0;        // heads on this rank
   double g = 0;        // query groups on this rank (a without GQA)
   double f = 0;        // ffn hidden on this rank
@@ -63,6 +63,7 @@ struct BlockSizes {
   double e = 4;        // bytes of a saved value: 4, or 2 in bf16 runs
   bool bf16 = false;   // bf16 math
   bool swiglu = false;
+  bool qk_norm = false;  // --qk-layernorm: the attention block's q/k norms
   int64_t b = 0;       // micro-batch
   int64_t kv = 0;      // keys (and queries) of one attention kernel call: s/cp, or a chunk with CP
   int64_t cp = 1;      // context-parallel size
