@@ -465,6 +465,10 @@ void check_same_architecture(const nlohmann::json& saved, const nlohmann::json& 
               f, " but this run is ", on ? "without" : "with", " it; fix: ",
               on ? "add " : "leave out ", f,
               " (the checkpoint's model), or --load a checkpoint of this model");
+    } else if (k == "num_query_groups") {  // resolved: heads when there is no grouping
+      give = a.get<int64_t>() == saved_model.num_attention_heads
+                 ? std::string("leave out --group-query-attention and --num-query-groups")
+                 : "pass --group-query-attention " + f + " " + shown(a);
     } else {
       std::string value = shown(a);
       if (value.find_first_of("[]* ") != std::string::npos) value = "'" + value + "'";

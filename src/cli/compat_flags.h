@@ -1,9 +1,9 @@
 // Megatron-LM flags that choose GPU kernels, fusions, checkpoint back-ends or
-// data-loader mechanics. Megatron's example scripts pass them; here they
-// change nothing (the CPU kernels are this build's own, the checkpoint format
-// is its own re-shardable one, data is memory-mapped in-process), so `train`
-// accepts them — each with the values Megatron accepts — and one start-up note
-// lists those given. Flags whose meaning Megatron has and this build lacks are
+// data-loader mechanics (train/inert_flags.h). Megatron's example scripts pass
+// them; here they change nothing (the CPU kernels are this build's own, the
+// checkpoint format is its own re-shardable one, data is memory-mapped
+// in-process), so `train` accepts them — each with the values Megatron
+// accepts — and one start-up note lists those given. Flags whose meaning Megatron has and this build lacks are
 // refused by name in cli/unknown_flag.h instead.
 #pragma once
 #include <functional>

@@ -56,8 +56,10 @@ bool ModelConfig::is_moe_layer(int64_t layer) const {
 ModelConfig resolved_architecture(ModelConfig c) {
   if (c.ffn_hidden_size == 0) c.ffn_hidden_size = 4 * c.hidden_size;
   if (c.max_position_embeddings == 0) c.max_position_embeddings = c.seq_length;
-  if (c.query_groups() == c.num_attention_heads) c.group_query_attention = false;
-  if (!c.group_query_attention) c.num_query_groups = ModelConfig{}.num_query_groups;
+  // Query groups by their number alone (heads: none), so that a mismatch
+  // names the number; the switch follows from it.
+  c.num_query_groups = c.query_groups();
+  c.group_query_attention = false;
   if (!c.moe()) {  // no expert anywhere: the MoE fields mean nothing
     const ModelConfig d;
     c.moe_ffn_hidden_size = d.moe_ffn_hidden_size;

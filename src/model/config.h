@@ -173,8 +173,9 @@ void for_each_model_field(Config& c, Visit&& visit) {
 // The architecture `c` describes, each field in one spelling: --ffn-hidden-size
 // and --max-position-embeddings resolved, --moe-ffn-hidden-size resolved and
 // --moe-layer-freq as its per-layer list ("1" and "[1,1]" alike), the MoE
-// fields of a dense model and the query groups without GQA (or with one group
-// per head) at their defaults. Two configurations of one model compare equal.
+// fields of a dense model at their defaults, and the query groups as their
+// number (the heads without GQA; the switch off). Two configurations of one
+// model compare equal. For comparison only: not a configuration to run.
 ModelConfig resolved_architecture(ModelConfig c);
 
 // The model fields that are not architecture (a checkpoint may be resumed

@@ -3,6 +3,8 @@
 #include <charconv>
 #include <type_traits>
 
+#include "train/inert_flags.h"
+
 namespace mt {
 
 namespace {
@@ -145,6 +147,12 @@ ArgList argument_list(const TrainArgs& a) {
   b.add("--no-verify-checkpoint-checksums", a.no_verify_checkpoint_checksums);
   b.add("--finetune", a.finetune);
   b.add("--allow-changed-data", a.allow_changed_data);
+  for (const InertFlag& f : inert_megatron_flags()) {  // as given ("" when not)
+    std::string given;
+    for (const std::string& g : a.inert_flags)
+      if (g == f.name || g.rfind(std::string(f.name) + " ", 0) == 0) given = g;
+    b.add(f.name, given);
+  }
   b.add("--overwrite-checkpoints", a.overwrite_checkpoints);
   b.add("--exit-interval", a.exit_interval);
   b.add("--exit-duration-in-mins", a.exit_duration_in_mins);

@@ -150,10 +150,12 @@ TEST_F(CheckpointSafety, ADifferentArchitectureOnResumeIsRefused) {
   const std::string before = first_run();
   // Each would load (names that exist, shapes that fit) into another function.
   const std::pair<const char*, const char*> changes[] = {
-      {" --normalization RMSNorm", "--normalization \"LayerNorm\" but this run has \"RMSNorm\""},
-      {" --position-embedding-type rope", "--position-embedding-type \"learned_absolute\""},
+      {" --normalization RMSNorm", "--normalization LayerNorm but this run has RMSNorm"},
+      {" --position-embedding-type rope", "--position-embedding-type learned_absolute"},
       {" --norm-epsilon 1e-6", "--norm-epsilon"},
-      {" --group-query-attention --num-query-groups 4", "--group-query-attention false"},
+      // (4 groups of 4 heads would be no grouping: the same model, accepted)
+      {" --group-query-attention --num-query-groups 2",
+       "--num-query-groups 4 but this run has 2; fix: leave out --group-query-attention"},
   };
   for (const auto& [flag, expected] : changes)
     expect_refused(run(train(std::string(" --train-iters 20 --load ") + ckpt + " --save " + ckpt +
@@ -170,7 +172,7 @@ TEST_F(CheckpointSafety, ADifferentArchitectureOnResumeIsRefused) {
     ASSERT_EQ(meta["args"]["model"].erase(k), 1u) << k;
   std::ofstream(meta_path) << meta.dump(2);
   expect_refused(run(train(" --train-iters 20 --load " + ckpt + " --save " + ckpt + " --swiglu")),
-                 "--swiglu false but this run has true");
+                 "trained without --swiglu but this run is with it");
   // What may change on resume does not stop it.
   const RunResult r = run(train(" --train-iters 12 --load " + ckpt + " --save " + ckpt +
                                 " --hidden-dropout 0 --attention-dropout 0"));
