@@ -20,7 +20,9 @@ std::function<std::vector<std::string>()> add_inert_megatron_flags(CLI::App& app
       for (const std::string& c : f.choices) list += (list.empty() ? "" : "|") + c;
       help += " (" + list + ")";
     }
-    options.push_back(f.choices.empty() ? g->add_flag(f.name, help)
+    // (add_flag(name, std::string&) would bind the string as the flag's
+    // target: the description is set apart.)
+    options.push_back(f.choices.empty() ? g->add_flag(f.name)->description(help)
                                         : g->add_option(f.name, (*values)[i], help));
   }
   return [values, options]() {
