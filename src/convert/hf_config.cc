@@ -5,11 +5,13 @@
 #include <cstdlib>
 #include <vector>
 
+#include "convert/hf_keys.h"
+#include "convert/hf_qwen.h"
 #include "core/error.h"
 
 namespace mt {
 
-namespace {
+namespace hf_keys {
 
 using nlohmann::json;
 
@@ -20,22 +22,6 @@ std::string shown(const json& v) {
 }
 
 bool present(const json& c, const char* key) { return c.contains(key) && !c.at(key).is_null(); }
-
-// Upper limits of config.json's sizes: far above any real model (Llama 3
-// 405B: hidden 16384, ffn 53248, 126 layers, vocabulary 128256; contexts of
-// millions of positions), low enough that every product of them (parameters,
-// bytes) fits a 64-bit integer: a damaged or hand-edited file is refused by
-// name instead of overflowing or failing in an allocation.
-constexpr int64_t kMaxHidden = int64_t(1) << 17;     // hidden_size, n_embd
-constexpr int64_t kMaxFfn = int64_t(1) << 20;        // intermediate_size, n_inner
-constexpr int64_t kMaxLayers = int64_t(1) << 14;     // num_hidden_layers, n_layer
-constexpr int64_t kMaxHeads = int64_t(1) << 14;      // attention and key/value heads
-constexpr int64_t kMaxPositions = int64_t(1) << 24;  // max_position_embeddings, n_positions
-constexpr int64_t kMaxVocab = int64_t(1) << 24;      // vocab_size
-constexpr int64_t kMaxExperts = int64_t(1) << 14;    // num_local_experts (DeepSeek-V3: 256)
-
-const char* const kFixFile = "; fix: correct config.json (the file is damaged, hand-edited or not "
-                             "of this model)";
 
 int64_t get_int(const json& c, const char* key, const std::string& path, int64_t fallback,
                 bool required, int64_t max_value) {
@@ -114,6 +100,12 @@ double tidy(float x) {
   *r.ptr = '\0';
   return std::strtod(buf, nullptr);
 }
+
+}  // namespace hf_keys
+
+namespace {
+
+using namespace hf_keys;
 
 ModelConfig gpt2_config(const json& c, const std::string& path) {
   ModelConfig m;
@@ -226,6 +218,8 @@ const char* hf_family_name(HfFamily f) {
     case HfFamily::kGpt2: return "gpt2";
     case HfFamily::kLlama: return "llama";
     case HfFamily::kMixtral: return "mixtral";
+    case HfFamily::kQwen2: return "qwen2";
+    case HfFamily::kQwen3: return "qwen3";
   }
   return "?";
 }
@@ -243,10 +237,14 @@ ModelConfig model_config_from_hf(const json& config, const std::string& path, Hf
   } else if (type == "mixtral") {
     *family = HfFamily::kMixtral;
     m = mixtral_config(config, path);
+  } else if (type == "qwen2" || type == "qwen3") {
+    *family = type == "qwen2" ? HfFamily::kQwen2 : HfFamily::kQwen3;
+    m = qwen_config_from_hf(config, path, *family);
   } else {
     MT_FAIL(path, ": model_type '", type, "' is not supported; megatron.cpp converts 'gpt2' "
-            "(GPT2LMHeadModel), 'llama' (LlamaForCausalLM) and 'mixtral' (MixtralForCausalLM) "
-            "models; fix: --load-dir a folder of one of those");
+            "(GPT2LMHeadModel), 'llama' (LlamaForCausalLM), 'mixtral' (MixtralForCausalLM), "
+            "'qwen2' (Qwen2ForCausalLM) and 'qwen3' (Qwen3ForCausalLM) models; fix: --load-dir a "
+            "folder of one of those");
   }
   m.seq_length = m.max_position_embeddings;
   m.init_method_std =
@@ -257,10 +255,18 @@ ModelConfig model_config_from_hf(const json& config, const std::string& path, Hf
 }
 
 HfFamily hf_family_of(const ModelConfig& c) {
-  // Near Llama (any of its features, or experts): list what differs from
-  // Llama (Mixtral with experts); else from GPT-2.
-  const bool llama_like = c.rms_norm() || c.rope() || c.swiglu || c.moe();
-  const std::string near = !llama_like ? "gpt2" : c.moe() ? "mixtral" : "llama";
+  // Near Llama (any of its features, experts, q/k norms or a QKV bias alone):
+  // list what differs from the nearest of Llama, Mixtral (experts), Qwen3
+  // (q/k norms) and Qwen2 (a QKV bias alone); else from GPT-2.
+  const bool qkv_bias_alone = c.add_qkv_bias && !c.add_bias();
+  const bool llama_like =
+      c.rms_norm() || c.rope() || c.swiglu || c.moe() || c.qk_layernorm || qkv_bias_alone;
+  const HfFamily near_f = !llama_like       ? HfFamily::kGpt2
+                          : c.moe()         ? HfFamily::kMixtral
+                          : c.qk_layernorm  ? HfFamily::kQwen3
+                          : qkv_bias_alone  ? HfFamily::kQwen2
+                                            : HfFamily::kLlama;
+  const std::string near = hf_family_name(near_f);
   std::vector<std::string> off;
   if (llama_like) {
     const std::string want = " (" + near + ": ";
@@ -272,6 +278,11 @@ HfFamily hf_family_of(const ModelConfig& c) {
     if (c.rotary_percent != 1.f)
       off.push_back("rotary_percent " + nlohmann::json(tidy(c.rotary_percent)).dump() + want +
                     "1.0)");
+    if (c.moe() && c.qk_layernorm) off.push_back("--qk-layernorm (mixtral: no q/k norms)");
+    if (c.moe() && qkv_bias_alone) off.push_back("--add-qkv-bias (mixtral: no biases)");
+    if (!c.moe() && c.qk_layernorm && qkv_bias_alone)
+      off.push_back("--add-qkv-bias with --qk-layernorm (qwen3: no q/k/v biases; qwen2: no q/k "
+                    "norms)");
   } else {
     if (!c.learned_positions())
       off.push_back("position embedding " + c.position_embedding_type +
@@ -281,11 +292,6 @@ HfFamily hf_family_of(const ModelConfig& c) {
     if (c.query_groups() != c.num_attention_heads)
       off.push_back("grouped-query attention (gpt2: one key/value head per head)");
   }
-  // Qwen2's QKV bias and Qwen3's q/k norms have no exporter yet (their
-  // families are Qwen2ForCausalLM / Qwen3ForCausalLM, not Llama).
-  if (c.qk_layernorm) off.push_back("--qk-layernorm (q/k norms: Qwen3's, not exported yet)");
-  if (c.add_qkv_bias && !c.add_bias())
-    off.push_back("--add-qkv-bias (a QKV bias alone: Qwen2's, not exported yet)");
   if (!llama_like && c.head_dim() * c.num_attention_heads != c.hidden_size)
     off.push_back("--kv-channels " + std::to_string(c.head_dim()) +
                   " (gpt2: hidden / heads = " +
@@ -303,15 +309,15 @@ HfFamily hf_family_of(const ModelConfig& c) {
       off.push_back("--moe-router-pre-softmax (mixtral renormalises the top-k probabilities: "
                     "Megatron's default router)");
   }
-  if (off.empty())
-    return !llama_like ? HfFamily::kGpt2 : c.moe() ? HfFamily::kMixtral : HfFamily::kLlama;
+  if (off.empty()) return near_f;
   std::string list;
   for (const std::string& s : off) list += (list.empty() ? "" : ", ") + s;
   MT_FAIL("the checkpoint's model has no Hugging Face equivalent: nearest is ", near,
           " but it has ", list,
           "; megatron.cpp exports gpt2 (LayerNorm, learned positions, GELU, biases, tied output), "
-          "llama (RMSNorm, rope, SwiGLU, no linear biases) and mixtral (llama with every MLP a "
-          "mixture of experts, Megatron's default router)");
+          "llama (RMSNorm, rope, SwiGLU, no linear biases), mixtral (llama with every MLP a "
+          "mixture of experts, Megatron's default router), qwen2 (llama with --add-qkv-bias) and "
+          "qwen3 (llama with --qk-layernorm)");
 }
 
 json hf_config_from_model(const ModelConfig& c, HfFamily f, const json& tokenizer,
@@ -379,6 +385,7 @@ json hf_config_from_model(const ModelConfig& c, HfFamily f, const json& tokenize
     j["output_router_logits"] = false;
     j["router_jitter_noise"] = 0.0;
   }
+  if (f == HfFamily::kQwen2 || f == HfFamily::kQwen3) qwen_config_to_hf(c, f, j);
   j["torch_dtype"] = torch_dtype;
   return j;
 }

@@ -15,6 +15,8 @@
 //         router_jitter_noise (training-only noise, like dropout) is not
 //         carried.
 //
+//   qwen2, qwen3 (Qwen2ForCausalLM, Qwen3ForCausalLM): hf_qwen.h.
+//
 // Anything of these families this decoder does not compute (rope_scaling,
 // attention/MLP biases in Llama, another activation, a head_dim that is not
 // hidden/heads, an untied GPT-2, a Mixtral sliding_window, more experts per
@@ -29,9 +31,9 @@
 
 namespace mt {
 
-enum class HfFamily { kGpt2, kLlama, kMixtral };
+enum class HfFamily { kGpt2, kLlama, kMixtral, kQwen2, kQwen3 };
 
-const char* hf_family_name(HfFamily f);  // "gpt2" | "llama" | "mixtral"
+const char* hf_family_name(HfFamily f);  // "gpt2" | "llama" | "mixtral" | "qwen2" | "qwen3"
 
 // config.json (parsed; `path` for messages) as a ModelConfig, not finalized:
 // vocab_size is config.json's (the caller sets the tokenizer's when that is

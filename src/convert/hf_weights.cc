@@ -4,6 +4,7 @@
 #include <map>
 #include <utility>
 
+#include "convert/hf_qwen.h"
 #include "core/checked_math.h"
 #include "core/error.h"
 
@@ -89,10 +90,7 @@ std::string with_expert(std::string name, int64_t e) {
   return at == std::string::npos ? name : name.replace(at, 3, std::to_string(e));
 }
 
-struct Rule {
-  std::vector<std::string> hf;  // HF names relative to the layer (or the model)
-  HfLayout layout;
-};
+using Rule = HfRule;
 
 const std::map<std::string, Rule>& gpt2_layer_rules() {
   static const std::map<std::string, Rule> k = {
@@ -148,6 +146,8 @@ const std::map<std::string, Rule>& layer_rules(HfFamily f) {
     case HfFamily::kGpt2: return gpt2_layer_rules();
     case HfFamily::kLlama: return llama_layer_rules();
     case HfFamily::kMixtral: return mixtral_layer_rules();
+    case HfFamily::kQwen2:
+    case HfFamily::kQwen3: return qwen_layer_rules(f, llama_layer_rules());
   }
   return llama_layer_rules();
 }
@@ -175,8 +175,9 @@ std::vector<std::vector<int64_t>> hf_shapes(const ParamSpec& p, HfLayout layout,
     case HfLayout::kTranspose: return {{C, R}};
     case HfLayout::kVocab: return {{vocab_rows, C}};
     case HfLayout::kGpt2Qkv: return {p.ndim == 1 ? own : std::vector<int64_t>{C, R}};
-    case HfLayout::kLlamaQkv: {
+    case HfLayout::kLlamaQkv: {  // weights, or Qwen2's biases
       const int64_t d = c.head_dim(), g = c.query_groups();
+      if (p.ndim == 1) return {{c.num_attention_heads * d}, {g * d}, {g * d}};
       return {{c.num_attention_heads * d, C}, {g * d, C}, {g * d, C}};
     }
     case HfLayout::kGateUp: return {{R / 2, C}, {R / 2, C}};

@@ -29,6 +29,7 @@
 //   layers.L.block_sparse_moe.experts.N.{w1,w3} -> mlp.experts.local_experts.N.linear_fc1
 //                                                  = [w1 (gate); w3 (up)]
 //   layers.L.block_sparse_moe.experts.N.w2      -> mlp.experts.local_experts.N.linear_fc2
+// qwen2, qwen3: llama's names, plus hf_qwen.h's (q/k/v biases, q_norm/k_norm).
 // The Hugging Face vocabulary tensors hold `vocab_rows` rows: the tokenizer's
 // vocabulary, or more when config.json's vocab_size is itself padded (a GPT-2
 // of 50304 rows for 50257 tokens); Megatron's padded rows beyond them are
@@ -51,6 +52,13 @@ enum class HfLayout : uint8_t {
   kGpt2Qkv,    // c_attn weight or bias: [q | k | v] <-> per head [q; k; v]
   kLlamaQkv,   // q_proj, k_proj, v_proj <-> per query group [q heads; k; v]
   kGateUp,     // gate_proj, up_proj (Mixtral's w1, w3) <-> [gate; up], two halves
+};
+
+// One Megatron parameter's Hugging Face names (relative to the layer, or the
+// model) and layout: a row of a family's name table.
+struct HfRule {
+  std::vector<std::string> hf;
+  HfLayout layout;
 };
 
 struct HfTensor {

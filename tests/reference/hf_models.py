@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent PyTorch reference for Hugging Face GPT-2, Llama and Mixtral checkpoints.
+"""Independent PyTorch reference for Hugging Face GPT-2, Llama, Mixtral, Qwen2 and Qwen3 checkpoints.
 
 The judge for `megatron convert` (hf <-> megatron) and for
 `megatron generate --output-json`. Written from Hugging Face transformers'
@@ -10,10 +10,13 @@ LlamaRotaryEmbedding, rotate_half, apply_rotary_pos_emb, repeat_kv,
 eager_attention_forward, LlamaAttention, LlamaMLP, LlamaDecoderLayer,
 LlamaForCausalLM; modeling_rope_utils._compute_default_rope_parameters;
 modeling_mixtral.py: MixtralBlockSparseTop2MLP, MixtralSparseMoeBlock,
-MixtralDecoderLayer, MixtralForCausalLM), not from this repository's C++
+MixtralDecoderLayer, MixtralForCausalLM; modeling_qwen2.py: Qwen2Attention with
+q/k/v_proj bias=True and o_proj bias=False; modeling_qwen3.py: Qwen3Attention
+with q_norm / k_norm, Qwen3RMSNorm over head_dim on each head's q and k before
+RoPE), not from this repository's C++
 code. No transformers/safetensors/numpy needed.
 
-  random --family gpt2|llama|mixtral --out DIR --seed S [sizes...]
+  random --family gpt2|llama|mixtral|qwen2|qwen3 --out DIR --seed S [sizes...]
       writes DIR/config.json and DIR/model.safetensors (float32, HF names and
       layouts), then reads the folder back and runs the self-checks.
   score --hf-dir DIR --json FILE [--tol 1e-4] [--self-check]
@@ -164,6 +167,21 @@ def mixtral_config(v, h, L, a, g, f, p, tie, experts, topk):
     return c
 
 
+def qwen_config(family, v, h, L, a, g, f, p, tie, head_dim):
+    """Qwen2Config / Qwen3Config as the Hub's folders write them (full attention only)."""
+    c = llama_config(v, h, L, a, g, f, p, tie)
+    for key in ("attention_bias",):
+        del c[key]
+    c.update({"model_type": family, "architectures": ["Qwen2ForCausalLM" if family == "qwen2" else "Qwen3ForCausalLM"],
+              "rope_theta": 1000000.0, "rms_norm_eps": 1e-6, "use_sliding_window": False, "sliding_window": 4096,
+              "max_window_layers": L, "bos_token_id": 151643, "eos_token_id": 151645})
+    if family == "qwen3":
+        c.update({"attention_bias": False, "head_dim": head_dim or h // a})
+    elif head_dim:
+        c["head_dim"] = head_dim
+    return c
+
+
 def gpt2_shapes(c):
     """Ordered (name, shape, kind) of GPT2LMHeadModel's saved state dict; kind: matrix|norm|bias.
     Conv1D weights are (in, out); c_attn columns are [q | k | v]; lm_head is tied (not stored)."""
@@ -194,6 +212,11 @@ def llama_shapes(c):
               (b + "mlp.gate_proj.weight", (f, h), "matrix"), (b + "mlp.up_proj.weight", (f, h), "matrix"),
               (b + "mlp.down_proj.weight", (h, f), "matrix"),
               (b + "input_layernorm.weight", (h,), "norm"), (b + "post_attention_layernorm.weight", (h,), "norm")]
+        if c.get("model_type") == "qwen2":  # Qwen2Attention: q/k/v biases, none on o_proj
+            s += [(b + "self_attn.q_proj.bias", (a * d,), "bias"), (b + "self_attn.k_proj.bias", (g * d,), "bias"),
+                  (b + "self_attn.v_proj.bias", (g * d,), "bias")]
+        if c.get("model_type") == "qwen3":  # Qwen3RMSNorm(head_dim) on q and k
+            s += [(b + "self_attn.q_norm.weight", (d,), "norm"), (b + "self_attn.k_norm.weight", (d,), "norm")]
     s.append(("model.norm.weight", (h,), "norm"))
     if not c.get("tie_word_embeddings", False):
         s.append(("lm_head.weight", (v, h), "matrix"))
@@ -236,9 +259,9 @@ def random_tensors(shapes, seed):
 
 def family_of(cfg):
     mt = cfg.get("model_type")
-    if mt in ("gpt2", "llama", "mixtral"):
+    if mt in ("gpt2", "llama", "mixtral", "qwen2", "qwen3"):
         return mt
-    raise InputError(f"config.json model_type {mt!r} is not 'gpt2', 'llama' or 'mixtral'")
+    raise InputError(f"config.json model_type {mt!r} is not 'gpt2', 'llama', 'mixtral', 'qwen2' or 'qwen3'")
 
 
 def layer_norm(x, w, b, eps):  # nn.LayerNorm: biased variance, eps inside the sqrt
@@ -340,9 +363,11 @@ def llama_logits(cfg, w, ids, dtype, renormalize=True, gaps=None):
     W = lambda name: w[name].to(dtype)
     h, a = cfg["hidden_size"], cfg["num_attention_heads"]
     g = cfg.get("num_key_value_heads") or a
-    d = cfg.get("head_dim") or h // a
+    fam = family_of(cfg)
+    d = cfg.get("head_dim") or (128 if fam == "qwen3" else h // a)  # Qwen3Config's default 128
     eps, s = cfg.get("rms_norm_eps", 1e-6), ids.numel()
     attn_bias, mlp_bias = cfg.get("attention_bias", False), cfg.get("mlp_bias", False)
+    qkv_bias = attn_bias or fam == "qwen2"  # Qwen2: q/k/v biases always, o_proj none
     cos, sin = rope_cos_sin(s, d, float(cfg.get("rope_theta", 10000.0)), dtype)
 
     def linear(y, name, bias):  # nn.Linear: y W^T (+ b)
@@ -353,9 +378,12 @@ def llama_logits(cfg, w, ids, dtype, renormalize=True, gaps=None):
     for i in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{i}."
         y = rms_norm(x, W(p + "input_layernorm.weight"), eps)
-        q = linear(y, p + "self_attn.q_proj", attn_bias).reshape(s, a, d).transpose(0, 1)  # (a, s, d)
-        k = linear(y, p + "self_attn.k_proj", attn_bias).reshape(s, g, d).transpose(0, 1)  # (g, s, d)
-        v = linear(y, p + "self_attn.v_proj", attn_bias).reshape(s, g, d).transpose(0, 1)
+        q = linear(y, p + "self_attn.q_proj", qkv_bias).reshape(s, a, d)
+        k = linear(y, p + "self_attn.k_proj", qkv_bias).reshape(s, g, d)
+        if fam == "qwen3":  # per head, over head_dim, before RoPE
+            q, k = rms_norm(q, W(p + "self_attn.q_norm.weight"), eps), rms_norm(k, W(p + "self_attn.k_norm.weight"), eps)
+        q, k = q.transpose(0, 1), k.transpose(0, 1)  # (a, s, d), (g, s, d)
+        v = linear(y, p + "self_attn.v_proj", qkv_bias).reshape(s, g, d).transpose(0, 1)
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
         x = x + linear(causal_attention(q, k, v, d ** -0.5), p + "self_attn.o_proj", attn_bias)
         y = rms_norm(x, W(p + "post_attention_layernorm.weight"), eps)
@@ -394,6 +422,10 @@ def check_model(cfg, w):
             bad.append(f"hidden_act {cfg['hidden_act']!r} (only silu)")
         if cfg.get("rope_scaling") is not None:
             bad.append(f"rope_scaling {cfg['rope_scaling']} (only null)")
+        if fam in ("qwen2", "qwen3") and cfg.get("use_sliding_window", False):
+            bad.append("use_sliding_window true (only full attention)")
+        if fam == "qwen3" and cfg.get("attention_bias", False):
+            bad.append("attention_bias true (qwen3: only false)")
         c = dict(cfg, num_key_value_heads=cfg.get("num_key_value_heads") or cfg["num_attention_heads"])
         shapes_of = llama_shapes
         if fam == "mixtral":
@@ -504,6 +536,9 @@ def self_check(cfg, w, log=print):
                 name = f"model.layers.{i}.self_attn.{m}.weight"
                 t = w[name]
                 wide[name] = t.reshape(g, t.shape[0] // g, -1).repeat_interleave(rep, 0).reshape(a * (t.shape[0] // g), -1)
+                bias = f"model.layers.{i}.self_attn.{m}.bias"
+                if bias in w:  # qwen2
+                    wide[bias] = w[bias].reshape(g, -1).repeat_interleave(rep, 0).reshape(-1)
         mha = model_logits(dict(cfg, num_key_value_heads=a), wide, ids)
         report(f"GQA ({g} kv heads) vs MHA with kv weights repeated to {a} heads", mha - logits, 1e-12)
     if family_of(cfg) == "mixtral":
@@ -535,7 +570,7 @@ def cmd_random(args):
         raise InputError(f"--hidden {args.hidden} must be a positive multiple of --heads {args.heads}"
                          " (or give --head-dim)")
     if args.head_dim is not None and (f == "gpt2" or args.head_dim <= 0):
-        raise InputError("--head-dim is llama/mixtral-only and must be > 0")
+        raise InputError("--head-dim is for llama, mixtral, qwen2, qwen3 and must be > 0")
     d = args.head_dim or args.hidden // args.heads
     if f == "gpt2":
         if args.kv_heads is not None or args.tie is not None:
@@ -547,7 +582,11 @@ def cmd_random(args):
         if g <= 0 or args.heads % g or d % 2:
             raise InputError(f"--heads {args.heads} must be a multiple of --kv-heads {g}, and the head dim "
                              f"{d} even (RoPE rotates halves)")
-        if f == "llama":
+        if f in ("qwen2", "qwen3"):
+            cfg = qwen_config(f, args.vocab_size, args.hidden, args.layers, args.heads, g, args.ffn or 96,
+                              args.max_pos, args.tie == "true", args.head_dim)
+            shapes = llama_shapes(cfg)
+        elif f == "llama":
             cfg = llama_config(args.vocab_size, args.hidden, args.layers, args.heads, g, args.ffn or 96,
                                args.max_pos, args.tie == "true")
             if args.head_dim is not None:  # LlamaConfig's head_dim (default hidden / heads)
@@ -649,7 +688,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("random", help="write a random HF checkpoint folder (config.json + model.safetensors)")
-    r.add_argument("--family", choices=("gpt2", "llama", "mixtral"), required=True)
+    r.add_argument("--family", choices=("gpt2", "llama", "mixtral", "qwen2", "qwen3"), required=True)
     r.add_argument("--out", required=True, help="folder to write (created if missing)")
     r.add_argument("--seed", type=int, required=True)
     r.add_argument("--vocab-size", type=int, default=256)
@@ -657,14 +696,14 @@ def main():
     r.add_argument("--layers", type=int, default=2)
     r.add_argument("--heads", type=int, default=4)
     r.add_argument("--kv-heads", type=int, default=None, help="llama, mixtral (default 2)")
-    r.add_argument("--head-dim", type=int, default=None, help="llama head_dim (default hidden / heads)")
+    r.add_argument("--head-dim", type=int, default=None, help="llama/qwen head_dim (default hidden / heads)")
     r.add_argument("--ffn", type=int, default=None,
                    help="gpt2 n_inner (default null = 4*hidden); llama intermediate_size (default 96); "
                         "mixtral each expert's intermediate_size (default 32)")
     r.add_argument("--experts", type=int, default=None, help="mixtral num_local_experts (default 4)")
     r.add_argument("--topk", type=int, default=None, help="mixtral num_experts_per_tok (default 2)")
     r.add_argument("--max-pos", type=int, default=128, help="gpt2 n_positions / llama max_position_embeddings")
-    r.add_argument("--tie", choices=("true", "false"), default=None, help="llama, mixtral (default false)")
+    r.add_argument("--tie", choices=("true", "false"), default=None, help="llama, mixtral, qwen2, qwen3 (default false)")
     r.add_argument("--no-self-check", dest="self_check", action="store_false", help="skip the self-checks")
     s = sub.add_parser("score", help="compare a `megatron generate --output-json` file with this reference")
     s.add_argument("--hf-dir", required=True)

@@ -1,0 +1,113 @@
+#include "convert/hf_qwen.h"
+
+#include "convert/hf_keys.h"
+#include "core/error.h"
+
+namespace mt {
+
+using nlohmann::json;
+using namespace hf_keys;
+
+ModelConfig qwen_config_from_hf(const json& c, const std::string& path, HfFamily f) {
+  const bool qwen3 = f == HfFamily::kQwen3;
+  ModelConfig m;
+  m.hidden_size = get_int(c, "hidden_size", path, 0, true, kMaxHidden);
+  m.ffn_hidden_size = get_int(c, "intermediate_size", path, 0, true, kMaxFfn);
+  m.num_layers = get_int(c, "num_hidden_layers", path, 0, true, kMaxLayers);
+  m.num_attention_heads = get_int(c, "num_attention_heads", path, 0, true, kMaxHeads);
+  // Required: the config classes' default (32) is not "one per head".
+  const int64_t kv = get_int(c, "num_key_value_heads", path, 0, true, kMaxHeads);
+  if (kv != m.num_attention_heads) {
+    m.group_query_attention = true;
+    m.num_query_groups = kv;
+  }
+  m.max_position_embeddings = get_int(c, "max_position_embeddings", path, 0, true, kMaxPositions);
+  m.vocab_size = get_int(c, "vocab_size", path, 0, true, kMaxVocab);
+  m.layernorm_epsilon =
+      get_positive(c, "rms_norm_eps", path, 1e-6, 0, "Qwen models use 1e-06");
+  float theta = 10000.f;
+  if (present(c, "rope_parameters")) {  // transformers 5's form of rope_theta / rope_scaling
+    const json& r = c.at("rope_parameters");
+    if (!r.is_object() || r.value("rope_type", std::string("default")) != "default")
+      unsupported(path, "rope_parameters", r,
+                  "megatron.cpp computes plain RoPE (rope_type default only)");
+    theta = get_positive(r, "rope_theta", path + " rope_parameters", 10000.0, 1,
+                         "Qwen models use 1000000");
+  }
+  m.rotary_base = get_positive(c, "rope_theta", path, theta, 1, "Qwen models use 1000000");
+  m.untie_embeddings_and_output_weights = !get_bool(c, "tie_word_embeddings", path, false);
+  m.normalization = "RMSNorm";
+  m.position_embedding_type = "rope";
+  m.swiglu = true;
+  m.disable_bias_linear = true;
+  m.add_qkv_bias = !qwen3;  // Qwen2Attention: q/k/v_proj bias=True, o_proj bias=False
+  m.qk_layernorm = qwen3;   // Qwen3Attention: q_norm / k_norm over head_dim
+  if (present(c, "rope_scaling"))
+    unsupported(path, "rope_scaling", c.at("rope_scaling"),
+                "megatron.cpp computes plain RoPE (no scaled or extended positions)");
+  if (get_bool(c, "use_sliding_window", path, false))
+    unsupported(path, "use_sliding_window", true,
+                "megatron.cpp's attention sees every earlier position (no sliding window yet)");
+  if (present(c, "layer_types")) {
+    const json& t = c.at("layer_types");
+    MT_CHECK(t.is_array(), path, ": 'layer_types' is ", shown(t), ", not a list");
+    for (const json& x : t)
+      if (x != "full_attention")
+        unsupported(path, "layer_types", t,
+                    "every layer here is full attention (no sliding-window layers yet)");
+  }
+  if (qwen3 && get_bool(c, "attention_bias", path, false))
+    unsupported(path, "attention_bias", true,
+                "Qwen3's attention bias is on q/k/v and o_proj; megatron.cpp has a bias on "
+                "q/k/v alone (--add-qkv-bias) or on every linear layer");
+  const std::string act = get_string(c, "hidden_act", path, "silu");
+  if (act != "silu") unsupported(path, "hidden_act", act, "the gated MLP is SwiGLU (silu)");
+  // head_dim: Megatron's --kv-channels. Qwen3Config's default is 128;
+  // Qwen2's attention reads it when given, else hidden / heads.
+  int64_t d = 0;
+  if (present(c, "head_dim") || qwen3) {
+    d = get_int(c, "head_dim", path, 128, false, kMaxHidden);
+    m.kv_channels = d;
+  } else {
+    check_divides(path, "hidden_size", m.hidden_size, "num_attention_heads",
+                  m.num_attention_heads);
+    d = m.hidden_size / m.num_attention_heads;
+  }
+  MT_CHECK(d % 2 == 0, path, ": the head dimension ", d, " is odd; RoPE rotates pairs of features",
+           kFixFile);
+  check_divides(path, "num_attention_heads", m.num_attention_heads, "num_key_value_heads", kv);
+  return m;
+}
+
+void qwen_config_to_hf(const ModelConfig& c, HfFamily f, json& j) {
+  const bool qwen3 = f == HfFamily::kQwen3;
+  for (const char* key : {"mlp_bias", "pretraining_tp", "attention_bias"}) j.erase(key);
+  j["architectures"] = {qwen3 ? "Qwen3ForCausalLM" : "Qwen2ForCausalLM"};
+  j["model_type"] = qwen3 ? "qwen3" : "qwen2";
+  if (qwen3) j["attention_bias"] = false;
+  j["use_sliding_window"] = false;
+  j["sliding_window"] = nullptr;
+  j["max_window_layers"] = c.num_layers;
+}
+
+const std::map<std::string, HfRule>& qwen_layer_rules(HfFamily f,
+                                                      const std::map<std::string, HfRule>& llama) {
+  static const std::map<std::string, HfRule> qwen2 = [&] {
+    std::map<std::string, HfRule> r = llama;
+    r.emplace("self_attention.linear_qkv.bias",
+              HfRule{{"self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"},
+                     HfLayout::kLlamaQkv});
+    return r;
+  }();
+  static const std::map<std::string, HfRule> qwen3 = [&] {
+    std::map<std::string, HfRule> r = llama;
+    r.emplace("self_attention.q_layernorm.weight",
+              HfRule{{"self_attn.q_norm.weight"}, HfLayout::kCopy});
+    r.emplace("self_attention.k_layernorm.weight",
+              HfRule{{"self_attn.k_norm.weight"}, HfLayout::kCopy});
+    return r;
+  }();
+  return f == HfFamily::kQwen3 ? qwen3 : qwen2;
+}
+
+}  // namespace mt

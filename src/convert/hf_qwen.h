@@ -1,0 +1,43 @@
+// The Qwen2 and Qwen3 adapters (Qwen2ForCausalLM, Qwen3ForCausalLM, dense):
+// their config.json keys and name tables, both directions, in one place.
+//
+//   qwen2: Llama's block (RMSNorm, RoPE rope_theta, SwiGLU, grouped-query
+//          attention, tied or untied output) with biases on q_proj, k_proj and
+//          v_proj only: --disable-bias-linear --add-qkv-bias;
+//          self_attn.{q,k,v}_proj.bias -> linear_qkv.bias, per query group
+//          [its heads' q; k; v] as the weight's rows.
+//   qwen3: Llama's block with head_dim (-> --kv-channels; QwenConfig's default
+//          128) and an RMSNorm over each head's q and k before RoPE
+//          (self_attn.q_norm / k_norm.weight, (head_dim)) -> --qk-layernorm
+//          (self_attention.q_layernorm / k_layernorm.weight); no biases.
+//
+// Refused by file and key (megatron.cpp would compute another function):
+// rope_scaling (any type), rope_parameters other than the default RoPE,
+// use_sliding_window true, layer_types other than full_attention, Qwen3's
+// attention_bias true (biases on q/k/v and o_proj), hidden_act not silu.
+// sliding_window / max_window_layers with use_sliding_window false are inert.
+#pragma once
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "convert/hf_config.h"
+#include "convert/hf_weights.h"
+#include "model/config.h"
+
+namespace mt {
+
+// config.json of a qwen2 / qwen3 folder (f) as a ModelConfig, not finalized
+// (model_config_from_hf's contract).
+ModelConfig qwen_config_from_hf(const nlohmann::json& c, const std::string& path, HfFamily f);
+
+// Turns `j`, Llama's config.json of `c` (hf_config_from_model), into f's.
+void qwen_config_to_hf(const ModelConfig& c, HfFamily f, nlohmann::json& j);
+
+// f's layer name table: `llama`'s plus the q/k/v biases (qwen2) or the q/k
+// norms (qwen3).
+const std::map<std::string, HfRule>& qwen_layer_rules(HfFamily f,
+                                                      const std::map<std::string, HfRule>& llama);
+
+}  // namespace mt
