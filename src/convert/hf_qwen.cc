@@ -85,6 +85,8 @@ void qwen_config_to_hf(const ModelConfig& c, HfFamily f, json& j) {
   j["architectures"] = {qwen3 ? "Qwen3ForCausalLM" : "Qwen2ForCausalLM"};
   j["model_type"] = qwen3 ? "qwen3" : "qwen2";
   if (qwen3) j["attention_bias"] = false;
+  // Qwen2's folders give head_dim only when it is not hidden / heads.
+  if (!qwen3 && c.head_dim() * c.num_attention_heads == c.hidden_size) j.erase("head_dim");
   j["use_sliding_window"] = false;
   j["sliding_window"] = nullptr;
   j["max_window_layers"] = c.num_layers;
