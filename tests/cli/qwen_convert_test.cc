@@ -6,6 +6,8 @@
 //    the judge's log-probabilities (1e-4);
 //  - exported back, the folder holds the original's tensors byte for byte,
 //    its config keys and its tokenizer files;
+//  - a model trained here with Qwen3's or Qwen2's options exports as that
+//    family and scores, under the judge, as generate reports;
 //  - what this decoder does not compute (use_sliding_window true,
 //    rope_scaling, sliding-window layer_types, Qwen3's attention_bias) is
 //    refused naming config.json and the key, with nothing written.
@@ -146,6 +148,48 @@ TEST(QwenConvert, TheJudgeSeesTheBiasesAndTheNorms) {
     if (HasFatalFailure()) return;
     const RunResult s = run(kHfModels + " score --hf-dir " + hf + " --json " + json + " --tol 1e-4");
     EXPECT_EQ(s.exit_code, 1) << family << "\n" << s.output;
+  }
+}
+
+// A model trained here at TP2 x PP2 with Qwen3's options (--qk-layernorm,
+// --kv-channels apart from hidden / heads, untied) or Qwen2's (--add-qkv-bias,
+// tied) exports as that family, and the judge scores the exported folder as
+// generate reports from the checkpoint (its norms and biases trained for six
+// iterations, away from their initial ones and zeros).
+TEST(QwenConvert, TrainedWithQwenOptionsExportsAFolderTheJudgeScoresAsGenerateReports) {
+  require_torch();
+  const std::string llama = " --normalization RMSNorm --position-embedding-type rope --swiglu"
+                            " --ffn-hidden-size 48 --group-query-attention --num-query-groups 2"
+                            " --disable-bias-linear";
+  for (const auto& [family, options] :
+       {std::pair<std::string, std::string>{"qwen3", " --qk-layernorm --kv-channels 16"
+                                                     " --untie-embeddings-and-output-weights"},
+        {"qwen2", " --add-qkv-bias"}}) {
+    TempDir dir;
+    int vocab = 0;
+    add_hf_tokenizer_files("llama", dir, dir.file("tok"), &vocab);
+    ASSERT_FALSE(HasFatalFailure());
+    const std::string tok =
+        " --tokenizer-type Llama2Tokenizer --tokenizer-model " + dir.file("tok") + "/tokenizer.model";
+    write_text(dir.file("corpus.txt"), synthetic_corpus(80));
+    const RunResult pre = run(megatron() + " preprocess --input " + dir.file("corpus.txt") +
+                              " --output-prefix " + dir.file("data") + tok + " --append-eod");
+    ASSERT_EQ(pre.exit_code, 0) << pre.output;
+    const std::string ckpt = dir.file("ckpt"), hf = dir.file("hf");
+    const RunResult t = run(mpirun(4) + " train --data-path " + dir.file("data_text_document") +
+                            tok + tiny_model_flags() + " --num-layers 4 --micro-batch-size 2" +
+                            llama + options +
+                            " --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2"
+                            " --train-iters 6 --eval-interval 0 --save " + ckpt);
+    ASSERT_EQ(t.exit_code, 0) << family << "\n" << t.output;
+    const RunResult c = run(convert(" --loader megatron --saver hf --load-dir " + ckpt +
+                                    " --save-dir " + hf));
+    ASSERT_EQ(c.exit_code, 0) << family << "\n" << c.output;
+    const nlohmann::json cfg = nlohmann::json::parse(read_text(hf + "/config.json"));
+    EXPECT_EQ(cfg.at("model_type"), family);
+    EXPECT_EQ(cfg.at("tie_word_embeddings"), family == "qwen2");
+    if (family == "qwen3") EXPECT_EQ(cfg.at("head_dim"), 16);
+    expect_judge_agrees(ckpt, hf, dir, family + "_trained_exported");
   }
 }
 
