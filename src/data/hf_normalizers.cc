@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "core/error.h"
+#include "data/char_tokenizer.h"
 #include "data/hf_text.h"
 
 namespace mt {
@@ -54,7 +55,7 @@ struct QuickCheck {
       const utf8proc_property_t* p = utf8proc_get_property(utf8proc_int32_t(cp));
       if (p->combining_class != 0 || is_composition_second(cp, p)) continue;
       std::string one;
-      hf_append_utf8(cp, one);
+      utf8_append(cp, one);
       yes[cp] = cp < 0x80 || utf8proc_map_or_fail(one, options, "quick check") == one;
     }
   }
@@ -147,7 +148,7 @@ std::string hf_normalize(const HfNormalizer& n, std::string text) {
           out += "i\xCC\x87";
           continue;
         }
-        hf_append_utf8(char32_t(utf8proc_tolower(utf8proc_int32_t(cp))), out);
+        utf8_append(char32_t(utf8proc_tolower(utf8proc_int32_t(cp))), out);
       }
       return out;
     }

@@ -4,6 +4,8 @@
 
 #include <array>
 
+#include "data/char_tokenizer.h"
+
 namespace mt {
 
 char32_t hf_char_at(std::string_view s, size_t i, size_t& len) {
@@ -21,24 +23,6 @@ char32_t hf_char_at(std::string_view s, size_t i, size_t& len) {
     default:
       return char32_t(c & 0x07) << 18 | char32_t(b(1) & 0x3F) << 12 | char32_t(b(2) & 0x3F) << 6 |
              (b(3) & 0x3F);
-  }
-}
-
-void hf_append_utf8(char32_t cp, std::string& out) {
-  if (cp < 0x80) {
-    out += char(cp);
-  } else if (cp < 0x800) {
-    out += char(0xC0 | (cp >> 6));
-    out += char(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += char(0xE0 | (cp >> 12));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  } else {
-    out += char(0xF0 | (cp >> 18));
-    out += char(0x80 | ((cp >> 12) & 0x3F));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
   }
 }
 
@@ -86,7 +70,7 @@ struct ByteTable {
     for (int b = 0; b < 256; ++b) {
       to_char[b] = printable[b] ? char32_t(b) : char32_t(256 + extra++);
       to_byte[to_char[b]] = int16_t(b);
-      hf_append_utf8(to_char[b], utf8[b]);
+      utf8_append(to_char[b], utf8[b]);
     }
   }
 };

@@ -17,7 +17,6 @@ char32_t hf_char_at(std::string_view s, size_t i, size_t& len);
 inline size_t hf_char_len(unsigned char lead) {
   return lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
 }
-void hf_append_utf8(char32_t cp, std::string& out);
 
 // Rust's char::is_whitespace (Unicode White_Space).
 bool hf_is_whitespace(char32_t cp);

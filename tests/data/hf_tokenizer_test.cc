@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "data/char_tokenizer.h"
 #include "data/hf_decoders.h"
 #include "data/hf_normalizers.h"
 #include "data/hf_pretokenizers.h"
@@ -128,7 +129,7 @@ TEST(HfNormalizers, FastPathAgreesWithFullNormalizationOnEveryCodePoint) {
     // e, 가, ά (precomposed), ᄀ (Hangul L), ො's first half (Sinhala U+0DD9)
     for (const char* prefix : {"", "e", "\xEA\xB0\x80", "\xCE\xAC", "\xE1\x84\x80", "\xE0\xB7\x99"}) {
       std::string s = prefix;
-      hf_append_utf8(cp, s);
+      utf8_append(cp, s);
       if (hf_normalize(nfc, s) != full(s, 0) && ++mismatches <= 5)
         ADD_FAILURE() << "NFC of U+" << std::hex << uint32_t(cp);
       if (hf_normalize(nfkc, s) != full(s, UTF8PROC_COMPAT) && ++mismatches <= 5)
