@@ -27,14 +27,13 @@
 #include "checkpoint/checkpoint_io.h"
 #include "checkpoint/checkpoint_tokenizer.h"
 #include "train/blend_cache.h"
-#include "train/data_fingerprint.h"
 #include "train/data_loader.h"
 #include "train/host_memory.h"
 #include "train/memory_report.h"
 #include "train/metrics.h"
 #include "train/profiler.h"
 #include "train/run_args_check.h"
-#include "train/run_paths.h"
+#include "train/run_start.h"
 #include "train/signals.h"
 #include "train/train_step.h"
 #include "train/training_log.h"
@@ -111,94 +110,6 @@ nlohmann::json resolve_tokenizer(TrainArgs& args, int64_t loaded_iteration, bool
             " in " + iter + "/tokenizer)", ", or pass the files it was trained with");
   }
   return record;
-}
-
-// One writer per --save (checkpoint/dir_lock.h), before anything in it is
-// read or written: world rank 0 creates the folder and locks it for the whole
-// run. No rank of a job writes there before this, and the verdict is
-// broadcast, so a refused job ends on every rank with rank 0's line (none left
-// waiting in a collective) and a job that holds the lock covers all its ranks.
-// Rank 0's refusal ("" for none) reaches every rank, and every rank throws it:
-// a job refused on rank 0 ends everywhere with rank 0's line, none left
-// waiting in a collective.
-void broadcast_refusal(const ParallelState& ps, std::string refusal) {
-  uint64_t n = refusal.size();
-  ps.world_comm.broadcast(&n, sizeof n, 0);
-  if (n == 0) return;
-  refusal.resize(size_t(n));
-  ps.world_comm.broadcast(refusal.data(), size_t(n), 0);
-  throw Error(refusal);
-}
-
-DirLock lock_save_dir(const TrainArgs& args, const ParallelState& ps) {
-  if (args.save.empty()) return {};
-  DirLock lock;
-  std::string refusal;
-  if (ps.world_rank == 0) {
-    try {
-      check_writable_dir(args.save, "0");  // creates it; names it if it cannot be
-      lock = lock_dir_or_fail(args.save, "--save");
-    } catch (const Error& e) {
-      refusal = e.what();
-    }
-  }
-  broadcast_refusal(ps, refusal);
-  return lock;
-}
-
-// Before anything is created or written: no output flag may replace, append
-// to or write into what the run reads (train/run_paths.h). Rank 0 looks.
-void check_outputs_against_inputs(const TrainArgs& args, const ParallelState& ps) {
-  std::string refusal;
-  if (ps.world_rank == 0) {
-    try {
-      train_output_guard(args).check();
-    } catch (const Error& e) {
-      refusal = e.what();
-    }
-  }
-  broadcast_refusal(ps, refusal);
-}
-
-// Rank 0 records the datasets' sizes and checksums in the run's record (what
-// every checkpoint saves) and, resuming training, stops when they changed
-// since the loaded checkpoint (train/data_fingerprint.h).
-void record_and_check_datasets(const TrainArgs& args, int64_t loaded_iteration,
-                               nlohmann::json& run_args, const ParallelState& ps) {
-  std::string refusal;
-  if (ps.world_rank == 0) {
-    try {
-      run_args["datasets"] = dataset_fingerprints(args.dataset_prefixes());
-      if (loaded_iteration >= 0 && !args.finetune && !args.skip_train) {
-        const nlohmann::json saved = read_checkpoint_meta(args.load).at("args");
-        const std::string change = changed_dataset(saved.value("datasets", nlohmann::json()),
-                                                   run_args["datasets"], args.load);
-        if (!change.empty() && args.allow_changed_data)
-          log_line(true, "warning: %s; going on (--allow-changed-data)\n",
-                   change.substr(0, change.find("; resuming")).c_str());
-        else if (!change.empty())
-          refusal = change;
-      }
-    } catch (const Error& e) {
-      refusal = e.what();
-    }
-  }
-  broadcast_refusal(ps, refusal);
-}
-
-// Before anything is read or trained: refuse a --save that holds checkpoints
-// this run did not load, repair what a crash left there, and find out now if
-// it cannot be written (checkpoint_dir.h; rank 0 checked its own write in
-// lock_save_dir).
-void prepare_save_dir(const TrainArgs& args, int64_t loaded_iteration, const ParallelState& ps) {
-  if (args.save.empty()) return;
-  if (ps.world_rank == 0) {
-    check_save_target(args.save, args.load, loaded_iteration, args.overwrite_checkpoints);
-    for (const std::string& line : recover_checkpoint_dir(args.save))
-      log_line(true, "checkpoint directory: %s\n", line.c_str());
-  }
-  ps.world_comm.barrier();  // the directory exists and is repaired before anyone reads it
-  if (ps.world_rank != 0) check_writable_dir(args.save, std::to_string(ps.world_rank));
 }
 
 // The run's record of itself, saved in every checkpoint's meta.json (what

