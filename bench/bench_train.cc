@@ -7,7 +7,10 @@
 //   config llama: GPT-2 small's width as a Llama-style model: 12 layers, hidden 768, 12 heads
 //     in 4 query groups, SwiGLU ffn 2048, RMSNorm, RoPE, no biases, untied output, seq 1024,
 //     micro-batch 1, vocab 32000
-// Usage: bench_train [a|b|small|llama|all] [iters] [--tp N] [--sp] [--pp P] [--m M] [--last-stage-layers K] [--vpp V] [--threads T]
+//   config qwen3: llama's shape with Qwen3's attention: head size 128 apart from
+//     hidden / heads (--kv-channels: a·d = 2h, as Qwen3-0.6B's 16 x 128 over 1024)
+//     and RMSNorms over each head's q and k (--qk-layernorm)
+// Usage: bench_train [a|b|small|llama|qwen3|all] [iters] [--tp N] [--sp] [--pp P] [--m M] [--last-stage-layers K] [--vpp V] [--threads T]
 //                    [--bucket FLOATS] [--overlap] [--bf16] [--recompute full|selective] [--zero]
 //                    [--shard-grads] [--shard-params]
 //                    [--grad-reduce-in-bf16] [--experts E [--topk K] [--ep N] [--alltoall]]
@@ -55,6 +58,8 @@ struct BenchConfig {
   int64_t layers, heads, hidden, seq, micro_batch, vocab, iters;
   bool llama = false;
   int64_t query_groups = 0, ffn = 0;  // llama only
+  int64_t kv_channels = 0;            // head size (0: hidden / heads)
+  bool qk_layernorm = false;
 };
 
 struct BenchOptions {
@@ -95,6 +100,8 @@ void run(const BenchConfig& bc, int threads, mt::ParallelState& ps, const BenchO
     c.disable_bias_linear = true;
     c.untie_embeddings_and_output_weights = true;
   }
+  c.kv_channels = bc.kv_channels;
+  c.qk_layernorm = bc.qk_layernorm;
   if (o.experts > 0) {
     const int64_t ffn = c.ffn_hidden_size > 0 ? c.ffn_hidden_size : 4 * c.hidden_size;
     c.num_experts = o.experts;
@@ -197,8 +204,8 @@ int main(int argc, char** argv) {
   CLI::App app{"Training-step throughput (forward + backward + clip + AdamW on random tokens), "
                "one JSON line per (config, threads); under mpirun TP x DP (DP = world / TP)",
                "bench_train"};
-  app.add_option("config", which, "a | b | small | llama | all (default all)")
-      ->check(CLI::IsMember({"a", "b", "small", "llama", "all"}));
+  app.add_option("config", which, "a | b | small | llama | qwen3 | all (default all)")
+      ->check(CLI::IsMember({"a", "b", "small", "llama", "qwen3", "all"}));
   app.add_option("iters", o.iters, "timed iterations (default: the config's)")
       ->check(at_least(1));
   app.add_option("--tp", tp, "tensor-parallel size")->check(at_least(1));
@@ -245,8 +252,9 @@ int main(int argc, char** argv) {
     const BenchConfig a{"a", 4, 4, 128, 64, 12, 65, 200};
     const BenchConfig b{"b", 12, 12, 768, 1024, 1, 50304, 5};
     const BenchConfig llama{"llama", 12, 12, 768, 1024, 1, 32000, 5, true, 4, 2048};
+    const BenchConfig qwen3{"qwen3", 12, 12, 768, 1024, 1, 32000, 5, true, 4, 2048, 128, true};
     const BenchConfig small{"small", 6, 6, 384, 256, 8, 50304, 10};
-    for (const BenchConfig* bc : {&a, &b, &llama, &small}) {
+    for (const BenchConfig* bc : {&a, &b, &llama, &qwen3, &small}) {
       if (which != "all" && which != bc->name) continue;
       if (threads > 0) {
         run(*bc, threads, ps, o);

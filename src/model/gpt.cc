@@ -125,7 +125,7 @@ GptShapes make_shapes(const ParamRegistry& reg, int64_t micro_batch, const Tenso
   sh.eps = c.layernorm_epsilon;
   sh.hidden_dropout = c.hidden_dropout;
   sh.attention_dropout = c.attention_dropout;
-  if (c.moe()) sh.moe = moe_shapes(c, st, sh, ep);
+  sh.kinds = make_kind_shapes(c, st, sh, ep);
   return sh;
 }
 
@@ -144,6 +144,29 @@ void set_full_recompute(GptShapes& sh, const std::string& method, int64_t num_la
   }
 }
 
+LayerRecords layer_records(const GptShapes& sh) {
+  LayerRecords r;
+  std::vector<std::pair<int64_t, LayerSpec>> places;  // (place in its group, spec) of each scratch
+  for (int64_t l = 0; l < sh.num_layers; ++l) {
+    const int64_t group = sh.recompute_group.empty() ? -1 : sh.recompute_group[size_t(l)];
+    const LayerSpec spec = sh.spec(l);
+    if (group < 0) {
+      r.kept.push_back(spec);
+      r.scratch_of.push_back(-1);
+      continue;
+    }
+    const std::pair<int64_t, LayerSpec> place{l - group, spec};
+    size_t i = 0;
+    while (i < places.size() && places[i] != place) ++i;
+    if (i == places.size()) {
+      places.push_back(place);
+      r.scratch.push_back(spec);
+    }
+    r.scratch_of.push_back(int64_t(i));
+  }
+  return r;
+}
+
 GptActivations carve_activations(Arena& arena, const GptShapes& sh) {
   const int64_t n = sh.tokens(), nl = sh.local_tokens(), h = sh.h;
   GptActivations act;
@@ -153,14 +176,15 @@ GptActivations carve_activations(Arena& arena, const GptShapes& sh) {
   const bool bf16 = sh.cm.math == MathMode::kBF16;
   act.hidden = alloc_act(arena, sh, (bf16 ? std::max<int64_t>(sh.num_layers + 1, 2)
                                           : sh.num_layers + 1) * nl * h);
-  // Recomputed layers share scratch records, one per layer of a group.
+  // Recomputed layers share scratch records: one per place in a group and
+  // layer spec there (a group's layers may take other kinds than the first group's).
+  const LayerRecords plan = layer_records(sh);
   std::vector<LayerActivations> scratch;
-  for (int64_t r = 0; r < sh.recompute_group_size; ++r)
-    scratch.push_back(carve_layer_record(arena, sh, sh.spec(r)));
+  for (const LayerSpec& spec : plan.scratch) scratch.push_back(carve_layer_record(arena, sh, spec));
   for (int64_t l = 0; l < sh.num_layers; ++l) {
-    const int64_t group = sh.recompute_group.empty() ? -1 : sh.recompute_group[size_t(l)];
-    LayerActivations la = group >= 0 ? scratch[size_t(l - group)]
-                                     : carve_layer_record(arena, sh, sh.spec(l));
+    const int64_t slot = plan.scratch_of[size_t(l)];
+    LayerActivations la = slot >= 0 ? scratch[size_t(slot)]
+                                    : carve_layer_record(arena, sh, sh.spec(l));
     if (!arena.counting()) {
       la.input = act.hidden.at(l * nl * h);
       la.output = act.hidden.at((l + 1) * nl * h);

@@ -76,6 +76,15 @@ struct GptWorkspace {
   LayerWorkspace layer;       // the blocks' scratch
 };
 
+// The layer records of one GptActivations: the specs of the layers whose
+// records are kept, of the scratch records the recomputed layers share (one
+// per place in a group and spec), and each layer's scratch record (-1: its own).
+// carve_activations carves these; the memory formula (train/memory_report.cc) counts them.
+struct LayerRecords {
+  std::vector<LayerSpec> kept, scratch;
+  std::vector<int64_t> scratch_of;  // (num_layers)
+};
+LayerRecords layer_records(const GptShapes& sh);
 GptActivations carve_activations(Arena& arena, const GptShapes& sh);
 GptWorkspace carve_workspace(Arena& arena, const GptShapes& sh);
 

@@ -1,8 +1,9 @@
 // Incremental decoding with a KV cache: one token at a time, each layer's keys
 // and values (one per query group, after RoPE) for past positions kept, so a
 // step costs O(position), not a full forward over the context. The layers are
-// the training layers' blocks (model/blocks: norm, attention_block_decode with
-// the query at an offset into the cache, mlp_block_decode), same weights; with a TP
+// the training layers' blocks (model/blocks: the norm, each layer's attention
+// and MLP kind's decode, the query at an offset into the attention kind's
+// cache), same weights; with a TP
 // group every rank holds its heads' cache and its weight shards, the
 // row-parallel outputs are all-reduced and the vocab-sharded logits
 // all-gathered, so every rank gets the full logits (PP = 1).
@@ -13,6 +14,7 @@
 // positions would take gigabytes for a one-line prompt.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "core/arena.h"
 #include "model/gpt.h"
@@ -49,12 +51,11 @@ class GptDecoder {
   int64_t capacity_ = 0;
   int64_t carved_ = 0;  // bytes of buf_ the carving uses
   HostBuffer buf_;
-  float* k_cache_ = nullptr;  // (L, capacity, g·d)  this rank's query groups
-  float* v_cache_ = nullptr;  // (L, capacity, g·d)
+  std::vector<AttentionCache> caches_;  // (L) each layer's, of its attention kind
   float *x_, *ln_, *mean_, *rstd_, *tmp_;  // (h) (h) (1) (1) (h): one token
-  AttentionDecodeWorkspace attn_ws_;        // the blocks' one-token scratch
-  MlpDecodeWorkspace mlp_ws_;
-  MoeDecodeWorkspace moe_ws_;  // MoE layers
+  // The blocks' one-token scratch, of each kind the layers take.
+  AttentionKinds::DecodeWorkspaces attn_ws_;
+  MlpKinds::DecodeWorkspaces mlp_ws_;
   float* logits_local_ = nullptr;  // (v/tp)
   float* logits_ = nullptr;        // (v)
   int64_t pos_ = 0;

@@ -1,6 +1,7 @@
 // One pre-norm transformer layer, forward and backward, composed of its
-// blocks (model/blocks) by its LayerSpec: norm → self-attention → residual
-// dropout-add → norm → MLP → residual dropout-add. GPT-2 (LayerNorm, GELU,
+// blocks (model/blocks) by its LayerSpec: norm → attention → residual
+// dropout-add → norm → MLP → residual dropout-add, the attention and the MLP
+// of the kinds the spec names (model/blocks/block_kinds.h). GPT-2 (LayerNorm, GELU,
 // biases) and Llama-style (RMSNorm, RoPE, grouped-query attention, SwiGLU, no
 // biases) are configurations of the same blocks. Under sequence parallelism
 // the norms, dropout and residual adds run on this rank's sequence slab; the
@@ -23,15 +24,19 @@ void layer_forward(const LayerWeights& w, LayerActivations& act, GptWorkspace& w
   const BlockCall call{sh, ctx, layer, sample0, ws.full_a, ws.full_b};
   // input_layernorm → self_attention; mid = input + dropout(attention).
   norm_block_forward(act.ln1, act.input, w.ln1, sh);
-  attention_block_forward(ws.hbuf, act.attention, ws.layer.attention, w.attention, call);
+  with_kind<AttentionKinds>(w.spec.attention, [&](auto k) {
+    decltype(k)::type::forward(ws.hbuf, std::get<k.index>(act.attention),
+                               std::get<k.index>(w.attention),
+                               std::get<k.index>(ws.layer.attention), call);
+  });
   hidden_dropout_add_forward(sh, act.mid, ws.hbuf, act.input,
                              hidden_dropout_spec(sh, ctx, site(layer, "post_attention"), sample0));
   // pre_mlp_layernorm → mlp; output = mid + dropout(mlp).
   norm_block_forward(act.ln2, act.mid, w.ln2, sh);
-  switch (w.spec.mlp) {
-    case MlpKind::kDense: mlp_block_forward(ws.hbuf, act.mlp, w.mlp, call); break;
-    case MlpKind::kMoe: moe_block_forward(ws.hbuf, act.moe, w.moe, ws.layer.moe, call); break;
-  }
+  with_kind<MlpKinds>(w.spec.mlp, [&](auto k) {
+    decltype(k)::type::forward(ws.hbuf, std::get<k.index>(act.mlp), std::get<k.index>(w.mlp),
+                               std::get<k.index>(ws.layer.mlp), call);
+  });
   hidden_dropout_add_forward(sh, act.output, ws.hbuf, act.mid,
                              hidden_dropout_spec(sh, ctx, site(layer, "post_mlp"), sample0));
 }
@@ -43,20 +48,21 @@ void layer_backward(const LayerWeights& w, const LayerGrads& g, const LayerActiv
   // MLP half: output = mid + dropout(mlp(norm2(mid))).  ws.dres = d output.
   hidden_dropout_backward(sh, ws.hbuf, ws.dres,
                           hidden_dropout_spec(sh, ctx, site(layer, "post_mlp"), sample0));
-  switch (w.spec.mlp) {
-    case MlpKind::kDense:
-      mlp_block_backward(ws.dln, g.mlp, ws.hbuf, act.mlp, ws.layer.mlp, w.mlp, call);
-      break;
-    case MlpKind::kMoe:
-      moe_block_backward(ws.dln, g.moe, ws.hbuf, act.moe, ws.layer.moe, w.moe, call);
-      break;
-  }
+  with_kind<MlpKinds>(w.spec.mlp, [&](auto k) {
+    decltype(k)::type::backward(ws.dln, std::get<k.index>(g.mlp), ws.hbuf,
+                                std::get<k.index>(act.mlp), std::get<k.index>(ws.layer.mlp),
+                                std::get<k.index>(w.mlp), call);
+  });
   norm_block_backward(ws.dres, g.ln2, ws.dln, act.ln2, act.mid, w.ln2, sh);  // ws.dres = d mid
   // Attention half: mid = input + dropout(attention(norm1(input))).
   hidden_dropout_backward(sh, ws.hbuf, ws.dres,
                           hidden_dropout_spec(sh, ctx, site(layer, "post_attention"), sample0));
-  attention_block_backward(ws.dln, g.attention, ws.hbuf, act.attention, ws.layer.attention,
-                           w.attention, call);
+  with_kind<AttentionKinds>(w.spec.attention, [&](auto k) {
+    decltype(k)::type::backward(ws.dln, std::get<k.index>(g.attention), ws.hbuf,
+                                std::get<k.index>(act.attention),
+                                std::get<k.index>(ws.layer.attention),
+                                std::get<k.index>(w.attention), call);
+  });
   norm_block_backward(ws.dres, g.ln1, ws.dln, act.ln1, act.input, w.ln1, sh);  // ws.dres = d input
 }
 

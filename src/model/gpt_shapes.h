@@ -17,31 +17,7 @@
 
 namespace mt {
 
-// The mixture-of-experts layers' sizes on this rank (model/blocks/moe_block.h).
-struct MoeShapes {
-  int64_t experts = 0;      // E (0: no MoE layer)
-  int64_t local = 0;        // experts held here: E / EP
-  int64_t first = 0;        // global index of the first one
-  int64_t topk = 0;
-  int64_t f = 0, f_in = 0;  // an expert's ffn and fc1 rows (2f with SwiGLU)
-  bool pre_softmax = false;
-  int64_t aux_seqs = 0;     // 0: no load-balancing loss; 1: aux_loss; b: seq_aux_loss
-  float aux_coeff = 0, z_coeff = 0;
-  double capacity_factor = -1;  // < 0: dropless
-  int64_t capacity = 0;     // each expert's pairs from one rank's n tokens (with a factor)
-  bool drop_by_position = false, pad_to_capacity = false;
-  bool alltoall = false;    // the dispatcher: all-to-all, else all-gather
-  bool grouped = false;     // --moe-grouped-gemm: the local experts as one batched product
-  // The expert-parallel group (null for shapes only planned: memory formulas).
-  const Communicator* ep = nullptr;
-  int64_t ranks = 1, rank = 0;  // EP size and this rank's index
-  int64_t ep_size() const { return ranks; }
-  int64_t ep_rank() const { return rank; }
-  int64_t max_rows = 0;     // the experts' input rows on this rank, at most (padded)
-  // The shared expert (a dense MLP every token visits, TP-split like the
-  // dense one): its local ffn and fc1 rows (0: none).
-  int64_t shared_f = 0, shared_f_in = 0;
-};
+struct KindShapes;  // model/blocks/block_kinds.h
 
 // Local sizes of one micro-batch on this rank, and its tensor-parallel group.
 // With sequence parallelism the residual stream, LayerNorms and dropout work
@@ -70,7 +46,9 @@ struct GptShapes {
   bool swiglu = false;           // silu(gate) * up, else GELU
   bool qk_layernorm = false;     // the attention's q/k norms (--qk-layernorm, of rms_norm's kind)
   std::vector<LayerSpec> layer_specs;  // of this chunk's layers (make_shapes); see spec()
-  MoeShapes moe;                 // MoE layers' sizes (experts 0 without them)
+  // The block kinds' own sizes (model/blocks/block_kinds.h: shapes_of<Kind>);
+  // null in shapes made by hand (tests): every kind's defaults.
+  std::shared_ptr<const KindShapes> kinds;
   std::shared_ptr<const RopeTable> rope;  // rotary embedding of q and k, if used
   float eps = 1e-5f, hidden_dropout = 0.f, attention_dropout = 0.f;
   TensorParallel tp;             // TP group (null or size 1: no tensor parallelism)

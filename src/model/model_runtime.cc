@@ -28,7 +28,10 @@ ModelRuntime::ModelRuntime(const ParamRegistry& r, int64_t micro_batch, const Te
   sh.cm.math = math;
   const int num_chunks = int(r.stage().chunk_ranges().size());
   chunks.resize(size_t(num_chunks));
-  GptShapes ws_shapes = sh;  // the workspace serves every chunk: logits if any has the output
+  // The workspace serves every chunk: logits if any has the output, each
+  // block kind's scratch if any chunk's layer takes it.
+  GptShapes ws_shapes = sh;
+  ws_shapes.layer_specs.clear();
   for (int c = 0; c < num_chunks; ++c) {
     chunks[size_t(c)].sh = make_shapes(r, micro_batch, tp, c, cp, 0, ep);
     chunks[size_t(c)].sh.cm = sh.cm;
@@ -38,6 +41,8 @@ ModelRuntime::ModelRuntime(const ParamRegistry& r, int64_t micro_batch, const Te
     chunks[size_t(c)].g =
         bind_chunk_grads(r, grads, c, placement_.staged() ? &placement_.offset : nullptr);
     ws_shapes.has_output = ws_shapes.has_output || chunks[size_t(c)].sh.has_output;
+    const std::vector<LayerSpec>& specs = chunks[size_t(c)].sh.layer_specs;
+    ws_shapes.layer_specs.insert(ws_shapes.layer_specs.end(), specs.begin(), specs.end());
   }
   Arena plan, plan_ws;
   for (const ModelChunk& ch : chunks)

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "comm/parallel_state.h"
+#include "model/blocks/block_kinds.h"
 
 namespace mt {
 
@@ -45,12 +46,6 @@ namespace {
 // spans depends only on that rank modulo devices per node: so one group's
 // offsets and each distinct residue are counted, not every group's ranks
 // (a plan may have kMaxPlanRanks ranks and ask this for every TP x PP).
-int64_t count_moe_layers(const ModelConfig& mc) {
-  int64_t n = 0;
-  for (int64_t l = 0; l < mc.num_layers; ++l) n += mc.is_moe_layer(l);
-  return n;
-}
-
 int max_nodes_spanned(GroupKind kind, const PlanLayout& l, const PlanCluster& c) {
   const int64_t size[kMeshAxes] = {l.tp, l.cp, l.dp, l.pp};
   bool in[kMeshAxes] = {};
@@ -139,29 +134,30 @@ StepTime predict_step_time(const ModelConfig& mc, const PlanProblem& pb, const P
   const double a = double(mc.num_attention_heads), d = double(mc.head_dim());
   const double f = double(mc.ffn_hidden_size), v = double(mc.padded_vocab_size);
 
-  // One layer, one micro-batch, forward: GEMMs at their own efficiency.
-  const double attn_linear = gemm(2 * n * h * double(mc.qkv_rows()) / t) +
-                             gemm(2 * n * double(mc.query_projection_size()) * h / t);
-  auto mlp_linear = [&](double tokens, double ffn, double split) {
-    return gemm(2 * tokens * h * double(mc.fc1_rows(int64_t(ffn))) / split) +
-           gemm(2 * tokens * ffn * h / split);
-  };
-  // An MoE layer's MLP: the router, and its share of the n·k routed rows over
-  // its E/EP experts (whole on the rank: one GEMM each), plus a shared expert
-  // (TP-split like the dense MLP).
-  double moe_linear = 0;
-  const double moe_layers = mc.moe() ? double(count_moe_layers(mc)) : 0.0;
-  if (mc.moe()) {
-    const double k = double(mc.moe_router_topk), local = double(mc.num_experts / l.ep);
-    const double rows = nl * k / local;  // an expert's rows, balanced
-    moe_linear = gemm(2 * nl * h * double(mc.num_experts)) +
-                 local * mlp_linear(rows, double(mc.moe_ffn()), 1.0);
-    if (mc.moe_shared_expert_intermediate_size > 0)
-      moe_linear += mlp_linear(n, double(mc.moe_shared_expert_intermediate_size), t);
-  }
+  // One layer, one micro-batch, forward: GEMMs at their own efficiency, as
+  // each layer's attention and MLP kinds list them (model/blocks/block_kinds.h),
+  // averaged over the layers; the rows each sends over the expert-parallel
+  // group (the MoE dispatch), summed.
+  const PlanDims dims{n, nl, h, t, double(l.ep)};
   const double L = double(mc.num_layers);
-  const double linear = attn_linear + ((L - moe_layers) * mlp_linear(n, f, t) +
-                                       moe_layers * moe_linear) / L;
+  double linear = 0;
+  std::vector<double> gemms, exchange;  // exchange: each layer's elements over EP
+
+  for (int64_t layer = 0; layer < mc.num_layers; ++layer) {
+    const LayerSpec spec = layer_spec(mc, layer);
+    gemms.clear();
+    double elements = 0;
+    with_kind<AttentionKinds>(spec.attention, [&](auto k) {
+      decltype(k)::type::plan_gemms(mc, dims, gemms);
+      elements += decltype(k)::type::plan_exchange_elements(mc, dims);
+    });
+    with_kind<MlpKinds>(spec.mlp, [&](auto k) {
+      decltype(k)::type::plan_gemms(mc, dims, gemms);
+      elements += decltype(k)::type::plan_exchange_elements(mc, dims);
+    });
+    if (elements > 0) exchange.push_back(elements);
+    for (double flops : gemms) linear += gemm(flops) / L;
+  }
   // The causal attention core: two products counted half forward, 2.5 times
   // that backward (the probabilities are re-derived), at the core's own rate.
   const double attn_fwd_flops = 2 * b * (a / t) * s * s * d / cp;
@@ -220,10 +216,9 @@ StepTime predict_step_time(const ModelConfig& mc, const PlanProblem& pb, const P
   // the same two, a recomputed forward two more; as an all-gather's traffic.
   const LinkProfile& ep_link = x.ep > 1 ? dev.inter_node : dev.intra_node;
   double ep_mb = 0;
-  if (l.ep > 1) {
-    const double a2a = all_gather_seconds(nl * double(mc.moe_router_topk) * h * wire, l.ep, ep_link);
-    ep_mb = moe_layers / double(l.pp) * (4 + (full ? 2 : 0)) * a2a;
-  }
+  if (l.ep > 1)
+    for (double elements : exchange)
+      ep_mb += (4 + (full ? 2 : 0)) / double(l.pp) * all_gather_seconds(elements * wire, l.ep, ep_link);
 
   const double m = double(pb.global_batch_size) / (b * double(l.dp));
   StepTime st;

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "kernels/precision.h"
 #include "model/blocks/transformer_layer.h"
+#include "model/gpt.h"
 #include "model/model_runtime.h"
 
 namespace mt {
@@ -99,6 +100,7 @@ MemoryClasses predict_memory(const MemoryPlan& p) {
   z.qk_norm = p.qk_layernorm;
   z.e = e, z.bf16 = bf16, z.swiglu = p.swiglu;
   z.b = p.b, z.kv = p.cp > 1 ? s / 2 : s, z.cp = p.cp;  // keys of one attention kernel call
+  z.kinds = p.kinds.get();
 
   // One LayerActivations record without its input/output (those are rows of
   // GptActivations::hidden): the sum over its blocks (model/blocks), each
@@ -121,14 +123,7 @@ MemoryClasses predict_memory(const MemoryPlan& p) {
   // bf16 runs store the values in bf16 (e = 2 bytes) and not ctx (the bf16
   // attention backward does not read it): 16·sbh values, 32·sbh bytes —
   // Korthikanti's count; the statistics stay fp32.
-  if (p.moe_layers > 0) {
-    const int64_t rows_n = int64_t(nl);  // the MoE block works on the residual stream's rows
-    z.moe_record = moe_record_bytes(p.moe, rows_n, int64_t(n), p.h, bf16, p.swiglu);
-    z.moe_workspace = moe_workspace_bytes(p.moe, rows_n, int64_t(n), p.h, bf16, p.swiglu);
-  }
-  const double layer = layer_record_bytes(z, LayerSpec{MlpKind::kDense});
-  const double moe_layer = layer_record_bytes(z, LayerSpec{MlpKind::kMoe});
-
+  // Each kind's record by its own formula (an MoE layer's for its worst-case routing).
   // One GptActivations record of a chunk of Lc layers: ids, positions and
   // labels (3 · n 4-byte slots on every stage; the embedding output is
   // hidden[0], so the first stage saves nothing more), the Lc + 1 residual
@@ -136,24 +131,26 @@ MemoryClasses predict_memory(const MemoryPlan& p) {
   // all Lc of them without recompute; with full recompute only the kept
   // layers' records plus one group's shared scratch records (the recomputed
   // layers keep just their inputs, already in hidden).
+  std::vector<LayerSpec> kept = p.kept_specs, scratch = p.scratch_specs;
+  if (kept.empty() && scratch.empty()) {  // a plan made by hand: the default kinds
+    const int64_t k = p.recompute_layers_kept < 0 ? p.layers : p.recompute_layers_kept;
+    kept.assign(size_t(k), LayerSpec{});
+    if (k < p.layers) scratch.assign(size_t(p.recompute_group_size * p.chunks), LayerSpec{});
+  }
+  double layers_bytes = 0;  // over all chunks
+  for (const LayerSpec& spec : kept) layers_bytes += layer_record_bytes(z, spec);
+  for (const LayerSpec& spec : scratch) layers_bytes += layer_record_bytes(z, spec);
   const double per_chunk = double(p.layers / p.chunks);
-  const double kept = p.recompute_layers_kept < 0 ? per_chunk
-                                                  : double(p.recompute_layers_kept / p.chunks);
-  const double scratch = kept < per_chunk ? double(p.recompute_group_size) : 0.0;
-  const double moe_per_chunk = double(p.moe_layers / p.chunks);
-  const double moe_kept = std::min(moe_per_chunk, kept);
-  const double layers_bytes = (kept - moe_kept) * layer + moe_kept * moe_layer +
-                              scratch * (moe_per_chunk > 0 ? moe_layer : layer);
   // (bf16: at least 2 boundary rows, whose bytes hold the fp32 input gradient
   // a pipeline stage sends back.)
   const double boundaries = bf16 ? std::max(per_chunk + 1, 2.0) : per_chunk + 1;
-  const double record = 4 * 3 * n + e * boundaries * nl * h + layers_bytes;
+  const double record = 4 * 3 * n + e * boundaries * nl * h;
   // The last stage's chunk also keeps the final norm's statistics (lnf_mean,
   // lnf_rstd: (s_local, b)), the gradient of its output that the fused loss
   // head computed in forward (dlnf: (s_local, b, h)) and per-token losses
   // (s, b), all fp32. The norm's output itself is only read inside forward (workspace).
   const double head = p.has_output ? 4 * (nl * h + z.stats * nl + n) : 0.0;
-  m.activations = double(p.in_flight) * (double(p.chunks) * record + head);
+  m.activations = double(p.in_flight) * (double(p.chunks) * record + layers_bytes + head);
 
   // GptWorkspace, one per rank (shared by all chunks and micro-batches): the
   // blocks' scratch (LayerWorkspace, each block's formula) and, in floats,
@@ -164,7 +161,7 @@ MemoryClasses predict_memory(const MemoryPlan& p) {
   //   (bf16 adds the logits' gradient in bf16: n·v/2)
   const double logits = n * double(p.v_local) * (bf16 ? 1.5 : 1.0);
   const double loss_head = p.has_output ? logits + 5 * n : 0.0;
-  m.workspace = 4.0 * (3 * nl * h + 2 * n * h + loss_head) + layer_workspace_bytes(z);
+  m.workspace = 4.0 * (3 * nl * h + 2 * n * h + loss_head) + layer_workspace_bytes(z, p.layer_specs);
   return m;
 }
 
@@ -224,6 +221,16 @@ nlohmann::json memory_report_json(const MemoryClasses& predicted, const MemoryCl
 
 namespace {
 
+// The kinds of the layers and of the records of the chunks `chunks`.
+void add_layer_records(MemoryPlan& p, const std::vector<const GptShapes*>& chunks) {
+  for (const GptShapes* c : chunks) {
+    const LayerRecords r = layer_records(*c);
+    for (int64_t l = 0; l < c->num_layers; ++l) p.layer_specs.push_back(c->spec(l));
+    p.kept_specs.insert(p.kept_specs.end(), r.kept.begin(), r.kept.end());
+    p.scratch_specs.insert(p.scratch_specs.end(), r.scratch.begin(), r.scratch.end());
+  }
+}
+
 // The plan of a rank whose model chunks have shapes `chunks` (recompute and
 // math set), with `in_flight` activation records per chunk.
 MemoryPlan plan_of_chunks(const ParamRegistry& reg, const std::vector<const GptShapes*>& chunks,
@@ -252,6 +259,8 @@ MemoryPlan plan_of_chunks(const ParamRegistry& reg, const std::vector<const GptS
   p.in_flight = in_flight;
   p.has_embedding = reg.stage().has_embedding;
   p.has_output = reg.stage().has_output;
+  p.kinds = sh.kinds;
+  add_layer_records(p, chunks);
   int64_t kept = 0;
   for (const GptShapes* c : chunks) {
     p.layers += c->num_layers;
@@ -317,21 +326,26 @@ MemoryPlan memory_plan(const ParamRegistry& reg, int64_t micro_batch, int64_t tp
   p.has_embedding = st.has_embedding;
   p.has_output = st.has_output;
   int64_t kept = 0, group_size = 0;
+  std::vector<GptShapes> shapes;  // each chunk's layers, kinds and recompute groups
   for (const auto& [begin, end] : ranges) {
-    GptShapes sh;  // only the layer count: set_full_recompute's input
+    GptShapes sh;
     sh.num_layers = end - begin;
-    for (int64_t l = begin; l < end; ++l) p.moe_layers += c.is_moe_layer(l);
+    for (int64_t l = begin; l < end; ++l) sh.layer_specs.push_back(layer_spec(c, l));
     set_full_recompute(sh, recompute_method, recompute_num_layers);
     p.layers += sh.num_layers;
     for (int64_t g : sh.recompute_group) kept += g < 0;
     if (group_size == 0) group_size = sh.recompute_group_size;
+    shapes.push_back(std::move(sh));
   }
+  std::vector<const GptShapes*> chunk_shapes;
+  for (const GptShapes& sh : shapes) chunk_shapes.push_back(&sh);
+  add_layer_records(p, chunk_shapes);
   p.recompute_layers_kept = kept == p.layers ? -1 : kept;
   p.recompute_group_size = kept == p.layers ? 0 : group_size;
+  GptShapes sized;  // what the kinds' sizes read: the micro-batch (seq_aux_loss), no groups
+  sized.b = micro_batch;
+  p.kinds = make_kind_shapes(c, st, sized, nullptr);
   if (c.moe()) {
-    GptShapes sh;  // what the MoE sizes read: the micro-batch (seq_aux_loss), no groups
-    sh.b = micro_batch;
-    p.moe = moe_shapes(c, st, sh, nullptr);
     p.params_expert = reg.total_floats() - reg.group_begin(GradGroup::kExpertDataParallel);
     p.edp = dp * tp_size / st.ep_size;  // dp here is DP x CP
   }

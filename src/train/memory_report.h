@@ -13,7 +13,9 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -67,12 +69,15 @@ struct MemoryPlan {
   // scratch layer records each chunk's record has (0 without recompute).
   int64_t recompute_layers_kept = -1;
   int64_t recompute_group_size = 0;
-  // Mixture of experts: the MoE layers among `layers` and their sizes on this
-  // rank (moe.experts 0: none). Their records and workspace are the MoE
-  // block's carve for the worst-case routing (moe_max_rows). With full
-  // recompute the kept layers count as MoE first (an upper bound).
-  int64_t moe_layers = 0;
-  MoeShapes moe;
+  // The block kinds of this rank's layers (model/blocks/block_kinds.h): of
+  // every layer (all chunks: the workspace serves them all), of the layer
+  // records kept and of the recompute scratch records (model/gpt.h
+  // layer_records, what carve_activations carves), and the kinds' own sizes
+  // (e.g. the MoE block's worst-case routed rows). Empty lists (plans made
+  // by hand): recompute_layers_kept and recompute_group_size records of the
+  // default kinds.
+  std::vector<LayerSpec> layer_specs, kept_specs, scratch_specs;
+  std::shared_ptr<const KindShapes> kinds;
   // Of params_local, the expert parameters: their optimizer state is sharded
   // over the expert-data-parallel group of edp ranks ((TP x CP x DP) / EP).
   int64_t params_expert = 0;

@@ -57,7 +57,7 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, Par
   if (ps.pp_size > 1) ps.pp_comm.all_reduce_sum(&loss_sum, 1);  // the last stage's loss
   ps.dp_cp().all_reduce_sum(&loss_sum, 1);  // each CP rank summed its own tokens
   r.loss = loss_sum / double(tokens_per_iteration);
-  r.moe = rt.sh.moe.experts > 0;
+  r.moe = rt.reg.config().moe();
   if (r.moe) {
     // Each (layer, micro-batch) was counted on its TP x CP ranks, each with its part.
     double sums[3] = {moe.load_balancing_loss, moe.z_loss, double(moe.layer_passes)};

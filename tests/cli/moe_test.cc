@@ -134,6 +134,20 @@ TEST(Moe, InterleavedPipelineAndSequenceAuxLossMatchOneRank) {
         " --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall"}});
 }
 
+// Full recompute shares scratch records between the groups' layers: with
+// MoE and dense layers at the same place of two groups ([1,1,0,0] in groups
+// of 2; or the block method's groups of one), each place keeps a record of
+// each kind. Recompute changes no number.
+TEST(Moe, RecomputeGroupsOfMixedLayerKindsMatchNoRecompute) {
+  expect_layouts_match_one_rank(
+      moe_flags(4) + " --moe-layer-freq '[1,1,0,0]'",
+      {{"recompute_uniform2", 1,
+        " --recompute-granularity full --recompute-method uniform --recompute-num-layers 2"},
+       // each of the first three layers alone: MoE, MoE, dense at place 0
+       {"recompute_block3", 1,
+        " --recompute-granularity full --recompute-method block --recompute-num-layers 3"}});
+}
+
 // Capacity is computed from each rank's own tokens (as in Megatron), so it is
 // layout-independent when each rank holds whole micro-batches: EP x DP.
 TEST(Moe, DroppedTokensMatchOneRankAtEp2Dp2) {

@@ -3,6 +3,7 @@
 // alignment of each tensor), the layer's are the sums over its blocks, its
 // FLOPs are the blocks' sum, and a layer's parameters are its blocks' in order.
 #include "model/blocks/transformer_layer.h"
+#include "model/gpt.h"
 
 #include <gtest/gtest.h>
 
@@ -81,7 +82,7 @@ TEST(Blocks, EachMemoryFormulaAgreesWithItsCarve) {
             {"layer record", carved([&](Arena& a) { carve_layer_record(a, sh, LayerSpec{}); }),
              layer_record_bytes(z, LayerSpec{}), 15 + qk_tensors},
             {"layer workspace", carved([&](Arena& a) { carve_layer_workspace(a, sh); }),
-             layer_workspace_bytes(z), 9},
+             layer_workspace_bytes(z, {}), 9},
         };
         for (const auto& r : rows) {
           EXPECT_GE(r.planned, r.formula) << r.block << ", " << what;
@@ -173,6 +174,58 @@ TEST(Blocks, ALayersParametersAreItsBlocksInOrder) {
     for (const ParamSpec& p : qwen.params()) n += p.numel();
     return n;
   }());
+}
+
+}  // namespace
+}  // namespace mt
+
+namespace mt {
+namespace {
+
+// The registry (model/blocks/block_kinds.h): each slot's first kind is the
+// default, a layer takes the first later kind that picks it, and names are
+// distinct within a slot.
+TEST(BlockKinds, LayersTakeTheKindTheirConfigurationPicks) {
+  ModelConfig c;
+  c.num_layers = 4;
+  c.num_experts = 4;
+  c.moe_layer_freq = "[1,1,0,0]";
+  const size_t moe = MlpKinds::index_of<MoeMlp>(), dense = MlpKinds::index_of<DenseMlp>();
+  EXPECT_EQ(dense, 0u);
+  for (int64_t l = 0; l < 4; ++l) {
+    EXPECT_EQ(layer_spec(c, l).mlp, l < 2 ? moe : dense) << "layer " << l;
+    EXPECT_EQ(layer_spec(c, l).attention, AttentionKinds::index_of<SelfAttention>());
+  }
+  EXPECT_TRUE(model_uses_mlp(c, moe));
+  EXPECT_TRUE(model_uses_mlp(c, dense));
+  c.num_experts = 0;
+  EXPECT_FALSE(model_uses_mlp(c, moe));
+  std::vector<std::string> names;
+  for_each_kind<MlpKinds>([&](auto k) { names.push_back(decltype(k)::type::name); });
+  EXPECT_EQ(names, (std::vector<std::string>{"dense", "moe"}));
+}
+
+// Recomputed layers share scratch records: one per place in a group and kind
+// there, so a dense layer never reuses an MoE layer's record.
+TEST(BlockKinds, RecomputeScratchHasARecordPerPlaceAndKind) {
+  const LayerSpec moe{0, uint8_t(MlpKinds::index_of<MoeMlp>())}, dense{};
+  GptShapes sh;
+  sh.num_layers = 4;
+  sh.layer_specs = {moe, moe, dense, dense};
+  set_full_recompute(sh, "uniform", 2);  // groups {0, 1}, {2, 3}
+  LayerRecords r = layer_records(sh);
+  EXPECT_TRUE(r.kept.empty());
+  EXPECT_EQ(r.scratch, (std::vector<LayerSpec>{moe, moe, dense, dense}));
+  EXPECT_EQ(r.scratch_of, (std::vector<int64_t>{0, 1, 2, 3}));
+  sh.layer_specs = {moe, dense, moe, dense};  // the same kind at each place: 2 records
+  r = layer_records(sh);
+  EXPECT_EQ(r.scratch, (std::vector<LayerSpec>{moe, dense}));
+  EXPECT_EQ(r.scratch_of, (std::vector<int64_t>{0, 1, 0, 1}));
+  set_full_recompute(sh, "block", 3);  // layers 0-2 alone, layer 3 kept
+  r = layer_records(sh);
+  EXPECT_EQ(r.kept, (std::vector<LayerSpec>{dense}));
+  EXPECT_EQ(r.scratch, (std::vector<LayerSpec>{moe, dense}));
+  EXPECT_EQ(r.scratch_of, (std::vector<int64_t>{0, 1, 0, -1}));
 }
 
 }  // namespace

@@ -77,9 +77,11 @@ void check_moe_gradient(const ModelConfig& cfg) {
   // Every kept choice of both layers (-1 where dropped): the routing.
   auto routing = [&] {
     std::vector<int32_t> r;
-    for (const LayerActivations& la : m.rt.slots()[0].act.layers)
+    for (const LayerActivations& la : m.rt.slots()[0].act.layers) {
+      const MoeRecord& moe = std::get<MoeRecord>(la.mlp);
       for (int64_t p = 0; p < b * cfg.seq_length * cfg.moe_router_topk; ++p)
-        r.push_back(la.moe.kept[p] ? la.moe.expert[p] : -1);
+        r.push_back(moe.kept[p] ? moe.expert[p] : -1);
+    }
     return r;
   };
   const std::vector<int32_t> base = routing();

@@ -319,4 +319,23 @@ void attention_block_decode(float* out, const KvCache& cache, AttentionDecodeWor
   row_parallel_linear_forward(out, out, ws.ctx, w.proj_w, w.proj_b, 1, hl, h, sh.tp);
 }
 
+void SelfAttention::plan_gemms(const ModelConfig& c, const PlanDims& d,
+                               std::vector<double>& flops) {
+  flops.push_back(2 * d.n * d.h * double(c.qkv_rows()) / d.tp);
+  flops.push_back(2 * d.n * double(c.query_projection_size()) * d.h / d.tp);
+}
+
+KvCache SelfAttention::carve_cache(Arena& a, const GptShapes& sh, int64_t positions) {
+  const int64_t kvl = sh.g * sh.d;  // one key/value head per query group
+  KvCache cache;
+  cache.k = a.alloc_f32(positions * kvl);
+  cache.v = a.alloc_f32(positions * kvl);
+  cache.capacity = positions;
+  return cache;
+}
+
+double SelfAttention::cache_floats(const ModelConfig& c, int64_t tp, double positions) {
+  return 2 * positions * double(c.query_groups()) / double(tp) * double(c.head_dim());
+}
+
 }  // namespace mt

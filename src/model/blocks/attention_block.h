@@ -9,6 +9,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "model/blocks/block.h"
 
@@ -117,5 +118,66 @@ double attention_decode_workspace_floats(const ModelConfig& c, int64_t tp, doubl
 void attention_block_decode(float* out, const KvCache& cache, AttentionDecodeWorkspace& ws,
                             const float* in, const AttentionParams<ReadView>& w,
                             const GptShapes& sh, int64_t pos);
+
+// Self-attention as the default kind of the attention slot
+// (model/blocks/block_kinds.h); its options (query groups, biases, q/k norms,
+// RoPE, head size) are configuration.
+struct SelfAttention {
+  static constexpr const char* name = "self_attention";
+  template <class P>
+  using Params = AttentionParams<P>;
+  using Record = AttentionRecord;
+  using Workspace = AttentionWorkspace;
+  using DecodeWorkspace = AttentionDecodeWorkspace;
+  using Cache = KvCache;
+  using Shapes = NoShapes;
+  static bool applies(const ModelConfig&, int64_t) { return true; }
+  static Shapes make_shapes(const ModelConfig&, const StageLayout&, const GptShapes&,
+                            const Communicator*) {
+    return {};
+  }
+  static void param_specs(ParamRegistry& reg, const std::string& prefix) {
+    attention_param_specs(reg, prefix);
+  }
+  template <class P>
+  static Params<P> bind(const ParamBinder<P>& b, const std::string& prefix) {
+    return bind_attention(b, prefix);
+  }
+  static Record carve_record(Arena& a, const GptShapes& sh) {
+    return carve_attention_record(a, sh);
+  }
+  static Workspace carve_workspace(Arena& a, const GptShapes& sh) {
+    return carve_attention_workspace(a, sh);
+  }
+  static double record_bytes(const BlockSizes& z) { return attention_record_bytes(z); }
+  static double workspace_bytes(const BlockSizes& z) { return attention_workspace_bytes(z); }
+  static double flops(const ModelConfig& c, double tokens) { return attention_flops(c, tokens); }
+  // QKV and the output projection, TP-split (the attention core is priced
+  // apart, at the device's attention rate).
+  static void plan_gemms(const ModelConfig& c, const PlanDims& d, std::vector<double>& flops);
+  static double plan_exchange_elements(const ModelConfig&, const PlanDims&) { return 0; }
+  static void forward(float* out, Record& rec, const Params<ReadView>& w, Workspace& ws,
+                      const BlockCall& call) {
+    attention_block_forward(out, rec, ws, w, call);
+  }
+  static void backward(float* din, const Params<float*>& g, const float* dout, const Record& rec,
+                       Workspace& ws, const Params<ReadView>& w, const BlockCall& call) {
+    attention_block_backward(din, g, dout, rec, ws, w, call);
+  }
+  static DecodeWorkspace carve_decode_workspace(Arena& a, const GptShapes& sh,
+                                                int64_t positions) {
+    return carve_attention_decode_workspace(a, sh, positions);
+  }
+  static double decode_workspace_floats(const ModelConfig& c, int64_t tp, double positions) {
+    return attention_decode_workspace_floats(c, tp, positions);
+  }
+  // One layer's keys and values of `positions` tokens (this rank's query groups).
+  static Cache carve_cache(Arena& a, const GptShapes& sh, int64_t positions);
+  static double cache_floats(const ModelConfig& c, int64_t tp, double positions);
+  static void decode(float* out, const Cache& cache, DecodeWorkspace& ws, const float* in,
+                     const Params<ReadView>& w, const GptShapes& sh, int64_t pos) {
+    attention_block_decode(out, cache, ws, in, w, sh, pos);
+  }
+};
 
 }  // namespace mt

@@ -17,6 +17,8 @@
 
 namespace mt {
 
+struct KindShapes;  // model/blocks/block_kinds.h
+
 // One block's forward or backward inside global layer `layer` of a micro-batch.
 struct BlockCall {
   const GptShapes& sh;
@@ -67,9 +69,22 @@ struct BlockSizes {
   int64_t b = 0;       // micro-batch
   int64_t kv = 0;      // keys (and queries) of one attention kernel call: s/cp, or a chunk with CP
   int64_t cp = 1;      // context-parallel size
-  // MoE layers (model/blocks/moe_block.h): bytes of one record and of the
-  // workspace, from the block's carve (0 without experts).
-  double moe_record = 0, moe_workspace = 0;
+  // The kinds' own sizes (model/blocks/block_kinds.h), e.g. the MoE block's
+  // experts and worst-case routed rows; null: shapes made by hand in tests.
+  const KindShapes* kinds = nullptr;
+};
+
+// A kind without sizes of its own.
+struct NoShapes {};
+
+// What plan's step-time model (plan/plan_time.cc) gives a block's
+// plan_gemms / plan_exchange_elements: one micro-batch's tokens on a rank.
+struct PlanDims {
+  double n = 0;    // tokens of the micro-batch on this rank: (s/cp)·b
+  double nl = 0;   // residual-stream rows: n/tp with sequence parallelism
+  double h = 0;    // hidden
+  double tp = 1;   // tensor-parallel size
+  double ep = 1;   // expert-parallel size
 };
 
 }  // namespace mt

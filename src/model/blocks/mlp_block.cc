@@ -103,4 +103,15 @@ void mlp_block_decode(float* out, MlpDecodeWorkspace& ws, const float* in,
   row_parallel_linear_forward(out, out, ws.act, w.fc2_w, w.fc2_b, 1, sh.f, sh.h, sh.tp);
 }
 
+double DenseMlp::decode_workspace_floats(const ModelConfig& c, int64_t tp, double) {
+  const double f = double(c.ffn_hidden_size) / double(tp);
+  return mlp_decode_workspace_floats(f, c.swiglu ? 2 * f : f);
+}
+
+void DenseMlp::plan_gemms(const ModelConfig& c, const PlanDims& d, std::vector<double>& flops) {
+  const double f = double(c.ffn_hidden_size);
+  flops.push_back(2 * d.n * d.h * double(c.fc1_rows(c.ffn_hidden_size)) / d.tp);
+  flops.push_back(2 * d.n * f * d.h / d.tp);
+}
+
 }  // namespace mt

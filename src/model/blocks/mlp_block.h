@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "model/blocks/block.h"
 
@@ -72,5 +73,54 @@ double mlp_decode_workspace_floats(double f, double f_in);  // fc; act
 // out (h) = fc2's output (all-reduced over TP) for the token whose norm output is `in` (h).
 void mlp_block_decode(float* out, MlpDecodeWorkspace& ws, const float* in,
                       const MlpParams<ReadView>& w, const GptShapes& sh);
+
+// The dense MLP as the default kind of the MLP slot (model/blocks/block_kinds.h).
+struct DenseMlp {
+  static constexpr const char* name = "dense";
+  template <class P>
+  using Params = MlpParams<P>;
+  using Record = MlpRecord;
+  using Workspace = MlpWorkspace;
+  using DecodeWorkspace = MlpDecodeWorkspace;
+  using Shapes = NoShapes;
+  static bool applies(const ModelConfig&, int64_t) { return true; }
+  static Shapes make_shapes(const ModelConfig&, const StageLayout&, const GptShapes&,
+                            const Communicator*) {
+    return {};
+  }
+  static void param_specs(ParamRegistry& reg, const std::string& prefix) {
+    mlp_param_specs(reg, prefix);
+  }
+  template <class P>
+  static Params<P> bind(const ParamBinder<P>& b, const std::string& prefix) {
+    return bind_mlp(b, prefix);
+  }
+  static Record carve_record(Arena& a, const GptShapes& sh) { return carve_mlp_record(a, sh); }
+  static Workspace carve_workspace(Arena& a, const GptShapes& sh) {
+    return carve_mlp_workspace(a, sh);
+  }
+  static double record_bytes(const BlockSizes& z) { return mlp_record_bytes(z); }
+  static double workspace_bytes(const BlockSizes& z) { return mlp_workspace_bytes(z); }
+  static double flops(const ModelConfig& c, double tokens) { return mlp_flops(c, tokens); }
+  // fc1 and fc2, TP-split.
+  static void plan_gemms(const ModelConfig& c, const PlanDims& d, std::vector<double>& flops);
+  static double plan_exchange_elements(const ModelConfig&, const PlanDims&) { return 0; }
+  static void forward(float* out, Record& rec, const Params<ReadView>& w, Workspace&,
+                      const BlockCall& call) {
+    mlp_block_forward(out, rec, w, call);
+  }
+  static void backward(float* din, const Params<float*>& g, const float* dout, const Record& rec,
+                       Workspace& ws, const Params<ReadView>& w, const BlockCall& call) {
+    mlp_block_backward(din, g, dout, rec, ws, w, call);
+  }
+  static DecodeWorkspace carve_decode_workspace(Arena& a, const GptShapes& sh, int64_t) {
+    return carve_mlp_decode_workspace(a, sh);
+  }
+  static double decode_workspace_floats(const ModelConfig& c, int64_t tp, double);
+  static void decode(float* out, DecodeWorkspace& ws, const float* in, const Params<ReadView>& w,
+                     const GptShapes& sh) {
+    mlp_block_decode(out, ws, in, w, sh);
+  }
+};
 
 }  // namespace mt

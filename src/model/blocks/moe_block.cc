@@ -12,6 +12,7 @@
 #include "kernels/moe_permute.h"
 #include "kernels/moe_router.h"
 #include "kernels/swiglu.h"
+#include "model/blocks/block_kinds.h"
 #include "model/blocks/moe_dispatch.h"
 
 namespace mt {
@@ -22,12 +23,14 @@ namespace {
 // its own ffn sizes.
 GptShapes shared_shapes(const GptShapes& sh) {
   GptShapes s = sh;
-  s.f = sh.moe.shared_f;
-  s.f_in = sh.moe.shared_f_in;
+  s.f = moe_of(sh).shared_f;
+  s.f_in = moe_of(sh).shared_f_in;
   return s;
 }
 
 }  // namespace
+
+const MoeShapes& moe_of(const GptShapes& sh) { return shapes_of<MoeMlp>(sh.kinds.get()); }
 
 MoeShapes moe_shapes(const ModelConfig& c, const StageLayout& st, const GptShapes& sh,
                      const Communicator* ep) {
@@ -125,7 +128,7 @@ struct MoeSizes {
         bf16(bf16_),
         swiglu(swiglu_) {}
   explicit MoeSizes(const GptShapes& sh)
-      : MoeSizes(sh.moe, sh.local_tokens(), sh.tokens(), sh.h, sh.cm.math == MathMode::kBF16,
+      : MoeSizes(moe_of(sh), sh.local_tokens(), sh.tokens(), sh.h, sh.cm.math == MathMode::kBF16,
                  sh.swiglu) {}
 };
 
@@ -246,7 +249,7 @@ const float* router_input(const MoeRecord& rec, MoeWorkspace& ws, const GptShape
 }
 const float* router_weight(ReadView w, MoeWorkspace& ws, const GptShapes& sh) {
   if (!w.bf16) return w.f32;
-  convert(ws.w32, w, sh.moe.experts * sh.h);
+  convert(ws.w32, w, moe_of(sh).experts * sh.h);
   return ws.w32;
 }
 
@@ -265,7 +268,7 @@ double group_tokens(const GptShapes& sh) {
 // The load-balancing loss's scale (its coefficient left out): E / (k·T²), or
 // per sequence E / (k·S²·b).
 double aux_scale(const GptShapes& sh) {
-  const MoeShapes& m = sh.moe;
+  const MoeShapes& m = moe_of(sh);
   const double base = double(m.experts) / double(m.topk);
   if (m.aux_seqs <= 1) return base / (group_tokens(sh) * group_tokens(sh));
   const double s = double(sh.s_global);
@@ -296,7 +299,7 @@ int64_t expert_stride(const std::vector<ExpertParams<P>>& ex, Get get, int64_t n
 
 // The local experts as one batched product per linear (--moe-grouped-gemm).
 void grouped_experts_forward(MoeRecord& rec, const MoeParams<ReadView>& w, const GptShapes& sh) {
-  const MoeShapes& m = sh.moe;
+  const MoeShapes& m = moe_of(sh);
   const int64_t rows = expert_rows(rec, sh, 0).padded, all = m.local * rows;
   if (rows == 0) return;
   const auto fc1 = [](const ExpertParams<ReadView>& e) { return e.fc1_w; };
@@ -316,7 +319,7 @@ void grouped_experts_forward(MoeRecord& rec, const MoeParams<ReadView>& w, const
 void grouped_experts_backward(float* dxin, const MoeParams<float*>& g, const float* dy,
                               const MoeRecord& rec, MoeWorkspace& ws, const MoeParams<ReadView>& w,
                               const GptShapes& sh) {
-  const MoeShapes& m = sh.moe;
+  const MoeShapes& m = moe_of(sh);
   const int64_t rows = expert_rows(rec, sh, 0).padded, all = m.local * rows;
   if (rows == 0) return;
   const auto fc1 = [](const ExpertParams<ReadView>& e) { return e.fc1_w; };
@@ -342,7 +345,7 @@ void grouped_experts_backward(float* dxin, const MoeParams<float*>& g, const flo
 
 // The expert MLPs over the expert rows: fc1, activation, fc2 (unweighted y).
 void experts_forward(MoeRecord& rec, const MoeParams<ReadView>& w, const GptShapes& sh) {
-  const MoeShapes& m = sh.moe;
+  const MoeShapes& m = moe_of(sh);
   if (m.grouped) return grouped_experts_forward(rec, w, sh);
   for (int64_t i = 0; i < m.local; ++i) {
     const ExpertRows er = expert_rows(rec, sh, i);
@@ -363,7 +366,7 @@ void experts_forward(MoeRecord& rec, const MoeParams<ReadView>& w, const GptShap
 void experts_backward(float* dxin, const MoeParams<float*>& g, const float* dy,
                       const MoeRecord& rec, MoeWorkspace& ws, const MoeParams<ReadView>& w,
                       const GptShapes& sh) {
-  const MoeShapes& m = sh.moe;
+  const MoeShapes& m = moe_of(sh);
   if (m.grouped) return grouped_experts_backward(dxin, g, dy, rec, ws, w, sh);
   for (int64_t i = 0; i < m.local; ++i) {
     const ExpertRows er = expert_rows(rec, sh, i);
@@ -392,7 +395,7 @@ void experts_backward(float* dxin, const MoeParams<float*>& g, const float* dy,
 void moe_block_forward(float* out, MoeRecord& rec, const MoeParams<ReadView>& w, MoeWorkspace& ws,
                        const BlockCall& call) {
   const GptShapes& sh = call.sh;
-  const MoeShapes& m = sh.moe;
+  const MoeShapes& m = moe_of(sh);
   const int64_t n = sh.local_tokens(), E = m.experts, k = m.topk;
   // Router: fp32 logits, top-k, capacity.
   linear_forward(rec.logits, router_input(rec, ws, sh), router_weight(w.router_w, ws, sh), nullptr,
@@ -440,7 +443,7 @@ void moe_block_backward(float* din, const MoeParams<float*>& g, const float* dou
                         const MoeRecord& rec, MoeWorkspace& ws, const MoeParams<ReadView>& w,
                         const BlockCall& call) {
   const GptShapes& sh = call.sh;
-  const MoeShapes& m = sh.moe;
+  const MoeShapes& m = moe_of(sh);
   const int64_t n = sh.local_tokens(), E = m.experts, k = m.topk, rows = rec.meta[2];
   // Combine: z = gate · y, so dgate = <dz, y> and dy = gate · dz.
   float* dz = ws.rows_a;
@@ -471,14 +474,14 @@ void moe_block_backward(float* din, const MoeParams<float*>& g, const float* dou
 
 MoeDecodeWorkspace carve_moe_decode_workspace(Arena& arena, const GptShapes& sh) {
   MoeDecodeWorkspace ws;
-  ws.logits = arena.alloc_f32(sh.moe.experts);
-  ws.scores = arena.alloc_f32(sh.moe.experts);
-  ws.prob = arena.alloc_f32(sh.moe.topk);
-  ws.expert = reinterpret_cast<int32_t*>(arena.alloc_f32(sh.moe.topk));
-  ws.fc = arena.alloc_f32(sh.moe.f_in);
-  ws.act = arena.alloc_f32(sh.moe.f);
+  ws.logits = arena.alloc_f32(moe_of(sh).experts);
+  ws.scores = arena.alloc_f32(moe_of(sh).experts);
+  ws.prob = arena.alloc_f32(moe_of(sh).topk);
+  ws.expert = reinterpret_cast<int32_t*>(arena.alloc_f32(moe_of(sh).topk));
+  ws.fc = arena.alloc_f32(moe_of(sh).f_in);
+  ws.act = arena.alloc_f32(moe_of(sh).f);
   ws.y = arena.alloc_f32(sh.h);
-  if (sh.moe.shared_f > 0) {
+  if (moe_of(sh).shared_f > 0) {
     ws.shared = carve_mlp_decode_workspace(arena, shared_shapes(sh));
     ws.shared_out = arena.alloc_f32(sh.h);
   }
@@ -499,7 +502,7 @@ double moe_decode_workspace_floats(const ModelConfig& c, int64_t tp) {
 
 void moe_block_decode(float* out, MoeDecodeWorkspace& ws, const float* in,
                       const MoeParams<ReadView>& w, const GptShapes& sh) {
-  const MoeShapes& m = sh.moe;
+  const MoeShapes& m = moe_of(sh);
   linear_forward(ws.logits, in, w.router_w, nullptr, 1, sh.h, m.experts);
   moe_topk_forward(ws.expert, ws.prob, ws.scores, ws.logits, 1, m.experts, m.topk, m.pre_softmax);
   fill_zero(out, size_t(sh.h) * sizeof(float));
@@ -523,6 +526,38 @@ void moe_block_decode(float* out, MoeDecodeWorkspace& ws, const float* in,
     mlp_block_decode(ws.shared_out, ws.shared, in, w.shared, shared_shapes(sh));
     add_inplace(out, ws.shared_out, sh.h);
   }
+}
+
+double MoeMlp::record_bytes(const BlockSizes& z) {
+  // The block works on the residual stream's rows (nl); the shared expert's
+  // fc1 and act on the micro-batch's (n).
+  return moe_record_bytes(shapes_of<MoeMlp>(z.kinds), int64_t(z.nl), int64_t(z.n), int64_t(z.h),
+                          z.bf16, z.swiglu);
+}
+
+double MoeMlp::workspace_bytes(const BlockSizes& z) {
+  return moe_workspace_bytes(shapes_of<MoeMlp>(z.kinds), int64_t(z.nl), int64_t(z.n),
+                             int64_t(z.h), z.bf16, z.swiglu);
+}
+
+void MoeMlp::plan_gemms(const ModelConfig& c, const PlanDims& d, std::vector<double>& flops) {
+  const double k = double(c.moe_router_topk), local = double(c.num_experts) / d.ep;
+  const double rows = d.nl * k / local;  // an expert's rows, balanced
+  const double f = double(c.moe_ffn());
+  flops.push_back(2 * d.nl * d.h * double(c.num_experts));  // the router
+  for (int64_t e = 0; e < int64_t(local); ++e) {  // whole on the rank: one GEMM each
+    flops.push_back(2 * rows * d.h * double(c.fc1_rows(int64_t(f))));
+    flops.push_back(2 * rows * f * d.h);
+  }
+  if (c.moe_shared_expert_intermediate_size > 0) {
+    const double fs = double(c.moe_shared_expert_intermediate_size);
+    flops.push_back(2 * d.n * d.h * double(c.fc1_rows(int64_t(fs))) / d.tp);
+    flops.push_back(2 * d.n * fs * d.h / d.tp);
+  }
+}
+
+double MoeMlp::plan_exchange_elements(const ModelConfig& c, const PlanDims& d) {
+  return d.nl * double(c.moe_router_topk) * d.h;  // each rank's n·k routed rows
 }
 
 }  // namespace mt

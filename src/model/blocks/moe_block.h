@@ -4,7 +4,7 @@
 // (moe_dispatch.h: all-to-all or all-gather over the expert-parallel group),
 // the experts (each a GELU or SwiGLU MLP like the dense block, whole on its
 // rank), and the combine: out(t) = Σ_j gate(t, j) · expert_j(x_t). Sibling of
-// the dense MLP block; the layer picks it by LayerSpec (MlpKind::kMoe).
+// the dense MLP block; the layer picks it by LayerSpec (the MoeMlp kind, block_kinds.h).
 //
 // The block works on this rank's tokens of the residual stream (its SP slab
 // under TP, its CP chunks): n = s_local · b rows, no TP collective. The
@@ -21,6 +21,35 @@
 #include "model/blocks/mlp_block.h"
 
 namespace mt {
+
+// The mixture-of-experts layers' sizes on this rank (the MoeMlp kind's Shapes).
+struct MoeShapes {
+  int64_t experts = 0;      // E (0: no MoE layer)
+  int64_t local = 0;        // experts held here: E / EP
+  int64_t first = 0;        // global index of the first one
+  int64_t topk = 0;
+  int64_t f = 0, f_in = 0;  // an expert's ffn and fc1 rows (2f with SwiGLU)
+  bool pre_softmax = false;
+  int64_t aux_seqs = 0;     // 0: no load-balancing loss; 1: aux_loss; b: seq_aux_loss
+  float aux_coeff = 0, z_coeff = 0;
+  double capacity_factor = -1;  // < 0: dropless
+  int64_t capacity = 0;     // each expert's pairs from one rank's n tokens (with a factor)
+  bool drop_by_position = false, pad_to_capacity = false;
+  bool alltoall = false;    // the dispatcher: all-to-all, else all-gather
+  bool grouped = false;     // --moe-grouped-gemm: the local experts as one batched product
+  // The expert-parallel group (null for shapes only planned: memory formulas).
+  const Communicator* ep = nullptr;
+  int64_t ranks = 1, rank = 0;  // EP size and this rank's index
+  int64_t ep_size() const { return ranks; }
+  int64_t ep_rank() const { return rank; }
+  int64_t max_rows = 0;     // the experts' input rows on this rank, at most (padded)
+  // The shared expert (a dense MLP every token visits, TP-split like the
+  // dense one): its local ffn and fc1 rows (0: none).
+  int64_t shared_f = 0, shared_f_in = 0;
+};
+
+// This rank's MoE sizes in `sh` (GptShapes::kinds).
+const MoeShapes& moe_of(const GptShapes& sh);
 
 template <class P>
 struct ExpertParams {
@@ -163,5 +192,59 @@ double moe_decode_workspace_floats(const ModelConfig& c, int64_t tp);
 // on this rank, summed over the EP group).
 void moe_block_decode(float* out, MoeDecodeWorkspace& ws, const float* in,
                       const MoeParams<ReadView>& w, const GptShapes& sh);
+
+// The MoE MLP as a kind of the MLP slot (model/blocks/block_kinds.h): the
+// layers --num-experts and --moe-layer-freq make MoE layers.
+struct MoeMlp {
+  static constexpr const char* name = "moe";
+  template <class P>
+  using Params = MoeParams<P>;
+  using Record = MoeRecord;
+  using Workspace = MoeWorkspace;
+  using DecodeWorkspace = MoeDecodeWorkspace;
+  using Shapes = MoeShapes;
+  static bool applies(const ModelConfig& c, int64_t layer) { return c.is_moe_layer(layer); }
+  static Shapes make_shapes(const ModelConfig& c, const StageLayout& st, const GptShapes& sh,
+                            const Communicator* ep) {
+    return moe_shapes(c, st, sh, ep);
+  }
+  static void param_specs(ParamRegistry& reg, const std::string& prefix) {
+    moe_param_specs(reg, prefix);
+  }
+  template <class P>
+  static Params<P> bind(const ParamBinder<P>& b, const std::string& prefix) {
+    return bind_moe(b, prefix);
+  }
+  static Record carve_record(Arena& a, const GptShapes& sh) { return carve_moe_record(a, sh); }
+  static Workspace carve_workspace(Arena& a, const GptShapes& sh) {
+    return carve_moe_workspace(a, sh);
+  }
+  // The carves above, planned for the worst-case routing (moe_max_rows).
+  static double record_bytes(const BlockSizes& z);
+  static double workspace_bytes(const BlockSizes& z);
+  static double flops(const ModelConfig& c, double tokens) { return moe_flops(c, tokens); }
+  // The router, each local expert's share of the n·k routed rows (balanced),
+  // the shared expert TP-split like the dense MLP; the dispatch's rows.
+  static void plan_gemms(const ModelConfig& c, const PlanDims& d, std::vector<double>& flops);
+  static double plan_exchange_elements(const ModelConfig& c, const PlanDims& d);
+  static void forward(float* out, Record& rec, const Params<ReadView>& w, Workspace& ws,
+                      const BlockCall& call) {
+    moe_block_forward(out, rec, w, ws, call);
+  }
+  static void backward(float* din, const Params<float*>& g, const float* dout, const Record& rec,
+                       Workspace& ws, const Params<ReadView>& w, const BlockCall& call) {
+    moe_block_backward(din, g, dout, rec, ws, w, call);
+  }
+  static DecodeWorkspace carve_decode_workspace(Arena& a, const GptShapes& sh, int64_t) {
+    return carve_moe_decode_workspace(a, sh);
+  }
+  static double decode_workspace_floats(const ModelConfig& c, int64_t tp, double) {
+    return moe_decode_workspace_floats(c, tp);
+  }
+  static void decode(float* out, DecodeWorkspace& ws, const float* in, const Params<ReadView>& w,
+                     const GptShapes& sh) {
+    moe_block_decode(out, ws, in, w, sh);
+  }
+};
 
 }  // namespace mt

@@ -10,7 +10,7 @@ namespace mt {
 
 namespace {
 
-bool single(const GptShapes& sh) { return sh.moe.ep_size() == 1; }
+bool single(const GptShapes& sh) { return moe_of(sh).ep_size() == 1; }
 
 // The exchange buffer `buf` as a view of the activations' storage.
 WriteView as_act(float* buf, ReadView like) {
@@ -46,37 +46,37 @@ void exchange(const GptShapes& sh, MoeHostScratch& hs, void* out, const void* in
   rows_split(rs, from, width);
   rows_split(ss, to, width);
   if (bf16)
-    sh.moe.ep->all_to_all_v(static_cast<uint16_t*>(out), rs, static_cast<const uint16_t*>(in), ss);
+    moe_of(sh).ep->all_to_all_v(static_cast<uint16_t*>(out), rs, static_cast<const uint16_t*>(in), ss);
   else
-    sh.moe.ep->all_to_all_v(static_cast<float*>(out), rs, static_cast<const float*>(in), ss);
+    moe_of(sh).ep->all_to_all_v(static_cast<float*>(out), rs, static_cast<const float*>(in), ss);
 }
 
 void gather(const GptShapes& sh, void* out, const void* in, int64_t n, bool bf16) {
   if (single(sh))
     copy_bytes(out, in, size_t(n) * (bf16 ? 2 : 4));
   else if (bf16)
-    sh.moe.ep->all_gather(static_cast<uint16_t*>(out), static_cast<const uint16_t*>(in), n);
+    moe_of(sh).ep->all_gather(static_cast<uint16_t*>(out), static_cast<const uint16_t*>(in), n);
   else
-    sh.moe.ep->all_gather(static_cast<float*>(out), static_cast<const float*>(in), n);
+    moe_of(sh).ep->all_gather(static_cast<float*>(out), static_cast<const float*>(in), n);
 }
 
 void reduce_scatter(const GptShapes& sh, float* out, const float* in, int64_t n) {
   if (single(sh))
     copy_bytes(out, in, size_t(n) * sizeof(float));
   else
-    sh.moe.ep->reduce_scatter_sum(out, in, n);
+    moe_of(sh).ep->reduce_scatter_sum(out, in, n);
 }
 
-int64_t local_experts(const GptShapes& sh) { return sh.moe.local; }
+int64_t local_experts(const GptShapes& sh) { return moe_of(sh).local; }
 
 // --moe-grouped-gemm: every local expert gets the rows of the busiest one
 // (padded), so that they run as one batched product.
 int64_t grouped_rows(const MoeRecord& rec, const GptShapes& sh) {
-  const int64_t E = sh.moe.experts;
+  const int64_t E = moe_of(sh).experts;
   int64_t most = 0;
-  for (int64_t e = sh.moe.first; e < sh.moe.first + sh.moe.local; ++e) {
+  for (int64_t e = moe_of(sh).first; e < moe_of(sh).first + moe_of(sh).local; ++e) {
     int64_t c = 0;
-    for (int64_t s = 0; s < sh.moe.ep_size(); ++s) c += rec.counts_all[s * E + e];
+    for (int64_t s = 0; s < moe_of(sh).ep_size(); ++s) c += rec.counts_all[s * E + e];
     most = std::max(most, c);
   }
   return expert_padded_rows(sh, most);
@@ -85,12 +85,12 @@ int64_t grouped_rows(const MoeRecord& rec, const GptShapes& sh) {
 // Rows this rank sends to / receives from each EP rank (all-to-all), into
 // the host scratch, from rec.counts_all.
 void count_rows(MoeHostScratch& hs, const MoeRecord& rec, const GptShapes& sh) {
-  const int64_t E = sh.moe.experts, L = local_experts(sh), me = sh.moe.ep_rank();
-  const int64_t first = sh.moe.first;
+  const int64_t E = moe_of(sh).experts, L = local_experts(sh), me = moe_of(sh).ep_rank();
+  const int64_t first = moe_of(sh).first;
   std::fill(hs.send_rows.begin(), hs.send_rows.end(), 0);
   std::fill(hs.recv_rows.begin(), hs.recv_rows.end(), 0);
   for (int64_t e = 0; e < E; ++e) hs.send_rows[size_t(e / L)] += rec.counts_all[me * E + e];
-  for (int64_t s = 0; s < sh.moe.ep_size(); ++s)
+  for (int64_t s = 0; s < moe_of(sh).ep_size(); ++s)
     for (int64_t e = first; e < first + L; ++e)
       hs.recv_rows[size_t(s)] += rec.counts_all[s * E + e];
 }
@@ -98,9 +98,9 @@ void count_rows(MoeHostScratch& hs, const MoeRecord& rec, const GptShapes& sh) {
 // This rank's kept pairs sorted by (expert, token, choice): rec.perm and its
 // per-expert counts in row ep_rank of rec.counts_all (other rows zero).
 int64_t sort_pairs(MoeRecord& rec, MoeHostScratch& hs, const GptShapes& sh) {
-  const int64_t n = sh.local_tokens(), k = sh.moe.topk, E = sh.moe.experts;
-  int64_t* counts = rec.counts_all + sh.moe.ep_rank() * E;
-  std::fill(rec.counts_all, rec.counts_all + sh.moe.ep_size() * E, 0);
+  const int64_t n = sh.local_tokens(), k = moe_of(sh).topk, E = moe_of(sh).experts;
+  int64_t* counts = rec.counts_all + moe_of(sh).ep_rank() * E;
+  std::fill(rec.counts_all, rec.counts_all + moe_of(sh).ep_size() * E, 0);
   for (int64_t p = 0; p < n * k; ++p)
     if (rec.kept[p]) ++counts[rec.expert[p]];
   std::vector<int64_t>& next = hs.next;  // (E)
@@ -121,16 +121,16 @@ int64_t sort_pairs(MoeRecord& rec, MoeHostScratch& hs, const GptShapes& sh) {
 // EP rank s for local expert e — expert by expert, padded with -1.
 template <class RowOf>
 int64_t lay_out_expert_rows(MoeRecord& rec, const GptShapes& sh, RowOf row_of) {
-  const int64_t E = sh.moe.experts, L = local_experts(sh);
-  const int64_t uniform = sh.moe.grouped ? grouped_rows(rec, sh) : -1;
+  const int64_t E = moe_of(sh).experts, L = local_experts(sh);
+  const int64_t uniform = moe_of(sh).grouped ? grouped_rows(rec, sh) : -1;
   int64_t r = 0;
   for (int64_t i = 0; i < L; ++i) {
-    const int64_t e = sh.moe.first + i, begin = r;
-    for (int64_t s = 0; s < sh.moe.ep_size(); ++s)
+    const int64_t e = moe_of(sh).first + i, begin = r;
+    for (int64_t s = 0; s < moe_of(sh).ep_size(); ++s)
       for (int64_t j = 0; j < rec.counts_all[s * E + e]; ++j) rec.src[r++] = row_of(s, e, j);
     const int64_t end = begin + (uniform >= 0 ? uniform : expert_padded_rows(sh, r - begin));
-    MT_CHECK(end <= sh.moe.max_rows, "MoE layer: ", end, " expert rows exceed the planned ",
-             sh.moe.max_rows, " (internal error)");
+    MT_CHECK(end <= moe_of(sh).max_rows, "MoE layer: ", end, " expert rows exceed the planned ",
+             moe_of(sh).max_rows, " (internal error)");
     while (r < end) rec.src[r++] = -1;
   }
   return r;
@@ -147,35 +147,35 @@ int64_t moe_padded_rows(int64_t m) {
 }
 
 int64_t expert_padded_rows(const GptShapes& sh, int64_t m) {
-  return sh.moe.pad_to_capacity ? sh.moe.ep_size() * sh.moe.capacity : moe_padded_rows(m);
+  return moe_of(sh).pad_to_capacity ? moe_of(sh).ep_size() * moe_of(sh).capacity : moe_padded_rows(m);
 }
 
 ExpertRows expert_rows(const MoeRecord& rec, const GptShapes& sh, int64_t i) {
-  const int64_t E = sh.moe.experts;
-  const int64_t uniform = sh.moe.grouped ? grouped_rows(rec, sh) : -1;
+  const int64_t E = moe_of(sh).experts;
+  const int64_t uniform = moe_of(sh).grouped ? grouped_rows(rec, sh) : -1;
   ExpertRows out;
   for (int64_t x = 0; x <= i; ++x) {
-    const int64_t e = sh.moe.first + x;
+    const int64_t e = moe_of(sh).first + x;
     out.begin += out.padded;
     out.count = 0;
-    for (int64_t s = 0; s < sh.moe.ep_size(); ++s) out.count += rec.counts_all[s * E + e];
+    for (int64_t s = 0; s < moe_of(sh).ep_size(); ++s) out.count += rec.counts_all[s * E + e];
     out.padded = uniform >= 0 ? uniform : expert_padded_rows(sh, out.count);
   }
   return out;
 }
 
 void moe_dispatch_forward(MoeRecord& rec, MoeWorkspace& ws, const GptShapes& sh) {
-  const int64_t n = sh.local_tokens(), k = sh.moe.topk, h = sh.h, E = sh.moe.experts;
-  const int64_t ep = sh.moe.ep_size();
+  const int64_t n = sh.local_tokens(), k = moe_of(sh).topk, h = sh.h, E = moe_of(sh).experts;
+  const int64_t ep = moe_of(sh).ep_size();
   const bool bf16 = rec.in.bf16 != nullptr;
-  MT_CHECK(ep == 1 || sh.moe.ep != nullptr, "an MoE layer of EP ", ep,
+  MT_CHECK(ep == 1 || moe_of(sh).ep != nullptr, "an MoE layer of EP ", ep,
            " without its expert-parallel group (internal error: shapes made for planning)");
   MoeHostScratch& hs = *ws.host;
   const int64_t sent = sort_pairs(rec, hs, sh);
   int64_t received = 0, rows = 0;
-  if (sh.moe.alltoall || ep == 1) {
+  if (moe_of(sh).alltoall || ep == 1) {
     // Everyone's counts, then this rank's pairs' tokens (and gates) to their experts.
-    if (ep > 1) sh.moe.ep->all_reduce_sum(rec.counts_all, ep * E);
+    if (ep > 1) moe_of(sh).ep->all_reduce_sum(rec.counts_all, ep * E);
     gather_rows(as_act(ws.xa, rec.in), rec.in, rec.perm_tok, sent, h);
     for (int64_t i = 0; i < sent; ++i) ws.va[i] = rec.gate[rec.perm[i]];
     count_rows(hs, rec, sh);
@@ -184,7 +184,7 @@ void moe_dispatch_forward(MoeRecord& rec, MoeWorkspace& ws, const GptShapes& sh)
     // Received rows come source by source, each source's by expert.
     std::vector<int64_t>& start = hs.start;  // (EP·E) first received row of (s, e)
     for (int64_t s = 0, r = 0; s < ep; ++s)
-      for (int64_t e = sh.moe.first; e < sh.moe.first + sh.moe.local; ++e) {
+      for (int64_t e = moe_of(sh).first; e < moe_of(sh).first + moe_of(sh).local; ++e) {
         start[size_t(s * E + e)] = r;
         r += rec.counts_all[s * E + e];
         received = r;
@@ -212,9 +212,9 @@ void moe_dispatch_forward(MoeRecord& rec, MoeWorkspace& ws, const GptShapes& sh)
         if (codes[s * n * k + p] >= 0) ++rec.counts_all[s * E + int64_t(codes[s * n * k + p])];
     // Each local expert's pairs, source by source, in (token, choice) order:
     // a counting sort into hs.order, local expert i's from hs.start[i].
-    const int64_t L = sh.moe.local;
+    const int64_t L = moe_of(sh).local;
     auto local_of = [&](int64_t q) {  // q = s·n·k + p: its local expert, or -1
-      const int64_t e = int64_t(codes[q]) - sh.moe.first;
+      const int64_t e = int64_t(codes[q]) - moe_of(sh).first;
       return codes[q] >= 0 && e >= 0 && e < L ? e : -1;
     };
     std::fill(hs.start.begin(), hs.start.begin() + L + 1, 0);
@@ -226,7 +226,7 @@ void moe_dispatch_forward(MoeRecord& rec, MoeWorkspace& ws, const GptShapes& sh)
       if (const int64_t e = local_of(q); e >= 0) hs.order[size_t(hs.next[size_t(e)]++)] = q;
     std::copy(hs.start.begin(), hs.start.begin() + L, hs.next.begin());
     rows = lay_out_expert_rows(rec, sh, [&](int64_t, int64_t e, int64_t) {
-      return hs.order[size_t(hs.next[size_t(e - sh.moe.first)]++)] / k;  // s·n + t
+      return hs.order[size_t(hs.next[size_t(e - moe_of(sh).first)]++)] / k;  // s·n + t
     });
     for (int64_t i = 0; i < L; ++i) {
       const ExpertRows er = expert_rows(rec, sh, i);
@@ -249,13 +249,13 @@ void moe_rows_to_tokens(float* out, const float* z, const MoeRecord& rec, MoeWor
   const int64_t n = sh.local_tokens(), h = sh.h;
   const int64_t sent = rec.meta[0], received = rec.meta[1], rows = rec.meta[2];
   fill_zero(out, size_t(n * h) * sizeof(float));
-  if (sh.moe.alltoall || single(sh)) {
+  if (moe_of(sh).alltoall || single(sh)) {
     gather_rows(ws.xb, z, rec.inv, received, h);  // back in received order
     count_rows(*ws.host, rec, sh);
     exchange(sh, *ws.host, ws.xa, ws.xb, h, false, true);
     scatter_add_rows(out, ws.xa, rec.perm_tok, nullptr, sent, h);
   } else {
-    fill_zero(ws.xa, size_t(sh.moe.ep_size() * n * h) * sizeof(float));
+    fill_zero(ws.xa, size_t(moe_of(sh).ep_size() * n * h) * sizeof(float));
     scatter_add_rows(ws.xa, z, rec.src, nullptr, rows, h);
     reduce_scatter(sh, out, ws.xa, n * h);
   }
@@ -265,7 +265,7 @@ void moe_tokens_to_rows(float* dz, const float* dout, const MoeRecord& rec, MoeW
                         const GptShapes& sh) {
   const int64_t n = sh.local_tokens(), h = sh.h;
   const int64_t sent = rec.meta[0], rows = rec.meta[2];
-  if (sh.moe.alltoall || single(sh)) {
+  if (moe_of(sh).alltoall || single(sh)) {
     gather_rows(ws.xa, dout, rec.perm_tok, sent, h);
     count_rows(*ws.host, rec, sh);
     exchange(sh, *ws.host, ws.xb, ws.xa, h, false, false);
@@ -277,16 +277,16 @@ void moe_tokens_to_rows(float* dz, const float* dout, const MoeRecord& rec, MoeW
 
 void moe_gate_grad_back(float* dgate, const float* drow, const MoeRecord& rec, MoeWorkspace& ws,
                         const GptShapes& sh) {
-  const int64_t n = sh.local_tokens(), k = sh.moe.topk;
+  const int64_t n = sh.local_tokens(), k = moe_of(sh).topk;
   const int64_t sent = rec.meta[0], received = rec.meta[1], rows = rec.meta[2];
   fill_zero(dgate, size_t(n * k) * sizeof(float));
-  if (sh.moe.alltoall || single(sh)) {
+  if (moe_of(sh).alltoall || single(sh)) {
     for (int64_t i = 0; i < received; ++i) ws.va[i] = drow[rec.inv[i]];
     count_rows(*ws.host, rec, sh);
     exchange(sh, *ws.host, ws.vb, ws.va, 1, false, true);
     for (int64_t i = 0; i < sent; ++i) dgate[rec.perm[i]] = ws.vb[i];
   } else {
-    fill_zero(ws.va, size_t(sh.moe.ep_size() * n * k) * sizeof(float));
+    fill_zero(ws.va, size_t(moe_of(sh).ep_size() * n * k) * sizeof(float));
     for (int64_t r = 0; r < rows; ++r)
       if (rec.pair[r] >= 0) ws.va[rec.pair[r]] = drow[r];
     reduce_scatter(sh, dgate, ws.va, n * k);

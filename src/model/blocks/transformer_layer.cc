@@ -10,54 +10,69 @@ WriteView alloc_act(Arena& arena, const GptShapes& sh, int64_t n) {
 
 void layer_param_specs(ParamRegistry& reg, int64_t layer) {
   const std::string p = layer_prefix(layer);
+  const LayerSpec spec = layer_spec(reg.config(), layer);
   norm_param_specs(reg, p + "input_layernorm");
-  attention_param_specs(reg, p + "self_attention.");
+  with_kind<AttentionKinds>(spec.attention,
+                            [&](auto k) { decltype(k)::type::param_specs(reg, p + "self_attention."); });
   norm_param_specs(reg, p + "pre_mlp_layernorm");
-  if (layer_spec(reg.config(), layer).mlp == MlpKind::kMoe)
-    moe_param_specs(reg, p + "mlp.");
-  else
-    mlp_param_specs(reg, p + "mlp.");
+  with_kind<MlpKinds>(spec.mlp, [&](auto k) { decltype(k)::type::param_specs(reg, p + "mlp."); });
 }
 
 LayerActivations carve_layer_record(Arena& arena, const GptShapes& sh, const LayerSpec& spec) {
   LayerActivations la;
   la.ln1 = carve_norm_record(arena, sh);
-  la.attention = carve_attention_record(arena, sh);
+  with_kind<AttentionKinds>(spec.attention, [&](auto k) {
+    la.attention.emplace<k.index>(decltype(k)::type::carve_record(arena, sh)).in = la.ln1.out;
+  });
   la.mid = alloc_act(arena, sh, sh.local_tokens() * sh.h);
   la.ln2 = carve_norm_record(arena, sh);
-  if (spec.mlp == MlpKind::kMoe) {
-    la.moe = carve_moe_record(arena, sh);
-    la.moe.in = la.ln2.out;
-  } else {
-    la.mlp = carve_mlp_record(arena, sh);
-    la.mlp.in = la.ln2.out;
-  }
-  la.attention.in = la.ln1.out;
+  with_kind<MlpKinds>(spec.mlp, [&](auto k) {
+    la.mlp.emplace<k.index>(decltype(k)::type::carve_record(arena, sh)).in = la.ln2.out;
+  });
   return la;
 }
 
 LayerWorkspace carve_layer_workspace(Arena& arena, const GptShapes& sh) {
   LayerWorkspace ws;
-  ws.attention = carve_attention_workspace(arena, sh);
-  ws.mlp = carve_mlp_workspace(arena, sh);
-  if (sh.moe.experts > 0) ws.moe = carve_moe_workspace(arena, sh);
+  for_each_kind<AttentionKinds>([&](auto k) {
+    if (specs_take(sh.layer_specs, &LayerSpec::attention, k.index))
+      std::get<k.index>(ws.attention) = decltype(k)::type::carve_workspace(arena, sh);
+  });
+  for_each_kind<MlpKinds>([&](auto k) {
+    if (specs_take(sh.layer_specs, &LayerSpec::mlp, k.index))
+      std::get<k.index>(ws.mlp) = decltype(k)::type::carve_workspace(arena, sh);
+  });
   return ws;
 }
 
 double layer_record_bytes(const BlockSizes& z, const LayerSpec& spec) {
+  double attention = 0, mlp = 0;
+  with_kind<AttentionKinds>(spec.attention,
+                            [&](auto k) { attention = decltype(k)::type::record_bytes(z); });
+  with_kind<MlpKinds>(spec.mlp, [&](auto k) { mlp = decltype(k)::type::record_bytes(z); });
   const double mid = z.e * z.nl * z.h;
-  const double mlp = spec.mlp == MlpKind::kMoe ? z.moe_record : mlp_record_bytes(z);
-  return norm_record_bytes(z) + attention_record_bytes(z) + mid + norm_record_bytes(z) + mlp;
+  return norm_record_bytes(z) + attention + mid + norm_record_bytes(z) + mlp;
 }
 
-double layer_workspace_bytes(const BlockSizes& z) {
-  return attention_workspace_bytes(z) + mlp_workspace_bytes(z) + z.moe_workspace;
+double layer_workspace_bytes(const BlockSizes& z, const std::vector<LayerSpec>& specs) {
+  double bytes = 0;
+  for_each_kind<AttentionKinds>([&](auto k) {
+    if (specs_take(specs, &LayerSpec::attention, k.index))
+      bytes += decltype(k)::type::workspace_bytes(z);
+  });
+  for_each_kind<MlpKinds>([&](auto k) {
+    if (specs_take(specs, &LayerSpec::mlp, k.index)) bytes += decltype(k)::type::workspace_bytes(z);
+  });
+  return bytes;
 }
 
 double layer_flops(const ModelConfig& c, int64_t layer, double tokens) {
-  const double mlp = layer_spec(c, layer).mlp == MlpKind::kMoe ? moe_flops(c, tokens)
-                                                                : mlp_flops(c, tokens);
-  return attention_flops(c, tokens) + mlp;
+  const LayerSpec spec = layer_spec(c, layer);
+  double flops = 0;
+  with_kind<AttentionKinds>(spec.attention,
+                            [&](auto k) { flops += decltype(k)::type::flops(c, tokens); });
+  with_kind<MlpKinds>(spec.mlp, [&](auto k) { flops += decltype(k)::type::flops(c, tokens); });
+  return flops;
 }
 
 }  // namespace mt

@@ -1,17 +1,16 @@
 // One transformer layer as a composition of blocks by its LayerSpec:
 // input_layernorm → self_attention → (dropout-add) → pre_mlp_layernorm → mlp
-// → (dropout-add). Its parameters, activation record, workspace, memory
-// formula and FLOP count are those of its blocks, put together here; forward
-// and backward are in model/gpt_layer.cc. A new block (an MoE MLP) adds its
-// fields and one case per function below, nothing outside src/model/blocks.
+// → (dropout-add). The attention and MLP slots hold a kind each from the
+// registry (model/blocks/block_kinds.h); the layer's parameters, activation
+// record, workspace, memory formula and FLOP count are its blocks', put
+// together here through the kinds' interface; forward and backward are in
+// model/gpt_layer.cc. Nothing here names a kind.
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
-#include "model/blocks/attention_block.h"
-#include "model/blocks/layer_spec.h"
-#include "model/blocks/mlp_block.h"
-#include "model/blocks/moe_block.h"
+#include "model/blocks/block_kinds.h"
 #include "model/blocks/norm_block.h"
 
 namespace mt {
@@ -22,11 +21,10 @@ namespace mt {
 template <class P>
 struct LayerParams {
   LayerSpec spec;
-  NormParams<P> ln1;            // input_layernorm
-  AttentionParams<P> attention; // self_attention
-  NormParams<P> ln2;            // pre_mlp_layernorm
-  MlpParams<P> mlp;             // mlp (MlpKind::kDense)
-  MoeParams<P> moe;             // mlp (MlpKind::kMoe)
+  NormParams<P> ln1;                                  // input_layernorm
+  typename AttentionKinds::template Params<P> attention; // self_attention (spec.attention's kind)
+  NormParams<P> ln2;                                  // pre_mlp_layernorm
+  typename MlpKinds::template Params<P> mlp;          // mlp (spec.mlp's kind)
 };
 
 // Saved activations of one layer, stored as the run computes: fp32, or bf16
@@ -36,19 +34,18 @@ struct LayerParams {
 struct LayerActivations {
   WriteView input;            // (s_local, b, h) residual stream in (= previous layer's output)
   NormRecord ln1;             // its out is the attention's input
-  AttentionRecord attention;
+  AttentionKinds::Record attention;  // of spec.attention's kind
   WriteView mid;              // (s_local, b, h) residual after attention
   NormRecord ln2;             // its out is the MLP's input
-  MlpRecord mlp;              // MlpKind::kDense
-  MoeRecord moe;              // MlpKind::kMoe
+  MlpKinds::Record mlp;       // of spec.mlp's kind
   WriteView output;           // (s_local, b, h) residual stream out
 };
 
 // The blocks' scratch, shared by every layer and micro-batch.
+// Each kind's is carved when a layer of the stage takes that kind.
 struct LayerWorkspace {
-  AttentionWorkspace attention;
-  MlpWorkspace mlp;
-  MoeWorkspace moe;  // carved when the model has MoE layers
+  AttentionKinds::Workspaces attention;
+  MlpKinds::Workspaces mlp;
 };
 
 // Adds layer `layer`'s parameters to the registry, block by block, in the
@@ -61,23 +58,26 @@ LayerParams<P> bind_layer(const ParamBinder<P>& bind, int64_t layer) {
   LayerParams<P> lw;
   lw.spec = layer_spec(bind.reg.config(), layer);
   lw.ln1 = bind_norm(bind, p + "input_layernorm");
-  lw.attention = bind_attention(bind, p + "self_attention.");
+  with_kind<AttentionKinds>(lw.spec.attention, [&](auto k) {
+    lw.attention.template emplace<k.index>(decltype(k)::type::bind(bind, p + "self_attention."));
+  });
   lw.ln2 = bind_norm(bind, p + "pre_mlp_layernorm");
-  if (lw.spec.mlp == MlpKind::kMoe)
-    lw.moe = bind_moe(bind, p + "mlp.");
-  else
-    lw.mlp = bind_mlp(bind, p + "mlp.");
+  with_kind<MlpKinds>(lw.spec.mlp, [&](auto k) {
+    lw.mlp.template emplace<k.index>(decltype(k)::type::bind(bind, p + "mlp."));
+  });
   return lw;
 }
 
 // The record of a layer without its input/output (rows of the stage's
 // residual-stream buffer, set by the caller).
 LayerActivations carve_layer_record(Arena& arena, const GptShapes& sh, const LayerSpec& spec);
+// The stage's: the workspace of each kind its layers (sh.spec) take.
 LayerWorkspace carve_layer_workspace(Arena& arena, const GptShapes& sh);
-// Bytes of one layer's record (without its input) and of the LayerWorkspace:
-// the sums over its blocks, plus the residual after attention (mid).
+// Bytes of one layer's record (without its input) and of the LayerWorkspace
+// of a stage whose layers take the kinds of `specs`: the sums over the
+// blocks, plus the residual after attention (mid).
 double layer_record_bytes(const BlockSizes& z, const LayerSpec& spec);
-double layer_workspace_bytes(const BlockSizes& z);
+double layer_workspace_bytes(const BlockSizes& z, const std::vector<LayerSpec>& specs);
 // Training FLOPs of global layer `layer` over `tokens` tokens: the sum over its blocks.
 double layer_flops(const ModelConfig& c, int64_t layer, double tokens);
 

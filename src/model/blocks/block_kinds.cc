@@ -1,0 +1,54 @@
+#include "model/blocks/block_kinds.h"
+
+namespace mt {
+
+namespace {
+// The first kind after the default (index 0) whose applies() picks the layer.
+template <class Kinds>
+uint8_t pick(const ModelConfig& c, int64_t layer) {
+  uint8_t kind = 0;
+  for_each_kind<Kinds>([&](auto k) {
+    if (k.index > 0 && kind == 0 && decltype(k)::type::applies(c, layer)) kind = uint8_t(k.index);
+  });
+  return kind;
+}
+}  // namespace
+
+LayerSpec layer_spec(const ModelConfig& c, int64_t layer) {
+  return LayerSpec{pick<AttentionKinds>(c, layer), pick<MlpKinds>(c, layer)};
+}
+
+bool model_uses_attention(const ModelConfig& c, size_t index) {
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    if (layer_spec(c, l).attention == index) return true;
+  return false;
+}
+
+bool model_uses_mlp(const ModelConfig& c, size_t index) {
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    if (layer_spec(c, l).mlp == index) return true;
+  return false;
+}
+
+bool specs_take(const std::vector<LayerSpec>& specs, uint8_t LayerSpec::*member, size_t index) {
+  if (specs.empty()) return index == 0;
+  for (const LayerSpec& s : specs)
+    if (s.*member == index) return true;
+  return false;
+}
+
+std::shared_ptr<const KindShapes> make_kind_shapes(const ModelConfig& c, const StageLayout& st,
+                                                   const GptShapes& sh, const Communicator* ep) {
+  auto s = std::make_shared<KindShapes>();
+  for_each_kind<AttentionKinds>([&](auto k) {
+    if (model_uses_attention(c, k.index))
+      std::get<k.index>(s->attention) = decltype(k)::type::make_shapes(c, st, sh, ep);
+  });
+  for_each_kind<MlpKinds>([&](auto k) {
+    if (model_uses_mlp(c, k.index))
+      std::get<k.index>(s->mlp) = decltype(k)::type::make_shapes(c, st, sh, ep);
+  });
+  return s;
+}
+
+}  // namespace mt
