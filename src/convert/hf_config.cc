@@ -7,6 +7,7 @@
 
 #include "convert/hf_keys.h"
 #include "convert/hf_qwen.h"
+#include "convert/hf_rope_scaling.h"
 #include "core/error.h"
 
 namespace mt {
@@ -160,9 +161,7 @@ ModelConfig llama_config(const json& c, const std::string& path, bool mixtral) {
   m.position_embedding_type = "rope";
   m.swiglu = true;
   m.disable_bias_linear = true;
-  if (present(c, "rope_scaling"))
-    unsupported(path, "rope_scaling", c.at("rope_scaling"),
-                "megatron.cpp computes plain RoPE (no scaled or extended positions)");
+  rope_scaling_from_hf(c, path, !mixtral, m);  // Llama 3.1's llama3 only
   for (const char* key : {"attention_bias", "mlp_bias"})
     if (get_bool(c, key, path, false))
       unsupported(path, key, true, "the Llama configuration has no linear biases");
@@ -278,6 +277,8 @@ HfFamily hf_family_of(const ModelConfig& c) {
     if (c.rotary_percent != 1.f)
       off.push_back("rotary_percent " + nlohmann::json(tidy(c.rotary_percent)).dump() + want +
                     "1.0)");
+    if (c.use_rope_scaling && near_f != HfFamily::kLlama)
+      off.push_back("--use-rope-scaling (" + near + ": no rope_scaling; llama's is llama3)");
     if (c.moe() && c.qk_layernorm) off.push_back("--qk-layernorm (mixtral: no q/k norms)");
     if (c.moe() && qkv_bias_alone) off.push_back("--add-qkv-bias (mixtral: no biases)");
     if (!c.moe() && c.qk_layernorm && qkv_bias_alone)
@@ -360,7 +361,7 @@ json hf_config_from_model(const ModelConfig& c, HfFamily f, const json& tokenize
          {"max_position_embeddings", c.max_position_embeddings},
          {"rms_norm_eps", tidy(c.layernorm_epsilon)},
          {"rope_theta", tidy(c.rotary_base)},
-         {"rope_scaling", nullptr},
+         {"rope_scaling", rope_scaling_to_hf(c)},
          {"hidden_act", "silu"},
          {"attention_bias", false},
          {"mlp_bias", false},

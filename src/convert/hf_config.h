@@ -17,7 +17,8 @@
 //
 //   qwen2, qwen3 (Qwen2ForCausalLM, Qwen3ForCausalLM): hf_qwen.h.
 //
-// Anything of these families this decoder does not compute (rope_scaling,
+// Llama's rope_scaling llama3 (Llama 3.1+) is --use-rope-scaling (hf_rope_scaling.h).
+// Anything of these families this decoder does not compute (another rope_scaling,
 // attention/MLP biases in Llama, another activation, a head_dim that is not
 // hidden/heads, an untied GPT-2, a Mixtral sliding_window, more experts per
 // token than experts, ...) is refused naming the key and its value, never

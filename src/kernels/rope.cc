@@ -75,7 +75,8 @@ void rotate(float* x, int64_t b, int64_t a, int64_t s, int64_t d, const RopeTabl
 
 }  // namespace
 
-RopeTable make_rope_table(int64_t max_pos, int64_t head_dim, float rotary_percent, float base) {
+RopeTable make_rope_table(int64_t max_pos, int64_t head_dim, float rotary_percent, float base,
+                          const RopeScaling& scaling) {
   MT_CHECK(max_pos > 0, "make_rope_table: max_pos=", max_pos,
            " must be > 0; fix: set --max-position-embeddings");
   MT_CHECK(head_dim > 0, "make_rope_table: head_dim=", head_dim,
@@ -95,6 +96,7 @@ RopeTable make_rope_table(int64_t max_pos, int64_t head_dim, float rotary_percen
   std::vector<float> inv_freq(static_cast<size_t>(half));
   for (int64_t i = 0; i < half; ++i)  // std::pow(float, float) is powf
     inv_freq[size_t(i)] = 1.0f / std::pow(base, float(2 * i) / float(rot_dim));
+  rope_scale_inv_freq(inv_freq.data(), half, scaling);
   t.cos.resize(size_t(max_pos * half));
   t.sin.resize(size_t(max_pos * half));
 #pragma omp parallel for schedule(static)

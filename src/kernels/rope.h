@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/rope_scaling.h"
+
 namespace mt {
 
 // cos/sin of every (position, frequency) pair, built once per model.
@@ -20,8 +22,10 @@ struct RopeTable {
 // rot_dim = int(head_dim * rotary_percent) (even, > 0);
 // inv_freq[i] = 1 / base^(2i / rot_dim) and angle = float(pos) * inv_freq[i],
 // both in float32 as torch computes them; cos/sin of that float angle in double,
-// rounded to float.
-RopeTable make_rope_table(int64_t max_pos, int64_t head_dim, float rotary_percent, float base);
+// rounded to float. `scaling` (enabled): Llama 3.1's scaling of inv_freq
+// (kernels/rope_scaling.h) before the angles.
+RopeTable make_rope_table(int64_t max_pos, int64_t head_dim, float rotary_percent, float base,
+                          const RopeScaling& scaling = {});
 
 // x (b, a, s, d) =, in place; sequence index t is at position pos0 + t
 // (pos0 > 0: a decode step or a later chunk of the sequence).

@@ -60,6 +60,14 @@ ModelConfig resolved_architecture(ModelConfig c) {
   // names the number; the switch follows from it.
   c.num_query_groups = c.query_groups();
   c.group_query_attention = false;
+  if (!c.use_rope_scaling) {  // the scaling's values mean nothing without it
+    const ModelConfig d;
+    c.rope_scaling_factor = d.rope_scaling_factor;
+    c.rope_scaling_low_freq_factor = d.rope_scaling_low_freq_factor;
+    c.rope_scaling_high_freq_factor = d.rope_scaling_high_freq_factor;
+    c.rope_scaling_original_max_position_embeddings =
+        d.rope_scaling_original_max_position_embeddings;
+  }
   if (!c.moe()) {  // no expert anywhere: the MoE fields mean nothing
     const ModelConfig d;
     c.moe_ffn_hidden_size = d.moe_ffn_hidden_size;
@@ -203,6 +211,10 @@ void ModelConfig::check_flag_ranges() const {
              " features; RoPE needs an even number >= 2; fix: choose --rotary-percent so that "
              "head_dim x percent is even");
   }
+  MT_CHECK(!use_rope_scaling || rope(), "--use-rope-scaling scales RoPE's frequencies but "
+           "--position-embedding-type is ", position_embedding_type,
+           "; fix: add --position-embedding-type rope, or leave out --use-rope-scaling");
+  check_rope_scaling(rope_scaling());
   MT_CHECK(num_query_groups > 0, "--num-query-groups ", num_query_groups, " must be > 0");
   MT_CHECK(!group_query_attention || num_attention_heads % num_query_groups == 0,
            "--num-attention-heads ", num_attention_heads, " is not divisible by --num-query-groups ",
@@ -244,6 +256,10 @@ std::string ModelConfig::summary() const {
   if (kv_channels > 0) os << ", head size " << kv_channels;
   if (qk_layernorm) os << ", q/k " << normalization;
   if (add_qkv_bias && disable_bias_linear) os << ", QKV bias";
+  if (use_rope_scaling)
+    os << ", RoPE scaling x" << rope_scaling_factor << " (" << rope_scaling_low_freq_factor << ", "
+       << rope_scaling_high_freq_factor << ", " << rope_scaling_original_max_position_embeddings
+       << ")";
   os << ", ffn " << ffn_hidden_size << (swiglu ? " SwiGLU" : "") << ", seq " << seq_length
      << ", vocab " << vocab_size << " (padded " << padded_vocab_size << ")";
   if (rms_norm() || !learned_positions() || disable_bias_linear || !tied_output())

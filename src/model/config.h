@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/rope_scaling.h"
+
 namespace mt {
 
 struct ModelConfig {
@@ -27,6 +29,13 @@ struct ModelConfig {
   std::string position_embedding_type = "learned_absolute";  // learned_absolute | rope | none
   float rotary_base = 10000.f;
   float rotary_percent = 1.f;
+  // Llama 3.1's scaling of RoPE's frequencies (kernels/rope_scaling.h); Megatron
+  // has the switch and the factor, the other three are ours (Megatron's fixed values).
+  bool use_rope_scaling = false;
+  float rope_scaling_factor = 8.f;
+  float rope_scaling_low_freq_factor = 1.f;
+  float rope_scaling_high_freq_factor = 4.f;
+  int64_t rope_scaling_original_max_position_embeddings = 8192;
   bool swiglu = false;                // gated MLP: fc1 → [gate | up], silu(gate) * up
   bool group_query_attention = false;
   int64_t num_query_groups = 1;       // with group_query_attention (Megatron's default 1)
@@ -73,6 +82,10 @@ struct ModelConfig {
   bool rms_norm() const { return normalization == "RMSNorm"; }
   bool rope() const { return position_embedding_type == "rope"; }
   bool learned_positions() const { return position_embedding_type == "learned_absolute"; }
+  RopeScaling rope_scaling() const {
+    return {use_rope_scaling, rope_scaling_factor, rope_scaling_low_freq_factor,
+            rope_scaling_high_freq_factor, rope_scaling_original_max_position_embeddings};
+  }
   bool add_bias() const { return !disable_bias_linear; }
   bool qkv_bias() const { return add_bias() || add_qkv_bias; }
   bool tied_output() const { return !untie_embeddings_and_output_weights; }
@@ -122,6 +135,20 @@ void for_each_model_field(Config& c, Visit&& visit) {
   visit("rotary_base", "--rotary-base", "RoPE base (theta)", c.rotary_base);
   visit("rotary_percent", "--rotary-percent", "fraction of each head's features RoPE rotates",
         c.rotary_percent);
+  visit("use_rope_scaling", "--use-rope-scaling",
+        "Llama 3.1's scaling of the RoPE frequencies (rope_scaling llama3)", c.use_rope_scaling);
+  visit("rope_scaling_factor", "--rope-scaling-factor",
+        "with --use-rope-scaling: low frequencies are divided by this", c.rope_scaling_factor);
+  visit("rope_scaling_low_freq_factor", "--rope-scaling-low-freq-factor",
+        "with --use-rope-scaling: wavelengths above original / this are scaled fully",
+        c.rope_scaling_low_freq_factor);
+  visit("rope_scaling_high_freq_factor", "--rope-scaling-high-freq-factor",
+        "with --use-rope-scaling: wavelengths below original / this are kept",
+        c.rope_scaling_high_freq_factor);
+  visit("rope_scaling_original_max_position_embeddings",
+        "--rope-scaling-original-max-position-embeddings",
+        "with --use-rope-scaling: the context length the model was pretrained with",
+        c.rope_scaling_original_max_position_embeddings);
   visit("swiglu", "--swiglu", "gated MLP: silu(gate) * up (fc1 holds gate and up)", c.swiglu);
   visit("group_query_attention", "--group-query-attention",
         "grouped-query attention (--num-query-groups key/value heads)", c.group_query_attention);

@@ -121,7 +121,7 @@ GptShapes make_shapes(const ParamRegistry& reg, int64_t micro_batch, const Tenso
   if (c.rope())
     sh.rope = std::make_shared<const RopeTable>(
         make_rope_table(rope_positions > 0 ? rope_positions : c.seq_length, sh.d,
-                        c.rotary_percent, c.rotary_base));
+                        c.rotary_percent, c.rotary_base, c.rope_scaling()));
   sh.eps = c.layernorm_epsilon;
   sh.hidden_dropout = c.hidden_dropout;
   sh.attention_dropout = c.attention_dropout;

@@ -8,7 +8,8 @@ GPT2Block, GPT2Model, GPT2LMHeadModel, pytorch_utils.Conv1D,
 activations.NewGELUActivation; modeling_llama.py: LlamaRMSNorm,
 LlamaRotaryEmbedding, rotate_half, apply_rotary_pos_emb, repeat_kv,
 eager_attention_forward, LlamaAttention, LlamaMLP, LlamaDecoderLayer,
-LlamaForCausalLM; modeling_rope_utils._compute_default_rope_parameters;
+LlamaForCausalLM; modeling_rope_utils._compute_default_rope_parameters and
+_compute_llama3_parameters (rope_scaling llama3);
 modeling_mixtral.py: MixtralBlockSparseTop2MLP, MixtralSparseMoeBlock,
 MixtralDecoderLayer, MixtralForCausalLM; modeling_qwen2.py: Qwen2Attention with
 q/k/v_proj bias=True and o_proj bias=False; modeling_qwen3.py: Qwen3Attention
@@ -241,11 +242,12 @@ def mixtral_shapes(c):
     return s
 
 
-def random_tensors(shapes, seed):
-    """One float64 randn per tensor, in order: matrix 0.02 N, norm 1 + 0.1 N, bias 0.02 N, router
-    0.2 N (decisive top-k: no near ties between the k-th and the next expert); stored float32."""
+def random_tensors(shapes, seed, matrix_std=0.02):
+    """One float64 randn per tensor, in order: matrix matrix_std N (default 0.02), norm 1 + 0.1 N,
+    bias 0.02 N, router 0.2 N (decisive top-k: no near ties between the k-th and the next expert);
+    stored float32."""
     gen = torch.Generator().manual_seed(seed)
-    scale = {"matrix": 0.02, "bias": 0.02, "router": 0.2}
+    scale = {"matrix": matrix_std, "bias": 0.02, "router": 0.2}
     out = {}
     for name, shape, kind in shapes:
         z = torch.randn(shape, generator=gen, dtype=torch.float64)
@@ -292,10 +294,25 @@ def causal_attention(q, k, v, scale):
     return (probs @ v).transpose(0, 1).reshape(s, a * d)
 
 
-def rope_cos_sin(s, d, theta, dtype):
-    """LlamaRotaryEmbedding, default rope: inv_freq and angles in float32, cos/sin of the
+def llama3_inv_freq(inv_freq, rs):
+    """modeling_rope_utils._compute_llama3_parameters: wavelengths 2 pi / inv_freq below
+    original / high_freq_factor kept, above original / low_freq_factor divided by factor, in
+    between interpolated smoothly; float32 tensors throughout, as HF."""
+    factor, low, high = rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"]
+    old_len = rs["original_max_position_embeddings"]
+    wavelen = 2 * math.pi / inv_freq
+    scaled = torch.where(wavelen > old_len / low, inv_freq / factor, inv_freq)
+    smooth = (old_len / wavelen - low) / (high - low)
+    between = ~(wavelen < old_len / high) * ~(wavelen > old_len / low)
+    return torch.where(between, (1 - smooth) * scaled / factor + smooth * scaled, scaled)
+
+
+def rope_cos_sin(s, d, theta, dtype, rope_scaling=None):
+    """LlamaRotaryEmbedding, default or llama3 rope: inv_freq and angles in float32, cos/sin of the
     float32 angles in float32 (as HF), then cast to the working dtype. Returns (s, d) each."""
     inv_freq = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))  # (d/2,) float32
+    if rope_scaling is not None:  # check_model admits llama3 only
+        inv_freq = llama3_inv_freq(inv_freq, rope_scaling)
     freqs = torch.arange(s, dtype=torch.int64).float()[:, None] * inv_freq[None, :]  # (s, d/2) float32
     emb = torch.cat((freqs, freqs), dim=-1)
     return emb.cos().to(dtype), emb.sin().to(dtype)
@@ -368,7 +385,7 @@ def llama_logits(cfg, w, ids, dtype, renormalize=True, gaps=None):
     eps, s = cfg.get("rms_norm_eps", 1e-6), ids.numel()
     attn_bias, mlp_bias = cfg.get("attention_bias", False), cfg.get("mlp_bias", False)
     qkv_bias = attn_bias or fam == "qwen2"  # Qwen2: q/k/v biases always, o_proj none
-    cos, sin = rope_cos_sin(s, d, float(cfg.get("rope_theta", 10000.0)), dtype)
+    cos, sin = rope_cos_sin(s, d, float(cfg.get("rope_theta", 10000.0)), dtype, cfg.get("rope_scaling"))
 
     def linear(y, name, bias):  # nn.Linear: y W^T (+ b)
         out = y @ W(name + ".weight").t()
@@ -420,8 +437,12 @@ def check_model(cfg, w):
     else:
         if cfg.get("hidden_act", "silu") != "silu":
             bad.append(f"hidden_act {cfg['hidden_act']!r} (only silu)")
-        if cfg.get("rope_scaling") is not None:
-            bad.append(f"rope_scaling {cfg['rope_scaling']} (only null)")
+        rs = cfg.get("rope_scaling")
+        if rs is not None:
+            kind = rs.get("rope_type", rs.get("type")) if isinstance(rs, dict) else None
+            keys = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
+            if fam != "llama" or kind != "llama3" or not all(isinstance(rs.get(k), (int, float)) for k in keys):
+                bad.append(f"rope_scaling {rs} (only null, or llama3 with its four values on llama)")
         if fam in ("qwen2", "qwen3") and cfg.get("use_sliding_window", False):
             bad.append("use_sliding_window true (only full attention)")
         if fam == "qwen3" and cfg.get("attention_bias", False):
@@ -498,6 +519,16 @@ def self_check(cfg, w, log=print):
     cos, sin = rope_cos_sin(s, d, 10000.0, torch.float64)
     z = torch.complex(x[:, :d // 2], x[:, d // 2:]) * torch.complex(cos[:, :d // 2], sin[:, :d // 2])
     report("RoPE rotate_half vs complex product", x * cos + rotate_half(x) * sin - torch.cat((z.real, z.imag), -1), 1e-12)
+    # llama3 scaling == its piecewise formula per column in float64 (head dim 16, theta 10000,
+    # original 64: column 0 kept, 1 and 2 interpolated, 3..7 divided by the factor).
+    rs = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
+    base = 1.0 / (10000.0 ** (torch.arange(0, 16, 2, dtype=torch.int64).float() / 16))
+    want = []
+    for f in base.double().tolist():
+        wl, t = 2 * math.pi / f, (64 * f / (2 * math.pi) - 1) / 3
+        want.append(f if wl < 16 else f / 8 if wl > 64 else (1 - t) * f / 8 + t * f)
+    report("llama3 RoPE scaling vs per-column formula (relative)",
+           llama3_inv_freq(base, rs).double() / torch.tensor(want, dtype=torch.float64) - 1, 1e-6)
     y = torch.randn(3, 7, generator=gen, dtype=torch.float64)
     ones, zeros = torch.ones(7, dtype=torch.float64), torch.zeros(7, dtype=torch.float64)
     report("layer_norm vs F.layer_norm", layer_norm(y, ones, zeros, 1e-5) - F.layer_norm(y, (7,), eps=1e-5), 1e-12)
@@ -591,6 +622,14 @@ def cmd_random(args):
                                args.max_pos, args.tie == "true")
             if args.head_dim is not None:  # LlamaConfig's head_dim (default hidden / heads)
                 cfg["head_dim"] = args.head_dim
+            if args.rope_scaling is not None:  # Llama 3.1's: factor,low,high,original
+                try:
+                    factor, low, high, orig = args.rope_scaling.split(",")
+                    cfg["rope_scaling"] = {"factor": float(factor), "low_freq_factor": float(low),
+                                           "high_freq_factor": float(high),
+                                           "original_max_position_embeddings": int(orig), "rope_type": "llama3"}
+                except ValueError:
+                    raise InputError(f"--rope-scaling {args.rope_scaling!r} is not FACTOR,LOW,HIGH,ORIGINAL")
             shapes = llama_shapes(cfg)
         else:
             E = 4 if args.experts is None else args.experts
@@ -600,9 +639,11 @@ def cmd_random(args):
             cfg = mixtral_config(args.vocab_size, args.hidden, args.layers, args.heads, g, args.ffn or 32,
                                  args.max_pos, args.tie == "true", E, k)
             shapes = mixtral_shapes(cfg)
+    if f != "llama" and args.rope_scaling is not None:
+        raise InputError("--rope-scaling is llama-only")
     if f != "mixtral" and (args.experts is not None or args.topk is not None):
         raise InputError("--experts and --topk are mixtral-only")
-    tensors = random_tensors(shapes, args.seed)
+    tensors = random_tensors(shapes, args.seed, args.matrix_std)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "config.json"), "w") as fh:
         json.dump(cfg, fh, indent=2)
@@ -704,6 +745,11 @@ def main():
     r.add_argument("--topk", type=int, default=None, help="mixtral num_experts_per_tok (default 2)")
     r.add_argument("--max-pos", type=int, default=128, help="gpt2 n_positions / llama max_position_embeddings")
     r.add_argument("--tie", choices=("true", "false"), default=None, help="llama, mixtral, qwen2, qwen3 (default false)")
+    r.add_argument("--rope-scaling", default=None,
+                   help="llama: rope_scaling llama3 as FACTOR,LOW,HIGH,ORIGINAL (e.g. 8,1,4,8192; default null)")
+    r.add_argument("--matrix-std", type=float, default=0.02,
+                   help="std of the matrices and embeddings (default 0.02; larger: sharper attention, "
+                        "so that position encodings are felt in the log-probabilities)")
     r.add_argument("--no-self-check", dest="self_check", action="store_false", help="skip the self-checks")
     s = sub.add_parser("score", help="compare a `megatron generate --output-json` file with this reference")
     s.add_argument("--hf-dir", required=True)
