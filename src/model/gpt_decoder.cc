@@ -64,8 +64,9 @@ double GptDecoder::planned_bytes(const ParamRegistry& reg, int64_t positions) {
   const double h = double(c.hidden_size), v = double(c.padded_vocab_size) / tp;
   double cache = 0;  // each layer's, of its attention kind
   for (int64_t l = 0; l < c.num_layers; ++l)
-    with_kind<AttentionKinds>(layer_spec(c, l).attention,
-                              [&](auto k) { cache += decltype(k)::type::cache_floats(c, tp_size, p); });
+    with_kind<AttentionKinds>(layer_spec(c, l).attention, [&](auto k) {
+      cache += decltype(k)::type::cache_floats(c, tp_size, p);
+    });
   // x, ln, tmp; mean, rstd; local and gathered logits; the scratch of each
   // block kind the layers take
   double scratch = 3 * h + 2 + v + v * tp;

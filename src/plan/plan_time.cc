@@ -218,7 +218,8 @@ StepTime predict_step_time(const ModelConfig& mc, const PlanProblem& pb, const P
   double ep_mb = 0;
   if (l.ep > 1)
     for (double elements : exchange)
-      ep_mb += (4 + (full ? 2 : 0)) / double(l.pp) * all_gather_seconds(elements * wire, l.ep, ep_link);
+      ep_mb += (4 + (full ? 2 : 0)) / double(l.pp) *
+               all_gather_seconds(elements * wire, l.ep, ep_link);
 
   const double m = double(pb.global_batch_size) / (b * double(l.dp));
   StepTime st;

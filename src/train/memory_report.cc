@@ -161,7 +161,8 @@ MemoryClasses predict_memory(const MemoryPlan& p) {
   //   (bf16 adds the logits' gradient in bf16: n·v/2)
   const double logits = n * double(p.v_local) * (bf16 ? 1.5 : 1.0);
   const double loss_head = p.has_output ? logits + 5 * n : 0.0;
-  m.workspace = 4.0 * (3 * nl * h + 2 * n * h + loss_head) + layer_workspace_bytes(z, p.layer_specs);
+  m.workspace =
+      4.0 * (3 * nl * h + 2 * n * h + loss_head) + layer_workspace_bytes(z, p.layer_specs);
   return m;
 }
 

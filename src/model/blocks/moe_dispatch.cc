@@ -45,10 +45,11 @@ void exchange(const GptShapes& sh, MoeHostScratch& hs, void* out, const void* in
   ChunkSplit& ss = hs.send_split;
   rows_split(rs, from, width);
   rows_split(ss, to, width);
+  const Communicator* ep = moe_of(sh).ep;
   if (bf16)
-    moe_of(sh).ep->all_to_all_v(static_cast<uint16_t*>(out), rs, static_cast<const uint16_t*>(in), ss);
+    ep->all_to_all_v(static_cast<uint16_t*>(out), rs, static_cast<const uint16_t*>(in), ss);
   else
-    moe_of(sh).ep->all_to_all_v(static_cast<float*>(out), rs, static_cast<const float*>(in), ss);
+    ep->all_to_all_v(static_cast<float*>(out), rs, static_cast<const float*>(in), ss);
 }
 
 void gather(const GptShapes& sh, void* out, const void* in, int64_t n, bool bf16) {
@@ -147,7 +148,8 @@ int64_t moe_padded_rows(int64_t m) {
 }
 
 int64_t expert_padded_rows(const GptShapes& sh, int64_t m) {
-  return moe_of(sh).pad_to_capacity ? moe_of(sh).ep_size() * moe_of(sh).capacity : moe_padded_rows(m);
+  const MoeShapes& moe = moe_of(sh);
+  return moe.pad_to_capacity ? moe.ep_size() * moe.capacity : moe_padded_rows(m);
 }
 
 ExpertRows expert_rows(const MoeRecord& rec, const GptShapes& sh, int64_t i) {

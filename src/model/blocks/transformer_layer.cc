@@ -12,8 +12,9 @@ void layer_param_specs(ParamRegistry& reg, int64_t layer) {
   const std::string p = layer_prefix(layer);
   const LayerSpec spec = layer_spec(reg.config(), layer);
   norm_param_specs(reg, p + "input_layernorm");
-  with_kind<AttentionKinds>(spec.attention,
-                            [&](auto k) { decltype(k)::type::param_specs(reg, p + "self_attention."); });
+  with_kind<AttentionKinds>(spec.attention, [&](auto k) {
+    decltype(k)::type::param_specs(reg, p + "self_attention.");
+  });
   norm_param_specs(reg, p + "pre_mlp_layernorm");
   with_kind<MlpKinds>(spec.mlp, [&](auto k) { decltype(k)::type::param_specs(reg, p + "mlp."); });
 }
