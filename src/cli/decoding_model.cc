@@ -40,6 +40,7 @@ DecodingModel open_for_decoding(const std::string& load, const ParallelState& ps
   const nlohmann::json meta = read_checkpoint_meta(load);
   const nlohmann::json& args = meta.at("args");
   m.cfg = model_config_from_json(args.at("model"));
+  m.cfg.padded_vocab_size = 0;  // derived by finalize, then the checkpoint's rows below
   m.cfg.finalize(tp);
   m.cfg.padded_vocab_size = args.at("model").at("padded_vocab_size");  // as trained
   MT_CHECK(m.cfg.padded_vocab_size % tp == 0 && m.cfg.num_attention_heads % tp == 0,

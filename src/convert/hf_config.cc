@@ -272,7 +272,9 @@ HfFamily hf_family_of(const ModelConfig& c) {
     if (!c.rms_norm()) off.push_back("normalization " + c.normalization + want + "RMSNorm)");
     if (!c.rope())
       off.push_back("position embedding " + c.position_embedding_type + want + "rope)");
-    if (!c.swiglu) off.push_back("a GELU MLP" + want + "SwiGLU)");
+    if (!c.swiglu)
+      off.push_back(std::string(c.squared_relu ? "a squared-ReLU MLP" : "a GELU MLP") + want +
+                    "SwiGLU)");
     if (c.add_bias()) off.push_back("linear biases" + want + "--disable-bias-linear)");
     if (c.rotary_percent != 1.f)
       off.push_back("rotary_percent " + nlohmann::json(tidy(c.rotary_percent)).dump() + want +
@@ -288,6 +290,7 @@ HfFamily hf_family_of(const ModelConfig& c) {
     if (!c.learned_positions())
       off.push_back("position embedding " + c.position_embedding_type +
                     " (gpt2: learned_absolute)");
+    if (c.squared_relu) off.push_back("--squared-relu (gpt2: GELU)");
     if (!c.add_bias()) off.push_back("no linear biases (gpt2: biases)");
     if (!c.tied_output()) off.push_back("an untied output layer (gpt2: tied)");
     if (c.query_groups() != c.num_attention_heads)
@@ -297,6 +300,8 @@ HfFamily hf_family_of(const ModelConfig& c) {
     off.push_back("--kv-channels " + std::to_string(c.head_dim()) +
                   " (gpt2: hidden / heads = " +
                   std::to_string(c.hidden_size / c.num_attention_heads) + ")");
+  if (c.apply_layernorm_1p)
+    off.push_back("--apply-layernorm-1p (" + near + ": norm weights are gamma, not gamma - 1)");
   if (c.moe()) {
     for (int64_t l = 0; l < c.num_layers; ++l)
       if (!c.is_moe_layer(l)) {

@@ -28,7 +28,7 @@ namespace {
 
 template <class To, class Ti, class W, class B>
 void forward_impl(To* out, float* mean, float* rstd, const Ti* inp, const W* weight,
-                  const B* bias, int64_t n, int64_t c, float eps) {
+                  const B* bias, int64_t n, int64_t c, float eps, float w1) {
   MT_CHECK(n >= 0 && c > 0, "layernorm_forward: bad shape n=", n, " c=", c,
            "; fix: pass the row count and a positive hidden size");
   MT_CHECK(eps > 0.f, "layernorm_forward: eps=", eps, " must be > 0; fix: use e.g. 1e-5");
@@ -51,7 +51,7 @@ void forward_impl(To* out, float* mean, float* rstd, const Ti* inp, const W* wei
     const float r = 1.f / std::sqrt(var + eps);
 #pragma omp simd
     for (int64_t j = 0; j < c; ++j)
-      store_f32(y, j, (load_f32(x, j) - m) * r * load_f32(weight, j) + load_f32(bias, j));
+      store_f32(y, j, (load_f32(x, j) - m) * r * (load_f32(weight, j) + w1) + load_f32(bias, j));
     mean[i] = m;
     rstd[i] = r;
   }
@@ -60,7 +60,7 @@ void forward_impl(To* out, float* mean, float* rstd, const Ti* inp, const W* wei
 template <class Ti, class W>
 void backward_impl(float* dinp, float* dweight, float* dbias, const float* dout,
                    const Ti* inp, const W* weight, const float* mean, const float* rstd,
-                   int64_t n, int64_t c) {
+                   int64_t n, int64_t c, float w1) {
   MT_CHECK(n >= 0 && c > 0, "layernorm_backward: bad shape n=", n, " c=", c,
            "; fix: pass the row count and a positive hidden size");
   const int64_t nblocks = (c + kColBlock - 1) / kColBlock;
@@ -77,7 +77,7 @@ void backward_impl(float* dinp, float* dweight, float* dbias, const float* dout,
       float sum_g = 0.f, sum_gx = 0.f;
 #pragma omp simd reduction(+ : sum_g, sum_gx)
       for (int64_t j = 0; j < c; ++j) {
-        const float g = dy[j] * load_f32(weight, j);
+        const float g = dy[j] * (load_f32(weight, j) + w1);
         sum_g += g;
         sum_gx += g * ((load_f32(x, j) - m) * r);
       }
@@ -85,7 +85,7 @@ void backward_impl(float* dinp, float* dweight, float* dbias, const float* dout,
 #pragma omp simd
       for (int64_t j = 0; j < c; ++j) {
         const float xhat = (load_f32(x, j) - m) * r;
-        dx[j] += r * (dy[j] * load_f32(weight, j) - mean_g - xhat * mean_gx);
+        dx[j] += r * (dy[j] * (load_f32(weight, j) + w1) - mean_g - xhat * mean_gx);
       }
     }
     // dweight = sum_i dout * xhat, dbias = sum_i dout, over rows in order.
@@ -114,14 +114,17 @@ void backward_impl(float* dinp, float* dweight, float* dbias, const float* dout,
 }  // namespace
 
 void layernorm_forward(WriteView out, float* mean, float* rstd, ReadView inp, ReadView weight,
-                       ReadView bias, int64_t n, int64_t c, float eps) {
+                       ReadView bias, int64_t n, int64_t c, float eps,
+                       bool zero_centered_gamma) {
   if (MT_ON_DEVICE(out.raw()))
-    return cuda::layernorm_forward(out, mean, rstd, inp, weight, bias, n, c, eps);
+    return cuda::layernorm_forward(out, mean, rstd, inp, weight, bias, n, c, eps,
+                                   zero_centered_gamma);
+  const float w1 = zero_centered_gamma ? 1.f : 0.f;
   MT_CHECK(out && inp && weight && bias, "layernorm_forward: null output, input, weight or bias");
   visit(out, [&](auto* y) {
     visit(inp, [&](const auto* x) {
       visit(weight, [&](const auto* w) {
-        visit(bias, [&](const auto* b) { forward_impl(y, mean, rstd, x, w, b, n, c, eps); });
+        visit(bias, [&](const auto* b) { forward_impl(y, mean, rstd, x, w, b, n, c, eps, w1); });
       });
     });
   });
@@ -129,13 +132,15 @@ void layernorm_forward(WriteView out, float* mean, float* rstd, ReadView inp, Re
 
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                         ReadView inp, ReadView weight, const float* mean,
-                        const float* rstd, int64_t n, int64_t c) {
+                        const float* rstd, int64_t n, int64_t c, bool zero_centered_gamma) {
   if (MT_ON_DEVICE(dinp))
-    return cuda::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, n, c);
+    return cuda::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, n, c,
+                                    zero_centered_gamma);
+  const float w1 = zero_centered_gamma ? 1.f : 0.f;
   MT_CHECK(inp && weight, "layernorm_backward: null input or weight");
   visit(inp, [&](const auto* x) {
     visit(weight, [&](const auto* w) {
-      backward_impl(dinp, dweight, dbias, dout, x, w, mean, rstd, n, c);
+      backward_impl(dinp, dweight, dbias, dout, x, w, mean, rstd, n, c, w1);
     });
   });
 }

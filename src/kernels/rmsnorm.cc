@@ -28,7 +28,7 @@ namespace {
 
 template <class To, class Ti, class W>
 void forward_impl(To* out, float* rstd, const Ti* inp, const W* weight, int64_t n,
-                  int64_t c, float eps) {
+                  int64_t c, float eps, float w1) {
   MT_CHECK(n >= 0 && c > 0, "rmsnorm_forward: bad shape n=", n, " c=", c,
            "; fix: pass the row count and a positive hidden size");
   MT_CHECK(eps > 0.f, "rmsnorm_forward: eps=", eps, " must be > 0; fix: use e.g. 1e-5");
@@ -41,14 +41,15 @@ void forward_impl(To* out, float* rstd, const Ti* inp, const W* weight, int64_t 
     for (int64_t j = 0; j < c; ++j) sq += load_f32(x, j) * load_f32(x, j);
     const float r = 1.f / std::sqrt(sq / float(c) + eps);
 #pragma omp simd
-    for (int64_t j = 0; j < c; ++j) store_f32(y, j, load_f32(x, j) * r * load_f32(weight, j));
+    for (int64_t j = 0; j < c; ++j)
+      store_f32(y, j, load_f32(x, j) * r * (load_f32(weight, j) + w1));
     rstd[i] = r;
   }
 }
 
 template <class Ti, class W>
 void backward_impl(float* dinp, float* dweight, const float* dout, const Ti* inp,
-                   const W* weight, const float* rstd, int64_t n, int64_t c) {
+                   const W* weight, const float* rstd, int64_t n, int64_t c, float w1) {
   MT_CHECK(n >= 0 && c > 0, "rmsnorm_backward: bad shape n=", n, " c=", c,
            "; fix: pass the row count and a positive hidden size");
   const int64_t nblocks = (c + kColBlock - 1) / kColBlock;
@@ -64,10 +65,12 @@ void backward_impl(float* dinp, float* dweight, const float* dout, const Ti* inp
       const float r = rstd[i];
       float sum_gx = 0.f;
 #pragma omp simd reduction(+ : sum_gx)
-      for (int64_t j = 0; j < c; ++j) sum_gx += dy[j] * load_f32(weight, j) * (load_f32(x, j) * r);
+      for (int64_t j = 0; j < c; ++j)
+        sum_gx += dy[j] * (load_f32(weight, j) + w1) * (load_f32(x, j) * r);
       const float mean_gx = sum_gx / float(c);
 #pragma omp simd
-      for (int64_t j = 0; j < c; ++j) dx[j] += r * (dy[j] * load_f32(weight, j) - (load_f32(x, j) * r) * mean_gx);
+      for (int64_t j = 0; j < c; ++j)
+        dx[j] += r * (dy[j] * (load_f32(weight, j) + w1) - (load_f32(x, j) * r) * mean_gx);
     }
     // dweight = sum_i dout * xhat, over rows in order.
 #pragma omp for schedule(static)
@@ -89,23 +92,28 @@ void backward_impl(float* dinp, float* dweight, const float* dout, const Ti* inp
 }  // namespace
 
 void rmsnorm_forward(WriteView out, float* rstd, ReadView inp, ReadView weight, int64_t n,
-                     int64_t c, float eps) {
-  if (MT_ON_DEVICE(out.raw())) return cuda::rmsnorm_forward(out, rstd, inp, weight, n, c, eps);
+                     int64_t c, float eps, bool zero_centered_gamma) {
+  if (MT_ON_DEVICE(out.raw()))
+    return cuda::rmsnorm_forward(out, rstd, inp, weight, n, c, eps, zero_centered_gamma);
+  const float w1 = zero_centered_gamma ? 1.f : 0.f;
   MT_CHECK(out && inp && weight, "rmsnorm_forward: null output, input or weight");
   visit(out, [&](auto* y) {
     visit(inp, [&](const auto* x) {
-      visit(weight, [&](const auto* w) { forward_impl(y, rstd, x, w, n, c, eps); });
+      visit(weight, [&](const auto* w) { forward_impl(y, rstd, x, w, n, c, eps, w1); });
     });
   });
 }
 
 void rmsnorm_backward(float* dinp, float* dweight, const float* dout, ReadView inp,
-                      ReadView weight, const float* rstd, int64_t n, int64_t c) {
+                      ReadView weight, const float* rstd, int64_t n, int64_t c,
+                      bool zero_centered_gamma) {
   if (MT_ON_DEVICE(dinp))
-    return cuda::rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, n, c);
+    return cuda::rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, n, c,
+                                  zero_centered_gamma);
+  const float w1 = zero_centered_gamma ? 1.f : 0.f;
   MT_CHECK(inp && weight, "rmsnorm_backward: null input or weight");
   visit(inp, [&](const auto* x) {
-    visit(weight, [&](const auto* w) { backward_impl(dinp, dweight, dout, x, w, rstd, n, c); });
+    visit(weight, [&](const auto* w) { backward_impl(dinp, dweight, dout, x, w, rstd, n, c, w1); });
   });
 }
 

@@ -215,6 +215,12 @@ void ModelConfig::check_flag_ranges() const {
            "--position-embedding-type is ", position_embedding_type,
            "; fix: add --position-embedding-type rope, or leave out --use-rope-scaling");
   check_rope_scaling(rope_scaling());
+  // Megatron's core_transformer_config_from_args asserts this (one activation per MLP).
+  MT_CHECK(!(squared_relu && swiglu), "--squared-relu and --swiglu were both given, but the MLP "
+           "has one activation (Megatron-LM refuses the pair too); fix: drop one of them");
+  MT_CHECK(padded_vocab_size >= 0, "--padded-vocab-size ", padded_vocab_size,
+           " must be > 0; fix: give the model's vocabulary rows, or leave it out to pad the "
+           "tokenizer's by --make-vocab-size-divisible-by x TP");
   MT_CHECK(num_query_groups > 0, "--num-query-groups ", num_query_groups, " must be > 0");
   MT_CHECK(!group_query_attention || num_attention_heads % num_query_groups == 0,
            "--num-attention-heads ", num_attention_heads, " is not divisible by --num-query-groups ",
@@ -244,7 +250,18 @@ void ModelConfig::finalize(int64_t tp_size) {
   if (moe_expert_capacity_factor < 0) moe_expert_capacity_factor = -1.f;  // one spelling of None
   MT_CHECK(vocab_size > 0, "vocabulary size ", vocab_size,
            " must be > 0; fix: pass --vocab-file or --vocab-size");
-  padded_vocab_size = mt::padded_vocab_size(vocab_size, make_vocab_size_divisible_by, tp_size);
+  if (padded_vocab_size > 0) {  // --padded-vocab-size: used as given (Megatron's build_tokenizer)
+    MT_CHECK(padded_vocab_size >= vocab_size, "--padded-vocab-size ", padded_vocab_size,
+             " is smaller than the tokenizer's vocabulary of ", vocab_size,
+             " tokens; fix: give at least ", vocab_size, ", or leave it out");
+    MT_CHECK(padded_vocab_size % tp_size == 0, "--padded-vocab-size ", padded_vocab_size,
+             " is not divisible by --tensor-model-parallel-size ", tp_size,
+             " (each rank holds an equal slice of the vocabulary); fix: give a multiple of ",
+             tp_size, " such as ", mt::padded_vocab_size(padded_vocab_size, 1, tp_size),
+             ", or leave it out");
+  } else {
+    padded_vocab_size = mt::padded_vocab_size(vocab_size, make_vocab_size_divisible_by, tp_size);
+  }
   count_parameters(*this);  // throws if it overflows
 }
 
@@ -260,7 +277,9 @@ std::string ModelConfig::summary() const {
     os << ", RoPE scaling x" << rope_scaling_factor << " (" << rope_scaling_low_freq_factor << ", "
        << rope_scaling_high_freq_factor << ", " << rope_scaling_original_max_position_embeddings
        << ")";
-  os << ", ffn " << ffn_hidden_size << (swiglu ? " SwiGLU" : "") << ", seq " << seq_length
+  if (apply_layernorm_1p) os << ", norms 1p";
+  os << ", ffn " << ffn_hidden_size << (swiglu ? " SwiGLU" : "")
+     << (squared_relu ? " squared ReLU" : "") << ", seq " << seq_length
      << ", vocab " << vocab_size << " (padded " << padded_vocab_size << ")";
   if (rms_norm() || !learned_positions() || disable_bias_linear || !tied_output())
     os << ", " << normalization << ", positions " << position_embedding_type

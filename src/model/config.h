@@ -20,7 +20,7 @@ struct ModelConfig {
   int64_t max_position_embeddings = 0;  // 0 → seq_length
   int64_t vocab_size = 0;               // the tokenizer's size (before padding)
   int64_t make_vocab_size_divisible_by = 128;
-  int64_t padded_vocab_size = 0;  // set by finalize()
+  int64_t padded_vocab_size = 0;  // --padded-vocab-size, or set by finalize()
   float init_method_std = 0.02f;
   float hidden_dropout = 0.1f;
   float attention_dropout = 0.1f;
@@ -37,6 +37,8 @@ struct ModelConfig {
   float rope_scaling_high_freq_factor = 4.f;
   int64_t rope_scaling_original_max_position_embeddings = 8192;
   bool swiglu = false;                // gated MLP: fc1 → [gate | up], silu(gate) * up
+  bool squared_relu = false;          // non-gated MLP activation relu(x)^2 (else GELU)
+  bool apply_layernorm_1p = false;    // every norm scales by (1 + weight); weights start at 0
   bool group_query_attention = false;
   int64_t num_query_groups = 1;       // with group_query_attention (Megatron's default 1)
   bool disable_bias_linear = false;   // no biases in the linear layers
@@ -121,7 +123,8 @@ void for_each_model_field(Config& c, Visit&& visit) {
   visit("vocab_size", "", "", c.vocab_size);
   visit("make_vocab_size_divisible_by", "--make-vocab-size-divisible-by",
         "pad the vocabulary to a multiple of this (times TP)", c.make_vocab_size_divisible_by);
-  visit("padded_vocab_size", "", "", c.padded_vocab_size);
+  visit("padded_vocab_size", "--padded-vocab-size", "the model's vocabulary rows (default: the "
+        "tokenizer's, padded by --make-vocab-size-divisible-by x TP)", c.padded_vocab_size);
   visit("init_method_std", "--init-method-std", "std of the normal weight init",
         c.init_method_std);
   visit("hidden_dropout", "--hidden-dropout", "dropout on hidden states", c.hidden_dropout);
@@ -150,6 +153,10 @@ void for_each_model_field(Config& c, Visit&& visit) {
         "with --use-rope-scaling: the context length the model was pretrained with",
         c.rope_scaling_original_max_position_embeddings);
   visit("swiglu", "--swiglu", "gated MLP: silu(gate) * up (fc1 holds gate and up)", c.swiglu);
+  visit("squared_relu", "--squared-relu", "MLP activation relu(x)^2 instead of GELU",
+        c.squared_relu);
+  visit("apply_layernorm_1p", "--apply-layernorm-1p", "zero-centred norm weights: every norm "
+        "scales by (1 + weight), weights initialised to 0", c.apply_layernorm_1p);
   visit("group_query_attention", "--group-query-attention",
         "grouped-query attention (--num-query-groups key/value heads)", c.group_query_attention);
   visit("num_query_groups", "--num-query-groups", "key/value heads with --group-query-attention",

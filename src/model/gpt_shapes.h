@@ -44,6 +44,8 @@ struct GptShapes {
   bool rms_norm = false;         // RMSNorm, else LayerNorm
   bool learned_positions = true; // a position-embedding table
   bool swiglu = false;           // silu(gate) * up, else GELU
+  bool squared_relu = false;     // relu(x)^2, else GELU (not gated)
+  bool zero_centered_gamma = false;  // --apply-layernorm-1p: norms scale by (1 + weight)
   bool qk_layernorm = false;     // the attention's q/k norms (--qk-layernorm, of rms_norm's kind)
   std::vector<LayerSpec> layer_specs;  // of this chunk's layers (make_shapes); see spec()
   // The block kinds' own sizes (model/blocks/block_kinds.h: shapes_of<Kind>);

@@ -125,10 +125,15 @@ nlohmann::json resolve_run_args(TrainArgs& args, int64_t loaded_iteration,
   if (!unrecorded.empty()) log_line(ps.world_rank == 0, "warning: %s\n", unrecorded.c_str());
   for (const std::string& prefix : prefixes)
     check_dataset_tokenizer(prefix, run_args["tokenizer"], args.vocab_file);
+  const int64_t given_padded = args.model.padded_vocab_size;  // --padded-vocab-size (0: none)
   args.model.finalize(ps.tp_size);
   if (loaded_iteration >= 0) {  // keep the checkpoint's vocabulary padding when this TP size divides it
     const nlohmann::json saved_args = read_checkpoint_meta(args.load).at("args");
     const int64_t saved = saved_args.at("model").at("padded_vocab_size");
+    // Megatron's check_checkpoint_args compares padded_vocab_size too.
+    MT_CHECK(given_padded == 0 || given_padded == saved, "--padded-vocab-size ", given_padded,
+             " differs from the checkpoint's ", saved, " vocabulary rows (--load ", args.load,
+             "); fix: pass --padded-vocab-size ", saved, ", or leave it out");
     if (saved % ps.tp_size == 0 && saved >= args.model.vocab_size)
       args.model.padded_vocab_size = saved;
     // Where a converted model came from (its Hugging Face vocab_size: what an export writes back).

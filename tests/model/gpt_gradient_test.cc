@@ -128,6 +128,18 @@ TEST(GptGradient, AddQkvBiasMatchesFiniteDifferencesPerTensor) {
   check_gradient_by_finite_differences(cfg);
 }
 
+// --apply-layernorm-1p (every norm, the q/k norms too, scales by 1 + weight)
+// with --squared-relu: GPT-2's block with LayerNorm, and Llama's with RMSNorm.
+TEST(GptGradient, LayerNorm1pAndSquaredReluMatchFiniteDifferencesPerTensor) {
+  ModelConfig gpt = tiny_config(false);
+  gpt.apply_layernorm_1p = gpt.squared_relu = true;
+  check_gradient_by_finite_differences(with_attention_options(gpt, false, true, false));
+  ModelConfig llama = tiny_config(true);
+  llama.swiglu = false;
+  llama.apply_layernorm_1p = llama.squared_relu = true;
+  check_gradient_by_finite_differences(with_attention_options(llama, false, true, false));
+}
+
 TEST(GptGradient, DropoutChangesLossAndIsKeyedByIteration) {
   ModelConfig cfg;
   cfg.num_layers = 1;

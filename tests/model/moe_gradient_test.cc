@@ -142,6 +142,16 @@ TEST(MoeGradient, SharedExpertMatchesFiniteDifferences) {
   check_moe_gradient(moe_config("aux_loss", false, -1, 12));
 }
 
+// --squared-relu experts (and shared expert), one by one and grouped.
+TEST(MoeGradient, SquaredReluExpertsMatchFiniteDifferences) {
+  for (bool grouped : {false, true}) {
+    ModelConfig cfg = moe_config("aux_loss", false, -1, 12, grouped);
+    cfg.swiglu = false;
+    cfg.squared_relu = true;
+    check_moe_gradient(cfg);
+  }
+}
+
 TEST(MoeGradient, GroupedGemmMatchesFiniteDifferences) {
   check_moe_gradient(moe_config("aux_loss", false, -1, 0, true));
 }

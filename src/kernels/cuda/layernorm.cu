@@ -35,7 +35,7 @@ using namespace norm;
 // (each thread writes only the columns it read, after the statistics).
 template <class To, class Ti, class W, class B>
 __global__ void forward_kernel(To* out, float* mean, float* rstd, const Ti* inp, const W* weight,
-                               const B* bias, int64_t c, float eps) {
+                               const B* bias, int64_t c, float eps, float w1) {
   const int64_t i = blockIdx.x;
   const Ti* x = inp + i * c;
   To* y = out + i * c;
@@ -49,7 +49,7 @@ __global__ void forward_kernel(To* out, float* mean, float* rstd, const Ti* inp,
   }
   const float r = 1.f / sqrtf(block_sum(sq) / float(c) + eps);
   for (int64_t j = threadIdx.x; j < c; j += blockDim.x)
-    st_f32(y, j, (ld_f32(x, j) - m) * r * ld_f32(weight, j) + ld_f32(bias, j));
+    st_f32(y, j, (ld_f32(x, j) - m) * r * (ld_f32(weight, j) + w1) + ld_f32(bias, j));
   if (threadIdx.x == 0) {
     mean[i] = m;
     rstd[i] = r;
@@ -60,7 +60,7 @@ __global__ void forward_kernel(To* out, float* mean, float* rstd, const Ti* inp,
 // dinp += rstd * (g - mean(g) - xhat * mean(g * xhat)).
 template <class Ti, class W>
 __global__ void dinp_kernel(float* dinp, const float* dout, const Ti* inp, const W* weight,
-                            const float* mean, const float* rstd, int64_t c) {
+                            const float* mean, const float* rstd, int64_t c, float w1) {
   const int64_t i = blockIdx.x;
   const Ti* x = inp + i * c;
   const float* dy = dout + i * c;
@@ -68,7 +68,7 @@ __global__ void dinp_kernel(float* dinp, const float* dout, const Ti* inp, const
   const float m = mean[i], r = rstd[i];
   float sum_g = 0.f, sum_gx = 0.f;
   for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
-    const float g = dy[j] * ld_f32(weight, j);
+    const float g = dy[j] * (ld_f32(weight, j) + w1);
     sum_g += g;
     sum_gx += g * ((ld_f32(x, j) - m) * r);
   }
@@ -76,7 +76,7 @@ __global__ void dinp_kernel(float* dinp, const float* dout, const Ti* inp, const
   const float mean_gx = block_sum(sum_gx) / float(c);
   for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
     const float xhat = (ld_f32(x, j) - m) * r;
-    dx[j] += r * (dy[j] * ld_f32(weight, j) - mean_g - xhat * mean_gx);
+    dx[j] += r * (dy[j] * (ld_f32(weight, j) + w1) - mean_g - xhat * mean_gx);
   }
 }
 
@@ -151,7 +151,9 @@ __global__ void param_finish_kernel(float* dweight, float* dbias, const float* p
 
 // out (n, c) =, mean (n) =, rstd (n) =
 void layernorm_forward(WriteView out, float* mean, float* rstd, ReadView inp, ReadView weight,
-                       ReadView bias, int64_t n, int64_t c, float eps) {
+                       ReadView bias, int64_t n, int64_t c, float eps,
+                       bool zero_centered_gamma) {
+  const float w1 = zero_centered_gamma ? 1.f : 0.f;
   MT_CHECK(out && inp && weight && bias, "layernorm_forward: null output, input, weight or bias");
   MT_CHECK(n >= 0 && c > 0, "layernorm_forward: bad shape n=", n, " c=", c,
            "; fix: pass the row count and a positive hidden size");
@@ -162,7 +164,7 @@ void layernorm_forward(WriteView out, float* mean, float* rstd, ReadView inp, Re
     visit(inp, [&](const auto* x) {
       visit(weight, [&](const auto* w) {
         visit(bias, [&](const auto* b) {
-          forward_kernel<<<unsigned(n), threads, 0, stream()>>>(y, mean, rstd, x, w, b, c, eps);
+          forward_kernel<<<unsigned(n), threads, 0, stream()>>>(y, mean, rstd, x, w, b, c, eps, w1);
         });
       });
     });
@@ -173,7 +175,9 @@ void layernorm_forward(WriteView out, float* mean, float* rstd, ReadView inp, Re
 // dinp (n, c) +=, dweight (c) +=, dbias (c) +=
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                         ReadView inp, ReadView weight, const float* mean,
-                        const float* rstd, int64_t n, int64_t c) {
+                        const float* rstd, int64_t n, int64_t c,
+                        bool zero_centered_gamma) {
+  const float w1 = zero_centered_gamma ? 1.f : 0.f;
   MT_CHECK(inp && weight, "layernorm_backward: null input or weight");
   MT_CHECK(n >= 0 && c > 0, "layernorm_backward: bad shape n=", n, " c=", c,
            "; fix: pass the row count and a positive hidden size");
@@ -184,7 +188,7 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
   const int threads = row_threads(c);
   visit(inp, [&](const auto* x) {
     visit(weight, [&](const auto* w) {
-      dinp_kernel<<<unsigned(n), threads, 0, stream()>>>(dinp, dout, x, w, mean, rstd, c);
+      dinp_kernel<<<unsigned(n), threads, 0, stream()>>>(dinp, dout, x, w, mean, rstd, c, w1);
     });
   });
   MT_CUDA_LAUNCH_CHECK();

@@ -31,7 +31,7 @@ using namespace norm;
 // writes only the columns it read, after the statistics).
 template <class To, class Ti, class W>
 __global__ void forward_kernel(To* out, float* rstd, const Ti* inp, const W* weight, int64_t c,
-                               float eps) {
+                               float eps, float w1) {
   const int64_t i = blockIdx.x;
   const Ti* x = inp + i * c;
   To* y = out + i * c;
@@ -39,7 +39,7 @@ __global__ void forward_kernel(To* out, float* rstd, const Ti* inp, const W* wei
   for (int64_t j = threadIdx.x; j < c; j += blockDim.x) sq += ld_f32(x, j) * ld_f32(x, j);
   const float r = 1.f / sqrtf(block_sum(sq) / float(c) + eps);
   for (int64_t j = threadIdx.x; j < c; j += blockDim.x)
-    st_f32(y, j, ld_f32(x, j) * r * ld_f32(weight, j));
+    st_f32(y, j, ld_f32(x, j) * r * (ld_f32(weight, j) + w1));
   if (threadIdx.x == 0) rstd[i] = r;
 }
 
@@ -47,7 +47,7 @@ __global__ void forward_kernel(To* out, float* rstd, const Ti* inp, const W* wei
 // dinp += rstd * (g - xhat * mean(g * xhat)).
 template <class Ti, class W>
 __global__ void dinp_kernel(float* dinp, const float* dout, const Ti* inp, const W* weight,
-                            const float* rstd, int64_t c) {
+                            const float* rstd, int64_t c, float w1) {
   const int64_t i = blockIdx.x;
   const Ti* x = inp + i * c;
   const float* dy = dout + i * c;
@@ -55,10 +55,10 @@ __global__ void dinp_kernel(float* dinp, const float* dout, const Ti* inp, const
   const float r = rstd[i];
   float sum_gx = 0.f;
   for (int64_t j = threadIdx.x; j < c; j += blockDim.x)
-    sum_gx += dy[j] * ld_f32(weight, j) * (ld_f32(x, j) * r);
+    sum_gx += dy[j] * (ld_f32(weight, j) + w1) * (ld_f32(x, j) * r);
   const float mean_gx = block_sum(sum_gx) / float(c);
   for (int64_t j = threadIdx.x; j < c; j += blockDim.x)
-    dx[j] += r * (dy[j] * ld_f32(weight, j) - (ld_f32(x, j) * r) * mean_gx);
+    dx[j] += r * (dy[j] * (ld_f32(weight, j) + w1) - (ld_f32(x, j) * r) * mean_gx);
 }
 
 // Block (kColTile, kRowLanes) of chunk blockIdx.x, columns blockIdx.y * kColTile..:
@@ -113,7 +113,8 @@ __global__ void param_finish_kernel(float* dweight, const float* part, int64_t c
 
 // out (n, c) =, rstd (n) =
 void rmsnorm_forward(WriteView out, float* rstd, ReadView inp, ReadView weight, int64_t n,
-                     int64_t c, float eps) {
+                     int64_t c, float eps, bool zero_centered_gamma) {
+  const float w1 = zero_centered_gamma ? 1.f : 0.f;
   MT_CHECK(out && inp && weight, "rmsnorm_forward: null output, input or weight");
   MT_CHECK(n >= 0 && c > 0, "rmsnorm_forward: bad shape n=", n, " c=", c,
            "; fix: pass the row count and a positive hidden size");
@@ -123,7 +124,7 @@ void rmsnorm_forward(WriteView out, float* rstd, ReadView inp, ReadView weight, 
   visit(out, [&](auto* y) {
     visit(inp, [&](const auto* x) {
       visit(weight, [&](const auto* w) {
-        forward_kernel<<<unsigned(n), threads, 0, stream()>>>(y, rstd, x, w, c, eps);
+        forward_kernel<<<unsigned(n), threads, 0, stream()>>>(y, rstd, x, w, c, eps, w1);
       });
     });
   });
@@ -132,7 +133,9 @@ void rmsnorm_forward(WriteView out, float* rstd, ReadView inp, ReadView weight, 
 
 // dinp (n, c) +=, dweight (c) +=
 void rmsnorm_backward(float* dinp, float* dweight, const float* dout, ReadView inp,
-                      ReadView weight, const float* rstd, int64_t n, int64_t c) {
+                      ReadView weight, const float* rstd, int64_t n, int64_t c,
+                      bool zero_centered_gamma) {
+  const float w1 = zero_centered_gamma ? 1.f : 0.f;
   MT_CHECK(inp && weight, "rmsnorm_backward: null input or weight");
   MT_CHECK(n >= 0 && c > 0, "rmsnorm_backward: bad shape n=", n, " c=", c,
            "; fix: pass the row count and a positive hidden size");
@@ -143,7 +146,7 @@ void rmsnorm_backward(float* dinp, float* dweight, const float* dout, ReadView i
   const int threads = row_threads(c);
   visit(inp, [&](const auto* x) {
     visit(weight, [&](const auto* w) {
-      dinp_kernel<<<unsigned(n), threads, 0, stream()>>>(dinp, dout, x, w, rstd, c);
+      dinp_kernel<<<unsigned(n), threads, 0, stream()>>>(dinp, dout, x, w, rstd, c, w1);
     });
   });
   MT_CUDA_LAUNCH_CHECK();

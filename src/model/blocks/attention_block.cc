@@ -41,9 +41,9 @@ void attention_core_forward(float* ctx, const AttentionRecord& rec, AttentionWor
 void head_norm_forward(const GptShapes& sh, WriteView out, float* mean, float* rstd, ReadView in,
                        ReadView w, ReadView b, int64_t rows) {
   if (sh.rms_norm)
-    rmsnorm_forward(out, rstd, in, w, rows, sh.d, sh.eps);
+    rmsnorm_forward(out, rstd, in, w, rows, sh.d, sh.eps, sh.zero_centered_gamma);
   else
-    layernorm_forward(out, mean, rstd, in, w, b, rows, sh.d, sh.eps);
+    layernorm_forward(out, mean, rstd, in, w, b, rows, sh.d, sh.eps, sh.zero_centered_gamma);
 }
 
 // din =; dw (and db) += (summed over the rows: every head and token).
@@ -52,9 +52,10 @@ void head_norm_backward(const GptShapes& sh, float* din, float* dw, float* db, c
                         int64_t rows) {
   fill_zero(din, size_t(rows * sh.d) * sizeof(float));
   if (sh.rms_norm)
-    rmsnorm_backward(din, dw, dout, in, w, rstd, rows, sh.d);
+    rmsnorm_backward(din, dw, dout, in, w, rstd, rows, sh.d, sh.zero_centered_gamma);
   else
-    layernorm_backward(din, dw, db, dout, in, w, mean, rstd, rows, sh.d);
+    layernorm_backward(din, dw, db, dout, in, w, mean, rstd, rows, sh.d,
+                       sh.zero_centered_gamma);
 }
 }  // namespace
 
@@ -73,7 +74,8 @@ void attention_param_specs(ParamRegistry& reg, const std::string& prefix) {
   if (cfg.qk_layernorm) {
     for (const char* which : {"q_layernorm", "k_layernorm"}) {
       const std::string p = prefix + which;
-      reg.add(p + ".weight", d, 1, 1, -1, Init::kOnes, 0, false).tp_partial_grad = true;
+      const Init gamma = cfg.apply_layernorm_1p ? Init::kZeros : Init::kOnes;  // 1 + 0
+      reg.add(p + ".weight", d, 1, 1, -1, gamma, 0, false).tp_partial_grad = true;
       if (!cfg.rms_norm())
         reg.add(p + ".bias", d, 1, 1, -1, Init::kZeros, 0, false).tp_partial_grad = true;
     }

@@ -2,6 +2,7 @@
 
 #include "kernels/gelu.h"
 #include "kernels/matmul.h"
+#include "kernels/squared_relu.h"
 #include "kernels/swiglu.h"
 
 namespace mt {
@@ -55,7 +56,22 @@ void mlp_activation_forward(const GptShapes& sh, WriteView act, ReadView fc1, in
   if (sh.swiglu)
     swiglu_forward(act, fc1, n, sh.f);
   else
-    gelu_forward(act, fc1, n * sh.f);
+    plain_activation_forward(sh, act, fc1, n * sh.f);
+}
+
+void plain_activation_forward(const GptShapes& sh, WriteView act, ReadView fc1, int64_t count) {
+  if (sh.squared_relu)
+    squared_relu_forward(act, fc1, count);
+  else
+    gelu_forward(act, fc1, count);
+}
+
+void plain_activation_backward(const GptShapes& sh, float* dfc1, ReadView fc1, const float* dact,
+                               int64_t count) {
+  if (sh.squared_relu)
+    squared_relu_backward(dfc1, fc1, dact, count);
+  else
+    gelu_backward(dfc1, fc1, dact, count);
 }
 
 void mlp_block_forward(float* out, MlpRecord& rec, const MlpParams<ReadView>& w,
@@ -81,7 +97,7 @@ void mlp_block_backward(float* din, const MlpParams<float*>& g, const float* dou
     swiglu_backward(ws.dfc_in, rec.fc1, ws.dfc, n, sh.f);
     dfc1 = ws.dfc_in;
   } else {
-    gelu_backward(ws.dfc, rec.fc1, ws.dfc, n * sh.f);
+    plain_activation_backward(sh, ws.dfc, rec.fc1, ws.dfc, n * sh.f);
   }
   column_parallel_linear_backward(din, g.fc1_w, g.fc1_b, call.full_a, call.full_b, dfc1, rec.in,
                                   w.fc1_w, n, h, sh.f_in, sh.tp, sh.cm);

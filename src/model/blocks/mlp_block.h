@@ -51,9 +51,15 @@ double mlp_workspace_bytes(const BlockSizes& z);
 // Training FLOPs (forward and backward) over `tokens` tokens (Megatron-LM's count).
 double mlp_flops(const ModelConfig& c, double tokens);
 
-// The nonlinearity over n tokens: GELU of fc1 (n, f), or SwiGLU of
-// fc1 (n, 2f) = [gate | up]; act (n, f) =.
+// The nonlinearity over n tokens: GELU (or squared ReLU) of fc1 (n, f), or
+// SwiGLU of fc1 (n, 2f) = [gate | up]; act (n, f) =.
 void mlp_activation_forward(const GptShapes& sh, WriteView act, ReadView fc1, int64_t n);
+// The non-gated activation over `count` values (GELU, or relu(x)^2 with
+// --squared-relu; the MoE experts use it too): act =; backward dfc1 = dact *
+// act'(fc1) (may alias dact). Both save only fc1 for backward.
+void plain_activation_forward(const GptShapes& sh, WriteView act, ReadView fc1, int64_t count);
+void plain_activation_backward(const GptShapes& sh, float* dfc1, ReadView fc1, const float* dact,
+                               int64_t count);
 
 // out (s_local, b, h) = fc2's output (reduced, or reduce-scattered with SP).
 void mlp_block_forward(float* out, MlpRecord& rec, const MlpParams<ReadView>& w,

@@ -7,7 +7,6 @@
 #include "core/divide.h"
 #include "core/error.h"
 #include "kernels/attention_ring.h"
-#include "kernels/gelu.h"
 #include "kernels/matmul.h"
 #include "kernels/moe_permute.h"
 #include "kernels/moe_router.h"
@@ -310,7 +309,7 @@ void grouped_experts_forward(MoeRecord& rec, const MoeParams<ReadView>& w, const
   if (sh.swiglu)
     swiglu_forward(rec.act, rec.fc1, all, m.f);
   else
-    gelu_forward(rec.act, rec.fc1, all * m.f);
+    plain_activation_forward(sh, rec.act, rec.fc1, all * m.f);
   grouped_linear_forward(rec.y, rec.act, w.experts[0].fc2_w,
                          expert_stride(w.experts, fc2, sh.h * m.f), m.local, rows, m.f, sh.h,
                          sh.cm);
@@ -335,7 +334,7 @@ void grouped_experts_backward(float* dxin, const MoeParams<float*>& g, const flo
     dfc1 = ws.dfc_in;
     swiglu_backward(dfc1, rec.fc1, ws.dact, all, m.f);
   } else {
-    gelu_backward(ws.dact, rec.fc1, ws.dact, all * m.f);
+    plain_activation_backward(sh, ws.dact, rec.fc1, ws.dact, all * m.f);
   }
   grouped_linear_backward(dxin, g.experts[0].fc1_w, expert_stride(g.experts, gfc1, m.f_in * sh.h),
                           dfc1, rec.xin, w.experts[0].fc1_w,
@@ -357,7 +356,7 @@ void experts_forward(MoeRecord& rec, const MoeParams<ReadView>& w, const GptShap
     if (sh.swiglu)
       swiglu_forward(act, fc1, rows, m.f);
     else
-      gelu_forward(act, fc1, rows * m.f);
+      plain_activation_forward(sh, act, fc1, rows * m.f);
     linear_forward(rec.y.at(er.begin * sh.h), act, e.fc2_w, e.fc2_b, rows, m.f, sh.h, sh.cm);
   }
 }
@@ -383,7 +382,7 @@ void experts_backward(float* dxin, const MoeParams<float*>& g, const float* dy,
       dfc1 = ws.dfc_in + er.begin * m.f_in;
       swiglu_backward(dfc1, fc1, dact, rows, m.f);
     } else {
-      gelu_backward(dact, fc1, dact, rows * m.f);
+      plain_activation_backward(sh, dact, fc1, dact, rows * m.f);
     }
     linear_backward(dxin + er.begin * sh.h, ge.fc1_w, ge.fc1_b, dfc1, rec.xin.at(er.begin * sh.h),
                     e.fc1_w, rows, sh.h, m.f_in, false, sh.cm);
@@ -514,7 +513,7 @@ void moe_block_decode(float* out, MoeDecodeWorkspace& ws, const float* in,
     if (sh.swiglu)
       swiglu_forward(ws.act, ws.fc, 1, m.f);
     else
-      gelu_forward(ws.act, ws.fc, m.f);
+      plain_activation_forward(sh, ws.act, ws.fc, m.f);
     linear_forward(ws.y, ws.act, e.fc2_w, e.fc2_b, 1, m.f, sh.h);
     const int64_t row = 0;
     scatter_add_rows(out, ws.y, &row, &ws.prob[j], 1, sh.h);

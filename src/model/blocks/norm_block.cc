@@ -7,7 +7,8 @@ namespace mt {
 
 void norm_param_specs(ParamRegistry& reg, const std::string& prefix) {
   const int64_t h = reg.config().hidden_size;
-  reg.add(prefix + ".weight", h, 1, 1, -1, Init::kOnes, 0, false);
+  const Init gamma = reg.config().apply_layernorm_1p ? Init::kZeros : Init::kOnes;  // 1 + 0
+  reg.add(prefix + ".weight", h, 1, 1, -1, gamma, 0, false);
   if (!reg.config().rms_norm()) reg.add(prefix + ".bias", h, 1, 1, -1, Init::kZeros, 0, false);
 }
 
@@ -25,18 +26,19 @@ double norm_record_bytes(const BlockSizes& z) { return z.e * z.nl * z.h + 4 * z.
 void norm_forward(const GptShapes& sh, WriteView out, float* mean, float* rstd, ReadView in,
                   ReadView w, ReadView b, int64_t rows) {
   if (sh.rms_norm)
-    rmsnorm_forward(out, rstd, in, w, rows, sh.h, sh.eps);
+    rmsnorm_forward(out, rstd, in, w, rows, sh.h, sh.eps, sh.zero_centered_gamma);
   else
-    layernorm_forward(out, mean, rstd, in, w, b, rows, sh.h, sh.eps);
+    layernorm_forward(out, mean, rstd, in, w, b, rows, sh.h, sh.eps, sh.zero_centered_gamma);
 }
 
 void norm_backward(const GptShapes& sh, float* din, float* dw, float* db, const float* dout,
                    ReadView in, ReadView w, const float* mean, const float* rstd,
                    int64_t rows) {
   if (sh.rms_norm)
-    rmsnorm_backward(din, dw, dout, in, w, rstd, rows, sh.h);
+    rmsnorm_backward(din, dw, dout, in, w, rstd, rows, sh.h, sh.zero_centered_gamma);
   else
-    layernorm_backward(din, dw, db, dout, in, w, mean, rstd, rows, sh.h);
+    layernorm_backward(din, dw, db, dout, in, w, mean, rstd, rows, sh.h,
+                       sh.zero_centered_gamma);
 }
 
 void norm_block_forward(NormRecord& rec, ReadView in, const NormParams<ReadView>& w,
