@@ -41,111 +41,31 @@ void make_dir(const std::string& path) {
 
 namespace {
 
-// Every rank writes its files into <dir>/iter_N.tmp; rank 0 adds meta.json.
-void write_iteration_tmp(const std::string& dir, const RunState& state, const ParamRegistry& reg,
-                         ReadView params_in, const AdamWOptimizer* opt, const ParallelState& ps) {
-  // A GPU run's weights and optimizer state are copied to the host first (the
-  // writers read host memory); the copies live until the files are written.
-  std::vector<char> host_params, host_state;
-  ReadView params = params_in;
-  const bool params_on_gpu = on_device(params_in.raw());
-  if (params_on_gpu) {
-    const size_t bytes = size_t(reg.total_floats()) * (params_in.bf16 ? 2 : 4);
-    host_params.resize(bytes);
-    copy_bytes(host_params.data(), params_in.raw(), bytes);
-    params = params_in.bf16 ? ReadView(reinterpret_cast<const uint16_t*>(host_params.data()))
-                            : ReadView(reinterpret_cast<const float*>(host_params.data()));
-  }
-  const bool state_on_gpu = opt != nullptr && on_device(opt->exp_avg());
-  if (state_on_gpu) {
-    host_state.resize(opt->state_bytes());
-    copy_bytes(host_state.data(), opt->exp_avg(), opt->state_bytes());
-  }
-  // The optimizer's arrays as the writer reads them (offsets within state_buffer()).
-  const auto state_ptr = [&](const float* p) -> const float* {
-    if (!state_on_gpu || p == nullptr) return p;
-    return reinterpret_cast<const float*>(host_state.data()) + (p - opt->exp_avg());
-  };
-  const std::string tmp_dir = iteration_dir(dir, state.iteration) + ".tmp";
-  const std::string rank_dir = tmp_dir + "/" + rank_dir_name(ps.tp_rank, ps.pp_rank);
-  const std::string expert_dir = tmp_dir + "/" + expert_dir_name(ps.ep_rank, ps.pp_rank);
+// The tmp directory of the iteration and this rank's directories in it
+// (collective; rank 0 removes a stale, incomplete save of the iteration first).
+void make_save_dirs(const std::string& dir, int64_t iteration, const ParamRegistry& reg,
+                    const ParallelState& ps) {
+  const std::string tmp_dir = iteration_dir(dir, iteration) + ".tmp";
   if (ps.world_rank == 0) {
     std::error_code ec;
-    fs::remove_all(tmp_dir, ec);  // a stale, incomplete save of this iteration
+    fs::remove_all(tmp_dir, ec);
     make_dir(tmp_dir);
   }
   ps.world_comm.barrier();
-  // Dense parameters are replicated over DP and CP; the optimizer is sharded
-  // (ZeRO) or replicated over DP x CP, whose rank names its file. An MoE
-  // model's experts are replicated over expert-DP: the stage's expert-DP rank
-  // 0 of each EP rank writes them (each expert once), and their optimizer
-  // state is sharded or replicated over expert-DP.
   const bool has_experts = reg.group_begin(GradGroup::kExpertDataParallel) < reg.total_floats();
-  const bool writes_model = ps.dp_cp_rank == 0;
-  const bool writes_experts = has_experts && ps.edp_rank == 0;
-  if (writes_model) make_dir(rank_dir);
-  if (writes_experts) make_dir(expert_dir);
+  if (ps.dp_cp_rank == 0) make_dir(tmp_dir + "/" + rank_dir_name(ps.tp_rank, ps.pp_rank));
+  if (has_experts && ps.edp_rank == 0)
+    make_dir(tmp_dir + "/" + expert_dir_name(ps.ep_rank, ps.pp_rank));
   ps.world_comm.barrier();
-  FileChecksum model_sum, optim_sum, expert_sum, expert_optim_sum;  // bytes 0: no such file
-  if (writes_model)
-    model_sum = write_model_shard(rank_dir + "/model.safetensors", reg, params, ps.pp_rank,
-                                  ps.pp_size, ShardParams::kDense);
-  if (writes_experts)
-    expert_sum = write_expert_shard(expert_dir + "/model.safetensors", reg, params, ps.pp_rank,
-                                    ps.pp_size);
-  // The optimizer state of one group's parameters, into `path`: whole tensors
-  // (plain) or this rank's slices of them with the group's rank and size
-  // under the metadata keys `rank_key`, `size_key` (distributed).
-  auto write_optim = [&](const std::string& path, GradGroup group, int rank, int size,
-                         const char* rank_key, const char* size_key) {
-    SafetensorsWriter os;
-    if (!opt->sharded()) {  // replicated: whole tensors from the group's rank 0
-      for (const ParamSpec& p : reg.params()) {
-        if (p.grad_group != group) continue;
-        os.add("exp_avg." + p.name, StDType::kF32, local_shape(p),
-               state_ptr(opt->exp_avg()) + p.offset);
-        os.add("exp_avg_sq." + p.name, StDType::kF32, local_shape(p),
-               state_ptr(opt->exp_avg_sq()) + p.offset);
-        if (opt->has_main_params())
-          os.add("main_param." + p.name, StDType::kF32, local_shape(p),
-                 state_ptr(opt->main_params()) + p.offset);
-      }
-    } else {  // this rank's slices
-      nlohmann::json slices = nlohmann::json::object();
-      for (const OptimSegment& sg : opt->segments()) {
-        const ParamSpec& p = reg.params()[sg.param];
-        if (p.grad_group != group) continue;
-        MT_CHECK(!slices.contains(p.name), "optimizer owns two slices of '", p.name,
-                 "'; fix: plan one range per DP bucket (owned_ranges)");
-        slices[p.name] = {sg.begin - p.offset, sg.end - p.offset};
-        os.add("exp_avg." + p.name, StDType::kF32, {sg.size()},
-               state_ptr(opt->exp_avg()) + sg.state);
-        os.add("exp_avg_sq." + p.name, StDType::kF32, {sg.size()},
-               state_ptr(opt->exp_avg_sq()) + sg.state);
-        if (opt->has_main_params())
-          os.add("main_param." + p.name, StDType::kF32, {sg.size()},
-                 state_ptr(opt->main_params()) + sg.state);
-      }
-      os.set_metadata("slices", slices.dump());
-      os.set_metadata(rank_key, std::to_string(rank));
-      os.set_metadata(size_key, std::to_string(size));
-    }
-    os.set_metadata("steps", std::to_string(opt->steps()));
-    FileChecksum sum;
-    sum.bytes = os.write(path, &sum.crc32c);
-    return sum;
-  };
-  if (opt != nullptr && (opt->sharded() || writes_model))
-    optim_sum = write_optim(rank_dir + optim_file_name(ps.dp_cp_rank), GradGroup::kDataParallel,
-                            ps.dp_cp_rank, ps.dp_cp_size, "dp_rank", "dp_size");
-  if (opt != nullptr && has_experts && (opt->sharded() || writes_experts))
-    expert_optim_sum = write_optim(expert_dir + expert_optim_file_name(ps.edp_rank),
-                                   GradGroup::kExpertDataParallel, ps.edp_rank, ps.edp_size,
-                                   "edp_rank", "edp_size");
-  // Every rank's files and their checksums to rank 0, for meta.json: a slot
-  // of (tp, pp, dp, ep, edp, then bytes and crc of the model, optimizer,
-  // expert and expert optimizer files) per rank, summed over the world (the
-  // other ranks' slots are zeros).
+}
+
+// Every rank's files and their checksums to rank 0, which writes meta.json
+// (collective): a slot of (tp, pp, dp, ep, edp, then bytes and crc of the
+// model, optimizer, expert and expert optimizer files) per rank, summed over
+// the world (the other ranks' slots are zeros).
+void write_meta(const std::string& dir, const RunState& state, const ParamRegistry& reg,
+                const RankFiles& f, const ParallelState& ps) {
+  const std::string tmp_dir = iteration_dir(dir, state.iteration) + ".tmp";
   constexpr size_t kSlot = 13;
   std::vector<int64_t> slots(size_t(ps.world_size) * kSlot, 0);
   const int64_t mine[kSlot] = {ps.tp_rank,
@@ -153,14 +73,14 @@ void write_iteration_tmp(const std::string& dir, const RunState& state, const Pa
                                ps.dp_cp_rank,
                                ps.ep_rank,
                                ps.edp_rank,
-                               int64_t(model_sum.bytes),
-                               model_sum.crc32c,
-                               int64_t(optim_sum.bytes),
-                               optim_sum.crc32c,
-                               int64_t(expert_sum.bytes),
-                               expert_sum.crc32c,
-                               int64_t(expert_optim_sum.bytes),
-                               expert_optim_sum.crc32c};
+                               int64_t(f.model.bytes),
+                               f.model.crc32c,
+                               int64_t(f.optim.bytes),
+                               f.optim.crc32c,
+                               int64_t(f.expert.bytes),
+                               f.expert.crc32c,
+                               int64_t(f.expert_optim.bytes),
+                               f.expert_optim.crc32c};
   std::copy(mine, mine + kSlot, slots.begin() + ptrdiff_t(size_t(ps.world_rank) * kSlot));
   ps.world_comm.all_reduce_sum(slots.data(), int64_t(slots.size()));
   std::vector<std::pair<std::string, FileChecksum>> files;
@@ -195,10 +115,118 @@ void write_iteration_tmp(const std::string& dir, const RunState& state, const Pa
   }
 }
 
+}  // namespace
+
+SaveSource save_source(ReadView params, const AdamWOptimizer* opt) {
+  SaveSource src;
+  src.params = params;
+  src.opt = opt;
+  if (opt != nullptr) {
+    src.exp_avg = opt->exp_avg();
+    src.exp_avg_sq = opt->exp_avg_sq();
+    src.main_params = opt->main_params();
+    src.steps = opt->steps();
+  }
+  return src;
+}
+
+RankFiles write_rank_files(const std::string& dir, int64_t iteration, const ParamRegistry& reg,
+                           const SaveSource& src, const ParallelState& ps) {
+  const AdamWOptimizer* opt = src.opt;
+  // A GPU run's weights and optimizer state are copied to the host first (the
+  // writers read host memory); the copies live until the files are written.
+  std::vector<char> host_params, host_state;
+  ReadView params = src.params;
+  const bool params_on_gpu = on_device(src.params.raw());
+  if (params_on_gpu) {
+    const size_t bytes = size_t(reg.total_floats()) * (src.params.bf16 ? 2 : 4);
+    host_params.resize(bytes);
+    copy_bytes(host_params.data(), src.params.raw(), bytes);
+    params = src.params.bf16 ? ReadView(reinterpret_cast<const uint16_t*>(host_params.data()))
+                             : ReadView(reinterpret_cast<const float*>(host_params.data()));
+  }
+  const bool state_on_gpu = opt != nullptr && on_device(src.exp_avg);
+  if (state_on_gpu) {
+    host_state.resize(opt->state_bytes());
+    copy_bytes(host_state.data(), src.exp_avg, opt->state_bytes());
+  }
+  // The optimizer's arrays as the writer reads them (offsets within the state).
+  const auto state_ptr = [&](const float* p) -> const float* {
+    if (!state_on_gpu || p == nullptr) return p;
+    return reinterpret_cast<const float*>(host_state.data()) + (p - src.exp_avg);
+  };
+  const std::string tmp_dir = iteration_dir(dir, iteration) + ".tmp";
+  const std::string rank_dir = tmp_dir + "/" + rank_dir_name(ps.tp_rank, ps.pp_rank);
+  const std::string expert_dir = tmp_dir + "/" + expert_dir_name(ps.ep_rank, ps.pp_rank);
+  // Dense parameters are replicated over DP and CP; the optimizer is sharded
+  // (ZeRO) or replicated over DP x CP, whose rank names its file. An MoE
+  // model's experts are replicated over expert-DP: the stage's expert-DP rank
+  // 0 of each EP rank writes them (each expert once), and their optimizer
+  // state is sharded or replicated over expert-DP.
+  const bool has_experts = reg.group_begin(GradGroup::kExpertDataParallel) < reg.total_floats();
+  const bool writes_model = ps.dp_cp_rank == 0;
+  const bool writes_experts = has_experts && ps.edp_rank == 0;
+  RankFiles f;  // bytes 0: no such file
+  if (writes_model)
+    f.model = write_model_shard(rank_dir + "/model.safetensors", reg, params, ps.pp_rank,
+                                ps.pp_size, ShardParams::kDense);
+  if (writes_experts)
+    f.expert = write_expert_shard(expert_dir + "/model.safetensors", reg, params, ps.pp_rank,
+                                  ps.pp_size);
+  // The optimizer state of one group's parameters, into `path`: whole tensors
+  // (plain) or this rank's slices of them with the group's rank and size
+  // under the metadata keys `rank_key`, `size_key` (distributed).
+  auto write_optim = [&](const std::string& path, GradGroup group, int rank, int size,
+                         const char* rank_key, const char* size_key) {
+    SafetensorsWriter os;
+    const float* m = state_ptr(src.exp_avg);
+    const float* v = state_ptr(src.exp_avg_sq);
+    const float* main = state_ptr(src.main_params);
+    if (!opt->sharded()) {  // replicated: whole tensors from the group's rank 0
+      for (const ParamSpec& p : reg.params()) {
+        if (p.grad_group != group) continue;
+        os.add("exp_avg." + p.name, StDType::kF32, local_shape(p), m + p.offset);
+        os.add("exp_avg_sq." + p.name, StDType::kF32, local_shape(p), v + p.offset);
+        if (main != nullptr)
+          os.add("main_param." + p.name, StDType::kF32, local_shape(p), main + p.offset);
+      }
+    } else {  // this rank's slices
+      nlohmann::json slices = nlohmann::json::object();
+      for (const OptimSegment& sg : opt->segments()) {
+        const ParamSpec& p = reg.params()[sg.param];
+        if (p.grad_group != group) continue;
+        MT_CHECK(!slices.contains(p.name), "optimizer owns two slices of '", p.name,
+                 "'; fix: plan one range per DP bucket (owned_ranges)");
+        slices[p.name] = {sg.begin - p.offset, sg.end - p.offset};
+        os.add("exp_avg." + p.name, StDType::kF32, {sg.size()}, m + sg.state);
+        os.add("exp_avg_sq." + p.name, StDType::kF32, {sg.size()}, v + sg.state);
+        if (main != nullptr)
+          os.add("main_param." + p.name, StDType::kF32, {sg.size()}, main + sg.state);
+      }
+      os.set_metadata("slices", slices.dump());
+      os.set_metadata(rank_key, std::to_string(rank));
+      os.set_metadata(size_key, std::to_string(size));
+    }
+    os.set_metadata("steps", std::to_string(src.steps));
+    FileChecksum sum;
+    sum.bytes = os.write(path, &sum.crc32c);
+    return sum;
+  };
+  if (opt != nullptr && (opt->sharded() || writes_model))
+    f.optim = write_optim(rank_dir + optim_file_name(ps.dp_cp_rank), GradGroup::kDataParallel,
+                          ps.dp_cp_rank, ps.dp_cp_size, "dp_rank", "dp_size");
+  if (opt != nullptr && has_experts && (opt->sharded() || writes_experts))
+    f.expert_optim = write_optim(expert_dir + expert_optim_file_name(ps.edp_rank),
+                                 GradGroup::kExpertDataParallel, ps.edp_rank, ps.edp_size,
+                                 "edp_rank", "edp_size");
+  return f;
+}
+
 // The one-line error of a save that failed before the checkpoint became
 // visible (disk full, quota, permissions): what failed, that the iteration
 // was not saved, which iteration `dir` still resumes from, and the fix.
-std::string save_failure(const std::string& dir, int64_t iteration, std::string what) {
+std::string save_failure_message(const std::string& dir, int64_t iteration,
+                                 std::string what) {
   const size_t fix = what.find("; fix:");
   if (fix != std::string::npos) what.resize(fix);
   int64_t previous = -1;
@@ -221,18 +249,37 @@ std::string save_failure(const std::string& dir, int64_t iteration, std::string 
          ".tmp is removed when a run next saves there)";
 }
 
-}  // namespace
-
-void save_checkpoint(const std::string& dir, const RunState& state, const ParamRegistry& reg,
-                     ReadView params, const AdamWOptimizer* opt, const ParallelState& ps) {
+void begin_save(const std::string& dir, int64_t iteration, const ParamRegistry& reg,
+                const ParallelState& ps) {
   try {
-    write_iteration_tmp(dir, state, reg, params, opt, ps);
+    make_save_dirs(dir, iteration, reg, ps);
   } catch (const Error& e) {
-    throw Error(save_failure(dir, state.iteration, e.what()));
+    throw Error(save_failure_message(dir, iteration, e.what()));
+  }
+}
+
+void finish_save(const std::string& dir, const RunState& state, const ParamRegistry& reg,
+                 const RankFiles& files, const ParallelState& ps) {
+  try {
+    write_meta(dir, state, reg, files, ps);
+  } catch (const Error& e) {
+    throw Error(save_failure_message(dir, state.iteration, e.what()));
   }
   ps.world_comm.barrier();  // every shard is on disk before the checkpoint becomes visible
   if (ps.world_rank == 0) commit_iteration(dir, state.iteration);  // never without a complete copy
   ps.world_comm.barrier();
+}
+
+void save_checkpoint(const std::string& dir, const RunState& state, const ParamRegistry& reg,
+                     ReadView params, const AdamWOptimizer* opt, const ParallelState& ps) {
+  begin_save(dir, state.iteration, reg, ps);
+  RankFiles files;
+  try {
+    files = write_rank_files(dir, state.iteration, reg, save_source(params, opt), ps);
+  } catch (const Error& e) {
+    throw Error(save_failure_message(dir, state.iteration, e.what()));
+  }
+  finish_save(dir, state, reg, files, ps);
 }
 
 namespace {

@@ -57,6 +57,7 @@
 #include "model/params.h"
 #include "optim/optimizer.h"
 #include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/checkpoint_verify.h"
 
 namespace mt {
 
@@ -74,6 +75,35 @@ struct RunState {
 // parameter all-gather in flight).
 void save_checkpoint(const std::string& dir, const RunState& state, const ParamRegistry& reg,
                      ReadView params, const AdamWOptimizer* opt, const ParallelState& ps);
+
+// The phases of save_checkpoint, for --async-save (checkpoint/async_save.h):
+// begin_save (collective: the iteration's .tmp directories), write_rank_files
+// (this rank's files; no communication, so it may run on another thread) and
+// finish_save (collective: meta.json with every file's checksum, then the
+// commit that makes the checkpoint visible). Each failure is thrown as
+// save_failure_message says.
+struct RankFiles {
+  FileChecksum model, optim, expert, expert_optim;  // bytes 0: this rank wrote no such file
+};
+// What write_rank_files reads: the weights and the optimizer's arrays (null
+// opt: no optimizer state, --no-save-optim), live or a snapshot of them.
+struct SaveSource {
+  ReadView params;
+  const AdamWOptimizer* opt = nullptr;  // layout only (segments, sharding)
+  const float* exp_avg = nullptr;       // opt->state_floats() each, packed like opt's state
+  const float* exp_avg_sq = nullptr;
+  const float* main_params = nullptr;   // null without main weights
+  int64_t steps = 0;
+};
+SaveSource save_source(ReadView params, const AdamWOptimizer* opt);  // the live arrays
+void begin_save(const std::string& dir, int64_t iteration, const ParamRegistry& reg,
+                const ParallelState& ps);
+RankFiles write_rank_files(const std::string& dir, int64_t iteration, const ParamRegistry& reg,
+                           const SaveSource& src, const ParallelState& ps);
+void finish_save(const std::string& dir, const RunState& state, const ParamRegistry& reg,
+                 const RankFiles& files, const ParallelState& ps);
+// "saving the checkpoint of iteration N failed: <what>; ... still resumes from ...; fix: ...".
+std::string save_failure_message(const std::string& dir, int64_t iteration, std::string what);
 
 // Receives parameter i's loaded values (its whole local tensor, numel floats).
 using ParamSink = std::function<void(size_t i, const float* values)>;

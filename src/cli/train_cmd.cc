@@ -3,6 +3,7 @@
 #include "cli/compat_flags.h"
 #include "cli/model_flags.h"
 #include "cli/profile_flags.h"
+#include "cli/run_check_flags.h"
 #include "cli/strict_numbers.h"
 #include "core/error.h"
 #include "comm/mpi_env.h"
@@ -257,6 +258,7 @@ Command add_train_command(CLI::App& app) {
                 "checkpoint (with --save) and exit at the end of the iteration");
 
   add_profile_flags(app, &a->profile);
+  add_run_check_flags(app, &a->checks);
   const auto inert = add_inert_megatron_flags(app);
   make_integer_options_strict(app);
 

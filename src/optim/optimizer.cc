@@ -46,44 +46,54 @@ AdamWOptimizer::AdamWOptimizer(const ParamRegistry& reg, const OptimizerConfig& 
 
 double AdamWOptimizer::grad_norm(const float* grads, Communicator* mp,
                                  const Communicator* emp) const {
-  double sq = group_sum_squares(grads, GradGroup::kDataParallel);
+  return std::sqrt(global_sum(grads, packed_grads_, sum_squares, mp, emp));
+}
+
+double AdamWOptimizer::global_sum(const float* data, bool packed, SegmentSum f, Communicator* mp,
+                                  const Communicator* emp) const {
+  double sq = group_sum(data, packed, f, GradGroup::kDataParallel);
   if (sharded_) dp_->all_reduce_sum(&sq, 1);
   if (mp != nullptr) mp->all_reduce_sum(&sq, 1);
   if (reg_.group_begin(GradGroup::kExpertDataParallel) < reg_.total_floats()) {
     // Experts: each once over EP x PP (they are whole on their rank, also
     // under TP), their shards over expert DP.
-    double ex = group_sum_squares(grads, GradGroup::kExpertDataParallel);
+    double ex = group_sum(data, packed, f, GradGroup::kExpertDataParallel);
     if (sharded_ && edp_ != nullptr) edp_->all_reduce_sum(&ex, 1);
     if (emp != nullptr) emp->all_reduce_sum(&ex, 1);
     sq += ex;
   }
-  return std::sqrt(sq);
+  return sq;
 }
 
 double AdamWOptimizer::group_sum_squares(const float* grads, GradGroup group) const {
+  return group_sum(grads, packed_grads_, sum_squares, group);
+}
+
+double AdamWOptimizer::group_sum(const float* data, bool packed, SegmentSum f,
+                                 GradGroup group) const {
   const StageLayout& st = reg_.stage();
   double sq = 0;
   // On the GPU each sum is a wait for the device: adjacent counted segments
   // are summed as one range there (one wait per step with one rank).
-  const bool merge = MT_ON_DEVICE(grads);
+  const bool merge = MT_ON_DEVICE(data);
   int64_t run_begin = 0, run_end = 0;
   for (const OptimSegment& s : segments_) {
     const ParamSpec& p = reg_.params()[s.param];
     if (p.grad_group != group) continue;
     if (p.grad_group == GradGroup::kDataParallel && p.tp_replicated() && st.tp_rank != 0) continue;
     if (p.tied && !st.has_embedding) continue;  // the first stage's copy counts
-    const int64_t at = grad_offset(s);
+    const int64_t at = packed ? s.state : s.begin;
     if (!merge) {
-      sq += sum_squares(grads + at, s.size());
+      sq += f(data + at, s.size());
       continue;
     }
     if (at != run_end) {
-      if (run_end > run_begin) sq += sum_squares(grads + run_begin, run_end - run_begin);
+      if (run_end > run_begin) sq += f(data + run_begin, run_end - run_begin);
       run_begin = at;
     }
     run_end = at + s.size();
   }
-  if (run_end > run_begin) sq += sum_squares(grads + run_begin, run_end - run_begin);
+  if (run_end > run_begin) sq += f(data + run_begin, run_end - run_begin);
   return sq;
 }
 

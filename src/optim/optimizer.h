@@ -85,6 +85,16 @@ class AdamWOptimizer {
   // Σ g² over this rank's segments of parameters of `group` (TP-replicated
   // dense ones on tp_rank 0 only, the tied embedding on the first stage only).
   double group_sum_squares(const float* grads, GradGroup group) const;
+  // Σ f(range) over `data` with the grad-norm rule and reductions of
+  // grad_norm (each element counted once over all ranks): the gradients'
+  // squares, or with --log-params-norm the weights', with
+  // --log-num-zeros-in-grad the zero gradients. `packed`: segment s's data
+  // at s.state (the optimizer's layout: main weights, packed gradients),
+  // else at s.begin (the registry's offsets).
+  using SegmentSum = double (*)(const float* x, int64_t n);
+  double global_sum(const float* data, bool packed, SegmentSum f, Communicator* mp,
+                    const Communicator* emp = nullptr) const;
+  bool packed_grads() const { return packed_grads_; }
   // One AdamW step with learning rate lr on this rank's segments, on the
   // gradients times grad_scale (the clip coefficient; grads themselves are
   // not written); advances the step count. Without main weights: `params`
@@ -125,6 +135,7 @@ class AdamWOptimizer {
   void set_main_params(size_t param, const float* values);
 
  private:
+  double group_sum(const float* data, bool packed, SegmentSum f, GradGroup group) const;
   const ParamRegistry& reg_;
   OptimizerConfig cfg_;
   bool sharded_;

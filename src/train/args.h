@@ -11,6 +11,7 @@
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 #include "train/profile_args.h"
+#include "train/run_check_args.h"
 
 namespace mt {
 
@@ -133,6 +134,7 @@ struct TrainArgs {
   bool log_world_size_to_tensorboard = false;
   bool log_batch_size_to_tensorboard = false;  // accepted: batch-size is always written
   ProfileArgs profile;  // --profile and its range, ranks and folder (train/profiler.h)
+  RunCheckArgs checks;  // --async-save, --log-params-norm, ... (train/run_check_args.h)
   double peak_tflops = 0;  // 0 → measure at start-up
   std::string device = "cpu";  // cpu | cuda (backend/device.h)
   std::string save;

@@ -168,6 +168,20 @@ ArgList argument_list(const TrainArgs& a) {
   b.add("--profile-ranks", words_text(profile_ranks));
   b.add("--profile-dir", a.profile.dir);
   b.add("--use-pytorch-profiler", a.profile.use_pytorch_profiler);
+  const RunCheckArgs& c = a.checks;  // train/run_check_args.h
+  b.add("--async-save", c.async_save);
+  b.add("--no-save-optim", c.no_save_optim);
+  b.add("--exit-on-missing-checkpoint", c.exit_on_missing_checkpoint);
+  b.add("--log-params-norm", c.log_params_norm);
+  b.add("--log-num-zeros-in-grad", c.log_num_zeros_in_grad);
+  b.add("--log-progress", c.log_progress);
+  b.add("--timing-log-level", int64_t(c.timing_log_level));
+  b.add("--timing-log-option", c.timing_log_option);
+  b.add("--log-straggler", c.log_straggler);
+  b.add("--no-check-for-nan-in-loss-and-grad", !c.check_for_nan_in_loss_and_grad);
+  b.add("--check-for-spiky-loss", c.check_for_spiky_loss);
+  b.add("--rerun-mode", c.rerun_mode);
+  b.add("--deterministic-mode", c.deterministic_mode);
   return b.out;
 }
 

@@ -84,6 +84,8 @@ void tensorboard_iteration(TensorBoardLog& tb, const StepResult& r, int64_t iter
   if (tb.loss_scale) add_with_samples(w, "loss-scale", loss_scale, it, samples);
   if (tb.world_size_tag) add_with_samples(w, "world-size", double(tb.world_size), it, samples);
   if (!r.skipped) add_with_samples(w, "grad-norm", r.grad_norm, it, samples);
+  if (r.num_zeros >= 0) add_with_samples(w, "num-zeros", double(r.num_zeros), it, samples);
+  if (r.params_norm >= 0) add_with_samples(w, "params-norm", r.params_norm, it, samples);
   if (tb.memory && tb.measure_memory) {
     const MemoryClasses m = tb.measure_memory();
     w.add_scalar("mem-allocated-bytes", m.total(), it);

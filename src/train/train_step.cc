@@ -29,7 +29,7 @@ PipelineLinks pipeline_links(const ParallelState& ps) {
 StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, ParallelState& ps,
                       const std::vector<PipeOp>& schedule, int64_t iteration, double lr,
                       int64_t num_micro_batches, int64_t tokens_per_iteration, uint64_t seed,
-                      const MicroBatchFn& next, GradScaler* scaler) {
+                      const MicroBatchFn& next, GradScaler* scaler, bool check_nan) {
   sync.zero_grads();
   PassContext ctx;
   ctx.seed = seed;
@@ -93,10 +93,13 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, Par
   TimelineSpan span(ps.timeline(), TimelineKind::kOptimizer, "optimizer step");
   r.grad_norm = opt.grad_norm(sync.optimizer_grads(), ps.mp_comm.size() > 1 ? &ps.mp_comm : nullptr,
                               &ps.emp_comm);
-  MT_CHECK(std::isfinite(r.loss) && std::isfinite(r.grad_norm), "iteration ", iteration,
+  // Without the check (Megatron's --no-check-for-nan-in-loss-and-grad) the
+  // update goes ahead, as there.
+  MT_CHECK(!check_nan || (std::isfinite(r.loss) && std::isfinite(r.grad_norm)), "iteration ", iteration,
            ": loss ", r.loss, ", grad norm ", r.grad_norm,
            " is not finite; stopped before the update, without saving (the last good checkpoint, "
-           "if any, is untouched); fix: lower --lr, raise --lr-warmup-iters or set --clip-grad");
+           "if any, is untouched); fix: lower --lr, raise --lr-warmup-iters or set --clip-grad "
+           "(--no-check-for-nan-in-loss-and-grad trains on)");
   // bf16: the step updates the fp32 main weights and writes the model's bf16
   // ones; clipping scales the gradients inside it.
   opt.step(sync.step_params(), sync.optimizer_grads(), lr, sync.step_params_bf16(),

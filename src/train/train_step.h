@@ -33,6 +33,9 @@ struct StepResult {
   // backward, the gradient sync's finish, and the rest of the step (unscale,
   // norm, clip, AdamW, parameter gather).
   double forward_backward_seconds = 0, grads_sync_seconds = 0, optimizer_seconds = 0;
+  // --log-params-norm / --log-num-zeros-in-grad (train/step_stats.h); < 0: not logged.
+  double params_norm = -1;
+  int64_t num_zeros = -1;
 };
 
 // `schedule`: this rank's op list (training_schedule), built once per run.
@@ -43,7 +46,8 @@ struct StepResult {
 StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, ParallelState& ps,
                       const std::vector<PipeOp>& schedule, int64_t iteration, double lr,
                       int64_t num_micro_batches, int64_t tokens_per_iteration, uint64_t seed,
-                      const MicroBatchFn& next, GradScaler* scaler = nullptr);
+                      const MicroBatchFn& next, GradScaler* scaler = nullptr,
+                      bool check_nan = true);  // false: --no-check-for-nan-in-loss-and-grad
 
 // Parameter i's values (its whole local tensor) into the model's weights
 // (bf16-rounded in bf16 runs) and the optimizer's fp32 main weights (bf16

@@ -33,6 +33,9 @@
 #include "train/metrics.h"
 #include "train/profiler.h"
 #include "train/run_args_check.h"
+#include "train/run_saver.h"
+#include "train/spiky_loss.h"
+#include "train/step_stats.h"
 #include "train/run_start.h"
 #include "train/signals.h"
 #include "train/train_step.h"
@@ -179,6 +182,8 @@ struct Trainer {
   std::optional<GradScaler> scaler;  // fp16 only
   TrainingLog log;
   Profiler* profiler = nullptr;  // --profile (run_training's; outlives the Trainer)
+  std::unique_ptr<RunSaver> saver;  // sync or --async-save, --log-progress (train/run_saver.h)
+  SpikyLossCheck spiky;             // --check-for-spiky-loss
 };
 
 // The memory this rank holds by class (optim_grads' gradient shard with the gradients).
@@ -407,6 +412,10 @@ void setup_data_and_log(Trainer& t) {
   log.flops_per_iter = flops_per_iteration(args.model, args.global_batch_size);
   log.virtual_stages = args.virtual_stages();
   log.micro_batches = t.m;
+  log.rank_timers = RankTimers(args.checks);
+  if (!args.save.empty())
+    t.saver = std::make_unique<RunSaver>(args, t.ps, log.flops_per_iter / double(args.global_batch_size),
+                                         t.state.consumed_samples);
 }
 
 // Megatron's evaluate_and_print_results: the mean token loss over --eval-iters
@@ -451,16 +460,23 @@ void evaluate_and_print_results(Trainer& t, int64_t iteration, bool test = false
 // already holds this iteration.
 void save_checkpoint_and_time(Trainer& t) {
   if (t.args.save.empty() || t.state.iteration == t.last_saved) return;
-  Timer timer;
   TimelineSpan span(t.ps.timeline(), TimelineKind::kCheckpoint, "checkpoint save");
   t.sync->wait_params();
   HostBuffer gathered;  // optim_grads_params: every weight, for the writer
-  save_checkpoint(t.args.save, t.state, *t.reg, t.sync->weights_for_save(gathered), t.opt.get(),
-                  t.ps);
+  t.saver->save(t.state, *t.reg, t.sync->weights_for_save(gathered), t.opt.get(), t.ps, t.log.tty);
   t.last_saved = t.state.iteration;
-  if (t.log.tty) std::printf("\r\033[K");
-  log_line(t.log.rank0, "saved checkpoint at iteration %lld to %s (%.2f s)\n",
-           static_cast<long long>(t.state.iteration), t.args.save.c_str(), timer.seconds());
+}
+
+// After train_step: --log-params-norm, --log-num-zeros-in-grad (collective)
+// and --check-for-spiky-loss's warning.
+void step_checks(Trainer& t, StepResult& r, int64_t it) {
+  const RunCheckArgs& c = t.args.checks;
+  if (c.log_num_zeros_in_grad) r.num_zeros = num_zeros_in_grad(*t.opt, *t.sync, t.ps);
+  if (c.log_params_norm) r.params_norm = params_l2_norm(*t.opt, *t.sync, t.ps);
+  if (c.check_for_spiky_loss && !r.skipped && t.spiky.is_spike(r.loss))
+    log_line(t.log.rank0, "warning: iteration %lld: unexpected result %.6E (message='Spiky "
+             "loss': >= 10x the largest of the first 100 losses, %.6E)\n",
+             static_cast<long long>(it), r.loss, t.spiky.max_seen());
 }
 
 // Megatron's checkpoint_and_decide_exit, after iteration `it`: the
@@ -517,14 +533,15 @@ bool train(Trainer& t) {
     std::optional<TimelineSpan> step_span;  // exactly what step_seconds times
     step_span.emplace(t.ps.timeline(), TimelineKind::kIteration, "iteration");
     Timer step_timer;
-    const StepResult r =
+    StepResult r =
         train_step(*t.rt, *t.opt, *t.sync, t.ps, t.train_ops, it, lr, t.m, t.tokens_per_iter,
                    args.seed,
                    [&](int64_t k, int32_t* tokens, int32_t* labels) {
                      return t.data->train_batch(it, k, tokens, labels).first_sample;
                    },
-                   t.scaler ? &*t.scaler : nullptr);
+                   t.scaler ? &*t.scaler : nullptr, args.checks.check_for_nan_in_loss_and_grad);
     const double step_seconds = step_timer.seconds();
+    step_checks(t, r, it);
     step_span.reset();
     state.iteration = it;
     state.consumed_samples += args.global_batch_size;
@@ -535,6 +552,7 @@ bool train(Trainer& t) {
     training_log(t.log, r, step_seconds, lr, state, t.scaler ? &*t.scaler : nullptr, *t.sync,
                  t.ps, t.run_timer);
     warn_if_timeout_is_tight(args, timeout_warned);
+    if (t.saver) t.saver->poll(t.ps);  // --async-save: commit a finished background save
     if (args.eval_interval > 0 && it % args.eval_interval == 0 && it != args.train_iters)
       evaluate_and_print_results(t, it);
     const bool stop = checkpoint_and_decide_exit(t, it);
@@ -631,6 +649,8 @@ int run_training(TrainArgs args, ParallelState& ps) {
              "kernels, writes its own re-shardable checkpoint format and maps the data "
              "in-process)\n", list.c_str());
   }
+  const std::string checks_note = run_checks_note(args.checks);
+  if (!checks_note.empty()) log_line(ps.world_rank == 0, "note: %s\n", checks_note.c_str());
   const std::string capacity_note = args.capacity_factor_note();
   if (!capacity_note.empty()) log_line(ps.world_rank == 0, "note: %s\n", capacity_note.c_str());
   check_device(args, ps.world_size);  // --device cuda: at once, one line, if it cannot run
@@ -639,6 +659,10 @@ int run_training(TrainArgs args, ParallelState& ps) {
   const DirLock save_lock = lock_save_dir(args, ps);  // held until the run returns
   TensorBoardLog tensorboard = open_tensorboard_log(args, ps);  // a bad directory ends it here
   const int64_t loaded_iteration = args.load.empty() ? -1 : latest_iteration(args.load);
+  MT_CHECK(!args.checks.exit_on_missing_checkpoint || args.load.empty() || loaded_iteration >= 0,
+           "--exit-on-missing-checkpoint: --load ", args.load, " holds no checkpoint (no ",
+           kTrackerFile, "); fix: check the path, or leave out --exit-on-missing-checkpoint to "
+           "start from scratch");
   MT_CHECK(!args.skip_train || loaded_iteration >= 0, "--skip-train evaluates a checkpoint, and ",
            args.load.empty() ? std::string("no --load was given")
                              : "--load " + args.load + " holds none",
@@ -668,6 +692,7 @@ int run_training(TrainArgs args, ParallelState& ps) {
     if (t.data->has_valid() && args.eval_interval > 0) evaluate_and_print_results(t, t.state.iteration);
     if (t.state.iteration > start_iteration) save_checkpoint_and_time(t);
   }
+  if (t.saver) t.saver->wait(ps);  // --async-save: the exit waits for the last save
   log_line(ps.world_rank == 0, "done: %lld iterations in %s\n",
            static_cast<long long>(t.state.iteration - start_iteration),
            human_duration(run_timer.seconds()).c_str());

@@ -57,6 +57,7 @@ void training_log(TrainingLog& log, const StepResult& r, double step_seconds, do
   }
   log.interval_skipped += r.skipped;
   ++log.interval_iters;
+  if (log.rank_timers.active()) log.rank_timers.add(r, step_seconds);
   tensorboard_iteration(log.tb, r, it, state.consumed_samples, lr, scaler ? scaler->scale() : 1.0,
                         ps);
 
@@ -80,6 +81,12 @@ void training_log(TrainingLog& log, const StepResult& r, double step_seconds, do
       std::snprintf(buf, sizeof buf, " | load_balancing_loss: %.6E | z_loss: %.6E | busiest "
                     "expert: %.1f%%", r.load_balancing_loss, r.z_loss, 100 * r.busiest_share);
       fp16_part = buf;
+    }
+    if (r.num_zeros >= 0) fp16_part += " | num zeros: " + std::to_string(r.num_zeros);
+    if (r.params_norm >= 0) {
+      char buf[48];
+      std::snprintf(buf, sizeof buf, " | params norm: %.3f", r.params_norm);
+      fp16_part += buf;
     }
     if (scaler) {
       char buf[96];
@@ -145,6 +152,10 @@ void training_log(TrainingLog& log, const StepResult& r, double step_seconds, do
       j["loss_scale"] = scaler->scale();
       j["skipped_iterations"] = log.interval_skipped;
     }
+    if (r.num_zeros >= 0) j["num_zeros"] = r.num_zeros;
+    if (r.params_norm >= 0) j["params_norm"] = r.params_norm;
+    const std::string timers = log.rank_timers.report(ps, j);  // collective when active
+    if (!timers.empty()) log_line(log.rank0, "%s\n", timers.c_str());
     log.json.write(j);
     tensorboard_interval(log.tb, it, ms * 1e-3, tflops);
     log.interval_secs = 0;

@@ -23,6 +23,7 @@
 #include "optim/grad_sync.h"
 #include "train/memory_report.h"
 #include "train/metrics.h"
+#include "train/rank_timers.h"
 #include "train/tensorboard_log.h"
 #include "train/train_step.h"
 
@@ -56,6 +57,7 @@ struct TrainingLog {
   int64_t micro_batches = 1;
   JsonLog json;
   TensorBoardLog tb;  // --tensorboard-dir (train/tensorboard_log.h)
+  RankTimers rank_timers;  // --timing-log-level, --log-straggler (train/rank_timers.h)
 
   // Since the last line.
   double interval_secs = 0;  // time in training steps only: evaluation and saving excluded
