@@ -69,6 +69,7 @@ struct GptShapes {
   bool learned_positions = true; // a position-embedding table
   bool swiglu = false;           // silu(gate) * up, else GELU
   bool qk_layernorm = false;     // the attention's q/k norms (--qk-layernorm, of rms_norm's kind)
+  int64_t window_left = -1;      // --window-size L,0: keys >= query - L (-1: unbounded)
   std::vector<LayerSpec> layer_specs;  // of this chunk's layers (make_shapes); see spec()
   MoeShapes moe;                 // MoE layers' sizes (experts 0 without them)
   std::shared_ptr<const RopeTable> rope;  // rotary embedding of q and k, if used
