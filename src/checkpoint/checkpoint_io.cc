@@ -516,6 +516,8 @@ void check_same_architecture(const nlohmann::json& saved, const nlohmann::json& 
       give = a.get<int64_t>() == saved_model.num_attention_heads
                  ? std::string("leave out --group-query-attention and --num-query-groups")
                  : "pass --group-query-attention " + f + " " + shown(a);
+    } else if (a.is_string() && a.get<std::string>().empty()) {  // a flag left out
+      give = "leave out " + f;
     } else {
       std::string value = shown(a);
       if (value.find_first_of("[]* ") != std::string::npos) value = "'" + value + "'";

@@ -50,6 +50,9 @@ std::string unknown_flag_message(const std::string& flag, const CLI::App& comman
   if (starts_with(name, "--use-torch-fsdp2") || starts_with(name, "--torch-fsdp2"))
     return name + ": PyTorch FSDP2 is not built; fix: --use-megatron-fsdp "
                   "--data-parallel-sharding-strategy optim_grads_params (Megatron-FSDP, ZeRO-3)";
+  if (starts_with(name, "--window-attn-skip-freq"))
+    return name + ": full-attention layers between sliding-window ones are not built (every "
+                  "layer uses --window-size); fix: leave out --window-attn-skip-freq";
   std::vector<std::string> flags;
   long_flags(command, &flags);
   std::string best;

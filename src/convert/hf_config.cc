@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "convert/hf_keys.h"
+#include "convert/hf_mistral.h"
 #include "convert/hf_qwen.h"
 #include "convert/hf_rope_scaling.h"
 #include "core/error.h"
@@ -94,6 +95,18 @@ std::string get_string(const json& c, const char* key, const std::string& path,
           "; fix: convert a model without it (megatron.cpp would compute another function)");
 }
 
+float get_rope_theta(const json& c, const std::string& path, double fallback, const char* what) {
+  double theta = fallback;
+  if (present(c, "rope_parameters")) {  // transformers 5's form of rope_theta / rope_scaling
+    const json& r = c.at("rope_parameters");
+    if (!r.is_object() || r.value("rope_type", std::string("default")) != "default")
+      unsupported(path, "rope_parameters", r,
+                  "megatron.cpp computes plain RoPE (rope_type default only)");
+    theta = get_positive(r, "rope_theta", path + " rope_parameters", fallback, 1, what);
+  }
+  return get_positive(c, "rope_theta", path, theta, 1, what);
+}
+
 // The shortest decimal of a float as a JSON number (1e-05, not 9.99999974737875e-06).
 double tidy(float x) {
   char buf[32];
@@ -135,17 +148,19 @@ ModelConfig gpt2_config(const json& c, const std::string& path) {
   return m;  // GPT-2's block is ModelConfig's default configuration
 }
 
-// Llama's block; `mixtral`: Mixtral's keys and defaults (MixtralConfig's
-// rope_theta 1e6; num_key_value_heads required, as its class default 8 is
-// not Llama's "one per head").
-ModelConfig llama_config(const json& c, const std::string& path, bool mixtral) {
+// Llama's block, read for family f (llama, mixtral, mistral): Mixtral's and
+// Mistral's num_key_value_heads is required (their class default 8 is not
+// Llama's "one per head"), Mixtral's rope_theta defaults to 1e6.
+ModelConfig llama_config(const json& c, const std::string& path, HfFamily f) {
+  const bool mixtral = f == HfFamily::kMixtral;
   ModelConfig m;
   m.hidden_size = get_int(c, "hidden_size", path, 0, true, kMaxHidden);
   m.ffn_hidden_size = get_int(c, "intermediate_size", path, 0, true, kMaxFfn);
   m.num_layers = get_int(c, "num_hidden_layers", path, 0, true, kMaxLayers);
   m.num_attention_heads = get_int(c, "num_attention_heads", path, 0, true, kMaxHeads);
   const int64_t kv =
-      get_int(c, "num_key_value_heads", path, m.num_attention_heads, mixtral, kMaxHeads);
+      get_int(c, "num_key_value_heads", path, m.num_attention_heads, f != HfFamily::kLlama,
+              kMaxHeads);
   if (kv != m.num_attention_heads) {
     m.group_query_attention = true;
     m.num_query_groups = kv;
@@ -154,8 +169,9 @@ ModelConfig llama_config(const json& c, const std::string& path, bool mixtral) {
   m.vocab_size = get_int(c, "vocab_size", path, 0, true, kMaxVocab);
   m.layernorm_epsilon =
       get_positive(c, "rms_norm_eps", path, 1e-6, 0, "Llama models use 1e-05 or 1e-06");
-  m.rotary_base = get_positive(c, "rope_theta", path, mixtral ? 1e6 : 10000.0, 1,
-                               "Llama models use 10000 or 500000, Mixtral 1000000");
+  m.rotary_base = get_rope_theta(c, path, mixtral ? 1e6 : 10000.0,
+                                 "Llama models use 10000 or 500000, Mistral 10000 or 1000000, "
+                                 "Mixtral 1000000");
   m.untie_embeddings_and_output_weights = !get_bool(c, "tie_word_embeddings", path, false);
   m.normalization = "RMSNorm";
   m.position_embedding_type = "rope";
@@ -191,11 +207,8 @@ ModelConfig llama_config(const json& c, const std::string& path, bool mixtral) {
 // (MixtralSparseMoeBlock): router `gate` without bias, softmax over all
 // experts in fp32, top-k, renormalised; SwiGLU experts w2(silu(w1 x) * w3 x).
 ModelConfig mixtral_config(const json& c, const std::string& path) {
-  ModelConfig m = llama_config(c, path, true);
-  if (present(c, "sliding_window"))
-    unsupported(path, "sliding_window", c.at("sliding_window"),
-                "megatron.cpp's attention sees every earlier position (no sliding window; "
-                "Mixtral's own configs have null)");
+  ModelConfig m = llama_config(c, path, HfFamily::kMixtral);
+  m.window_size = window_size_from_hf(c, "sliding_window", path, 0);  // MixtralConfig's: None
   m.num_experts = get_int(c, "num_local_experts", path, 0, true, kMaxExperts);
   m.moe_router_topk = get_int(c, "num_experts_per_tok", path, 0, true, kMaxExperts);
   MT_CHECK(m.moe_router_topk <= m.num_experts, path, ": 'num_experts_per_tok' ",
@@ -219,6 +232,7 @@ const char* hf_family_name(HfFamily f) {
     case HfFamily::kMixtral: return "mixtral";
     case HfFamily::kQwen2: return "qwen2";
     case HfFamily::kQwen3: return "qwen3";
+    case HfFamily::kMistral: return "mistral";
   }
   return "?";
 }
@@ -232,7 +246,11 @@ ModelConfig model_config_from_hf(const json& config, const std::string& path, Hf
     m = gpt2_config(config, path);
   } else if (type == "llama") {
     *family = HfFamily::kLlama;
-    m = llama_config(config, path, false);
+    m = llama_config(config, path, HfFamily::kLlama);
+  } else if (type == "mistral") {
+    *family = HfFamily::kMistral;
+    m = llama_config(config, path, HfFamily::kMistral);
+    mistral_config_from_hf(config, path, m);
   } else if (type == "mixtral") {
     *family = HfFamily::kMixtral;
     m = mixtral_config(config, path);
@@ -241,8 +259,8 @@ ModelConfig model_config_from_hf(const json& config, const std::string& path, Hf
     m = qwen_config_from_hf(config, path, *family);
   } else {
     MT_FAIL(path, ": model_type '", type, "' is not supported; megatron.cpp converts 'gpt2' "
-            "(GPT2LMHeadModel), 'llama' (LlamaForCausalLM), 'mixtral' (MixtralForCausalLM), "
-            "'qwen2' (Qwen2ForCausalLM) and 'qwen3' (Qwen3ForCausalLM) models; fix: --load-dir a "
+            "(GPT2LMHeadModel), 'llama' (LlamaForCausalLM), 'mistral' (MistralForCausalLM), "
+            "'mixtral' (MixtralForCausalLM), 'qwen2' (Qwen2ForCausalLM) and 'qwen3' (Qwen3ForCausalLM) models; fix: --load-dir a "
             "folder of one of those");
   }
   m.seq_length = m.max_position_embeddings;
@@ -260,11 +278,12 @@ HfFamily hf_family_of(const ModelConfig& c) {
   const bool qkv_bias_alone = c.add_qkv_bias && !c.add_bias();
   const bool llama_like =
       c.rms_norm() || c.rope() || c.swiglu || c.moe() || c.qk_layernorm || qkv_bias_alone;
-  const HfFamily near_f = !llama_like       ? HfFamily::kGpt2
-                          : c.moe()         ? HfFamily::kMixtral
-                          : c.qk_layernorm  ? HfFamily::kQwen3
-                          : qkv_bias_alone  ? HfFamily::kQwen2
-                                            : HfFamily::kLlama;
+  const HfFamily near_f = !llama_like             ? HfFamily::kGpt2
+                          : c.moe()               ? HfFamily::kMixtral
+                          : c.qk_layernorm        ? HfFamily::kQwen3
+                          : qkv_bias_alone        ? HfFamily::kQwen2
+                          : c.window_left() >= 0  ? HfFamily::kMistral
+                                                  : HfFamily::kLlama;
   const std::string near = hf_family_name(near_f);
   std::vector<std::string> off;
   if (llama_like) {
@@ -292,6 +311,8 @@ HfFamily hf_family_of(const ModelConfig& c) {
                     " (gpt2: learned_absolute)");
     if (c.squared_relu) off.push_back("--squared-relu (gpt2: GELU)");
     if (!c.add_bias()) off.push_back("no linear biases (gpt2: biases)");
+    if (c.window_left() >= 0)
+      off.push_back("--window-size " + c.window_size + " (gpt2: no sliding window)");
     if (!c.tied_output()) off.push_back("an untied output layer (gpt2: tied)");
     if (c.query_groups() != c.num_attention_heads)
       off.push_back("grouped-query attention (gpt2: one key/value head per head)");
@@ -322,8 +343,8 @@ HfFamily hf_family_of(const ModelConfig& c) {
           " but it has ", list,
           "; megatron.cpp exports gpt2 (LayerNorm, learned positions, GELU, biases, tied output), "
           "llama (RMSNorm, rope, SwiGLU, no linear biases), mixtral (llama with every MLP a "
-          "mixture of experts, Megatron's default router), qwen2 (llama with --add-qkv-bias) and "
-          "qwen3 (llama with --qk-layernorm)");
+          "mixture of experts, Megatron's default router), mistral (llama with --window-size), "
+          "qwen2 (llama with --add-qkv-bias) and qwen3 (llama with --qk-layernorm)");
 }
 
 json hf_config_from_model(const ModelConfig& c, HfFamily f, const json& tokenizer,
@@ -384,7 +405,7 @@ json hf_config_from_model(const ModelConfig& c, HfFamily f, const json& tokenize
     j["architectures"] = {"MixtralForCausalLM"};
     j["model_type"] = "mixtral";
     j["intermediate_size"] = c.moe_ffn();
-    j["sliding_window"] = nullptr;
+    j["sliding_window"] = hf_sliding_window(c);
     j["num_local_experts"] = c.num_experts;
     j["num_experts_per_tok"] = c.moe_router_topk;
     j["router_aux_loss_coef"] = tidy(c.moe_aux_loss_coeff);
@@ -392,6 +413,7 @@ json hf_config_from_model(const ModelConfig& c, HfFamily f, const json& tokenize
     j["router_jitter_noise"] = 0.0;
   }
   if (f == HfFamily::kQwen2 || f == HfFamily::kQwen3) qwen_config_to_hf(c, f, j);
+  if (f == HfFamily::kMistral) mistral_config_to_hf(c, j);
   j["torch_dtype"] = torch_dtype;
   return j;
 }

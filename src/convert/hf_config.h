@@ -15,13 +15,16 @@
 //         router_jitter_noise (training-only noise, like dropout) is not
 //         carried.
 //
+//   mistral (MistralForCausalLM): Llama's with a sliding window: hf_mistral.h.
 //   qwen2, qwen3 (Qwen2ForCausalLM, Qwen3ForCausalLM): hf_qwen.h.
+//   A sliding_window (Mistral, Mixtral, Qwen's every-layer window) is
+//   --window-size W-1,0 (hf_mistral.h).
 //
 // Llama's rope_scaling llama3 (Llama 3.1+) is --use-rope-scaling (hf_rope_scaling.h).
 // Anything of these families this decoder does not compute (another rope_scaling,
 // attention/MLP biases in Llama, another activation, a head_dim that is not
-// hidden/heads, an untied GPT-2, a Mixtral sliding_window, more experts per
-// token than experts, ...) is refused naming the key and its value, never
+// hidden/heads, an untied GPT-2, Qwen's window on some layers only, more
+// experts per token than experts, ...) is refused naming the key and its value, never
 // converted into another function in silence.
 #pragma once
 #include <string>
@@ -32,9 +35,10 @@
 
 namespace mt {
 
-enum class HfFamily { kGpt2, kLlama, kMixtral, kQwen2, kQwen3 };
+enum class HfFamily { kGpt2, kLlama, kMixtral, kQwen2, kQwen3, kMistral };
 
-const char* hf_family_name(HfFamily f);  // "gpt2" | "llama" | "mixtral" | "qwen2" | "qwen3"
+// "gpt2" | "llama" | "mixtral" | "qwen2" | "qwen3" | "mistral"
+const char* hf_family_name(HfFamily f);
 
 // config.json (parsed; `path` for messages) as a ModelConfig, not finalized:
 // vocab_size is config.json's (the caller sets the tokenizer's when that is

@@ -43,6 +43,10 @@ std::string get_string(const nlohmann::json& c, const char* key, const std::stri
 // `a` % `b` == 0 for two sizes of config.json, or an error naming both keys.
 void check_divides(const std::string& path, const char* a_key, int64_t a, const char* b_key,
                    int64_t b);
+// rope_theta, or transformers 5's rope_parameters' (plain RoPE only: another
+// rope_type is refused); absent: `fallback`. `what`: the usual values.
+float get_rope_theta(const nlohmann::json& c, const std::string& path, double fallback,
+                     const char* what);
 // Refuses a key whose value this decoder does not compute.
 [[noreturn]] void unsupported(const std::string& path, const char* key, const nlohmann::json& v,
                               const std::string& why);

@@ -1,12 +1,60 @@
 #include "convert/hf_qwen.h"
 
+#include <algorithm>
+
 #include "convert/hf_keys.h"
+#include "convert/hf_mistral.h"
 #include "core/error.h"
 
 namespace mt {
 
 using nlohmann::json;
 using namespace hf_keys;
+
+namespace {
+
+// Qwen2Config / Qwen3Config: with use_sliding_window the layers of
+// layer_types "sliding_attention", or (without layer_types) those >=
+// max_window_layers, see sliding_window keys; --window-size for all or none.
+std::string qwen_window_from_hf(const json& c, const std::string& path, int64_t layers) {
+  const bool use = get_bool(c, "use_sliding_window", path, false);
+  const std::string window = use ? window_size_from_hf(c, "sliding_window", path, 4096) : "";
+  int64_t windowed = 0;
+  if (present(c, "layer_types")) {
+    const json& t = c.at("layer_types");
+    MT_CHECK(t.is_array() && int64_t(t.size()) == layers, path, ": 'layer_types' is ", shown(t),
+             ", not a list of one entry per layer (num_hidden_layers ", layers, ")", kFixFile);
+    for (const json& x : t) {
+      if (x != "full_attention" && x != "sliding_attention")
+        unsupported(path, "layer_types", t, "layers here are full_attention or sliding_attention");
+      windowed += x == "sliding_attention";
+    }
+    if (windowed > 0 && window.empty())
+      unsupported(path, "layer_types", t,
+                  "sliding_attention layers without use_sliding_window and a sliding_window "
+                  "(Qwen then has no window for them: ambiguous)");
+  } else if (!window.empty()) {
+    int64_t first = 28;  // Qwen2Config's default
+    if (present(c, "max_window_layers")) {  // 0: every layer windowed
+      const json& v = c.at("max_window_layers");
+      MT_CHECK(v.is_number_integer() && v.get<int64_t>() >= 0, path, ": 'max_window_layers' is ",
+               shown(v), ", not an integer >= 0", kFixFile);
+      first = v.get<int64_t>();
+    }
+    windowed = std::max<int64_t>(layers - first, 0);
+  }
+  if (window.empty() || windowed == 0) return "";
+  const bool typed = present(c, "layer_types");
+  if (windowed != layers)
+    unsupported(path, typed ? "layer_types" : "max_window_layers",
+                typed ? c.at("layer_types") : json(layers - windowed),
+                "the sliding window is on " + std::to_string(windowed) + " of " +
+                    std::to_string(layers) + " layers; megatron.cpp's --window-size is on every "
+                    "layer (max_window_layers 0) or none");
+  return window;
+}
+
+}  // namespace
 
 ModelConfig qwen_config_from_hf(const json& c, const std::string& path, HfFamily f) {
   const bool qwen3 = f == HfFamily::kQwen3;
@@ -25,16 +73,7 @@ ModelConfig qwen_config_from_hf(const json& c, const std::string& path, HfFamily
   m.vocab_size = get_int(c, "vocab_size", path, 0, true, kMaxVocab);
   m.layernorm_epsilon =
       get_positive(c, "rms_norm_eps", path, 1e-6, 0, "Qwen models use 1e-06");
-  float theta = 10000.f;
-  if (present(c, "rope_parameters")) {  // transformers 5's form of rope_theta / rope_scaling
-    const json& r = c.at("rope_parameters");
-    if (!r.is_object() || r.value("rope_type", std::string("default")) != "default")
-      unsupported(path, "rope_parameters", r,
-                  "megatron.cpp computes plain RoPE (rope_type default only)");
-    theta = get_positive(r, "rope_theta", path + " rope_parameters", 10000.0, 1,
-                         "Qwen models use 1000000");
-  }
-  m.rotary_base = get_positive(c, "rope_theta", path, theta, 1, "Qwen models use 1000000");
+  m.rotary_base = get_rope_theta(c, path, 10000.0, "Qwen models use 1000000");
   m.untie_embeddings_and_output_weights = !get_bool(c, "tie_word_embeddings", path, false);
   m.normalization = "RMSNorm";
   m.position_embedding_type = "rope";
@@ -45,17 +84,7 @@ ModelConfig qwen_config_from_hf(const json& c, const std::string& path, HfFamily
   if (present(c, "rope_scaling"))
     unsupported(path, "rope_scaling", c.at("rope_scaling"),
                 "megatron.cpp computes plain RoPE (no scaled or extended positions)");
-  if (get_bool(c, "use_sliding_window", path, false))
-    unsupported(path, "use_sliding_window", true,
-                "megatron.cpp's attention sees every earlier position (no sliding window yet)");
-  if (present(c, "layer_types")) {
-    const json& t = c.at("layer_types");
-    MT_CHECK(t.is_array(), path, ": 'layer_types' is ", shown(t), ", not a list");
-    for (const json& x : t)
-      if (x != "full_attention")
-        unsupported(path, "layer_types", t,
-                    "every layer here is full attention (no sliding-window layers yet)");
-  }
+  m.window_size = qwen_window_from_hf(c, path, m.num_layers);
   if (qwen3 && get_bool(c, "attention_bias", path, false))
     unsupported(path, "attention_bias", true,
                 "Qwen3's attention bias is on q/k/v and o_proj; megatron.cpp has a bias on "
@@ -87,9 +116,10 @@ void qwen_config_to_hf(const ModelConfig& c, HfFamily f, json& j) {
   if (qwen3) j["attention_bias"] = false;
   // Qwen2's folders give head_dim only when it is not hidden / heads.
   if (!qwen3 && c.head_dim() * c.num_attention_heads == c.hidden_size) j.erase("head_dim");
-  j["use_sliding_window"] = false;
-  j["sliding_window"] = nullptr;
-  j["max_window_layers"] = c.num_layers;
+  const bool window = c.window_left() >= 0;
+  j["use_sliding_window"] = window;
+  j["sliding_window"] = hf_sliding_window(c);
+  j["max_window_layers"] = window ? 0 : c.num_layers;
 }
 
 const std::map<std::string, HfRule>& qwen_layer_rules(HfFamily f,

@@ -11,11 +11,17 @@
 //          (self_attn.q_norm / k_norm.weight, (head_dim)) -> --qk-layernorm
 //          (self_attention.q_layernorm / k_layernorm.weight); no biases.
 //
+// use_sliding_window true: the window (sliding_window W -> --window-size
+// W-1,0) is on the layers >= max_window_layers (or those layer_types names
+// sliding_attention); on every layer it converts, on none it is inert, on
+// some only it is refused (one window for all layers here). Exported with a
+// window: use_sliding_window true, max_window_layers 0.
 // Refused by file and key (megatron.cpp would compute another function):
 // rope_scaling (any type), rope_parameters other than the default RoPE,
-// use_sliding_window true, layer_types other than full_attention, Qwen3's
-// attention_bias true (biases on q/k/v and o_proj), hidden_act not silu.
-// sliding_window / max_window_layers with use_sliding_window false are inert.
+// a window on some layers only, sliding_attention layers without
+// use_sliding_window, Qwen3's attention_bias true (biases on q/k/v and
+// o_proj), hidden_act not silu. sliding_window / max_window_layers with
+// use_sliding_window false are inert.
 #pragma once
 #include <map>
 #include <string>

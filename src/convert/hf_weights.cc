@@ -144,7 +144,8 @@ const std::map<std::string, Rule>& mixtral_layer_rules() {
 const std::map<std::string, Rule>& layer_rules(HfFamily f) {
   switch (f) {
     case HfFamily::kGpt2: return gpt2_layer_rules();
-    case HfFamily::kLlama: return llama_layer_rules();
+    case HfFamily::kLlama:
+    case HfFamily::kMistral: return llama_layer_rules();
     case HfFamily::kMixtral: return mixtral_layer_rules();
     case HfFamily::kQwen2:
     case HfFamily::kQwen3: return qwen_layer_rules(f, llama_layer_rules());

@@ -1,7 +1,8 @@
 // Causal attention, blocked over queries (see attention.h).
 //
-// For the query block [q0, q0 + bq) only keys [0, kv = q0 + bq) can be seen, so
-// each block is two (forward) or five (backward) batched oneDNN matmuls over all
+// For the query block [q0, q0 + bq) only keys [k_lo, kv = q0 + bq) can be seen
+// (k_lo = 0, or with a sliding window L the first query's q0 - L), so each
+// block is two (forward) or five (backward) batched oneDNN matmuls over all
 // b·a heads, with (b·a, bq, kv) scores in the workspace, plus an OpenMP pass
 // over the bq·b·a score rows for the softmax / its gradient. In bf16/fp16 the
 // matmuls round their operands and accumulate in fp32; in bf16 the row passes
@@ -106,12 +107,17 @@ struct AttentionPlan {
   int64_t b, a, s, d, bh, block;
   int64_t sk, q_pos0, k_pos0, s_global;  // keys, positions, dropout sequence length
   int64_t a_global;  // heads of the whole model (dropout index); defaults to a
+  int64_t window;    // sliding window L (-1: none)
   float scale;       // 1 / sqrt(d)
   MathMode math;     // of the matmuls
 
-  // Keys [0, visible(qi)) of the block are visible to local query qi.
+  // Keys [first(qi), visible(qi)) of the block are visible to local query qi
+  // (an empty range when first >= visible).
   int64_t visible(int64_t qi) const {
     return std::clamp<int64_t>(q_pos0 + qi - k_pos0 + 1, 0, sk);
+  }
+  int64_t first(int64_t qi) const {
+    return window < 0 ? 0 : std::clamp<int64_t>(q_pos0 + qi - window - k_pos0, 0, sk);
   }
 };
 
@@ -141,6 +147,9 @@ AttentionPlan make_plan(const AttentionDims& dims, const AttentionDropout& drop)
   MT_CHECK(drop.head0 >= 0 && drop.head0 + dims.a <= pl.a_global, "attention: heads [", drop.head0,
            ", ", drop.head0 + dims.a, ") exceed a_global=", pl.a_global,
            "; fix: set AttentionDropout.a_global to the model's head count");
+  MT_CHECK(dims.window_left >= -1, "attention: window_left=", dims.window_left,
+           "; fix: a window of L >= 0 keys before the query, or -1 for none");
+  pl.window = dims.window_left;
   pl.scale = 1.f / std::sqrt(float(dims.d));
   pl.math = dims.math;
   return pl;
@@ -333,25 +342,29 @@ uint16_t* bf16_part(float* workspace, int64_t offset) {
 }
 
 // out[j] = e[j] · inv (times the dropout multiplier) for the nk visible
-// keys, 0 for the masked ones up to kv; out may be e itself (fp32) or bf16.
+// keys, the row's entries [lo, lo + nk), and 0 for the masked ones of the
+// row's kv; out may be e itself (fp32) or bf16. key0: the block key of entry 0.
 template <class T>
-inline void normalize_row(T* out, const float* e, int64_t nk, int64_t kv, float inv,
+inline void normalize_row(T* out, const float* e, int64_t lo, int64_t nk, int64_t kv, float inv,
                           const AttentionPlan& pl, const AttentionDropout& drop, int64_t h,
-                          int64_t qi, float keep_scale) {
+                          int64_t qi, int64_t key0, float keep_scale) {
+  std::fill(out, out + lo, T(0));  // bf16 +0 is 0x0000 too
+  T* o = out + lo;
+  const float* x = e + lo;
   if (drop.p <= 0.f) {
 #pragma omp simd
-    for (int64_t j = 0; j < nk; ++j) store_f32(out, j, e[j] * inv);
+    for (int64_t j = 0; j < nk; ++j) store_f32(o, j, x[j] * inv);
   } else {
-    const uint64_t base = dropout_row_base(pl, drop, h, qi);
+    const uint64_t base = dropout_row_base(pl, drop, h, qi) + uint64_t(key0 + lo);
     float mult[kDropChunk];
     for (int64_t j0 = 0; j0 < nk; j0 += kDropChunk) {
       const int64_t w = std::min(kDropChunk, nk - j0);
       dropout_multipliers(mult, w, base + uint64_t(j0), drop.rng, drop.p, inv * keep_scale);
 #pragma omp simd
-      for (int64_t j = 0; j < w; ++j) store_f32(out, j0 + j, e[j0 + j] * mult[j]);
+      for (int64_t j = 0; j < w; ++j) store_f32(o, j0 + j, x[j0 + j] * mult[j]);
     }
   }
-  std::fill(out + nk, out + kv, T(0));  // bf16 +0 is 0x0000 too
+  std::fill(out + lo + nk, out + kv, T(0));
 }
 
 }  // namespace
@@ -371,6 +384,13 @@ const uint16_t* bf16_operand(ReadView x, uint16_t* copy, int64_t n) {
   return copy;
 }
 
+// The CUDA twins have no sliding window yet: refused by name, not ignored.
+void check_window_on_host(const char* who, const AttentionDims& dims, const void* out) {
+  MT_CHECK(dims.window_left < 0 || !MT_ON_DEVICE(out), who, ": --window-size ", dims.window_left,
+           ",0 (sliding-window attention) is built for the CPU only, not the CUDA kernels; "
+           "fix: run on the CPU, or leave out --window-size");
+}
+
 void check_views(const char* who, const AttentionDims& dims, std::initializer_list<ReadView> xs) {
   for (const ReadView& x : xs)
     MT_CHECK(x && (x.bf16 == nullptr || dims.math == MathMode::kBF16), who,
@@ -385,6 +405,7 @@ void attention_forward(float* ctx, float* lse, ReadView q_in, ReadView k_in, Rea
            "; fix: pass ctx, lse, q, k, v and a workspace of attention_workspace_floats()");
   check_views("attention_forward", dims, {q_in, k_in, v_in});
   const AttentionPlan pl = make_plan(dims, drop);  // checks the sizes, positions and dropout
+  check_window_on_host("attention_forward", dims, ctx);
   if (MT_ON_DEVICE(ctx))
     return cuda::attention_forward(ctx, lse, q_in, k_in, v_in, dims, drop, workspace);
   const float *q = q_in.f32, *k = k_in.f32, *v = v_in.f32;
@@ -402,7 +423,9 @@ void attention_forward(float* ctx, float* lse, ReadView q_in, ReadView k_in, Rea
     v16 = bf16_operand(v_in, bf16_part(workspace, wl.v16), pl.bh * pl.sk * pl.d);
   }
   for (int64_t q0 = 0; q0 < pl.s; q0 += pl.block) {
-    const int64_t bq = std::min(pl.block, pl.s - q0), kv = pl.visible(q0 + bq - 1);
+    // The block's keys [k_lo, k_hi): kv of them, k_lo > 0 only with a window.
+    const int64_t bq = std::min(pl.block, pl.s - q0), k_lo = pl.first(q0);
+    const int64_t kv = std::max<int64_t>(pl.visible(q0 + bq - 1) - k_lo, 0);
     if (kv == 0) {  // the block sees no key: ctx 0, lse -inf
       for (int64_t h = 0; h < pl.bh; ++h) {
         std::fill_n(ctx + (h * pl.s + q0) * pl.d, bq * pl.d, 0.f);
@@ -410,22 +433,25 @@ void attention_forward(float* ctx, float* lse, ReadView q_in, ReadView k_in, Rea
       }
       continue;
     }
-    block_times_keys_t(scores, at(q, q0 * pl.d), k, bf16 ? q16 + q0 * pl.d : nullptr, k16, pl, bq,
-                       kv);
+    const int64_t ko = k_lo * pl.d;  // of the first key in (bh, sk, d)
+    block_times_keys_t(scores, at(q, q0 * pl.d), at(k, ko), bf16 ? q16 + q0 * pl.d : nullptr,
+                       bf16 ? k16 + ko : nullptr, pl, bq, kv);
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < pl.bh * bq; ++r) {
-      const int64_t h = r / bq, qi = q0 + r % bq, nk = pl.visible(qi);
+      const int64_t h = r / bq, qi = q0 + r % bq, lo = pl.first(qi) - k_lo;
+      const int64_t nk = std::max<int64_t>(pl.visible(qi) - k_lo - lo, 0);
       float* row = scores + r * kv;
+      float* seen = row + lo;  // the visible keys
       float inv = 0.f;
       if (nk == 0) {
         lse[h * pl.s + qi] = -std::numeric_limits<float>::infinity();
       } else {
-        const float shift = row_max(row, nk) * pl.scale;
+        const float shift = row_max(seen, nk) * pl.scale;
         float sum = 0.f;
 #pragma omp simd reduction(+ : sum)
         for (int64_t j = 0; j < nk; ++j) {
-          const float e = exp_f32(row[j] * pl.scale - shift);
-          row[j] = e;
+          const float e = exp_f32(seen[j] * pl.scale - shift);
+          seen[j] = e;
           sum += e;
         }
         lse[h * pl.s + qi] = shift + std::log(sum);
@@ -434,11 +460,12 @@ void attention_forward(float* ctx, float* lse, ReadView q_in, ReadView k_in, Rea
       // P = e / sum (and dropout) into the row, or (bf16) into the bf16
       // operand of P·v only; masked keys are 0.
       if (p16)
-        normalize_row(p16 + r * kv, row, nk, kv, inv, pl, drop, h, qi, keep_scale);
+        normalize_row(p16 + r * kv, row, lo, nk, kv, inv, pl, drop, h, qi, k_lo, keep_scale);
       else
-        normalize_row(row, row, nk, kv, inv, pl, drop, h, qi, keep_scale);
+        normalize_row(row, row, lo, nk, kv, inv, pl, drop, h, qi, k_lo, keep_scale);
     }
-    probs_times_values(ctx + q0 * pl.d, scores, v, p16, v16, pl, bq, kv);
+    probs_times_values(ctx + q0 * pl.d, scores, at(v, ko), p16, bf16 ? v16 + ko : nullptr, pl, bq,
+                       kv);
   }
 }
 
@@ -453,6 +480,7 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dctx, Read
            "attention_workspace_floats()");
   check_views("attention_backward", dims, {q_in, k_in, v_in});
   const AttentionPlan pl = make_plan(dims, drop);  // checks the sizes, positions and dropout
+  check_window_on_host("attention_backward", dims, dq);
   if (MT_ON_DEVICE(dq))
     return cuda::attention_backward(dq, dk, dv, dctx, q_in, k_in, v_in, ctx_in, lse, dims, drop,
                                     workspace, row_dsum);
@@ -475,14 +503,23 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dctx, Read
     dctx16 = bf16_part(workspace, wl.dctx16);
     f32_to_bf16(dctx16, dctx, nq);
   }
-  // Last block first: it sees the most keys, so it writes dk, dv [0, kv) with
-  // `=` (and zeroes the keys no query sees), the earlier blocks accumulate.
+  // Last block first: without a window it sees the most keys, so it writes
+  // dk, dv [0, kv) with `=` (and zeroes the keys no query sees), the earlier
+  // blocks accumulate. With a window the blocks' key ranges slide: dk, dv are
+  // zeroed first and every block accumulates.
   const int64_t nblocks = (pl.s + pl.block - 1) / pl.block;
   bool dkv_written = false;
+  if (pl.window >= 0) {
+    std::fill_n(dk, pl.bh * pl.sk * pl.d, 0.f);
+    std::fill_n(dv, pl.bh * pl.sk * pl.d, 0.f);
+    dkv_written = true;
+  }
   for (int64_t blk = nblocks - 1; blk >= 0; --blk) {
     const int64_t q0 = blk * pl.block;
-    const int64_t bq = std::min(pl.block, pl.s - q0), kv = pl.visible(q0 + bq - 1);
+    const int64_t bq = std::min(pl.block, pl.s - q0), k_lo = pl.first(q0);
+    const int64_t kv = std::max<int64_t>(pl.visible(q0 + bq - 1) - k_lo, 0);
     const int64_t off = q0 * pl.d;  // of the query block in (bh, s, d)
+    const int64_t ko = k_lo * pl.d;  // of the block's first key in (bh, sk, d)
     if (!dkv_written) {
       for (int64_t h = 0; h < pl.bh; ++h) {
         std::fill_n(dk + (h * pl.sk + kv) * pl.d, (pl.sk - kv) * pl.d, 0.f);
@@ -493,19 +530,22 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dctx, Read
       for (int64_t h = 0; h < pl.bh; ++h) std::fill_n(dq + (h * pl.s + q0) * pl.d, bq * pl.d, 0.f);
       continue;
     }
-    block_times_keys_t(probs, at(q, off), k, bf16 ? q16 + off : nullptr, k16, pl, bq, kv);  // S
-    block_times_keys_t(dprobs, dctx + off, v, bf16 ? dctx16 + off : nullptr, v16, pl, bq,
-                       kv);  // dP = dctx · vᵀ
+    block_times_keys_t(probs, at(q, off), at(k, ko), bf16 ? q16 + off : nullptr,
+                       bf16 ? k16 + ko : nullptr, pl, bq, kv);  // S
+    block_times_keys_t(dprobs, dctx + off, at(v, ko), bf16 ? dctx16 + off : nullptr,
+                       bf16 ? v16 + ko : nullptr, pl, bq, kv);  // dP = dctx · vᵀ
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < pl.bh * bq; ++r) {
-      const int64_t h = r / bq, qi = q0 + r % bq, nk = pl.visible(qi);
-      float* p_row = probs + r * kv;
-      float* dp_row = dprobs + r * kv;
+      const int64_t h = r / bq, qi = q0 + r % bq, lo = pl.first(qi) - k_lo;
+      const int64_t nk = std::max<int64_t>(pl.visible(qi) - k_lo - lo, 0);
+      // The row's visible entries [lo, lo + nk) of kv.
+      float* p_row = probs + r * kv + lo;
+      float* dp_row = dprobs + r * kv + lo;
       const float row_lse = lse[h * pl.s + qi];
-      const uint64_t base = dropout ? dropout_row_base(pl, drop, h, qi) : 0;
+      const uint64_t base = dropout ? dropout_row_base(pl, drop, h, qi) + uint64_t(k_lo + lo) : 0;
       // Where P and dS·scale go: the bf16 operands, or the fp32 rows in place.
-      uint16_t* p_out16 = bf16 ? p16 + r * kv : nullptr;
-      uint16_t* ds_out16 = bf16 ? ds16 + r * kv : nullptr;
+      uint16_t* p_out16 = bf16 ? p16 + r * kv + lo : nullptr;
+      uint16_t* ds_out16 = bf16 ? ds16 + r * kv + lo : nullptr;
       const bool own_d = row_dsum == nullptr && pl.math != MathMode::kF32;
       if (nk > 0 && !own_d) {
         // D = dctx_i · ctx_i (= Σ_j P_ij dP_ij after dropout): d products, not kv
@@ -531,22 +571,27 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dctx, Read
         softmax_backward_row_own_d(p_row, dp_row, p_row, dp_row, nk, row_lse, pl, drop, base,
                                    keep_scale);
       }
+      // The masked entries before lo and from lo + nk are 0.
       if (bf16) {
-        std::fill(p_out16 + nk, p_out16 + kv, uint16_t(0));
-        std::fill(ds_out16 + nk, ds_out16 + kv, uint16_t(0));
+        std::fill(p_out16 - lo, p_out16, uint16_t(0));
+        std::fill(ds_out16 - lo, ds_out16, uint16_t(0));
+        std::fill(p_out16 + nk, p_out16 - lo + kv, uint16_t(0));
+        std::fill(ds_out16 + nk, ds_out16 - lo + kv, uint16_t(0));
       } else {
-        std::fill(p_row + nk, p_row + kv, 0.f);
-        std::fill(dp_row + nk, dp_row + kv, 0.f);
+        std::fill(p_row - lo, p_row, 0.f);
+        std::fill(dp_row - lo, dp_row, 0.f);
+        std::fill(p_row + nk, p_row - lo + kv, 0.f);
+        std::fill(dp_row + nk, dp_row - lo + kv, 0.f);
       }
     }
-    // dv[:, 0:kv] (+)= dropout(P)ᵀ · dctx_block; dk[:, 0:kv] (+)= (dS·scale)ᵀ · q_block
-    probs_t_times_rows(dv, probs, dctx + off, p16, bf16 ? dctx16 + off : nullptr, pl, bq, kv,
+    // dv[:, k_lo:k_lo+kv] (+)= dropout(P)ᵀ · dctx_block; dk (+)= (dS·scale)ᵀ · q_block
+    probs_t_times_rows(dv + ko, probs, dctx + off, p16, bf16 ? dctx16 + off : nullptr, pl, bq, kv,
                        dkv_written);
-    probs_t_times_rows(dk, dprobs, at(q, off), ds16, bf16 ? q16 + off : nullptr, pl, bq, kv,
+    probs_t_times_rows(dk + ko, dprobs, at(q, off), ds16, bf16 ? q16 + off : nullptr, pl, bq, kv,
                        dkv_written);
     dkv_written = true;
-    // dq_block = (dS·scale) · k[:, 0:kv]
-    probs_times_values(dq + off, dprobs, k, ds16, k16, pl, bq, kv);
+    // dq_block = (dS·scale) · k[:, k_lo:k_lo+kv]
+    probs_times_values(dq + off, dprobs, at(k, ko), ds16, bf16 ? k16 + ko : nullptr, pl, bq, kv);
   }
 }
 

@@ -3,6 +3,10 @@
 // sequence in general: s queries at global positions [q_pos0, q_pos0 + s) over
 // sk keys at [k_pos0, k_pos0 + sk), key visible when its position <= the
 // query's (the whole causal self-attention is q_pos0 = k_pos0 = 0, sk = s).
+// A sliding window (Megatron's --window-size L,0, flash-attention's
+// window_size) also hides keys more than L positions before the query: query
+// Q sees keys Q - L <= K <= Q; a key block wholly outside every query's window
+// costs no matmul.
 // The blocks of one query row (context parallelism's ring) merge with
 // attention_merge by their log-sum-exp; backward then takes the merged lse and
 // D = rowsum(dctx * ctx) of the merged result. A row that sees no key of the
@@ -42,6 +46,7 @@ struct AttentionDims {
   int64_t sk = 0;                      // keys (0: s)
   int64_t q_pos0 = 0, k_pos0 = 0;      // global positions of the first query and key
   int64_t s_global = 0;                // whole sequence, of the dropout index (0: s)
+  int64_t window_left = -1;            // sliding window L: keys >= query - L (-1: unbounded)
 };
 
 // Floats of scratch space forward and backward need (caller plans it once);

@@ -1,6 +1,6 @@
 // Attention of one new token over a key/value cache (KV-cache decoding): the
-// query at position `pos` attends to cache rows [0, pos], causal by
-// construction. Grouped-query attention: head j reads its group j / (a/g).
+// query attends to cache rows [0, pos], causal by construction (row order does
+// not matter: a sliding window's ring cache passes its filled rows). Grouped-query attention: head j reads its group j / (a/g).
 // Forward only (decoding computes no gradients); host memory.
 #pragma once
 #include <cstdint>

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <sstream>
+#include <utility>
 
 #include "core/checked_math.h"
 
@@ -46,7 +47,42 @@ std::vector<bool> moe_layer_pattern(const std::string& freq, int64_t num_layers)
   return out;
 }
 
+// --window-size "L,R" or "(L,R)" (Megatron's tuple_type) as (L, R); throws
+// naming the value and the fix.
+std::pair<int64_t, int64_t> parse_window_size(const std::string& text) {
+  std::string t = text;
+  if (t.size() >= 2 && t.front() == '(' && t.back() == ')') t = t.substr(1, t.size() - 2);
+  const size_t comma = t.find(',');
+  int64_t v[2] = {0, 0};
+  bool ok = comma != std::string::npos && t.find(',', comma + 1) == std::string::npos;
+  for (int i = 0; ok && i < 2; ++i) {
+    std::string item = i == 0 ? t.substr(0, comma) : t.substr(comma + 1);
+    item.erase(0, item.find_first_not_of(' '));
+    item.erase(item.find_last_not_of(' ') + 1);
+    size_t used = 0;
+    try {
+      v[i] = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    ok = used > 0 && used == item.size();
+  }
+  MT_CHECK(ok, "--window-size '", text, "' is not two integers L,R; fix: give the keys a query "
+           "sees before itself and after it, e.g. --window-size 4095,0 (Mistral's sliding_window "
+           "4096)");
+  MT_CHECK(v[0] >= -1, "--window-size ", text, ": L ", v[0],
+           " must be >= 0 (or -1: unbounded); fix: e.g. --window-size 4095,0");
+  MT_CHECK(v[1] == 0, "--window-size ", text, ": R ", v[1],
+           " is not 0, but the decoder is causal (no query sees a later key); fix: --window-size ",
+           v[0], ",0");
+  return {v[0], v[1]};
+}
+
 }  // namespace
+
+int64_t ModelConfig::window_left() const {
+  return window_size.empty() ? -1 : parse_window_size(window_size).first;
+}
 
 bool ModelConfig::is_moe_layer(int64_t layer) const {
   if (!moe()) return false;
@@ -56,6 +92,12 @@ bool ModelConfig::is_moe_layer(int64_t layer) const {
 ModelConfig resolved_architecture(ModelConfig c) {
   if (c.ffn_hidden_size == 0) c.ffn_hidden_size = 4 * c.hidden_size;
   if (c.max_position_embeddings == 0) c.max_position_embeddings = c.seq_length;
+  try {  // --window-size in one spelling ("L,0"; none as "")
+    const int64_t left = c.window_left();
+    c.window_size = left < 0 ? "" : std::to_string(left) + ",0";
+  } catch (const Error&) {
+    // not a window: compared as written
+  }
   // Query groups by their number alone (heads: none), so that a mismatch
   // names the number; the switch follows from it.
   c.num_query_groups = c.query_groups();
@@ -225,6 +267,7 @@ void ModelConfig::check_flag_ranges() const {
   MT_CHECK(!group_query_attention || num_attention_heads % num_query_groups == 0,
            "--num-attention-heads ", num_attention_heads, " is not divisible by --num-query-groups ",
            num_query_groups, "; fix: choose groups that divide the heads");
+  if (!window_size.empty()) parse_window_size(window_size);  // throws naming the fix
   check_moe_flags();
   // The attention's widths, (a + 2g)·d and a·d, before anything multiplies them.
   const int64_t qkv_heads =
@@ -247,6 +290,8 @@ void ModelConfig::finalize(int64_t tp_size) {
   // configuration (checkpoints of it compare equal either way).
   if (kv_channels > 0 && kv_channels * num_attention_heads == hidden_size) kv_channels = 0;
   if (max_position_embeddings == 0) max_position_embeddings = seq_length;
+  if (window_left() < 0) window_size.clear();  // one spelling: "-1,0" is no window
+  else window_size = std::to_string(window_left()) + ",0";
   if (moe_expert_capacity_factor < 0) moe_expert_capacity_factor = -1.f;  // one spelling of None
   MT_CHECK(vocab_size > 0, "vocabulary size ", vocab_size,
            " must be > 0; fix: pass --vocab-file or --vocab-size");
@@ -277,6 +322,7 @@ std::string ModelConfig::summary() const {
     os << ", RoPE scaling x" << rope_scaling_factor << " (" << rope_scaling_low_freq_factor << ", "
        << rope_scaling_high_freq_factor << ", " << rope_scaling_original_max_position_embeddings
        << ")";
+  if (window_left() >= 0) os << ", window " << window_left() << ",0";
   if (apply_layernorm_1p) os << ", norms 1p";
   os << ", ffn " << ffn_hidden_size << (swiglu ? " SwiGLU" : "")
      << (squared_relu ? " squared ReLU" : "") << ", seq " << seq_length

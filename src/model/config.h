@@ -46,6 +46,9 @@ struct ModelConfig {
   int64_t kv_channels = 0;            // head size d (0: hidden_size / num_attention_heads)
   bool qk_layernorm = false;          // a norm of --normalization over each head's q and k
   bool add_qkv_bias = false;          // a bias on linear_qkv even with --disable-bias-linear
+  // Sliding-window attention (Megatron's --window-size "L,R", flash-attention's
+  // window): query i sees keys i-L..i+R; causal, so R is 0. "" (or L = -1): none.
+  std::string window_size;
   bool untie_embeddings_and_output_weights = false;
 
   // Mixture of experts (Megatron core's TransformerConfig moe_* fields).
@@ -81,6 +84,8 @@ struct ModelConfig {
   int64_t query_groups() const {
     return group_query_attention ? num_query_groups : num_attention_heads;
   }
+  // --window-size's L (keys at positions >= query - L), -1 without a window.
+  int64_t window_left() const;
   bool rms_norm() const { return normalization == "RMSNorm"; }
   bool rope() const { return position_embedding_type == "rope"; }
   bool learned_positions() const { return position_embedding_type == "learned_absolute"; }
@@ -169,6 +174,9 @@ void for_each_model_field(Config& c, Visit&& visit) {
         "a norm (--normalization) over each head's query and key, before RoPE", c.qk_layernorm);
   visit("add_qkv_bias", "--add-qkv-bias", "a bias on the QKV projection, even with "
         "--disable-bias-linear", c.add_qkv_bias);
+  visit("window_size", "--window-size",
+        "sliding-window attention L,0: each query sees itself and the L keys before it "
+        "(-1,0 or left out: the whole causal context)", c.window_size);
   visit("untie_embeddings_and_output_weights", "--untie-embeddings-and-output-weights",
         "the output layer is its own parameter, not the word embedding",
         c.untie_embeddings_and_output_weights);

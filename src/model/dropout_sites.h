@@ -76,6 +76,7 @@ inline AttentionDims attention_dims(const GptShapes& sh) {
   dims.d = sh.d;
   dims.math = sh.cm.math;
   dims.s_global = sh.s_global;
+  dims.window_left = sh.window_left;
   return dims;
 }
 

@@ -118,6 +118,7 @@ GptShapes make_shapes(const ParamRegistry& reg, int64_t micro_batch, const Tenso
   sh.squared_relu = c.squared_relu;
   sh.zero_centered_gamma = c.apply_layernorm_1p;
   sh.qk_layernorm = c.qk_layernorm;
+  sh.window_left = c.window_left();
   for (int64_t l = sh.layer_begin; l < sh.layer_begin + sh.num_layers; ++l)
     sh.layer_specs.push_back(layer_spec(c, l));
   if (c.rope())

@@ -84,6 +84,10 @@ double GptDecoder::planned_bytes(const ParamRegistry& reg, int64_t positions) {
   return 4 * (cache + scratch + rope);
 }
 
+int64_t GptDecoder::cache_rows() const {
+  return caches_.empty() ? 0 : std::visit([](const auto& c) { return c.capacity; }, caches_[0]);
+}
+
 int64_t GptDecoder::bytes() const {
   const size_t rope = sh_.rope ? (sh_.rope->cos.size() + sh_.rope->sin.size()) * sizeof(float) : 0;
   return carved_ + int64_t(rope);

@@ -11,7 +11,9 @@
 // The cache holds `positions` tokens, what the caller needs (a prompt and its
 // new tokens, the longest document scored), at most the model's context
 // (max_position_embeddings): sized by the context alone, a checkpoint of 16M
-// positions would take gigabytes for a one-line prompt.
+// positions would take gigabytes for a one-line prompt. With a sliding window
+// (--window-size L,0) each layer's cache is a ring of L + 1 rows: position p
+// lives in row p mod (L + 1), so generation runs past the window in that memory.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -41,7 +43,10 @@ class GptDecoder {
   const float* step(int32_t token);
   void reset() { pos_ = 0; }
   int64_t position() const { return pos_; }
-  int64_t capacity() const { return capacity_; }  // positions of the cache
+  int64_t capacity() const { return capacity_; }  // positions the decoder can take
+  // Rows of the first layer's cache (its attention kind's: a sliding window's ring
+  // holds fewer than capacity()).
+  int64_t cache_rows() const;
   int64_t context() const { return sh_.max_pos; }  // the model's: max_position_embeddings
   int64_t vocab_size() const { return sh_.vocab_size; }
 

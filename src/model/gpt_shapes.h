@@ -47,6 +47,7 @@ struct GptShapes {
   bool squared_relu = false;     // relu(x)^2, else GELU (not gated)
   bool zero_centered_gamma = false;  // --apply-layernorm-1p: norms scale by (1 + weight)
   bool qk_layernorm = false;     // the attention's q/k norms (--qk-layernorm, of rms_norm's kind)
+  int64_t window_left = -1;      // --window-size L,0: keys >= query - L (-1: unbounded)
   std::vector<LayerSpec> layer_specs;  // of this chunk's layers (make_shapes); see spec()
   // The block kinds' own sizes (model/blocks/block_kinds.h: shapes_of<Kind>);
   // null in shapes made by hand (tests): every kind's defaults.

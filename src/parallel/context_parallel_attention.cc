@@ -52,12 +52,19 @@ AttentionDims block_dims(const AttentionDims& dims, const ContextParallel& cp, i
   bd.q_pos0 = cp_chunk_pos0(cp.size(), cp.rank(), c, qj);
   bd.k_pos0 = cp_chunk_pos0(cp.size(), src, c, kj);
   bd.s_global = dims.s_global;
+  bd.window_left = dims.window_left;
   return bd;
 }
 
-// True when every key of the block is after every query: the causal mask
-// hides it, so it is skipped (no computation, no contribution).
-bool fully_masked(const AttentionDims& bd) { return bd.k_pos0 > bd.q_pos0 + bd.s - 1; }
+// True when every key of the block is after every query (the causal mask
+// hides it) or, with a sliding window L, before every query's window (the
+// last key < the first query - L): it is skipped (no computation, no
+// contribution).
+bool fully_masked(const AttentionDims& bd) {
+  const bool after = bd.k_pos0 > bd.q_pos0 + bd.s - 1;
+  const bool before = bd.window_left >= 0 && bd.k_pos0 + bd.sk - 1 < bd.q_pos0 - bd.window_left;
+  return after || before;
+}
 
 // Scratch carved from the workspace: [attention kernel | ring buffers]. The
 // travelling K|V are in the storage of q, k, v (fp32, or bf16 in bf16 runs:

@@ -6,7 +6,9 @@
 // transfer of the next block hides behind the current one; each (query chunk,
 // key chunk) pair that the causal mask does not hide entirely is one call of
 // attention_forward at global positions, and the results merge by their
-// log-sum-exp (attention_merge). Backward: the K/V blocks make the same
+// log-sum-exp (attention_merge). With a sliding window (dims.window_left) the
+// pairs wholly before the queries' windows are skipped too (their K/V still
+// travel: the ring is the same). Backward: the K/V blocks make the same
 // trip, each rank adds its queries' contribution to the block's dK/dV, and
 // the dK/dV accumulator travels one hop behind until it returns to its owner.
 //

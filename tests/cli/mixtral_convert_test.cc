@@ -213,8 +213,8 @@ TEST(MixtralConvert, RefusesWhatItCannotHonourWithOneLineNamingTheKeyAndTheFix) 
   };
   const std::string moe = "model.layers.1.block_sparse_moe.experts.";
   const std::vector<Case> cases = {
-      {"sliding window", "", "sliding_window = 4096 is not supported",
-       [](const std::string& hf) { edit_config(hf, "sliding_window", 4096); }},
+      {"sliding window 0", "", "'sliding_window' is 0, not an integer >= 1",
+       [](const std::string& hf) { edit_config(hf, "sliding_window", 0); }},
       {"activation", "", "hidden_act = \"gelu\" is not supported",
        [](const std::string& hf) { edit_config(hf, "hidden_act", "gelu"); }},
       {"top-k above experts", "", "'num_experts_per_tok' 5 is above 'num_local_experts' 4",

@@ -1,7 +1,8 @@
 // Attention in blocks of queries and keys at global positions (what context
 // parallelism's ring computes): blocks merged by their log-sum-exp equal the
 // whole causal attention, forward and backward, with the dropout mask keyed by
-// global positions; blocks that see no key give ctx 0 and lse -inf.
+// global positions; blocks that see no key give ctx 0 and lse -inf. With a
+// sliding window the blocks use global positions for it too.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -41,8 +42,9 @@ void add_rows(std::vector<float>& x, const std::vector<float>& part, int64_t bh,
 }
 
 AttentionDims block_dims(int64_t b, int64_t a, int64_t d, int64_t S, Range q, Range k,
-                         MathMode math) {
+                         MathMode math, int64_t window) {
   AttentionDims dm{b, a, q.n, d, math};
+  dm.window_left = window;
   dm.sk = k.n;
   dm.q_pos0 = q.p0;
   dm.k_pos0 = k.p0;
@@ -69,14 +71,15 @@ struct Whole {
   std::vector<float> q, k, v, ctx, lse, g, dq, dk, dv;
 };
 
-Whole whole_attention(float p, MathMode math) {
+Whole whole_attention(float p, MathMode math, int64_t window) {
   Whole w;
   const int64_t n = w.bh * w.S * w.d;
   w.q = randn(n, "q");
   w.k = randn(n, "k");
   w.v = randn(n, "v");
   w.g = randn(n, "g");
-  const AttentionDims dm{w.b, w.a, w.S, w.d, math};
+  AttentionDims dm{w.b, w.a, w.S, w.d, math};
+  dm.window_left = window;
   std::vector<float> ws(size_t(attention_workspace_floats(dm)));
   w.ctx.resize(size_t(n));
   w.lse.resize(size_t(w.bh * w.S));
@@ -100,19 +103,20 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
   EXPECT_EQ(bad, 0) << what;
 }
 
-void check_forward_blocks(float p) {
-  const Whole w = whole_attention(p, MathMode::kF32);
+void check_forward_blocks(float p, int64_t window = -1) {
+  const Whole w = whole_attention(p, MathMode::kF32, window);
   std::vector<float> ctx(w.ctx.size(), 0.f), lse(w.lse.size(), 0.f);
   for (Range qr : kQueries) {
     std::vector<float> c(size_t(w.bh * qr.n * w.d), 0.f), l(size_t(w.bh * qr.n), kNegInf);
     const std::vector<float> q = take(w.q, w.bh, w.S, w.d, qr);
     for (Range kr : kKeys) {
-      const AttentionDims dm = block_dims(w.b, w.a, w.d, w.S, qr, kr, MathMode::kF32);
+      const AttentionDims dm = block_dims(w.b, w.a, w.d, w.S, qr, kr, MathMode::kF32, window);
       std::vector<float> ws(size_t(attention_workspace_floats(dm)));
       std::vector<float> cb(c.size(), std::nanf("")), lb(l.size(), std::nanf(""));
       attention_forward(cb.data(), lb.data(), q.data(), take(w.k, w.bh, w.S, w.d, kr).data(),
                         take(w.v, w.bh, w.S, w.d, kr).data(), dm, dropout(p), ws.data());
-      if (kr.p0 > qr.p0 + qr.n - 1) {  // every key after every query: nothing visible
+      // every key after every query, or before every query's window: nothing visible
+      if (kr.p0 > qr.p0 + qr.n - 1 || (window >= 0 && kr.p0 + kr.n - 1 < qr.p0 - window)) {
         for (float x : cb) ASSERT_EQ(x, 0.f);
         for (float x : lb) ASSERT_EQ(x, kNegInf);
       }
@@ -127,17 +131,21 @@ void check_forward_blocks(float p) {
 
 TEST(AttentionBlocks, ForwardMergedEqualsWhole) { check_forward_blocks(0.f); }
 TEST(AttentionBlocks, ForwardWithDropoutMergedEqualsWhole) { check_forward_blocks(0.25f); }
+// Windows shorter than a key range (whole ranges then fall outside) and longer.
+TEST(AttentionBlocks, WindowedForwardMergedEqualsWhole) {
+  for (int64_t window : {int64_t(0), int64_t(30), int64_t(100), int64_t(200)}) check_forward_blocks(0.25f, window);
+}
 
 // Every (query range, key range) pair's backward, given the whole row's lse
 // and D, summed: the whole attention's dq, dk, dv.
-void check_backward_blocks(float p, MathMode math, double tol) {
-  const Whole w = whole_attention(p, MathMode::kF32);
+void check_backward_blocks(float p, MathMode math, double tol, int64_t window = -1) {
+  const Whole w = whole_attention(p, MathMode::kF32, window);
   std::vector<float> dsum(w.lse.size());
   attention_row_dsum(dsum.data(), w.g.data(), w.ctx.data(), w.bh * w.S, w.d);
   std::vector<float> dq(w.dq.size(), 0.f), dk(dq), dv(dq);
   for (Range qr : kQueries)
     for (Range kr : kKeys) {
-      const AttentionDims dm = block_dims(w.b, w.a, w.d, w.S, qr, kr, math);
+      const AttentionDims dm = block_dims(w.b, w.a, w.d, w.S, qr, kr, math, window);
       std::vector<float> ws(size_t(attention_workspace_floats(dm)));
       std::vector<float> dqb(size_t(w.bh * qr.n * w.d), std::nanf(""));
       std::vector<float> dkb(size_t(w.bh * kr.n * w.d), std::nanf("")), dvb(dkb);
@@ -158,6 +166,11 @@ void check_backward_blocks(float p, MathMode math, double tol) {
 TEST(AttentionBlocks, BackwardSummedEqualsWhole) {
   check_backward_blocks(0.f, MathMode::kF32, 2e-5);
   check_backward_blocks(0.25f, MathMode::kF32, 2e-5);
+}
+
+TEST(AttentionBlocks, WindowedBackwardSummedEqualsWhole) {
+  for (int64_t window : {int64_t(0), int64_t(30), int64_t(100), int64_t(200)}) check_backward_blocks(0.25f, MathMode::kF32, 2e-5, window);
+  check_backward_blocks(0.25f, MathMode::kBF16, 3e-2, 30);
 }
 
 // bf16 operands: the blocks' sum stays within bf16 rounding of the fp32 whole.

@@ -16,7 +16,9 @@ namespace {
 
 using test::randn;
 
-// Double-precision reference with the full (s, s) softmax per head.
+// Double-precision reference with the full (s, s) softmax per head; key ki
+// is visible to query qi when qi - window_left <= ki <= qi (no lower bound
+// without a window).
 // q, k, v, ctx: (b, a, s, d); lse: (b, a, s).
 void attention_ref(std::vector<double>* ctx, std::vector<double>* lse, const std::vector<double>& q,
                    const std::vector<double>& k, const std::vector<double>& v,
@@ -36,7 +38,8 @@ void attention_ref(std::vector<double>* ctx, std::vector<double>* lse, const std
           double dot = 0;
           for (int64_t t = 0; t < d; ++t)
             dot += q[size_t((h * s + qi) * d + t)] * k[size_t((h * s + ki) * d + t)];
-          p[size_t(ki)] = ki <= qi ? dot * scale : -std::numeric_limits<double>::infinity();
+          const bool seen = ki <= qi && (dm.window_left < 0 || ki >= qi - dm.window_left);
+          p[size_t(ki)] = seen ? dot * scale : -std::numeric_limits<double>::infinity();
           mx = std::max(mx, p[size_t(ki)]);
         }
         double sum = 0;
@@ -44,7 +47,7 @@ void attention_ref(std::vector<double>* ctx, std::vector<double>* lse, const std
         if (lse) (*lse)[size_t(h * s + qi)] = mx + std::log(sum);
         for (int64_t ki = 0; ki < s; ++ki) {
           double pr = std::exp(p[size_t(ki)] - mx) / sum;
-          if (drop.p > 0 && ki <= qi) {
+          if (drop.p > 0 && pr > 0) {
             const uint64_t index =
                 uint64_t((((drop.sample0 + bi) * a_global + drop.head0 + j) * s + qi) * s + ki);
             pr = dropout_keep(drop.rng, drop.p, index) ? pr / (1.0 - drop.p) : 0.0;
@@ -204,6 +207,27 @@ TEST(Attention, BackwardWithDropoutMatchesFiniteDifferences) {
   check_backward({1, 2, kAttentionBlockQ + 22, 8}, 0.2f, 7);
 }
 
+// Sliding window (Megatron's --window-size L,0): L = 0 (itself only), windows
+// inside one query block, across the block boundary and longer than the sequence.
+AttentionDims windowed(AttentionDims dm, int64_t window) {
+  dm.window_left = window;
+  return dm;
+}
+
+TEST(Attention, WindowedForwardMatchesReference) {
+  for (int64_t w : {int64_t(0), int64_t(5), int64_t(40), kAttentionBlockQ + 10, int64_t(400)}) {
+    check_forward(windowed({2, 3, 200, 16}, w), {});
+    check_forward(windowed({1, 3, 200, 8}, w), make_dropout(0.2f));
+  }
+}
+
+TEST(Attention, WindowedBackwardMatchesFiniteDifferences) {
+  for (int64_t w : {int64_t(1), kAttentionBlockQ + 5})  // (L = 0: P = 1, no dq, dk)
+    check_backward(windowed({1, 2, kAttentionBlockQ + 22, 8}, w), 0.f, 7);
+  check_backward(windowed({1, 2, kAttentionBlockQ + 22, 8}, 17), 0.2f, 7);
+  check_backward(windowed({2, 1, 30, 8}, 4), 0.f, 3);
+}
+
 // ||x - y|| / ||y|| over all elements.
 double rel_dist(const std::vector<float>& x, const std::vector<float>& y) {
   double num = 0, den = 0;
@@ -253,12 +277,14 @@ TEST(Attention, Bf16IsCloseToFp32) {
   // Measured: ctx, dq, dk, dv 3e-3 .. 5e-3 (bf16 keeps 8 significant bits), lse 2e-4.
   check_mixed({2, 3, 200, 16}, 0.f, MathMode::kBF16, 5e-5, 2e-2);
   check_mixed({1, 2, 150, 8}, 0.2f, MathMode::kBF16, 5e-5, 2e-2);
+  check_mixed(windowed({1, 2, 150, 8}, 20), 0.2f, MathMode::kBF16, 5e-5, 2e-2);
 }
 
 TEST(Attention, Fp16IsCloserToFp32ThanBf16) {
   // Measured: 4e-4 .. 6e-4 (11 significant bits), lse 3e-5.
   check_mixed({2, 3, 200, 16}, 0.f, MathMode::kF16, 5e-6, 2e-3);
   check_mixed({1, 2, 150, 8}, 0.2f, MathMode::kF16, 5e-6, 2e-3);
+  check_mixed(windowed({1, 2, 150, 8}, 20), 0.2f, MathMode::kF16, 5e-6, 2e-3);
 }
 
 TEST(Attention, ExplicitFp32MathStillMatchesFiniteDifferences) {

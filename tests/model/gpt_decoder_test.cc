@@ -107,6 +107,30 @@ TEST(GptDecoder, QwenAttentionOptionsStepsEqualTheFullForward) {
   expect_decoder_matches_forward(gpt);
 }
 
+// A sliding window (--window-size 3,0) shorter than the text: each layer's
+// cache is a ring of 4 rows, and every position's logits (those past the
+// window read rows the ring has overwritten) equal the full windowed forward's.
+TEST(GptDecoder, WindowedRingCacheStepsEqualTheFullForward) {
+  for (const char* window : {"3,0", "0,0", "(6, 0)"}) {
+    ModelConfig cfg = llama(base());
+    cfg.window_size = window;
+    cfg.finalize(1);
+    expect_decoder_matches_forward(cfg);
+    TinyGpt m(cfg, 1);
+    GptDecoder dec(m.reg, m.params, TensorParallel{}, 0);
+    EXPECT_EQ(dec.cache_rows(), cfg.window_left() + 1) << window;
+    EXPECT_EQ(dec.capacity(), cfg.max_position_embeddings);
+    ModelConfig full = cfg;
+    full.window_size = "";
+    TinyGpt mf(full, 1);
+    EXPECT_LT(GptDecoder::planned_bytes(m.reg, 10), GptDecoder::planned_bytes(mf.reg, 10));
+  }
+  ModelConfig gpt = base();  // learned positions
+  gpt.window_size = "2,0";
+  gpt.finalize(1);
+  expect_decoder_matches_forward(gpt);
+}
+
 // A context of 2^40 positions (RoPE: no table to train): neither training's
 // RoPE table nor the decoder's cache is sized by it (281 TB: bad_alloc before).
 TEST(GptDecoder, CacheHoldsThePositionsAskedForNotTheWholeContext) {

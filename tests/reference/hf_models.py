@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent PyTorch reference for Hugging Face GPT-2, Llama, Mixtral, Qwen2 and Qwen3 checkpoints.
+"""Independent PyTorch reference for Hugging Face GPT-2, Llama, Mistral, Mixtral, Qwen2 and Qwen3 checkpoints.
 
 The judge for `megatron convert` (hf <-> megatron) and for
 `megatron generate --output-json`. Written from Hugging Face transformers'
@@ -14,10 +14,12 @@ modeling_mixtral.py: MixtralBlockSparseTop2MLP, MixtralSparseMoeBlock,
 MixtralDecoderLayer, MixtralForCausalLM; modeling_qwen2.py: Qwen2Attention with
 q/k/v_proj bias=True and o_proj bias=False; modeling_qwen3.py: Qwen3Attention
 with q_norm / k_norm, Qwen3RMSNorm over head_dim on each head's q and k before
-RoPE), not from this repository's C++
+RoPE; modeling_mistral.py: MistralForCausalLM, Llama's model with head_dim
+and sliding_window, masking_utils.sliding_window_overlay: key j is seen by
+query i when i - sliding_window < j <= i), not from this repository's C++
 code. No transformers/safetensors/numpy needed.
 
-  random --family gpt2|llama|mixtral|qwen2|qwen3 --out DIR --seed S [sizes...]
+  random --family gpt2|llama|mistral|mixtral|qwen2|qwen3 --out DIR --seed S [sizes...]
       writes DIR/config.json and DIR/model.safetensors (float32, HF names and
       layouts), then reads the folder back and runs the self-checks.
   score --hf-dir DIR --json FILE [--tol 1e-4] [--self-check]
@@ -168,6 +170,28 @@ def mixtral_config(v, h, L, a, g, f, p, tie, experts, topk):
     return c
 
 
+def mistral_config(v, h, L, a, g, f, p, tie, head_dim, window):
+    """MistralConfig as the Hub's folders write it: Llama's keys without the biases, rope_theta,
+    head_dim, sliding_window (null: none)."""
+    c = llama_config(v, h, L, a, g, f, p, tie)
+    for key in ("rope_scaling", "attention_bias"):  # not MistralConfig keys
+        del c[key]
+    c.update({"model_type": "mistral", "architectures": ["MistralForCausalLM"], "rope_theta": 1000000.0,
+              "head_dim": head_dim or h // a, "sliding_window": window})
+    return c
+
+
+def sliding_window_of(cfg):
+    """The window W of the attention (None: full): Mistral's sliding_window (absent: MistralConfig's
+    default 4096), Mixtral's (absent: None); the other families here have none."""
+    fam = family_of(cfg)
+    if fam == "mistral":
+        return cfg.get("sliding_window", 4096)
+    if fam == "mixtral":
+        return cfg.get("sliding_window")
+    return None
+
+
 def qwen_config(family, v, h, L, a, g, f, p, tie, head_dim):
     """Qwen2Config / Qwen3Config as the Hub's folders write them (full attention only)."""
     c = llama_config(v, h, L, a, g, f, p, tie)
@@ -261,9 +285,9 @@ def random_tensors(shapes, seed, matrix_std=0.02):
 
 def family_of(cfg):
     mt = cfg.get("model_type")
-    if mt in ("gpt2", "llama", "mixtral", "qwen2", "qwen3"):
+    if mt in ("gpt2", "llama", "mistral", "mixtral", "qwen2", "qwen3"):
         return mt
-    raise InputError(f"config.json model_type {mt!r} is not 'gpt2', 'llama', 'mixtral', 'qwen2' or 'qwen3'")
+    raise InputError(f"config.json model_type {mt!r} is not 'gpt2', 'llama', 'mistral', 'mixtral', 'qwen2' or 'qwen3'")
 
 
 def layer_norm(x, w, b, eps):  # nn.LayerNorm: biased variance, eps inside the sqrt
@@ -284,12 +308,15 @@ def repeat_kv(x, n_rep):  # (g, s, d) -> (g*n_rep, s, d): kv head j serves query
     return x[:, None].expand(g, n_rep, s, d).reshape(g * n_rep, s, d)
 
 
-def causal_attention(q, k, v, scale):
-    """q: (a, s, d); k, v: (g, s, d) with a % g == 0 -> context (s, a*d), heads in order."""
+def causal_attention(q, k, v, scale, window=None):
+    """q: (a, s, d); k, v: (g, s, d) with a % g == 0 -> context (s, a*d), heads in order.
+    window W: query i also drops keys j <= i - W (sliding_window_overlay keeps j > i - W)."""
     a, s, d = q.shape
     k, v = repeat_kv(k, a // k.shape[0]), repeat_kv(v, a // v.shape[0])
     scores = (q @ k.transpose(1, 2)) * scale  # (a, s, s)
     future = torch.triu(torch.ones(s, s, dtype=torch.bool), diagonal=1)
+    if window is not None:
+        future |= torch.tril(torch.ones(s, s, dtype=torch.bool), diagonal=-window)
     probs = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)
     return (probs @ v).transpose(0, 1).reshape(s, a * d)
 
@@ -402,7 +429,8 @@ def llama_logits(cfg, w, ids, dtype, renormalize=True, gaps=None):
         q, k = q.transpose(0, 1), k.transpose(0, 1)  # (a, s, d), (g, s, d)
         v = linear(y, p + "self_attn.v_proj", qkv_bias).reshape(s, g, d).transpose(0, 1)
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
-        x = x + linear(causal_attention(q, k, v, d ** -0.5), p + "self_attn.o_proj", attn_bias)
+        ctx = causal_attention(q, k, v, d ** -0.5, sliding_window_of(cfg))
+        x = x + linear(ctx, p + "self_attn.o_proj", attn_bias)
         y = rms_norm(x, W(p + "post_attention_layernorm.weight"), eps)
         if family_of(cfg) == "mixtral":
             x = x + mixtral_moe(y, W, p, cfg, renormalize, gaps)
@@ -445,14 +473,17 @@ def check_model(cfg, w):
                 bad.append(f"rope_scaling {rs} (only null, or llama3 with its four values on llama)")
         if fam in ("qwen2", "qwen3") and cfg.get("use_sliding_window", False):
             bad.append("use_sliding_window true (only full attention)")
+        window = sliding_window_of(cfg)
+        if window is not None and (not isinstance(window, int) or window < 1):
+            bad.append(f"sliding_window {window!r} (an integer >= 1 or null)")
+        if fam == "mistral" and "layer_types" in cfg:
+            bad.append("layer_types (MistralForCausalLM: one window for every layer)")
         if fam == "qwen3" and cfg.get("attention_bias", False):
             bad.append("attention_bias true (qwen3: only false)")
         c = dict(cfg, num_key_value_heads=cfg.get("num_key_value_heads") or cfg["num_attention_heads"])
         shapes_of = llama_shapes
         if fam == "mixtral":
             shapes_of = mixtral_shapes
-            if cfg.get("sliding_window") is not None:
-                bad.append(f"sliding_window {cfg['sliding_window']} (only null)")
             E, k = cfg.get("num_local_experts"), cfg.get("num_experts_per_tok")
             if not (isinstance(E, int) and isinstance(k, int) and 1 <= k <= E):
                 bad.append(f"num_local_experts {E!r} / num_experts_per_tok {k!r} (need 1 <= k <= E)")
@@ -514,6 +545,13 @@ def self_check(cfg, w, log=print):
             sc = torch.stack([q[n, t] @ k[n // (a // g), u] / math.sqrt(d) for u in range(t + 1)])
             ref[t, n * d:(n + 1) * d] = torch.softmax(sc, 0) @ v[n // (a // g), :t + 1]
     report("GQA causal attention vs per-head loop", causal_attention(q, k, v, d ** -0.5) - ref, 1e-12)
+    W = 2  # the sliding window: query t sees keys t - W + 1 .. t
+    for n in range(a):
+        for t in range(s):
+            u0 = max(0, t - W + 1)
+            sc = torch.stack([q[n, t] @ k[n // (a // g), u] / math.sqrt(d) for u in range(u0, t + 1)])
+            ref[t, n * d:(n + 1) * d] = torch.softmax(sc, 0) @ v[n // (a // g), u0:t + 1]
+    report("sliding-window attention (W 2) vs per-head loop", causal_attention(q, k, v, d ** -0.5, W) - ref, 1e-12)
     # rotate_half RoPE == complex rotation of the pairs (i, i + d/2) by angle t * inv_freq[i].
     x = torch.randn(s, d, generator=gen, dtype=torch.float64)
     cos, sin = rope_cos_sin(s, d, 10000.0, torch.float64)
@@ -617,6 +655,10 @@ def cmd_random(args):
             cfg = qwen_config(f, args.vocab_size, args.hidden, args.layers, args.heads, g, args.ffn or 96,
                               args.max_pos, args.tie == "true", args.head_dim)
             shapes = llama_shapes(cfg)
+        elif f == "mistral":
+            cfg = mistral_config(args.vocab_size, args.hidden, args.layers, args.heads, g, args.ffn or 96,
+                                 args.max_pos, args.tie == "true", args.head_dim, args.sliding_window)
+            shapes = llama_shapes(cfg)
         elif f == "llama":
             cfg = llama_config(args.vocab_size, args.hidden, args.layers, args.heads, g, args.ffn or 96,
                                args.max_pos, args.tie == "true")
@@ -641,6 +683,8 @@ def cmd_random(args):
             shapes = mixtral_shapes(cfg)
     if f != "llama" and args.rope_scaling is not None:
         raise InputError("--rope-scaling is llama-only")
+    if f != "mistral" and args.sliding_window is not None:
+        raise InputError("--sliding-window is mistral-only")
     if f != "mixtral" and (args.experts is not None or args.topk is not None):
         raise InputError("--experts and --topk are mixtral-only")
     tensors = random_tensors(shapes, args.seed, args.matrix_std)
@@ -729,7 +773,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("random", help="write a random HF checkpoint folder (config.json + model.safetensors)")
-    r.add_argument("--family", choices=("gpt2", "llama", "mixtral", "qwen2", "qwen3"), required=True)
+    r.add_argument("--family", choices=("gpt2", "llama", "mistral", "mixtral", "qwen2", "qwen3"), required=True)
     r.add_argument("--out", required=True, help="folder to write (created if missing)")
     r.add_argument("--seed", type=int, required=True)
     r.add_argument("--vocab-size", type=int, default=256)
@@ -741,6 +785,7 @@ def main():
     r.add_argument("--ffn", type=int, default=None,
                    help="gpt2 n_inner (default null = 4*hidden); llama intermediate_size (default 96); "
                         "mixtral each expert's intermediate_size (default 32)")
+    r.add_argument("--sliding-window", type=int, default=None, help="mistral sliding_window (default null)")
     r.add_argument("--experts", type=int, default=None, help="mixtral num_local_experts (default 4)")
     r.add_argument("--topk", type=int, default=None, help="mixtral num_experts_per_tok (default 2)")
     r.add_argument("--max-pos", type=int, default=128, help="gpt2 n_positions / llama max_position_embeddings")

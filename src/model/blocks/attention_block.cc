@@ -300,24 +300,26 @@ void attention_block_decode(float* out, const KvCache& cache, AttentionDecodeWor
   const int64_t hpg = a / g;
   float* kc = cache.k;
   float* vc = cache.v;
+  const int64_t row = pos % cache.capacity;  // this position's row (a ring when windowed)
+  const int64_t last = std::min(pos, cache.capacity - 1);  // rows [0, last] hold positions
   linear_forward(ws.qkv, in, w.qkv_w, w.qkv_b, 1, h, hl + 2 * kvl);  // column-parallel
   for (int64_t gi = 0; gi < g; ++gi) {  // qkv rows are (g_local, a/g + 2, d)
     const float* grp = ws.qkv + gi * (hpg + 2) * d;
     copy_bytes(ws.q + gi * hpg * d, grp, size_t(hpg * d) * 4);
-    copy_bytes(kc + pos * kvl + gi * d, grp + hpg * d, size_t(d) * 4);
-    copy_bytes(vc + pos * kvl + gi * d, grp + (hpg + 1) * d, size_t(d) * 4);
+    copy_bytes(kc + row * kvl + gi * d, grp + hpg * d, size_t(d) * 4);
+    copy_bytes(vc + row * kvl + gi * d, grp + (hpg + 1) * d, size_t(d) * 4);
   }
   if (sh.qk_layernorm) {  // q's a rows and the new key's g rows, through ctx (free until attention)
     head_norm_forward(sh, ws.ctx, ws.mean, ws.rstd, ws.q, w.q_norm_w, w.q_norm_b, a);
     copy_bytes(ws.q, ws.ctx, size_t(hl) * 4);
-    head_norm_forward(sh, ws.ctx, ws.mean, ws.rstd, kc + pos * kvl, w.k_norm_w, w.k_norm_b, g);
-    copy_bytes(kc + pos * kvl, ws.ctx, size_t(kvl) * 4);
+    head_norm_forward(sh, ws.ctx, ws.mean, ws.rstd, kc + row * kvl, w.k_norm_w, w.k_norm_b, g);
+    copy_bytes(kc + row * kvl, ws.ctx, size_t(kvl) * 4);
   }
   if (sh.rope) {  // this position's rotation of q and of the new key
     rope_forward(ws.q, 1, a, 1, d, *sh.rope, pos);
-    rope_forward(kc + pos * kvl, 1, g, 1, d, *sh.rope, pos);
+    rope_forward(kc + row * kvl, 1, g, 1, d, *sh.rope, pos);
   }
-  attention_decode_forward(ws.ctx, ws.q, kc, vc, a, g, d, pos, ws.scores);
+  attention_decode_forward(ws.ctx, ws.q, kc, vc, a, g, d, last, ws.scores);
   row_parallel_linear_forward(out, out, ws.ctx, w.proj_w, w.proj_b, 1, hl, h, sh.tp);
 }
 
@@ -327,17 +329,22 @@ void SelfAttention::plan_gemms(const ModelConfig& c, const PlanDims& d,
   flops.push_back(2 * d.n * double(c.query_projection_size()) * d.h / d.tp);
 }
 
+int64_t SelfAttention::cache_rows(int64_t window_left, int64_t positions) {
+  return window_left >= 0 ? std::min(positions, window_left + 1) : positions;
+}
+
 KvCache SelfAttention::carve_cache(Arena& a, const GptShapes& sh, int64_t positions) {
   const int64_t kvl = sh.g * sh.d;  // one key/value head per query group
   KvCache cache;
-  cache.k = a.alloc_f32(positions * kvl);
-  cache.v = a.alloc_f32(positions * kvl);
-  cache.capacity = positions;
+  cache.capacity = cache_rows(sh.window_left, positions);
+  cache.k = a.alloc_f32(cache.capacity * kvl);
+  cache.v = a.alloc_f32(cache.capacity * kvl);
   return cache;
 }
 
 double SelfAttention::cache_floats(const ModelConfig& c, int64_t tp, double positions) {
-  return 2 * positions * double(c.query_groups()) / double(tp) * double(c.head_dim());
+  const double rows = double(cache_rows(c.window_left(), int64_t(positions)));
+  return 2 * rows * double(c.query_groups()) / double(tp) * double(c.head_dim());
 }
 
 }  // namespace mt

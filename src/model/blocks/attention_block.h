@@ -90,11 +90,13 @@ void attention_block_backward(float* din, const AttentionParams<float*>& g, cons
 // query sits at position `pos`, an offset into this layer's key/value cache.
 
 // One layer's cache: keys (after RoPE) and values of past positions, one per
-// query group of this rank.
+// query group of this rank. Position p is row p mod capacity: the whole past
+// when capacity covers it, else (a sliding window of capacity - 1 keys) a ring
+// of the last capacity positions.
 struct KvCache {
   float* k = nullptr;    // (capacity, g·d)
   float* v = nullptr;    // (capacity, g·d)
-  int64_t capacity = 0;  // positions
+  int64_t capacity = 0;  // rows
 };
 
 // One token's scratch, shared by the layers.
@@ -114,7 +116,8 @@ double attention_decode_workspace_floats(const ModelConfig& c, int64_t tp, doubl
 
 // out (h) = the projection's output (all-reduced over TP) for the token whose
 // norm output is `in` (h); its key and value are written at row `pos` of the
-// cache, and its query attends to rows [0, pos].
+// cache (row pos mod capacity), and its query attends to the cache's rows of
+// positions [max(0, pos - capacity + 1), pos].
 void attention_block_decode(float* out, const KvCache& cache, AttentionDecodeWorkspace& ws,
                             const float* in, const AttentionParams<ReadView>& w,
                             const GptShapes& sh, int64_t pos);
@@ -166,12 +169,16 @@ struct SelfAttention {
   }
   static DecodeWorkspace carve_decode_workspace(Arena& a, const GptShapes& sh,
                                                 int64_t positions) {
-    return carve_attention_decode_workspace(a, sh, positions);
+    return carve_attention_decode_workspace(a, sh, cache_rows(sh.window_left, positions));
   }
   static double decode_workspace_floats(const ModelConfig& c, int64_t tp, double positions) {
-    return attention_decode_workspace_floats(c, tp, positions);
+    return attention_decode_workspace_floats(c, tp,
+                                             double(cache_rows(c.window_left(), int64_t(positions))));
   }
-  // One layer's keys and values of `positions` tokens (this rank's query groups).
+  // One layer's keys and values for `positions` tokens (this rank's query
+  // groups): a row per position, or with a sliding window of L keys a ring
+  // of the L + 1 positions a query sees.
+  static int64_t cache_rows(int64_t window_left, int64_t positions);
   static Cache carve_cache(Arena& a, const GptShapes& sh, int64_t positions);
   static double cache_floats(const ModelConfig& c, int64_t tp, double positions);
   static void decode(float* out, const Cache& cache, DecodeWorkspace& ws, const float* in,
