@@ -138,10 +138,10 @@ TEST(Moe, RouterDtypeIsStoredAndAResumeWithoutItIsRefused) {
                      vocab_padding("") + " --bf16";
   base.replace(base.find("--eval-interval 3"), 17, "--eval-interval 0");
   std::string flags = base + " --moe-router-dtype fp32";
-  flags.replace(flags.find("--train-iters 6"), 15, "--train-iters 2");
+  flags.replace(flags.find("--train-iters 6"), 15, "--train-iters 3");
   const RunResult r = run(megatron() + flags + " --save " + save);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const nlohmann::json meta = nlohmann::json::parse(read_text(save + "/iter_0000002/meta.json"));
+  const nlohmann::json meta = nlohmann::json::parse(read_text(save + "/iter_0000003/meta.json"));
   EXPECT_EQ(meta.at("args").at("model").at("moe_router_dtype"), "fp32");
   const RunResult bad = run(megatron() + base + " --load " + save);
   EXPECT_NE(bad.exit_code, 0) << bad.output;

@@ -15,7 +15,7 @@
 namespace mt {
 namespace {
 
-ModelConfig router_config(const std::string &router_dtype) {
+ModelConfig router_config(const std::string& router_dtype) {
   ModelConfig cfg;
   cfg.num_layers = 2;
   cfg.hidden_size = 32;
@@ -25,8 +25,7 @@ ModelConfig router_config(const std::string &router_dtype) {
   cfg.make_vocab_size_divisible_by = 8;
   cfg.hidden_dropout = 0.f;
   cfg.attention_dropout = 0.f;
-  cfg.init_method_std =
-      0.2f; // router logits well away from 0: many bits to round
+  cfg.init_method_std = 0.2f;  // router logits well away from 0: many bits to round
   cfg.normalization = "RMSNorm";
   cfg.position_embedding_type = "rope";
   cfg.swiglu = true;
@@ -44,36 +43,33 @@ ModelConfig router_config(const std::string &router_dtype) {
 bool is_bf16(float x) { return f32_from_bf16(bf16_from_f32(x)) == x; }
 
 struct RouterRun {
-  std::vector<float> logits, gate, x,
-      w; // layer 0's (n, E), (n, k), input (n, h), weight (E, h)
+  // layer 0's logits (n, E), gates (n, k), router input (n, h) and weight (E, h)
+  std::vector<float> logits, gate, x, w;
   double loss = 0;
 };
 
-RouterRun run_bf16(const std::string &router_dtype) {
+RouterRun run_bf16(const std::string& router_dtype) {
   const ModelConfig cfg = router_config(router_dtype);
   const int64_t b = 2;
   TinyGpt m(cfg, b, MathMode::kBF16);
   std::vector<float> init(size_t(m.reg.total_floats()));
   m.reg.initialize(init.data(), 42);
   m.rt.set_params(init.data());
-  std::vector<int32_t> tokens(size_t(b * cfg.seq_length)),
-      labels(tokens.size());
+  std::vector<int32_t> tokens(size_t(b * cfg.seq_length)), labels(tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i) {
     tokens[i] = int32_t((i * 7 + 3) % 40);
     labels[i] = int32_t((i * 11 + 5) % 40);
   }
   RouterRun r;
   r.loss = m.loss(tokens, labels, PassContext{}, false);
-  const MoeRecord &rec = m.rt.slots()[0].act.layers[0].moe;
-  const int64_t n = m.sh.local_tokens(), E = cfg.num_experts,
-                k = cfg.moe_router_topk;
+  const MoeRecord& rec = m.rt.slots()[0].act.layers[0].moe;
+  const int64_t n = m.sh.local_tokens(), E = cfg.num_experts, k = cfg.moe_router_topk;
   const int64_t h = cfg.hidden_size;
   r.logits.assign(rec.logits, rec.logits + n * E);
   r.gate.assign(rec.gate, rec.gate + n * k);
   EXPECT_NE(rec.in.bf16, nullptr) << "a bf16 run's router input is bf16";
   r.x.resize(size_t(n * h));
-  for (int64_t i = 0; i < n * h; ++i)
-    r.x[size_t(i)] = f32_from_bf16(rec.in.bf16[i]);
+  for (int64_t i = 0; i < n * h; ++i) r.x[size_t(i)] = f32_from_bf16(rec.in.bf16[i]);
   for (size_t i = 0; i < m.reg.params().size(); ++i)
     if (m.reg.params()[i].name == "decoder.layers.0.mlp.router.weight") {
       r.w.resize(size_t(E * h));
@@ -85,8 +81,7 @@ RouterRun run_bf16(const std::string &router_dtype) {
 
 TEST(MoeRouterDtype, Fp32KeepsTheRoutersLogitsAndGatesInFp32InABf16Run) {
   const RouterRun dflt = run_bf16(""), fp32 = run_bf16("fp32");
-  ASSERT_EQ(dflt.x, fp32.x)
-      << "layer 0's router input must not depend on the flag";
+  ASSERT_EQ(dflt.x, fp32.x) << "layer 0's router input must not depend on the flag";
   const int64_t E = 4, k = 2, h = 32, n = int64_t(dflt.logits.size()) / E;
   // fp32: the logits are the product of the bf16 operands (exact in double),
   // to fp32 round-off; some are not bf16 values.
@@ -96,11 +91,9 @@ TEST(MoeRouterDtype, Fp32KeepsTheRoutersLogitsAndGatesInFp32InABf16Run) {
     for (int64_t e = 0; e < E; ++e) {
       double ref = 0;
       for (int64_t i = 0; i < h; ++i)
-        ref += double(fp32.x[size_t(t * h + i)]) *
-               double(fp32.w[size_t(e * h + i)]);
+        ref += double(fp32.x[size_t(t * h + i)]) * double(fp32.w[size_t(e * h + i)]);
       const float got = fp32.logits[size_t(t * E + e)];
-      worst = std::max(worst, std::abs(double(got) - ref) /
-                                  std::max(std::abs(ref), 1e-3));
+      worst = std::max(worst, std::abs(double(got) - ref) / std::max(std::abs(ref), 1e-3));
       not_bf16 += !is_bf16(got);
     }
   EXPECT_LT(worst, 1e-5) << "fp32 router logits vs the double product";
@@ -112,19 +105,15 @@ TEST(MoeRouterDtype, Fp32KeepsTheRoutersLogitsAndGatesInFp32InABf16Run) {
   // The gates: bf16 values by default; fp32 ones (softmax over the chosen
   // fp32 logits) with the flag.
   int gates_not_bf16 = 0;
-  for (float g : dflt.gate)
-    EXPECT_TRUE(is_bf16(g)) << g;
-  for (float g : fp32.gate)
-    gates_not_bf16 += !is_bf16(g);
+  for (float g : dflt.gate) EXPECT_TRUE(is_bf16(g)) << g;
+  for (float g : fp32.gate) gates_not_bf16 += !is_bf16(g);
   EXPECT_GT(gates_not_bf16, n * k / 2);
   std::vector<int32_t> expert(size_t(n * k));
   std::vector<float> prob(size_t(n * k)), scores(size_t(n * E));
-  moe_topk_forward(expert.data(), prob.data(), scores.data(),
-                   fp32.logits.data(), n, E, k, false);
+  moe_topk_forward(expert.data(), prob.data(), scores.data(), fp32.logits.data(), n, E, k, false);
   EXPECT_EQ(fp32.gate, prob);
-  EXPECT_NE(dflt.loss, fp32.loss)
-      << "the flag changes the bf16 run's arithmetic";
+  EXPECT_NE(dflt.loss, fp32.loss) << "the flag changes the bf16 run's arithmetic";
 }
 
-} // namespace
-} // namespace mt
+}  // namespace
+}  // namespace mt
