@@ -516,15 +516,18 @@ void check_same_architecture(const nlohmann::json& saved, const nlohmann::json& 
       give = a.get<int64_t>() == saved_model.num_attention_heads
                  ? std::string("leave out --group-query-attention and --num-query-groups")
                  : "pass --group-query-attention " + f + " " + shown(a);
-    } else if (a.is_string() && a.get<std::string>().empty()) {  // a flag left out
+    } else if (a.is_string() && a.get<std::string>().empty()) {  // unset: the default
       give = "leave out " + f;
     } else {
       std::string value = shown(a);
       if (value.find_first_of("[]* ") != std::string::npos) value = "'" + value + "'";
       give = "pass " + f + " " + value;
     }
-    MT_FAIL("--load ", load, ": the checkpoint's model has ", f, " ", shown(a),
-            " but this run has ", shown(b), "; fix: ", give,
+    auto named = [&](const nlohmann::json& v) {  // an unset string flag
+      return v.is_string() && v.get<std::string>().empty() ? std::string("(unset)") : shown(v);
+    };
+    MT_FAIL("--load ", load, ": the checkpoint's model has ", f, " ", named(a),
+            " but this run has ", named(b), "; fix: ", give,
             " (the checkpoint's model), or --load a checkpoint of this model");
   });
 }

@@ -158,13 +158,7 @@ ModelConfig llama_config(const json& c, const std::string& path, HfFamily f) {
   m.ffn_hidden_size = get_int(c, "intermediate_size", path, 0, true, kMaxFfn);
   m.num_layers = get_int(c, "num_hidden_layers", path, 0, true, kMaxLayers);
   m.num_attention_heads = get_int(c, "num_attention_heads", path, 0, true, kMaxHeads);
-  const int64_t kv =
-      get_int(c, "num_key_value_heads", path, m.num_attention_heads, f != HfFamily::kLlama,
-              kMaxHeads);
-  if (kv != m.num_attention_heads) {
-    m.group_query_attention = true;
-    m.num_query_groups = kv;
-  }
+  hf_read_attention_heads(c, path, f != HfFamily::kLlama, 0, m);
   m.max_position_embeddings = get_int(c, "max_position_embeddings", path, 0, true, kMaxPositions);
   m.vocab_size = get_int(c, "vocab_size", path, 0, true, kMaxVocab);
   m.layernorm_epsilon =
@@ -185,11 +179,36 @@ ModelConfig llama_config(const json& c, const std::string& path, HfFamily f) {
   if (act != "silu")
     unsupported(path, "hidden_act", act,
                 mixtral ? "each expert is a SwiGLU (silu) MLP" : "the gated MLP is SwiGLU (silu)");
-  // head_dim (LlamaConfig's, default hidden_size / num_attention_heads) is
-  // Megatron's --kv-channels; given, the hidden size need not divide by the heads.
+  return m;
+}
+
+// Llama's attention and norms; every MLP a mixture of experts as Mixtral's
+// (MixtralSparseMoeBlock): router `gate` without bias, softmax over all
+// experts in fp32, top-k, renormalised; SwiGLU experts w2(silu(w1 x) * w3 x).
+ModelConfig mixtral_config(const json& c, const std::string& path) {
+  ModelConfig m = llama_config(c, path, HfFamily::kMixtral);
+  m.window_size = window_size_from_hf(c, "sliding_window", path, 0);  // MixtralConfig's: None
+  hf_read_experts(c, path, "num_local_experts", "intermediate_size", m);
+  m.moe_layer_freq = "1";            // every layer
+  m.moe_router_pre_softmax = false;  // top-k on logits, softmax over k = Mixtral's
+  return m;
+}
+
+}  // namespace
+
+void hf_read_attention_heads(const json& c, const std::string& path, bool kv_required,
+                             int64_t head_dim_default, ModelConfig& m) {
+  const int64_t kv =
+      get_int(c, "num_key_value_heads", path, m.num_attention_heads, kv_required, kMaxHeads);
+  if (kv != m.num_attention_heads) {
+    m.group_query_attention = true;
+    m.num_query_groups = kv;
+  }
+  // head_dim: Megatron's --kv-channels; given, the hidden size need not
+  // divide by the heads.
   int64_t d = 0;
-  if (present(c, "head_dim") && !c.at("head_dim").is_null()) {
-    d = get_int(c, "head_dim", path, 0, true, kMaxHidden);
+  if (present(c, "head_dim") || head_dim_default > 0) {
+    d = get_int(c, "head_dim", path, head_dim_default, false, kMaxHidden);
     m.kv_channels = d;
   } else {
     check_divides(path, "hidden_size", m.hidden_size, "num_attention_heads",
@@ -200,30 +219,20 @@ ModelConfig llama_config(const json& c, const std::string& path, HfFamily f) {
            m.hidden_size, " / 'num_attention_heads' ", m.num_attention_heads,
            ") is odd; RoPE rotates pairs of features", kFixFile);
   check_divides(path, "num_attention_heads", m.num_attention_heads, "num_key_value_heads", kv);
-  return m;
 }
 
-// Llama's attention and norms; every MLP a mixture of experts as Mixtral's
-// (MixtralSparseMoeBlock): router `gate` without bias, softmax over all
-// experts in fp32, top-k, renormalised; SwiGLU experts w2(silu(w1 x) * w3 x).
-ModelConfig mixtral_config(const json& c, const std::string& path) {
-  ModelConfig m = llama_config(c, path, HfFamily::kMixtral);
-  m.window_size = window_size_from_hf(c, "sliding_window", path, 0);  // MixtralConfig's: None
-  m.num_experts = get_int(c, "num_local_experts", path, 0, true, kMaxExperts);
+void hf_read_experts(const json& c, const std::string& path, const char* experts_key,
+                     const char* moe_ffn_key, ModelConfig& m) {
+  m.num_experts = get_int(c, experts_key, path, 0, true, kMaxExperts);
   m.moe_router_topk = get_int(c, "num_experts_per_tok", path, 0, true, kMaxExperts);
   MT_CHECK(m.moe_router_topk <= m.num_experts, path, ": 'num_experts_per_tok' ",
-           m.moe_router_topk, " is above 'num_local_experts' ", m.num_experts,
+           m.moe_router_topk, " is above '", experts_key, "' ", m.num_experts,
            " (a token cannot be routed to more experts than there are); fix: correct "
-           "config.json (num_experts_per_tok <= num_local_experts)");
-  m.moe_ffn_hidden_size = m.ffn_hidden_size;  // intermediate_size: each expert's
-  m.moe_layer_freq = "1";                     // every layer
-  m.moe_router_pre_softmax = false;           // top-k on logits, softmax over k = Mixtral's
+           "config.json (num_experts_per_tok <= ", experts_key, ")");
+  m.moe_ffn_hidden_size = get_int(c, moe_ffn_key, path, 0, true, kMaxFfn);
   m.moe_router_load_balancing_type = "aux_loss";
   m.moe_aux_loss_coeff = get_non_negative(c, "router_aux_loss_coef", path, 0.001);
-  return m;
 }
-
-}  // namespace
 
 const char* hf_family_name(HfFamily f) {
   switch (f) {
@@ -233,6 +242,7 @@ const char* hf_family_name(HfFamily f) {
     case HfFamily::kQwen2: return "qwen2";
     case HfFamily::kQwen3: return "qwen3";
     case HfFamily::kMistral: return "mistral";
+    case HfFamily::kQwen3Moe: return "qwen3_moe";
   }
   return "?";
 }
@@ -254,13 +264,16 @@ ModelConfig model_config_from_hf(const json& config, const std::string& path, Hf
   } else if (type == "mixtral") {
     *family = HfFamily::kMixtral;
     m = mixtral_config(config, path);
-  } else if (type == "qwen2" || type == "qwen3") {
-    *family = type == "qwen2" ? HfFamily::kQwen2 : HfFamily::kQwen3;
+  } else if (type == "qwen2" || type == "qwen3" || type == "qwen3_moe") {
+    *family = type == "qwen2"   ? HfFamily::kQwen2
+              : type == "qwen3" ? HfFamily::kQwen3
+                                : HfFamily::kQwen3Moe;
     m = qwen_config_from_hf(config, path, *family);
   } else {
     MT_FAIL(path, ": model_type '", type, "' is not supported; megatron.cpp converts 'gpt2' "
             "(GPT2LMHeadModel), 'llama' (LlamaForCausalLM), 'mistral' (MistralForCausalLM), "
-            "'mixtral' (MixtralForCausalLM), 'qwen2' (Qwen2ForCausalLM) and 'qwen3' (Qwen3ForCausalLM) models; fix: --load-dir a "
+            "'mixtral' (MixtralForCausalLM), 'qwen2' (Qwen2ForCausalLM), 'qwen3' "
+            "(Qwen3ForCausalLM) and 'qwen3_moe' (Qwen3MoeForCausalLM) models; fix: --load-dir a "
             "folder of one of those");
   }
   m.seq_length = m.max_position_embeddings;
@@ -273,17 +286,19 @@ ModelConfig model_config_from_hf(const json& config, const std::string& path, Hf
 
 HfFamily hf_family_of(const ModelConfig& c) {
   // Near Llama (any of its features, experts, q/k norms or a QKV bias alone):
-  // list what differs from the nearest of Llama, Mixtral (experts), Qwen3
-  // (q/k norms) and Qwen2 (a QKV bias alone); else from GPT-2.
+  // list what differs from the nearest of Llama, Mixtral (experts), Qwen3-MoE
+  // (experts and q/k norms), Qwen3 (q/k norms) and Qwen2 (a QKV bias alone);
+  // else from GPT-2.
   const bool qkv_bias_alone = c.add_qkv_bias && !c.add_bias();
   const bool llama_like =
       c.rms_norm() || c.rope() || c.swiglu || c.moe() || c.qk_layernorm || qkv_bias_alone;
-  const HfFamily near_f = !llama_like             ? HfFamily::kGpt2
-                          : c.moe()               ? HfFamily::kMixtral
-                          : c.qk_layernorm        ? HfFamily::kQwen3
-                          : qkv_bias_alone        ? HfFamily::kQwen2
-                          : c.window_left() >= 0  ? HfFamily::kMistral
-                                                  : HfFamily::kLlama;
+  const HfFamily near_f = !llama_like                   ? HfFamily::kGpt2
+                          : c.moe() && c.qk_layernorm   ? HfFamily::kQwen3Moe
+                          : c.moe()                     ? HfFamily::kMixtral
+                          : c.qk_layernorm              ? HfFamily::kQwen3
+                          : qkv_bias_alone              ? HfFamily::kQwen2
+                          : c.window_left() >= 0        ? HfFamily::kMistral
+                                                        : HfFamily::kLlama;
   const std::string near = hf_family_name(near_f);
   std::vector<std::string> off;
   if (llama_like) {
@@ -300,8 +315,7 @@ HfFamily hf_family_of(const ModelConfig& c) {
                     "1.0)");
     if (c.use_rope_scaling && near_f != HfFamily::kLlama)
       off.push_back("--use-rope-scaling (" + near + ": no rope_scaling; llama's is llama3)");
-    if (c.moe() && c.qk_layernorm) off.push_back("--qk-layernorm (mixtral: no q/k norms)");
-    if (c.moe() && qkv_bias_alone) off.push_back("--add-qkv-bias (mixtral: no biases)");
+    if (c.moe() && qkv_bias_alone) off.push_back("--add-qkv-bias (" + near + ": no biases)");
     if (!c.moe() && c.qk_layernorm && qkv_bias_alone)
       off.push_back("--add-qkv-bias with --qk-layernorm (qwen3: no q/k/v biases; qwen2: no q/k "
                     "norms)");
@@ -323,15 +337,15 @@ HfFamily hf_family_of(const ModelConfig& c) {
                   std::to_string(c.hidden_size / c.num_attention_heads) + ")");
   if (c.apply_layernorm_1p)
     off.push_back("--apply-layernorm-1p (" + near + ": norm weights are gamma, not gamma - 1)");
-  if (c.moe()) {
+  if (c.moe() && c.moe_shared_expert_intermediate_size > 0)
+    off.push_back("a shared expert (" + near + ": none)");
+  if (near_f == HfFamily::kMixtral) {  // Qwen3-MoE has dense layers and both routers
     for (int64_t l = 0; l < c.num_layers; ++l)
       if (!c.is_moe_layer(l)) {
         off.push_back("dense MLP layers (--moe-layer-freq " + c.moe_layer_freq +
                       "; mixtral: every layer MoE)");
         break;
       }
-    if (c.moe_shared_expert_intermediate_size > 0)
-      off.push_back("a shared expert (mixtral: none)");
     if (c.moe_router_pre_softmax)
       off.push_back("--moe-router-pre-softmax (mixtral renormalises the top-k probabilities: "
                     "Megatron's default router)");
@@ -344,7 +358,8 @@ HfFamily hf_family_of(const ModelConfig& c) {
           "; megatron.cpp exports gpt2 (LayerNorm, learned positions, GELU, biases, tied output), "
           "llama (RMSNorm, rope, SwiGLU, no linear biases), mixtral (llama with every MLP a "
           "mixture of experts, Megatron's default router), mistral (llama with --window-size), "
-          "qwen2 (llama with --add-qkv-bias) and qwen3 (llama with --qk-layernorm)");
+          "qwen2 (llama with --add-qkv-bias), qwen3 (llama with --qk-layernorm) and qwen3_moe "
+          "(qwen3 with mixture-of-experts layers, either router)");
 }
 
 json hf_config_from_model(const ModelConfig& c, HfFamily f, const json& tokenizer,
@@ -412,7 +427,8 @@ json hf_config_from_model(const ModelConfig& c, HfFamily f, const json& tokenize
     j["output_router_logits"] = false;
     j["router_jitter_noise"] = 0.0;
   }
-  if (f == HfFamily::kQwen2 || f == HfFamily::kQwen3) qwen_config_to_hf(c, f, j);
+  if (f == HfFamily::kQwen2 || f == HfFamily::kQwen3 || f == HfFamily::kQwen3Moe)
+    qwen_config_to_hf(c, f, j);
   if (f == HfFamily::kMistral) mistral_config_to_hf(c, j);
   j["torch_dtype"] = torch_dtype;
   return j;

@@ -16,7 +16,8 @@
 //         carried.
 //
 //   mistral (MistralForCausalLM): Llama's with a sliding window: hf_mistral.h.
-//   qwen2, qwen3 (Qwen2ForCausalLM, Qwen3ForCausalLM): hf_qwen.h.
+//   qwen2, qwen3, qwen3_moe (Qwen2ForCausalLM, Qwen3ForCausalLM,
+//         Qwen3MoeForCausalLM): hf_qwen.h.
 //   A sliding_window (Mistral, Mixtral, Qwen's every-layer window) is
 //   --window-size W-1,0 (hf_mistral.h).
 //
@@ -35,10 +36,27 @@
 
 namespace mt {
 
-enum class HfFamily { kGpt2, kLlama, kMixtral, kQwen2, kQwen3, kMistral };
+enum class HfFamily { kGpt2, kLlama, kMixtral, kQwen2, kQwen3, kQwen3Moe, kMistral };
 
-// "gpt2" | "llama" | "mixtral" | "qwen2" | "qwen3" | "mistral"
+// "gpt2" | "llama" | "mixtral" | "qwen2" | "qwen3" | "qwen3_moe" | "mistral"
 const char* hf_family_name(HfFamily f);
+
+// The attention heads of a Llama-like config.json (hidden_size and
+// num_attention_heads already in `m`), read once for every family:
+// num_key_value_heads -> the query groups (grouped-query attention when fewer
+// than the heads; absent: one per head, or an error if `kv_required`, as for
+// the classes whose default is not "one per head"); head_dim -> --kv-channels
+// (absent: `head_dim_default`, the class's, or hidden / heads when 0). The
+// head dimension must be even (RoPE) and the heads a multiple of the groups.
+void hf_read_attention_heads(const nlohmann::json& c, const std::string& path, bool kv_required,
+                             int64_t head_dim_default, ModelConfig& m);
+
+// The routed experts of an MoE config.json into `m`: `experts_key`
+// (num_local_experts, num_experts) experts of `moe_ffn_key`'s size (each a
+// SwiGLU MLP, no shared expert, no token dropping), num_experts_per_tok of
+// them per token, router_aux_loss_coef -> --moe-aux-loss-coeff (aux_loss).
+void hf_read_experts(const nlohmann::json& c, const std::string& path, const char* experts_key,
+                     const char* moe_ffn_key, ModelConfig& m);
 
 // config.json (parsed; `path` for messages) as a ModelConfig, not finalized:
 // vocab_size is config.json's (the caller sets the tokenizer's when that is

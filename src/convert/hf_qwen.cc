@@ -1,6 +1,7 @@
 #include "convert/hf_qwen.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "convert/hf_keys.h"
 #include "convert/hf_mistral.h"
@@ -54,21 +55,67 @@ std::string qwen_window_from_hf(const json& c, const std::string& path, int64_t 
   return window;
 }
 
+// Qwen3MoeDecoderLayer's MLP: sparse where the layer is not in
+// mlp_only_layers and (layer + 1) % decoder_sparse_step == 0, else a dense
+// Qwen3MoeMLP of intermediate_size; as --moe-layer-freq's per-layer list
+// ("1" when every layer is MoE; Megatron's "N" counts from layer 0, HF's step
+// from layer 1, so a step other than 1 is written as the list).
+std::string qwen3_moe_layer_freq(const json& c, const std::string& path, int64_t layers) {
+  const int64_t step = get_int(c, "decoder_sparse_step", path, 1, false, kMaxLayers);
+  std::vector<bool> moe(static_cast<size_t>(layers), false);
+  for (int64_t l = 0; l < layers; ++l) moe[size_t(l)] = (l + 1) % step == 0;
+  if (present(c, "mlp_only_layers")) {
+    const json& dense = c.at("mlp_only_layers");
+    MT_CHECK(dense.is_array(), path, ": 'mlp_only_layers' is ", shown(dense),
+             ", not a list of layer indices", kFixFile);
+    for (const json& l : dense) {
+      MT_CHECK(l.is_number_integer() && l.get<int64_t>() >= 0 && l.get<int64_t>() < layers, path,
+               ": 'mlp_only_layers' holds ", shown(l), ", not a layer index in [0, ", layers,
+               ") ('num_hidden_layers' ", layers, ")", kFixFile);
+      moe[size_t(l.get<int64_t>())] = false;
+    }
+  }
+  std::string list;
+  bool all = true, any = false;
+  for (bool x : moe) {
+    list += std::string(list.empty() ? "[" : ",") + (x ? "1" : "0");
+    all = all && x;
+    any = any || x;
+  }
+  MT_CHECK(any, path, ": 'decoder_sparse_step' ", step, " and 'mlp_only_layers' ",
+           shown(c.value("mlp_only_layers", json::array())), " leave no layer of ", layers,
+           " a mixture of experts; fix: convert it as the dense qwen3 model it is "
+           "(model_type qwen3), or correct config.json");
+  return all ? "1" : list + "]";
+}
+
+// Qwen3MoeSparseMoeBlock: router `gate` (no bias), softmax over all experts in
+// fp32, top num_experts_per_tok; norm_topk_prob true renormalises the k
+// probabilities (= Megatron's default: top-k on the logits, softmax over the
+// k), false keeps them (= --moe-router-pre-softmax). SwiGLU experts of
+// moe_intermediate_size, no shared expert.
+void qwen3_moe_config(const json& c, const std::string& path, ModelConfig& m) {
+  hf_read_experts(c, path, "num_experts", "moe_intermediate_size", m);
+  m.moe_router_pre_softmax = !get_bool(c, "norm_topk_prob", path, false);
+  m.moe_layer_freq = qwen3_moe_layer_freq(c, path, m.num_layers);
+  // output_router_logits: what the HF forward returns (training logs), not its math.
+}
+
 }  // namespace
 
 ModelConfig qwen_config_from_hf(const json& c, const std::string& path, HfFamily f) {
-  const bool qwen3 = f == HfFamily::kQwen3;
+  const bool qwen3 = f == HfFamily::kQwen3 || f == HfFamily::kQwen3Moe;  // Qwen3's attention
+  const bool moe = f == HfFamily::kQwen3Moe;
   ModelConfig m;
   m.hidden_size = get_int(c, "hidden_size", path, 0, true, kMaxHidden);
-  m.ffn_hidden_size = get_int(c, "intermediate_size", path, 0, true, kMaxFfn);
+  // Qwen3-MoE: the dense layers' size (Qwen3MoeConfig's default 6144).
+  m.ffn_hidden_size = get_int(c, "intermediate_size", path, 6144, !moe, kMaxFfn);
   m.num_layers = get_int(c, "num_hidden_layers", path, 0, true, kMaxLayers);
   m.num_attention_heads = get_int(c, "num_attention_heads", path, 0, true, kMaxHeads);
-  // Required: the config classes' default (32) is not "one per head".
-  const int64_t kv = get_int(c, "num_key_value_heads", path, 0, true, kMaxHeads);
-  if (kv != m.num_attention_heads) {
-    m.group_query_attention = true;
-    m.num_query_groups = kv;
-  }
+  // num_key_value_heads required: the config classes' defaults are not "one
+  // per head". head_dim (--kv-channels): Qwen3Config's default is 128;
+  // Qwen2's and Qwen3-MoE's attention read it when given, else hidden / heads.
+  hf_read_attention_heads(c, path, true, f == HfFamily::kQwen3 ? 128 : 0, m);
   m.max_position_embeddings = get_int(c, "max_position_embeddings", path, 0, true, kMaxPositions);
   m.vocab_size = get_int(c, "vocab_size", path, 0, true, kMaxVocab);
   m.layernorm_epsilon =
@@ -91,29 +138,32 @@ ModelConfig qwen_config_from_hf(const json& c, const std::string& path, HfFamily
                 "q/k/v alone (--add-qkv-bias) or on every linear layer");
   const std::string act = get_string(c, "hidden_act", path, "silu");
   if (act != "silu") unsupported(path, "hidden_act", act, "the gated MLP is SwiGLU (silu)");
-  // head_dim: Megatron's --kv-channels. Qwen3Config's default is 128;
-  // Qwen2's attention reads it when given, else hidden / heads.
-  int64_t d = 0;
-  if (present(c, "head_dim") || qwen3) {
-    d = get_int(c, "head_dim", path, 128, false, kMaxHidden);
-    m.kv_channels = d;
-  } else {
-    check_divides(path, "hidden_size", m.hidden_size, "num_attention_heads",
-                  m.num_attention_heads);
-    d = m.hidden_size / m.num_attention_heads;
-  }
-  MT_CHECK(d % 2 == 0, path, ": the head dimension ", d, " is odd; RoPE rotates pairs of features",
-           kFixFile);
-  check_divides(path, "num_attention_heads", m.num_attention_heads, "num_key_value_heads", kv);
+  if (moe) qwen3_moe_config(c, path, m);
   return m;
 }
 
 void qwen_config_to_hf(const ModelConfig& c, HfFamily f, json& j) {
-  const bool qwen3 = f == HfFamily::kQwen3;
+  const bool qwen3 = f != HfFamily::kQwen2;  // Qwen3's attention (qwen3, qwen3_moe)
   for (const char* key : {"mlp_bias", "pretraining_tp", "attention_bias"}) j.erase(key);
-  j["architectures"] = {qwen3 ? "Qwen3ForCausalLM" : "Qwen2ForCausalLM"};
-  j["model_type"] = qwen3 ? "qwen3" : "qwen2";
+  j["architectures"] = {f == HfFamily::kQwen2   ? "Qwen2ForCausalLM"
+                        : f == HfFamily::kQwen3 ? "Qwen3ForCausalLM"
+                                                : "Qwen3MoeForCausalLM"};
+  j["model_type"] = hf_family_name(f);
   if (qwen3) j["attention_bias"] = false;
+  if (f == HfFamily::kQwen3Moe) {  // the dense layers as mlp_only_layers, the step 1
+    json dense = json::array();
+    for (int64_t l = 0; l < c.num_layers; ++l)
+      if (!c.is_moe_layer(l)) dense.push_back(l);
+    j["intermediate_size"] = c.ffn_hidden_size;
+    j["moe_intermediate_size"] = c.moe_ffn();
+    j["num_experts"] = c.num_experts;
+    j["num_experts_per_tok"] = c.moe_router_topk;
+    j["norm_topk_prob"] = !c.moe_router_pre_softmax;
+    j["decoder_sparse_step"] = 1;
+    j["mlp_only_layers"] = dense;
+    j["router_aux_loss_coef"] = tidy(c.moe_aux_loss_coeff);
+    j["output_router_logits"] = false;
+  }
   // Qwen2's folders give head_dim only when it is not hidden / heads.
   if (!qwen3 && c.head_dim() * c.num_attention_heads == c.hidden_size) j.erase("head_dim");
   const bool window = c.window_left() >= 0;

@@ -256,8 +256,10 @@ void convert_hf_to_megatron(const ConvertOptions& o) {
            o.load_dir.c_str(), TP, PP, EP > 1 ? (" EP" + std::to_string(EP)).c_str() : "",
            cfg.summary().c_str());
   if (cfg.moe())
-    log_line(true, "convert: every MLP a mixture of %lld experts (ffn %lld, top %lld, whole on "
+    log_line(true, "convert: %s a mixture of %lld experts (ffn %lld, top %lld, whole on "
              "each %s), router aux loss coefficient %g\n",
+             dense ? ("the MLPs of --moe-layer-freq " + cfg.moe_layer_freq + " (0: dense)").c_str()
+                   : "every MLP",
              static_cast<long long>(cfg.num_experts), static_cast<long long>(cfg.moe_ffn()),
              static_cast<long long>(cfg.moe_router_topk),
              EP > 1 ? ("of " + std::to_string(EP) + " expert-parallel ranks").c_str() : "TP rank",

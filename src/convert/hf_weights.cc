@@ -123,19 +123,36 @@ const std::map<std::string, Rule>& llama_layer_rules() {
   return k;
 }
 
+// An MoE MLP's rules: the router `<block>gate.weight` and each expert's
+// `<block>experts.{e}.<gate|up|down>.weight` (fc1 = [gate; up]).
+void add_moe_rules(std::map<std::string, Rule>& r, const std::string& block, const char* gate,
+                   const char* up, const char* down) {
+  const std::string ex = block + "experts.{e}.";
+  r.emplace("mlp.router.weight", Rule{{block + "gate.weight"}, HfLayout::kCopy});
+  r.emplace("mlp.experts.local_experts.{e}.linear_fc1.weight",
+            Rule{{ex + gate + ".weight", ex + up + ".weight"}, HfLayout::kGateUp});
+  r.emplace("mlp.experts.local_experts.{e}.linear_fc2.weight",
+            Rule{{ex + down + ".weight"}, HfLayout::kCopy});
+}
+
 // Llama's attention and norms; the MoE MLP as Mixtral's block_sparse_moe.
 const std::map<std::string, Rule>& mixtral_layer_rules() {
   static const std::map<std::string, Rule> k = [] {
     std::map<std::string, Rule> r;
     for (const auto& [name, rule] : llama_layer_rules())
       if (name.rfind("mlp.", 0) != 0) r.emplace(name, rule);
-    r.emplace("mlp.router.weight", Rule{{"block_sparse_moe.gate.weight"}, HfLayout::kCopy});
-    r.emplace("mlp.experts.local_experts.{e}.linear_fc1.weight",
-              Rule{{"block_sparse_moe.experts.{e}.w1.weight",
-                    "block_sparse_moe.experts.{e}.w3.weight"},
-                   HfLayout::kGateUp});
-    r.emplace("mlp.experts.local_experts.{e}.linear_fc2.weight",
-              Rule{{"block_sparse_moe.experts.{e}.w2.weight"}, HfLayout::kCopy});
+    add_moe_rules(r, "block_sparse_moe.", "w1", "w3", "w2");
+    return r;
+  }();
+  return k;
+}
+
+// Qwen3's layer (its dense MLP on the dense layers) and, on the MoE layers,
+// Qwen3MoeSparseMoeBlock's router and experts under mlp.
+const std::map<std::string, Rule>& qwen3_moe_layer_rules() {
+  static const std::map<std::string, Rule> k = [] {
+    std::map<std::string, Rule> r = qwen_layer_rules(HfFamily::kQwen3, llama_layer_rules());
+    add_moe_rules(r, "mlp.", "gate_proj", "up_proj", "down_proj");
     return r;
   }();
   return k;
@@ -149,6 +166,7 @@ const std::map<std::string, Rule>& layer_rules(HfFamily f) {
     case HfFamily::kMixtral: return mixtral_layer_rules();
     case HfFamily::kQwen2:
     case HfFamily::kQwen3: return qwen_layer_rules(f, llama_layer_rules());
+    case HfFamily::kQwen3Moe: return qwen3_moe_layer_rules();
   }
   return llama_layer_rules();
 }

@@ -29,7 +29,9 @@
 //   layers.L.block_sparse_moe.experts.N.{w1,w3} -> mlp.experts.local_experts.N.linear_fc1
 //                                                  = [w1 (gate); w3 (up)]
 //   layers.L.block_sparse_moe.experts.N.w2      -> mlp.experts.local_experts.N.linear_fc2
-// qwen2, qwen3: llama's names, plus hf_qwen.h's (q/k/v biases, q_norm/k_norm).
+// qwen2, qwen3: llama's names, plus hf_qwen.h's (q/k/v biases, q_norm/k_norm);
+// qwen3_moe: qwen3's, with mlp.gate and mlp.experts.N.{gate,up,down}_proj on
+// the MoE layers (hf_qwen.h).
 // The Hugging Face vocabulary tensors hold `vocab_rows` rows: the tokenizer's
 // vocabulary, or more when config.json's vocab_size is itself padded (a GPT-2
 // of 50304 rows for 50257 tokens); Megatron's padded rows beyond them are

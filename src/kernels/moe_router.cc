@@ -108,6 +108,15 @@ void moe_topk_forward(int32_t* expert, float* prob, float* scores, const float* 
   }
 }
 
+void moe_router_round(float* x, int64_t n, MathMode math) {
+  MT_CHECK(n >= 0 && (n == 0 || x != nullptr), "moe_router_round: n=", n, " x=", x,
+           " (internal error)");
+  if (math == MathMode::kF16) round_to_f16(x, x, n);
+  if (math != MathMode::kBF16) return;
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) x[i] = f32_from_bf16(bf16_from_f32(x[i]));
+}
+
 int64_t moe_expert_capacity(int64_t n, int64_t E, int64_t k, double capacity_factor) {
   check_shape("moe_expert_capacity", n, E, k);
   MT_CHECK(capacity_factor > 0, "moe_expert_capacity: capacity_factor=", capacity_factor,

@@ -16,6 +16,8 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/precision.h"
+
 namespace mt {
 
 // expert (n, k) = the k largest logits' experts of each token, largest first
@@ -26,6 +28,14 @@ namespace mt {
 //   (no renormalisation)                                                 [=]
 void moe_topk_forward(int32_t* expert, float* prob, float* scores, const float* logits, int64_t n,
                       int64_t E, int64_t k, bool pre_softmax);
+
+// x (n) = each value rounded to the router's dtype `math`, kept in fp32
+// storage (kBF16: nearest bf16, kF16: nearest fp16; kF32: unchanged)     [=]
+// Megatron's router without --moe-router-dtype holds its logits and its
+// probabilities in the run's dtype (router.py gating: the GEMM's output in
+// the input's dtype; moe_utils.py: probs.type_as(logits)); with
+// --moe-router-dtype fp32 both stay fp32.
+void moe_router_round(float* x, int64_t n, MathMode math);
 
 // Expert capacity, Megatron's get_capacity(num_tokens = n·k):
 // ceil(n·k / E · capacity_factor).

@@ -117,6 +117,7 @@ ModelConfig resolved_architecture(ModelConfig c) {
     c.moe_shared_expert_intermediate_size = d.moe_shared_expert_intermediate_size;
     c.moe_router_topk = d.moe_router_topk;
     c.moe_router_pre_softmax = d.moe_router_pre_softmax;
+    c.moe_router_dtype = d.moe_router_dtype;
     return c;
   }
   c.moe_ffn_hidden_size = c.moe_ffn();
@@ -146,7 +147,7 @@ void ModelConfig::check_moe_flags() const {
   const bool other = moe_ffn_hidden_size != 0 || moe_shared_expert_intermediate_size != 0 ||
                      moe_aux_loss_coeff != 0.f || moe_z_loss_coeff != 0.f ||
                      moe_expert_capacity_factor >= 0.f || moe_grouped_gemm ||
-                     moe_pad_expert_input_to_capacity;
+                     moe_pad_expert_input_to_capacity || !moe_router_dtype.empty();
   MT_CHECK(num_experts >= 0, "--num-experts ", num_experts, " must be > 0 (or left out: dense)");
   if (!moe()) {
     MT_CHECK(!other, "MoE flags (--moe-*) were given without --num-experts; fix: pass "
@@ -160,6 +161,11 @@ void ModelConfig::check_moe_flags() const {
   MT_CHECK(moe_router_topk >= 1 && moe_router_topk <= num_experts, "--moe-router-topk ",
            moe_router_topk, " must be in [1, --num-experts ", num_experts,
            "]; fix: route each token to at most as many experts as there are");
+  MT_CHECK(moe_router_dtype != "fp64", "--moe-router-dtype fp64 is not supported by megatron.cpp "
+           "(the router computes in fp32 at most); fix: --moe-router-dtype fp32");
+  MT_CHECK(moe_router_dtype.empty() || moe_router_dtype == "fp32", "--moe-router-dtype '",
+           moe_router_dtype, "' is not one of fp32, fp64; fix: --moe-router-dtype fp32, or leave "
+           "the flag out (the router computes in the run's dtype)");
   MT_CHECK(moe_router_load_balancing_type == "aux_loss" ||
                moe_router_load_balancing_type == "seq_aux_loss" ||
                moe_router_load_balancing_type == "none",

@@ -59,6 +59,10 @@ struct ModelConfig {
   int64_t moe_shared_expert_intermediate_size = 0;  // a dense shared expert (0: none)
   int64_t moe_router_topk = 2;
   bool moe_router_pre_softmax = false;   // softmax over all experts, then top-k
+  // The router's dtype in a bf16 run ("": the run's, as Megatron's default:
+  // logits and probabilities rounded to bf16; "fp32": the GEMM's fp32 sums and
+  // the routing math kept in fp32). fp32 runs route in fp32 either way.
+  std::string moe_router_dtype;
   // Training knobs (not architecture: a checkpoint may resume with others).
   std::string moe_router_load_balancing_type = "aux_loss";  // aux_loss | seq_aux_loss | none
   float moe_aux_loss_coeff = 0.f;
@@ -193,6 +197,9 @@ void for_each_model_field(Config& c, Visit&& visit) {
   visit("moe_router_pre_softmax", "--moe-router-pre-softmax",
         "softmax over all experts before the top-k (default: top-k, then softmax over k)",
         c.moe_router_pre_softmax);
+  visit("moe_router_dtype", "--moe-router-dtype",
+        "fp32: router logits, softmax and top-k in fp32 in a bf16 run (default: the run's "
+        "dtype)", c.moe_router_dtype);
   visit("moe_router_load_balancing_type", "--moe-router-load-balancing-type",
         "aux_loss | seq_aux_loss | none", c.moe_router_load_balancing_type);
   visit("moe_aux_loss_coeff", "--moe-aux-loss-coeff", "load-balancing loss coefficient",

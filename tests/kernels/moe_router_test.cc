@@ -75,6 +75,30 @@ TEST(MoeRouter, TopkOrderAndTieBreak) {
   EXPECT_EQ(route({0, 1, 2, 7, 6, 5}, 2, 3, 1, false).expert, (std::vector<int32_t>{2, 0}));
 }
 
+// The router's dtype: bf16 and fp16 give the nearest value of that format
+// (ties to even), fp32 leaves every bit; rounding twice changes nothing.
+TEST(MoeRouter, RoundsToTheRoutersDtype) {
+  const std::vector<float> x = {1.0f, 1.00390625f /* 1 + 2^-8: a bf16 tie, to 1 */,
+                                1.01171875f /* 1 + 3·2^-8: a tie, to 1 + 2^-6 */,
+                                -3.14159265f, 1e-3f, 65504.f, 0.f};
+  const std::vector<float> bf16 = {1.0f, 1.0f, 1.015625f, -3.140625f, 0.00099945068359375f,
+                                   65536.f, 0.f};
+  std::vector<float> y = x;
+  moe_router_round(y.data(), int64_t(y.size()), MathMode::kBF16);
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(y[i], bf16[i]) << x[i];
+  std::vector<float> again = y;
+  moe_router_round(again.data(), int64_t(y.size()), MathMode::kBF16);
+  EXPECT_EQ(again, y);
+  y = x;
+  moe_router_round(y.data(), int64_t(y.size()), MathMode::kF16);
+  EXPECT_EQ(y[1], 1.00390625f);  // exact in fp16 (10 fraction bits)
+  EXPECT_EQ(y[3], -3.140625f);
+  EXPECT_EQ(y[4], 0.0010004043579101562f);
+  y = x;
+  moe_router_round(y.data(), int64_t(y.size()), MathMode::kF32);
+  EXPECT_EQ(std::memcmp(y.data(), x.data(), x.size() * sizeof(float)), 0);
+}
+
 TEST(MoeRouter, ProbsOnHandExample) {
   const std::vector<float> z = {1, 3, 2, 0};
   const double S = std::exp(1.0) + std::exp(3.0) + std::exp(2.0) + std::exp(0.0);

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent PyTorch reference for Hugging Face GPT-2, Llama, Mistral, Mixtral, Qwen2 and Qwen3 checkpoints.
+"""Independent PyTorch reference for Hugging Face GPT-2, Llama, Mistral, Mixtral, Qwen2, Qwen3 and Qwen3-MoE checkpoints.
 
 The judge for `megatron convert` (hf <-> megatron) and for
 `megatron generate --output-json`. Written from Hugging Face transformers'
@@ -16,17 +16,20 @@ q/k/v_proj bias=True and o_proj bias=False; modeling_qwen3.py: Qwen3Attention
 with q_norm / k_norm, Qwen3RMSNorm over head_dim on each head's q and k before
 RoPE; modeling_mistral.py: MistralForCausalLM, Llama's model with head_dim
 and sliding_window, masking_utils.sliding_window_overlay: key j is seen by
-query i when i - sliding_window < j <= i), not from this repository's C++
-code. No transformers/safetensors/numpy needed.
+query i when i - sliding_window < j <= i; modeling_qwen3_moe.py:
+Qwen3MoeSparseMoeBlock (softmax over all experts in fp32, top-k, renormalised
+only with norm_topk_prob), Qwen3MoeMLP, Qwen3MoeDecoderLayer's choice of a
+sparse or dense MLP per layer), not from this repository's C++ code. No
+transformers/safetensors/numpy needed.
 
-  random --family gpt2|llama|mistral|mixtral|qwen2|qwen3 --out DIR --seed S [sizes...]
+  random --family gpt2|llama|mistral|mixtral|qwen2|qwen3|qwen3_moe --out DIR --seed S [sizes...]
       writes DIR/config.json and DIR/model.safetensors (float32, HF names and
       layouts), then reads the folder back and runs the self-checks.
   score --hf-dir DIR --json FILE [--tol 1e-4] [--self-check]
       recomputes, in float64, the log-probability of every generated token of
       a `megatron generate --output-json` file and compares with its log_probs.
       Exit 0: max |diff| <= tol; 1: larger; 2: bad input (JSON, ids, folder).
-      Mixtral: also the smallest router gap (k-th vs next expert) seen.
+      Mixtral, Qwen3-MoE: also the smallest router gap (k-th vs next expert) seen.
 
 Run with Debian's /usr/bin/python3 (python3-torch). See README.md.
 """
@@ -207,6 +210,23 @@ def qwen_config(family, v, h, L, a, g, f, p, tie, head_dim):
     return c
 
 
+def qwen3_moe_config(v, h, L, a, g, f, p, tie, head_dim, experts, topk, moe_f, mlp_only, norm_topk):
+    """Qwen3MoeConfig as the Hub's folders write it: Qwen3's keys, the experts, the dense layers."""
+    c = qwen_config("qwen3", v, h, L, a, g, f, p, tie, head_dim)
+    c.update({"model_type": "qwen3_moe", "architectures": ["Qwen3MoeForCausalLM"], "num_experts": experts,
+              "num_experts_per_tok": topk, "moe_intermediate_size": moe_f, "decoder_sparse_step": 1,
+              "mlp_only_layers": mlp_only, "norm_topk_prob": norm_topk, "router_aux_loss_coef": 0.001,
+              "output_router_logits": False})
+    return c
+
+
+def qwen3_moe_sparse(cfg, i):
+    """Qwen3MoeDecoderLayer: a Qwen3MoeSparseMoeBlock unless layer i is in mlp_only_layers or
+    (i + 1) % decoder_sparse_step != 0 (then a Qwen3MoeMLP of intermediate_size)."""
+    return (i not in (cfg.get("mlp_only_layers") or []) and cfg["num_experts"] > 0
+            and (i + 1) % cfg.get("decoder_sparse_step", 1) == 0)
+
+
 def gpt2_shapes(c):
     """Ordered (name, shape, kind) of GPT2LMHeadModel's saved state dict; kind: matrix|norm|bias.
     Conv1D weights are (in, out); c_attn columns are [q | k | v]; lm_head is tied (not stored)."""
@@ -240,7 +260,7 @@ def llama_shapes(c):
         if c.get("model_type") == "qwen2":  # Qwen2Attention: q/k/v biases, none on o_proj
             s += [(b + "self_attn.q_proj.bias", (a * d,), "bias"), (b + "self_attn.k_proj.bias", (g * d,), "bias"),
                   (b + "self_attn.v_proj.bias", (g * d,), "bias")]
-        if c.get("model_type") == "qwen3":  # Qwen3RMSNorm(head_dim) on q and k
+        if c.get("model_type") in ("qwen3", "qwen3_moe"):  # Qwen3RMSNorm(head_dim) on q and k
             s += [(b + "self_attn.q_norm.weight", (d,), "norm"), (b + "self_attn.k_norm.weight", (d,), "norm")]
     s.append(("model.norm.weight", (h,), "norm"))
     if not c.get("tie_word_embeddings", False):
@@ -266,6 +286,26 @@ def mixtral_shapes(c):
     return s
 
 
+def qwen3_moe_shapes(c):
+    """llama_shapes (Qwen3's attention) with the MLP of each sparse layer replaced by
+    Qwen3MoeSparseMoeBlock's tensors: the router mlp.gate (E, h) (kind router) and per expert
+    mlp.experts.{e}.gate_proj (F, h), up_proj (F, h), down_proj (h, F), F = moe_intermediate_size."""
+    E, h, f = c["num_experts"], c["hidden_size"], c["moe_intermediate_size"]
+    s = []
+    for name, shape, kind in llama_shapes(c):
+        i = int(name.split(".")[2]) if name.startswith("model.layers.") else -1
+        if i < 0 or ".mlp." not in name or not qwen3_moe_sparse(c, i):
+            s.append((name, shape, kind))
+        elif ".mlp.gate_proj." in name:  # the first MLP tensor of a sparse layer: the block in its place
+            b = name[:name.index("mlp.")] + "mlp."
+            s.append((b + "gate.weight", (E, h), "router"))
+            for e in range(E):
+                x = f"{b}experts.{e}."
+                s += [(x + "gate_proj.weight", (f, h), "matrix"), (x + "up_proj.weight", (f, h), "matrix"),
+                      (x + "down_proj.weight", (h, f), "matrix")]
+    return s
+
+
 def random_tensors(shapes, seed, matrix_std=0.02):
     """One float64 randn per tensor, in order: matrix matrix_std N (default 0.02), norm 1 + 0.1 N,
     bias 0.02 N, router 0.2 N (decisive top-k: no near ties between the k-th and the next expert);
@@ -285,9 +325,9 @@ def random_tensors(shapes, seed, matrix_std=0.02):
 
 def family_of(cfg):
     mt = cfg.get("model_type")
-    if mt in ("gpt2", "llama", "mistral", "mixtral", "qwen2", "qwen3"):
+    if mt in ("gpt2", "llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe"):
         return mt
-    raise InputError(f"config.json model_type {mt!r} is not 'gpt2', 'llama', 'mistral', 'mixtral', 'qwen2' or 'qwen3'")
+    raise InputError(f"config.json model_type {mt!r} is not 'gpt2', 'llama', 'mistral', 'mixtral', 'qwen2', 'qwen3' or 'qwen3_moe'")
 
 
 def layer_norm(x, w, b, eps):  # nn.LayerNorm: biased variance, eps inside the sqrt
@@ -372,15 +412,23 @@ def gpt2_logits(cfg, w, ids, dtype):
     return x @ head.t()
 
 
-def mixtral_moe(y, W, p, cfg, renormalize=True, gaps=None):
-    """MixtralSparseMoeBlock (eval: no jitter): y (s, h) -> (s, h). Router logits y gateᵀ; softmax
-    over all experts in float32 (F.softmax(..., dtype=torch.float), whatever the working dtype);
-    top-k; the k probabilities renormalised to sum 1, cast back to the working dtype; each expert
-    MixtralBlockSparseTop2MLP w2(silu(w1 y) * w3 y) on the tokens routed to it, weighted and
-    index_add_-ed in expert order. `renormalize=False`: the mutation the self-check measures;
+def sparse_moe(y, W, p, cfg, flip_renormalize=False, gaps=None):
+    """MixtralSparseMoeBlock (eval: no jitter) or Qwen3MoeSparseMoeBlock: y (s, h) -> (s, h).
+    Router logits y gateᵀ; softmax over all experts in float32 (F.softmax(..., dtype=torch.float),
+    whatever the working dtype); top-k; the k probabilities renormalised to sum 1 (Mixtral always,
+    Qwen3-MoE with norm_topk_prob), cast back to the working dtype; each expert's SwiGLU
+    down(silu(gate y) * up y) (Mixtral's w2, w1, w3) on the tokens routed to it, weighted and
+    index_add_-ed in expert order. `flip_renormalize`: the mutation the self-check measures;
     `gaps` (a list): gets the smallest gap between the k-th and the next probability."""
-    E, k = cfg["num_local_experts"], cfg["num_experts_per_tok"]
-    logits = y @ W(p + "block_sparse_moe.gate.weight").t()  # (s, E)
+    if family_of(cfg) == "mixtral":
+        E, renormalize, block = cfg["num_local_experts"], True, p + "block_sparse_moe."
+        gate, up, down = "w1", "w3", "w2"
+    else:
+        E, renormalize, block = cfg["num_experts"], bool(cfg.get("norm_topk_prob", False)), p + "mlp."
+        gate, up, down = "gate_proj", "up_proj", "down_proj"
+    renormalize = renormalize != flip_renormalize
+    k = cfg["num_experts_per_tok"]
+    logits = y @ W(block + "gate.weight").t()  # (s, E)
     probs = F.softmax(logits, dim=-1, dtype=torch.float32)
     top, chosen = torch.topk(probs, k, dim=-1)  # (s, k)
     if gaps is not None and k < E:
@@ -395,20 +443,22 @@ def mixtral_moe(y, W, p, cfg, renormalize=True, gaps=None):
         if tok.numel() == 0:
             continue
         x = y[tok]
-        b = f"{p}block_sparse_moe.experts.{e}."
-        h = (F.silu(x @ W(b + "w1.weight").t()) * (x @ W(b + "w3.weight").t())) @ W(b + "w2.weight").t()
+        b = f"{block}experts.{e}."
+        h = (F.silu(x @ W(f"{b}{gate}.weight").t()) * (x @ W(f"{b}{up}.weight").t())) @ W(f"{b}{down}.weight").t()
         out.index_add_(0, tok, h * top[tok, j, None])
     return out
 
 
-def llama_logits(cfg, w, ids, dtype, renormalize=True, gaps=None):
+def llama_logits(cfg, w, ids, dtype, flip_renormalize=False, gaps=None):
     """LlamaForCausalLM (eval, default rope, eager attention): ids (s,) -> logits (s, vocab_size).
-    MixtralForCausalLM is the same model with each MLP a MixtralSparseMoeBlock (mixtral_moe)."""
+    MixtralForCausalLM is the same model with each MLP a MixtralSparseMoeBlock (sparse_moe);
+    Qwen3MoeForCausalLM is Qwen3's with the MLP of each sparse layer a Qwen3MoeSparseMoeBlock."""
     W = lambda name: w[name].to(dtype)
     h, a = cfg["hidden_size"], cfg["num_attention_heads"]
     g = cfg.get("num_key_value_heads") or a
     fam = family_of(cfg)
     d = cfg.get("head_dim") or (128 if fam == "qwen3" else h // a)  # Qwen3Config's default 128
+    qk_norm = fam in ("qwen3", "qwen3_moe")
     eps, s = cfg.get("rms_norm_eps", 1e-6), ids.numel()
     attn_bias, mlp_bias = cfg.get("attention_bias", False), cfg.get("mlp_bias", False)
     qkv_bias = attn_bias or fam == "qwen2"  # Qwen2: q/k/v biases always, o_proj none
@@ -424,7 +474,7 @@ def llama_logits(cfg, w, ids, dtype, renormalize=True, gaps=None):
         y = rms_norm(x, W(p + "input_layernorm.weight"), eps)
         q = linear(y, p + "self_attn.q_proj", qkv_bias).reshape(s, a, d)
         k = linear(y, p + "self_attn.k_proj", qkv_bias).reshape(s, g, d)
-        if fam == "qwen3":  # per head, over head_dim, before RoPE
+        if qk_norm:  # per head, over head_dim, before RoPE
             q, k = rms_norm(q, W(p + "self_attn.q_norm.weight"), eps), rms_norm(k, W(p + "self_attn.k_norm.weight"), eps)
         q, k = q.transpose(0, 1), k.transpose(0, 1)  # (a, s, d), (g, s, d)
         v = linear(y, p + "self_attn.v_proj", qkv_bias).reshape(s, g, d).transpose(0, 1)
@@ -432,8 +482,8 @@ def llama_logits(cfg, w, ids, dtype, renormalize=True, gaps=None):
         ctx = causal_attention(q, k, v, d ** -0.5, sliding_window_of(cfg))
         x = x + linear(ctx, p + "self_attn.o_proj", attn_bias)
         y = rms_norm(x, W(p + "post_attention_layernorm.weight"), eps)
-        if family_of(cfg) == "mixtral":
-            x = x + mixtral_moe(y, W, p, cfg, renormalize, gaps)
+        if fam == "mixtral" or (fam == "qwen3_moe" and qwen3_moe_sparse(cfg, i)):
+            x = x + sparse_moe(y, W, p, cfg, flip_renormalize, gaps)
             continue
         y = F.silu(linear(y, p + "mlp.gate_proj", mlp_bias)) * linear(y, p + "mlp.up_proj", mlp_bias)
         x = x + linear(y, p + "mlp.down_proj", mlp_bias)
@@ -471,14 +521,14 @@ def check_model(cfg, w):
             keys = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
             if fam != "llama" or kind != "llama3" or not all(isinstance(rs.get(k), (int, float)) for k in keys):
                 bad.append(f"rope_scaling {rs} (only null, or llama3 with its four values on llama)")
-        if fam in ("qwen2", "qwen3") and cfg.get("use_sliding_window", False):
+        if fam in ("qwen2", "qwen3", "qwen3_moe") and cfg.get("use_sliding_window", False):
             bad.append("use_sliding_window true (only full attention)")
         window = sliding_window_of(cfg)
         if window is not None and (not isinstance(window, int) or window < 1):
             bad.append(f"sliding_window {window!r} (an integer >= 1 or null)")
         if fam == "mistral" and "layer_types" in cfg:
             bad.append("layer_types (MistralForCausalLM: one window for every layer)")
-        if fam == "qwen3" and cfg.get("attention_bias", False):
+        if fam in ("qwen3", "qwen3_moe") and cfg.get("attention_bias", False):
             bad.append("attention_bias true (qwen3: only false)")
         c = dict(cfg, num_key_value_heads=cfg.get("num_key_value_heads") or cfg["num_attention_heads"])
         shapes_of = llama_shapes
@@ -487,6 +537,15 @@ def check_model(cfg, w):
             E, k = cfg.get("num_local_experts"), cfg.get("num_experts_per_tok")
             if not (isinstance(E, int) and isinstance(k, int) and 1 <= k <= E):
                 bad.append(f"num_local_experts {E!r} / num_experts_per_tok {k!r} (need 1 <= k <= E)")
+        if fam == "qwen3_moe":
+            shapes_of = qwen3_moe_shapes
+            E, k, step = cfg.get("num_experts"), cfg.get("num_experts_per_tok"), cfg.get("decoder_sparse_step", 1)
+            if not (isinstance(E, int) and isinstance(k, int) and 1 <= k <= E):
+                bad.append(f"num_experts {E!r} / num_experts_per_tok {k!r} (need 1 <= k <= E)")
+            if not (isinstance(step, int) and step >= 1):
+                bad.append(f"decoder_sparse_step {step!r} (need an integer >= 1)")
+            if not isinstance(cfg.get("moe_intermediate_size"), int):
+                bad.append("moe_intermediate_size missing")
         if bad:
             raise InputError("config.json asks for what this reference does not implement: " + "; ".join(bad))
         need = [(n, shape) for n, shape, _ in shapes_of(dict(c, tie_word_embeddings=True))]
@@ -610,13 +669,14 @@ def self_check(cfg, w, log=print):
                     wide[bias] = w[bias].reshape(g, -1).repeat_interleave(rep, 0).reshape(-1)
         mha = model_logits(dict(cfg, num_key_value_heads=a), wide, ids)
         report(f"GQA ({g} kv heads) vs MHA with kv weights repeated to {a} heads", mha - logits, 1e-12)
-    if family_of(cfg) == "mixtral":
-        # The experts matter to the log-probs well above the judge's 1e-4: routing without the
-        # renormalisation (Megatron's --moe-router-pre-softmax) moves them by more than 1e-3.
-        plain = torch.log_softmax(llama_logits(cfg, w, ids, torch.float64, renormalize=False), -1)
+    if family_of(cfg) in ("mixtral", "qwen3_moe"):
+        # The experts matter to the log-probs well above the judge's 1e-4: routing with the top-k
+        # renormalisation flipped (Megatron's --moe-router-pre-softmax against its default)
+        # moves them by more than 1e-3.
+        plain = torch.log_softmax(llama_logits(cfg, w, ids, torch.float64, flip_renormalize=True), -1)
         err = (plain - lp).abs().max().item()
         results.append(err > 1e-3)
-        log(f"self-check: log-probs without the top-k renormalisation move by {err:.2e} "
+        log(f"self-check: log-probs with the top-k renormalisation flipped move by {err:.2e} "
             f"({'ok' if err > 1e-3 else 'FAILED'}, must be > 1e-03)")
         # The smallest gap between the k-th and the next router probability on this sequence: ties
         # (gaps near round-off) would make the chosen experts depend on the order of sums.
@@ -659,6 +719,17 @@ def cmd_random(args):
             cfg = mistral_config(args.vocab_size, args.hidden, args.layers, args.heads, g, args.ffn or 96,
                                  args.max_pos, args.tie == "true", args.head_dim, args.sliding_window)
             shapes = llama_shapes(cfg)
+        elif f == "qwen3_moe":
+            E = 4 if args.experts is None else args.experts
+            k = 2 if args.topk is None else args.topk
+            dense = [int(x) for x in args.mlp_only_layers.split(",") if x != ""]
+            if not 1 <= k <= E or any(not 0 <= x < args.layers for x in dense) or len(dense) == args.layers:
+                raise InputError(f"--topk {k} must be in [1, --experts {E}] and --mlp-only-layers {dense} "
+                                 f"layer indices below --layers {args.layers}, not all of them")
+            cfg = qwen3_moe_config(args.vocab_size, args.hidden, args.layers, args.heads, g, args.ffn or 96,
+                                   args.max_pos, args.tie == "true", args.head_dim, E, k, args.moe_ffn or 32,
+                                   dense, args.norm_topk_prob == "true")
+            shapes = qwen3_moe_shapes(cfg)
         elif f == "llama":
             cfg = llama_config(args.vocab_size, args.hidden, args.layers, args.heads, g, args.ffn or 96,
                                args.max_pos, args.tie == "true")
@@ -685,8 +756,8 @@ def cmd_random(args):
         raise InputError("--rope-scaling is llama-only")
     if f != "mistral" and args.sliding_window is not None:
         raise InputError("--sliding-window is mistral-only")
-    if f != "mixtral" and (args.experts is not None or args.topk is not None):
-        raise InputError("--experts and --topk are mixtral-only")
+    if f not in ("mixtral", "qwen3_moe") and (args.experts is not None or args.topk is not None):
+        raise InputError("--experts and --topk are mixtral/qwen3_moe-only")
     tensors = random_tensors(shapes, args.seed, args.matrix_std)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "config.json"), "w") as fh:
@@ -749,7 +820,7 @@ def cmd_score(args):
     if limit is not None and len(seq) - 1 > limit:
         raise InputError(f"{len(prompt)} prompt + {len(tokens)} generated tokens need {len(seq) - 1} positions; "
                          f"the model has n_positions {limit}")
-    gaps = []  # mixtral: the smallest router gap of each layer (top-k vs the next expert)
+    gaps = []  # mixtral, qwen3_moe: the smallest router gap of each layer (top-k vs the next expert)
     with torch.no_grad():
         logits = model_logits(cfg, w, torch.tensor(seq[:-1], dtype=torch.int64), gaps=gaps)  # (s-1, vocab) float64
     lp = torch.log_softmax(logits, dim=-1)
@@ -773,7 +844,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("random", help="write a random HF checkpoint folder (config.json + model.safetensors)")
-    r.add_argument("--family", choices=("gpt2", "llama", "mistral", "mixtral", "qwen2", "qwen3"), required=True)
+    r.add_argument("--family", choices=("gpt2", "llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe"), required=True)
     r.add_argument("--out", required=True, help="folder to write (created if missing)")
     r.add_argument("--seed", type=int, required=True)
     r.add_argument("--vocab-size", type=int, default=256)
@@ -786,8 +857,12 @@ def main():
                    help="gpt2 n_inner (default null = 4*hidden); llama intermediate_size (default 96); "
                         "mixtral each expert's intermediate_size (default 32)")
     r.add_argument("--sliding-window", type=int, default=None, help="mistral sliding_window (default null)")
-    r.add_argument("--experts", type=int, default=None, help="mixtral num_local_experts (default 4)")
-    r.add_argument("--topk", type=int, default=None, help="mixtral num_experts_per_tok (default 2)")
+    r.add_argument("--experts", type=int, default=None, help="mixtral num_local_experts, qwen3_moe num_experts (default 4)")
+    r.add_argument("--topk", type=int, default=None, help="mixtral, qwen3_moe num_experts_per_tok (default 2)")
+    r.add_argument("--moe-ffn", type=int, default=None, help="qwen3_moe moe_intermediate_size (default 32; --ffn: "
+                   "the dense layers' intermediate_size)")
+    r.add_argument("--mlp-only-layers", default="", help="qwen3_moe mlp_only_layers, comma-separated (default none)")
+    r.add_argument("--norm-topk-prob", choices=("true", "false"), default="true", help="qwen3_moe norm_topk_prob")
     r.add_argument("--max-pos", type=int, default=128, help="gpt2 n_positions / llama max_position_embeddings")
     r.add_argument("--tie", choices=("true", "false"), default=None, help="llama, mixtral, qwen2, qwen3 (default false)")
     r.add_argument("--rope-scaling", default=None,

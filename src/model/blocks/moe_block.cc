@@ -47,6 +47,7 @@ MoeShapes moe_shapes(const ModelConfig& c, const StageLayout& st, const GptShape
   m.f = c.moe_ffn();
   m.f_in = c.fc1_rows(m.f);
   m.pre_softmax = c.moe_router_pre_softmax;
+  m.router_fp32 = c.moe_router_dtype == "fp32";
   const std::string& lb = c.moe_router_load_balancing_type;
   m.aux_seqs = lb == "aux_loss" ? 1 : lb == "seq_aux_loss" ? sh.b : 0;
   m.aux_coeff = c.moe_aux_loss_coeff;
@@ -252,6 +253,12 @@ const float* router_weight(ReadView w, MoeWorkspace& ws, const GptShapes& sh) {
   return ws.w32;
 }
 
+// The dtype the router's logits and probabilities are held in: fp32 with
+// --moe-router-dtype fp32, else the run's (Megatron's router.py gating).
+MathMode router_math(const GptShapes& sh) {
+  return sh.moe.router_fp32 ? MathMode::kF32 : sh.cm.math;
+}
+
 // Sum of `x` (n values) over the tokens of one micro-batch: this rank's TP
 // slab and CP chunks.
 void sum_over_sequence(double* x, int64_t n, const GptShapes& sh) {
@@ -396,14 +403,19 @@ void moe_block_forward(float* out, MoeRecord& rec, const MoeParams<ReadView>& w,
   const GptShapes& sh = call.sh;
   const MoeShapes& m = moe_of(sh);
   const int64_t n = sh.local_tokens(), E = m.experts, k = m.topk;
-  // Router: fp32 logits, top-k, capacity.
+  // Router: logits (fp32 sums of the bf16 operands in a bf16 run, then held
+  // in the router's dtype), top-k with the softmax in fp32, capacity; the
+  // gates are the probabilities in the router's dtype (rec.prob stays the
+  // fp32 softmax, which backward differentiates, as autograd does).
   linear_forward(rec.logits, router_input(rec, ws, sh), router_weight(w.router_w, ws, sh), nullptr,
                  n, sh.h, E);
+  moe_router_round(rec.logits, n * E, router_math(sh));
   moe_topk_forward(rec.expert, rec.prob, rec.scores, rec.logits, n, E, k, m.pre_softmax);
   const int64_t capacity = m.capacity_factor > 0 ? m.capacity : -1;
   moe_apply_capacity(rec.kept, rec.expert, rec.prob, n, E, k, capacity, m.drop_by_position,
                      ws.host->capacity.data());
   for (int64_t p = 0; p < n * k; ++p) rec.gate[p] = rec.kept[p] ? rec.prob[p] : 0.f;
+  moe_router_round(rec.gate, n * k, router_math(sh));
   // The choices' counts over the micro-batch's tokens (load balancing, the log).
   const int64_t seqs = std::max<int64_t>(1, m.aux_seqs);
   moe_expert_counts(rec.counts, rec.expert, n, k, E, seqs);
@@ -466,6 +478,7 @@ void moe_block_backward(float* din, const MoeParams<float*>& g, const float* dou
                           std::max<int64_t>(1, m.aux_seqs), scale * m.aux_coeff * aux_scale(sh));
   if (m.z_coeff > 0)
     moe_z_loss_backward(ws.dlogits, rec.logits, n, E, scale * m.z_coeff / group_tokens(sh));
+  moe_router_round(ws.dlogits, n * E, router_math(sh));  // the logits' gradient in their dtype
   const float* x32 = router_input(rec, ws, sh);
   linear_backward(din, g.router_w, nullptr, ws.dlogits, x32, router_weight(w.router_w, ws, sh), n,
                   sh.h, E, true);
@@ -503,7 +516,9 @@ void moe_block_decode(float* out, MoeDecodeWorkspace& ws, const float* in,
                       const MoeParams<ReadView>& w, const GptShapes& sh) {
   const MoeShapes& m = moe_of(sh);
   linear_forward(ws.logits, in, w.router_w, nullptr, 1, sh.h, m.experts);
+  moe_router_round(ws.logits, m.experts, router_math(sh));
   moe_topk_forward(ws.expert, ws.prob, ws.scores, ws.logits, 1, m.experts, m.topk, m.pre_softmax);
+  moe_router_round(ws.prob, m.topk, router_math(sh));
   fill_zero(out, size_t(sh.h) * sizeof(float));
   for (int64_t j = 0; j < m.topk; ++j) {  // no capacity in inference, as in Megatron
     const int64_t local = ws.expert[j] - m.first;

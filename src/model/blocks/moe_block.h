@@ -30,6 +30,7 @@ struct MoeShapes {
   int64_t topk = 0;
   int64_t f = 0, f_in = 0;  // an expert's ffn and fc1 rows (2f with SwiGLU)
   bool pre_softmax = false;
+  bool router_fp32 = false;  // --moe-router-dtype fp32: logits and probs fp32 in any run
   int64_t aux_seqs = 0;     // 0: no load-balancing loss; 1: aux_loss; b: seq_aux_loss
   float aux_coeff = 0, z_coeff = 0;
   double capacity_factor = -1;  // < 0: dropless
