@@ -256,7 +256,7 @@ const float* router_weight(ReadView w, MoeWorkspace& ws, const GptShapes& sh) {
 // The dtype the router's logits and probabilities are held in: fp32 with
 // --moe-router-dtype fp32, else the run's (Megatron's router.py gating).
 MathMode router_math(const GptShapes& sh) {
-  return sh.moe.router_fp32 ? MathMode::kF32 : sh.cm.math;
+  return moe_of(sh).router_fp32 ? MathMode::kF32 : sh.cm.math;
 }
 
 // Sum of `x` (n values) over the tokens of one micro-batch: this rank's TP
