@@ -62,7 +62,7 @@ RouterRun run_bf16(const std::string& router_dtype) {
   }
   RouterRun r;
   r.loss = m.loss(tokens, labels, PassContext{}, false);
-  const MoeRecord& rec = m.rt.slots()[0].act.layers[0].moe;
+  const MoeRecord& rec = std::get<MoeRecord>(m.rt.slots()[0].act.layers[0].mlp);
   const int64_t n = m.sh.local_tokens(), E = cfg.num_experts, k = cfg.moe_router_topk;
   const int64_t h = cfg.hidden_size;
   r.logits.assign(rec.logits, rec.logits + n * E);
