@@ -50,6 +50,16 @@ std::string unknown_flag_message(const std::string& flag, const CLI::App& comman
   if (starts_with(name, "--use-torch-fsdp2") || starts_with(name, "--torch-fsdp2"))
     return name + ": PyTorch FSDP2 is not built; fix: --use-megatron-fsdp "
                   "--data-parallel-sharding-strategy optim_grads_params (Megatron-FSDP, ZeRO-3)";
+  if (name == "--mock-data")
+    return name + ": Megatron's MockGPTDataset is not built yet; fix: preprocess a small text "
+                  "with `megatron preprocess` and pass --data-path";
+  if (name == "--decrease-batch-size-if-needed")
+    return name + ": rounding the global batch down is not built (each batch, ramp-up included, "
+                  "must divide by micro-batch x DP); fix: a --global-batch-size (and "
+                  "--rampup-batch-size) that divides";
+  if (name == "--step-batch-size-schedule")
+    return name + ": Megatron-LM's newer step schedule is not built; fix: --rampup-batch-size "
+                  "START INCR SAMPLES (its former ramp-up)";
   std::vector<std::string> flags;
   long_flags(command, &flags);
   std::string best;
