@@ -7,8 +7,6 @@ namespace mt {
 namespace {
 
 std::string words(const nlohmann::json& v) {
-  if (v.is_null()) return "not given";
-  if (v.is_boolean()) return v.get<bool>() ? "given" : "not given";
   std::string out;
   for (const nlohmann::json& x : v) out += (out.empty() ? "" : " ") + x.dump();
   return out;
@@ -31,11 +29,12 @@ void check_training_options_on_resume(const nlohmann::json& saved_args, const Tr
     if (a == b) continue;
     std::string flag = "--" + std::string(key);
     for (char& c : flag) c = c == '_' ? '-' : c;
-    MT_FAIL("--load ", load_dir, " was trained with ", flag, " ", words(a), ", this run has ",
-            words(b), ": resuming would change what each iteration computes; fix: resume with",
-            a.is_null() ? "out " + flag : flag + (a.is_boolean() ? "" : " " + words(a)),
-            " (or --finetune to start a new "
-            "run from its weights)");
+    MT_FAIL("--load ", load_dir, " was trained ",
+            a.is_null() ? "without " + flag : "with " + flag + " " + words(a), ", this run ",
+            b.is_null() ? "without it" : "with " + words(b), ": resuming would change what each "
+            "iteration computes; fix: resume ", a.is_null() ? "without " + flag :
+            "with " + flag + " " + words(a), " (or --finetune to start a new run from its "
+            "weights)");
   }
 }
 

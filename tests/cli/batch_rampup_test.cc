@@ -92,7 +92,7 @@ TEST_F(BatchRampup, ResumeInTheMiddleOfTheRampEqualsTheUninterruptedRun) {
   }
   // Another ramp on resume is refused, naming the flag and both values.
   expect_fails({"other ramp", train(std::string(kRamp) + " --rampup-batch-size 2 2 16 --load " + c),
-                "was trained with --rampup-batch-size 2 2 12, this run has 2 2 16"});
+                "was trained with --rampup-batch-size 2 2 12, this run with 2 2 16"});
 }
 
 TEST_F(BatchRampup, WhatMegatronRefusesIsRefused) {
