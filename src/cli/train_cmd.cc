@@ -61,8 +61,7 @@ Command add_train_command(CLI::App& app) {
   mem->add_option("--recompute-granularity", a->recompute_granularity,
                   "full: keep only layer inputs, re-run forward in backward; selective: the "
                   "attention core (always the case here: probabilities are never stored)");
-  auto recompute_activations = std::make_shared<bool>(false);
-  mem->add_flag("--recompute-activations", *recompute_activations,
+  mem->add_flag("--recompute-activations", a->recompute_activations,
                 "Megatron-LM's name for --recompute-granularity selective (it overrides that "
                 "flag, as in Megatron)");
   mem->add_option("--recompute-method", a->recompute_method,
@@ -275,8 +274,8 @@ Command add_train_command(CLI::App& app) {
   const auto inert = add_inert_megatron_flags(app);
   make_integer_options_strict(app);
 
-  return [a, model_options, lists, inert, recompute_activations]() {
-    if (*recompute_activations) a->recompute_granularity = "selective";
+  return [a, model_options, lists, inert]() {
+    if (a->recompute_activations) a->recompute_granularity = "selective";
     a->inert_flags = inert();
     for (const auto& [key, option] : *model_options)
       if (option->count() > 0) a->model_flags_given.push_back(key);

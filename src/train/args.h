@@ -44,6 +44,7 @@ struct TrainArgs {
 
   // Activation recompute (Megatron's flags).
   std::string recompute_granularity;  // "", "full", "selective"
+  bool recompute_activations = false;  // Megatron's name for selective (set by the CLI)
   std::string recompute_method;       // "", "uniform", "block" (full only)
   int64_t recompute_num_layers = 0;
 
