@@ -220,6 +220,7 @@ nlohmann::json parse_checkpoint_meta(const std::string& text, const std::string&
   if (meta.contains("expert_model_parallel_size"))
     meta_int(meta, "expert_model_parallel_size", path, 1, INT32_MAX);
   if (meta.contains("skipped_iterations")) meta_int(meta, "skipped_iterations", path, 0);
+  if (meta.contains("skipped_samples")) meta_int(meta, "skipped_samples", path, 0);
   MT_CHECK(!meta.contains("grad_scaler") || meta.at("grad_scaler").is_object(),
            "checkpoint metadata ", path, ": 'grad_scaler' is not an object; the file is damaged");
   MT_CHECK(meta.contains("args") && meta.at("args").is_object(), "checkpoint metadata ", path,

@@ -109,6 +109,7 @@ void write_meta(const std::string& dir, const RunState& state, const ParamRegist
     if (reg.config().moe()) meta["expert_model_parallel_size"] = ps.ep_size;
     if (!state.grad_scaler.is_null()) meta["grad_scaler"] = state.grad_scaler;
     meta["skipped_iterations"] = state.skipped_iterations;
+    if (state.skipped_samples > 0) meta["skipped_samples"] = state.skipped_samples;
     meta["files"] = files_record(files);
     save_tokenizer_files(state.args.at("tokenizer"), tmp_dir);  // self-contained checkpoint
     atomic_write_text(tmp_dir + "/meta.json", meta.dump(2) + "\n");
@@ -436,6 +437,7 @@ RunState load_checkpoint(const std::string& dir, const ParamRegistry& reg,
   st.args = meta.at("args");
   if (meta.contains("grad_scaler")) st.grad_scaler = meta.at("grad_scaler");
   st.skipped_iterations = meta.value("skipped_iterations", int64_t(0));
+  st.skipped_samples = meta.value("skipped_samples", int64_t(0));
   return st;
 }
 

@@ -67,6 +67,7 @@ struct RunState {
   nlohmann::json args;           // model config and tokenizer (what generate needs)
   nlohmann::json grad_scaler;    // fp16: the dynamic loss scaler's state (null otherwise)
   int64_t skipped_iterations = 0;  // fp16 overflows: no update, the LR schedule did not advance
+  int64_t skipped_samples = 0;     // their samples (the schedule counts samples with a batch ramp-up)
 };
 
 

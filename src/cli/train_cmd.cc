@@ -9,6 +9,7 @@
 #include "comm/mpi_env.h"
 #include "comm/parallel_state.h"
 #include "comm/watchdog.h"
+#include "train/data_args_file.h"
 #include "train/signals.h"
 #include "train/trainer.h"
 
@@ -61,6 +62,9 @@ Command add_train_command(CLI::App& app) {
   mem->add_option("--recompute-granularity", a->recompute_granularity,
                   "full: keep only layer inputs, re-run forward in backward; selective: the "
                   "attention core (always the case here: probabilities are never stored)");
+  mem->add_flag("--recompute-activations", a->recompute_activations,
+                "Megatron-LM's name for --recompute-granularity selective (it overrides that "
+                "flag, as in Megatron)");
   mem->add_option("--recompute-method", a->recompute_method,
                   "full recompute: uniform (groups of N layers) or block (the first N layers)");
   mem->add_option("--recompute-num-layers", a->recompute_num_layers, "N for --recompute-method");
@@ -160,6 +164,11 @@ Command add_train_command(CLI::App& app) {
   run->add_option("--train-samples", a->train_samples,
                   "instead of --train-iters (Megatron's sample-based training): train this many "
                   "samples, --train-samples / --global-batch-size iterations");
+  run->add_option("--rampup-batch-size", a->rampup_batch_size,
+                  "START INCR SAMPLES (with --train-samples): the global batch starts at START "
+                  "and grows by INCR every SAMPLES / ((--global-batch-size - START) / INCR) "
+                  "consumed samples (Megatron-LM's ramp-up)")
+      ->expected(3);
   run->add_option("--seed", a->seed, "seed of init, dropout and data order");
   run->add_option("--device", a->device,
                   "cpu (default) or cuda: where parameters, gradients, optimizer state and "
@@ -188,6 +197,11 @@ Command add_train_command(CLI::App& app) {
               "instead of --data-path: the training blend (each dataset whole)");
   list_option("--valid-data-path", &a->valid_data_path, "the validation blend (whole datasets)");
   list_option("--test-data-path", &a->test_data_path, "the test blend (whole datasets)");
+  data->add_option("--data-args-path", a->data_args_path,
+                   "instead of --data-path: a file holding its arguments (whitespace-separated)");
+  data->add_option("--per-split-data-args-path", a->per_split_data_args_path,
+                   "instead of --train/valid/test-data-path: a JSON file of train, valid and "
+                   "test, each a string of the blend's words, a list of them, or null");
   data->add_option("--split", a->split,
                    "train,valid,test weights of each --data-path dataset (default 969,30,1)");
   data->add_option("--data-cache-path", a->data_cache_path,
@@ -263,6 +277,7 @@ Command add_train_command(CLI::App& app) {
   make_integer_options_strict(app);
 
   return [a, model_options, lists, inert]() {
+    if (a->recompute_activations) a->recompute_granularity = "selective";
     a->inert_flags = inert();
     for (const auto& [key, option] : *model_options)
       if (option->count() > 0) a->model_flags_given.push_back(key);
@@ -272,6 +287,7 @@ Command add_train_command(CLI::App& app) {
                "(e.g. ", l.flag, " 0.3 data/a_text_document 0.7 data/b_text_document)");
       if (!l.groups.empty()) *l.target = l.groups[0];
     }
+    read_data_args_files(*a);
     install_exit_signal_handlers();  // first: a SIGTERM during start-up still saves-and-exits
     MpiEnv mpi;
     // First: a rank stopped during start-up must not hang the others either.

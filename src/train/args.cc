@@ -197,6 +197,10 @@ void TrainArgs::check_iterations_or_samples() const {
                                "--lr-wsd-decay-iters)"
                              : "samples (--lr-decay-samples, --lr-warmup-samples, "
                                "--lr-wsd-decay-samples)");
+  MT_CHECK(rampup_batch_size.empty() || train_iters == 0, "--rampup-batch-size in an "
+           "iteration-based (--train-iters) run: Megatron-LM ramps the batch up over samples "
+           "only; fix: give --train-samples N (and the schedule in samples) instead of "
+           "--train-iters");
   MT_CHECK(lr_warmup_fraction < 0 || (lr_warmup_iters == 0 && lr_warmup_samples == 0),
            "--lr-warmup-fraction and --lr-warmup-", lr_warmup_samples > 0 ? "samples" : "iters",
            " are both set; use one");
@@ -355,8 +359,9 @@ void TrainArgs::validate(int world_size) {
 
   const int64_t per_step = checked_mul(micro_batch_size, dp_size, "--micro-batch-size x DP");
   if (global_batch_size == 0) global_batch_size = per_step;
-  if (train_samples > 0) {  // Megatron's update_train_iters without a batch ramp-up
-    train_iters = train_samples / global_batch_size;
+  if (train_samples > 0) {  // Megatron's update_train_iters
+    batch_schedule().validate();
+    train_iters = batch_schedule().iterations_for_samples(train_samples);
     MT_CHECK(train_iters > 0, "--train-samples ", train_samples, " is less than one global batch (",
              global_batch_size, " sequences); fix: --train-samples >= ", global_batch_size);
   }
@@ -364,9 +369,9 @@ void TrainArgs::validate(int world_size) {
            global_batch_size, " is not divisible by --micro-batch-size ", micro_batch_size,
            " x DP ", dp_size, " = ", micro_batch_size * dp_size,
            "; fix: make the global batch a multiple of micro-batch x data-parallel size");
+  validate_batch_rampup();
   // Samples and tokens of the whole run must fit int64 (the data loader's indices).
-  const int64_t samples = checked_mul(train_iters, global_batch_size,
-                                      "samples to train (--train-iters x --global-batch-size)");
+  const int64_t samples = batch_schedule().samples_after(train_iters);
   checked_mul(samples, checked_add(model.seq_length, 1, "--seq-length + 1"),
               "tokens to train (--train-iters x --global-batch-size x --seq-length)");
   checked_mul(eval_iters, global_batch_size,

@@ -10,6 +10,7 @@
 #include "model/params.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
+#include "train/batch_rampup.h"
 #include "train/profile_args.h"
 #include "train/run_check_args.h"
 
@@ -44,6 +45,7 @@ struct TrainArgs {
 
   // Activation recompute (Megatron's flags).
   std::string recompute_granularity;  // "", "full", "selective"
+  bool recompute_activations = false;  // Megatron's name for selective (set by the CLI)
   std::string recompute_method;       // "", "uniform", "block" (full only)
   int64_t recompute_num_layers = 0;
 
@@ -89,6 +91,9 @@ struct TrainArgs {
   // trains train_samples / global batch iterations, and the LR schedule's
   // lengths are these samples over the global batch (0: not given).
   int64_t train_samples = 0, lr_decay_samples = 0, lr_warmup_samples = 0, lr_wsd_decay_samples = 0;
+  // Megatron's --rampup-batch-size START INCR SAMPLES (train/batch_rampup.h;
+  // empty: a constant global batch). Sample-based runs only.
+  std::vector<int64_t> rampup_batch_size;
   uint64_t seed = 1234;
 
   // Learning rate.
@@ -107,6 +112,8 @@ struct TrainArgs {
   std::vector<std::string> data_path;
   std::vector<std::string> train_data_path, valid_data_path, test_data_path;
   std::string split;  // "": 969,30,1 with --data-path (Megatron's default)
+  // Files holding the data path arguments (train/data_args_file.h).
+  std::string data_args_path, per_split_data_args_path;
   std::string data_cache_path;             // where blend indices are cached ("": not cached)
   double mid_level_dataset_surplus = 0.005;  // extra samples built per blended dataset
   // "" (no tokenizer flags): the checkpoint's when resuming, else char.
@@ -175,7 +182,12 @@ struct TrainArgs {
 
   // Derived.
   int64_t dp_size = 1;
+  // After any ramp-up (the most an iteration runs: what memory is planned for).
   int64_t num_micro_batches() const { return global_batch_size / (micro_batch_size * dp_size); }
+  BatchSchedule batch_schedule() const {
+    return {global_batch_size, micro_batch_size, dp_size, parse_rampup(rampup_batch_size)};
+  }
+  void validate_batch_rampup() const;  // part of validate (train/batch_rampup.cc)
   // Model chunks per pipeline rank (Megatron's virtual pipeline size).
   int64_t virtual_stages() const {
     return num_layers_per_virtual_pipeline_stage > 0

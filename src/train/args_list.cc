@@ -41,6 +41,12 @@ std::string words_text(const std::vector<std::string>& words) {
   return out;
 }
 
+std::vector<std::string> ints_text(const std::vector<int64_t>& v) {
+  std::vector<std::string> out;
+  for (const int64_t x : v) out.push_back(std::to_string(x));
+  return out;
+}
+
 }  // namespace
 
 std::string arg_value_text(double v) { return float_text(v); }
@@ -54,6 +60,10 @@ ArgList argument_list(const TrainArgs& a) {
   b.add("--use-checkpoint-args", a.use_checkpoint_args);
   b.add("--attention-softmax-in-fp32", a.attention_softmax_in_fp32);
 
+  b.add("--data-args-path", a.data_args_path);
+  b.add("--per-split-data-args-path", a.per_split_data_args_path);
+  b.add("--rampup-batch-size", words_text(ints_text(a.rampup_batch_size)));
+  b.add("--recompute-activations", a.recompute_activations);
   b.add("--recompute-granularity", a.recompute_granularity);
   b.add("--recompute-method", a.recompute_method);
   b.add("--recompute-num-layers", a.recompute_num_layers);

@@ -30,8 +30,7 @@ DatasetBuilderConfig builder_config(const TrainArgs& args) {
                                                  "--global-batch-size)")
                : 0;
   c.sizes = {args.skip_train ? 0
-                             : checked_mul(args.train_iters, g, "samples to train "
-                                                                "(--train-iters x --global-batch-size)"),
+                                             : args.batch_schedule().samples_after(args.train_iters),
              eval_samples, args.skip_train ? eval_samples : 0};
   return c;
 }
@@ -51,10 +50,12 @@ DataLoader::DataLoader(const TrainArgs& args, int64_t dp_rank, int64_t cp_rank,
   }
 }
 
-MicroBatchRef DataLoader::fill(const SampleDataset& ds, int64_t batch_index, int64_t k,
-                               int32_t* tokens, int32_t* labels) const {
-  const int64_t first = micro_batch_first_sample(batch_index, args_.global_batch_size,
-                                                 args_.micro_batch_size, args_.dp_size, dp_rank_, k);
+MicroBatchRef DataLoader::fill(const SampleDataset& ds, int64_t first_sample,
+                               int64_t global_batch, int64_t k, int32_t* tokens,
+                               int32_t* labels) const {
+  const int64_t first = first_sample + micro_batch_first_sample(0, global_batch,
+                                                                args_.micro_batch_size,
+                                                                args_.dp_size, dp_rank_, k);
   const int64_t cp = args_.context_parallel_size, s = args_.model.seq_length;
   if (cp == 1) {
     fill_micro_batch(ds, first, args_.micro_batch_size, tokens, labels, vocab_size_);
@@ -69,22 +70,24 @@ MicroBatchRef DataLoader::fill(const SampleDataset& ds, int64_t batch_index, int
   return {first};
 }
 
-MicroBatchRef DataLoader::train_batch(int64_t iteration, int64_t k, int32_t* tokens,
-                                      int32_t* labels) const {
+MicroBatchRef DataLoader::train_batch(int64_t consumed_samples, int64_t global_batch, int64_t k,
+                                      int32_t* tokens, int32_t* labels) const {
   MT_CHECK(data_.split[0] != nullptr, "no training split (internal error)");
-  return fill(*data_.split[0], iteration - 1, k, tokens, labels);
+  return fill(*data_.split[0], consumed_samples, global_batch, k, tokens, labels);
 }
 
 MicroBatchRef DataLoader::valid_batch(int64_t eval_iter, int64_t k, int32_t* tokens,
                                       int32_t* labels) const {
   MT_CHECK(has_valid(), "no validation split (internal error)");
-  return fill(*data_.split[1], eval_iter, k, tokens, labels);
+  const int64_t g = args_.global_batch_size;
+  return fill(*data_.split[1], eval_iter * g, g, k, tokens, labels);
 }
 
 MicroBatchRef DataLoader::test_batch(int64_t eval_iter, int64_t k, int32_t* tokens,
                                      int32_t* labels) const {
   MT_CHECK(has_test(), "no test split (internal error)");
-  return fill(*data_.split[2], eval_iter, k, tokens, labels);
+  const int64_t g = args_.global_batch_size;
+  return fill(*data_.split[2], eval_iter * g, g, k, tokens, labels);
 }
 
 }  // namespace mt

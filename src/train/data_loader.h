@@ -27,8 +27,12 @@ class DataLoader {
   DataLoader(const TrainArgs& args, int64_t dp_rank, int64_t cp_rank = 0,
              const BlendIndexSource& blend_indices = {});
 
-  // Fills tokens/labels (b, s/CP) of micro-batch k of iteration `iteration` (1-based).
-  MicroBatchRef train_batch(int64_t iteration, int64_t k, int32_t* tokens, int32_t* labels) const;
+  // Fills tokens/labels (b, s/CP) of micro-batch k of the iteration that
+  // starts after `consumed_samples` and reads `global_batch` samples
+  // (Megatron's MegatronPretrainingSampler: samples in order, whatever the
+  // batch of each iteration).
+  MicroBatchRef train_batch(int64_t consumed_samples, int64_t global_batch, int64_t k,
+                            int32_t* tokens, int32_t* labels) const;
   // Evaluation batch `eval_iter` (0-based) of the validation split; every
   // evaluation reads the same eval_iters batches, so curves compare.
   MicroBatchRef valid_batch(int64_t eval_iter, int64_t k, int32_t* tokens, int32_t* labels) const;
@@ -41,8 +45,8 @@ class DataLoader {
   const std::vector<std::string>& notes() const { return data_.notes; }
 
  private:
-  MicroBatchRef fill(const SampleDataset& ds, int64_t batch_index, int64_t k, int32_t* tokens,
-                     int32_t* labels) const;
+  MicroBatchRef fill(const SampleDataset& ds, int64_t first_sample, int64_t global_batch,
+                     int64_t k, int32_t* tokens, int32_t* labels) const;
 
   const TrainArgs& args_;
   int64_t dp_rank_;

@@ -36,7 +36,6 @@ TensorBoardLog open_tensorboard_log(const TrainArgs& args, const ParallelState& 
   tb.load_balancing_loss = mc.moe_router_load_balancing_type == "aux_loss" ||
                            mc.moe_router_load_balancing_type == "seq_aux_loss";
   tb.z_loss = mc.moe_z_loss_coeff != 0.f;
-  tb.global_batch_size = args.global_batch_size;
   tb.world_size = ps.world_size;
   // The last rank opens the file; every rank learns whether it could.
   const int last = ps.world_size - 1;
@@ -79,7 +78,7 @@ void tensorboard_iteration(TensorBoardLog& tb, const StepResult& r, int64_t iter
   TensorBoardWriter& w = *tb.writer;
   const int64_t it = iteration, samples = consumed_samples;
   add_with_samples(w, "learning-rate", lr, it, samples);
-  add_with_samples(w, "batch-size", double(tb.global_batch_size), it, samples);
+  add_with_samples(w, "batch-size", double(r.global_batch), it, samples);
   add_with_samples(w, "lm loss", r.loss, it, samples);
   if (tb.loss_scale) add_with_samples(w, "loss-scale", loss_scale, it, samples);
   if (tb.world_size_tag) add_with_samples(w, "world-size", double(tb.world_size), it, samples);

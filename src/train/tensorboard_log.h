@@ -40,7 +40,6 @@ struct TensorBoardLog {
   int64_t interval = 1;  // --tensorboard-log-interval
   bool timers = false, throughput = false, loss_scale = true, validation_ppl = false,
        memory = false, world_size_tag = false, load_balancing_loss = false, z_loss = false;
-  int64_t global_batch_size = 0;
   int world_size = 1;
   // This rank's measured memory classes (--log-memory-to-tensorboard).
   std::function<MemoryClasses()> measure_memory;

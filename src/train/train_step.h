@@ -20,6 +20,7 @@ namespace mt {
 
 struct StepResult {
   double loss = 0;          // mean token loss over the global batch
+  int64_t global_batch = 0; // this iteration's (the trainer's; train/batch_rampup.h)
   double grad_norm = 0;     // before clipping
   double wait_seconds = 0;  // this rank's time blocked on pipeline neighbours
   bool skipped = false;     // fp16: a gradient overflowed, no update (grad_norm is NaN)

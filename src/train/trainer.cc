@@ -32,6 +32,7 @@
 #include "train/memory_report.h"
 #include "train/metrics.h"
 #include "train/profiler.h"
+#include "train/resume_options.h"
 #include "train/run_args_check.h"
 #include "train/run_saver.h"
 #include "train/spiky_loss.h"
@@ -145,6 +146,8 @@ nlohmann::json resolve_run_args(TrainArgs& args, int64_t loaded_iteration,
   }
   run_args["model"] = model_config_to_json(args.model);
   run_args["seed"] = args.seed;
+  const nlohmann::json training = training_options_record(args);
+  if (!training.empty()) run_args["training"] = training;
   // Which pipeline rank holds each layer, for re-sharding on load.
   std::vector<int> layer_stage(size_t(args.model.num_layers), 0);
   for (int r = 0; r < ps.pp_size; ++r)
@@ -163,7 +166,9 @@ struct Trainer {
   const TrainArgs& args;  // validated; tokenizer and model finalized (resolve_run_args)
   ParallelState& ps;
   Timer run_timer;        // started before anything else: ETA, --exit-duration-in-mins
-  int64_t m = 1;          // micro-batches per iteration on this DP rank
+  int64_t m = 1;          // micro-batches per iteration on this DP rank (after any ramp-up)
+  BatchSchedule batches;  // each iteration's global batch (train/batch_rampup.h)
+  int64_t train_m = 0;    // the micro-batches train_ops is built for
   int64_t tokens_per_iter = 0;  // global batch x sequence length
   std::unique_ptr<ParamRegistry> reg;
   MemoryClasses predicted;  // bytes per class on this rank, planned before allocating
@@ -204,8 +209,9 @@ void load_checkpoint_or_initialize(Trainer& t, const nlohmann::json& run_args, b
   };
   if (resume) {
     // The architecture must match; dropout and init may change on resume, as in Megatron.
-    check_same_architecture(read_checkpoint_meta(args.load).at("args").at("model"),
-                            run_args.at("model"), args.load);
+    const nlohmann::json saved_args = read_checkpoint_meta(args.load).at("args");
+    check_same_architecture(saved_args.at("model"), run_args.at("model"), args.load);
+    if (!args.finetune) check_training_options_on_resume(saved_args, args, args.load);
     t.state = load_checkpoint(args.load, *t.reg, set_param,
                               args.no_load_optim || args.finetune || args.skip_train
                                   ? nullptr  // --skip-train: weights only, no step follows
@@ -261,6 +267,7 @@ Trainer setup_model_and_optimizer(const TrainArgs& args, const nlohmann::json& r
   Trainer t(args, ps, run_timer);
   const ModelConfig& mc = args.model;
   t.m = args.num_micro_batches();
+  t.batches = args.batch_schedule();
   const int64_t m = t.m;
   const int64_t vpp = args.virtual_stages();
   t.reg = std::make_unique<ParamRegistry>(
@@ -294,6 +301,7 @@ Trainer setup_model_and_optimizer(const TrainArgs& args, const nlohmann::json& r
       std::move(grads_at));
   t.links = pipeline_links(ps);
   t.train_ops = training_schedule(ps.pp_size, ps.pp_rank, int(vpp), m);
+  t.train_m = m;
   t.eval_ops = schedule_forward_only(ps.pp_size, ps.pp_rank, int(vpp), m);
   // Megatron's default bucket is max(40M, 1M·DP) elements (tuned for NCCL);
   // over Open MPI shared memory here 1M-element (4 MB) buckets all-reduce 1.8x
@@ -334,6 +342,16 @@ Trainer setup_model_and_optimizer(const TrainArgs& args, const nlohmann::json& r
   log_line(rank0, "batch: micro %lld x %lld micro-batches x DP %d = global %lld sequences of %lld\n",
            static_cast<long long>(args.micro_batch_size), static_cast<long long>(m), ps.dp_size,
            static_cast<long long>(args.global_batch_size), static_cast<long long>(mc.seq_length));
+  if (t.batches.rampup.on())
+    log_line(rank0, "batch ramp-up: global batch %lld, +%lld every %.1f consumed samples up to "
+             "%lld, then %lld (--rampup-batch-size)\n",
+             static_cast<long long>(t.batches.rampup.start),
+             static_cast<long long>(t.batches.rampup.increment),
+             double(t.batches.rampup.samples) /
+                 double((args.global_batch_size - t.batches.rampup.start) /
+                        t.batches.rampup.increment),
+             static_cast<long long>(t.batches.rampup.samples),
+             static_cast<long long>(args.global_batch_size));
 
   load_checkpoint_or_initialize(t, run_args, resume);
   log_precision(args, rank0, device);
@@ -408,6 +426,7 @@ void setup_data_and_log(Trainer& t) {
   log.train_iters = args.train_iters;
   log.log_interval = args.log_interval;
   log.start_iteration = t.state.iteration;
+  log.global_batch = args.global_batch_size;
   log.tokens_per_iter = t.tokens_per_iter;
   log.flops_per_iter = flops_per_iteration(args.model, args.global_batch_size);
   log.virtual_stages = args.virtual_stages();
@@ -517,6 +536,21 @@ void warn_if_timeout_is_tight(const TrainArgs& args, bool& warned) {
            "--distributed-timeout-minutes\n", w.seconds, w.where.c_str(), timeout);
 }
 
+// Megatron's batch ramp-up between iterations: the schedule for the new
+// number of micro-batches, after (with --save, as Megatron's train loop) a
+// checkpoint of the iteration before the change.
+void ramp_batch_up(Trainer& t, int64_t batch) {
+  const int64_t m = batch / (t.args.micro_batch_size * t.ps.dp_size);
+  if (t.state.iteration > t.log.start_iteration) {
+    log_line(t.log.rank0, "ramping up batch size from %lld to %lld\n",
+             static_cast<long long>(t.train_m * t.args.micro_batch_size * t.ps.dp_size),
+             static_cast<long long>(batch));
+    save_checkpoint_and_time(t);
+  }
+  t.train_ops = training_schedule(t.ps.pp_size, t.ps.pp_rank, int(t.args.virtual_stages()), m);
+  t.train_m = m;
+}
+
 // Megatron's train: iterations until --train-iters, each one step, log,
 // evaluation, checkpoint and exit decision. True: it stopped early as asked,
 // having saved.
@@ -526,27 +560,37 @@ bool train(Trainer& t) {
   RunState& state = t.state;
   while (state.iteration < args.train_iters) {
     const int64_t it = state.iteration + 1;
-    // As Megatron, the LR schedule advances only on iterations that updated.
-    const double lr = t.schedule.lr_at(it - 1 - state.skipped_iterations);
+    const int64_t batch = t.batches.global_batch_at(state.consumed_samples);
+    if (batch / (args.micro_batch_size * t.ps.dp_size) != t.train_m) ramp_batch_up(t, batch);
+    // As Megatron, the LR schedule advances only on iterations that updated
+    // (with a ramp-up it counts their samples).
+    const double lr =
+        t.batches.rampup.on()
+            ? t.schedule.lr_at(double(state.consumed_samples - state.skipped_samples) /
+                               double(args.global_batch_size))
+            : t.schedule.lr_at(double(it - 1 - state.skipped_iterations));
     t.profiler->before_iteration(state.iteration);
     if (Timeline* tl = t.ps.timeline()) tl->set_iteration(it);
     std::optional<TimelineSpan> step_span;  // exactly what step_seconds times
     step_span.emplace(t.ps.timeline(), TimelineKind::kIteration, "iteration");
     Timer step_timer;
     StepResult r =
-        train_step(*t.rt, *t.opt, *t.sync, t.ps, t.train_ops, it, lr, t.m, t.tokens_per_iter,
-                   args.seed,
+        train_step(*t.rt, *t.opt, *t.sync, t.ps, t.train_ops, it, lr, t.train_m,
+                   batch * args.model.seq_length, args.seed,
                    [&](int64_t k, int32_t* tokens, int32_t* labels) {
-                     return t.data->train_batch(it, k, tokens, labels).first_sample;
+                     return t.data->train_batch(state.consumed_samples, batch, k, tokens, labels)
+                         .first_sample;
                    },
                    t.scaler ? &*t.scaler : nullptr, args.checks.check_for_nan_in_loss_and_grad);
+    r.global_batch = batch;
     const double step_seconds = step_timer.seconds();
     step_checks(t, r, it);
     step_span.reset();
     state.iteration = it;
-    state.consumed_samples += args.global_batch_size;
+    state.consumed_samples += batch;
     if (t.scaler) state.grad_scaler = t.scaler->state();
     state.skipped_iterations += r.skipped;
+    if (r.skipped) state.skipped_samples += batch;
     if (args.log_memory && it == t.log.start_iteration + 1)
       report_memory(t.log, t.predicted, measured_memory(t), t.ps, it);
     training_log(t.log, r, step_seconds, lr, state, t.scaler ? &*t.scaler : nullptr, *t.sync,

@@ -56,6 +56,7 @@ void training_log(TrainingLog& log, const StepResult& r, double step_seconds, do
     ++log.interval_counted;
   }
   log.interval_skipped += r.skipped;
+  log.interval_samples += r.global_batch;
   ++log.interval_iters;
   if (log.rank_timers.active()) log.rank_timers.add(r, step_seconds);
   tensorboard_iteration(log.tb, r, it, state.consumed_samples, lr, scaler ? scaler->scale() : 1.0,
@@ -64,8 +65,13 @@ void training_log(TrainingLog& log, const StepResult& r, double step_seconds, do
   if (it % log.log_interval == 0 || it == log.train_iters) {
     const double secs = log.interval_secs;
     const double ms = 1e3 * secs / double(log.interval_iters);
-    const double tps = double(log.tokens_per_iter) * double(log.interval_iters) / secs;
-    const double tflops = log.flops_per_iter / (ms * 1e-3) / double(ps.world_size) / 1e12;
+    // The interval's mean batch over the full one (below 1 during a ramp-up).
+    const double batch_share =
+        double(log.interval_samples) / double(log.interval_iters * log.global_batch);
+    const double tps =
+        double(log.tokens_per_iter) * batch_share * double(log.interval_iters) / secs;
+    const double tflops =
+        log.flops_per_iter * batch_share / (ms * 1e-3) / double(ps.world_size) / 1e12;
     // Never above 1: an achieved rate above the peak raises it, said once.
     std::string raised;
     const double mfu = reported_mfu(tflops * 1e12, log.peak, &raised);
@@ -122,15 +128,17 @@ void training_log(TrainingLog& log, const StepResult& r, double step_seconds, do
     if (log.tty) std::printf("\r\033[K");
     log_line(log.rank0,
              "%s iteration %8lld/%8lld | consumed samples: %10lld | elapsed time per "
-             "iteration (ms): %.1f | learning rate: %.6E | lm loss: %.6E | grad norm: %.3f | "
+             "iteration (ms): %.1f | global batch size: %5lld | learning rate: %.6E | lm loss: %.6E | grad norm: %.3f | "
              "tokens/s: %.0f | TFLOP/s per rank: %.3f | MFU: %.1f%% | comm ms/iter: %.1f%s%s%s | "
              "ETA %s\n",
              timestamp().c_str(), static_cast<long long>(it),
              static_cast<long long>(log.train_iters),
-             static_cast<long long>(state.consumed_samples), ms, lr, mean_loss, norm, tps,
+             static_cast<long long>(state.consumed_samples), ms,
+             static_cast<long long>(r.global_batch), lr, mean_loss, norm, tps,
              tflops, 100 * mfu, comm_ms, gathers.c_str(), fp16_part.c_str(), bubble.c_str(),
              human_duration(eta).c_str());
     nlohmann::json j = {{"iteration", it}, {"consumed_samples", state.consumed_samples},
+                        {"global_batch_size", r.global_batch},
                         {"loss", mean_loss}, {"lr", lr}, {"grad_norm", norm},
                         {"ms_per_iter", ms}, {"tokens_per_s", tps}, {"tflops", tflops},
                         {"mfu", mfu}, {"peak_tflops", log.peak.flops / 1e12},
@@ -162,6 +170,7 @@ void training_log(TrainingLog& log, const StepResult& r, double step_seconds, do
     log.interval_wait = 0;
     log.interval_loss = 0;
     log.interval_iters = log.interval_counted = log.interval_skipped = 0;
+    log.interval_samples = 0;
   } else if (log.tty) {
     const double eta = (run_timer.seconds() / double(it - log.start_iteration)) *
                        double(log.train_iters - it);

@@ -50,6 +50,7 @@ struct TrainingLog {
   int64_t train_iters = 0;
   int64_t log_interval = 1;
   int64_t start_iteration = 0;    // the loaded iteration (ETA counts the steps since)
+  int64_t global_batch = 0;       // after any ramp-up; an iteration's is StepResult's
   int64_t tokens_per_iter = 0;    // global batch x sequence length
   double flops_per_iter = 0;      // the whole model over the global batch (metrics.h)
   MfuPeak peak;                    // per rank, of the math the GEMMs use (MFU; metrics.h)
@@ -64,6 +65,7 @@ struct TrainingLog {
   double interval_wait = 0;  // time blocked on pipeline neighbours
   double interval_loss = 0;
   int64_t interval_iters = 0, interval_counted = 0, interval_skipped = 0;
+  int64_t interval_samples = 0;  // the iterations' global batches (a ramp-up changes them)
 };
 
 // Called after every iteration (`state` already counts it; `step_seconds`:

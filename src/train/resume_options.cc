@@ -1,0 +1,41 @@
+#include "train/resume_options.h"
+
+#include "core/error.h"
+
+namespace mt {
+
+namespace {
+
+std::string words(const nlohmann::json& v) {
+  std::string out;
+  for (const nlohmann::json& x : v) out += (out.empty() ? "" : " ") + x.dump();
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json training_options_record(const TrainArgs& args) {
+  nlohmann::json r = nlohmann::json::object();
+  if (!args.rampup_batch_size.empty()) r["rampup_batch_size"] = args.rampup_batch_size;
+  return r;
+}
+
+void check_training_options_on_resume(const nlohmann::json& saved_args, const TrainArgs& args,
+                                      const std::string& load_dir) {
+  const nlohmann::json saved = saved_args.value("training", nlohmann::json::object());
+  const nlohmann::json mine = training_options_record(args);
+  for (const char* key : {"rampup_batch_size"}) {
+    const nlohmann::json a = saved.value(key, nlohmann::json()), b = mine.value(key, nlohmann::json());
+    if (a == b) continue;
+    std::string flag = "--" + std::string(key);
+    for (char& c : flag) c = c == '_' ? '-' : c;
+    MT_FAIL("--load ", load_dir, " was trained ",
+            a.is_null() ? "without " + flag : "with " + flag + " " + words(a), ", this run ",
+            b.is_null() ? "without it" : "with " + words(b), ": resuming would change what each "
+            "iteration computes; fix: resume ", a.is_null() ? "without " + flag :
+            "with " + flag + " " + words(a), " (or --finetune to start a new run from its "
+            "weights)");
+  }
+}
+
+}  // namespace mt

@@ -1,0 +1,23 @@
+// The training options a checkpoint records beyond the model and tokenizer
+// (meta.json's args.training): those that change what an iteration computes
+// — --rampup-batch-size (each iteration's batch and samples). A resume with
+// other values is refused, naming the flag and both values; a checkpoint
+// without the record was saved without them.
+#pragma once
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "train/args.h"
+
+namespace mt {
+
+// The record (an object; empty when every option has its default).
+nlohmann::json training_options_record(const TrainArgs& args);
+
+// Throws mt::Error where `saved_args` (a checkpoint's args) records other
+// options than `args` gives.
+void check_training_options_on_resume(const nlohmann::json& saved_args, const TrainArgs& args,
+                                      const std::string& load_dir);
+
+}  // namespace mt
