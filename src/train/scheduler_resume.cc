@@ -27,7 +27,9 @@ struct Field {
   double scale;  // record = value x scale (iterations → samples)
 };
 
-std::string text(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+std::string text(const nlohmann::json& v) {
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
 
 }  // namespace
 
@@ -78,13 +80,15 @@ ParamScheduler resume_param_scheduler(const TrainArgs& a, const nlohmann::json* 
   const nlohmann::json mine = scheduler_record(a, s);
   const double g = double(a.global_batch_size);
   // The decoupled group: present or not, then its ends.
-  double dec_max = s.decoupled ? s.decoupled->max_lr : -1, dec_min = s.decoupled ? s.decoupled->min_lr : -1;
+  double dec_max = s.decoupled ? s.decoupled->max_lr : -1;
+  double dec_min = s.decoupled ? s.decoupled->min_lr : -1;
   const Field fields[] = {{"max_lr", "--lr", &s.lr.max_lr, 1},
                           {"min_lr", "--min-lr", &s.lr.min_lr, 1},
                           {"lr_warmup_steps", "--lr-warmup-iters/-samples/-fraction",
                            &s.lr.warmup_iters, g},
                           {"lr_decay_steps", "--lr-decay-iters/-samples", &s.lr.decay_iters, g},
-                          {"start_wd", "--start-weight-decay (or --weight-decay)", &s.wd.start_wd, 1},
+                          {"start_wd", "--start-weight-decay (or --weight-decay)", &s.wd.start_wd,
+                           1},
                           {"end_wd", "--end-weight-decay (or --weight-decay)", &s.wd.end_wd, 1},
                           {"wd_incr_steps", "--train-iters/--train-samples", &s.wd.incr_iters, g},
                           {"decoupled_lr", "--decoupled-lr", &dec_max, 1},
@@ -98,11 +102,13 @@ ParamScheduler resume_param_scheduler(const TrainArgs& a, const nlohmann::json* 
              "has ", text(cp), " (Megatron-LM asserts the schedule's values agree); fix: "
              "--override-opt_param-scheduler to use this command line's schedule, or "
              "--use-checkpoint-opt_param-scheduler to keep the checkpoint's");
-    diff << (diff.tellp() > 0 ? ", " : "") << key << " " << text(cp) << " -> " << text(cl);
+    diff << (diff.tellp() > 0 ? ", " : "") << key << " " << text(cp) << " (checkpoint) vs "
+         << text(cl) << " (command line)";
     return true;
   };
   for (const Field& f : fields)
-    if (differs(f.key, f.flags) && o.use_checkpoint_opt_param_scheduler && !rec->at(f.key).is_null())
+    if (differs(f.key, f.flags) && o.use_checkpoint_opt_param_scheduler &&
+        !rec->at(f.key).is_null())
       *f.value = rec->at(f.key).get<double>() / f.scale;
   if (differs("lr_decay_style", "--lr-decay-style") && o.use_checkpoint_opt_param_scheduler)
     s.lr.style = parse_lr_decay_style(rec->at("lr_decay_style"));
@@ -123,9 +129,9 @@ ParamScheduler resume_param_scheduler(const TrainArgs& a, const nlohmann::json* 
   }
   note = std::string(o.use_checkpoint_opt_param_scheduler
                          ? "--use-checkpoint-opt_param-scheduler: the checkpoint's schedule "
-                           "values kept (checkpoint -> ignored command line): "
+                           "values are used: "
                          : "--override-opt_param-scheduler: this command line's schedule values "
-                           "used (checkpoint -> command line): ") +
+                           "are used: ") +
          diff.str();
   return s;
 }
