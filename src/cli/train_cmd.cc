@@ -2,6 +2,7 @@
 #include "cli/commands.h"
 #include "cli/compat_flags.h"
 #include "cli/model_flags.h"
+#include "cli/optimizer_flags.h"
 #include "cli/profile_flags.h"
 #include "cli/run_check_flags.h"
 #include "cli/strict_numbers.h"
@@ -151,11 +152,13 @@ Command add_train_command(CLI::App& app) {
   opt->add_option("--lr-wsd-decay-samples", a->lr_wsd_decay_samples,
                   "with --train-samples, WSD: samples of the final decay");
   opt->add_option("--lr-wsd-decay-style", a->lr_wsd_decay_style, "WSD: linear|cosine|exponential|minus_sqrt");
-  opt->add_option("--weight-decay", a->optim.weight_decay, "AdamW weight decay (not on biases/norms)");
+  opt->add_option("--weight-decay", a->optim.weight_decay,
+                  "weight decay (not on biases/norms; AdamW: decoupled, SGD: added to the gradient)");
   opt->add_option("--adam-beta1", a->optim.beta1, "Adam beta1");
   opt->add_option("--adam-beta2", a->optim.beta2, "Adam beta2");
   opt->add_option("--adam-eps", a->optim.eps, "Adam epsilon");
   opt->add_option("--clip-grad", a->optim.clip_grad, "clip the global gradient L2 norm (0: off)");
+  add_optimizer_flags(opt, &a->optimizer_args, &a->optim);
 
   CLI::Option_group* run = group("run");
   run->add_option("--micro-batch-size", a->micro_batch_size, "sequences per micro-batch");

@@ -78,9 +78,11 @@ ParamRegistry::ParamRegistry(const ModelConfig& cfg, const StageLayout& stage)
     }
   };
   // Tied: the last stage holds a copy of the (vocab-parallel) word embedding.
-  if (stage.has_embedding || (stage.has_output && cfg.tied_output()))
-    add("embedding.word_embeddings.weight", v, h, 2, 0, Init::kNormal, std, true).tied =
-        cfg.tied_output();
+  if (stage.has_embedding || (stage.has_output && cfg.tied_output())) {
+    ParamSpec& word = add("embedding.word_embeddings.weight", v, h, 2, 0, Init::kNormal, std, true);
+    word.tied = cfg.tied_output();
+    word.embedding_or_output = true;
+  }
   if (stage.has_embedding && cfg.learned_positions())
     add("embedding.position_embeddings.weight", cfg.max_position_embeddings, h, 2, -1,
         Init::kNormal, std, true);
@@ -94,7 +96,8 @@ ParamRegistry::ParamRegistry(const ModelConfig& cfg, const StageLayout& stage)
   if (stage.has_output) {
     const size_t first = params_.size();
     norm_param_specs(*this, "decoder.final_layernorm");
-    if (!cfg.tied_output()) add("output_layer.weight", v, h, 2, 0, Init::kNormal, std, true);
+    if (!cfg.tied_output())
+      add("output_layer.weight", v, h, 2, 0, Init::kNormal, std, true).embedding_or_output = true;
     tag(first, Part::kLossHead, -1);
   }
   // Expert parameters (reduced over another group) after all the others, in

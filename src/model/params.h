@@ -48,6 +48,10 @@ struct ParamSpec {
   // gradients over the embedding group; only the first stage's counts in the
   // gradient norm.
   bool tied = false;
+  // The input embedding (word embeddings, also the tied output's copy) or the
+  // output layer: Megatron's is_embedding_or_output_parameter, trained at
+  // --decoupled-lr when given (optim/param_scheduler.h).
+  bool embedding_or_output = false;
   // A row-partitioned tensor made of `row_blocks` stacked blocks that TP
   // splits one by one (SwiGLU's fc1 = [gate; up]: each rank holds its slice
   // of both), as Megatron does; 1 for a plain contiguous split.

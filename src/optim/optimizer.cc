@@ -7,6 +7,7 @@
 #include "backend/device.h"
 #include "core/error.h"
 #include "kernels/reduce.h"
+#include "kernels/sgd.h"
 
 namespace mt {
 
@@ -103,8 +104,8 @@ float AdamWOptimizer::clip_coefficient(double norm) const {
   return coeff >= 1.0 ? 1.f : float(coeff);
 }
 
-void AdamWOptimizer::step(float* params, const float* grads, double lr, uint16_t* params_bf16,
-                          float grad_scale) {
+void AdamWOptimizer::step(float* params, const float* grads, const StepRates& rates,
+                          uint16_t* params_bf16, float grad_scale) {
   MT_CHECK(main_ ? params == nullptr && (params_bf16 != nullptr || packed_params_)
               : params != nullptr,
            "AdamWOptimizer::step: ", main_ ? "with main weights pass the model's bf16 weights "
@@ -112,17 +113,26 @@ void AdamWOptimizer::step(float* params, const float* grads, double lr, uint16_t
                                           : "pass the model's fp32 weights",
            " (internal error)");
   ++steps_;
+  const double wd = std::isnan(rates.weight_decay) ? cfg_.weight_decay : rates.weight_decay;
   for (const OptimSegment& s : segments_) {
+    const ParamSpec& p = reg_.params()[s.param];
+    const float lr = float(p.embedding_or_output ? rates.decoupled_lr : rates.lr);
+    const float decay = p.weight_decay ? float(wd) : 0.f;
+    float* w = main_ ? main_ + s.state : params + s.begin;
+    uint16_t* w16 = params_bf16 ? params_bf16 + (packed_params_ ? s.state : s.begin) : nullptr;
+    if (cfg_.kind == OptimizerKind::kSgd) {
+      sgd_step(w, grads + grad_offset(s), m_ + s.state, s.size(),
+               SgdHyper{lr, cfg_.sgd_momentum, decay, grad_scale}, w16);
+      continue;
+    }
     AdamWHyper h;
-    h.lr = float(lr);
+    h.lr = lr;
     h.beta1 = cfg_.beta1;
     h.beta2 = cfg_.beta2;
     h.eps = cfg_.eps;
     h.grad_scale = grad_scale;
-    h.weight_decay = reg_.params()[s.param].weight_decay ? cfg_.weight_decay : 0.f;
-    float* w = main_ ? main_ + s.state : params + s.begin;
-    adamw_step(w, grads + grad_offset(s), m_ + s.state, v_ + s.state, s.size(), h, steps_,
-               params_bf16 ? params_bf16 + (packed_params_ ? s.state : s.begin) : nullptr);
+    h.weight_decay = decay;
+    adamw_step(w, grads + grad_offset(s), m_ + s.state, v_ + s.state, s.size(), h, steps_, w16);
   }
 }
 

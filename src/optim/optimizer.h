@@ -34,13 +34,21 @@
 #include "kernels/adamw.h"
 #include "model/params.h"
 #include "optim/grad_buckets.h"
+#include "optim/param_scheduler.h"
 
 namespace mt {
+
+// Megatron's --optimizer: adam (AdamW) or sgd (torch.optim.SGD with
+// --sgd-momentum; its momentum buffer is kept in exp_avg(), exp_avg_sq()
+// stays zero).
+enum class OptimizerKind { kAdam, kSgd };
 
 struct OptimizerConfig {
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
   float weight_decay = 0.01f;
   float clip_grad = 1.0f;  // 0 → no clipping
+  OptimizerKind kind = OptimizerKind::kAdam;
+  float sgd_momentum = 0.9f;
 };
 
 // The part of one parameter that one optimizer range covers.
@@ -95,15 +103,17 @@ class AdamWOptimizer {
   double global_sum(const float* data, bool packed, SegmentSum f, Communicator* mp,
                     const Communicator* emp = nullptr) const;
   bool packed_grads() const { return packed_grads_; }
-  // One AdamW step with learning rate lr on this rank's segments, on the
+  // One AdamW (or SGD) step on this rank's segments at `rates` (the input
+  // embedding and output layer at rates.decoupled_lr, the others at rates.lr;
+  // the decaying parameters with rates.weight_decay), on the
   // gradients times grad_scale (the clip coefficient; grads themselves are
   // not written); advances the step count. Without main weights: `params`
   // (the model's fp32 weights, total floats) in place, params_bf16 null.
   // With them: `params` null, the main weights in place and their bf16
   // rounding written into `params_bf16` (the model's bf16 weights, total
   // elements, same offsets) in the same pass.
-  void step(float* params, const float* grads, double lr, uint16_t* params_bf16 = nullptr,
-            float grad_scale = 1.f);
+  void step(float* params, const float* grads, const StepRates& rates,
+            uint16_t* params_bf16 = nullptr, float grad_scale = 1.f);
 
   bool sharded() const { return sharded_; }
   // Where segment s's gradients start in the `grads` this optimizer reads.

@@ -413,6 +413,7 @@ void TrainArgs::validate(int world_size) {
            "of the updated parameter shards)");
   validate_fsdp(world_size);
   lr_schedule().validate();
+  validate_optimizer_args(*this);
   check_size_arithmetic();
 }
 

@@ -11,6 +11,7 @@
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 #include "train/batch_rampup.h"
+#include "train/optimizer_args.h"
 #include "train/profile_args.h"
 #include "train/run_check_args.h"
 
@@ -19,6 +20,7 @@ namespace mt {
 struct TrainArgs {
   ModelConfig model;
   OptimizerConfig optim;
+  OptimizerArgs optimizer_args;  // --optimizer, --decoupled-lr, the WD schedule, resume rule
 
   // Parallel layout.
   int tensor_model_parallel_size = 1;

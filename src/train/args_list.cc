@@ -110,6 +110,16 @@ ArgList argument_list(const TrainArgs& a) {
   b.add("--adam-beta2", a.optim.beta2);
   b.add("--adam-eps", a.optim.eps);
   b.add("--clip-grad", a.optim.clip_grad);
+  const OptimizerArgs& o = a.optimizer_args;  // train/optimizer_args.h
+  b.add("--optimizer", o.optimizer);
+  b.add("--sgd-momentum", a.optim.sgd_momentum);
+  b.add("--decoupled-lr", o.decoupled_lr);
+  b.add("--decoupled-min-lr", o.decoupled_min_lr);
+  b.add("--start-weight-decay", o.start_weight_decay);
+  b.add("--end-weight-decay", o.end_weight_decay);
+  b.add("--weight-decay-incr-style", o.weight_decay_incr_style);
+  b.add("--use-checkpoint-opt-param-scheduler", o.use_checkpoint_opt_param_scheduler);
+  b.add("--override-opt-param-scheduler", o.override_opt_param_scheduler);
 
   b.add("--micro-batch-size", a.micro_batch_size);
   b.add("--global-batch-size", a.global_batch_size);

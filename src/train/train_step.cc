@@ -27,7 +27,8 @@ PipelineLinks pipeline_links(const ParallelState& ps) {
 }
 
 StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, ParallelState& ps,
-                      const std::vector<PipeOp>& schedule, int64_t iteration, double lr,
+                      const std::vector<PipeOp>& schedule, int64_t iteration,
+                      const StepRates& rates,
                       int64_t num_micro_batches, int64_t tokens_per_iteration, uint64_t seed,
                       const MicroBatchFn& next, GradScaler* scaler, bool check_nan) {
   sync.zero_grads();
@@ -102,7 +103,7 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, Par
            "(--no-check-for-nan-in-loss-and-grad trains on)");
   // bf16: the step updates the fp32 main weights and writes the model's bf16
   // ones; clipping scales the gradients inside it.
-  opt.step(sync.step_params(), sync.optimizer_grads(), lr, sync.step_params_bf16(),
+  opt.step(sync.step_params(), sync.optimizer_grads(), rates, sync.step_params_bf16(),
            opt.clip_coefficient(r.grad_norm));
   sync.gather_params();  // distributed optimizer: all-gather the updated pieces
   r.optimizer_seconds = timer.seconds();

@@ -45,7 +45,8 @@ struct StepResult {
 // the step is skipped and the scale backs off (Megatron's mixed-precision
 // optimizer).
 StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, ParallelState& ps,
-                      const std::vector<PipeOp>& schedule, int64_t iteration, double lr,
+                      const std::vector<PipeOp>& schedule, int64_t iteration,
+                      const StepRates& rates,
                       int64_t num_micro_batches, int64_t tokens_per_iteration, uint64_t seed,
                       const MicroBatchFn& next, GradScaler* scaler = nullptr,
                       bool check_nan = true);  // false: --no-check-for-nan-in-loss-and-grad

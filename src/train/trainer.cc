@@ -35,6 +35,7 @@
 #include "train/resume_options.h"
 #include "train/run_args_check.h"
 #include "train/run_saver.h"
+#include "train/scheduler_resume.h"
 #include "train/spiky_loss.h"
 #include "train/step_stats.h"
 #include "train/run_start.h"
@@ -178,7 +179,7 @@ struct Trainer {
   std::vector<PipeOp> train_ops, eval_ops;
   std::unique_ptr<GradSync> sync;
   std::unique_ptr<AdamWOptimizer> opt;
-  LrSchedule schedule;
+  ParamScheduler schedule;  // LR (and --decoupled-lr) and weight decay per iteration
   RunState state;
   // The iteration whose complete checkpoint --save already holds: saving it
   // again (a stop on a save point) would only rewrite the same bytes.
@@ -230,6 +231,20 @@ void load_checkpoint_or_initialize(Trainer& t, const nlohmann::json& run_args, b
                args.load.c_str());
   }
   t.sync->refresh_params();  // optim_grads_params: the weights' pieces from the main weights
+}
+
+// The LR / weight-decay schedule (train/scheduler_resume.h): the flags', or on
+// resume with the optimizer state also the checkpoint's; recorded in the
+// checkpoints this run saves.
+void resume_schedule(Trainer& t, bool resume) {
+  const TrainArgs& args = t.args;
+  const bool optim_loaded = resume && !args.no_load_optim && !args.finetune && !args.skip_train;
+  const nlohmann::json saved =
+      optim_loaded ? read_checkpoint_meta(args.load).at("args") : nlohmann::json();
+  std::string note;
+  t.schedule = resume_param_scheduler(args, optim_loaded ? &saved : nullptr, t.state, note);
+  t.state.args["opt_param_scheduler"] = scheduler_record(args, t.schedule);
+  if (!note.empty()) log_line(t.ps.world_rank == 0, "note: %s\n", note.c_str());
 }
 
 // What the GEMMs of --bf16 / --fp16 run on this CPU.
@@ -332,7 +347,6 @@ Trainer setup_model_and_optimizer(const TrainArgs& args, const nlohmann::json& r
                       : "",
              double(t.rt->grad_floats()) * 4 / 1e6);
   }
-  t.schedule = args.lr_schedule();
   t.tokens_per_iter = args.global_batch_size * mc.seq_length;
 
   log_line(rank0, "megatron.cpp | %s | world %d | model: %s | %lld parameters\n",
@@ -354,6 +368,7 @@ Trainer setup_model_and_optimizer(const TrainArgs& args, const nlohmann::json& r
              static_cast<long long>(args.global_batch_size));
 
   load_checkpoint_or_initialize(t, run_args, resume);
+  resume_schedule(t, resume);
   log_precision(args, rank0, device);
   MT_CHECK(t.state.iteration <= args.train_iters, "checkpoint is at iteration ", t.state.iteration,
            " beyond --train-iters ", args.train_iters, "; fix: raise --train-iters");
@@ -562,20 +577,19 @@ bool train(Trainer& t) {
     const int64_t it = state.iteration + 1;
     const int64_t batch = t.batches.global_batch_at(state.consumed_samples);
     if (batch / (args.micro_batch_size * t.ps.dp_size) != t.train_m) ramp_batch_up(t, batch);
-    // As Megatron, the LR schedule advances only on iterations that updated
+    // As Megatron, the schedule advances only on iterations that updated
     // (with a ramp-up it counts their samples).
-    const double lr =
-        t.batches.rampup.on()
-            ? t.schedule.lr_at(double(state.consumed_samples - state.skipped_samples) /
-                               double(args.global_batch_size))
-            : t.schedule.lr_at(double(it - 1 - state.skipped_iterations));
+    const StepRates rates = t.schedule.at(
+        t.batches.rampup.on() ? double(state.consumed_samples - state.skipped_samples) /
+                                    double(args.global_batch_size)
+                              : double(it - 1 - state.skipped_iterations));
     t.profiler->before_iteration(state.iteration);
     if (Timeline* tl = t.ps.timeline()) tl->set_iteration(it);
     std::optional<TimelineSpan> step_span;  // exactly what step_seconds times
     step_span.emplace(t.ps.timeline(), TimelineKind::kIteration, "iteration");
     Timer step_timer;
     StepResult r =
-        train_step(*t.rt, *t.opt, *t.sync, t.ps, t.train_ops, it, lr, t.train_m,
+        train_step(*t.rt, *t.opt, *t.sync, t.ps, t.train_ops, it, rates, t.train_m,
                    batch * args.model.seq_length, args.seed,
                    [&](int64_t k, int32_t* tokens, int32_t* labels) {
                      return t.data->train_batch(state.consumed_samples, batch, k, tokens, labels)
@@ -593,7 +607,7 @@ bool train(Trainer& t) {
     if (r.skipped) state.skipped_samples += batch;
     if (args.log_memory && it == t.log.start_iteration + 1)
       report_memory(t.log, t.predicted, measured_memory(t), t.ps, it);
-    training_log(t.log, r, step_seconds, lr, state, t.scaler ? &*t.scaler : nullptr, *t.sync,
+    training_log(t.log, r, step_seconds, rates.lr, state, t.scaler ? &*t.scaler : nullptr, *t.sync,
                  t.ps, t.run_timer);
     warn_if_timeout_is_tight(args, timeout_warned);
     if (t.saver) t.saver->poll(t.ps);  // --async-save: commit a finished background save
@@ -693,6 +707,8 @@ int run_training(TrainArgs args, ParallelState& ps) {
              "kernels, writes its own re-shardable checkpoint format and maps the data "
              "in-process)\n", list.c_str());
   }
+  const std::string optim_note = optimizer_args_note(args);
+  if (!optim_note.empty()) log_line(ps.world_rank == 0, "note: %s\n", optim_note.c_str());
   const std::string checks_note = run_checks_note(args.checks);
   if (!checks_note.empty()) log_line(ps.world_rank == 0, "note: %s\n", checks_note.c_str());
   const std::string capacity_note = args.capacity_factor_note();
