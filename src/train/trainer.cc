@@ -607,8 +607,8 @@ bool train(Trainer& t) {
     if (r.skipped) state.skipped_samples += batch;
     if (args.log_memory && it == t.log.start_iteration + 1)
       report_memory(t.log, t.predicted, measured_memory(t), t.ps, it);
-    training_log(t.log, r, step_seconds, rates.lr, state, t.scaler ? &*t.scaler : nullptr, *t.sync,
-                 t.ps, t.run_timer);
+    training_log(t.log, r, step_seconds, rates.lr, state, t.scaler ? &*t.scaler : nullptr,
+                 *t.sync, t.ps, t.run_timer);
     warn_if_timeout_is_tight(args, timeout_warned);
     if (t.saver) t.saver->poll(t.ps);  // --async-save: commit a finished background save
     if (args.eval_interval > 0 && it % args.eval_interval == 0 && it != args.train_iters)
