@@ -58,8 +58,8 @@ int64_t BatchSchedule::samples_after(int64_t iterations) const {
   int64_t consumed = 0, it = 0;
   for (; it < iterations && rampup.on() && consumed <= rampup.samples; ++it)
     consumed = checked_add(consumed, global_batch_at(consumed), "samples to train");
-  return checked_add(consumed, checked_mul(iterations - it, global_batch, "samples to train"),
-                     "samples to train");
+  constexpr const char* what = "samples to train (--train-iters x --global-batch-size)";
+  return checked_add(consumed, checked_mul(iterations - it, global_batch, what), what);
 }
 
 std::vector<int64_t> BatchSchedule::distinct_batches(int64_t iterations) const {

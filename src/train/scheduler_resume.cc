@@ -97,13 +97,8 @@ ParamScheduler resume_param_scheduler(const TrainArgs& a, const nlohmann::json* 
   auto differs = [&](const char* key, const char* flags) {
     const nlohmann::json &cp = rec->at(key), &cl = mine.at(key);
     if (cp == cl) return false;
-    MT_CHECK(o.override_opt_param_scheduler || o.use_checkpoint_opt_param_scheduler,
-             "resuming with ", flags, " giving ", key, " ", text(cl), " where the checkpoint "
-             "has ", text(cp), " (Megatron-LM asserts the schedule's values agree); fix: "
-             "--override-opt_param-scheduler to use this command line's schedule, or "
-             "--use-checkpoint-opt_param-scheduler to keep the checkpoint's");
     diff << (diff.tellp() > 0 ? ", " : "") << key << " " << text(cp) << " (checkpoint) vs "
-         << text(cl) << " (command line)";
+         << text(cl) << " (command line, " << flags << ")";
     return true;
   };
   for (const Field& f : fields)
@@ -127,12 +122,22 @@ ParamScheduler resume_param_scheduler(const TrainArgs& a, const nlohmann::json* 
     s.lr.validate();
     s.wd.validate();
   }
+  // Neither flag: Megatron-LM asserts; here the run goes on with this command
+  // line's values (what extending --train-iters needs) and says so, naming
+  // both flags.
+  const bool neither = !o.use_checkpoint_opt_param_scheduler && !o.override_opt_param_scheduler;
   note = std::string(o.use_checkpoint_opt_param_scheduler
                          ? "--use-checkpoint-opt_param-scheduler: the checkpoint's schedule "
                            "values are used: "
-                         : "--override-opt_param-scheduler: this command line's schedule values "
-                           "are used: ") +
-         diff.str();
+                     : o.override_opt_param_scheduler
+                         ? "--override-opt_param-scheduler: this command line's schedule values "
+                           "are used: "
+                         : "this command line's schedule values are used: ") +
+         diff.str() +
+         (neither ? " (Megatron-LM stops here unless told: --override-opt_param-scheduler "
+                    "to use the command line's, --use-checkpoint-opt_param-scheduler to keep "
+                    "the checkpoint's)"
+                  : "");
   return s;
 }
 

@@ -9,15 +9,18 @@
 // not with --no-load-optim or --finetune), each value is
 //   --override-opt_param-scheduler:       this command line's,
 //   --use-checkpoint-opt_param-scheduler: the checkpoint's,
-//   neither:                              both, which must agree (Megatron
-//                                         asserts; here a one-line error).
+//   neither:                              this command line's, with a note
+//                                         naming each difference and both
+//                                         flags (Megatron asserts that they
+//                                         agree; here a run extended by a
+//                                         larger --train-iters goes on).
 // The schedule's position is the checkpoint's either way (its iterations
 // that updated; with --override-opt_param-scheduler Megatron resets it to the
 // consumed samples, so fp16's skipped iterations count again). The WSD
 // flags are not in Megatron's record: always this command line's.
 // Megatron keeps the decoupled group's ends in its optimizer state, which
 // silently wins without --override; here they follow the rule above like
-// --lr (a changed --decoupled-lr without either flag is an error, not ignored).
+// --lr (a changed --decoupled-lr is never ignored in silence).
 #pragma once
 #include <string>
 

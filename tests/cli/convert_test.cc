@@ -187,8 +187,8 @@ TEST(ConvertCli, RefusesWhatWouldNotConvertExactlyAndWritesNoTracker) {
     std::function<void(const std::string&)> spoil;
   };
   const std::vector<Case> cases = {
-      {"unknown model_type", "", "model_type 'mistral' is not supported",
-       [](const std::string& hf) { edit_config(hf, "model_type", "mistral"); }},
+      {"unknown model_type", "", "model_type 'phi3' is not supported",
+       [](const std::string& hf) { edit_config(hf, "model_type", "phi3"); }},
       {"rope_scaling", "", "rope_scaling = {\"factor\":8.0,\"type\":\"dynamic\"} is not supported",
        [](const std::string& hf) {
          edit_config(hf, "rope_scaling", {{"type", "dynamic"}, {"factor", 8.0}});

@@ -100,7 +100,7 @@ TEST(MegatronConfigs, TodaysOpenModelsTrainWithOnlyTheirSizesShrunk) {
         " --global-batch-size 4 --train-iters 3 --lr 1e-4 --min-lr 1e-5"
         " --lr-decay-style cosine --lr-warmup-iters 1 --weight-decay 0.1 --clip-grad 1.0"
         " --split 98,2,0 --eval-interval 3 --eval-iters 1 --log-interval 1 --log-json " +
-        log;
+        log + " --save " + log + ".ckpt";
     const std::string cmd = (mc.ranks > 1 ? mpirun(mc.ranks) : megatron()) + " train" + kCommon +
                             mc.flags + script_flags;
     const RunResult r = run(cmd);
