@@ -21,13 +21,13 @@ TEST(SquaredReluCuda, Forward) {
   MT_REQUIRE_GPU();
   for (int64_t n : kSizes) {
     const auto x = test::randn(n, "srelu.cuda.x", 3.f);
-    std::vector<float> want(size_t(n));
+    std::vector<float> want(static_cast<size_t>(n));
     squared_relu_forward(want.data(), x.data(), n);
     OnGpu<float> gx(x), gy(std::vector<float>(size_t(n), NAN));
     squared_relu_forward(gy.get(), gx.get(), n);
     EXPECT_LE(rel_max_err(gy.host(), want), 1e-6) << "n=" << n;
     const auto xb = to_bf16(x);
-    std::vector<uint16_t> want_b(size_t(n));
+    std::vector<uint16_t> want_b(static_cast<size_t>(n));
     squared_relu_forward(want_b.data(), xb.data(), n);
     OnGpu<uint16_t> gxb(xb), gyb(std::vector<uint16_t>(size_t(n), 0x7FC0));
     squared_relu_forward(gyb.get(), gxb.get(), n);
@@ -39,7 +39,7 @@ TEST(SquaredReluCuda, Backward) {
   MT_REQUIRE_GPU();
   for (int64_t n : kSizes) {
     const auto x = test::randn(n, "srelu.cuda.bx", 3.f), dy = test::randn(n, "srelu.cuda.dy");
-    std::vector<float> want(size_t(n));
+    std::vector<float> want(static_cast<size_t>(n));
     squared_relu_backward(want.data(), x.data(), dy.data(), n);
     OnGpu<float> gx(x), gdy(dy), gdx(std::vector<float>(size_t(n), NAN));
     squared_relu_backward(gdx.get(), gx.get(), gdy.get(), n);
