@@ -1,6 +1,7 @@
 // megatron: train | generate | score | preprocess | convert | plan. Every error becomes one line on
 // stderr and a non-zero exit; in a multi-rank job the whole job is aborted so
-// that no rank waits for one that died.
+// that no rank waits for one that died. A command line refused is said once,
+// by rank 0 (every rank parses the same one).
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -11,6 +12,7 @@
 #include "cli/config_file.h"
 #include "cli/unknown_flag.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "comm/mpi_env.h"
 
 int main(int argc, char** argv) {
@@ -34,12 +36,17 @@ int main(int argc, char** argv) {
       "plan", "memory and step time of every TP/PP/DP layout of a model on a cluster (no ranks)");
   commands[plan] = mt::add_plan_command(*plan);
   std::vector<std::string> args;  // as given, --config files expanded
+  // Every rank parses the same command line: its refusal is said by rank 0.
+  FILE* const err = mt::launcher_rank() == 0 ? stderr : nullptr;
+  const auto say = [err](const std::string& line) {
+    if (err != nullptr) std::fprintf(err, "error: %s\n", line.c_str());
+  };
   try {
     args = mt::expand_config_args(argc, argv, app);
     std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them last-first
     app.parse(std::move(reversed));
   } catch (const mt::Error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
+    say(e.what());
     return 2;
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);
@@ -61,10 +68,10 @@ int main(int argc, char** argv) {
       return a.rfind("--", 0) == 0 && std::find(unknown.begin(), unknown.end(), a) != unknown.end();
     });
     if (extras && parsed != &app && flag != args.end()) {
-      std::fprintf(stderr, "error: %s\n", mt::unknown_flag_message(*flag, *parsed).c_str());
+      say(mt::unknown_flag_message(*flag, *parsed));
       return 2;
     }
-    std::fprintf(stderr, "error: %s; see `megatron%s --help`\n", what.c_str(), sub.c_str());
+    say(what + "; see `megatron" + sub + " --help`");
     return 2;
   }
   try {

@@ -172,6 +172,10 @@ Command add_train_command(CLI::App& app) {
                   "and grows by INCR every SAMPLES / ((--global-batch-size - START) / INCR) "
                   "consumed samples (Megatron-LM's ramp-up)")
       ->expected(3);
+  run->add_option("--step-batch-size-schedule", a->step_batch_size_schedule,
+                  "\"THRESHOLD:BS ...\" instead of --global-batch-size: the global batch from "
+                  "each threshold of consumed tokens on (K, M, B, T suffixes; Megatron-LM's "
+                  "step schedule, e.g. \"0:16 2.4B:320\")");
   run->add_option("--seed", a->seed, "seed of init, dropout and data order");
   run->add_option("--device", a->device,
                   "cpu (default) or cuda: where parameters, gradients, optimizer state and "

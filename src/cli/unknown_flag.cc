@@ -60,9 +60,6 @@ std::string unknown_flag_message(const std::string& flag, const CLI::App& comman
     return name + ": rounding the global batch down is not built (each batch, ramp-up included, "
                   "must divide by micro-batch x DP); fix: a --global-batch-size (and "
                   "--rampup-batch-size) that divides";
-  if (name == "--step-batch-size-schedule")
-    return name + ": Megatron-LM's newer step schedule is not built; fix: --rampup-batch-size "
-                  "START INCR SAMPLES (its former ramp-up)";
   std::vector<std::string> flags;
   long_flags(command, &flags);
   std::string best;

@@ -24,6 +24,12 @@ bool is_user_terminal(int fd) {
   return true;
 }
 
+int launcher_rank() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
+    if (const char* v = std::getenv(var); v != nullptr && *v != '\0') return std::atoi(v);
+  return 0;
+}
+
 void log_line(bool enabled, const char* fmt, ...) {
   if (!enabled) return;
   va_list ap;

@@ -29,6 +29,11 @@ class Timer {
 // singleton's MPI_Init). A redirected or launched run logs plain text.
 bool is_user_terminal(int fd);
 
+// This process's rank as its launcher set it (mpirun, PMIx, Slurm), before
+// MPI is up; 0 without a launcher. For what is said before MPI starts (the
+// command line's errors): once, by rank 0, not once per rank.
+int launcher_rank();
+
 // printf to stdout and flush, if enabled.
 void log_line(bool enabled, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 

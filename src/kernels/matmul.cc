@@ -504,6 +504,16 @@ void grouped_linear_forward(WriteView out, ReadView inp, ReadView weight, int64_
   s.batch_stride_b = weight_stride;
   s.batch_stride_c = rows * out_features;
   s.math = cm.math;
+  if (out.bf16 != nullptr && groups > 1) {
+    // A bf16 output (--bf16's saved activations) is written by oneDNN only
+    // one dense product at a time: a product per group.
+    s.batch = 1;
+    for (int64_t g = 0; g < groups; ++g) {
+      const ReadView a = inp.at(g * rows * in), b = weight.at(g * weight_stride);
+      matmul(out.at(g * rows * out_features), a.f32, b.f32, nullptr, s, b.bf16, a.bf16);
+    }
+    return;
+  }
   matmul(out, inp.f32, weight.f32, nullptr, s, weight.bf16, inp.bf16);
 }
 

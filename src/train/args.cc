@@ -20,7 +20,7 @@ LrSchedule TrainArgs::lr_schedule() const {
   s.max_lr = lr;
   s.min_lr = min_lr;
   if (train_samples > 0) {  // Megatron's samples, in iterations of the global batch
-    const double g = double(global_batch_size);
+    const double g = double(lr_batch());
     s.decay_iters = double(lr_decay_samples > 0 ? lr_decay_samples : train_samples) / g;
     s.warmup_iters = double(lr_warmup_samples) / g;
     s.wsd_decay_iters = double(lr_wsd_decay_samples) / g;
@@ -358,6 +358,15 @@ void TrainArgs::validate(int world_size) {
            2 * cp * tp);
 
   const int64_t per_step = checked_mul(micro_batch_size, dp_size, "--micro-batch-size x DP");
+  if (!step_batch_size_schedule.empty()) {
+    MT_CHECK(global_batch_size == 0, "--step-batch-size-schedule with --global-batch-size ",
+             global_batch_size, ": Megatron-LM refuses both (\"Cannot specify both\"); fix: "
+             "leave out --global-batch-size (the schedule's batches are the global batches)");
+    MT_CHECK(rampup_batch_size.empty(), "--step-batch-size-schedule with --rampup-batch-size: "
+             "two batch schedules; fix: give one (--step-batch-size-schedule replaces the ramp-up)");
+    for (const BatchStep& st : batch_schedule().steps)
+      global_batch_size = std::max(global_batch_size, st.batch);
+  }
   if (global_batch_size == 0) global_batch_size = per_step;
   if (train_samples > 0) {  // Megatron's update_train_iters
     batch_schedule().validate();

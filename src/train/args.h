@@ -96,6 +96,11 @@ struct TrainArgs {
   // Megatron's --rampup-batch-size START INCR SAMPLES (train/batch_rampup.h;
   // empty: a constant global batch). Sample-based runs only.
   std::vector<int64_t> rampup_batch_size;
+  // Megatron's --step-batch-size-schedule "THRESHOLD:BS ..." (thresholds in
+  // tokens; train/batch_rampup.h; empty: none). Without --global-batch-size,
+  // which then becomes the largest batch of the schedule (what memory is
+  // planned for).
+  std::string step_batch_size_schedule;
   uint64_t seed = 1234;
 
   // Learning rate.
@@ -187,7 +192,13 @@ struct TrainArgs {
   // After any ramp-up (the most an iteration runs: what memory is planned for).
   int64_t num_micro_batches() const { return global_batch_size / (micro_batch_size * dp_size); }
   BatchSchedule batch_schedule() const {
-    return {global_batch_size, micro_batch_size, dp_size, parse_rampup(rampup_batch_size)};
+    return {global_batch_size, micro_batch_size, dp_size, parse_rampup(rampup_batch_size),
+            parse_step_schedule(step_batch_size_schedule, model.seq_length)};
+  }
+  // The samples of one iteration in the LR schedule's lengths: Megatron's
+  // args.global_batch_size, which a step schedule leaves at micro-batch x DP.
+  int64_t lr_batch() const {
+    return step_batch_size_schedule.empty() ? global_batch_size : micro_batch_size * dp_size;
   }
   void validate_batch_rampup() const;  // part of validate (train/batch_rampup.cc)
   // Model chunks per pipeline rank (Megatron's virtual pipeline size).

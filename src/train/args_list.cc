@@ -63,6 +63,7 @@ ArgList argument_list(const TrainArgs& a) {
   b.add("--data-args-path", a.data_args_path);
   b.add("--per-split-data-args-path", a.per_split_data_args_path);
   b.add("--rampup-batch-size", words_text(ints_text(a.rampup_batch_size)));
+  b.add("--step-batch-size-schedule", a.step_batch_size_schedule);
   b.add("--recompute-activations", a.recompute_activations);
   b.add("--recompute-granularity", a.recompute_granularity);
   b.add("--recompute-method", a.recompute_method);

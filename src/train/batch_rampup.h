@@ -6,8 +6,13 @@
 // START and grows by INCR each SAMPLES / ((GLOBAL - START) / INCR) consumed
 // samples (a float), reaching --global-batch-size once more than SAMPLES are
 // consumed. The iteration's micro-batches per DP rank follow it.
+// Or Megatron-LM's newer --step-batch-size-schedule "THRESHOLD:BS ..."
+// (StepBatchsizeNumMicroBatchesCalculator): the batch of the last threshold
+// reached, thresholds in tokens (K, M, B, T suffixes) turned into samples by
+// the sequence length.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace mt {
@@ -17,11 +22,21 @@ struct BatchRampup {
   bool on() const { return start > 0; }
 };
 
+struct BatchStep {
+  int64_t samples = 0;  // from this many consumed samples on
+  int64_t batch = 0;    // this global batch
+};
+
 struct BatchSchedule {
   int64_t global_batch = 1;  // after the ramp (--global-batch-size)
   int64_t micro_batch = 1;
   int64_t dp = 1;
   BatchRampup rampup;
+  std::vector<BatchStep> steps;  // --step-batch-size-schedule (empty: none)
+
+  bool varies() const { return rampup.on() || !steps.empty(); }
+  // The most consumed samples at which the batch may still change.
+  int64_t last_change() const;
 
   // Megatron's get_current_global_batch_size after `consumed_samples`.
   int64_t global_batch_at(int64_t consumed_samples) const;
@@ -44,5 +59,11 @@ struct BatchSchedule {
 // The values of --rampup-batch-size (empty: not given) as a BatchRampup;
 // throws, naming the flag, unless there are three.
 BatchRampup parse_rampup(const std::vector<int64_t>& values);
+
+// --step-batch-size-schedule's string (empty: none) as steps in samples, as
+// Megatron's _parse_schedule (commas as spaces, sorted by threshold) and
+// _validate_schedule (first threshold 0, thresholds increasing, batches > 0);
+// throws naming the entry.
+std::vector<BatchStep> parse_step_schedule(const std::string& schedule, int64_t seq_length);
 
 }  // namespace mt

@@ -17,6 +17,8 @@ std::string words(const nlohmann::json& v) {
 nlohmann::json training_options_record(const TrainArgs& args) {
   nlohmann::json r = nlohmann::json::object();
   if (!args.rampup_batch_size.empty()) r["rampup_batch_size"] = args.rampup_batch_size;
+  if (!args.step_batch_size_schedule.empty())
+    r["step_batch_size_schedule"] = args.step_batch_size_schedule;
   return r;
 }
 
@@ -24,10 +26,11 @@ void check_training_options_on_resume(const nlohmann::json& saved_args, const Tr
                                       const std::string& load_dir) {
   const nlohmann::json saved = saved_args.value("training", nlohmann::json::object());
   const nlohmann::json mine = training_options_record(args);
-  for (const char* key : {"rampup_batch_size"}) {
+  for (const char* key : {"rampup_batch_size", "step_batch_size_schedule"}) {
     const nlohmann::json a = saved.value(key, nlohmann::json()), b = mine.value(key, nlohmann::json());
     if (a == b) continue;
-    std::string flag = "--" + std::string(key);
+    std::string flag = "--";  // (appended: GCC 12's false -Wrestrict on "--" + key)
+    flag += key;
     for (char& c : flag) c = c == '_' ? '-' : c;
     MT_FAIL("--load ", load_dir, " was trained ",
             a.is_null() ? "without " + flag : "with " + flag + " " + words(a), ", this run ",

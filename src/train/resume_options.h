@@ -1,6 +1,7 @@
 // The training options a checkpoint records beyond the model and tokenizer
 // (meta.json's args.training): those that change what an iteration computes
-// — --rampup-batch-size (each iteration's batch and samples). A resume with
+// — --rampup-batch-size and --step-batch-size-schedule (each iteration's
+// batch and samples). A resume with
 // other values is refused, naming the flag and both values; a checkpoint
 // without the record was saved without them.
 #pragma once

@@ -87,6 +87,13 @@ nlohmann::json resolve_tokenizer(TrainArgs& args, int64_t loaded_iteration, bool
                  : adopt_tokenizer_record(saved, iter);
     }
   }
+  // Megatron-LM's older GPT scripts (examples/gpt3/train_gpt3_175b_distributed.sh)
+  // pass GPT-2's vocab and merges without --tokenizer-type: a merge file is
+  // only GPT-2 BPE's.
+  if (args.tokenizer_type.empty() && !args.merge_file.empty()) {
+    args.tokenizer_type = "GPT2BPETokenizer";
+    log_line(rank0, "note: --merge-file without --tokenizer-type: GPT2BPETokenizer\n");
+  }
   if (args.tokenizer_type.empty()) args.tokenizer_type = "char";
   TokenizerOptions o;
   o.type = args.tokenizer_type;
@@ -366,6 +373,14 @@ Trainer setup_model_and_optimizer(const TrainArgs& args, const nlohmann::json& r
                         t.batches.rampup.increment),
              static_cast<long long>(t.batches.rampup.samples),
              static_cast<long long>(args.global_batch_size));
+  if (!t.batches.steps.empty()) {
+    std::string steps;
+    for (const BatchStep& st : t.batches.steps)
+      steps += (steps.empty() ? "" : ", ") + std::to_string(st.batch) + " from sample " +
+               std::to_string(st.samples);
+    log_line(rank0, "batch schedule (--step-batch-size-schedule): global batch %s\n",
+             steps.c_str());
+  }
 
   load_checkpoint_or_initialize(t, run_args, resume);
   resume_schedule(t, resume);
@@ -580,8 +595,8 @@ bool train(Trainer& t) {
     // As Megatron, the schedule advances only on iterations that updated
     // (with a ramp-up it counts their samples).
     const StepRates rates = t.schedule.at(
-        t.batches.rampup.on() ? double(state.consumed_samples - state.skipped_samples) /
-                                    double(args.global_batch_size)
+        t.batches.varies() ? double(state.consumed_samples - state.skipped_samples) /
+                                 double(args.lr_batch())
                               : double(it - 1 - state.skipped_iterations));
     t.profiler->before_iteration(state.iteration);
     if (Timeline* tl = t.ps.timeline()) tl->set_iteration(it);

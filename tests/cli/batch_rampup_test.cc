@@ -113,8 +113,8 @@ TEST_F(BatchRampup, WhatMegatronRefusesIsRefused) {
       {"two values", train(s + " --rampup-batch-size 2 2"), "--rampup-batch-size"},
       {"decrease", train(s + " --decrease-batch-size-if-needed"),
        "--decrease-batch-size-if-needed: rounding the global batch down is not built"},
-      {"step schedule", train(s + " --step-batch-size-schedule 0:8"),
-       "--step-batch-size-schedule: Megatron-LM's newer step schedule is not built"},
+      {"step schedule and global batch", train(s + " --step-batch-size-schedule 0:8"),
+       "--step-batch-size-schedule with --global-batch-size 8: Megatron-LM refuses both"},
   };
   for (const BadInputCase& c : cases) expect_fails(c);
 }
