@@ -125,6 +125,11 @@ Command add_train_command(CLI::App& app) {
                   "layers on the first pipeline stage (default: even split)");
   par->add_option("--decoder-last-pipeline-num-layers", a->decoder_last_pipeline_num_layers,
                   "layers on the last pipeline stage, which also runs the output layer");
+  par->add_flag("--account-for-embedding-in-pipeline-split",
+                a->account_for_embedding_in_pipeline_split,
+                "count the embedding as a layer of the first stage when PP splits the layers");
+  par->add_flag("--account-for-loss-in-pipeline-split", a->account_for_loss_in_pipeline_split,
+                "count the loss as a layer of the last stage when PP splits the layers");
   par->add_flag("--sequence-parallel", a->sequence_parallel,
                 "shard LayerNorm, dropout and residuals along the sequence over TP");
   par->add_flag("--overlap-grad-reduce", a->overlap_grad_reduce,

@@ -294,8 +294,37 @@ void TrainArgs::validate_moe(int world_size) const {
            "--disable-bias-linear, or drop --moe-grouped-gemm");
 }
 
+// Megatron core's get_num_layers_to_build: (L + embedding + loss) / PP
+// layers per stage, the first (last) stage holding one fewer for the
+// embedding (loss). Layers only move between stages: the numbers stay.
+void TrainArgs::account_in_pipeline_split() {
+  const bool emb = account_for_embedding_in_pipeline_split;
+  const bool loss = account_for_loss_in_pipeline_split;
+  const int64_t pp = pipeline_model_parallel_size;
+  if ((!emb && !loss) || pipeline_split_accounted) return;
+  const int64_t total = model.num_layers + (emb ? 1 : 0) + (loss ? 1 : 0);
+  MT_CHECK(total % pp == 0, "--num-layers ", model.num_layers, emb ? " + 1 (embedding)" : "",
+           loss ? " + 1 (loss)" : "", " = ", total, " is not divisible by "
+           "--pipeline-model-parallel-size ", pp, " (as Megatron-LM refuses); fix: a layer "
+           "count that makes it divide");
+  if (pp == 1) return;
+  MT_CHECK(decoder_first_pipeline_num_layers == 0 && decoder_last_pipeline_num_layers == 0 &&
+               num_layers_per_virtual_pipeline_stage == 0,
+           "--account-for-", emb ? "embedding" : "loss", "-in-pipeline-split with "
+           "--decoder-first/last-pipeline-num-layers or virtual stages is not built; fix: give "
+           "one way of splitting the layers");
+  const int64_t per = total / pp;
+  MT_CHECK(per - (emb ? 1 : 0) > 0 && per - (loss ? 1 : 0) > 0, "--account-for-*-in-pipeline-"
+           "split leaves a pipeline stage without layers (", total, " / PP ", pp,
+           " = ", per, " per stage); fix: more layers or a smaller PP");
+  decoder_first_pipeline_num_layers = per - (emb ? 1 : 0);
+  decoder_last_pipeline_num_layers = per - (loss ? 1 : 0);
+  pipeline_split_accounted = true;
+}
+
 void TrainArgs::validate(int world_size) {
   check_flag_ranges();
+  account_in_pipeline_split();
   check_iterations_or_samples();
   validate_run_checks(checks, !save.empty());
   const int64_t tp = tensor_model_parallel_size, pp = pipeline_model_parallel_size;

@@ -37,6 +37,12 @@ struct TrainArgs {
   int64_t num_layers_per_virtual_pipeline_stage = 0;  // 0: no interleaving
   int64_t decoder_first_pipeline_num_layers = 0;  // 0: even split
   int64_t decoder_last_pipeline_num_layers = 0;
+  // Megatron's --account-for-embedding/loss-in-pipeline-split: the embedding
+  // (loss) counts as a layer of the first (last) stage when PP splits the
+  // layers; set as decoder_first/last_pipeline_num_layers by validate.
+  bool account_for_embedding_in_pipeline_split = false;
+  bool account_for_loss_in_pipeline_split = false;
+  bool pipeline_split_accounted = false;  // validate set them
   bool overlap_grad_reduce = false;
   int64_t ddp_bucket_size = 0;  // elements; 0 → 1M (measured best here; Megatron: max(40M, 1M·DP))
   bool log_parallel_layout = false;
@@ -200,7 +206,8 @@ struct TrainArgs {
   int64_t lr_batch() const {
     return step_batch_size_schedule.empty() ? global_batch_size : micro_batch_size * dp_size;
   }
-  void validate_batch_rampup() const;  // part of validate (train/batch_rampup.cc)
+  void validate_batch_rampup() const;
+  void account_in_pipeline_split();  // part of validate  // part of validate (train/batch_rampup.cc)
   // Model chunks per pipeline rank (Megatron's virtual pipeline size).
   int64_t virtual_stages() const {
     return num_layers_per_virtual_pipeline_stage > 0

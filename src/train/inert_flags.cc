@@ -35,6 +35,8 @@ const std::vector<InertFlag>& inert_megatron_flags() {
        "PyTorch distributed checkpoint"},
       {"--no-load-rng", {}, "PyTorch RNG state (this build's random numbers are counter-based)"},
       {"--no-save-rng", {}, "PyTorch RNG state (this build's random numbers are counter-based)"},
+      {"--distribute-saved-activations", {}, "where recomputed layers' inputs are kept "
+       "(split over TP on the GPU; the numbers are the same)"},
       // Memory and data-loader mechanics of PyTorch.
       {"--use-cpu-initialization", {}, "where PyTorch initializes (here always on the host)"},
       {"--manual-gc", {}, "Python's garbage collector"},
@@ -50,6 +52,8 @@ const std::vector<InertFlag>& inert_megatron_flags() {
       {"--calculate-per-token-loss", {}, "the loss's normalization (every token counts here, so "
        "the per-token loss equals the micro-batch average)"},
       // Tokenizer options of other models.
+      {"--tiktoken-pattern", {"v1", "v2"}, "TikTokenizer's split pattern (other tokenizers "
+       "ignore it, as in Megatron-LM)"},
       {"--vocab-extra-ids", {"*"}, "T5's span-masking tokens (Megatron-LM's GPT tokenizers add "
        "none)"},
   };

@@ -40,6 +40,55 @@ TEST_F(MegatronFlags, KernelAndBackendChoicesAreAcceptedInOneNoteWithTheSameLoss
   for (const auto& [it, j] : a.train) EXPECT_EQ(j.at("loss"), b.train.at(it).at("loss")) << it;
 }
 
+// Issue 39's list, each flag alone added to one small run of 1 iteration:
+// accepted, and named in the one start-up note of flags without effect here.
+TEST_F(MegatronFlags, EachListedFlagAloneIsAcceptedAndNamedInTheNote) {
+  const char* inert[] = {
+      "--use-mcore-models", "--attention-backend flash", "--use-flash-attn",
+      "--transformer-impl local", "--no-masked-softmax-fusion", "--no-bias-gelu-fusion",
+      "--no-bias-swiglu-fusion", "--no-bias-dropout-fusion", "--no-rope-fusion",
+      "--cross-entropy-loss-fusion", "--no-gradient-accumulation-fusion",
+      "--no-persist-layer-norm", "--tp-comm-overlap", "--overlap-p2p-communication",
+      "--defer-embedding-wgrad-compute", "--num-distributed-optimizer-instances 1",
+      "--num-workers 1", "--no-mmap-bin-files", "--no-create-attention-mask-in-dataloader",
+      "--tiktoken-pattern v2", "--distribute-saved-activations", "--use-cpu-initialization",
+      "--manual-gc", "--manual-gc-interval 5", "--empty-unused-memory-level 2", "--no-save-rng",
+      "--no-load-rng", "--ckpt-format torch_dist", "--ckpt-format torch",
+      "--ckpt-format fsdp_dtensor", "--use-dist-ckpt", "--ckpt-fully-parallel-save",
+      "--ckpt-fully-parallel-load", "--ckpt-assume-constant-structure",
+      "--dist-ckpt-strictness assume_ok_unexpected"};
+  for (const char* flag : inert) {
+    const RunResult r = run(megatron() + train(std::string(" --train-iters 1 --lr-warmup-iters 0 ") + flag));
+    EXPECT_EQ(r.exit_code, 0) << flag << "\n" << r.output;
+    const size_t note = r.output.find("note: accepted without effect here: ");
+    ASSERT_NE(note, std::string::npos) << flag << "\n" << r.output;
+    const std::string line = r.output.substr(note, r.output.find('\n', note) - note);
+    EXPECT_NE(line.find(flag), std::string::npos) << flag << "\n" << line;
+  }
+  // Layers moved between stages, not a note: accepted at PP 1 (nothing to split).
+  for (const char* flag : {"--account-for-embedding-in-pipeline-split",
+                           "--account-for-loss-in-pipeline-split"}) {
+    const RunResult r = run(megatron() + train(std::string(" --train-iters 1 --lr-warmup-iters 0 ") + flag));
+    EXPECT_EQ(r.exit_code, 0) << flag << "\n" << r.output;
+  }
+}
+
+// As Megatron-LM: the embedding and the loss count as layers of the first
+// and last stage, (L + 2) / PP per stage; a count PP does not divide is refused.
+TEST_F(MegatronFlags, AccountingTheEmbeddingAndLossMovesLayersBetweenStages) {
+  const std::string both = " --train-iters 1 --lr-warmup-iters 0 --num-layers 4"
+                           " --pipeline-model-parallel-size 2 --log-parallel-layout"
+                           " --account-for-embedding-in-pipeline-split"
+                           " --account-for-loss-in-pipeline-split";
+  // 4 + 2 = 6 over PP 2: 3 per stage, the first and last holding 2 layers each.
+  const RunResult r = run(mpirun(2) + train(both));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  expect_fails({"embedding only", train(" --pipeline-model-parallel-size 2"
+                                         " --account-for-embedding-in-pipeline-split"),
+                "--num-layers 2 + 1 (embedding) = 3 is not divisible by "
+                "--pipeline-model-parallel-size 2"});
+}
+
 TEST_F(MegatronFlags, ValuesMegatronRefusesAndFlagsNotBuiltAreRefusedByName) {
   const BadInputCase cases[] = {
       {"backend", train(" --attention-backend flash2"), "--attention-backend flash2 is not one of "
