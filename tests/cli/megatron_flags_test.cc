@@ -74,19 +74,24 @@ TEST_F(MegatronFlags, EachListedFlagAloneIsAcceptedAndNamedInTheNote) {
 }
 
 // As Megatron-LM: the embedding and the loss count as layers of the first
-// and last stage, (L + 2) / PP per stage; a count PP does not divide is refused.
+// and last stage, (L + 1 + 1) / PP per stage; a count PP does not divide is
+// refused. 3 layers do not split over PP 2; 3 + 1 (loss) do: 2 on the first
+// stage, 1 beside the loss.
 TEST_F(MegatronFlags, AccountingTheEmbeddingAndLossMovesLayersBetweenStages) {
-  const std::string both = " --train-iters 1 --lr-warmup-iters 0 --num-layers 4"
-                           " --pipeline-model-parallel-size 2 --log-parallel-layout"
-                           " --account-for-embedding-in-pipeline-split"
-                           " --account-for-loss-in-pipeline-split";
-  // 4 + 2 = 6 over PP 2: 3 per stage, the first and last holding 2 layers each.
-  const RunResult r = run(mpirun(2) + train(both));
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  expect_fails({"embedding only", train(" --pipeline-model-parallel-size 2"
-                                         " --account-for-embedding-in-pipeline-split"),
-                "--num-layers 2 + 1 (embedding) = 3 is not divisible by "
-                "--pipeline-model-parallel-size 2"});
+  const std::string pp2 = " --train-iters 1 --lr-warmup-iters 0 --num-layers 3"
+                          " --pipeline-model-parallel-size 2";
+  const RunResult plain = run(mpirun(2) + train(pp2));
+  EXPECT_NE(plain.exit_code, 0);
+  EXPECT_NE(plain.output.find("--num-layers 3 is not divisible by --pipeline-model-parallel-size 2"),
+            std::string::npos) << plain.output;
+  const RunResult loss = run(mpirun(2) + train(pp2 + " --account-for-loss-in-pipeline-split"));
+  EXPECT_EQ(loss.exit_code, 0) << loss.output;
+  const RunResult both = run(mpirun(2) + train(pp2 + " --account-for-loss-in-pipeline-split"
+                                               " --account-for-embedding-in-pipeline-split"));
+  EXPECT_NE(both.exit_code, 0);
+  EXPECT_NE(both.output.find("--num-layers 3 + 1 (embedding) + 1 (loss) = 5 is not divisible by "
+                             "--pipeline-model-parallel-size 2"),
+            std::string::npos) << both.output;
 }
 
 TEST_F(MegatronFlags, ValuesMegatronRefusesAndFlagsNotBuiltAreRefusedByName) {
