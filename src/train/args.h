@@ -206,8 +206,8 @@ struct TrainArgs {
   int64_t lr_batch() const {
     return step_batch_size_schedule.empty() ? global_batch_size : micro_batch_size * dp_size;
   }
-  void validate_batch_rampup() const;
-  void account_in_pipeline_split();  // part of validate  // part of validate (train/batch_rampup.cc)
+  void validate_batch_rampup() const;  // part of validate (train/batch_rampup.cc)
+  void account_in_pipeline_split();  // part of validate
   // Model chunks per pipeline rank (Megatron's virtual pipeline size).
   int64_t virtual_stages() const {
     return num_layers_per_virtual_pipeline_stage > 0
