@@ -378,7 +378,11 @@ class Evaluator {
         out.insert(out.end(), b.arr->begin(), b.arr->end());
         return Value::array(std::move(out));
       }
-      if (a.is_string() || b.is_string()) return Value::string(a.str() + b.str());
+      // A string and a number concatenate (as the reference); a string and a
+      // list or mapping is Python's TypeError (the reference would paste
+      // JavaScript's Array.toString() into the prompt).
+      const bool containers = a.is_array() || b.is_array() || a.has_attributes() || b.has_attributes();
+      if ((a.is_string() || b.is_string()) && !containers) return Value::string(a.str() + b.str());
     }
     if (op == "*" && (a.is_string() || b.is_string()) && (a.kind == Kind::kInt || b.kind == Kind::kInt)) {
       const Value& text = a.is_string() ? a : b;

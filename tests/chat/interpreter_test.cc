@@ -200,6 +200,9 @@ TEST(ChatInterpreter, RunTimeErrorsNameTheLine) {
   EXPECT_EQ(error_of("{% set x.a = 1 %}", {{"x", 1}}),
             "chat template: cannot set 'x.a': 'x' is not a namespace() at line 1");
   EXPECT_EQ(error_of("{{ 1 // 0 }}"), "chat template: division by zero at line 1");
+  // Python's TypeError, not JavaScript's Array.toString() pasted into a prompt.
+  EXPECT_EQ(error_of("{{ '[INST] ' + parts }}", {{"parts", {{{"type", "text"}}}}}),
+            "chat template: cannot apply '+' to a string and a list at line 1");
 }
 
 TEST(ChatTemplateConfig, LoadsStringOrNamedTemplatesAndSpecialTokens) {
