@@ -176,6 +176,14 @@ class Parser {
       expect_close();
       s->body = block({"endmacro"});
       end_tag("endmacro", "macro", line);
+    } else if (name == "generation") {  // transformers' marker of the assistant's tokens: its body as it is
+      next();
+      expect_close();
+      s->kind = StmtKind::kIf;
+      s->expr = make(ExprKind::kLiteral, line);
+      s->expr->value = Value::boolean(true);
+      s->body = block({"endgeneration"});
+      end_tag("endgeneration", "generation", line);
     } else if (name == "break" || name == "continue") {
       next();
       if (loop_depth_ == 0) template_fail("'{% " + name + " %}' outside a loop", line);

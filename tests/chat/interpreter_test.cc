@@ -151,6 +151,17 @@ TEST(ChatInterpreter, StringAndMappingMethods) {
             "1 no [\"a\"] [1] [[\"a\", 1]]");
 }
 
+TEST(ChatInterpreter, GenerationBlockRendersItsBody) {
+  EXPECT_EQ(render("a{% generation %}b{{ 1 }}{% endgeneration %}c"), "ab1c");
+  EXPECT_EQ(render("a {%- generation -%} b {%- endgeneration %}c"), "abc");
+}
+
+TEST(ChatInterpreter, StripBeforeATagStopsAtAComment) {
+  // {%- strips the text right before it; a comment in between keeps it (as the reference).
+  EXPECT_EQ(render("x \n{# c #}\n{%- if true %}y{% endif %}"), "x \ny");
+  EXPECT_EQ(render("x \n{%- if true %}y{% endif %}"), "xy");
+}
+
 TEST(ChatInterpreter, MacrosAndGlobals) {
   EXPECT_EQ(render("{% macro greet(name, punct='!') %}hi {{ name }}{{ punct }}{% endmacro %}{{ greet('a') }} "
                    "{{ greet('b', punct='?') }}"),
