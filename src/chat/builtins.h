@@ -3,6 +3,7 @@
 // reference being @huggingface/jinja). The parser refuses any other name.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "chat/value.h"
 
@@ -13,6 +14,9 @@ bool is_known_test(const std::string& name);
 bool is_known_method(const std::string& name);  // string, mapping and list methods
 bool is_known_global(const std::string& name);  // raise_exception, strftime_now, namespace, range
 
+// Refuses (at load) a keyword argument the filter does not take, rather
+// than ignoring it and rendering something other than asked.
+void check_filter_kwargs(const std::string& name, const std::vector<std::string>& keys, int line);
 // value | name(args, kwargs). Throws TemplateError at `line` on a bad operand.
 Value apply_filter(const std::string& name, const Value& operand, const Array& args, const KwArgs& kwargs, int line);
 // value is name(args).

@@ -1,6 +1,8 @@
 // The filters (`value | name(args)`).
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <set>
 
 #include "chat/builtins.h"
 #include "chat/error.h"
@@ -69,7 +71,23 @@ Value indent(const Value& v, const Array& args, const KwArgs& kwargs, int line) 
 
 }  // namespace
 
+void check_filter_kwargs(const std::string& name, const std::vector<std::string>& keys, int line) {
+  static const std::map<std::string, std::set<std::string>> allowed = {
+      {"default", {"default_value", "boolean"}}, {"d", {"default_value", "boolean"}},
+      {"tojson", {"indent", "ensure_ascii"}},    {"join", {"d"}},
+      {"map", {"attribute", "default"}},         {"indent", {"width", "first", "blank"}},
+      {"int", {"default"}},                      {"float", {"default"}},
+      {"replace", {"count"}}};
+  const auto it = allowed.find(name);
+  for (const std::string& key : keys)
+    if (it == allowed.end() || !it->second.count(key))
+      template_fail("unsupported argument '" + key + "' of filter '" + name + "'", line);
+}
+
 Value apply_filter(const std::string& name, const Value& v, const Array& args, const KwArgs& kwargs, int line) {
+  for (const auto& [key, value] : kwargs)
+    if (key == "ensure_ascii" && value.truthy())
+      template_fail("unsupported argument 'ensure_ascii=true' of filter 'tojson'", line);
   if (name == "safe") return v;
   if (name == "default" || name == "d") {
     const bool boolean = param(args, kwargs, 1, "boolean", Value::boolean(false)).truthy();

@@ -341,6 +341,9 @@ class Parser {
         if (!is_known_filter(f->name)) template_fail("unsupported filter '" + f->name + "'", line);
         f->object = std::move(e);
         if (is_op("(")) call_args(*f);
+        std::vector<std::string> keys;
+        for (const auto& kw : f->kwargs) keys.push_back(kw.first);
+        check_filter_kwargs(f->name, keys, line);
         e = postfix(std::move(f));
       } else if (is_name("is")) {
         const int line = next().line;

@@ -190,6 +190,10 @@ TEST(ChatInterpreter, UnknownConstructsAreRefusedAtLoadWithTheirLine) {
   EXPECT_EQ(error_of("\n{{ 'a'.zfill(3) }}"), "chat template: unsupported method 'zfill' at line 2");
   EXPECT_EQ(error_of("{{ cycler(1) }}"), "chat template: unsupported function 'cycler' at line 1");
   EXPECT_EQ(error_of("x\n{% include 'other.j2' %}"), "chat template: unsupported statement '{% include %}' at line 2");
+  EXPECT_EQ(error_of("{% if false %}{{ x | tojson(sort_keys=true) }}{% endif %}"),
+            "chat template: unsupported argument 'sort_keys' of filter 'tojson' at line 1");
+  EXPECT_EQ(error_of("{{ x | join(attribute='a') }}", {{"x", {1}}}),
+            "chat template: unsupported argument 'attribute' of filter 'join' at line 1");
   // Refused at load: not even a render with the filter out of the path passes.
   EXPECT_THROW(ChatTemplate("{% if false %}{{ x | xyz }}{% endif %}", "", ""), TemplateError);
 }
