@@ -83,7 +83,8 @@ nlohmann::ordered_json flatten_text_parts(const nlohmann::ordered_json& messages
       const std::string type = part.is_object() && part.contains("type") ? part["type"].get<std::string>() : "?";
       if (type != "text" || !part.contains("text") || !part["text"].is_string())
         throw TemplateError("chat template: content part of type '" + type + "' cannot be flattened to text", 0);
-      text += (first ? "" : "\n") + part["text"].get<std::string>();
+      if (!first) text += '\n';
+      text += part["text"].get<std::string>();
       first = false;
     }
     m["content"] = text;

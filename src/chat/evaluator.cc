@@ -25,6 +25,11 @@ struct Scope {
 
 enum class Flow { kNormal, kBreak, kContinue };
 
+// Bounds on what a template can ask for (it comes from a checkpoint's files).
+constexpr int kMaxMacroDepth = 64;
+constexpr int64_t kMaxRange = 1 << 20;         // items of range()
+constexpr size_t kMaxRepeat = size_t{1} << 26;  // bytes of 'text' * n
+
 // Python's slice indices over n items.
 std::vector<size_t> slice_indices(int64_t n, const Value& start, const Value& stop, const Value& step, int line) {
   auto as_int = [&](const Value& v, const char* what) -> std::optional<int64_t> {
@@ -90,6 +95,9 @@ class Evaluator {
       const int64_t start = args.size() > 1 ? args[0].i : 0, stop = args.size() > 1 ? args[1].i : args[0].i;
       const int64_t step = args.size() > 2 ? args[2].i : 1;
       if (step == 0) template_fail("range() step cannot be zero", line);
+      const double count = (static_cast<double>(stop) - static_cast<double>(start)) / static_cast<double>(step);
+      if (count > static_cast<double>(kMaxRange))
+        template_fail("range() of more than " + std::to_string(kMaxRange) + " items", line);
       Array out;
       for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step) out.push_back(Value::integer(k));
       return Value::array(std::move(out));
@@ -205,6 +213,13 @@ class Evaluator {
       if (args.size() > macro->params.size())
         template_fail("macro '" + macro->text + "' takes " + std::to_string(macro->params.size()) + " arguments, got " +
                           std::to_string(args.size()), line);
+      if (macro_depth_ >= kMaxMacroDepth)
+        template_fail("macro '" + macro->text + "' calls nested deeper than " + std::to_string(kMaxMacroDepth), line);
+      ++macro_depth_;
+      struct Leave {
+        int& depth;
+        ~Leave() { --depth; }
+      } leave{macro_depth_};
       Scope call;
       call.parent = root_scope_;
       for (size_t k = 0; k < macro->params.size(); ++k) {
@@ -386,8 +401,11 @@ class Evaluator {
     }
     if (op == "*" && (a.is_string() || b.is_string()) && (a.kind == Kind::kInt || b.kind == Kind::kInt)) {
       const Value& text = a.is_string() ? a : b;
+      const int64_t times = a.is_string() ? b.i : a.i;
+      if (times > 0 && text.s.size() * static_cast<size_t>(times) > kMaxRepeat)
+        template_fail("string repetition of more than " + std::to_string(kMaxRepeat) + " bytes", e.line);
       std::string out;
-      for (int64_t k = 0; k < (a.is_string() ? b.i : a.i); ++k) out += text.s;
+      for (int64_t k = 0; k < times; ++k) out += text.s;
       return Value::string(out);
     }
     if (a.is_string() && b.is_string()) {
@@ -436,6 +454,7 @@ class Evaluator {
   const Body& root_;
   const EvalOptions& options_;
   const Scope* root_scope_ = nullptr;
+  int macro_depth_ = 0;
 };
 
 }  // namespace

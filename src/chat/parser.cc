@@ -16,6 +16,10 @@ ExprPtr make(ExprKind kind, int line) {
   return e;
 }
 
+// Nesting deeper than this is refused (a template comes from a checkpoint's
+// files: a crafted one must not overflow the stack).
+constexpr int kMaxDepth = 200;
+
 class Parser {
  public:
   explicit Parser(std::vector<Token> tokens) : toks_(std::move(tokens)) {}
@@ -59,8 +63,18 @@ class Parser {
   // The statement name after the {% at the current position.
   std::string stmt_name() const { return peek(1).type == Tok::kName ? peek(1).value : describe(peek(1)); }
 
+  struct DepthGuard {
+    Parser& p;
+    explicit DepthGuard(Parser& parser) : p(parser) {
+      if (++p.depth_ > kMaxDepth)
+        template_fail("nesting deeper than " + std::to_string(kMaxDepth) + " levels", p.peek().line);
+    }
+    ~DepthGuard() { --p.depth_; }
+  };
+
   // Statements up to (not including) a {% name %} with name in `ends`.
   Body block(const std::set<std::string>& ends) {
+    DepthGuard guard(*this);
     Body body;
     for (;;) {
       const Token& t = peek();
@@ -224,6 +238,7 @@ class Parser {
 
   // ---- expressions, lowest precedence first (Jinja's order) ----
   ExprPtr expression() {
+    DepthGuard guard(*this);
     ExprPtr e = or_expr();
     if (!is_name("if")) return e;
     auto t = make(ExprKind::kTernary, next().line);
@@ -264,6 +279,7 @@ class Parser {
   }
   ExprPtr not_expr() {
     if (!is_name("not")) return compare();
+    DepthGuard guard(*this);
     auto u = make(ExprKind::kUnary, next().line);
     u->name = "not";
     u->object = not_expr();
@@ -322,6 +338,7 @@ class Parser {
   }
   ExprPtr unary() {
     if (is_op("-") || is_op("+")) {
+      DepthGuard guard(*this);
       const Token t = next();
       auto u = make(ExprKind::kUnary, t.line);
       u->name = t.value;
@@ -520,6 +537,7 @@ class Parser {
   std::vector<Token> toks_;
   size_t pos_ = 0;
   int loop_depth_ = 0;
+  int depth_ = 0;
   std::set<std::string> macros_;
   std::vector<std::pair<std::string, int>> called_names_;
 };

@@ -8,6 +8,10 @@
 
 namespace mt::chat {
 
+// Values nested deeper are refused (messages come from clients; a namespace
+// can be made to hold itself), rather than overflowing the stack.
+constexpr int kMaxNesting = 512;
+
 const Value* Object::find(const std::string& key) const {
   for (const auto& [k, v] : items)
     if (k == key) return &v;
@@ -52,27 +56,35 @@ Value Value::function(std::string name, Callable call) {
   return v;
 }
 
-Value Value::from_json(const nlohmann::ordered_json& j) {
+namespace {
+
+Value from_json_at(const nlohmann::ordered_json& j, int depth) {
+  if (depth > kMaxNesting) template_fail("a JSON value nested deeper than " + std::to_string(kMaxNesting), 0);
   switch (j.type()) {
-    case nlohmann::ordered_json::value_t::null: return none();
-    case nlohmann::ordered_json::value_t::boolean: return boolean(j.get<bool>());
+    case nlohmann::ordered_json::value_t::null: return Value::none();
+    case nlohmann::ordered_json::value_t::boolean: return Value::boolean(j.get<bool>());
     case nlohmann::ordered_json::value_t::number_integer:
-    case nlohmann::ordered_json::value_t::number_unsigned: return integer(j.get<int64_t>());
-    case nlohmann::ordered_json::value_t::number_float: return number(j.get<double>());
-    case nlohmann::ordered_json::value_t::string: return string(j.get<std::string>());
+    case nlohmann::ordered_json::value_t::number_unsigned: return Value::integer(j.get<int64_t>());
+    case nlohmann::ordered_json::value_t::number_float: return Value::number(j.get<double>());
+    case nlohmann::ordered_json::value_t::string: return Value::string(j.get<std::string>());
     case nlohmann::ordered_json::value_t::array: {
       Array a;
-      for (const auto& e : j) a.push_back(from_json(e));
-      return array(std::move(a));
+      for (const auto& e : j) a.push_back(from_json_at(e, depth + 1));
+      return Value::array(std::move(a));
     }
     case nlohmann::ordered_json::value_t::object: {
       Object o;
-      for (auto it = j.begin(); it != j.end(); ++it) o.items.emplace_back(it.key(), from_json(it.value()));
-      return object(std::move(o));
+      for (auto it = j.begin(); it != j.end(); ++it)
+        o.items.emplace_back(it.key(), from_json_at(it.value(), depth + 1));
+      return Value::object(std::move(o));
     }
     default: template_fail(std::string("cannot take a JSON ") + j.type_name() + " as a template value", 0);
   }
 }
+
+}  // namespace
+
+Value Value::from_json(const nlohmann::ordered_json& j) { return from_json_at(j, 0); }
 
 bool Value::truthy() const {
   switch (kind) {
@@ -149,8 +161,11 @@ std::string json_quote(const std::string& s) {
 namespace {
 
 void write_json(const Value& v, int indent, bool undefined_as_null, int depth, std::string& out) {
+  if (depth > kMaxNesting)
+    template_fail("a value nested deeper than " + std::to_string(kMaxNesting) + " (one that holds itself?)", 0);
   const std::string item_sep = indent >= 0 ? "," : ", ";
-  const std::string pad = indent > 0 ? "\n" + std::string(static_cast<size_t>(indent * depth), ' ') : "";
+  std::string pad;  // (built piece by piece: "literal" + std::string trips GCC 12's false -Wrestrict)
+  if (indent > 0) pad.append(1, '\n').append(static_cast<size_t>(indent * depth), ' ');
   const std::string child_pad = indent > 0 ? pad + std::string(static_cast<size_t>(indent), ' ') : "";
   switch (v.kind) {
     case Kind::kUndefined: out += undefined_as_null ? "null" : "undefined"; return;
@@ -218,7 +233,11 @@ std::string Value::described() const {
   return (t[0] == 'i' ? "an " : "a ") + t;
 }
 
-bool equal(const Value& a, const Value& b) {
+namespace {
+
+bool equal_at(const Value& a, const Value& b, int depth) {
+  if (depth > kMaxNesting)
+    template_fail("a value nested deeper than " + std::to_string(kMaxNesting) + " (one that holds itself?)", 0);
   const bool a_nil = a.is_undefined() || a.is_none(), b_nil = b.is_undefined() || b.is_none();
   if (a_nil || b_nil) return a_nil && b_nil;
   if ((a.is_numeric() || a.kind == Kind::kBool) && (b.is_numeric() || b.kind == Kind::kBool)) {
@@ -230,7 +249,7 @@ bool equal(const Value& a, const Value& b) {
     case Kind::kArray:
       if (a.arr->size() != b.arr->size()) return false;
       for (size_t k = 0; k < a.arr->size(); ++k)
-        if (!equal((*a.arr)[k], (*b.arr)[k])) return false;
+        if (!equal_at((*a.arr)[k], (*b.arr)[k], depth + 1)) return false;
       return true;
     case Kind::kObject:
     case Kind::kNamespace:
@@ -238,12 +257,16 @@ bool equal(const Value& a, const Value& b) {
       if (a.obj->items.size() != b.obj->items.size()) return false;
       for (const auto& [k, v] : a.obj->items) {
         const Value* o = b.obj->find(k);
-        if (o == nullptr || !equal(v, *o)) return false;
+        if (o == nullptr || !equal_at(v, *o, depth + 1)) return false;
       }
       return true;
     case Kind::kFunction: return a.fn == b.fn;
     default: return false;
   }
 }
+
+}  // namespace
+
+bool equal(const Value& a, const Value& b) { return equal_at(a, b, 0); }
 
 }  // namespace mt::chat

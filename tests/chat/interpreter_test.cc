@@ -220,6 +220,23 @@ TEST(ChatInterpreter, RunTimeErrorsNameTheLine) {
             "chat template: cannot apply '+' to a string and a list at line 1");
 }
 
+TEST(ChatInterpreter, CraftedTemplatesAreBounded) {
+  EXPECT_EQ(error_of("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}"),
+            "chat template: nesting deeper than 200 levels at line 1");
+  std::string ifs;
+  for (int k = 0; k < 300; ++k) ifs += "{% if true %}";
+  EXPECT_EQ(error_of(ifs), "chat template: nesting deeper than 200 levels at line 1");
+  EXPECT_EQ(error_of("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"),
+            "chat template: macro 'f' calls nested deeper than 64 at line 1");
+  EXPECT_EQ(error_of("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}"),
+            "chat template: a value nested deeper than 512 (one that holds itself?)");
+  nlohmann::ordered_json deep = 1;
+  for (int k = 0; k < 600; ++k) deep = nlohmann::ordered_json::array({deep});
+  EXPECT_EQ(error_of("{{ x | length }}", {{"x", deep}}), "chat template: a JSON value nested deeper than 512");
+  EXPECT_EQ(error_of("{{ range(10000000000) | length }}"), "chat template: range() of more than 1048576 items at line 1");
+  EXPECT_EQ(error_of("{{ 'ab' * 100000000 }}"), "chat template: string repetition of more than 67108864 bytes at line 1");
+}
+
 TEST(ChatTemplateConfig, LoadsStringOrNamedTemplatesAndSpecialTokens) {
   const ChatTemplate a = ChatTemplate::from_tokenizer_config(
       R"({"chat_template": "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}",
