@@ -80,6 +80,7 @@ nlohmann::json plan_result_json(const PlanResult& r) {
           {"memory",
            {{"weight_and_optimizer_bytes", m.params + m.grads + m.optimizer},
             {"activation_bytes", m.activations + m.workspace},
+            {"async_save_bytes", m.async_save},
             {"total_bytes", m.total()}}},
           {"step_time_s", r.time.total()},
           {"tokens_per_s", r.tokens_per_s},
@@ -100,8 +101,9 @@ std::string classes_line(const char* stage, const MemoryClasses& m) {
   return std::string("  ") + stage +
          fmt(": params %.2f GB, grads %.2f GB, optimizer %.2f GB", m.params / 1e9, m.grads / 1e9,
              m.optimizer / 1e9) +
-         fmt(", activations %.2f GB, workspace %.2f GB, total %.2f GB\n", m.activations / 1e9,
-             m.workspace / 1e9, m.total() / 1e9);
+         fmt(", activations %.2f GB, workspace %.2f GB", m.activations / 1e9, m.workspace / 1e9) +
+         (m.async_save > 0 ? fmt(", async save copy %.2f GB", m.async_save / 1e9) : std::string()) +
+         fmt(", total %.2f GB\n", m.total() / 1e9);
 }
 
 std::string time_line(const StepTime& t) {
