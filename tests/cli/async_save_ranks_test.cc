@@ -1,9 +1,13 @@
 // --async-save on two ranks (DP2 with the distributed optimizer, and TP2):
 // the background writer's checkpoints are byte for byte those of a
 // synchronous save, and resuming from one reproduces the uninterrupted
-// run's losses exactly.
+// run's losses exactly. A kill -9 of one rank while the save is in flight
+// ends the job (the other rank does not wait for it) and loses nothing.
+#include <signal.h>
+
 #include <filesystem>
 
+#include "background_run.h"
 #include "cli_test_util.h"
 
 namespace mt::test {
@@ -54,6 +58,40 @@ TEST_P(AsyncSaveRanks, SameBytesAsSyncAndResumesToTheSameLosses) {
   const JsonLogLines ref = read_log_json(ref_log), got = read_log_json(resumed_log);
   ASSERT_EQ(got.train.size(), 3u);
   for (int64_t it = 4; it <= 6; ++it)
+    EXPECT_EQ(ref.train.at(it)["loss"], got.train.at(it)["loss"]) << "iteration " << it;
+}
+
+// The writer waits 30 s (the test hook); rank 1 is killed meanwhile. The job
+// ends well before the writer would have finished, iteration 5 stays the one
+// resumed, and resuming reproduces the uninterrupted run.
+TEST_P(AsyncSaveRanks, KillingOneRankDuringABackgroundSaveEndsTheJobAndLosesNothing) {
+  const std::string root = dir.file(""), ckpt = dir.file("ckpt");
+  const std::string ref_log = dir.file("ref.json"), resumed_log = dir.file("resumed.json");
+  ASSERT_EQ(run(train(" --train-iters 10 --log-json " + ref_log)).exit_code, 0);
+  const RunResult first = run(train(" --train-iters 10 --exit-interval 5 --save " + ckpt));
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  {
+    BackgroundRun job("env MT_TEST_ASYNC_SAVE_DELAY_S=30 " +
+                          train(" --train-iters 10 --async-save --load " + ckpt + " --save " + ckpt),
+                      root);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+    while (!exists(ckpt + "/iter_0000010.tmp") && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ASSERT_TRUE(exists(ckpt + "/iter_0000010.tmp")) << job.output();
+    int killed = 0;
+    for (pid_t p : BackgroundRun::pids_matching(root, 1))
+      if (read_text("/proc/" + std::to_string(p) + "/comm") == "megatron\n")
+        killed += ::kill(p, SIGKILL) == 0;
+    EXPECT_EQ(killed, 1);
+    ASSERT_TRUE(job.wait(25)) << "rank 0 kept waiting for the killed rank:\n" << job.output();
+    EXPECT_NE(job.exit_code(), 0) << job.output();
+  }
+  EXPECT_EQ(read_text(ckpt + "/latest_checkpointed_iteration.txt"), "5\n");
+  const RunResult r = run(train(" --train-iters 10 --load " + ckpt + " --save " + ckpt +
+                                " --log-json " + resumed_log));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const JsonLogLines ref = read_log_json(ref_log), got = read_log_json(resumed_log);
+  for (int64_t it = 6; it <= 10; ++it)
     EXPECT_EQ(ref.train.at(it)["loss"], got.train.at(it)["loss"]) << "iteration " << it;
 }
 

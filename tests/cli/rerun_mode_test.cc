@@ -20,11 +20,14 @@ class RerunMode : public ::testing::Test {
   TempDir dir;
   std::string data;
   void SetUp() override { data = prepare_data(dir, synthetic_corpus(60)); }
-  std::string flags() const { return " train" + data + tiny_model_flags() + " --eval-interval 0"; }
+  std::string flags() const {
+    return " train" + data + tiny_model_flags() + " --eval-interval 0 --lr-warmup-iters 1";
+  }
 };
 
-// --lr 1e30 without clipping: iteration 1 is finite, its update blows the
-// weights up, and iteration 2's loss is not finite.
+// --lr 1e30 without clipping: iterations 1 (learning rate 0 in the warm-up)
+// and 2 are finite, 2's update blows the weights up, and iteration 3's loss
+// is not finite.
 const char kBlowUp[] = " --train-iters 4 --lr 1e30 --clip-grad 0 --lr-warmup-iters 1";
 
 void expect_validated_exit(const RunResult& r, const std::string& ckpt) {
@@ -33,18 +36,19 @@ void expect_validated_exit(const RunResult& r, const std::string& ckpt) {
   const bool inf = r.output.find("message='found Inf in local forward loss") != std::string::npos;
   EXPECT_TRUE(nan || inf) << r.output;
   EXPECT_NE(r.output.find("Unexpected result "), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find(" at iteration #2 invocation #1 "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" at iteration #3 invocation #1 "), std::string::npos) << r.output;
   EXPECT_EQ(count(r.output, "Need to rerun step to check reproducibility of initial result"), 1u)
       << r.output;
-  EXPECT_NE(r.output.find("iteration #2: First rerun: unexpected result is reproducible within "
+  EXPECT_NE(r.output.find("iteration #3: First rerun: unexpected result is reproducible within "
                           "the tolerance"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("Correct result (but possible Application error) (found "),
             std::string::npos) << r.output;
   EXPECT_NE(r.output.find("Exiting now. A checkpoint at the last iteration already exists if "
                           "further examination is needed"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("is not finite"), std::string::npos) << "the disabled mode's stop";
-  EXPECT_EQ(r.output.find("iteration        2/"), std::string::npos) << "no update after it";
-  EXPECT_EQ(read_text(ckpt + "/latest_checkpointed_iteration.txt"), "1\n");
+  EXPECT_NE(r.output.find("iteration        2/"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("iteration        3/"), std::string::npos) << "no update after it";
+  EXPECT_EQ(read_text(ckpt + "/latest_checkpointed_iteration.txt"), "2\n");
 }
 
 TEST_F(RerunMode, ValidateResultsRerunsANanOnceAndExitsWithMegatronsCode) {
