@@ -64,7 +64,9 @@ TEST_P(AsyncSaveRanks, SameBytesAsSyncAndResumesToTheSameLosses) {
 // The writer waits 30 s (the test hook); rank 1 is killed meanwhile. The job
 // ends well before the writer would have finished, iteration 5 stays the one
 // resumed, and resuming reproduces the uninterrupted run.
-TEST_P(AsyncSaveRanks, KillingOneRankDuringABackgroundSaveEndsTheJobAndLosesNothing) {
+class AsyncSaveRankKill : public AsyncSaveRanks {};  // one layout: the kill does not depend on it
+
+TEST_P(AsyncSaveRankKill, KillingOneRankDuringABackgroundSaveEndsTheJobAndLosesNothing) {
   const std::string root = dir.file(""), ckpt = dir.file("ckpt");
   const std::string ref_log = dir.file("ref.json"), resumed_log = dir.file("resumed.json");
   ASSERT_EQ(run(train(" --train-iters 10 --log-json " + ref_log)).exit_code, 0);
@@ -100,6 +102,10 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(std::make_pair("dp2_zero", " --use-distributed-optimizer"),
                       std::make_pair("tp2", " --tensor-model-parallel-size 2")),
     [](const auto& info) { return std::string(info.param.first); });
+
+INSTANTIATE_TEST_SUITE_P(DataParallel, AsyncSaveRankKill,
+                         ::testing::Values(std::make_pair("dp2_zero", " --use-distributed-optimizer")),
+                         [](const auto& info) { return std::string(info.param.first); });
 
 }  // namespace
 }  // namespace mt::test
