@@ -63,30 +63,32 @@ std::vector<PlanResult> evaluate_layouts(const PlanProblem& pb, const std::vecto
 nlohmann::json plan_result_json(const PlanResult& r) {
   const PlanLayout& l = r.layout;
   const MemoryClasses& m = r.memory.most_loaded();
-  return {{"tp", l.tp},
-          {"pp", l.pp},
-          {"vp", l.vp},
-          {"dp", l.dp},
-          {"cp", l.cp},
-          {"micro_batch_size", l.micro_batch_size},
-          {"num_micro_batches", r.num_micro_batches},
-          {"sequence_parallel", l.sequence_parallel},
-          {"recompute", l.recompute},
-          {"distributed_optimizer", l.distributed_optimizer},
-          {"sharding", !l.distributed_optimizer ? "no_shard"
-                       : l.sharding.empty()     ? "optim"
-                                                : l.sharding.c_str()},
-          {"precision", l.bf16 ? "bf16" : "fp32"},
-          {"memory",
-           {{"weight_and_optimizer_bytes", m.params + m.grads + m.optimizer},
-            {"activation_bytes", m.activations + m.workspace},
-            {"async_save_bytes", m.async_save},
-            {"total_bytes", m.total()}}},
-          {"step_time_s", r.time.total()},
-          {"tokens_per_s", r.tokens_per_s},
-          {"tflops_per_device", r.tflops_per_device},
-          {"mfu", r.mfu},
-          {"fits", r.fits}};
+  nlohmann::json j = {{"tp", l.tp},
+                      {"pp", l.pp},
+                      {"vp", l.vp},
+                      {"dp", l.dp},
+                      {"cp", l.cp},
+                      {"micro_batch_size", l.micro_batch_size},
+                      {"num_micro_batches", r.num_micro_batches},
+                      {"sequence_parallel", l.sequence_parallel},
+                      {"recompute", l.recompute},
+                      {"distributed_optimizer", l.distributed_optimizer},
+                      {"sharding", !l.distributed_optimizer ? "no_shard"
+                                   : l.sharding.empty()     ? "optim"
+                                                            : l.sharding.c_str()},
+                      {"precision", l.bf16 ? "bf16" : "fp32"},
+                      {"memory",
+                       {{"weight_and_optimizer_bytes", m.params + m.grads + m.optimizer},
+                        {"activation_bytes", m.activations + m.workspace},
+                        {"total_bytes", m.total()}}},
+                      {"step_time_s", r.time.total()},
+                      {"tokens_per_s", r.tokens_per_s},
+                      {"tflops_per_device", r.tflops_per_device},
+                      {"mfu", r.mfu},
+                      {"fits", r.fits}};
+  // --async-save: its host copy, part of total_bytes.
+  if (m.async_save > 0) j["memory"]["async_save_bytes"] = m.async_save;
+  return j;
 }
 
 namespace {

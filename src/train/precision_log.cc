@@ -12,7 +12,8 @@ void log_precision(const TrainArgs& args, bool rank0, Device device) {
       log_line(rank0, "%s: cuBLASLt GEMMs on %s operands with fp32 accumulation (GPU)\n",
                args.bf16 ? "bf16" : "fp16", args.bf16 ? "bf16" : "fp16");
     else
-      log_line(rank0, "fp32: cuBLASLt GEMMs in fp32 without TF32 (GPU; MT_CUDA_ALLOW_TF32=1 "
+      log_line(rank0,
+               "fp32: cuBLASLt GEMMs in fp32 without TF32 (GPU; MT_CUDA_ALLOW_TF32=1 "
                "allows it)\n");
     return;
   }
@@ -25,8 +26,10 @@ void log_precision(const TrainArgs& args, bool rank0, Device device) {
                    "capped below them); the bf16-stored GEMM operands are multiplied in fp32 (the "
                    "same products, fp32 speed; bf16 memory savings kept)");
   if (args.fp16)
-    log_line(rank0, "fp16: GEMM operands rounded to fp16 and multiplied in fp32 (no fast fp16 "
-             "matmul on this CPU), %s loss scaling\n", args.loss_scale > 0 ? "static" : "dynamic");
+    log_line(rank0,
+             "fp16: GEMM operands rounded to fp16 and multiplied in fp32 (no fast fp16 "
+             "matmul on this CPU), %s loss scaling\n",
+             args.loss_scale > 0 ? "static" : "dynamic");
 }
 
 }  // namespace mt

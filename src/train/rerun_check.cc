@@ -87,9 +87,12 @@ RerunCheck::RerunCheck(const RunCheckArgs& c, const ParallelState& ps)
 
 bool RerunCheck::rejects(const Call& c, double loss) {
   switch (c.check) {
-    case Check::kNan: return std::isnan(loss);
-    case Check::kInf: return std::isinf(loss);
-    case Check::kSpike: return spiky_.is_spike(loss);
+    case Check::kNan:
+      return std::isnan(loss);
+    case Check::kInf:
+      return std::isinf(loss);
+    case Check::kSpike:
+      return spiky_.is_spike(loss);
   }
   return false;
 }
@@ -121,34 +124,38 @@ void RerunCheck::validate(int64_t iteration, double loss, const std::function<do
     }
   if (failed == nullptr) return;
   const char* level = failed->fatal ? "error" : "warning";
-  log_line(rank0, "error: Unexpected result %s on rank %d at iteration #%lld invocation #1 "
-           "(message='%s')\n", value(loss).c_str(), ps_.world_rank,
-           static_cast<long long>(iteration), failed->message);
+  log_line(rank0,
+           "error: Unexpected result %s on rank %d at iteration #%lld invocation #1 "
+           "(message='%s')\n",
+           value(loss).c_str(), ps_.world_rank, static_cast<long long>(iteration), failed->message);
   log_line(rank0, "warning: Need to rerun step to check reproducibility of initial result\n");
   const double again = rerun();
   const std::string at = where(iteration);
   const std::string continuing =
       "warning: Continuing normal execution because failed validation was not fatal\n";
   if (compare_results(loss, again) > 0.0) {  // tolerance 0
-    log_line(rank0, "%s: %s: First rerun: unexpected result is not reproducible within the "
-             "tolerance (%s != %s)!\n", level, at.c_str(), value(again).c_str(),
-             value(loss).c_str());
+    log_line(rank0,
+             "%s: %s: First rerun: unexpected result is not reproducible within the "
+             "tolerance (%s != %s)!\n",
+             level, at.c_str(), value(again).c_str(), value(loss).c_str());
     log_line(rank0, "%s: %s: Possible transient error!\n", level, at.c_str());
     if (!failed->fatal) return log_line(rank0, "%s", continuing.c_str());
     throw RerunExit{kExitFailedOnResultValidation, false,
                     "Exiting now. The job can be resumed from a previous checkpoint"};
   }
-  log_line(rank0, "%s: %s: First rerun: unexpected result is reproducible within the tolerance "
-           "(%s = %s). Need to rerun on a different GPU to verify correctness.!\n", level,
-           at.c_str(), value(again).c_str(), value(loss).c_str());
+  log_line(rank0,
+           "%s: %s: First rerun: unexpected result is reproducible within the tolerance "
+           "(%s = %s). Need to rerun on a different GPU to verify correctness.!\n",
+           level, at.c_str(), value(again).c_str(), value(loss).c_str());
   if (!failed->fatal) return log_line(rank0, "%s", continuing.c_str());
   // Megatron's re-run on another device, concluded here (see the header).
-  log_line(rank0, "warning: Second rerun: unexpected result is reproducible on a different GPU, "
+  log_line(rank0,
+           "warning: Second rerun: unexpected result is reproducible on a different GPU, "
            "therefore it was likely correct (%s = %s) (CPU: no device has kernels of its own, "
-           "so the re-run above is what another device computes)\n", value(again).c_str(),
-           value(loss).c_str());
-  log_line(rank0, "error: %s: Correct result (but possible Application error) (%s)!\n",
-           at.c_str(), failed->message);
+           "so the re-run above is what another device computes)\n",
+           value(again).c_str(), value(loss).c_str());
+  log_line(rank0, "error: %s: Correct result (but possible Application error) (%s)!\n", at.c_str(),
+           failed->message);
   throw RerunExit{kExitFailedOnResultValidation, true,
                   "Exiting now. A checkpoint at the last iteration already exists if further "
                   "examination is needed"};

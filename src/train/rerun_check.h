@@ -40,7 +40,6 @@
 
 namespace mt {
 
-inline constexpr int kExitResumeToDisambiguate = 16;   // Megatron's EXIT_CODE_RESUME_TO_DISAMBIGUATE
 inline constexpr int kExitFailedOnResultValidation = 17;  // EXIT_CODE_FAILED_ON_RESULT_VALIDATION
 
 // Thrown out of the step by validate_results: the run stops with `code`

@@ -33,8 +33,8 @@ class AsyncSaveMemory : public ::testing::Test {
     const RunResult r = run(launch + " train" + data + kModel +
                             " --micro-batch-size 2 --global-batch-size 8 --train-iters 2"
                             " --save-interval 1 --lr 1e-4 --split 90,10,0 --eval-interval 0"
-                            " --peak-tflops 1 --log-memory --save " + dir.file("ckpt") +
-                            " --log-json " + log + extra);
+                            " --peak-tflops 1 --log-memory --save " +
+                            dir.file("ckpt") + " --log-json " + log + extra);
     EXPECT_EQ(r.exit_code, 0) << extra << "\n" << r.output;
     if (out) *out = r.output;
     return read_log_json(log).memory_by_rank;
@@ -76,12 +76,13 @@ TEST_F(AsyncSaveMemory, ShardedBf16OnTwoRanksAndPlanAgrees) {
   }
   std::smatch v;
   ASSERT_TRUE(std::regex_search(out, v, std::regex("vocab ([0-9]+) \\(padded"))) << out;
-  const RunResult r = run("env MEGATRON_DEVICES_DIR=" + std::string(MT_SOURCE_DIR) +
-                          "/configs/devices " + megatron() + " plan" + kModel + " --vocab-size " +
-                          std::string(v[1]) + " --global-batch-size 8 --micro-batch-size 2"
-                          " --num-nodes 1 --devices-per-node 2 --device a100-80gb --json --top 0"
-                          " --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1"
-                          " --use-distributed-optimizer --bf16 --async-save");
+  const RunResult r =
+      run("env MEGATRON_DEVICES_DIR=" + std::string(MT_SOURCE_DIR) + "/configs/devices " +
+          megatron() + " plan" + kModel + " --vocab-size " + std::string(v[1]) +
+          " --global-batch-size 8 --micro-batch-size 2"
+          " --num-nodes 1 --devices-per-node 2 --device a100-80gb --json --top 0"
+          " --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1"
+          " --use-distributed-optimizer --bf16 --async-save");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   bool found = false;
   std::istringstream in(r.output);

@@ -34,8 +34,11 @@ TEST_P(AsyncSaveRanks, SameBytesAsSyncAndResumesToTheSameLosses) {
   ASSERT_EQ(s.exit_code, 0) << s.output;
   const RunResult a = run(train(six + " --async-save --save " + async));
   ASSERT_EQ(a.exit_code, 0) << a.output;
-  EXPECT_NE(a.output.find("saved checkpoint at iteration 3 to " + async + " (--async-save: "
-                          "committed"), std::string::npos) << a.output;
+  EXPECT_NE(a.output.find("saved checkpoint at iteration 3 to " + async +
+                          " (--async-save: "
+                          "committed"),
+            std::string::npos)
+      << a.output;
   size_t files = 0;
   for (const auto& e : fs::recursive_directory_iterator(sync)) {
     if (!e.is_regular_file()) continue;
@@ -51,8 +54,7 @@ TEST_P(AsyncSaveRanks, SameBytesAsSyncAndResumesToTheSameLosses) {
   // Resume from the background-written iteration 3 (the tracker pointed back at it).
   fs::remove_all(async + "/iter_0000006");
   write_text(async + "/latest_checkpointed_iteration.txt", "3\n");
-  const RunResult r =
-      run(train(" --train-iters 6 --load " + async + " --log-json " + resumed_log));
+  const RunResult r = run(train(" --train-iters 6 --load " + async + " --log-json " + resumed_log));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("at iteration 3"), std::string::npos) << r.output;
   const JsonLogLines ref = read_log_json(ref_log), got = read_log_json(resumed_log);
@@ -73,9 +75,10 @@ TEST_P(AsyncSaveRankKill, KillingOneRankDuringABackgroundSaveEndsTheJobAndLosesN
   const RunResult first = run(train(" --train-iters 10 --exit-interval 5 --save " + ckpt));
   ASSERT_EQ(first.exit_code, 0) << first.output;
   {
-    BackgroundRun job("env MT_TEST_ASYNC_SAVE_DELAY_S=30 " +
-                          train(" --train-iters 10 --async-save --load " + ckpt + " --save " + ckpt),
-                      root);
+    BackgroundRun job(
+        "env MT_TEST_ASYNC_SAVE_DELAY_S=30 " +
+            train(" --train-iters 10 --async-save --load " + ckpt + " --save " + ckpt),
+        root);
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(90);
     while (!exists(ckpt + "/iter_0000010.tmp") && std::chrono::steady_clock::now() < until)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -89,8 +92,8 @@ TEST_P(AsyncSaveRankKill, KillingOneRankDuringABackgroundSaveEndsTheJobAndLosesN
     EXPECT_NE(job.exit_code(), 0) << job.output();
   }
   EXPECT_EQ(read_text(ckpt + "/latest_checkpointed_iteration.txt"), "5\n");
-  const RunResult r = run(train(" --train-iters 10 --load " + ckpt + " --save " + ckpt +
-                                " --log-json " + resumed_log));
+  const RunResult r = run(
+      train(" --train-iters 10 --load " + ckpt + " --save " + ckpt + " --log-json " + resumed_log));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const JsonLogLines ref = read_log_json(ref_log), got = read_log_json(resumed_log);
   for (int64_t it = 6; it <= 10; ++it)
@@ -104,7 +107,8 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) { return std::string(info.param.first); });
 
 INSTANTIATE_TEST_SUITE_P(DataParallel, AsyncSaveRankKill,
-                         ::testing::Values(std::make_pair("dp2_zero", " --use-distributed-optimizer")),
+                         ::testing::Values(std::make_pair("dp2_zero",
+                                                          " --use-distributed-optimizer")),
                          [](const auto& info) { return std::string(info.param.first); });
 
 }  // namespace

@@ -40,11 +40,16 @@ void expect_validated_exit(const RunResult& r, const std::string& ckpt) {
   EXPECT_EQ(count(r.output, "Need to rerun step to check reproducibility of initial result"), 1u)
       << r.output;
   EXPECT_NE(r.output.find("iteration #3: First rerun: unexpected result is reproducible within "
-                          "the tolerance"), std::string::npos) << r.output;
+                          "the tolerance"),
+            std::string::npos)
+      << r.output;
   EXPECT_NE(r.output.find("Correct result (but possible Application error) (found "),
-            std::string::npos) << r.output;
+            std::string::npos)
+      << r.output;
   EXPECT_NE(r.output.find("Exiting now. A checkpoint at the last iteration already exists if "
-                          "further examination is needed"), std::string::npos) << r.output;
+                          "further examination is needed"),
+            std::string::npos)
+      << r.output;
   EXPECT_EQ(r.output.find("is not finite"), std::string::npos) << "the disabled mode's stop";
   EXPECT_NE(r.output.find("iteration        2/"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("iteration        3/"), std::string::npos) << "no update after it";
@@ -53,8 +58,8 @@ void expect_validated_exit(const RunResult& r, const std::string& ckpt) {
 
 TEST_F(RerunMode, ValidateResultsRerunsANanOnceAndExitsWithMegatronsCode) {
   const std::string ckpt = dir.file("ckpt");
-  const RunResult r = run(megatron() + flags() + kBlowUp +
-                          " --rerun-mode validate_results --save " + ckpt);
+  const RunResult r =
+      run(megatron() + flags() + kBlowUp + " --rerun-mode validate_results --save " + ckpt);
   expect_validated_exit(r, ckpt);
   // Without it (disabled, this build's default) the same run stops as before.
   const RunResult d = run(megatron() + flags() + kBlowUp);
@@ -65,24 +70,30 @@ TEST_F(RerunMode, ValidateResultsRerunsANanOnceAndExitsWithMegatronsCode) {
 
 TEST_F(RerunMode, ValidateResultsOnTwoRanksEveryRankExits) {
   const std::string ckpt = dir.file("ckpt");
-  const RunResult r = run(mpirun(2) + flags() + kBlowUp + " --use-distributed-optimizer"
-                          " --rerun-mode validate_results --save " + ckpt);
+  const RunResult r = run(mpirun(2) + flags() + kBlowUp +
+                          " --use-distributed-optimizer"
+                          " --rerun-mode validate_results --save " +
+                          ckpt);
   expect_validated_exit(r, ckpt);
 }
 
 TEST_F(RerunMode, ReportStatsLogsNoDifferenceAndLeavesTheLossesAlone) {
   const std::string ref = dir.file("ref.json"), got = dir.file("got.json");
   ASSERT_EQ(run(megatron() + flags() + " --train-iters 4 --log-json " + ref).exit_code, 0);
-  const RunResult r = run(megatron() + flags() + " --train-iters 4 --check-for-spiky-loss"
-                          " --rerun-mode report_stats --log-json " + got);
+  const RunResult r = run(megatron() + flags() +
+                          " --train-iters 4 --check-for-spiky-loss"
+                          " --rerun-mode report_stats --log-json " +
+                          got);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(count(r.output, "Stats on computation determinism in validation calls"), 2u)
       << r.output;  // after iterations 2 and 4
   for (const char* call : {"found NaN in local forward loss calculation",
                            "found Inf in local forward loss calculation", "Spiky loss"})
     EXPECT_NE(r.output.find(std::string("  From validation call '") + call +
-                            "':\n    4 samples, all identical"), std::string::npos)
-        << call << "\n" << r.output;
+                            "':\n    4 samples, all identical"),
+              std::string::npos)
+        << call << "\n"
+        << r.output;
   EXPECT_NE(r.output.find("2 samples, all identical"), std::string::npos) << r.output;
   const JsonLogLines a = read_log_json(ref), b = read_log_json(got);
   ASSERT_EQ(b.train.size(), 4u);
@@ -90,8 +101,10 @@ TEST_F(RerunMode, ReportStatsLogsNoDifferenceAndLeavesTheLossesAlone) {
     EXPECT_EQ(a.train.at(it)["loss"], b.train.at(it)["loss"]) << "iteration " << it;
   // validate_results on a healthy run: nothing to re-run, the same losses.
   const std::string val = dir.file("val.json");
-  const RunResult v = run(megatron() + flags() + " --train-iters 4 --rerun-mode validate_results"
-                          " --log-json " + val);
+  const RunResult v = run(megatron() + flags() +
+                          " --train-iters 4 --rerun-mode validate_results"
+                          " --log-json " +
+                          val);
   ASSERT_EQ(v.exit_code, 0) << v.output;
   EXPECT_EQ(v.output.find("Need to rerun"), std::string::npos) << v.output;
   const JsonLogLines c = read_log_json(val);
@@ -100,11 +113,13 @@ TEST_F(RerunMode, ReportStatsLogsNoDifferenceAndLeavesTheLossesAlone) {
 }
 
 TEST_F(RerunMode, OnAGpuItIsRefusedByName) {
-  const RunResult r = run(megatron() + flags() + " --train-iters 2 --device cuda"
+  const RunResult r = run(megatron() + flags() +
+                          " --train-iters 2 --device cuda"
                           " --rerun-mode report_stats");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("--rerun-mode report_stats with --device cuda is not built"),
-            std::string::npos) << r.output;
+            std::string::npos)
+      << r.output;
 }
 
 }  // namespace
