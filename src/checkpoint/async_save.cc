@@ -16,6 +16,12 @@ AsyncCheckpointSaver::~AsyncCheckpointSaver() {
   if (writer_.joinable()) writer_.join();
 }
 
+void AsyncCheckpointSaver::reserve(size_t param_bytes, size_t optim_bytes) {
+  params_.assign(param_bytes, 0);  // touched now, not during the first save
+  optim_.assign(optim_bytes, 0);
+  reserved_ = true;
+}
+
 void AsyncCheckpointSaver::start(const std::string& dir, const RunState& state,
                                  const ParamRegistry& reg, ReadView params,
                                  const AdamWOptimizer* opt, const ParallelState& ps) {
@@ -27,13 +33,18 @@ void AsyncCheckpointSaver::start(const std::string& dir, const RunState& state,
   // The snapshot: host copies of what the checkpoint holds (GPU runs: copied
   // from the device here, on the training thread).
   const size_t param_bytes = size_t(reg.total_floats()) * (params.bf16 ? 2 : 4);
+  const size_t optim_bytes = opt != nullptr ? opt->state_bytes() : 0;
+  MT_CHECK(!reserved_ || (param_bytes == params_.size() && optim_bytes == optim_.size()),
+           "--async-save: the host copy takes ", param_bytes, " bytes of weights and ",
+           optim_bytes, " of optimizer state, but ", params_.size(), " and ", optim_.size(),
+           " were planned (train/memory_report.h async_save_copy_bytes; internal error)");
   params_.resize(param_bytes);
   copy_bytes(params_.data(), params.raw(), param_bytes);
   source_ = SaveSource{};
   source_.params = params.bf16 ? ReadView(reinterpret_cast<const uint16_t*>(params_.data()))
                                : ReadView(reinterpret_cast<const float*>(params_.data()));
   if (opt != nullptr) {
-    optim_.resize(opt->state_bytes());
+    optim_.resize(optim_bytes);
     copy_bytes(optim_.data(), opt->exp_avg(), opt->state_bytes());
     const float* base = reinterpret_cast<const float*>(optim_.data());
     source_.opt = opt;

@@ -30,6 +30,12 @@ class AsyncCheckpointSaver {
   AsyncCheckpointSaver& operator=(const AsyncCheckpointSaver&) = delete;
   ~AsyncCheckpointSaver();
 
+  // The snapshot's host buffers, allocated and touched once at set-up
+  // (`param_bytes` of weights, `optim_bytes` of optimizer state: what
+  // train/memory_report.h's async_save_copy_bytes plans); every start()
+  // checks that the copy it makes is exactly that size.
+  void reserve(size_t param_bytes, size_t optim_bytes);
+  size_t bytes() const { return params_.size() + optim_.size(); }  // the host copy
   // Collective. No save may be pending (finalize(blocking) first). `opt`
   // null: no optimizer state (--no-save-optim).
   void start(const std::string& dir, const RunState& state, const ParamRegistry& reg,
@@ -46,6 +52,7 @@ class AsyncCheckpointSaver {
   RunState state_;
   const ParamRegistry* reg_ = nullptr;
   std::vector<char> params_, optim_;  // the snapshot, reused by every save
+  bool reserved_ = false;
   SaveSource source_;
   RankFiles files_;
   std::string error_;                 // the writer's failure ("" when none)

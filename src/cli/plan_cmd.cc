@@ -28,6 +28,7 @@ struct PlanArgs {
   int64_t tp = 0, pp = 0, cp = 0, ep = 0, layers_per_virtual_stage = 0, micro_batch_size = 0;
   bool sequence_parallel = false, distributed_optimizer = false, bf16 = false, fp32 = false;
   bool use_megatron_fsdp = false;
+  bool async_save = false;
   std::string data_parallel_sharding_strategy = "no_shard";
   std::string recompute_granularity;
   int64_t top = 10;
@@ -85,6 +86,7 @@ int run_plan(const PlanArgs& a) {
   pb.model.check_flag_ranges();
   pb.global_batch_size = a.global_batch_size;
   pb.world = world;
+  pb.async_save = a.async_save;
   PlanPins pins;
   if (a.tp > 0) pins.tp = a.tp;
   if (a.pp > 0) pins.pp = a.pp;
@@ -155,6 +157,8 @@ Command add_plan_command(CLI::App& app) {
   cl->add_option("--global-batch-size", a->global_batch_size, "sequences per iteration");
   cl->add_option("--num-nodes", a->num_nodes, "nodes (default 1)");
   cl->add_option("--devices-per-node", a->devices_per_node, "ranks per node (default 1)");
+  cl->add_flag("--async-save", a->async_save,
+              "count train --async-save's host copy of the weights and optimizer state");
   cl->add_option("--device", a->device,
                  "a100-80gb | h100-80gb | cpu-here | FILE.json (configs/devices/)");
   CLI::Option_group* pin = app.add_option_group("pins (left out: every value is tried)");

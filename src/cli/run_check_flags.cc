@@ -35,8 +35,9 @@ void add_run_check_flags(CLI::App& app, RunCheckArgs* c) {
               "warn when an iteration's loss is >= 10x the largest of the first 100 (Megatron's "
               "rule)");
   g->add_option("--rerun-mode", c->rerun_mode,
-                "disabled (the only one built; validate_results and report_stats re-run "
-                "iterations)");
+                "disabled (default here), validate_results (re-run an iteration whose loss is "
+                "NaN, Inf or spiky; reproduced: stop with exit code 17) or report_stats (re-run "
+                "every iteration, log the differences)");
   g->add_flag("--deterministic-mode", c->deterministic_mode,
               "accepted: CPU runs are already bit-reproducible");
 }

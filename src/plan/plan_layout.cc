@@ -230,6 +230,7 @@ MemoryPlan layout_memory_plan(const PlanProblem& pb, const PlanLayout& l, int64_
                              method, a.recompute_num_layers, a.math_mode(), l.dp * l.cp,
                              l.distributed_optimizer);
   p.cp = l.cp;
+  p.async_save = pb.async_save;
   if (!l.sharding.empty()) {  // Megatron-FSDP: the staging pools (optim/staged_grads.h)
     const GradPlacement g = plan_staged_grads(reg);
     p.grads_staged = g.floats;

@@ -65,6 +65,7 @@ struct PlanProblem {
   ModelConfig model;
   int64_t global_batch_size = 0;
   int64_t world = 1;  // nodes x devices per node
+  bool async_save = false;  // --async-save: its host copy of the state (memory_report.h)
 };
 
 // TrainArgs of `megatron train` for this layout (what its --log-memory and

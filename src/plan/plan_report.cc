@@ -63,29 +63,32 @@ std::vector<PlanResult> evaluate_layouts(const PlanProblem& pb, const std::vecto
 nlohmann::json plan_result_json(const PlanResult& r) {
   const PlanLayout& l = r.layout;
   const MemoryClasses& m = r.memory.most_loaded();
-  return {{"tp", l.tp},
-          {"pp", l.pp},
-          {"vp", l.vp},
-          {"dp", l.dp},
-          {"cp", l.cp},
-          {"micro_batch_size", l.micro_batch_size},
-          {"num_micro_batches", r.num_micro_batches},
-          {"sequence_parallel", l.sequence_parallel},
-          {"recompute", l.recompute},
-          {"distributed_optimizer", l.distributed_optimizer},
-          {"sharding", !l.distributed_optimizer ? "no_shard"
-                       : l.sharding.empty()     ? "optim"
-                                                : l.sharding.c_str()},
-          {"precision", l.bf16 ? "bf16" : "fp32"},
-          {"memory",
-           {{"weight_and_optimizer_bytes", m.params + m.grads + m.optimizer},
-            {"activation_bytes", m.activations + m.workspace},
-            {"total_bytes", m.total()}}},
-          {"step_time_s", r.time.total()},
-          {"tokens_per_s", r.tokens_per_s},
-          {"tflops_per_device", r.tflops_per_device},
-          {"mfu", r.mfu},
-          {"fits", r.fits}};
+  nlohmann::json j = {{"tp", l.tp},
+                      {"pp", l.pp},
+                      {"vp", l.vp},
+                      {"dp", l.dp},
+                      {"cp", l.cp},
+                      {"micro_batch_size", l.micro_batch_size},
+                      {"num_micro_batches", r.num_micro_batches},
+                      {"sequence_parallel", l.sequence_parallel},
+                      {"recompute", l.recompute},
+                      {"distributed_optimizer", l.distributed_optimizer},
+                      {"sharding", !l.distributed_optimizer ? "no_shard"
+                                   : l.sharding.empty()     ? "optim"
+                                                            : l.sharding.c_str()},
+                      {"precision", l.bf16 ? "bf16" : "fp32"},
+                      {"memory",
+                       {{"weight_and_optimizer_bytes", m.params + m.grads + m.optimizer},
+                        {"activation_bytes", m.activations + m.workspace},
+                        {"total_bytes", m.total()}}},
+                      {"step_time_s", r.time.total()},
+                      {"tokens_per_s", r.tokens_per_s},
+                      {"tflops_per_device", r.tflops_per_device},
+                      {"mfu", r.mfu},
+                      {"fits", r.fits}};
+  // --async-save: its host copy, part of total_bytes.
+  if (m.async_save > 0) j["memory"]["async_save_bytes"] = m.async_save;
+  return j;
 }
 
 namespace {
@@ -100,8 +103,9 @@ std::string classes_line(const char* stage, const MemoryClasses& m) {
   return std::string("  ") + stage +
          fmt(": params %.2f GB, grads %.2f GB, optimizer %.2f GB", m.params / 1e9, m.grads / 1e9,
              m.optimizer / 1e9) +
-         fmt(", activations %.2f GB, workspace %.2f GB, total %.2f GB\n", m.activations / 1e9,
-             m.workspace / 1e9, m.total() / 1e9);
+         fmt(", activations %.2f GB, workspace %.2f GB", m.activations / 1e9, m.workspace / 1e9) +
+         (m.async_save > 0 ? fmt(", async save copy %.2f GB", m.async_save / 1e9) : std::string()) +
+         fmt(", total %.2f GB\n", m.total() / 1e9);
 }
 
 std::string time_line(const StepTime& t) {

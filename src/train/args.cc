@@ -326,7 +326,7 @@ void TrainArgs::validate(int world_size) {
   check_flag_ranges();
   account_in_pipeline_split();
   check_iterations_or_samples();
-  validate_run_checks(checks, !save.empty());
+  validate_run_checks(checks, !save.empty(), device);
   const int64_t tp = tensor_model_parallel_size, pp = pipeline_model_parallel_size;
   const int64_t cp = context_parallel_size;
   if (cp == 1)

@@ -163,7 +163,14 @@ MemoryClasses predict_memory(const MemoryPlan& p) {
   const double loss_head = p.has_output ? logits + 5 * n : 0.0;
   m.workspace =
       4.0 * (3 * nl * h + 2 * n * h + loss_head) + layer_workspace_bytes(z, p.layer_specs);
+  if (p.async_save)
+    m.async_save = async_save_copy_bytes(p.params_local, bf16 ? 2 : 4, m.optimizer, p.save_optim);
   return m;
+}
+
+double async_save_copy_bytes(int64_t params_local, int64_t weight_bytes, double optimizer_bytes,
+                             bool save_optim) {
+  return double(params_local) * double(weight_bytes) + (save_optim ? optimizer_bytes : 0.0);
 }
 
 double bytes_per_param(const MemoryPlan& plan) {
@@ -176,17 +183,21 @@ double bytes_per_param(const MemoryPlan& plan) {
 namespace {
 
 struct ClassRow {
-  const char* name;
+  const char* name;  // the text report's and the JSON's key
   double predicted, measured;
+  const char* key = nullptr;  // the JSON's, when it differs
 };
 
 std::vector<ClassRow> rows(const MemoryClasses& p, const MemoryClasses& m) {
-  return {{"params", p.params, m.params},
-          {"grads", p.grads, m.grads},
-          {"optimizer", p.optimizer, m.optimizer},
-          {"activations", p.activations, m.activations},
-          {"workspace", p.workspace, m.workspace},
-          {"total", p.total(), m.total()}};
+  std::vector<ClassRow> r = {{"params", p.params, m.params},
+                             {"grads", p.grads, m.grads},
+                             {"optimizer", p.optimizer, m.optimizer},
+                             {"activations", p.activations, m.activations},
+                             {"workspace", p.workspace, m.workspace}};
+  if (p.async_save > 0 || m.async_save > 0)
+    r.push_back({"async save copy", p.async_save, m.async_save, "async_save"});
+  r.push_back({"total", p.total(), m.total()});
+  return r;
 }
 
 }  // namespace
@@ -212,7 +223,7 @@ nlohmann::json memory_report_json(const MemoryClasses& predicted, const MemoryCl
                                   size_t peak_rss) {
   nlohmann::json j;
   for (const ClassRow& r : rows(predicted, measured))
-    j[r.name] = {{"predicted_bytes", r.predicted},
+    j[r.key != nullptr ? r.key : r.name] = {{"predicted_bytes", r.predicted},
                  {"measured_bytes", r.measured},
                  {"ratio", r.predicted > 0 ? nlohmann::json(r.measured / r.predicted)
                                            : nlohmann::json(nullptr)}};
@@ -354,7 +365,8 @@ MemoryPlan memory_plan(const ParamRegistry& reg, int64_t micro_batch, int64_t tp
 }
 
 MemoryClasses measure_memory(const ModelRuntime& rt, const DeviceBuffer& optimizer_state,
-                             const DeviceBuffer* grad_shard, const DeviceBuffer* param_shard) {
+                             const DeviceBuffer* grad_shard, const DeviceBuffer* param_shard,
+                             double async_copy) {
   MemoryClasses m;
   m.params = double(rt.params_buffer().resident_bytes()) +
              (param_shard ? double(param_shard->resident_bytes()) : 0.0);
@@ -363,6 +375,7 @@ MemoryClasses measure_memory(const ModelRuntime& rt, const DeviceBuffer& optimiz
   m.optimizer = double(optimizer_state.resident_bytes());
   m.activations = double(rt.activations_buffer().resident_bytes());
   m.workspace = double(rt.workspace_buffer().resident_bytes());
+  m.async_save = async_copy;
   return m;
 }
 

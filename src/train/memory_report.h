@@ -82,13 +82,29 @@ struct MemoryPlan {
   // over the expert-data-parallel group of edp ranks ((TP x CP x DP) / EP).
   int64_t params_expert = 0;
   int64_t edp = 1;
+  // --async-save: the host copy the background writer saves from
+  // (checkpoint/async_save.h); save_optim false: --no-save-optim.
+  bool async_save = false;
+  bool save_optim = true;
 };
 
 // Bytes of each class on this rank.
+// async_save: --async-save's host copy of the checkpointed state (0 without).
 struct MemoryClasses {
   double params = 0, grads = 0, optimizer = 0, activations = 0, workspace = 0;
-  double total() const { return params + grads + optimizer + activations + workspace; }
+  double async_save = 0;
+  double total() const { return params + grads + optimizer + activations + workspace + async_save; }
 };
+
+// --async-save's host copy (checkpoint/async_save.h): every local weight as
+// the model holds it (`weight_bytes` each: 2 in bf16 runs, else 4; ZeRO-3
+// gathers them for the save) and, when `save_optim`, the optimizer state
+// (`optimizer_bytes`: m, v and any main weights of this rank). The one
+// formula: predict_memory applies it to the planned optimizer class, the
+// writer's set-up (RunSaver) to the live optimizer's bytes, and the copy
+// made at each save is checked against the latter.
+double async_save_copy_bytes(int64_t params_local, int64_t weight_bytes, double optimizer_bytes,
+                             bool save_optim);
 
 // Closed-form prediction (see memory_report.cc for the formulas and their
 // relation to Megatron's distributed-optimizer table and Korthikanti et al.).
@@ -117,16 +133,19 @@ MemoryPlan memory_plan(const ParamRegistry& reg, int64_t micro_batch, int64_t tp
 // they were first touched (HostBuffer::resident_bytes).
 // grad_shard: optim_grads' accumulated gradient shard (counted as gradients);
 // param_shard: optim_grads_params' bf16 weight pieces (counted as parameters).
+// async_copy: the bytes of --async-save's host copy (RunSaver::host_copy_bytes).
 MemoryClasses measure_memory(const ModelRuntime& rt, const DeviceBuffer& optimizer_state,
                              const DeviceBuffer* grad_shard = nullptr,
-                             const DeviceBuffer* param_shard = nullptr);
+                             const DeviceBuffer* param_shard = nullptr, double async_copy = 0);
 
-// One line per class: predicted MB, measured MB, measured/predicted; then the
-// total and the process's peak RSS.
+// One line per class (async save copy only when either side has one):
+// predicted MB, measured MB, measured/predicted; then the total and the
+// process's peak RSS.
 std::string format_memory_report(const MemoryClasses& predicted, const MemoryClasses& measured,
                                  size_t peak_rss);
 // {"<class>": {"predicted_bytes": p, "measured_bytes": m, "ratio": m/p or null},
-//  ... for params, grads, optimizer, activations, workspace, total,
+//  ... for params, grads, optimizer, activations, workspace, (async_save
+//  when either side has one), total,
 //  "peak_rss_bytes": n}
 nlohmann::json memory_report_json(const MemoryClasses& predicted, const MemoryClasses& measured,
                                   size_t peak_rss);

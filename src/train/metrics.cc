@@ -62,7 +62,9 @@ std::string MemoryReport::line() const {
   return "memory per rank (predicted): parameters " + human_bytes(params) + " | gradients " +
          human_bytes(grads) + " | optimizer state " + human_bytes(optimizer) +
          " | activations " + human_bytes(activations) + " | workspace " + human_bytes(workspace) +
-         " | total " + human_bytes(params + grads + optimizer + activations + workspace);
+         (async_save > 0 ? " | async save copy " + human_bytes(async_save) : std::string()) +
+         " | total " +
+         human_bytes(params + grads + optimizer + activations + workspace + async_save);
 }
 
 }  // namespace mt

@@ -34,6 +34,7 @@ double reported_mfu(double achieved, MfuPeak& peak, std::string* note = nullptr)
 
 struct MemoryReport {
   size_t params = 0, grads = 0, optimizer = 0, activations = 0, workspace = 0;
+  size_t async_save = 0;  // --async-save's host copy; shown only when > 0
   std::string line() const;  // "memory per rank (predicted): parameters 1.2 MB | ..."
 };
 

@@ -4,7 +4,7 @@
 
 namespace mt {
 
-void validate_run_checks(const RunCheckArgs& c, bool have_save) {
+void validate_run_checks(const RunCheckArgs& c, bool have_save, const std::string& device) {
   MT_CHECK(c.timing_log_level >= 0 && c.timing_log_level <= 2, "--timing-log-level ",
            c.timing_log_level, " is not one of Megatron's levels; fix: 0, 1 or 2");
   MT_CHECK(c.timing_log_option == "max" || c.timing_log_option == "minmax" ||
@@ -15,12 +15,12 @@ void validate_run_checks(const RunCheckArgs& c, bool have_save) {
                c.rerun_mode == "report_stats",
            "--rerun-mode ", c.rerun_mode,
            " is not one of Megatron's choices; fix: disabled, validate_results or report_stats");
-  MT_CHECK(c.rerun_mode == "disabled", "--rerun-mode ", c.rerun_mode,
-           " is not built: Megatron's rerun state machine re-runs an iteration (in place, then "
-           "from a checkpoint on another GPU) to tell a faulty device from a true NaN or spike, "
-           "and this build has no re-run of an iteration (its CPU runs are deterministic: a re-run "
-           "gives the same bits); fix: --rerun-mode disabled (NaN/Inf still stop the run, "
-           "--check-for-spiky-loss warns)");
+  MT_CHECK(c.rerun_mode == "disabled" || device == "cpu", "--rerun-mode ", c.rerun_mode,
+           " with --device ", device, " is not built: Megatron re-runs a failed iteration in "
+           "place, then from a checkpoint on another GPU, and this build concludes after the "
+           "in-place re-run because CPU ranks compute the same bits (train/rerun_check.h), which "
+           "does not hold across GPUs; fix: --rerun-mode disabled (NaN/Inf still stop the run) "
+           "or --device cpu");
   MT_CHECK(!c.log_progress || have_save,
            "--log-progress writes progress.txt into the --save folder, and no --save was given; "
            "fix: add --save DIR or leave out --log-progress");

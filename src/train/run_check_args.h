@@ -2,7 +2,8 @@
 // gives a meaning (arguments.py; training_config.py, resilience_config.py):
 // what each does here is said beside it and built in train/ (async_save in
 // checkpoint/async_save.h; the norms in train/step_stats.h; progress.txt in
-// train/progress_log.h; the per-rank timers in train/rank_timers.h).
+// train/progress_log.h; the per-rank timers in train/rank_timers.h; --rerun-mode
+// in train/rerun_check.h).
 #pragma once
 #include <string>
 
@@ -23,13 +24,14 @@ struct RunCheckArgs {
   // Checks.
   bool check_for_nan_in_loss_and_grad = true;  // --no-check-for-nan-in-loss-and-grad clears it
   bool check_for_spiky_loss = false;           // --check-for-spiky-loss
-  std::string rerun_mode = "disabled";         // --rerun-mode (only disabled is built)
+  std::string rerun_mode = "disabled";         // --rerun-mode (train/rerun_check.h)
   bool deterministic_mode = false;             // --deterministic-mode (CPU runs already are)
 };
 
 // Refuses values Megatron refuses and the ones not built, by name, with the
 // reason and the fix.
-void validate_run_checks(const RunCheckArgs& c, bool have_save);
+// `device`: --device (cpu | cuda).
+void validate_run_checks(const RunCheckArgs& c, bool have_save, const std::string& device);
 
 // The start-up notes these flags call for ("" for none).
 std::string run_checks_note(const RunCheckArgs& c);

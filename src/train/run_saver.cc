@@ -3,15 +3,24 @@
 #include <cstdio>
 
 #include "core/log.h"
+#include "train/memory_report.h"
 
 namespace mt {
 
 RunSaver::RunSaver(const TrainArgs& args, const ParallelState& ps, double flops_per_sample,
-                   int64_t start_samples)
+                   int64_t start_samples, const ParamRegistry& reg, const AdamWOptimizer& opt)
     : args_(args),
       flops_per_sample_(flops_per_sample),
       progress_(args.save, ps.world_size, args.checks.log_progress && ps.world_rank == 0,
-                flops_per_sample * double(start_samples)) {}
+                flops_per_sample * double(start_samples)) {
+  if (!args.checks.async_save) return;
+  const int64_t weight_bytes = args.math_mode() == MathMode::kBF16 ? 2 : 4;
+  const bool save_optim = !args.checks.no_save_optim;
+  const double total = async_save_copy_bytes(reg.total_floats(), weight_bytes,
+                                             double(opt.state_bytes()), save_optim);
+  const size_t optim = save_optim ? opt.state_bytes() : 0;
+  async_.reserve(size_t(total) - optim, optim);
+}
 
 void RunSaver::save(const RunState& state, const ParamRegistry& reg, ReadView params,
                     const AdamWOptimizer* opt, const ParallelState& ps, bool tty) {

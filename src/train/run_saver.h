@@ -18,13 +18,17 @@ class RunSaver {
  public:
   // `flops_per_sample`: the model's operations per trained sequence
   // (progress.txt); `start_samples`: the loaded checkpoint's consumed samples.
+  // --async-save: the host copy is allocated here, for `reg`'s weights and
+  // `opt`'s state (train/memory_report.h async_save_copy_bytes).
   RunSaver(const TrainArgs& args, const ParallelState& ps, double flops_per_sample,
-           int64_t start_samples);
+           int64_t start_samples, const ParamRegistry& reg, const AdamWOptimizer& opt);
   // Collective. `tty`: rank 0's progress line is cleared first.
   void save(const RunState& state, const ParamRegistry& reg, ReadView params,
             const AdamWOptimizer* opt, const ParallelState& ps, bool tty);
   void poll(const ParallelState& ps);  // collective, cheap while nothing is pending
   void wait(const ParallelState& ps);  // collective
+  // --async-save's host copy (0 without): the measured side of --log-memory's line.
+  double host_copy_bytes() const { return double(async_.bytes()); }
 
  private:
   void committed(const ParallelState& ps);

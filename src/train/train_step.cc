@@ -30,8 +30,8 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, Par
                       const std::vector<PipeOp>& schedule, int64_t iteration,
                       const StepRates& rates,
                       int64_t num_micro_batches, int64_t tokens_per_iteration, uint64_t seed,
-                      const MicroBatchFn& next, GradScaler* scaler, bool check_nan) {
-  sync.zero_grads();
+                      const MicroBatchFn& next, GradScaler* scaler, bool check_nan,
+                      RerunCheck* rerun) {
   PassContext ctx;
   ctx.seed = seed;
   ctx.iteration = iteration;
@@ -45,30 +45,41 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, Par
   // s/CP): each CP rank holds part of those losses, and gradients are
   // averaged over DP x CP.
   ctx.aux_loss_scale = float(r.loss_scale * double(ps.cp_size) / double(num_micro_batches));
-  MoeStats moe;
-  ctx.moe_stats = &moe;
+  // The forward and backward, the gradients' sync and the global mean loss:
+  // once, and again for --rerun-mode (the same weights, batch and dropout keys).
+  const auto forward_backward = [&]() -> double {
+    sync.zero_grads();
+    MoeStats moe;
+    ctx.moe_stats = &moe;
+    Timer timer;
+    double wait = 0;
+    double loss_sum = run_pipeline_schedule(rt, pipeline_links(ps), schedule, ctx, next,
+                                            &sync.hook(), &wait, sync.every_micro_batch());
+    r.wait_seconds += wait;
+    r.forward_backward_seconds += timer.seconds();
+    timer.reset();
+    sync.finish();  // TP sum of SP grads, DP average (or reduce-scatter), tied embedding
+    r.grads_sync_seconds += timer.seconds();
+    if (ps.pp_size > 1) ps.pp_comm.all_reduce_sum(&loss_sum, 1);  // the last stage's loss
+    ps.dp_cp().all_reduce_sum(&loss_sum, 1);  // each CP rank summed its own tokens
+    r.loss = loss_sum / double(tokens_per_iteration);
+    r.moe = rt.reg.config().moe();
+    if (r.moe) {
+      // Each (layer, micro-batch) was counted on its TP x CP ranks, each with its part.
+      double sums[3] = {moe.load_balancing_loss, moe.z_loss, double(moe.layer_passes)};
+      ps.world_comm.all_reduce_sum(sums, 3);
+      ps.world_comm.all_reduce_max(&moe.busiest_share, 1);
+      const double items = sums[2] / double(ps.tp_size * ps.cp_size);
+      r.load_balancing_loss = items > 0 ? sums[0] / items : 0;
+      r.z_loss = items > 0 ? sums[1] / items : 0;
+      r.busiest_share = moe.busiest_share;
+    }
+    return r.loss;
+  };
+  forward_backward();
+  if (rerun != nullptr && rerun->enabled())
+    rerun->after_forward_backward(iteration, r.loss, forward_backward);  // may throw RerunExit
   Timer timer;
-  double loss_sum = run_pipeline_schedule(rt, pipeline_links(ps), schedule, ctx, next,
-                                          &sync.hook(), &r.wait_seconds, sync.every_micro_batch());
-  r.forward_backward_seconds = timer.seconds();
-  timer.reset();
-  sync.finish();  // TP sum of SP grads, DP average (or reduce-scatter), tied embedding
-  r.grads_sync_seconds = timer.seconds();
-  timer.reset();
-  if (ps.pp_size > 1) ps.pp_comm.all_reduce_sum(&loss_sum, 1);  // the last stage's loss
-  ps.dp_cp().all_reduce_sum(&loss_sum, 1);  // each CP rank summed its own tokens
-  r.loss = loss_sum / double(tokens_per_iteration);
-  r.moe = rt.reg.config().moe();
-  if (r.moe) {
-    // Each (layer, micro-batch) was counted on its TP x CP ranks, each with its part.
-    double sums[3] = {moe.load_balancing_loss, moe.z_loss, double(moe.layer_passes)};
-    ps.world_comm.all_reduce_sum(sums, 3);
-    ps.world_comm.all_reduce_max(&moe.busiest_share, 1);
-    const double items = sums[2] / double(ps.tp_size * ps.cp_size);
-    r.load_balancing_loss = items > 0 ? sums[0] / items : 0;
-    r.z_loss = items > 0 ? sums[1] / items : 0;
-    r.busiest_share = moe.busiest_share;
-  }
   if (scaler != nullptr) {
     // Unscale this rank's reduced gradients (its optimizer segments; with the
     // distributed optimizer the rest of the buffer is scratch) and agree on

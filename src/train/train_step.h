@@ -15,6 +15,7 @@
 #include "optim/optimizer.h"
 #include "pipeline/schedules.h"
 #include "optim/grad_sync.h"
+#include "train/rerun_check.h"
 
 namespace mt {
 
@@ -43,13 +44,15 @@ struct StepResult {
 // `scaler` (fp16, else null): the loss is scaled before backward, the
 // gradients unscaled after the DP reduction; if any rank saw an inf or NaN
 // the step is skipped and the scale backs off (Megatron's mixed-precision
-// optimizer).
+// optimizer). `rerun` (--rerun-mode, else null or disabled): its checks after
+// the forward and backward, which may run them again or throw RerunExit.
 StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, ParallelState& ps,
                       const std::vector<PipeOp>& schedule, int64_t iteration,
                       const StepRates& rates,
                       int64_t num_micro_batches, int64_t tokens_per_iteration, uint64_t seed,
                       const MicroBatchFn& next, GradScaler* scaler = nullptr,
-                      bool check_nan = true);  // false: --no-check-for-nan-in-loss-and-grad
+                      bool check_nan = true,  // false: --no-check-for-nan-in-loss-and-grad
+                      RerunCheck* rerun = nullptr);
 
 // Parameter i's values (its whole local tensor) into the model's weights
 // (bf16-rounded in bf16 runs) and the optimizer's fp32 main weights (bf16

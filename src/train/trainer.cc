@@ -31,12 +31,13 @@
 #include "train/host_memory.h"
 #include "train/memory_report.h"
 #include "train/metrics.h"
+#include "train/precision_log.h"
 #include "train/profiler.h"
 #include "train/resume_options.h"
 #include "train/run_args_check.h"
 #include "train/run_saver.h"
 #include "train/scheduler_resume.h"
-#include "train/spiky_loss.h"
+#include "train/rerun_check.h"
 #include "train/step_stats.h"
 #include "train/run_start.h"
 #include "train/signals.h"
@@ -169,7 +170,8 @@ nlohmann::json resolve_run_args(TrainArgs& args, int64_t loaded_iteration,
 // The model's pieces point at each other (runtime and optimizer → registry,
 // sync → runtime), so they live on the heap and a Trainer can be returned.
 struct Trainer {
-  Trainer(const TrainArgs& a, ParallelState& p, const Timer& t) : args(a), ps(p), run_timer(t) {}
+  Trainer(const TrainArgs& a, ParallelState& p, const Timer& t)
+      : args(a), ps(p), run_timer(t), rerun(a.checks, p) {}
 
   const TrainArgs& args;  // validated; tokenizer and model finalized (resolve_run_args)
   ParallelState& ps;
@@ -196,7 +198,7 @@ struct Trainer {
   TrainingLog log;
   Profiler* profiler = nullptr;  // --profile (run_training's; outlives the Trainer)
   std::unique_ptr<RunSaver> saver;  // sync or --async-save, --log-progress (train/run_saver.h)
-  SpikyLossCheck spiky;             // --check-for-spiky-loss
+  RerunCheck rerun;  // --rerun-mode and --check-for-spiky-loss (train/rerun_check.h)
 };
 
 // The memory this rank holds by class (optim_grads' gradient shard with the gradients).
@@ -204,7 +206,8 @@ MemoryClasses measured_memory(const Trainer& t) {
   const StagedGrads* staged = t.sync->staged();
   const StagedParams* params = t.sync->staged_params();
   return measure_memory(*t.rt, t.opt->state_buffer(), staged ? &staged->shard_buffer() : nullptr,
-                        params ? &params->shard_buffer() : nullptr);
+                        params ? &params->shard_buffer() : nullptr,
+                        t.saver ? t.saver->host_copy_bytes() : 0.0);
 }
 
 // The weights: the checkpoint's (with its optimizer state and iteration,
@@ -254,30 +257,6 @@ void resume_schedule(Trainer& t, bool resume) {
   if (!note.empty()) log_line(t.ps.world_rank == 0, "note: %s\n", note.c_str());
 }
 
-// What the GEMMs of --bf16 / --fp16 run on this CPU.
-void log_precision(const TrainArgs& args, bool rank0, Device device) {
-  if (device == Device::kCuda) {
-    if (args.bf16 || args.fp16)
-      log_line(rank0, "%s: cuBLASLt GEMMs on %s operands with fp32 accumulation (GPU)\n",
-               args.bf16 ? "bf16" : "fp16", args.bf16 ? "bf16" : "fp16");
-    else
-      log_line(rank0, "fp32: cuBLASLt GEMMs in fp32 without TF32 (GPU; MT_CUDA_ALLOW_TF32=1 "
-               "allows it)\n");
-    return;
-  }
-  if (args.bf16)
-    log_line(rank0, "%s\n",
-             matmul_bf16_native()
-                 ? "bf16: GEMMs on bf16 operands with fp32 accumulation (CPU has native bf16 "
-                   "instructions)"
-                 : "bf16: no native bf16 matmul here (no bf16 instructions in this CPU, or oneDNN "
-                   "capped below them); the bf16-stored GEMM operands are multiplied in fp32 (the "
-                   "same products, fp32 speed; bf16 memory savings kept)");
-  if (args.fp16)
-    log_line(rank0, "fp16: GEMM operands rounded to fp16 and multiplied in fp32 (no fast fp16 "
-             "matmul on this CPU), %s loss scaling\n", args.loss_scale > 0 ? "static" : "dynamic");
-}
-
 // Megatron's setup_model_and_optimizer: this rank's parameters, the host
 // memory check, the runtime, the pipeline schedules, gradient sync and the
 // optimizer, then the checkpoint's weights (or the initial ones).
@@ -304,6 +283,8 @@ Trainer setup_model_and_optimizer(const TrainArgs& args, const nlohmann::json& r
       recompute_method, args.recompute_num_layers, args.math_mode(), ps.dp_cp_size,
       args.shard_optimizer());
   plan.cp = ps.cp_size;
+  plan.async_save = args.checks.async_save && !args.save.empty();  // its host copy
+  plan.save_optim = !args.checks.no_save_optim;
   // optim_grads: the gradients in a staging pool (optim/staged_grads.h);
   // optim_grads_params: the weights too (optim/staged_params.h).
   GradPlacement grads_at = args.shard_grads() ? plan_staged_grads(*t.reg) : GradPlacement{};
@@ -436,7 +417,7 @@ void setup_data_and_log(Trainer& t) {
   const MemoryClasses& predicted = t.predicted;
   const MemoryReport memrep{size_t(predicted.params), size_t(predicted.grads),
                             size_t(predicted.optimizer), size_t(predicted.activations),
-                            size_t(predicted.workspace)};
+                            size_t(predicted.workspace), size_t(predicted.async_save)};
   log_line(rank0, "%s%s\n", memrep.line().c_str(),
            args.log_memory ? " (measured after the first step)" : "");
   log_line(rank0, "%s\n", t.host_line.c_str());
@@ -464,7 +445,7 @@ void setup_data_and_log(Trainer& t) {
   log.rank_timers = RankTimers(args.checks);
   if (!args.save.empty())
     t.saver = std::make_unique<RunSaver>(args, t.ps, log.flops_per_iter / double(args.global_batch_size),
-                                         t.state.consumed_samples);
+                                         t.state.consumed_samples, *t.reg, *t.opt);
 }
 
 // Megatron's evaluate_and_print_results: the mean token loss over --eval-iters
@@ -522,10 +503,11 @@ void step_checks(Trainer& t, StepResult& r, int64_t it) {
   const RunCheckArgs& c = t.args.checks;
   if (c.log_num_zeros_in_grad) r.num_zeros = num_zeros_in_grad(*t.opt, *t.sync, t.ps);
   if (c.log_params_norm) r.params_norm = params_l2_norm(*t.opt, *t.sync, t.ps);
-  if (c.check_for_spiky_loss && !r.skipped && t.spiky.is_spike(r.loss))
+  if (c.check_for_spiky_loss && !t.rerun.enabled() && !r.skipped &&
+      t.rerun.spiky().is_spike(r.loss))
     log_line(t.log.rank0, "warning: iteration %lld: unexpected result %.6E (message='Spiky "
              "loss': >= 10x the largest of the first 100 losses, %.6E)\n",
-             static_cast<long long>(it), r.loss, t.spiky.max_seen());
+             static_cast<long long>(it), r.loss, t.rerun.spiky().max_seen());
 }
 
 // Megatron's checkpoint_and_decide_exit, after iteration `it`: the
@@ -610,7 +592,8 @@ bool train(Trainer& t) {
                      return t.data->train_batch(state.consumed_samples, batch, k, tokens, labels)
                          .first_sample;
                    },
-                   t.scaler ? &*t.scaler : nullptr, args.checks.check_for_nan_in_loss_and_grad);
+                   t.scaler ? &*t.scaler : nullptr, args.checks.check_for_nan_in_loss_and_grad,
+                   &t.rerun);
     r.global_batch = batch;
     const double step_seconds = step_timer.seconds();
     step_checks(t, r, it);
@@ -760,7 +743,16 @@ int run_training(TrainArgs args, ParallelState& ps) {
   if (args.skip_train) return evaluate_only(t);
   warn_if_validation_is_empty(t);
   const int64_t start_iteration = t.state.iteration;
-  const bool saved_at_exit = train(t);
+  bool saved_at_exit = false;
+  try {
+    saved_at_exit = train(t);
+  } catch (const RerunExit& e) {  // --rerun-mode validate_results: Megatron's checkpoint and exit code
+    if (e.checkpoint) save_checkpoint_and_time(t);
+    if (t.saver) t.saver->wait(ps);
+    log_line(ps.world_rank == 0, "warning: %s%s\n", e.message.c_str(),
+             e.checkpoint && args.save.empty() ? " (no --save: none was written here)" : "");
+    return e.code;
+  }
   profiler.finish();  // a range past the last iteration ends with training
   t.sync->wait_params();  // the final parameters are complete on every rank
   if (!saved_at_exit) {

@@ -189,30 +189,33 @@ void report_memory(TrainingLog& log, const MemoryClasses& predicted,
   // Ranks differ by pipeline stage (and TP/DP shard sizes): every rank's
   // classes go to rank 0 (each rank fills its row of a zeroed table, summed),
   // which writes one --log-json record per rank.
-  constexpr int kRow = 11;  // 5 classes predicted, 5 measured, peak RSS
+  constexpr int kClasses = 6;  // params, grads, optimizer, activations, workspace, async save
+  constexpr int kRow = 2 * kClasses + 1;  // predicted, measured, peak RSS
   std::vector<double> all(size_t(kRow * ps.world_size), 0.0);
   double* mine = &all[size_t(kRow * ps.world_rank)];
-  const double pred[5] = {predicted.params, predicted.grads, predicted.optimizer,
-                          predicted.activations, predicted.workspace};
-  const double meas[5] = {measured.params, measured.grads, measured.optimizer,
-                          measured.activations, measured.workspace};
-  for (int c = 0; c < 5; ++c) {
+  const double pred[kClasses] = {predicted.params,    predicted.grads,     predicted.optimizer,
+                                 predicted.activations, predicted.workspace, predicted.async_save};
+  const double meas[kClasses] = {measured.params,    measured.grads,     measured.optimizer,
+                                 measured.activations, measured.workspace, measured.async_save};
+  for (int c = 0; c < kClasses; ++c) {
     mine[c] = pred[c];
-    mine[5 + c] = meas[c];
+    mine[kClasses + c] = meas[c];
   }
-  mine[10] = double(peak_rss);
+  mine[2 * kClasses] = double(peak_rss);
   ps.world_comm.all_reduce_sum(all.data(), int64_t(all.size()));
   std::string lines;
   for (int r = 0; r < ps.world_size; ++r) {
     const double* x = &all[size_t(kRow * r)];
-    const MemoryClasses p{x[0], x[1], x[2], x[3], x[4]}, m{x[5], x[6], x[7], x[8], x[9]};
+    const MemoryClasses p{x[0], x[1], x[2], x[3], x[4], x[5]},
+        m{x[6], x[7], x[8], x[9], x[10], x[11]};
+    const double rss = x[2 * kClasses];
     char buf[128];
     std::snprintf(buf, sizeof buf, "  rank %d: total predicted %.1f MB, measured %.1f MB, "
-                  "peak RSS %.1f MB\n", r, p.total() / 1e6, m.total() / 1e6, x[10] / 1e6);
+                  "peak RSS %.1f MB\n", r, p.total() / 1e6, m.total() / 1e6, rss / 1e6);
     lines += buf;
     log.json.write({{"iteration", iteration},
                     {"rank", r},
-                    {"memory", memory_report_json(p, m, size_t(x[10]))}});
+                    {"memory", memory_report_json(p, m, size_t(rss))}});
   }
   if (ps.world_size > 1) log_line(log.rank0, "memory of every rank:\n%s", lines.c_str());
 }

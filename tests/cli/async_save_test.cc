@@ -43,14 +43,22 @@ TEST_F(AsyncSave, WritesTheSameBytesAsASynchronousSave) {
 // The background writer waits (a test hook) so that the kill -9 lands while
 // a save is in progress: first the run's first save (nothing committed), then
 // a resumed run's save of iteration 10 (iteration 5 stays the one resumed,
-// and resuming reproduces the uninterrupted run's losses).
+// and resuming reproduces the uninterrupted run's losses). While the first
+// save is in flight a second run on the same --save is refused (the lock).
 TEST_F(AsyncSave, AKillDuringABackgroundSaveLosesNothing) {
   const std::string root = dir.file(""), ckpt = dir.file("ckpt");
-  const auto kill_when = [&](BackgroundRun& job, const std::string& path) {
+  const auto kill_when = [&](BackgroundRun& job, const std::string& path, bool try_second) {
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     while (!exists(path) && std::chrono::steady_clock::now() < until)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     ASSERT_TRUE(exists(path)) << job.output();
+    if (try_second) {  // the folder stays locked while its background save is in flight
+      const RunResult second = run(train(" --train-iters 10 --save " + ckpt));
+      EXPECT_NE(second.exit_code, 0) << second.output;
+      EXPECT_NE(second.output.find("--save " + ckpt + " is in use by another megatron run ("),
+                std::string::npos) << second.output;
+      EXPECT_TRUE(exists(path)) << "the refused run must not touch the save in flight";
+    }
     for (pid_t p : BackgroundRun::pids_matching(root))  // the trainer, not the shell waiting on it
       if (read_text("/proc/" + std::to_string(p) + "/comm") == "megatron\n") ::kill(p, SIGKILL);
     ASSERT_TRUE(job.wait(30));
@@ -60,7 +68,7 @@ TEST_F(AsyncSave, AKillDuringABackgroundSaveLosesNothing) {
   {
     BackgroundRun job(delayed + train(" --train-iters 10 --save-interval 5 --async-save --save " +
                                       ckpt), root);
-    kill_when(job, ckpt + "/iter_0000005.tmp");
+    kill_when(job, ckpt + "/iter_0000005.tmp", /*try_second=*/true);
   }
   EXPECT_FALSE(exists(ckpt + "/latest_checkpointed_iteration.txt"));  // nothing committed
   const RunResult first = run(train(" --train-iters 10 --exit-interval 5 --async-save --save " +
@@ -69,7 +77,7 @@ TEST_F(AsyncSave, AKillDuringABackgroundSaveLosesNothing) {
   {
     BackgroundRun job(delayed + train(" --train-iters 10 --async-save --load " + ckpt +
                                       " --save " + ckpt), root);
-    kill_when(job, ckpt + "/iter_0000010.tmp");
+    kill_when(job, ckpt + "/iter_0000010.tmp", /*try_second=*/false);
   }
   EXPECT_EQ(read_text(ckpt + "/latest_checkpointed_iteration.txt"), "5\n");
   const std::string resumed = dir.file("resumed.json"), ref = dir.file("ref.json");
@@ -154,8 +162,7 @@ TEST_F(AsyncSave, NanCheckIsOnByDefaultAndTheNoFormTrainsOn) {
 TEST_F(AsyncSave, UnbuiltOrBadValuesAreRefusedByName) {
   for (const auto& [flag, expected] :
        std::vector<std::pair<std::string, std::string>>{
-           {" --rerun-mode validate_results", "--rerun-mode validate_results is not built"},
-           {" --rerun-mode report_stats", "--rerun-mode report_stats is not built"},
+           {" --rerun-mode sometimes", "--rerun-mode sometimes is not one of Megatron's choices"},
            {" --timing-log-level 3", "--timing-log-level 3"},
            {" --timing-log-option min", "--timing-log-option min"},
            {" --log-progress", "no --save was given"}}) {

@@ -239,5 +239,20 @@ TEST(MemoryReport, FormatsEveryClassWithRatios) {
   EXPECT_EQ(j["peak_rss_bytes"].get<size_t>(), 42u);
 }
 
+TEST(MemoryReport, AsyncSaveCopyIsALineOfItsOwnOnlyWhenThere) {
+  MemoryClasses pred{2e6, 2e6, 4e6, 10e6, 1e6}, meas = pred;
+  pred.async_save = 6e6;
+  meas.async_save = 6e6;
+  const std::string s = format_memory_report(pred, meas, size_t(1));
+  EXPECT_EQ(std::count(s.begin(), s.end(), '\n'), 9) << s;
+  EXPECT_NE(s.find("  async save copy           6.00        6.00   1.000"), std::string::npos) << s;
+  const nlohmann::json j = memory_report_json(pred, meas, 1);
+  EXPECT_DOUBLE_EQ(j["async_save"]["measured_bytes"].get<double>(), 6e6);
+  EXPECT_DOUBLE_EQ(j["total"]["predicted_bytes"].get<double>(), 25e6);
+  // The formula: the weights as held (bf16: 2 bytes) plus the optimizer class.
+  EXPECT_DOUBLE_EQ(async_save_copy_bytes(1000, 2, 12000, true), 14000);
+  EXPECT_DOUBLE_EQ(async_save_copy_bytes(1000, 4, 8000, false), 4000);
+}
+
 }  // namespace
 }  // namespace mt
