@@ -17,6 +17,11 @@ std::string words(const nlohmann::json& v) {
 nlohmann::json training_options_record(const TrainArgs& args) {
   nlohmann::json r = nlohmann::json::object();
   if (!args.rampup_batch_size.empty()) r["rampup_batch_size"] = args.rampup_batch_size;
+  // Recorded, not enforced (Megatron lets a resumed run change its masks).
+  if (args.documents.reset_position_ids) r["reset_position_ids"] = true;
+  if (args.documents.reset_attention_mask) r["reset_attention_mask"] = true;
+  if (args.documents.eod_mask_loss) r["eod_mask_loss"] = true;
+  if (args.calculate_per_token_loss) r["calculate_per_token_loss"] = true;
   return r;
 }
 

@@ -2,7 +2,9 @@
 // (meta.json's args.training): those that change what an iteration computes
 // — --rampup-batch-size (each iteration's batch and samples). A resume with
 // other values is refused, naming the flag and both values; a checkpoint
-// without the record was saved without them.
+// without the record was saved without them. The document flags and
+// --calculate-per-token-loss are recorded only (a resume may change them, as
+// in Megatron).
 #pragma once
 #include <string>
 
