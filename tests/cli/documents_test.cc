@@ -90,7 +90,7 @@ TEST(Documents, FlagsChangeTheLossesAndAreRecorded) {
   ASSERT_EQ(docs.train.size(), 6u);
   ASSERT_EQ(per_token.train.size(), 6u);
   auto loss = [](const JsonLogLines& l, int64_t it) { return l.train.at(it).at("loss").get<double>(); };
-  EXPECT_GT(rel(loss(plain, 1), loss(docs, 1)), 1e-4) << "the document flags changed nothing";
+  EXPECT_GT(rel(loss(plain, 6), loss(docs, 6)), 1e-3) << "the document flags changed nothing";
   // Iteration 1: the same weights, the same counted tokens: the same loss;
   // then the gradients differ (micro-batches count different tokens).
   EXPECT_LT(rel(loss(docs, 1), loss(per_token, 1)), 1e-9);

@@ -26,6 +26,8 @@ ModelConfig doc_config(bool rope, int64_t seq) {
   cfg.vocab_size = 20;
   cfg.make_vocab_size_divisible_by = 8;
   cfg.init_method_std = 0.2f;
+  cfg.hidden_dropout = 0.f;  // dropout masks are keyed by position: packed != apart
+  cfg.attention_dropout = 0.f;
   if (rope) {
     cfg.normalization = "RMSNorm";
     cfg.position_embedding_type = "rope";
