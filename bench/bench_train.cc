@@ -135,12 +135,11 @@ void run(const BenchConfig& bc, int threads, mt::ParallelState& ps, const BenchO
   mt::initialize_weights(rt, opt, 1234);
   sync.refresh_params();
   std::mt19937 gen(1 + unsigned(ps.dp_rank));  // the same tokens on every TP rank
-  auto next = [&](int64_t, int32_t* tokens, int32_t* labels) {
+  auto next = [&](int64_t, mt::MicroBatchInput& mb) {
     for (int64_t i = 0; i < rt.tokens_per_micro_batch(); ++i) {
-      tokens[i] = int32_t(gen() % uint32_t(bc.vocab));
-      labels[i] = int32_t(gen() % uint32_t(bc.vocab));
+      mb.tokens[size_t(i)] = int32_t(gen() % uint32_t(bc.vocab));
+      mb.labels[size_t(i)] = int32_t(gen() % uint32_t(bc.vocab));
     }
-    return int64_t(0);
   };
   const int64_t tokens = bc.seq * bc.micro_batch * ps.dp_size * m;  // per iteration, all DP ranks
   const auto ops = mt::training_schedule(ps.pp_size, ps.pp_rank, int(vpp), m);

@@ -231,6 +231,16 @@ Command add_train_command(CLI::App& app) {
                    "SentencePieceTokenizer / Llama2Tokenizer: the SentencePiece .model file; "
                    "HuggingFaceTokenizer: the folder holding tokenizer.json");
   data->add_option("--vocab-size", a->vocab_size, "NullTokenizer vocabulary size");
+  // Documents inside a sample (data/document_masks.h), as Megatron's GPT dataset.
+  data->add_flag("--reset-position-ids", a->documents.reset_position_ids,
+                 "positions restart at 0 after every end-of-document token");
+  data->add_flag("--reset-attention-mask", a->documents.reset_attention_mask,
+                 "attention never crosses an end-of-document token");
+  data->add_flag("--eod-mask-loss", a->documents.eod_mask_loss,
+                 "no loss where the input token is an end-of-document token");
+  data->add_flag("--calculate-per-token-loss", a->calculate_per_token_loss,
+                 "the loss (and its gradient) over the tokens counted in the whole iteration, "
+                 "not averaged per micro-batch");
 
   CLI::Option_group* log = group("logging and checkpoints");
   log->add_option("--log-interval", a->log_interval, "iterations between log lines");

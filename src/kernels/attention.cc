@@ -1,7 +1,8 @@
 // Causal attention, blocked over queries (see attention.h).
 //
 // For the query block [q0, q0 + bq) only keys [k_lo, kv = q0 + bq) can be seen
-// (k_lo = 0, or with a sliding window L the first query's q0 - L), so each
+// (k_lo = 0, or with a sliding window L or documents the first query's first
+// visible key, the least over the samples), so each
 // block is two (forward) or five (backward) batched oneDNN matmuls over all
 // b·a heads, with (b·a, bq, kv) scores in the workspace, plus an OpenMP pass
 // over the bq·b·a score rows for the softmax / its gradient. In bf16/fp16 the
@@ -108,17 +109,30 @@ struct AttentionPlan {
   int64_t sk, q_pos0, k_pos0, s_global;  // keys, positions, dropout sequence length
   int64_t a_global;  // heads of the whole model (dropout index); defaults to a
   int64_t window;    // sliding window L (-1: none)
+  const int32_t* doc_start;  // (b, s_global) or null
   float scale;       // 1 / sqrt(d)
   MathMode math;     // of the matmuls
 
-  // Keys [first(qi), visible(qi)) of the block are visible to local query qi
-  // (an empty range when first >= visible).
+  // Keys [first(bi, qi), visible(qi)) of the block are visible to local query
+  // qi of sample bi (an empty range when first >= visible).
   int64_t visible(int64_t qi) const {
     return std::clamp<int64_t>(q_pos0 + qi - k_pos0 + 1, 0, sk);
   }
-  int64_t first(int64_t qi) const {
-    return window < 0 ? 0 : std::clamp<int64_t>(q_pos0 + qi - window - k_pos0, 0, sk);
+  int64_t first(int64_t bi, int64_t qi) const {
+    int64_t lo = window < 0 ? 0 : q_pos0 + qi - window;  // a global position
+    if (doc_start) lo = std::max<int64_t>(lo, doc_start[bi * s_global + q_pos0 + qi]);
+    return std::clamp<int64_t>(lo - k_pos0, 0, sk);
   }
+  // The least first key of query qi over the samples (both bounds only grow
+  // along the queries, so query q0's is the block's).
+  int64_t first_of_block(int64_t qi) const {
+    if (doc_start == nullptr) return first(0, qi);
+    int64_t lo = sk;
+    for (int64_t bi = 0; bi < b; ++bi) lo = std::min(lo, first(bi, qi));
+    return lo;
+  }
+  // Key ranges that slide (a window or documents): backward zeroes dk, dv first.
+  bool sliding() const { return window >= 0 || doc_start != nullptr; }
 };
 
 AttentionPlan make_plan(const AttentionDims& dims, const AttentionDropout& drop) {
@@ -150,6 +164,7 @@ AttentionPlan make_plan(const AttentionDims& dims, const AttentionDropout& drop)
   MT_CHECK(dims.window_left >= -1, "attention: window_left=", dims.window_left,
            "; fix: a window of L >= 0 keys before the query, or -1 for none");
   pl.window = dims.window_left;
+  pl.doc_start = dims.doc_start;
   pl.scale = 1.f / std::sqrt(float(dims.d));
   pl.math = dims.math;
   return pl;
@@ -384,11 +399,15 @@ const uint16_t* bf16_operand(ReadView x, uint16_t* copy, int64_t n) {
   return copy;
 }
 
-// The CUDA twins have no sliding window yet: refused by name, not ignored.
+// The CUDA twins have no sliding window nor document mask yet: refused by
+// name, not ignored.
 void check_window_on_host(const char* who, const AttentionDims& dims, const void* out) {
   MT_CHECK(dims.window_left < 0 || !MT_ON_DEVICE(out), who, ": --window-size ", dims.window_left,
            ",0 (sliding-window attention) is built for the CPU only, not the CUDA kernels; "
            "fix: run on the CPU, or leave out --window-size");
+  MT_CHECK(dims.doc_start == nullptr || !MT_ON_DEVICE(out), who,
+           ": --reset-attention-mask (attention within documents) is built for the CPU only, "
+           "not the CUDA kernels; fix: run on the CPU, or leave out --reset-attention-mask");
 }
 
 void check_views(const char* who, const AttentionDims& dims, std::initializer_list<ReadView> xs) {
@@ -423,8 +442,8 @@ void attention_forward(float* ctx, float* lse, ReadView q_in, ReadView k_in, Rea
     v16 = bf16_operand(v_in, bf16_part(workspace, wl.v16), pl.bh * pl.sk * pl.d);
   }
   for (int64_t q0 = 0; q0 < pl.s; q0 += pl.block) {
-    // The block's keys [k_lo, k_hi): kv of them, k_lo > 0 only with a window.
-    const int64_t bq = std::min(pl.block, pl.s - q0), k_lo = pl.first(q0);
+    // The block's keys [k_lo, k_hi): kv of them, k_lo > 0 only with a window or documents.
+    const int64_t bq = std::min(pl.block, pl.s - q0), k_lo = pl.first_of_block(q0);
     const int64_t kv = std::max<int64_t>(pl.visible(q0 + bq - 1) - k_lo, 0);
     if (kv == 0) {  // the block sees no key: ctx 0, lse -inf
       for (int64_t h = 0; h < pl.bh; ++h) {
@@ -438,7 +457,7 @@ void attention_forward(float* ctx, float* lse, ReadView q_in, ReadView k_in, Rea
                        bf16 ? k16 + ko : nullptr, pl, bq, kv);
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < pl.bh * bq; ++r) {
-      const int64_t h = r / bq, qi = q0 + r % bq, lo = pl.first(qi) - k_lo;
+      const int64_t h = r / bq, qi = q0 + r % bq, lo = pl.first(h / pl.a, qi) - k_lo;
       const int64_t nk = std::max<int64_t>(pl.visible(qi) - k_lo - lo, 0);
       float* row = scores + r * kv;
       float* seen = row + lo;  // the visible keys
@@ -505,18 +524,18 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dctx, Read
   }
   // Last block first: without a window it sees the most keys, so it writes
   // dk, dv [0, kv) with `=` (and zeroes the keys no query sees), the earlier
-  // blocks accumulate. With a window the blocks' key ranges slide: dk, dv are
-  // zeroed first and every block accumulates.
+  // blocks accumulate. With a window or documents the blocks' key ranges
+  // slide: dk, dv are zeroed first and every block accumulates.
   const int64_t nblocks = (pl.s + pl.block - 1) / pl.block;
   bool dkv_written = false;
-  if (pl.window >= 0) {
+  if (pl.sliding()) {
     std::fill_n(dk, pl.bh * pl.sk * pl.d, 0.f);
     std::fill_n(dv, pl.bh * pl.sk * pl.d, 0.f);
     dkv_written = true;
   }
   for (int64_t blk = nblocks - 1; blk >= 0; --blk) {
     const int64_t q0 = blk * pl.block;
-    const int64_t bq = std::min(pl.block, pl.s - q0), k_lo = pl.first(q0);
+    const int64_t bq = std::min(pl.block, pl.s - q0), k_lo = pl.first_of_block(q0);
     const int64_t kv = std::max<int64_t>(pl.visible(q0 + bq - 1) - k_lo, 0);
     const int64_t off = q0 * pl.d;  // of the query block in (bh, s, d)
     const int64_t ko = k_lo * pl.d;  // of the block's first key in (bh, sk, d)
@@ -536,7 +555,7 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dctx, Read
                        bf16 ? v16 + ko : nullptr, pl, bq, kv);  // dP = dctx · vᵀ
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < pl.bh * bq; ++r) {
-      const int64_t h = r / bq, qi = q0 + r % bq, lo = pl.first(qi) - k_lo;
+      const int64_t h = r / bq, qi = q0 + r % bq, lo = pl.first(h / pl.a, qi) - k_lo;
       const int64_t nk = std::max<int64_t>(pl.visible(qi) - k_lo - lo, 0);
       // The row's visible entries [lo, lo + nk) of kv.
       float* p_row = probs + r * kv + lo;

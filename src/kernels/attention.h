@@ -6,7 +6,9 @@
 // A sliding window (Megatron's --window-size L,0, flash-attention's
 // window_size) also hides keys more than L positions before the query: query
 // Q sees keys Q - L <= K <= Q; a key block wholly outside every query's window
-// costs no matmul.
+// costs no matmul. Documents inside a sequence (Megatron's
+// --reset-attention-mask) hide more: with doc_start, query Q of sample bi sees
+// only keys K >= doc_start[bi][Q], the first position of its document.
 // The blocks of one query row (context parallelism's ring) merge with
 // attention_merge by their log-sum-exp; backward then takes the merged lse and
 // D = rowsum(dctx * ctx) of the merged result. A row that sees no key of the
@@ -47,6 +49,9 @@ struct AttentionDims {
   int64_t q_pos0 = 0, k_pos0 = 0;      // global positions of the first query and key
   int64_t s_global = 0;                // whole sequence, of the dropout index (0: s)
   int64_t window_left = -1;            // sliding window L: keys >= query - L (-1: unbounded)
+  // (b, s_global) host array, or null: the first key position each query may
+  // see (its document's start; non-decreasing along a sample, <= the query).
+  const int32_t* doc_start = nullptr;
 };
 
 // Floats of scratch space forward and backward need (caller plans it once);

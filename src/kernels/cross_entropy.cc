@@ -68,11 +68,22 @@ void row_grad(T* g, const float* e, double sum_exp, int64_t t, int64_t v, float 
   if (has_t) store_f32(g, t, g_t);
 }
 
+// row_scale: the row's own factor on grad_scale (null: 1); a row of factor 0
+// gets a zero gradient.
 void row_finish(float& loss, WriteView grad, const float* e, double sum_exp,
-                double target_logit, int64_t t, int64_t v, float grad_scale) {
+                double target_logit, int64_t t, int64_t v, float grad_scale,
+                const float* row_scale) {
   loss = float(std::log(sum_exp) - target_logit);
   if (grad_scale == 0.f) return;
-  visit(grad, [&](auto* g) { row_grad(g, e, sum_exp, t, v, grad_scale); });
+  const float scale = row_scale ? grad_scale * *row_scale : grad_scale;
+  visit(grad, [&](auto* g) { row_grad(g, e, sum_exp, t, v, scale); });
+}
+
+// Per-row scales (the loss mask) are built for the CPU only.
+void check_row_scale_on_host(const char* who, const float* row_scale, const void* out) {
+  MT_CHECK(row_scale == nullptr || !MT_ON_DEVICE(out), who,
+           ": a loss mask (--eod-mask-loss) is built for the CPU only, not the CUDA kernels; "
+           "fix: run on the CPU, or leave out --eod-mask-loss");
 }
 
 }  // namespace
@@ -98,18 +109,21 @@ void cross_entropy_shard_sums(double* sum_exp, double* target_logit, float* logi
 void cross_entropy_shard_finish(float* losses, WriteView grad, const float* logits,
                                 const double* sum_exp, const double* target_logit,
                                 const int32_t* targets, int64_t n, int64_t v_local,
-                                int64_t v_start, float grad_scale) {
+                                int64_t v_start, float grad_scale, const float* row_scale) {
+  check_row_scale_on_host("cross_entropy_shard_finish", row_scale, losses);
   if (MT_ON_DEVICE(losses))
     return cuda::cross_entropy_shard_finish(losses, grad, logits, sum_exp, target_logit, targets,
                                             n, v_local, v_start, grad_scale);
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i)
     row_finish(losses[i], grad.at(i * v_local), logits + i * v_local, sum_exp[i],
-               target_logit[i], int64_t(targets[i]) - v_start, v_local, grad_scale);
+               target_logit[i], int64_t(targets[i]) - v_start, v_local, grad_scale,
+               row_scale ? row_scale + i : nullptr);
 }
 
 void cross_entropy_rows(float* losses, float* logits, WriteView grad, const int32_t* targets,
-                        int64_t n, int64_t v, float grad_scale) {
+                        int64_t n, int64_t v, float grad_scale, const float* row_scale) {
+  check_row_scale_on_host("cross_entropy_rows", row_scale, losses);
   if (MT_ON_DEVICE(losses))
     return cuda::cross_entropy_rows(losses, logits, grad, targets, n, v, grad_scale);
 #pragma omp parallel for schedule(static)
@@ -117,7 +131,8 @@ void cross_entropy_rows(float* losses, float* logits, WriteView grad, const int3
     float* z = logits + i * v;
     double sum = 0, target = 0;
     row_sums(sum, target, z, row_max(z, v), targets[i], v, grad_scale != 0.f);
-    row_finish(losses[i], grad.at(i * v), z, sum, target, targets[i], v, grad_scale);
+    row_finish(losses[i], grad.at(i * v), z, sum, target, targets[i], v, grad_scale,
+               row_scale ? row_scale + i : nullptr);
   }
 }
 

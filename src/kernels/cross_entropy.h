@@ -28,17 +28,20 @@ void cross_entropy_shard_sums(double* sum_exp, double* target_logit, float* logi
 // losses (n) = log(sum_exp) - target_logit                            [=]
 // if grad_scale != 0 (logits hold exp from keep_exp):
 //   grad (n, v_local) = grad_scale * (softmax - onehot(target))       [=]
-// grad may be the logits themselves (fp32) or bf16 storage.
+// grad may be the logits themselves (fp32) or bf16 storage. row_scale (n, or
+// null): row i's gradient is scaled by grad_scale * row_scale[i] instead (the
+// loss mask and a micro-batch's own normalization; CPU only).
 void cross_entropy_shard_finish(float* losses, WriteView grad, const float* logits,
                                 const double* sum_exp, const double* target_logit,
                                 const int32_t* targets, int64_t n, int64_t v_local,
-                                int64_t v_start, float grad_scale);
+                                int64_t v_start, float grad_scale,
+                                const float* row_scale = nullptr);
 
 // The three phases on an unsharded vocabulary (v columns), row by row: the
 // same losses and gradient bits. logits are overwritten (with exponentials)
 // when grad_scale != 0. Targets are not checked (check_targets).
 void cross_entropy_rows(float* losses, float* logits, WriteView grad, const int32_t* targets,
-                        int64_t n, int64_t v, float grad_scale);
+                        int64_t n, int64_t v, float grad_scale, const float* row_scale = nullptr);
 
 // Checks every target is in [0, v); the error names the id, row and v.
 void check_targets(const int32_t* targets, int64_t n, int64_t v);

@@ -53,17 +53,19 @@ void check_rope(int64_t b, int64_t a, int64_t s, int64_t d, const RopeTable& t, 
 }
 
 // In place on x (b, a, s, d): y1 = x1 cos - x2 sin_sign, y2 = x2 cos + x1 sin_sign
-// with sin_sign = sign * sin; sign -1 is the inverse rotation.
-void rotate(float* x, int64_t b, int64_t a, int64_t s, int64_t d, const RopeTable& t,
-            int64_t pos0, float sign) {
+// with sin_sign = sign * sin; sign -1 is the inverse rotation. Row (bi, j, t)
+// is at position pos(bi, t).
+template <class Pos>
+void rotate(float* x, int64_t b, int64_t a, int64_t s, int64_t d, const RopeTable& t, Pos pos,
+            float sign) {
   const int64_t half = t.rot_dim / 2, rows = b * a * s;
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     float* x1 = x + r * d;
     float* x2 = x1 + half;
-    const int64_t pos = pos0 + r % s;
-    const float* cs = t.cos.data() + pos * half;
-    const float* sn = t.sin.data() + pos * half;
+    const int64_t p = pos(r / (a * s), r % s);
+    const float* cs = t.cos.data() + p * half;
+    const float* sn = t.sin.data() + p * half;
 #pragma omp simd
     for (int64_t i = 0; i < half; ++i) {
       const float u = x1[i], v = x2[i], c = cs[i], si = sign * sn[i];
@@ -73,6 +75,26 @@ void rotate(float* x, int64_t b, int64_t a, int64_t s, int64_t d, const RopeTabl
   }
 }
 
+void rotate(float* x, int64_t b, int64_t a, int64_t s, int64_t d, const RopeTable& t,
+            int64_t pos0, float sign) {
+  rotate(x, b, a, s, d, t, [pos0](int64_t, int64_t row) { return pos0 + row; }, sign);
+}
+
+// Per-token positions: checked against the table, on the CPU.
+void rotate_at(float* x, int64_t b, int64_t a, int64_t s, int64_t d, const RopeTable& t,
+               const int32_t* positions, float sign, const char* who) {
+  check_rope(b, a, s, d, t, 0, who);
+  MT_CHECK(positions != nullptr && !MT_ON_DEVICE(x), who,
+           ": per-token positions (--reset-position-ids) are built for the CPU only, not the "
+           "CUDA kernels; fix: run on the CPU, or leave out --reset-position-ids");
+  for (int64_t i = 0; i < s * b; ++i)
+    MT_CHECK(positions[i] >= 0 && positions[i] < t.max_pos, who, ": position ", positions[i],
+             " is outside the RoPE table's [0, ", t.max_pos,
+             "); fix: raise --max-position-embeddings");
+  rotate(x, b, a, s, d, t,
+         [positions, b](int64_t bi, int64_t row) { return int64_t(positions[row * b + bi]); },
+         sign);
+}
 }  // namespace
 
 RopeTable make_rope_table(int64_t max_pos, int64_t head_dim, float rotary_percent, float base,
@@ -123,6 +145,16 @@ void rope_backward(float* dx, int64_t b, int64_t a, int64_t s, int64_t d, const 
   check_rope(b, a, s, d, t, pos0, "rope_backward");
   if (MT_ON_DEVICE(dx)) return cuda::rope_backward(dx, b, a, s, d, t, pos0);
   rotate(dx, b, a, s, d, t, pos0, -1.f);
+}
+
+void rope_forward_at(float* x, int64_t b, int64_t a, int64_t s, int64_t d, const RopeTable& t,
+                     const int32_t* positions) {
+  rotate_at(x, b, a, s, d, t, positions, 1.f, "rope_forward_at");
+}
+
+void rope_backward_at(float* dx, int64_t b, int64_t a, int64_t s, int64_t d, const RopeTable& t,
+                      const int32_t* positions) {
+  rotate_at(dx, b, a, s, d, t, positions, -1.f, "rope_backward_at");
 }
 
 }  // namespace mt

@@ -36,4 +36,12 @@ void rope_forward(float* x, int64_t b, int64_t a, int64_t s, int64_t d, const Ro
 void rope_backward(float* dx, int64_t b, int64_t a, int64_t s, int64_t d, const RopeTable& t,
                    int64_t pos0);
 
+// The same with each token's own position (Megatron's --reset-position-ids:
+// positions restart in every document): row t of sample bi is at
+// positions[t * b + bi] (sequence-first, as the model's position ids). CPU only.
+void rope_forward_at(float* x, int64_t b, int64_t a, int64_t s, int64_t d, const RopeTable& t,
+                     const int32_t* positions);
+void rope_backward_at(float* dx, int64_t b, int64_t a, int64_t s, int64_t d, const RopeTable& t,
+                      const int32_t* positions);
+
 }  // namespace mt

@@ -230,22 +230,29 @@ GptWorkspace carve_workspace(Arena& arena, const GptShapes& sh) {
 }
 
 double gpt_forward(const GptWeights& w, const GptGrads* grads, GptActivations& act,
-                   GptWorkspace& ws, const GptShapes& sh, const int32_t* tokens,
-                   const int32_t* labels, const PassContext& ctx) {
+                   GptWorkspace& ws, const GptShapes& sh, const MicroBatchInput& mb,
+                   const PassContext& ctx) {
   const int64_t n = sh.tokens(), nl = sh.local_tokens(), h = sh.h;
   auto need = [&](int64_t part) {
     if (ctx.params_needed) (*ctx.params_needed)(part);
   };
+  act.sample0 = mb.first_sample;
+  // Positions (s, b): the data's own (--reset-position-ids) or 0, 1, ... (with
+  // CP this rank's chunks' global ones); every stage keeps them for RoPE.
+  int32_t* positions = act.host_positions.data();
+  for (int64_t t = 0; t < sh.s; ++t)
+    for (int64_t bi = 0; bi < sh.b; ++bi)
+      positions[t * sh.b + bi] = mb.positions.empty() ? int32_t(sh.global_position(t))
+                                                      : mb.positions[size_t(bi * sh.s + t)];
+  act.docs.positions = mb.positions.empty() ? nullptr : positions;
+  act.docs.doc_start = mb.doc_start.empty() ? nullptr : mb.doc_start.data();
   if (sh.has_embedding) {
     need(-1);
     // Tokens arrive (b, s); activations are sequence-first (s, b).
+    const int32_t* tokens = mb.tokens.data();
     int32_t* ids = act.host_ids.data();
-    int32_t* positions = act.host_positions.data();
     for (int64_t t = 0; t < sh.s; ++t)
-      for (int64_t bi = 0; bi < sh.b; ++bi) {
-        ids[t * sh.b + bi] = tokens[bi * sh.s + t];
-        positions[t * sh.b + bi] = int32_t(sh.global_position(t));
-      }
+      for (int64_t bi = 0; bi < sh.b; ++bi) ids[t * sh.b + bi] = tokens[bi * sh.s + t];
     for (int64_t i = 0; i < n; ++i)
       MT_CHECK(ids[i] >= 0 && ids[i] < sh.vocab_size, "token id ", ids[i],
                " at sequence position ", i / sh.b, " is outside the vocabulary of ", sh.vocab_size,
@@ -266,7 +273,7 @@ double gpt_forward(const GptWeights& w, const GptGrads* grads, GptActivations& a
   for (int64_t l = 0; l < sh.num_layers; ++l) {
     need(sh.layer_begin + l);
     layer_forward(w.layers[size_t(l)], act.layers[size_t(l)], ws, sh, sh.layer_begin + l,
-                  act.sample0, ctx);
+                  act.sample0, act.docs, ctx);
   }
   if (!sh.has_output) return 0.0;
   need(sh.total_layers);
@@ -284,22 +291,43 @@ double gpt_forward(const GptWeights& w, const GptGrads* grads, GptActivations& a
   column_parallel_linear_forward(ws.logits, ws.full_a, lnf, w.out, nullptr, n, h, sh.v, sh.tp,
                                  sh.cm);
   for (int64_t t = 0; t < sh.s; ++t)
-    for (int64_t bi = 0; bi < sh.b; ++bi) act.host_labels[t * sh.b + bi] = labels[bi * sh.s + t];
+    for (int64_t bi = 0; bi < sh.b; ++bi)
+      act.host_labels[t * sh.b + bi] = mb.labels[size_t(bi * sh.s + t)];
   copy_bytes(act.labels, act.host_labels.data(), size_t(n) * sizeof(int32_t));
   const bool grad = ctx.training && grads != nullptr;
+  // --eod-mask-loss: each token's gradient factor (s, b), its mask times the
+  // micro-batch's own normalization unless the loss is per token.
+  const float* loss_scale = nullptr;
+  if (!mb.loss_mask.empty()) {
+    act.host_loss_scale.resize(size_t(n));
+    const double whole = double(sh.b * sh.s_global);
+    const float norm = ctx.per_token_loss ? 1.f
+                       : mb.loss_tokens > 0 ? float(whole / double(mb.loss_tokens))
+                                            : 0.f;
+    for (int64_t t = 0; t < sh.s; ++t)
+      for (int64_t bi = 0; bi < sh.b; ++bi)
+        act.host_loss_scale[size_t(t * sh.b + bi)] = mb.loss_mask[size_t(bi * sh.s + t)] * norm;
+    loss_scale = act.host_loss_scale.data();
+  }
   // The gradient of the logits: in place, or (bf16) rounded once into dlogits16.
   const WriteView dlogits = ws.dlogits16 ? WriteView(ws.dlogits16) : WriteView(ws.logits);
   vocab_parallel_cross_entropy(act.losses, ws.logits, dlogits, act.labels, n, sh.v, sh.v_start,
                                sh.v * sh.tp.size(), grad ? ctx.grad_scale : 0.f,
                                {ws.ce_max, ws.ce_sum, ws.ce_target},
-                               sh.tp.tp);
+                               sh.tp.tp, loss_scale);
   if (grad)
     column_parallel_linear_backward(act.dlnf, grads->out, nullptr, ws.full_a, ws.full_b,
                                     dlogits, lnf, w.out, n, h, sh.v, sh.tp, sh.cm);
   // The losses to the host (a GPU run waits for its forward here), summed in order.
   copy_bytes(act.host_losses.data(), act.losses, size_t(n) * sizeof(float));
   double sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += act.host_losses[size_t(i)];
+  if (mb.loss_mask.empty()) {
+    for (int64_t i = 0; i < n; ++i) sum += act.host_losses[size_t(i)];
+  } else {
+    for (int64_t t = 0; t < sh.s; ++t)
+      for (int64_t bi = 0; bi < sh.b; ++bi)
+        if (mb.loss_mask[size_t(bi * sh.s + t)] != 0.f) sum += act.host_losses[size_t(t * sh.b + bi)];
+  }
   return sum;
 }
 
@@ -325,12 +353,12 @@ void gpt_backward(const GptWeights& w, const GptGrads& grads, GptActivations& ac
       for (int64_t r = group; r <= l; ++r) {
         need(sh.layer_begin + r);
         layer_forward(w.layers[size_t(r)], act.layers[size_t(r)], ws, sh, sh.layer_begin + r,
-                      act.sample0, ctx);
+                      act.sample0, act.docs, ctx);
       }
     }
     need(sh.layer_begin + l);
     layer_backward(w.layers[size_t(l)], grads.layers[size_t(l)], act.layers[size_t(l)], ws, sh,
-                   sh.layer_begin + l, act.sample0, ctx);
+                   sh.layer_begin + l, act.sample0, act.docs, ctx);
     if (ctx.grads_ready) (*ctx.grads_ready)(sh.layer_begin + l);
   }
   if (sh.has_embedding) {

@@ -10,6 +10,7 @@
 #include "core/arena.h"
 #include "model/blocks/transformer_layer.h"
 #include "model/gpt_shapes.h"
+#include "model/micro_batch.h"
 #include "model/params.h"
 
 namespace mt {
@@ -54,10 +55,12 @@ struct GptActivations {
   float* dlnf = nullptr;         // (s_local, b, h) gradient of lnf, computed in forward (fused loss head)
   float* losses = nullptr;       // (s, b) per-token loss
   int64_t sample0 = 0;           // global index of the micro-batch's first sample
+  TokenDocuments docs;           // positions: host_positions when reset; doc_start: the input's
   // Host memory: ids, positions and labels (s, b) are made here, then copied
   // to the record's device (a plain copy on the CPU); the losses come back here.
   std::vector<int32_t> host_ids, host_positions, host_labels;
   std::vector<float> host_losses;
+  std::vector<float> host_loss_scale;  // (s, b) the loss mask's gradient factors (--eod-mask-loss)
 };
 
 // Scratch shared by every micro-batch and layer.
@@ -88,14 +91,16 @@ LayerRecords layer_records(const GptShapes& sh);
 GptActivations carve_activations(Arena& arena, const GptShapes& sh);
 GptWorkspace carve_workspace(Arena& arena, const GptShapes& sh);
 
-// Forward of this stage for one micro-batch. First stage: `tokens` (b, s) row-major
-// as the dataset gives them (else the caller has filled act.hidden[0]). Last
-// stage: `labels` (b, s); returns the sum of token losses, and in training also
-// accumulates the output layer's weight gradient into `grads` and leaves the
-// gradient of the final norm's output in act.dlnf.
+// Forward of this stage for one micro-batch `mb` (kept by the caller until
+// its backward). First stage: its tokens (b, s) row-major as the dataset
+// gives them (else the caller has filled act.hidden[0]). Last stage: its
+// labels (b, s); returns the sum of token losses (with a loss mask, of the
+// counted ones), and in training also accumulates the output layer's weight
+// gradient into `grads` and leaves the gradient of the final norm's output in
+// act.dlnf.
 double gpt_forward(const GptWeights& w, const GptGrads* grads, GptActivations& act,
-                   GptWorkspace& ws, const GptShapes& sh, const int32_t* tokens,
-                   const int32_t* labels, const PassContext& ctx);
+                   GptWorkspace& ws, const GptShapes& sh, const MicroBatchInput& mb,
+                   const PassContext& ctx);
 // Backward of this stage; parameter gradients accumulate (+=) into `grads`.
 // Leaves the gradient of the stage input in ws.dres (sent to the previous stage).
 void gpt_backward(const GptWeights& w, const GptGrads& grads, GptActivations& act,
@@ -104,10 +109,11 @@ void gpt_backward(const GptWeights& w, const GptGrads& grads, GptActivations& ac
 // One transformer layer (gpt_layer.cc): its blocks by its spec, each followed
 // by the residual's dropout-add.
 void layer_forward(const LayerWeights& w, LayerActivations& act, GptWorkspace& ws,
-                   const GptShapes& sh, int64_t layer, int64_t sample0, const PassContext& ctx);
+                   const GptShapes& sh, int64_t layer, int64_t sample0, const TokenDocuments& docs,
+                   const PassContext& ctx);
 // In: ws.dres = d output. Out: ws.dres = d input. Weight gradients +=.
 void layer_backward(const LayerWeights& w, const LayerGrads& g, const LayerActivations& act,
                     GptWorkspace& ws, const GptShapes& sh, int64_t layer, int64_t sample0,
-                    const PassContext& ctx);
+                    const TokenDocuments& docs, const PassContext& ctx);
 
 }  // namespace mt

@@ -20,8 +20,9 @@ std::string site(int64_t layer, const char* what) {
 }  // namespace
 
 void layer_forward(const LayerWeights& w, LayerActivations& act, GptWorkspace& ws,
-                   const GptShapes& sh, int64_t layer, int64_t sample0, const PassContext& ctx) {
-  const BlockCall call{sh, ctx, layer, sample0, ws.full_a, ws.full_b};
+                   const GptShapes& sh, int64_t layer, int64_t sample0, const TokenDocuments& docs,
+                   const PassContext& ctx) {
+  const BlockCall call{sh, ctx, layer, sample0, ws.full_a, ws.full_b, docs};
   // input_layernorm → self_attention; mid = input + dropout(attention).
   norm_block_forward(act.ln1, act.input, w.ln1, sh);
   with_kind<AttentionKinds>(w.spec.attention, [&](auto k) {
@@ -43,8 +44,8 @@ void layer_forward(const LayerWeights& w, LayerActivations& act, GptWorkspace& w
 
 void layer_backward(const LayerWeights& w, const LayerGrads& g, const LayerActivations& act,
                     GptWorkspace& ws, const GptShapes& sh, int64_t layer, int64_t sample0,
-                    const PassContext& ctx) {
-  const BlockCall call{sh, ctx, layer, sample0, ws.full_a, ws.full_b};
+                    const TokenDocuments& docs, const PassContext& ctx) {
+  const BlockCall call{sh, ctx, layer, sample0, ws.full_a, ws.full_b, docs};
   // MLP half: output = mid + dropout(mlp(norm2(mid))).  ws.dres = d output.
   hidden_dropout_backward(sh, ws.hbuf, ws.dres,
                           hidden_dropout_spec(sh, ctx, site(layer, "post_mlp"), sample0));

@@ -107,10 +107,23 @@ struct MoeStats {
 };
 
 // What a forward/backward pass needs to know about the step.
+// A micro-batch's documents as the layers see them (model/micro_batch.h);
+// null: one document per sample, positions 0, 1, ...
+struct TokenDocuments {
+  const int32_t* positions = nullptr;  // (s, b) this rank's rows, sequence-first (RoPE)
+  const int32_t* doc_start = nullptr;  // (b, s_global) each query's first visible key
+};
+
 struct PassContext {
   uint64_t seed = 0;
   int64_t iteration = 0;   // dropout masks are keyed by it
   bool training = true;    // dropout on, loss-head gradient computed
+  // With a loss mask (--eod-mask-loss) a token's factor is its mask times, by
+  // default, (b · s) / the micro-batch's counted tokens (Megatron averages each
+  // micro-batch over its own count); with --calculate-per-token-loss
+  // (per_token_loss) the mask alone: grad_scale then divides by the
+  // iteration's counted tokens.
+  bool per_token_loss = false;
   float grad_scale = 1.f;  // d(total loss)/d(token loss): 1 / tokens averaged over
   // d(total loss)/d(an MoE layer's auxiliary losses): Megatron's
   // MoEAuxLossAutoScaler scale, loss scale / micro-batches.

@@ -55,8 +55,8 @@ ModelRuntime::ModelRuntime(const ParamRegistry& r, int64_t micro_batch, const Te
     ch.slots.resize(size_t(in_flight));
     for (MicroBatchSlot& s : ch.slots) {
       s.act = carve_activations(real, ch.sh);
-      s.tokens.resize(size_t(ch.sh.tokens()));
-      s.labels.resize(size_t(ch.sh.tokens()));
+      s.data.tokens.resize(size_t(ch.sh.tokens()));
+      s.data.labels.resize(size_t(ch.sh.tokens()));
     }
   }
   ws = carve_workspace(real_ws, ws_shapes);
@@ -82,9 +82,8 @@ double ModelRuntime::forward(int chunk, size_t slot, int64_t micro_batch, const 
                              const PassContext& ctx) {
   ModelChunk& ch = chunks[size_t(chunk)];
   MicroBatchSlot& s = ch.slots[slot];
-  s.act.sample0 = next(micro_batch, s.tokens.data(), s.labels.data());
-  return gpt_forward(ch.w, ctx.training ? &ch.g : nullptr, s.act, ws, ch.sh, s.tokens.data(),
-                     s.labels.data(), ctx);
+  next(micro_batch, s.data);
+  return gpt_forward(ch.w, ctx.training ? &ch.g : nullptr, s.act, ws, ch.sh, s.data, ctx);
 }
 
 void ModelRuntime::backward(int chunk, size_t slot, const PassContext& ctx) {

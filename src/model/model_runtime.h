@@ -14,18 +14,15 @@
 #include "backend/device.h"
 #include "core/arena.h"
 #include "model/gpt.h"
+#include "model/micro_batch.h"
 #include "model/params.h"
 
 namespace mt {
 
-// Fills tokens/labels (b, s) of micro-batch k; returns the global index of its
-// first sample (which keys its dropout masks).
-using MicroBatchFn = std::function<int64_t(int64_t k, int32_t* tokens, int32_t* labels)>;
-
 // One micro-batch in flight: its activation record and its data.
 struct MicroBatchSlot {
   GptActivations act;
-  std::vector<int32_t> tokens, labels;  // (b, s)
+  MicroBatchInput data;
 };
 
 // One model chunk (virtual pipeline stage) of this rank: its shapes, weight

@@ -53,6 +53,7 @@ AttentionDims block_dims(const AttentionDims& dims, const ContextParallel& cp, i
   bd.k_pos0 = cp_chunk_pos0(cp.size(), src, c, kj);
   bd.s_global = dims.s_global;
   bd.window_left = dims.window_left;
+  bd.doc_start = dims.doc_start;  // indexed by global positions: the same for every block
   return bd;
 }
 

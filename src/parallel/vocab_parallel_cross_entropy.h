@@ -23,9 +23,11 @@ struct CrossEntropyScratch {
 // this shard: the logits themselves (in place) or a bf16 array; the logits
 // are overwritten either way. tp may be null (no tensor parallelism); without
 // it the rows run fused (kernels/cross_entropy.h), with the same results.
+// row_scale (n, or null): row i's gradient scale is grad_scale * row_scale[i].
 void vocab_parallel_cross_entropy(float* losses, float* logits, WriteView grad,
                                   const int32_t* targets, int64_t n, int64_t v_local,
                                   int64_t v_start, int64_t v_global, float grad_scale,
-                                  const CrossEntropyScratch& scratch, const Communicator* tp);
+                                  const CrossEntropyScratch& scratch, const Communicator* tp,
+                                  const float* row_scale = nullptr);
 
 }  // namespace mt

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "data/document_masks.h"
 #include "kernels/precision.h"
 #include "model/config.h"
 #include "model/params.h"
@@ -135,6 +136,10 @@ struct TrainArgs {
   std::string merge_file;      // GPT-2: merges.txt
   std::string tokenizer_model; // SentencePiece / Llama 2: the .model file
   int64_t vocab_size = 0;               // NullTokenizer
+  // --reset-position-ids, --reset-attention-mask, --eod-mask-loss (the eod id
+  // is the tokenizer's, set when it is resolved).
+  DocumentFlags documents;
+  bool calculate_per_token_loss = false;  // the loss over the iteration's counted tokens
 
   // Logging, evaluation, checkpoints, exit.
   int64_t log_interval = 100;

@@ -144,6 +144,10 @@ ArgList argument_list(const TrainArgs& a) {
   b.add("--merge-file", a.merge_file);
   b.add("--tokenizer-model", a.tokenizer_model);
   b.add("--vocab-size", a.vocab_size);
+  b.add("--reset-position-ids", a.documents.reset_position_ids);
+  b.add("--reset-attention-mask", a.documents.reset_attention_mask);
+  b.add("--eod-mask-loss", a.documents.eod_mask_loss);
+  b.add("--calculate-per-token-loss", a.calculate_per_token_loss);
 
   b.add("--log-interval", a.log_interval);
   b.add("--eval-interval", a.eval_interval);

@@ -2,6 +2,7 @@
 
 #include "core/checked_math.h"
 #include "core/error.h"
+#include "data/document_masks.h"
 #include "parallel/context_parallel.h"
 
 namespace mt {
@@ -44,50 +45,102 @@ DataLoader::DataLoader(const TrainArgs& args, int64_t dp_rank, int64_t cp_rank,
       cp_rank_(cp_rank),
       vocab_size_(args.model.vocab_size),
       data_(build_dataset_splits(builder_config(args), blend_indices)) {
-  if (args.context_parallel_size > 1) {
-    full_tokens_.resize(size_t(args.micro_batch_size * args.model.seq_length));
+  const int64_t s = args.model.seq_length;
+  if (args.context_parallel_size > 1 || args.documents.any()) {
+    full_tokens_.resize(size_t(args.micro_batch_size * s));
     full_labels_.resize(full_tokens_.size());
+  }
+  if (args.documents.any()) {
+    sample_positions_.resize(size_t(s));
+    sample_mask_.resize(size_t(s));
   }
 }
 
-MicroBatchRef DataLoader::fill(const SampleDataset& ds, int64_t first_sample,
-                               int64_t global_batch, int64_t k, int32_t* tokens,
-                               int32_t* labels) const {
+void DataLoader::fill(const SampleDataset& ds, int64_t first_sample, int64_t global_batch,
+                      int64_t k, MicroBatchInput& mb) const {
   const int64_t first = first_sample + micro_batch_first_sample(0, global_batch,
                                                                 args_.micro_batch_size,
                                                                 args_.dp_size, dp_rank_, k);
   const int64_t cp = args_.context_parallel_size, s = args_.model.seq_length;
-  if (cp == 1) {
-    fill_micro_batch(ds, first, args_.micro_batch_size, tokens, labels, vocab_size_);
-    return {first};
+  const int64_t b = args_.micro_batch_size;
+  mb.first_sample = first;
+  const DocumentFlags& docs = args_.documents;
+  if (cp == 1 && !docs.any()) {
+    fill_micro_batch(ds, first, b, mb.tokens.data(), mb.labels.data(), vocab_size_);
+    mb.loss_tokens = b * s;
+    return;
   }
-  fill_micro_batch(ds, first, args_.micro_batch_size, full_tokens_.data(), full_labels_.data(),
-                   vocab_size_);
-  for (int64_t bi = 0; bi < args_.micro_batch_size; ++bi) {
-    cp_select_chunks(tokens + bi * (s / cp), full_tokens_.data() + bi * s, s, cp, cp_rank_);
-    cp_select_chunks(labels + bi * (s / cp), full_labels_.data() + bi * s, s, cp, cp_rank_);
+  fill_micro_batch(ds, first, b, full_tokens_.data(), full_labels_.data(), vocab_size_);
+  for (int64_t bi = 0; bi < b; ++bi) {
+    cp_select_chunks(mb.tokens.data() + bi * (s / cp), full_tokens_.data() + bi * s, s, cp,
+                     cp_rank_);
+    cp_select_chunks(mb.labels.data() + bi * (s / cp), full_labels_.data() + bi * s, s, cp,
+                     cp_rank_);
   }
-  return {first};
+  mb.loss_tokens = b * s;
+  if (!docs.any()) return;
+  // The documents of each whole sample; this rank keeps its chunks' positions
+  // and mask, and every query's first visible key by global position.
+  mb.positions.resize(docs.reset_position_ids ? size_t(b * s / cp) : 0);
+  mb.doc_start.resize(docs.reset_attention_mask ? size_t(b * s) : 0);
+  mb.loss_mask.resize(docs.eod_mask_loss ? size_t(b * s / cp) : 0);
+  std::vector<int32_t> starts;  // a sample's, when not kept
+  if (!docs.reset_attention_mask) starts.resize(size_t(s));
+  mb.loss_tokens = 0;
+  for (int64_t bi = 0; bi < b; ++bi) {
+    int32_t* start = docs.reset_attention_mask ? mb.doc_start.data() + bi * s : starts.data();
+    mb.loss_tokens += document_masks(full_tokens_.data() + bi * s, s, docs,
+                                     sample_positions_.data(), start, sample_mask_.data());
+    if (docs.reset_position_ids)
+      cp_select_chunks(mb.positions.data() + bi * (s / cp), sample_positions_.data(), s, cp,
+                       cp_rank_);
+    if (docs.eod_mask_loss)
+      cp_select_chunks(mb.loss_mask.data() + bi * (s / cp), sample_mask_.data(), s, cp,
+                       cp_rank_);
+  }
 }
 
-MicroBatchRef DataLoader::train_batch(int64_t consumed_samples, int64_t global_batch, int64_t k,
-                                      int32_t* tokens, int32_t* labels) const {
+int64_t DataLoader::loss_tokens(const SampleDataset& ds, int64_t first_sample,
+                                int64_t samples) const {
+  const int64_t s = args_.model.seq_length;
+  if (!args_.documents.eod_mask_loss) return samples * s;
+  std::vector<int32_t> tokens(static_cast<size_t>(s));
+  int64_t counted = 0;
+  for (int64_t i = first_sample; i < first_sample + samples; ++i) {
+    ds.read_sample(i, 0, s, tokens.data());
+    for (int32_t t : tokens) counted += t != args_.documents.eod;
+  }
+  return counted;
+}
+
+void DataLoader::train_batch(int64_t consumed_samples, int64_t global_batch, int64_t k,
+                             MicroBatchInput& mb) const {
   MT_CHECK(data_.split[0] != nullptr, "no training split (internal error)");
-  return fill(*data_.split[0], consumed_samples, global_batch, k, tokens, labels);
+  fill(*data_.split[0], consumed_samples, global_batch, k, mb);
 }
 
-MicroBatchRef DataLoader::valid_batch(int64_t eval_iter, int64_t k, int32_t* tokens,
-                                      int32_t* labels) const {
+void DataLoader::valid_batch(int64_t eval_iter, int64_t k, MicroBatchInput& mb) const {
   MT_CHECK(has_valid(), "no validation split (internal error)");
   const int64_t g = args_.global_batch_size;
-  return fill(*data_.split[1], eval_iter * g, g, k, tokens, labels);
+  fill(*data_.split[1], eval_iter * g, g, k, mb);
 }
 
-MicroBatchRef DataLoader::test_batch(int64_t eval_iter, int64_t k, int32_t* tokens,
-                                     int32_t* labels) const {
+void DataLoader::test_batch(int64_t eval_iter, int64_t k, MicroBatchInput& mb) const {
   MT_CHECK(has_test(), "no test split (internal error)");
   const int64_t g = args_.global_batch_size;
-  return fill(*data_.split[2], eval_iter * g, g, k, tokens, labels);
+  fill(*data_.split[2], eval_iter * g, g, k, mb);
+}
+
+int64_t DataLoader::train_loss_tokens(int64_t consumed_samples, int64_t global_batch) const {
+  MT_CHECK(data_.split[0] != nullptr, "no training split (internal error)");
+  return loss_tokens(*data_.split[0], consumed_samples, global_batch);
+}
+
+int64_t DataLoader::eval_loss_tokens(bool test) const {
+  const SampleDataset* ds = data_.split[test ? 2 : 1].get();
+  MT_CHECK(ds != nullptr, "no ", test ? "test" : "validation", " split (internal error)");
+  const int64_t g = args_.global_batch_size;
+  return loss_tokens(*ds, 0, args_.eval_iters * g);
 }
 
 }  // namespace mt

@@ -4,7 +4,8 @@
 // each DP rank reads (Megatron's MegatronPretrainingSampler order, so a step's
 // global batch is the same whatever the layout). With context parallelism
 // each CP rank of a DP rank gets the same samples, cut to its two sequence
-// chunks (parallel/context_parallel.h): tokens and labels (b, s/CP).
+// chunks (parallel/context_parallel.h): tokens and labels (b, s/CP). With
+// Megatron's document flags it also marks the documents inside each sample.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -12,13 +13,10 @@
 
 #include "data/dataset_builder.h"
 #include "data/gpt_dataset.h"
+#include "model/micro_batch.h"
 #include "train/args.h"
 
 namespace mt {
-
-struct MicroBatchRef {
-  int64_t first_sample = 0;  // global index of its first sample (keys dropout)
-};
 
 class DataLoader {
  public:
@@ -27,33 +25,45 @@ class DataLoader {
   DataLoader(const TrainArgs& args, int64_t dp_rank, int64_t cp_rank = 0,
              const BlendIndexSource& blend_indices = {});
 
-  // Fills tokens/labels (b, s/CP) of micro-batch k of the iteration that
-  // starts after `consumed_samples` and reads `global_batch` samples
-  // (Megatron's MegatronPretrainingSampler: samples in order, whatever the
-  // batch of each iteration).
-  MicroBatchRef train_batch(int64_t consumed_samples, int64_t global_batch, int64_t k,
-                            int32_t* tokens, int32_t* labels) const;
+  // Fills micro-batch k (b, s/CP) of the iteration that starts after
+  // `consumed_samples` and reads `global_batch` samples (Megatron's
+  // MegatronPretrainingSampler: samples in order, whatever the batch of each
+  // iteration); with the document flags also its positions, document starts
+  // and loss mask (data/document_masks.h), from the whole samples.
+  void train_batch(int64_t consumed_samples, int64_t global_batch, int64_t k,
+                   MicroBatchInput& mb) const;
   // Evaluation batch `eval_iter` (0-based) of the validation split; every
   // evaluation reads the same eval_iters batches, so curves compare.
-  MicroBatchRef valid_batch(int64_t eval_iter, int64_t k, int32_t* tokens, int32_t* labels) const;
+  void valid_batch(int64_t eval_iter, int64_t k, MicroBatchInput& mb) const;
   bool has_valid() const { return data_.split[1] != nullptr; }
   // The same for the test split, built only for --skip-train (which
   // evaluates the loaded checkpoint on both held-out splits).
-  MicroBatchRef test_batch(int64_t eval_iter, int64_t k, int32_t* tokens, int32_t* labels) const;
+  void test_batch(int64_t eval_iter, int64_t k, MicroBatchInput& mb) const;
   bool has_test() const { return data_.split[2] != nullptr; }
+
+  // Tokens whose loss counts in the whole global batch of the iteration after
+  // `consumed_samples` (every DP rank's samples; b·s each without
+  // --eod-mask-loss): the denominator of the logged loss and of
+  // --calculate-per-token-loss. The same on every rank, without communication.
+  int64_t train_loss_tokens(int64_t consumed_samples, int64_t global_batch) const;
+  // The same over the --eval-iters batches of the validation (or test) split.
+  int64_t eval_loss_tokens(bool test) const;
   // One line per blended split (its datasets, weights and samples), for the log.
   const std::vector<std::string>& notes() const { return data_.notes; }
 
  private:
-  MicroBatchRef fill(const SampleDataset& ds, int64_t first_sample, int64_t global_batch,
-                     int64_t k, int32_t* tokens, int32_t* labels) const;
+  void fill(const SampleDataset& ds, int64_t first_sample, int64_t global_batch, int64_t k,
+            MicroBatchInput& mb) const;
+  int64_t loss_tokens(const SampleDataset& ds, int64_t first_sample, int64_t samples) const;
 
   const TrainArgs& args_;
   int64_t dp_rank_;
   int64_t cp_rank_;
   int64_t vocab_size_;
-  // CP > 1: the whole (b, s) samples before this rank's chunks are cut out.
-  mutable std::vector<int32_t> full_tokens_, full_labels_;
+  // The whole (b, s) samples before this rank's chunks are cut out (CP > 1),
+  // and one sample's document arrays (document flags).
+  mutable std::vector<int32_t> full_tokens_, full_labels_, sample_positions_;
+  mutable std::vector<float> sample_mask_;
   DatasetSplits data_;
 };
 

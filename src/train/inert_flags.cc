@@ -46,11 +46,6 @@ const std::vector<InertFlag>& inert_megatron_flags() {
       {"--no-mmap-bin-files", {}, "how PyTorch reads .bin files (here always mapped)"},
       {"--no-create-attention-mask-in-dataloader", {}, "a causal mask tensor (never built here)"},
       {"--num-distributed-optimizer-instances", {"1"}, "copies of the distributed optimizer"},
-      // Megatron's loss over the tokens of the whole batch instead of each
-      // micro-batch's mean: the same number while every token counts (no
-      // loss mask here yet: each micro-batch holds b x s of them).
-      {"--calculate-per-token-loss", {}, "the loss's normalization (every token counts here, so "
-       "the per-token loss equals the micro-batch average)"},
       // Tokenizer options of other models.
       {"--tiktoken-pattern", {"v1", "v2"}, "TikTokenizer's split pattern (other tokenizers "
        "ignore it, as in Megatron-LM)"},

@@ -19,6 +19,11 @@ nlohmann::json training_options_record(const TrainArgs& args) {
   if (!args.rampup_batch_size.empty()) r["rampup_batch_size"] = args.rampup_batch_size;
   if (!args.step_batch_size_schedule.empty())
     r["step_batch_size_schedule"] = args.step_batch_size_schedule;
+  // Recorded, not enforced (Megatron lets a resumed run change its masks).
+  if (args.documents.reset_position_ids) r["reset_position_ids"] = true;
+  if (args.documents.reset_attention_mask) r["reset_attention_mask"] = true;
+  if (args.documents.eod_mask_loss) r["eod_mask_loss"] = true;
+  if (args.calculate_per_token_loss) r["calculate_per_token_loss"] = true;
   return r;
 }
 

@@ -3,7 +3,9 @@
 // — --rampup-batch-size and --step-batch-size-schedule (each iteration's
 // batch and samples). A resume with
 // other values is refused, naming the flag and both values; a checkpoint
-// without the record was saved without them.
+// without the record was saved without them. The document flags and
+// --calculate-per-token-loss are recorded only (a resume may change them, as
+// in Megatron).
 #pragma once
 #include <string>
 

@@ -1,5 +1,6 @@
 #include "train/train_step.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -29,15 +30,23 @@ PipelineLinks pipeline_links(const ParallelState& ps) {
 StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, ParallelState& ps,
                       const std::vector<PipeOp>& schedule, int64_t iteration,
                       const StepRates& rates,
-                      int64_t num_micro_batches, int64_t tokens_per_iteration, uint64_t seed,
+                      int64_t num_micro_batches, int64_t loss_tokens, uint64_t seed,
                       const MicroBatchFn& next, GradScaler* scaler, bool check_nan,
-                      RerunCheck* rerun) {
+                      bool per_token_loss, RerunCheck* rerun) {
   PassContext ctx;
   ctx.seed = seed;
   ctx.iteration = iteration;
   StepResult r;
   r.loss_scale = scaler ? scaler->scale() : 1.0;
-  ctx.grad_scale = float(r.loss_scale / double(rt.tokens_per_micro_batch() * num_micro_batches));
+  // Gradients are averaged over DP x CP: a token's loss weighs 1 / (tokens of
+  // its micro-batch x micro-batches) — with a loss mask the micro-batch's
+  // counted tokens (gpt_forward) — or, per token, DP x CP / the iteration's.
+  ctx.per_token_loss = per_token_loss;
+  ctx.grad_scale =
+      per_token_loss
+          ? float(r.loss_scale * double(ps.dp_size * ps.cp_size) /
+                  double(std::max<int64_t>(loss_tokens, 1)))
+          : float(r.loss_scale / double(rt.tokens_per_micro_batch() * num_micro_batches));
   // --overlap-param-gather: wait per bucket; optim_grads_params: gather per part.
   ctx.params_needed = sync.params_hook();
   // The MoE router losses' gradient (Megatron's MoEAuxLossAutoScaler scale),
@@ -62,7 +71,7 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, Par
     r.grads_sync_seconds += timer.seconds();
     if (ps.pp_size > 1) ps.pp_comm.all_reduce_sum(&loss_sum, 1);  // the last stage's loss
     ps.dp_cp().all_reduce_sum(&loss_sum, 1);  // each CP rank summed its own tokens
-    r.loss = loss_sum / double(tokens_per_iteration);
+    r.loss = loss_sum / double(std::max<int64_t>(loss_tokens, 1));
     r.moe = rt.reg.config().moe();
     if (r.moe) {
       // Each (layer, micro-batch) was counted on its TP x CP ranks, each with its part.

@@ -41,6 +41,9 @@ struct StepResult {
 };
 
 // `schedule`: this rank's op list (training_schedule), built once per run.
+// `loss_tokens`: the tokens whose loss counts in the whole global batch (b·s
+// per sample without a loss mask): the logged loss is over them, and with
+// `per_token_loss` (--calculate-per-token-loss) so is the gradient.
 // `scaler` (fp16, else null): the loss is scaled before backward, the
 // gradients unscaled after the DP reduction; if any rank saw an inf or NaN
 // the step is skipped and the scale backs off (Megatron's mixed-precision
@@ -49,10 +52,10 @@ struct StepResult {
 StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, ParallelState& ps,
                       const std::vector<PipeOp>& schedule, int64_t iteration,
                       const StepRates& rates,
-                      int64_t num_micro_batches, int64_t tokens_per_iteration, uint64_t seed,
+                      int64_t num_micro_batches, int64_t loss_tokens, uint64_t seed,
                       const MicroBatchFn& next, GradScaler* scaler = nullptr,
                       bool check_nan = true,  // false: --no-check-for-nan-in-loss-and-grad
-                      RerunCheck* rerun = nullptr);
+                      bool per_token_loss = false, RerunCheck* rerun = nullptr);
 
 // Parameter i's values (its whole local tensor) into the model's weights
 // (bf16-rounded in bf16 runs) and the optimizer's fp32 main weights (bf16

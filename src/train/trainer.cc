@@ -104,6 +104,12 @@ nlohmann::json resolve_tokenizer(TrainArgs& args, int64_t loaded_iteration, bool
   o.vocab_size = args.vocab_size;
   const std::unique_ptr<Tokenizer> tok = make_tokenizer(o);
   args.model.vocab_size = tok->vocab_size();
+  args.documents.eod = tok->eod();
+  MT_CHECK(!args.documents.any() || args.documents.eod >= 0,
+           "--reset-position-ids / --reset-attention-mask / --eod-mask-loss: the ",
+           args.tokenizer_type, " tokenizer has no end-of-document token to find documents by; "
+           "fix: preprocess with a tokenizer that has one (and --append-eod), or leave the flags "
+           "out");
   nlohmann::json record = tokenizer_record(*tok, o);
   if (loaded_iteration >= 0 && !same_tokenizer(saved, record)) {
     std::string diff;
@@ -464,15 +470,18 @@ void evaluate_and_print_results(Trainer& t, int64_t iteration, bool test = false
   for (int64_t e = 0; e < args.eval_iters; ++e)
     sum += run_pipeline_schedule(
         *t.rt, t.links, t.eval_ops, ctx,
-        [&](int64_t k, int32_t* tokens, int32_t* labels) {
-          return (test ? t.data->test_batch(e, k, tokens, labels)
-                       : t.data->valid_batch(e, k, tokens, labels))
-              .first_sample;
+        [&](int64_t k, MicroBatchInput& mb) {
+          if (test)
+            t.data->test_batch(e, k, mb);
+          else
+            t.data->valid_batch(e, k, mb);
         },
         nullptr, &eval_wait);
   if (ps.pp_size > 1) ps.pp_comm.all_reduce_sum(&sum, 1);  // the last stage's loss
   ps.dp_cp().all_reduce_sum(&sum, 1);  // each CP rank summed its own tokens
-  const double loss = sum / double(args.eval_iters * t.tokens_per_iter);
+  // Over the tokens whose loss counts (--eod-mask-loss), as Megatron's
+  // reported 'lm loss' (its sum over its count).
+  const double loss = sum / double(std::max<int64_t>(t.data->eval_loss_tokens(test), 1));
   const double ppl = std::exp(std::min(loss, 20.0));
   if (t.log.tty) std::printf("\r\033[K");
   log_line(t.log.rank0, "%s%s at iteration %lld | lm loss: %.6E | lm loss PPL: %.6E\n",
@@ -587,13 +596,12 @@ bool train(Trainer& t) {
     Timer step_timer;
     StepResult r =
         train_step(*t.rt, *t.opt, *t.sync, t.ps, t.train_ops, it, rates, t.train_m,
-                   batch * args.model.seq_length, args.seed,
-                   [&](int64_t k, int32_t* tokens, int32_t* labels) {
-                     return t.data->train_batch(state.consumed_samples, batch, k, tokens, labels)
-                         .first_sample;
+                   t.data->train_loss_tokens(state.consumed_samples, batch), args.seed,
+                   [&](int64_t k, MicroBatchInput& mb) {
+                     t.data->train_batch(state.consumed_samples, batch, k, mb);
                    },
                    t.scaler ? &*t.scaler : nullptr, args.checks.check_for_nan_in_loss_and_grad,
-                   &t.rerun);
+                   args.calculate_per_token_loss, &t.rerun);
     r.global_batch = batch;
     const double step_seconds = step_timer.seconds();
     step_checks(t, r, it);

@@ -162,11 +162,13 @@ inline void add_hf_tokenizer_files(const std::string& family, const TempDir& dir
   *vocab = 96;
 }
 
-// Preprocesses `text` into dir; returns the flags that point train at it.
-inline std::string prepare_data(const TempDir& dir, const std::string& text) {
+// Preprocesses `text` into dir (with `preprocess_flags`, e.g. --append-eod);
+// returns the flags that point train at it.
+inline std::string prepare_data(const TempDir& dir, const std::string& text,
+                                const std::string& preprocess_flags = "") {
   write_text(dir.file("corpus.txt"), text);
   const RunResult r = run(megatron() + " preprocess --input " + dir.file("corpus.txt") +
-                          " --output-prefix " + dir.file("corpus"));
+                          " --output-prefix " + dir.file("corpus") + preprocess_flags);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   return " --data-path " + dir.file("corpus_text_document") + " --vocab-file " +
          dir.file("corpus_vocab.json");

@@ -36,12 +36,18 @@ using LayoutCheck = std::function<void(const Layout&, const RunResult&, const Js
 // at 3 and 6) and compares `keys` of every iteration (tol relative), the grad
 // norms (10 x tol) and the validation losses (tol); `check` adds its own.
 // Returns the worst relative difference of the keys (printed under `what`).
+// The data: `corpus` (default synthetic_corpus(200)) preprocessed with
+// `preprocess_flags`.
 inline double expect_layouts_match_one_rank(const std::string& model,
                                             const std::vector<Layout>& layouts, double tol,
                                             const std::vector<const char*>& keys, const char* what,
-                                            const LayoutCheck& check = {}) {
+                                            const LayoutCheck& check = {},
+                                            const std::string& corpus = "",
+                                            const std::string& preprocess_flags = "") {
   TempDir dir;
-  const std::string base = " train" + prepare_data(dir, synthetic_corpus(200)) + model;
+  const std::string base =
+      " train" +
+      prepare_data(dir, corpus.empty() ? synthetic_corpus(200) : corpus, preprocess_flags) + model;
   const RunResult one =
       run(megatron() + base + vocab_padding("") + " --log-json " + dir.file("ref.json"));
   EXPECT_EQ(one.exit_code, 0) << one.output;

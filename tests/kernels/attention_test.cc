@@ -18,7 +18,7 @@ using test::randn;
 
 // Double-precision reference with the full (s, s) softmax per head; key ki
 // is visible to query qi when qi - window_left <= ki <= qi (no lower bound
-// without a window).
+// without a window) and, with documents, ki >= doc_start[bi][qi].
 // q, k, v, ctx: (b, a, s, d); lse: (b, a, s).
 void attention_ref(std::vector<double>* ctx, std::vector<double>* lse, const std::vector<double>& q,
                    const std::vector<double>& k, const std::vector<double>& v,
@@ -38,7 +38,8 @@ void attention_ref(std::vector<double>* ctx, std::vector<double>* lse, const std
           double dot = 0;
           for (int64_t t = 0; t < d; ++t)
             dot += q[size_t((h * s + qi) * d + t)] * k[size_t((h * s + ki) * d + t)];
-          const bool seen = ki <= qi && (dm.window_left < 0 || ki >= qi - dm.window_left);
+          const bool seen = ki <= qi && (dm.window_left < 0 || ki >= qi - dm.window_left) &&
+                            (!dm.doc_start || ki >= dm.doc_start[bi * s + qi]);
           p[size_t(ki)] = seen ? dot * scale : -std::numeric_limits<double>::infinity();
           mx = std::max(mx, p[size_t(ki)]);
         }
@@ -228,6 +229,61 @@ TEST(Attention, WindowedBackwardMatchesFiniteDifferences) {
   check_backward(windowed({2, 1, 30, 8}, 4), 0.f, 3);
 }
 
+// Documents inside a sequence (--reset-attention-mask): each sample its own
+// boundaries — a document of one token, one ending at a query block's edge,
+// one spanning it, the last running to the end — so a block's samples see
+// different key ranges.
+struct Documents {
+  std::vector<int32_t> starts;  // (b, s)
+  Documents(int64_t b, int64_t s) : starts(size_t(b * s)) {
+    for (int64_t bi = 0; bi < b; ++bi) {
+      const std::vector<int64_t> cuts = bi % 2 == 0
+          ? std::vector<int64_t>{7, 8, kAttentionBlockQ, s - 3}
+          : std::vector<int64_t>{kAttentionBlockQ - 20, kAttentionBlockQ + 9};
+      int64_t start = 0;
+      for (int64_t t = 0; t < s; ++t) {
+        for (int64_t c : cuts)
+          if (c == t) start = t;
+        starts[size_t(bi * s + t)] = int32_t(start);
+      }
+    }
+  }
+};
+
+AttentionDims with_documents(AttentionDims dm, const Documents& docs) {
+  dm.doc_start = docs.starts.data();
+  return dm;
+}
+
+TEST(Attention, DocumentsForwardMatchesReference) {
+  const Documents docs(3, 200);
+  check_forward(with_documents({3, 2, 200, 16}, docs), {});
+  check_forward(with_documents({3, 2, 200, 8}, docs), make_dropout(0.2f));
+  check_forward(with_documents(windowed({3, 2, 200, 8}, 30), docs), {});
+}
+
+TEST(Attention, DocumentsBackwardMatchesFiniteDifferences) {
+  const Documents docs(2, kAttentionBlockQ + 22);
+  check_backward(with_documents({2, 1, kAttentionBlockQ + 22, 8}, docs), 0.f, 13);
+  check_backward(with_documents({2, 1, kAttentionBlockQ + 22, 8}, docs), 0.2f, 19);
+}
+
+TEST(Attention, OneDocumentPerSampleIsPlainCausal) {
+  // doc_start all 0 hides nothing: the same bits as no document mask.
+  const AttentionDims dm{2, 2, 150, 8};
+  const int64_t n = dm.b * dm.a * dm.s * dm.d;
+  const auto q = randn(n, "q"), k = randn(n, "k"), v = randn(n, "v");
+  const std::vector<int32_t> zeros(size_t(dm.b * dm.s), 0);
+  AttentionDims docs = dm;
+  docs.doc_start = zeros.data();
+  std::vector<float> c0(static_cast<size_t>(n)), c1(c0), l0(static_cast<size_t>(dm.b * dm.a * dm.s)), l1(l0);
+  Workspace w0(dm), w1(docs);
+  attention_forward(c0.data(), l0.data(), q.data(), k.data(), v.data(), dm, {}, w0.data());
+  attention_forward(c1.data(), l1.data(), q.data(), k.data(), v.data(), docs, {}, w1.data());
+  EXPECT_EQ(c0, c1);
+  EXPECT_EQ(l0, l1);
+}
+
 // ||x - y|| / ||y|| over all elements.
 double rel_dist(const std::vector<float>& x, const std::vector<float>& y) {
   double num = 0, den = 0;
@@ -278,6 +334,8 @@ TEST(Attention, Bf16IsCloseToFp32) {
   check_mixed({2, 3, 200, 16}, 0.f, MathMode::kBF16, 5e-5, 2e-2);
   check_mixed({1, 2, 150, 8}, 0.2f, MathMode::kBF16, 5e-5, 2e-2);
   check_mixed(windowed({1, 2, 150, 8}, 20), 0.2f, MathMode::kBF16, 5e-5, 2e-2);
+  const Documents docs(2, 150);
+  check_mixed(with_documents({2, 2, 150, 8}, docs), 0.2f, MathMode::kBF16, 5e-5, 2e-2);
 }
 
 TEST(Attention, Fp16IsCloserToFp32ThanBf16) {

@@ -101,6 +101,42 @@ TEST(CrossEntropy, FusedRowsEqualThePhases) {
   }
 }
 
+// A loss mask with per-row weights (--eod-mask-loss): the gradient of
+// grad_scale * Σ_i w_i loss_i against central differences, masked rows all 0,
+// fused rows and phases alike; the losses themselves are unweighted.
+TEST(CrossEntropy, RowScalesWeighEachRowsGradient) {
+  const int64_t n = 4, v = 37;
+  const float grad_scale = 0.25f;
+  const std::vector<float> w = {1.f, 0.f, 2.5f, 1.f};
+  const auto z0 = test::randn(n * v, "cew.z", 2.f);
+  const std::vector<int32_t> t = {5, 0, 36, 5};
+  auto num = test::numeric_grad(
+      [&](const std::vector<double>& zd) {
+        std::vector<double> rows;
+        loss_ref(zd, t, v, &rows);
+        double l = 0;
+        for (int64_t i = 0; i < n; ++i) l += grad_scale * w[size_t(i)] * rows[size_t(i)];
+        return l;
+      },
+      test::to_double(z0));
+  auto fused = z0, phased = z0;
+  std::vector<float> l_fused(n), l_phased(n), mx(n);
+  std::vector<double> sum(n), target(n), want;
+  loss_ref(test::to_double(z0), t, v, &want);
+  cross_entropy_rows(l_fused.data(), fused.data(), fused.data(), t.data(), n, v, grad_scale,
+                     w.data());
+  for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(l_fused[i], want[i], 1e-5 * (1 + want[i]));
+  test::expect_grad_close(fused, num, 1e-6, 1e-4, "dlogits");
+  for (int64_t j = 0; j < v; ++j) ASSERT_EQ(fused[size_t(v + j)], 0.f) << "masked row, column " << j;
+  cross_entropy_shard_max(mx.data(), phased.data(), n, v);
+  cross_entropy_shard_sums(sum.data(), target.data(), phased.data(), mx.data(), t.data(), n, v, 0,
+                           true);
+  cross_entropy_shard_finish(l_phased.data(), phased.data(), phased.data(), sum.data(),
+                             target.data(), t.data(), n, v, 0, grad_scale, w.data());
+  EXPECT_EQ(l_fused, l_phased);
+  EXPECT_EQ(fused, phased);
+}
+
 TEST(CrossEntropy, RejectsOutOfRangeTargetNamingIt) {
   const int64_t n = 3, v = 10;
   std::vector<float> z(n * v, 0.f), losses(n);

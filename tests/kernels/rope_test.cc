@@ -142,6 +142,47 @@ TEST(Rope, BackwardFiniteDifference) {
   test::expect_grad_close(dx, num, 1e-5, 1e-4, "rope dx");
 }
 
+// Per-token positions (--reset-position-ids): row t of sample bi rotates as
+// rope_forward of that row alone at its own position; backward is the
+// transpose (finite differences of the per-row reference).
+TEST(Rope, PerTokenPositionsRotateEachRowAtItsOwnPosition) {
+  const int64_t b = 2, a = 2, s = 7, d = 8;
+  const RopeTable t = make_rope_table(16, d, 1.f, 10000.f);
+  // (s, b) sequence-first: sample 0 restarts after row 3, sample 1 is 9.. on.
+  const std::vector<int32_t> pos = {0, 9, 1, 10, 2, 11, 3, 12, 0, 13, 1, 14, 2, 15};
+  auto x = randn(b * a * s * d, "rope.at");
+  auto y = x;
+  rope_forward_at(y.data(), b, a, s, d, t, pos.data());
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t j = 0; j < a; ++j)
+      for (int64_t r = 0; r < s; ++r) {
+        const int64_t row = ((bi * a + j) * s + r) * d;
+        std::vector<float> one(x.begin() + row, x.begin() + row + d);
+        rope_forward(one.data(), 1, 1, 1, d, t, pos[size_t(r * b + bi)]);
+        for (int64_t k = 0; k < d; ++k) ASSERT_EQ(y[size_t(row + k)], one[size_t(k)]) << row + k;
+      }
+  auto dout = randn(b * a * s * d, "rope.at.dout");
+  auto dx = dout;
+  rope_backward_at(dx.data(), b, a, s, d, t, pos.data());
+  auto num = test::numeric_grad(
+      [&](const std::vector<double>& v) {
+        double l = 0;
+        for (int64_t bi = 0; bi < b; ++bi)
+          for (int64_t j = 0; j < a; ++j)
+            for (int64_t r = 0; r < s; ++r) {
+              const int64_t row = ((bi * a + j) * s + r) * d;
+              const std::vector<double> one(v.begin() + row, v.begin() + row + d);
+              const auto yr = rope_ref(one, 1, 1, 1, d, t.rot_dim, 10000.f, pos[size_t(r * b + bi)]);
+              for (int64_t k = 0; k < d; ++k) l += yr[size_t(k)] * dout[size_t(row + k)];
+            }
+        return l;
+      },
+      test::to_double(x));
+  test::expect_grad_close(dx, num, 1e-5, 1e-4, "rope_at dx");
+  const std::vector<int32_t> bad = {0, 9, 1, 10, 2, 11, 3, 12, 0, 13, 1, 14, 2, 16};
+  EXPECT_THROW(rope_forward_at(y.data(), b, a, s, d, t, bad.data()), Error);  // 16 >= max_pos
+}
+
 TEST(Rope, IsDeterministicAcrossThreadCounts) {
   const int64_t b = 2, a = 4, s = 33, d = 64;
   const RopeTable t = make_rope_table(64, d, 1.f, 10000.f);

@@ -28,10 +28,18 @@ struct TinyGpt {
   // Mean token loss; with `backward` also accumulates the gradient of that mean.
   double loss(const std::vector<int32_t>& tokens, const std::vector<int32_t>& labels,
               PassContext ctx, bool backward) {
-    const double n = double(sh.tokens());
-    ctx.grad_scale = float(1.0 / n);
+    MicroBatchInput mb;
+    mb.tokens = tokens;
+    mb.labels = labels;
+    return loss(mb, ctx, backward);
+  }
+  // The same for a micro-batch with its document arrays; the mean is over
+  // the tokens its loss mask counts.
+  double loss(const MicroBatchInput& mb, PassContext ctx, bool backward) {
+    const double n = mb.loss_mask.empty() ? double(sh.tokens()) : double(mb.loss_tokens);
+    ctx.grad_scale = float(1.0 / double(sh.tokens()));  // gpt_forward rescales masked rows by b·s / counted
     const double sum = gpt_forward(rt.w(), backward ? &rt.chunks[0].g : nullptr, rt.slots()[0].act, rt.ws, sh,
-                                   tokens.data(), labels.data(), ctx);
+                                   mb, ctx);
     if (backward) gpt_backward(rt.w(), rt.g(), rt.slots()[0].act, rt.ws, sh, ctx);
     return sum / n;
   }

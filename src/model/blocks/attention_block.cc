@@ -27,13 +27,41 @@ void for_each_chunk(const GptShapes& sh, F f) {
     f(j * c * sh.b, j * sh.b * sh.a * c * sh.d, sh.chunk_pos0(j));
 }
 
+// The core's sizes for this micro-batch: the shapes' and its documents' bounds.
+AttentionDims call_dims(const BlockCall& call) {
+  AttentionDims dims = attention_dims(call.sh);
+  dims.doc_start = call.docs.doc_start;
+  return dims;
+}
+
+// RoPE of one chunk (x: its per-head tensor; rows: its first row in (s, b)
+// tensors; pos0: its global position): at the data's own positions with
+// --reset-position-ids.
+void rope_chunk(float* x, int64_t heads_count, const BlockCall& call, int64_t rows, int64_t pos0,
+                bool backward) {
+  const GptShapes& sh = call.sh;
+  const int64_t c = sh.chunk_len();
+  if (call.docs.positions) {
+    const int32_t* pos = call.docs.positions + rows;
+    if (backward)
+      rope_backward_at(x, sh.b, heads_count, c, sh.d, *sh.rope, pos);
+    else
+      rope_forward_at(x, sh.b, heads_count, c, sh.d, *sh.rope, pos);
+  } else if (backward) {
+    rope_backward(x, sh.b, heads_count, c, sh.d, *sh.rope, pos0);
+  } else {
+    rope_forward(x, sh.b, heads_count, c, sh.d, *sh.rope, pos0);
+  }
+}
+
 void attention_core_forward(float* ctx, const AttentionRecord& rec, AttentionWorkspace& ws,
-                            const GptShapes& sh, const AttentionDropout& drop) {
+                            const BlockCall& call, const AttentionDropout& drop) {
+  const GptShapes& sh = call.sh;
   if (sh.cp.size() > 1)
-    context_parallel_attention_forward(ctx, rec.lse, rec.q, rec.k, rec.v, attention_dims(sh), sh.g,
+    context_parallel_attention_forward(ctx, rec.lse, rec.q, rec.k, rec.v, call_dims(call), sh.g,
                                        drop, sh.cp, ws.attn);
   else
-    attention_forward(ctx, rec.lse, rec.q, rec.k, rec.v, attention_dims(sh), drop, ws.attn);
+    attention_forward(ctx, rec.lse, rec.q, rec.k, rec.v, call_dims(call), drop, ws.attn);
 }
 
 // --qk-layernorm: the layer's kind of norm over `rows` rows of one head (d).
@@ -206,9 +234,9 @@ void attention_block_forward(float* out, AttentionRecord& rec, AttentionWorkspac
     head_norm_forward(sh, k, rec.k_mean, rec.k_rstd, rec.k_in, w.k_norm_w, w.k_norm_b, rows);
   }
   if (sh.rope)
-    for_each_chunk(sh, [&](int64_t, int64_t heads, int64_t pos0) {
-      rope_forward(q + heads, sh.b, sh.a, c, sh.d, *sh.rope, pos0);
-      rope_forward(k + heads, sh.b, sh.a, c, sh.d, *sh.rope, pos0);
+    for_each_chunk(sh, [&](int64_t rows, int64_t heads, int64_t pos0) {
+      rope_chunk(q + heads, sh.a, call, rows, pos0, false);
+      rope_chunk(k + heads, sh.a, call, rows, pos0, false);
     });
   if (bf16) {
     convert(rec.q, q, heads);
@@ -216,7 +244,7 @@ void attention_block_forward(float* out, AttentionRecord& rec, AttentionWorkspac
     convert(rec.v, v, heads);
   }
   float* attn_out = bf16 ? ws.dctx : rec.ctx;
-  attention_core_forward(attn_out, rec, ws, sh,
+  attention_core_forward(attn_out, rec, ws, call,
                          attention_dropout_spec(sh, call.ctx, call.layer, call.sample0));
   for_each_chunk(sh, [&](int64_t rows, int64_t heads, int64_t) {
     heads_to_sbh(rec.ctx_sbh.at(rows * hl), attn_out + heads, c, sh.b, sh.a, sh.d);
@@ -240,15 +268,15 @@ void attention_block_backward(float* din, const AttentionParams<float*>& g, cons
   const AttentionDropout drop = attention_dropout_spec(sh, call.ctx, call.layer, call.sample0);
   if (sh.cp.size() > 1)
     context_parallel_attention_backward(ws.dq, ws.dk, ws.dv, ws.dctx, rec.q, rec.k, rec.v,
-                                        rec.ctx_sbh, rec.lse, attention_dims(sh), sh.g, drop, sh.cp,
+                                        rec.ctx_sbh, rec.lse, call_dims(call), sh.g, drop, sh.cp,
                                         ws.attn);
   else
     attention_backward(ws.dq, ws.dk, ws.dv, ws.dctx, rec.q, rec.k, rec.v, rec.ctx, rec.lse,
-                       attention_dims(sh), drop, ws.attn);
+                       call_dims(call), drop, ws.attn);
   if (sh.rope)
-    for_each_chunk(sh, [&](int64_t, int64_t heads, int64_t pos0) {
-      rope_backward(ws.dq + heads, sh.b, sh.a, c, sh.d, *sh.rope, pos0);
-      rope_backward(ws.dk + heads, sh.b, sh.a, c, sh.d, *sh.rope, pos0);
+    for_each_chunk(sh, [&](int64_t rows, int64_t heads, int64_t pos0) {
+      rope_chunk(ws.dq + heads, sh.a, call, rows, pos0, true);
+      rope_chunk(ws.dk + heads, sh.a, call, rows, pos0, true);
     });
   // --qk-layernorm: through the norms; their input gradients land in buffers
   // free by now (dctx after the attention backward, then dq after q's norm).

@@ -27,6 +27,7 @@ struct BlockCall {
   int64_t sample0 = 0;      // global index of the micro-batch's first sample
   float* full_a = nullptr;  // (s, b, h)  SP all-gathers, row-parallel partial sums
   float* full_b = nullptr;  // (s, b, h)  SP input gradient before its reduce-scatter
+  TokenDocuments docs = {};  // the micro-batch's documents (positions, attention bounds)
 };
 
 // Makes views of type P (ReadView weights, float* gradients) at the offsets
