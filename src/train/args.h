@@ -114,6 +114,9 @@ struct TrainArgs {
   std::vector<std::string> data_path;
   std::vector<std::string> train_data_path, valid_data_path, test_data_path;
   std::string split;  // "": 969,30,1 with --data-path (Megatron's default)
+  // Megatron's --mock-data: its MockGPTDataset's documents instead of a data
+  // path (data/mock_gpt_dataset.h), with the tokenizer's vocabulary and eod.
+  bool mock_data = false;
   // Files holding the data path arguments (train/data_args_file.h).
   std::string data_args_path, per_split_data_args_path;
   std::string data_cache_path;             // where blend indices are cached ("": not cached)
@@ -124,6 +127,7 @@ struct TrainArgs {
   std::string merge_file;      // GPT-2: merges.txt
   std::string tokenizer_model; // SentencePiece / Llama 2: the .model file
   int64_t vocab_size = 0;               // NullTokenizer
+  int64_t tokenizer_eod = -1;  // derived: the run's tokenizer's eod (-1: none), for --mock-data
 
   // Logging, evaluation, checkpoints, exit.
   int64_t log_interval = 100;

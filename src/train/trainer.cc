@@ -82,11 +82,16 @@ nlohmann::json resolve_tokenizer(TrainArgs& args, int64_t loaded_iteration, bool
       args.vocab_size = saved.value("vocab_size", int64_t(0));
       args.model.vocab_size = meta.at("args").at("model").at("vocab_size").get<int64_t>();
       log_line(rank0, "tokenizer: %s, as recorded in the checkpoint\n", args.tokenizer_type.c_str());
+      if (args.mock_data) args.tokenizer_eod = tokenizer_from_record(saved, iter)->eod();
       return saved.at("type") == "char" || saved.at("type") == "NullTokenizer"
                  ? saved
                  : adopt_tokenizer_record(saved, iter);
     }
   }
+  MT_CHECK(!args.mock_data || !args.tokenizer_type.empty() || !args.vocab_file.empty(),
+           "--mock-data without a tokenizer: its documents end with the tokenizer's eod and "
+           "their ids wrap at its vocabulary; fix: --tokenizer-type NullTokenizer --vocab-size N "
+           "(or a real tokenizer's flags)");
   if (args.tokenizer_type.empty()) args.tokenizer_type = "char";
   TokenizerOptions o;
   o.type = args.tokenizer_type;
@@ -96,6 +101,7 @@ nlohmann::json resolve_tokenizer(TrainArgs& args, int64_t loaded_iteration, bool
   o.vocab_size = args.vocab_size;
   const std::unique_ptr<Tokenizer> tok = make_tokenizer(o);
   args.model.vocab_size = tok->vocab_size();
+  args.tokenizer_eod = tok->eod();
   nlohmann::json record = tokenizer_record(*tok, o);
   if (loaded_iteration >= 0 && !same_tokenizer(saved, record)) {
     std::string diff;
