@@ -214,6 +214,9 @@ Command add_train_command(CLI::App& app) {
   data->add_option("--per-split-data-args-path", a->per_split_data_args_path,
                    "instead of --train/valid/test-data-path: a JSON file of train, valid and "
                    "test, each a string of the blend's words, a list of them, or null");
+  data->add_flag("--mock-data", a->mock_data,
+                 "instead of a data path: Megatron's mock documents (ids 1, 2, ... then the "
+                 "tokenizer's eod; 100000 documents of random length, cut 1,1,1)");
   data->add_option("--split", a->split,
                    "train,valid,test weights of each --data-path dataset (default 969,30,1)");
   data->add_option("--data-cache-path", a->data_cache_path,

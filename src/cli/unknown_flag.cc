@@ -53,9 +53,6 @@ std::string unknown_flag_message(const std::string& flag, const CLI::App& comman
   if (starts_with(name, "--window-attn-skip-freq"))
     return name + ": full-attention layers between sliding-window ones are not built (every "
                   "layer uses --window-size); fix: leave out --window-attn-skip-freq";
-  if (name == "--mock-data")
-    return name + ": Megatron's MockGPTDataset is not built yet; fix: preprocess a small text "
-                  "with `megatron preprocess` and pass --data-path";
   if (name == "--decrease-batch-size-if-needed")
     return name + ": rounding the global batch down is not built (each batch, ramp-up included, "
                   "must divide by micro-batch x DP); fix: a --global-batch-size (and "

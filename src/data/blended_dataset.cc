@@ -23,7 +23,7 @@ BlendedDataset::BlendedDataset(std::vector<std::unique_ptr<GptDataset>> members,
     MT_CHECK(members_[j]->seq_length() == members_[0]->seq_length(), "blend '", name_,
              "' members differ in sequence length (internal error)");
     MT_CHECK(drawn_[j] <= members_[j]->size(), "the ", name_, " blend reads ", drawn_[j],
-             " samples of ", members_[j]->indexed().path_prefix(), ", which holds ",
+             " samples of ", members_[j]->low_level().path_prefix(), ", which holds ",
              members_[j]->size(), "; fix: raise --mid-level-dataset-surplus (now it builds ",
              "that many), e.g. ten-fold");
   }

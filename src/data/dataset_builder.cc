@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "data/gpt_dataset.h"
+#include "data/mock_gpt_dataset.h"
 
 namespace mt {
 
@@ -16,6 +17,10 @@ class Builder {
       : c_(c), source_(source), out_(out) {}
 
   void build_split(int i) {
+    if (c_.mock) {
+      mock_split(i);
+      return;
+    }
     const bool per_split = c_.blend.prefixes.empty();
     const Blend& blend = per_split ? c_.blend_per_split[size_t(i)] : c_.blend;
     if (c_.sizes[size_t(i)] <= 0 || blend.prefixes.empty()) return;
@@ -51,13 +56,41 @@ class Builder {
   const IndexedDataset& open(const std::string& prefix) {
     auto it = opened_.find(prefix);
     if (it != opened_.end()) return *it->second;
-    out_->indexed.push_back(std::make_unique<IndexedDataset>(prefix));
-    const IndexedDataset& d = *out_->indexed.back();
+    auto owned = std::make_unique<IndexedDataset>(prefix);
+    const IndexedDataset& d = *owned;
+    out_->documents.push_back(std::move(owned));
     // Every token id checked once at start-up (a corrupt .bin fails here, with
     // the file, document, position and id, not when its sample is first read).
     if (c_.vocab_size > 0) d.validate_token_range(c_.vocab_size);
     opened_[prefix] = &d;
     return d;
+  }
+
+  // Megatron's MockGPTDataset: the mock documents (built once) cut 1,1,1.
+  void mock_split(int i) {
+    if (c_.sizes[size_t(i)] <= 0) return;
+    if (mock_ == nullptr) {
+      auto owned = std::make_unique<MockGptLowLevelDataset>(c_.mock_vocab_size, c_.mock_eod);
+      mock_ = owned.get();
+      out_->documents.push_back(std::move(owned));
+      std::string note = "data: --mock-data: Megatron's MockGPTDataset, " +
+                         std::to_string(kMockDocuments) + " documents of 1 to " +
+                         std::to_string(kMockMaxSequenceLength - 1) +
+                         " tokens (numpy default_rng(" + std::to_string(kMockSeed) +
+                         ")), tokens 1, 2, ... mod " + std::to_string(c_.mock_vocab_size) +
+                         " then eod " + std::to_string(c_.mock_eod) + ", split " + kMockSplit;
+      if (!c_.split.empty() && c_.split != kMockSplit)
+        note += " (--split " + c_.split + " is not read with --mock-data, as in Megatron-LM)";
+      out_->notes.push_back(note);
+      // Every id below the model's vocabulary (the tokenizer's fits it).
+      MT_CHECK(c_.vocab_size <= 0 || c_.mock_vocab_size <= c_.vocab_size, "--mock-data: ids up "
+               "to ", c_.mock_vocab_size - 1, " but the model's vocabulary has ", c_.vocab_size,
+               " entries; fix: a --vocab-size the tokenizer's ids fit");
+    }
+    const SplitRange range = split_ranges(kMockSplit, mock_->num_sequences())[size_t(i)];
+    out_->split[size_t(i)] = std::make_unique<GptDataset>(*mock_, range, c_.seq_length,
+                                                          c_.sizes[size_t(i)], c_.seed,
+                                                          kSplitNames[i]);
   }
 
   std::unique_ptr<GptDataset> gpt(int i, const std::string& prefix, SplitRange range,
@@ -131,6 +164,7 @@ class Builder {
   const BlendIndexSource& source_;
   DatasetSplits* out_;
   std::map<std::string, const IndexedDataset*> opened_;
+  const MockGptLowLevelDataset* mock_ = nullptr;
 };
 
 }  // namespace
@@ -150,6 +184,11 @@ DatasetSplits build_dataset_splits(const DatasetBuilderConfig& c, const BlendInd
                                         c.blend_per_split[1].prefixes.empty() &&
                                         c.blend_per_split[2].prefixes.empty()),
            "--data-path and --train/valid/test-data-path are both given; use one");
+  MT_CHECK(!c.mock || (c.blend.prefixes.empty() && c.blend_per_split[0].prefixes.empty() &&
+                       c.blend_per_split[1].prefixes.empty() &&
+                       c.blend_per_split[2].prefixes.empty()),
+           "--mock-data and a data path are both given; fix: use one data source (Megatron-LM "
+           "refuses both too)");
   DatasetSplits out;
   Builder b(c, source, &out);
   for (int i = 0; i < 3; ++i) b.build_split(i);

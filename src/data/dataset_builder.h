@@ -9,6 +9,8 @@
 //   of min(N, sum of one epoch of each) samples weighted by those epochs
 //   (fewer than N is refused here: a run would read past its end).
 // N is the split's sample count (train: --train-iters x --global-batch-size).
+// With --mock-data (no blends) each split is a GPTDataset over Megatron's mock
+// documents (data/mock_gpt_dataset.h), cut "1,1,1" as Megatron cuts them.
 #pragma once
 #include <array>
 #include <functional>
@@ -19,6 +21,7 @@
 #include "data/blend.h"
 #include "data/blended_dataset.h"
 #include "data/indexed_dataset.h"
+#include "data/low_level_dataset.h"
 #include "data/sample_dataset.h"
 
 namespace mt {
@@ -28,12 +31,18 @@ inline constexpr const char* kSplitNames[3] = {"train", "valid", "test"};
 struct DatasetBuilderConfig {
   Blend blend;                           // --data-path (no prefixes: the per-split paths)
   std::array<Blend, 3> blend_per_split;  // --train/valid/test-data-path (no prefixes: none)
-  std::string split = "969,30,1";        // with --data-path only
+  // With --data-path; with mock, the run's --split ("": not given), only for
+  // the note that it is not read.
+  std::string split = "969,30,1";
   int64_t seq_length = 0;
   uint64_t seed = 0;
   double mid_level_surplus = 0.005;      // --mid-level-dataset-surplus
   int64_t vocab_size = 0;                // > 0: every token id is checked at start-up
   std::array<int64_t, 3> sizes{};        // samples read per split; 0: not built
+  // --mock-data: the mock documents, with the tokenizer's vocabulary size
+  // (before padding) and eod id; no blend may be given.
+  bool mock = false;
+  int64_t mock_vocab_size = 0, mock_eod = -1;
 };
 
 // Where blend indices come from: `build` makes one; a cache may return a saved
@@ -42,7 +51,8 @@ using BlendIndexSource =
     std::function<BlendIndex(const std::string& description, const std::function<BlendIndex()>& build)>;
 
 struct DatasetSplits {
-  std::vector<std::unique_ptr<IndexedDataset>> indexed;  // declared first: outlives the splits
+  // The documents read (.bin/.idx or mock); declared first: outlive the splits.
+  std::vector<std::unique_ptr<LowLevelDataset>> documents;
   std::array<std::unique_ptr<SampleDataset>, 3> split;   // train, valid, test; null: none
   std::vector<std::string> notes;                        // one line per blend, for the log
 };

@@ -101,7 +101,7 @@ std::array<SplitRange, 3> split_ranges(std::string_view split, int64_t num_seque
   return out;
 }
 
-GptDataset::GptDataset(const IndexedDataset& data, SplitRange range, int64_t seq_length,
+GptDataset::GptDataset(const LowLevelDataset& data, SplitRange range, int64_t seq_length,
                        int64_t num_samples, uint64_t seed, std::string name)
     : data_(&data), range_(range), seq_length_(seq_length), num_samples_(num_samples),
       name_(std::move(name)) {

@@ -1,6 +1,6 @@
 // Megatron's GPTDataset (megatron/core/datasets/gpt_dataset.py) over one
-// IndexedDataset split, and the micro-batch layout of Megatron's
-// MegatronPretrainingSampler.
+// split of a LowLevelDataset (an IndexedDataset, or --mock-data's documents),
+// and the micro-batch layout of Megatron's MegatronPretrainingSampler.
 //
 // Semantics replicated (own code; the shuffles use Philox, not numpy's stream):
 // - Split: "969,30,1" -> up to three plain decimals >= 0 (Megatron's regex
@@ -50,8 +50,8 @@ class GptDataset final : public SampleDataset {
  public:
   // num_samples: samples the caller will draw (train_iters * global batch for
   // train); <= 0 builds exactly one epoch. `name` ("train", "valid", "test")
-  // keys the shuffles together with `seed`. The IndexedDataset must outlive this.
-  GptDataset(const IndexedDataset& data, SplitRange range, int64_t seq_length,
+  // keys the shuffles together with `seed`. `data` must outlive this.
+  GptDataset(const LowLevelDataset& data, SplitRange range, int64_t seq_length,
              int64_t num_samples, uint64_t seed, std::string name);
 
   // All samples built (Megatron's len(): >= num_samples; whole epochs).
@@ -61,7 +61,7 @@ class GptDataset final : public SampleDataset {
   int64_t num_epochs() const { return num_epochs_; }
   bool separate_final_epoch() const { return separate_final_epoch_; }
   const std::string& name() const { return name_; }
-  const IndexedDataset& indexed() const { return *data_; }
+  const LowLevelDataset& low_level() const { return *data_; }
   // Sequence ids in reading order (num_epochs * range.size()).
   const std::vector<int32_t>& document_index() const { return document_index_; }
   // Unshuffled sample behind dataset index i (shuffle_index[i]).
@@ -78,7 +78,7 @@ class GptDataset final : public SampleDataset {
  private:
   void check_index_memory(const std::string& what) const;
 
-  const IndexedDataset* data_;
+  const LowLevelDataset* data_;
   SplitRange range_;
   int64_t seq_length_;
   int64_t num_samples_;

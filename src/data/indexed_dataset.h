@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "data/low_level_dataset.h"
+
 namespace mt {
 
 enum class TokenDType : uint8_t {
@@ -49,25 +51,6 @@ inline constexpr int64_t kIndexHeaderBytes = 9 + 8 + 1 + 8 + 8;  // = 34
 // >= vocab_size; `where` names the data (e.g. "sequence 12 of data/x").
 void check_token_span(const int32_t* ids, int64_t n, int64_t vocab_size, const std::string& where);
 
-// A read-only view of a little-endian array at an arbitrary (possibly
-// unaligned) byte address inside a mapped file.
-template <typename T>
-class UnalignedArray {
- public:
-  UnalignedArray() = default;
-  UnalignedArray(const unsigned char* data, int64_t size) : data_(data), size_(size) {}
-  int64_t size() const { return size_; }
-  T operator[](int64_t i) const {
-    T v;
-    std::memcpy(&v, data_ + i * int64_t(sizeof(T)), sizeof(T));
-    return v;
-  }
-
- private:
-  const unsigned char* data_ = nullptr;
-  int64_t size_ = 0;
-};
-
 // A read-only memory map of a whole file (empty files map to nothing).
 class MappedFile {
  public:
@@ -89,27 +72,27 @@ class MappedFile {
   int64_t size_ = 0;
 };
 
-class IndexedDataset {
+class IndexedDataset final : public LowLevelDataset {
  public:
   // Opens <path_prefix>.idx and <path_prefix>.bin (both memory-mapped) and
   // validates them; every inconsistency throws mt::Error naming file and value.
   explicit IndexedDataset(const std::string& path_prefix);
 
-  const std::string& path_prefix() const { return prefix_; }
+  const std::string& path_prefix() const override { return prefix_; }
   TokenDType dtype() const { return dtype_; }
-  int64_t num_sequences() const { return lengths_.size(); }
+  int64_t num_sequences() const override { return lengths_.size(); }
   // Documents = document-index length - 1.
   int64_t num_documents() const { return doc_index_.size() - 1; }
   int64_t num_tokens() const { return num_tokens_; }
   int32_t sequence_length(int64_t i) const;
   int64_t sequence_pointer(int64_t i) const;
-  UnalignedArray<int32_t> sequence_lengths() const { return lengths_; }
+  UnalignedArray<int32_t> sequence_lengths() const override { return lengths_; }
   // Megatron's document_indices: D entries, [0, ..., num_sequences].
   UnalignedArray<int64_t> document_indices() const { return doc_index_; }
 
   // out[0, n) = tokens [offset, offset + n) of sequence i, converted to int32
   // (out: (n,)). Checks the range against the sequence length.
-  void read(int64_t i, int64_t offset, int64_t n, int32_t* out) const;
+  void read(int64_t i, int64_t offset, int64_t n, int32_t* out) const override;
 
   // Scans every token once and throws on the first id < 0 or >= vocab_size,
   // naming the id, the sequence and the vocabulary size.

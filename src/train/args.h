@@ -126,6 +126,9 @@ struct TrainArgs {
   std::vector<std::string> data_path;
   std::vector<std::string> train_data_path, valid_data_path, test_data_path;
   std::string split;  // "": 969,30,1 with --data-path (Megatron's default)
+  // Megatron's --mock-data: its MockGPTDataset's documents instead of a data
+  // path (data/mock_gpt_dataset.h), with the tokenizer's vocabulary and eod.
+  bool mock_data = false;
   // Files holding the data path arguments (train/data_args_file.h).
   std::string data_args_path, per_split_data_args_path;
   std::string data_cache_path;             // where blend indices are cached ("": not cached)
@@ -140,6 +143,7 @@ struct TrainArgs {
   // is the tokenizer's, set when it is resolved).
   DocumentFlags documents;
   bool calculate_per_token_loss = false;  // the loss over the iteration's counted tokens
+  int64_t tokenizer_eod = -1;  // derived: the run's tokenizer's eod (-1: none), for --mock-data
 
   // Logging, evaluation, checkpoints, exit.
   int64_t log_interval = 100;

@@ -137,6 +137,7 @@ ArgList argument_list(const TrainArgs& a) {
   b.add("--valid-data-path", words_text(a.valid_data_path));
   b.add("--test-data-path", words_text(a.test_data_path));
   b.add("--split", a.split);
+  b.add("--mock-data", a.mock_data);
   b.add("--data-cache-path", a.data_cache_path);
   b.add("--mid-level-dataset-surplus", a.mid_level_dataset_surplus);
   b.add("--tokenizer-type", a.tokenizer_type);

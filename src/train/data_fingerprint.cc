@@ -12,6 +12,7 @@
 
 #include "checkpoint/crc32c.h"
 #include "core/error.h"
+#include "data/mock_gpt_dataset.h"
 
 namespace mt {
 
@@ -65,11 +66,52 @@ nlohmann::json dataset_fingerprints(const std::vector<std::string>& prefixes) {
   return out;
 }
 
+nlohmann::json mock_data_record(int64_t vocab_size, int64_t eod) {
+  return {{"mock", "MockGPTDataset"},
+          {"documents", kMockDocuments},
+          {"seed", kMockSeed},
+          {"max_sequence_length", kMockMaxSequenceLength},
+          {"split", kMockSplit},
+          {"vocab_size", vocab_size},
+          {"eod", eod}};
+}
+
+namespace {
+
+// The mock record in a "datasets" list, or null.
+nlohmann::json mock_of(const nlohmann::json& datasets) {
+  if (datasets.is_array())
+    for (const nlohmann::json& d : datasets)
+      if (d.is_object() && d.contains("mock")) return d;
+  return nullptr;
+}
+
+}  // namespace
+
+std::string changed_data_source(const nlohmann::json& saved, const nlohmann::json& now,
+                                const std::string& checkpoint) {
+  if (!saved.is_array()) return "";  // saved before datasets were recorded
+  const nlohmann::json was = mock_of(saved), is = mock_of(now);
+  if (was.is_null() && is.is_null()) return "";
+  if (was == is) return "";
+  std::string what;
+  if (was.is_null())
+    what = "was trained on a data path and this run reads --mock-data";
+  else if (is.is_null())
+    what = "was trained on --mock-data and this run reads a data path";
+  else
+    what = "was trained on other mock documents (" + was.dump() + ", now " + is.dump() + ")";
+  return "--load " + checkpoint + " " + what + "; training goes on from the checkpoint's "
+         "consumed samples in this run's data (fix, if unintended: pass the checkpoint's data "
+         "flags, or --finetune to start this data from its beginning)";
+}
+
 std::string changed_dataset(const nlohmann::json& saved, const nlohmann::json& now,
                             const std::string& checkpoint) {
   if (!saved.is_array()) return "";  // saved before datasets were recorded
   for (const nlohmann::json& n : now)
     for (const nlohmann::json& s : saved) {
+      if (!n.contains("path")) continue;  // mock data: changed_data_source
       if (!s.is_object() || s.value("path", "") != n.at("path").get<std::string>()) continue;
       std::string what;
       for (const char* ext : {"bin", "idx"}) {

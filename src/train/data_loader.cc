@@ -18,7 +18,10 @@ DatasetBuilderConfig builder_config(const TrainArgs& args) {
     if (!per_split[i]->empty())
       c.blend_per_split[size_t(i)] =
           parse_blend(*per_split[i], std::string("--") + kSplitNames[i] + "-data-path");
-  if (!args.split.empty()) c.split = args.split;
+  if (!args.split.empty() || args.mock_data) c.split = args.split;
+  c.mock = args.mock_data;
+  c.mock_vocab_size = args.model.vocab_size;  // the tokenizer's, before padding
+  c.mock_eod = args.tokenizer_eod;
   c.seq_length = args.model.seq_length;
   c.seed = args.seed;
   c.mid_level_surplus = args.mid_level_dataset_surplus;

@@ -64,8 +64,14 @@ void record_and_check_datasets(const TrainArgs& args, int64_t loaded_iteration,
                                nlohmann::json& run_args, const ParallelState& ps) {
   decide_on_rank0(ps, [&] {
     run_args["datasets"] = dataset_fingerprints(args.dataset_prefixes());
+    if (args.mock_data)
+      run_args["datasets"].push_back(mock_data_record(args.model.vocab_size, args.tokenizer_eod));
     if (loaded_iteration < 0 || args.finetune || args.skip_train) return;
     const nlohmann::json saved = read_checkpoint_meta(args.load).at("args");
+    const std::string source =
+        changed_data_source(saved.value("datasets", nlohmann::json()), run_args["datasets"],
+                            args.load);
+    if (!source.empty()) log_line(true, "warning: %s\n", source.c_str());
     const std::string change =
         changed_dataset(saved.value("datasets", nlohmann::json()), run_args["datasets"], args.load);
     if (change.empty()) return;

@@ -83,6 +83,7 @@ nlohmann::json resolve_tokenizer(TrainArgs& args, int64_t loaded_iteration, bool
       args.vocab_size = saved.value("vocab_size", int64_t(0));
       args.model.vocab_size = meta.at("args").at("model").at("vocab_size").get<int64_t>();
       log_line(rank0, "tokenizer: %s, as recorded in the checkpoint\n", args.tokenizer_type.c_str());
+      if (args.mock_data) args.tokenizer_eod = tokenizer_from_record(saved, iter)->eod();
       return saved.at("type") == "char" || saved.at("type") == "NullTokenizer"
                  ? saved
                  : adopt_tokenizer_record(saved, iter);
@@ -95,6 +96,10 @@ nlohmann::json resolve_tokenizer(TrainArgs& args, int64_t loaded_iteration, bool
     args.tokenizer_type = "GPT2BPETokenizer";
     log_line(rank0, "note: --merge-file without --tokenizer-type: GPT2BPETokenizer\n");
   }
+  MT_CHECK(!args.mock_data || !args.tokenizer_type.empty() || !args.vocab_file.empty(),
+           "--mock-data without a tokenizer: its documents end with the tokenizer's eod and "
+           "their ids wrap at its vocabulary; fix: --tokenizer-type NullTokenizer --vocab-size N "
+           "(or a real tokenizer's flags)");
   if (args.tokenizer_type.empty()) args.tokenizer_type = "char";
   TokenizerOptions o;
   o.type = args.tokenizer_type;
@@ -104,7 +109,8 @@ nlohmann::json resolve_tokenizer(TrainArgs& args, int64_t loaded_iteration, bool
   o.vocab_size = args.vocab_size;
   const std::unique_ptr<Tokenizer> tok = make_tokenizer(o);
   args.model.vocab_size = tok->vocab_size();
-  args.documents.eod = tok->eod();
+  args.tokenizer_eod = tok->eod();
+  args.documents.eod = int32_t(args.tokenizer_eod);
   MT_CHECK(!args.documents.any() || args.documents.eod >= 0,
            "--reset-position-ids / --reset-attention-mask / --eod-mask-loss: the ",
            args.tokenizer_type, " tokenizer has no end-of-document token to find documents by; "

@@ -55,5 +55,34 @@ TEST(DataFingerprint, OtherPathsAndOldCheckpointsAreNotChanges) {
   EXPECT_TRUE(dataset_fingerprints({d.file("missing")}).empty());
 }
 
+// --mock-data's record: what the documents are; a switch to or from a data
+// path is one line, the same mock documents none.
+TEST(DataFingerprint, MockDataIsRecordedAndASwitchOfSourceNoted) {
+  test::TempDir d;
+  write_bytes(d.file("a.bin"), "a");
+  write_bytes(d.file("a.idx"), "a");
+  const nlohmann::json real = dataset_fingerprints({d.file("a")});
+  const nlohmann::json mock = nlohmann::json::array({mock_data_record(128, 127)});
+  EXPECT_EQ(mock[0].at("mock"), "MockGPTDataset");
+  EXPECT_EQ(mock[0].at("documents"), 100000);
+  EXPECT_EQ(mock[0].at("split"), "1,1,1");
+  EXPECT_EQ(mock[0].at("eod"), 127);
+  EXPECT_EQ(changed_data_source(mock, mock, "ck"), "");
+  EXPECT_EQ(changed_data_source(real, real, "ck"), "");
+  EXPECT_EQ(changed_data_source(nlohmann::json(), mock, "ck"), "");  // saved before records
+  const std::string to_real = changed_data_source(mock, real, "ck");
+  EXPECT_NE(to_real.find("--load ck was trained on --mock-data and this run reads a data path"),
+            std::string::npos)
+      << to_real;
+  EXPECT_NE(changed_data_source(real, mock, "ck").find("this run reads --mock-data"),
+            std::string::npos);
+  const nlohmann::json other = nlohmann::json::array({mock_data_record(51, 50)});
+  EXPECT_NE(changed_data_source(mock, other, "ck").find("other mock documents"),
+            std::string::npos);
+  // The contents check reads past mock records either way.
+  EXPECT_EQ(changed_dataset(mock, real, "ck"), "");
+  EXPECT_EQ(changed_dataset(real, mock, "ck"), "");
+}
+
 }  // namespace
 }  // namespace mt
