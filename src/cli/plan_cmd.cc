@@ -33,7 +33,7 @@ struct PlanArgs {
   std::string recompute_granularity;
   int64_t top = 10;
   bool json = false;
-  bool calibrate = false;
+  bool calibrate = false, calibrate_quick = false;
   std::string output;
   std::vector<std::string> config_files;  // --config (inputs --output must not replace)
 };
@@ -49,7 +49,8 @@ int run_calibrate(const PlanArgs& a) {
     paths.reads_file("--device", a.device);
   paths.writes_file("--output", a.output);
   paths.check();
-  const DeviceProfile d = calibrate_device(ps.world_comm, "cpu-here");
+  const CalibrateOptions opt = a.calibrate_quick ? CalibrateOptions::quick() : CalibrateOptions{};
+  const DeviceProfile d = calibrate_device(ps.world_comm, "cpu-here", opt);
   if (ps.world_rank == 0) {
     // Written beside and renamed in: a failed write leaves the old profile whole.
     atomic_write_text(path, device_profile_to_json(d).dump(2) + "\n");
@@ -191,8 +192,11 @@ Command add_plan_command(CLI::App& app) {
                 "measure this machine (GEMMs, memory bandwidth; links between ranks under "
                 "mpirun -n 2) and save configs/devices/cpu-here.json");
   out->add_option("--output", a->output, "--calibrate: write the profile here instead");
+  out->add_flag("--calibrate-quick", a->calibrate_quick,
+                "--calibrate, with a quarter of the rows, one round and fewer repeats: the same "
+                "fields, rougher, in a fraction of the time (tests)");
   make_integer_options_strict(app);
-  return [a]() { return a->calibrate ? run_calibrate(*a) : run_plan(*a); };
+  return [a]() { return a->calibrate || a->calibrate_quick ? run_calibrate(*a) : run_plan(*a); };
 }
 
 }  // namespace mt

@@ -25,7 +25,7 @@ double now() {
 }
 
 // Best seconds of `fn` over at least `reps` runs and ~0.1 s (after a warm-up).
-double best_seconds(const std::function<void()>& fn, int reps = 3) {
+double best_seconds(const std::function<void()>& fn, int reps) {
   fn();
   double best = 1e30, total = 0;
   for (int r = 0; r < reps || (total < 0.1 && r < 50); ++r) {
@@ -38,10 +38,10 @@ double best_seconds(const std::function<void()>& fn, int reps = 3) {
   return best;
 }
 
-// Bytes per second of a triad a = b + s·c over arrays of 32M floats (3 x 128 MB):
-// best of 5 (two reads and a write per element).
-double triad_bandwidth() {
-  const size_t n = size_t(32) << 20;
+// Bytes per second of a triad a = b + s·c over arrays of n floats (32M: 3 x
+// 128 MB): best of 5 (two reads and a write per element).
+double triad_bandwidth(int64_t floats) {
+  const size_t n = size_t(floats);
   std::vector<float> a(n, 0.f), b(n, 1.f), c(n, 2.f);
   double best = 0;
   for (int rep = 0; rep < 5; ++rep) {
@@ -56,7 +56,7 @@ double triad_bandwidth() {
 
 // FLOP/s of one linear layer's three GEMMs (forward, input and weight
 // gradients) over `rows` tokens, as the model runs them (weights bf16 in bf16).
-double linear_layer_flops(int64_t rows, int64_t in, int64_t out, MathMode math) {
+double linear_layer_flops(int64_t rows, int64_t in, int64_t out, MathMode math, int reps) {
   std::vector<float> x(size_t(rows * in), 0.01f), w(size_t(out * in), 0.01f);
   std::vector<float> y(size_t(rows * out)), dy(size_t(rows * out), 0.01f);
   std::vector<float> dx(size_t(rows * in)), dw(size_t(out * in));
@@ -68,13 +68,13 @@ double linear_layer_flops(int64_t rows, int64_t in, int64_t out, MathMode math) 
     linear_forward(y.data(), x.data(), wr, ReadView(), rows, in, out, cm);
     linear_backward(dx.data(), dw.data(), nullptr, dy.data(), x.data(), wr, rows, in, out, false,
                     cm);
-  });
+  }, reps);
   return 3 * 2.0 * double(rows) * double(in) * double(out) / sec;
 }
 
 // FLOP/s of the causal attention core, forward + backward (FLOPs as plan
 // counts them: forward 2·b·a·s²·d, backward 2.5 times that), head dim 64.
-double attention_flops(int64_t s, MathMode math, float p) {
+double attention_flops(int64_t s, MathMode math, float p, int reps) {
   const int64_t d = 64, ba = std::max<int64_t>(1, (int64_t(1) << 23) / (s * s));  // ~1 GFLOP fwd
   const AttentionDims dims{1, ba, s, d, math};
   const size_t n = size_t(ba * s * d);
@@ -95,7 +95,7 @@ double attention_flops(int64_t s, MathMode math, float p) {
     attention_forward(ctx.data(), lse.data(), qv, kv, vv, dims, drop, ws.data());
     attention_backward(dq.data(), dk.data(), dv.data(), dctx.data(), qv, kv, vv, ctx.data(),
                        lse.data(), dims, drop, ws.data());
-  });
+  }, reps);
   return 3.5 * 2.0 * double(ba) * double(s) * double(s) * double(d) / sec;
 }
 
@@ -131,7 +131,9 @@ double p2p_time(const Communicator& world, std::vector<float>& x, int64_t n, int
 // α–β of each collective this program runs (the TP/SP calls and send/recv),
 // from a 1-float-per-rank and a 4 MB buffer: α from the small one per ring
 // step, β from the large one less its steps' α.
-void measure_collectives(const Communicator& world, LinkProfile& link) {
+void measure_collectives(const Communicator& world, LinkProfile& link,
+                         const CalibrateOptions& opt) {
+  const int small = opt.small_reps, large = opt.big_reps;
   const int64_t p = world.size(), big = int64_t(1) << 20;  // floats of the whole buffer
   const double q = double(p);
   std::vector<float> in(size_t(big), 1.f), out(size_t(big), 0.f);
@@ -147,16 +149,16 @@ void measure_collectives(const Communicator& world, LinkProfile& link) {
   auto ag = [&](int64_t n) { return [&, n] { world.all_gather(out.data(), in.data(), n / p); }; };
   using C = Collective;
   link.collectives[size_t(C::kAllReduce)] =
-      fit(collective_time(world, ar(p), 100), collective_time(world, ar(big), 5), 2 * (q - 1),
+      fit(collective_time(world, ar(p), small), collective_time(world, ar(big), large), 2 * (q - 1),
           2 * (q - 1) / q);
   link.collectives[size_t(C::kReduceScatter)] =
-      fit(collective_time(world, rs(p), 100), collective_time(world, rs(big), 5), q - 1,
+      fit(collective_time(world, rs(p), small), collective_time(world, rs(big), large), q - 1,
           (q - 1) / q);
   link.collectives[size_t(C::kAllGather)] =
-      fit(collective_time(world, ag(p), 100), collective_time(world, ag(big), 5), q - 1,
+      fit(collective_time(world, ag(p), small), collective_time(world, ag(big), large), q - 1,
           (q - 1) / q);
   link.collectives[size_t(C::kP2p)] =
-      fit(p2p_time(world, in, 1, 100), p2p_time(world, in, big, 5), 1, 1);
+      fit(p2p_time(world, in, 1, small), p2p_time(world, in, big, large), 1, 1);
   link.bandwidth_bytes_per_s = link.collectives[size_t(C::kAllReduce)].bandwidth_bytes_per_s;
   link.latency_s = link.collectives[size_t(C::kAllReduce)].latency_s;
 }
@@ -178,7 +180,8 @@ int host_cores() {
 
 }  // namespace
 
-DeviceProfile calibrate_device(const Communicator& world, const std::string& name) {
+DeviceProfile calibrate_device(const Communicator& world, const std::string& name,
+                               const CalibrateOptions& opt) {
   DeviceProfile d;
   d.name = name;
   const int ranks = world.size(), cores = host_cores();
@@ -187,18 +190,19 @@ DeviceProfile calibrate_device(const Communicator& world, const std::string& nam
   // threads it was launched with: a rank's rate while the cores are shared
   // but not oversubscribed (plan adds the node-wide bound when ranks > cores).
   const bool measures = world.rank() < std::min(ranks, cores);
-  // GEMMs as the model runs them (linear layers over 2048 tokens): square
+  // GEMMs as the model runs them (linear layers over 2048 tokens; quick: 512): square
   // weights of 128..1024 and a vocabulary-like 512 -> 16384 (the logits).
   const int64_t shapes[][2] = {{128, 128}, {256, 256}, {512, 512}, {1024, 1024}, {512, 16384}};
-  const int64_t rows = 2048;
+  const int64_t rows = opt.rows;
   for (MathMode math : {MathMode::kF32, MathMode::kBF16}) {
     std::vector<double> rate(std::size(shapes), 0.0);
     // Best of two rounds: other work on a shared host only slows a run down.
-    for (int round = 0; round < 2; ++round)
+    for (int round = 0; round < opt.rounds; ++round)
       for (size_t i = 0; i < rate.size(); ++i) {
         world.barrier();
         if (measures)
-          rate[i] = std::max(rate[i], linear_layer_flops(rows, shapes[i][0], shapes[i][1], math));
+          rate[i] = std::max(
+              rate[i], linear_layer_flops(rows, shapes[i][0], shapes[i][1], math, opt.reps));
       }
     for (double& r : rate) r = min_over(world, r, measures);
     const double peak = *std::max_element(rate.begin(), rate.end());
@@ -216,27 +220,30 @@ DeviceProfile calibrate_device(const Communicator& world, const std::string& nam
     for (MathMode math : {MathMode::kF32, MathMode::kBF16})
       for (float p : {0.f, 0.1f}) {
         world.barrier();
-        *out[k++] = min_over(world, measures ? attention_flops(s, math, p) : 0, measures);
+        *out[k++] = min_over(world, measures ? attention_flops(s, math, p, opt.reps) : 0, measures);
       }
     d.attention.push_back(r);
   }
   world.barrier();
-  d.memory_bandwidth_bytes_per_s = min_over(world, measures ? triad_bandwidth() : 0, measures);
+  d.memory_bandwidth_bytes_per_s =
+      min_over(world, measures ? triad_bandwidth(opt.triad_floats) : 0, measures);
   const int64_t avail = available_host_memory_bytes();
   MT_CHECK(avail > 0, "calibration: cannot read the host's available memory (/proc/meminfo)");
   d.memory_bytes = double(avail) / double(ranks);
   d.bf16_activations_on_wire = false;  // this program's TP/PP messages are fp32
-  char src[640];
+  char src[700];
   std::snprintf(src, sizeof src,
-                "megatron plan --calibrate on %d rank(s) of this host (%d cores; compute measured "
-                "by %d rank(s) at once): oneDNN linear layers (forward + both backward GEMMs) "
-                "over 2048 rows, 128^2..1024^2 and 512x16384, fp32 and bf16; the attention core "
-                "at seq 256/1024/4096, with and without dropout; a 3 x 128 MB triad; MemAvailable "
-                "/ ranks",
-                ranks, cores, std::min(ranks, cores));
+                "megatron plan --calibrate%s on %d rank(s) of this host (%d cores; compute "
+                "measured by %d rank(s) at once): oneDNN linear layers (forward + both backward "
+                "GEMMs) over %lld rows, 128^2..1024^2 and 512x16384, fp32 and bf16; the "
+                "attention core at seq 256/1024/4096, with and without dropout; a 3 x %lld MB "
+                "triad; MemAvailable / ranks",
+                opt.rows == CalibrateOptions{}.rows ? "" : "-quick", ranks, cores,
+                std::min(ranks, cores), static_cast<long long>(rows),
+                static_cast<long long>(opt.triad_floats * 4 >> 20));
   d.source = src;
   if (ranks >= 2) {
-    measure_collectives(world, d.intra_node);
+    measure_collectives(world, d.intra_node, opt);
     d.inter_node = d.intra_node;
     d.source += "; links: this program's all-reduce, reduce-scatter, all-gather over all ranks "
                 "and a ping-pong between ranks 0 and 1, 4 bytes per rank (latency) and 4 MB "

@@ -11,8 +11,21 @@
 
 namespace mt {
 
+// How much each measurement runs. quick(): the same fields from a quarter of
+// the rows, one round and fewer repeats (a rough profile in a fraction of the
+// time: `--calibrate-quick`, for tests of the mechanism).
+struct CalibrateOptions {
+  int64_t rows = 2048;             // tokens of each linear layer's GEMMs
+  int rounds = 2;                  // of the GEMM curves (best of)
+  int reps = 3;                    // timed runs of a kernel at least (after a warm-up)
+  int64_t triad_floats = int64_t(32) << 20;  // of each of the triad's three arrays
+  int small_reps = 100, big_reps = 5;        // of each collective, 4 bytes and 4 MB per rank
+  static CalibrateOptions quick() { return {512, 1, 1, int64_t(8) << 20, 20, 2}; }
+};
+
 // Collective over `world` (all ranks of the job). With one rank no link is
 // measured: the triad's copy rate stands in (said in the profile's sources).
-DeviceProfile calibrate_device(const Communicator& world, const std::string& name);
+DeviceProfile calibrate_device(const Communicator& world, const std::string& name,
+                               const CalibrateOptions& opt = {});
 
 }  // namespace mt

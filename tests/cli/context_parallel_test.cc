@@ -268,9 +268,10 @@ TEST(ContextParallel, MemoryIsPredictedAndActivationsDivideByCp) {
   TempDir dir;
   const std::string flags = " train" + prepare_data(dir, synthetic_corpus(100)) +
                             " --num-layers 4 --hidden-size 1024 --num-attention-heads 8"
-                            " --seq-length 256 --micro-batch-size 4 --global-batch-size 8"
+                            " --seq-length 256 --micro-batch-size 4 --global-batch-size 4"
                             " --train-iters 1 --lr 1e-4 --split 90,10,0 --eval-interval 0"
                             " --peak-tflops 1 --log-memory --make-vocab-size-divisible-by 64";
+  // (One micro-batch: CP 2 on 2 ranks is DP 1, as CP 1 on one.)
   std::map<std::string, nlohmann::json> rank0;
   // (Llama with 2 query groups of 8 heads: the ring's K/V travel as groups.)
   const std::string llama = " --normalization RMSNorm --position-embedding-type rope --swiglu"

@@ -1,10 +1,12 @@
 // Helpers of the `megatron convert` tests: the command, random Hugging Face
 // folders (tests/reference/hf_models.py; Qwen's with Qwen3's tokenizer.json),
 // the judge's verdict on a checkpoint's decoding and scoring, their tensors
-// read back byte for byte, and edits that spoil a folder.
+// read back byte for byte, an export compared with what was imported, and
+// edits that spoil a folder.
 #pragma once
 #include <algorithm>
 #include <filesystem>
+#include <initializer_list>
 #include <map>
 #include <set>
 #include <sstream>
@@ -42,23 +44,55 @@ inline void make_hf_folder(const std::string& family, const TempDir& dir, const 
   ASSERT_EQ(r.exit_code, 0) << r.output;
 }
 
+// The tokenizer files of `family` (gpt2: GPT-2's BPE; llama: a SentencePiece
+// model) into dir/tok and synthetic_corpus(80) preprocessed with them
+// (--append-eod) into dir/data; returns train's flags for both ("" on a failure).
+inline std::string tokenized_corpus(const std::string& family, const TempDir& dir) {
+  int vocab = 0;
+  const std::string tok = dir.file("tok");
+  add_hf_tokenizer_files(family, dir, tok, &vocab);
+  if (testing::Test::HasFatalFailure()) return "";
+  const std::string flags =
+      family == "gpt2" ? " --tokenizer-type GPT2BPETokenizer --vocab-file " + tok +
+                             "/vocab.json --merge-file " + tok + "/merges.txt"
+                       : " --tokenizer-type Llama2Tokenizer --tokenizer-model " + tok +
+                             "/tokenizer.model";
+  write_text(dir.file("corpus.txt"), synthetic_corpus(80));
+  const RunResult pre = run(megatron() + " preprocess --input " + dir.file("corpus.txt") +
+                            " --output-prefix " + dir.file("data") + flags + " --append-eod");
+  if (pre.exit_code != 0) {
+    ADD_FAILURE() << pre.output;
+    return "";
+  }
+  return " --data-path " + dir.file("data_text_document") + flags;
+}
+
 inline const std::string kText =
     "The cat sees the river. The queen helps a dog. My friend finds a red apple.\n";
 
-// `launch` (one rank, or two ranks with `tp_flags`) generates greedily from `ckpt` and
-// scores kText; the judge recomputes both from the Hugging Face folder `hf`.
-inline void expect_judge_agrees(const std::string& launch, const std::string& tp_flags,
-                                const std::string& ckpt, const std::string& hf,
-                                const TempDir& dir, const std::string& tag) {
+// `launch` (one rank, or two ranks with `tp_flags`) generates greedily from
+// `ckpt` (12 tokens after "The cat sees"); the judge recomputes the
+// log-probabilities from the Hugging Face folder `hf` (1e-4).
+inline void expect_judge_agrees_on_generate(const std::string& launch, const std::string& tp_flags,
+                                            const std::string& ckpt, const std::string& hf,
+                                            const TempDir& dir, const std::string& tag) {
   const std::string gen_json = dir.file(tag + "_gen.json");
   const RunResult g = run(launch + " generate --load " + ckpt + tp_flags +
                           " --prompt 'The cat sees' --max-new-tokens 12 --temperature 0"
                           " --output-json " + gen_json);
   ASSERT_EQ(g.exit_code, 0) << tag << "\n" << g.output;
-  RunResult j = run(kHfModels + " score --hf-dir " + hf + " --json " + gen_json + " --tol 1e-4");
+  const RunResult j =
+      run(kHfModels + " score --hf-dir " + hf + " --json " + gen_json + " --tol 1e-4");
   EXPECT_EQ(j.exit_code, 0) << tag << " generate: the judge disagrees\n" << j.output;
   std::printf("%s generate: %s", tag.c_str(), j.output.c_str());
+}
 
+// As expect_judge_agrees_on_generate, and `score --log-probs` of kText too.
+inline void expect_judge_agrees(const std::string& launch, const std::string& tp_flags,
+                                const std::string& ckpt, const std::string& hf,
+                                const TempDir& dir, const std::string& tag) {
+  expect_judge_agrees_on_generate(launch, tp_flags, ckpt, hf, dir, tag);
+  if (testing::Test::HasFatalFailure()) return;
   // score's per-token log-probabilities of the fixed text, as the judge's input:
   // the first token the context, the others "generated".
   const std::string text = dir.file("text.txt"), scored = dir.file(tag + "_score.jsonl");
@@ -78,7 +112,8 @@ inline void expect_judge_agrees(const std::string& launch, const std::string& tp
       {"log_probs", doc.at("log_probs")}};
   const std::string judge_json = dir.file(tag + "_score_as_gen.json");
   write_text(judge_json, as_generated.dump());
-  j = run(kHfModels + " score --hf-dir " + hf + " --json " + judge_json + " --tol 1e-4");
+  const RunResult j =
+      run(kHfModels + " score --hf-dir " + hf + " --json " + judge_json + " --tol 1e-4");
   EXPECT_EQ(j.exit_code, 0) << tag << " score: the judge disagrees\n" << j.output;
   std::printf("%s score (%zu tokens): %s", tag.c_str(), ids.size(), j.output.c_str());
 }
@@ -162,6 +197,51 @@ inline void expect_same_tensors(const std::string& a_dir, const std::string& b_d
     EXPECT_EQ(u.shape, t.shape) << name;
     EXPECT_TRUE(u.bytes == t.bytes) << name << " differs";
   }
+}
+
+// config.json keys of the Llama-like families (Llama 3, Mistral, Qwen) and `more`.
+inline std::vector<std::string> llama_config_keys_and(std::initializer_list<const char*> more) {
+  std::vector<std::string> keys = {
+      "model_type",          "architectures",       "vocab_size",          "hidden_size",
+      "intermediate_size",   "num_hidden_layers",   "num_attention_heads", "num_key_value_heads",
+      "max_position_embeddings", "rms_norm_eps",    "rope_theta",          "hidden_act",
+      "tie_word_embeddings"};
+  keys.insert(keys.end(), more.begin(), more.end());
+  return keys;
+}
+
+// What an exported folder gives back of the folder that was imported.
+struct SameAsImported {
+  std::vector<std::string> keys;         // config.json keys both hold, equal
+  std::vector<std::string> keys_if_any;  // config.json keys both hold or neither; equal if held
+  std::vector<std::string> files;        // other files (the tokenizer's), byte for byte
+};
+
+// Exports `ckpt` to the Hugging Face folder `back`: it holds `hf`'s tensors
+// byte for byte, and `same`.
+inline void expect_exports_back(const std::string& ckpt, const std::string& hf,
+                                const std::string& back, const SameAsImported& same) {
+  const RunResult e =
+      run(convert(" --loader megatron --saver hf --load-dir " + ckpt + " --save-dir " + back));
+  ASSERT_EQ(e.exit_code, 0) << ckpt << "\n" << e.output;
+  expect_same_tensors(hf, back);
+  const nlohmann::json a = nlohmann::json::parse(read_text(hf + "/config.json"));
+  const nlohmann::json b = nlohmann::json::parse(read_text(back + "/config.json"));
+  for (const std::string& key : same.keys) {
+    EXPECT_TRUE(a.contains(key)) << hf << ": " << key;
+    EXPECT_TRUE(b.contains(key)) << back << ": " << key;
+    if (a.contains(key) && b.contains(key)) {
+      EXPECT_EQ(b.at(key), a.at(key)) << key;
+    }
+  }
+  for (const std::string& key : same.keys_if_any) {
+    EXPECT_EQ(a.contains(key), b.contains(key)) << key;
+    if (a.contains(key) && b.contains(key)) {
+      EXPECT_EQ(b.at(key), a.at(key)) << key;
+    }
+  }
+  for (const std::string& f : same.files)
+    EXPECT_EQ(read_text(back + "/" + f), read_text(hf + "/" + f)) << f;
 }
 
 // Rewrites tensors of a folder's model.safetensors with the reference's own

@@ -12,57 +12,27 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "cli_test_util.h"
+#include "convert_test_util.h"
 
 namespace mt::test {
 namespace {
 
-
 const std::string& kJudge = kHfModels;
-
-// The family's tokenizer files under HF's names in `hf_dir` (*vocab: their
-// size), and the flags that preprocess and train take for them.
-std::string tokenizer_for(const std::string& family, const TempDir& dir, const std::string& hf_dir,
-                          int* vocab) {
-  add_hf_tokenizer_files(family, dir, hf_dir, vocab);
-  return family == "gpt2" ? " --tokenizer-type GPT2BPETokenizer --vocab-file " + hf_dir +
-                                "/vocab.json --merge-file " + hf_dir + "/merges.txt"
-                          : " --tokenizer-type Llama2Tokenizer --tokenizer-model " + hf_dir +
-                                "/tokenizer.model";
-}
 
 const std::string kLlamaFlags =
     " --normalization RMSNorm --position-embedding-type rope --swiglu --ffn-hidden-size 48"
     " --group-query-attention --num-query-groups 2 --disable-bias-linear"
     " --untie-embeddings-and-output-weights";
 
-// generate --output-json from `ckpt`, then the judge on `hf_dir`.
-void expect_judge_agrees(const std::string& ckpt, const std::string& hf_dir, const TempDir& dir,
-                         const std::string& tag) {
-  const std::string json = dir.file(tag + "_gen.json");
-  const RunResult g = run(megatron() + " generate --load " + ckpt +
-                          " --prompt 'The cat sees' --max-new-tokens 12 --temperature 0"
-                          " --output-json " + json);
-  ASSERT_EQ(g.exit_code, 0) << tag << "\n" << g.output;
-  const RunResult s = run(kJudge + " score --hf-dir " + hf_dir + " --json " + json + " --tol 1e-4");
-  EXPECT_EQ(s.exit_code, 0) << tag << ": the judge disagrees\n" << s.output;
-  std::printf("%s: %s", tag.c_str(), s.output.c_str());
-}
-
 TEST(HfGolden, TrainedAtTp2Pp2ExportedToHfScoresAsGenerateReports) {
   require_torch();
   for (const std::string family : {"gpt2", "llama"}) {
     TempDir dir;
-    int vocab = 0;
-    const std::string tok = tokenizer_for(family, dir, dir.file("tok"), &vocab);
-    ASSERT_FALSE(HasFatalFailure());
-    write_text(dir.file("corpus.txt"), synthetic_corpus(80));
-    const RunResult pre = run(megatron() + " preprocess --input " + dir.file("corpus.txt") +
-                              " --output-prefix " + dir.file("data") + tok + " --append-eod");
-    ASSERT_EQ(pre.exit_code, 0) << pre.output;
+    const std::string data = tokenized_corpus(family, dir);
+    ASSERT_FALSE(data.empty());
     const std::string ckpt = dir.file("ckpt");
-    const RunResult t = run(mpirun(4) + " train --data-path " + dir.file("data_text_document") +
-                            tok + tiny_model_flags() + " --num-layers 4 --micro-batch-size 2" +
+    const RunResult t = run(mpirun(4) + " train" + data + tiny_model_flags() +
+                            " --num-layers 4 --micro-batch-size 2" +
                             (family == "llama" ? kLlamaFlags : "") +
                             " --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2"
                             " --train-iters 6 --eval-interval 0 --save " + ckpt);
@@ -70,7 +40,8 @@ TEST(HfGolden, TrainedAtTp2Pp2ExportedToHfScoresAsGenerateReports) {
     const RunResult c = run(megatron() + " convert --model-type GPT --loader megatron --saver hf"
                             " --load-dir " + ckpt + " --save-dir " + dir.file("hf"));
     ASSERT_EQ(c.exit_code, 0) << family << "\n" << c.output;
-    expect_judge_agrees(ckpt, dir.file("hf"), dir, family + "_exported");
+    expect_judge_agrees_on_generate(megatron(), "", ckpt, dir.file("hf"), dir,
+                                    family + "_exported");
   }
 }
 
@@ -80,7 +51,7 @@ TEST(HfGolden, RandomHfFolderImportedAtTp2Pp2DecodesToTheJudgesLogProbs) {
     TempDir dir;
     const std::string hf = dir.file("hf");
     int vocab = 0;
-    tokenizer_for(family, dir, hf, &vocab);
+    add_hf_tokenizer_files(family, dir, hf, &vocab);
     ASSERT_FALSE(HasFatalFailure());
     const RunResult r = run(kJudge + " random --family " + family + " --out " + hf +
                             " --seed 7 --vocab-size " + std::to_string(vocab) +
@@ -91,7 +62,8 @@ TEST(HfGolden, RandomHfFolderImportedAtTp2Pp2DecodesToTheJudgesLogProbs) {
                             " --load-dir " + hf + " --save-dir " + dir.file("ckpt") +
                             " --target-tensor-parallel-size 2 --target-pipeline-parallel-size 2");
     ASSERT_EQ(c.exit_code, 0) << family << "\n" << c.output;
-    expect_judge_agrees(dir.file("ckpt"), hf, dir, family + "_imported");
+    expect_judge_agrees_on_generate(megatron(), "", dir.file("ckpt"), hf, dir,
+                                    family + "_imported");
   }
 }
 
@@ -103,7 +75,7 @@ TEST(HfGolden, LlamaWithItsOwnHeadDimImportsAsKvChannels) {
   TempDir dir;
   const std::string hf = dir.file("hf");
   int vocab = 0;
-  tokenizer_for("llama", dir, hf, &vocab);
+  add_hf_tokenizer_files("llama", dir, hf, &vocab);
   ASSERT_FALSE(HasFatalFailure());
   const RunResult r = run(kJudge + " random --family llama --out " + hf +
                           " --seed 9 --vocab-size " + std::to_string(vocab) +
@@ -116,7 +88,7 @@ TEST(HfGolden, LlamaWithItsOwnHeadDimImportsAsKvChannels) {
   ASSERT_EQ(c.exit_code, 0) << c.output;
   const nlohmann::json meta = nlohmann::json::parse(read_text(ckpt + "/release/meta.json"));
   EXPECT_EQ(meta.at("args").at("model").at("kv_channels"), 32);
-  expect_judge_agrees(ckpt, hf, dir, "llama_head_dim_imported");
+  expect_judge_agrees_on_generate(megatron(), "", ckpt, hf, dir, "llama_head_dim_imported");
   const RunResult back = run(megatron() + " convert --model-type GPT --loader megatron --saver hf"
                              " --load-dir " + ckpt + " --save-dir " + dir.file("back"));
   ASSERT_EQ(back.exit_code, 0) << back.output;

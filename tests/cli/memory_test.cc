@@ -50,36 +50,43 @@ TEST(MemoryReport, MeasuredMatchesPredictedAndTheLeversMoveIt) {
   TempDir dir;
   const std::string flags = " train" + prepare_data(dir, synthetic_corpus(100)) +
                             " --num-layers 4 --hidden-size 1024 --num-attention-heads 8"
-                            " --seq-length 256 --micro-batch-size 4 --global-batch-size 8"
+                            " --seq-length 256 --micro-batch-size 4"
                             " --train-iters 1 --lr 1e-4 --split 90,10,0 --eval-interval 0"
                             " --peak-tflops 1 --log-memory --make-vocab-size-divisible-by 64";
-  const nlohmann::json plain = memory_of(dir, megatron(), flags, "");
-  const nlohmann::json zero = memory_of(dir, mpirun(2), flags, " --use-distributed-optimizer");
+  // One micro-batch of 4 x 256 per rank (activations and workspace stay large
+  // beside the 2 MB pages the measure rounds to): global batch 4 on one data-
+  // parallel rank, 8 at DP = 2 and PP = 2 (two micro-batches in flight).
+  const std::string gbs4 = " --global-batch-size 4", gbs8 = " --global-batch-size 8";
+  const nlohmann::json plain = memory_of(dir, megatron(), flags, gbs4);
+  const nlohmann::json zero =
+      memory_of(dir, mpirun(2), flags, gbs8 + " --use-distributed-optimizer");
   EXPECT_NEAR(predicted(zero, "optimizer") / predicted(plain, "optimizer"), 0.5, 0.01);
   EXPECT_EQ(predicted(zero, "params"), predicted(plain, "params"));
   // Megatron-FSDP's optim_grads: the gradients are this rank's half plus the
   // staging pool (embeddings, loss head, the largest of the 4 layers).
-  const nlohmann::json fsdp = memory_of(
-      dir, mpirun(2), flags, " --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads");
+  const nlohmann::json fsdp =
+      memory_of(dir, mpirun(2), flags,
+                gbs8 + " --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads");
   EXPECT_LT(predicted(fsdp, "grads"), 0.8 * predicted(plain, "grads"));
   EXPECT_GT(predicted(fsdp, "grads"), 0.5 * predicted(plain, "grads"));
   EXPECT_EQ(predicted(fsdp, "optimizer"), predicted(zero, "optimizer"));
   const nlohmann::json tp_sp_full =
       memory_of(dir, mpirun(2), flags,
-                " --tensor-model-parallel-size 2 --sequence-parallel --recompute-granularity full"
+                gbs4 + " --tensor-model-parallel-size 2 --sequence-parallel"
+                " --recompute-granularity full"
                 " --recompute-method uniform --recompute-num-layers 1");
   EXPECT_LT(predicted(tp_sp_full, "activations"), 0.5 * 0.5 * predicted(plain, "activations"));
   // Pipeline stages hold different parts: every rank's record is written,
   // each close to its own prediction, and the stages differ.
   std::map<int, nlohmann::json> ranks;
-  memory_of(dir, mpirun(2), flags, " --pipeline-model-parallel-size 2", &ranks);
+  memory_of(dir, mpirun(2), flags, gbs8 + " --pipeline-model-parallel-size 2", &ranks);
   ASSERT_EQ(ranks.size(), 2u);
   EXPECT_NE(predicted(ranks.at(0), "total"), predicted(ranks.at(1), "total"));
   // bf16 at Megatron's bytes: bf16 weights (2 bytes per parameter, half of
   // fp32's), fp32 gradients, fp32 main weights + m + v in the optimizer (12,
   // 1.5x fp32's 8) — 18 in all; with the distributed optimizer at DP=2 the
   // optimizer's 12 are halved: 6 + 12/2. The attention bf16 copies workspace.
-  const nlohmann::json bf16 = memory_of(dir, megatron(), flags, " --bf16");
+  const nlohmann::json bf16 = memory_of(dir, megatron(), flags, gbs4 + " --bf16");
   EXPECT_NEAR(predicted(bf16, "params") / predicted(plain, "params"), 0.5, 1e-6);
   EXPECT_NEAR(predicted(bf16, "optimizer") / predicted(plain, "optimizer"), 1.5, 1e-6);
   EXPECT_EQ(predicted(bf16, "grads"), predicted(plain, "grads"));
@@ -88,24 +95,25 @@ TEST(MemoryReport, MeasuredMatchesPredictedAndTheLeversMoveIt) {
   EXPECT_LT(predicted(bf16, "activations"), 0.55 * predicted(plain, "activations"));
   EXPECT_GT(predicted(bf16, "activations"), 0.45 * predicted(plain, "activations"));
   const nlohmann::json bf16_zero =
-      memory_of(dir, mpirun(2), flags, " --bf16 --use-distributed-optimizer");
+      memory_of(dir, mpirun(2), flags, gbs8 + " --bf16 --use-distributed-optimizer");
   EXPECT_NEAR(predicted(bf16_zero, "optimizer") / predicted(bf16, "optimizer"), 0.5, 0.01);
   EXPECT_EQ(predicted(bf16_zero, "params"), predicted(bf16, "params"));
   const nlohmann::json bf16_full =
       memory_of(dir, megatron(), flags,
-                " --bf16 --recompute-granularity full --recompute-method uniform"
+                gbs4 + " --bf16 --recompute-granularity full --recompute-method uniform"
                 " --recompute-num-layers 1");
   EXPECT_LT(predicted(bf16_full, "activations"), 0.5 * predicted(bf16, "activations"));
-  memory_of(dir, mpirun(2), flags, " --tensor-model-parallel-size 2 --sequence-parallel");
+  memory_of(dir, mpirun(2), flags, gbs4 + " --tensor-model-parallel-size 2 --sequence-parallel");
   // The Llama configuration: every class still measured as predicted (the
   // gated fc1 is twice as wide, k/v have 2 groups, norms keep no mean), at
   // one rank and at TP=2 + SP.
   const std::string llama = " --normalization RMSNorm --position-embedding-type rope --swiglu"
                             " --ffn-hidden-size 2816 --group-query-attention --num-query-groups 2"
                             " --disable-bias-linear --untie-embeddings-and-output-weights";
-  const nlohmann::json l1 = memory_of(dir, megatron(), flags, llama);
+  const nlohmann::json l1 = memory_of(dir, megatron(), flags, gbs4 + llama);
   EXPECT_NE(predicted(l1, "activations"), predicted(plain, "activations"));
-  memory_of(dir, mpirun(2), flags, llama + " --tensor-model-parallel-size 2 --sequence-parallel");
+  memory_of(dir, mpirun(2), flags,
+            gbs4 + llama + " --tensor-model-parallel-size 2 --sequence-parallel");
 }
 
 }  // namespace

@@ -67,20 +67,9 @@ TEST(MistralConvert, ImportsAtTp2AndTp2Pp2DecodesAsTheFixtureAndExportsBack) {
     EXPECT_LT(worst, 1e-4) << tag;
     std::printf("mistral %s: greedy log-probs within %.2e of the fixture\n", tag.c_str(), worst);
   }
-  const std::string back = dir.file("back");
-  const RunResult e = run(convert(" --loader megatron --saver hf --load-dir " +
-                                  dir.file("ckpt_tp2pp2") + " --save-dir " + back));
-  ASSERT_EQ(e.exit_code, 0) << e.output;
-  expect_same_tensors(hf, back);
-  const nlohmann::json a = nlohmann::json::parse(read_text(hf + "/config.json"));
-  const nlohmann::json b = nlohmann::json::parse(read_text(back + "/config.json"));
-  for (const char* key :
-       {"model_type", "architectures", "vocab_size", "hidden_size", "intermediate_size",
-        "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
-        "max_position_embeddings", "rms_norm_eps", "rope_theta", "hidden_act",
-        "tie_word_embeddings", "sliding_window"})
-    EXPECT_EQ(b.at(key), a.at(key)) << key;
-  EXPECT_EQ(read_text(back + "/tokenizer.model"), read_text(hf + "/tokenizer.model"));
+  expect_exports_back(dir.file("ckpt_tp2pp2"), hf, dir.file("back"),
+                      {llama_config_keys_and({"head_dim", "sliding_window"}), {},
+                       {"tokenizer.model"}});
 }
 
 TEST(MistralConvert, SlidingWindowNullAbsentAndQwenWindows) {

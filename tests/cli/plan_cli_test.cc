@@ -229,11 +229,12 @@ TEST(PlanCli, AbsurdClustersAreRefusedInOneLine) {
 
 // --calibrate on 2 ranks writes a profile that passes the strict reader (plan
 // runs with it), with measured peaks, curves, attention rates, collectives,
-// cores and this host's memory share.
+// cores and this host's memory share. (--calibrate-quick: the same code and
+// fields from smaller measurements; the full one took ~65 s on 2 busy cores.)
 TEST(PlanCli, CalibrateWritesAProfilePlanRunsWith) {
   TempDir dir;
   const std::string out = dir.file("cpu.json");
-  const RunResult c = run(mpirun(2) + " plan --calibrate --output " + out);
+  const RunResult c = run(mpirun(2) + " plan --calibrate --calibrate-quick --output " + out);
   ASSERT_EQ(c.exit_code, 0) << c.output;
   std::ifstream in(out);
   const nlohmann::json j = nlohmann::json::parse(in);

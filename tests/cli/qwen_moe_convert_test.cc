@@ -27,22 +27,16 @@ const char* const kQwenMoeSizes =
     " --hidden 64 --layers 4 --heads 4 --kv-heads 2 --head-dim 32 --ffn 96 --moe-ffn 32"
     " --experts 4 --topk 2 --mlp-only-layers 0 --tie false";
 
-// config.json keys an export must give back as imported.
-void expect_same_config(const std::string& hf, const std::string& back) {
-  const nlohmann::json a = nlohmann::json::parse(read_text(hf + "/config.json"));
-  const nlohmann::json b = nlohmann::json::parse(read_text(back + "/config.json"));
-  for (const char* key :
-       {"model_type", "architectures", "vocab_size", "hidden_size", "intermediate_size",
-        "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
-        "max_position_embeddings", "rms_norm_eps", "rope_theta", "hidden_act",
-        "tie_word_embeddings", "attention_bias", "use_sliding_window", "num_experts",
-        "num_experts_per_tok", "moe_intermediate_size", "norm_topk_prob", "decoder_sparse_step",
-        "mlp_only_layers", "router_aux_loss_coef", "output_router_logits"}) {
-    EXPECT_EQ(a.contains(key), b.contains(key)) << key;
-    if (a.contains(key) && b.contains(key)) {
-      EXPECT_EQ(a.at(key), b.at(key)) << key;
-    }
-  }
+// config.json keys an export must give back as imported (and, with
+// `tokenizer`, the tokenizer's files).
+SameAsImported qwen_moe_same(bool tokenizer) {
+  SameAsImported same;
+  same.keys = llama_config_keys_and(
+      {"head_dim", "attention_bias", "use_sliding_window", "num_experts", "num_experts_per_tok",
+       "moe_intermediate_size", "norm_topk_prob", "decoder_sparse_step", "mlp_only_layers",
+       "router_aux_loss_coef", "output_router_logits"});
+  if (tokenizer) same.files = {"tokenizer.json", "tokenizer_config.json"};
+  return same;
 }
 
 TEST(QwenMoeConvert, ImportedAtTp2Tp2Pp2AndEp2DecodesToTheJudgesLogProbsAndExportsBack) {
@@ -93,16 +87,9 @@ TEST(QwenMoeConvert, ImportedAtTp2Tp2Pp2AndEp2DecodesToTheJudgesLogProbsAndExpor
                         std::string("qwen3_moe_") + l.tag);
     if (HasFatalFailure()) return;
   }
-  for (const char* from : {"tp2pp2", "ep2"}) {
-    const std::string back = dir.file(std::string("back_") + from);
-    const RunResult e = run(convert(" --loader megatron --saver hf --load-dir " + dir.file(from) +
-                                    " --save-dir " + back));
-    ASSERT_EQ(e.exit_code, 0) << from << "\n" << e.output;
-    expect_same_tensors(hf, back);
-    expect_same_config(hf, back);
-    for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
-      EXPECT_EQ(read_text(back + "/" + f), read_text(hf + "/" + f)) << f;
-  }
+  for (const char* from : {"tp2pp2", "ep2"})
+    expect_exports_back(dir.file(from), hf, dir.file(std::string("back_") + from),
+                        qwen_moe_same(true));
 }
 
 // norm_topk_prob false (Qwen3MoeConfig's default): the top-k probabilities
@@ -126,11 +113,7 @@ TEST(QwenMoeConvert, NormTopkProbFalseIsThePreSoftmaxRouterBothWays) {
   EXPECT_EQ(meta.at("args").at("model").at("moe_layer_freq"), "1");
   expect_judge_agrees(megatron(), "", ckpt, hf, dir, "qwen3_moe_pre_softmax");
   if (HasFatalFailure()) return;
-  const RunResult e =
-      run(convert(" --loader megatron --saver hf --load-dir " + ckpt + " --save-dir " + back));
-  ASSERT_EQ(e.exit_code, 0) << e.output;
-  expect_same_tensors(hf, back);
-  expect_same_config(hf, back);
+  expect_exports_back(ckpt, hf, back, qwen_moe_same(false));
 }
 
 // A model trained here at EP2 with experts on layer 1 only, --qk-layernorm,
@@ -140,18 +123,10 @@ TEST(QwenMoeConvert, NormTopkProbFalseIsThePreSoftmaxRouterBothWays) {
 TEST(QwenMoeConvert, TrainedWithExpertsAndQkNormsExportsAFolderTheJudgeScoresAsGenerateReports) {
   require_torch();
   TempDir dir;
-  int vocab = 0;
-  add_hf_tokenizer_files("llama", dir, dir.file("tok"), &vocab);
-  ASSERT_FALSE(HasFatalFailure());
-  const std::string tok =
-      " --tokenizer-type Llama2Tokenizer --tokenizer-model " + dir.file("tok") + "/tokenizer.model";
-  write_text(dir.file("corpus.txt"), synthetic_corpus(80));
-  const RunResult pre = run(megatron() + " preprocess --input " + dir.file("corpus.txt") +
-                            " --output-prefix " + dir.file("data") + tok + " --append-eod");
-  ASSERT_EQ(pre.exit_code, 0) << pre.output;
+  const std::string data = tokenized_corpus("llama", dir);
+  ASSERT_FALSE(data.empty());
   const std::string ckpt = dir.file("ckpt"), hf = dir.file("hf");
-  const RunResult t = run(mpirun(2) + " train --data-path " + dir.file("data_text_document") + tok +
-                          tiny_model_flags() +
+  const RunResult t = run(mpirun(2) + " train" + data + tiny_model_flags() +
                           " --normalization RMSNorm --position-embedding-type rope --swiglu "
                           "--ffn-hidden-size 48"
                           " --group-query-attention --num-query-groups 2 --disable-bias-linear"
