@@ -64,6 +64,18 @@ void check_device(const TrainArgs& args, int world_size) {
 // vocabulary. Resuming without tokenizer flags adopts the checkpoint's; with
 // flags, they must name the checkpoint's tokenizer (other ids would mean other
 // text).
+// The tokenizer's end-of-document id, which --mock-data's documents end with
+// and the document flags find documents by.
+void take_tokenizer_eod(TrainArgs& args, int64_t eod) {
+  args.tokenizer_eod = eod;
+  args.documents.eod = int32_t(eod);
+  MT_CHECK(!args.documents.any() || eod >= 0,
+           "--reset-position-ids / --reset-attention-mask / --eod-mask-loss: the ",
+           args.tokenizer_type, " tokenizer has no end-of-document token to find documents by; "
+           "fix: preprocess with a tokenizer that has one (and --append-eod), or leave the flags "
+           "out");
+}
+
 nlohmann::json resolve_tokenizer(TrainArgs& args, int64_t loaded_iteration, bool rank0) {
   nlohmann::json saved;
   std::string iter;
@@ -83,7 +95,8 @@ nlohmann::json resolve_tokenizer(TrainArgs& args, int64_t loaded_iteration, bool
       args.vocab_size = saved.value("vocab_size", int64_t(0));
       args.model.vocab_size = meta.at("args").at("model").at("vocab_size").get<int64_t>();
       log_line(rank0, "tokenizer: %s, as recorded in the checkpoint\n", args.tokenizer_type.c_str());
-      if (args.mock_data) args.tokenizer_eod = tokenizer_from_record(saved, iter)->eod();
+      if (args.mock_data || args.documents.any())
+        take_tokenizer_eod(args, tokenizer_from_record(saved, iter)->eod());
       return saved.at("type") == "char" || saved.at("type") == "NullTokenizer"
                  ? saved
                  : adopt_tokenizer_record(saved, iter);
@@ -109,13 +122,7 @@ nlohmann::json resolve_tokenizer(TrainArgs& args, int64_t loaded_iteration, bool
   o.vocab_size = args.vocab_size;
   const std::unique_ptr<Tokenizer> tok = make_tokenizer(o);
   args.model.vocab_size = tok->vocab_size();
-  args.tokenizer_eod = tok->eod();
-  args.documents.eod = int32_t(args.tokenizer_eod);
-  MT_CHECK(!args.documents.any() || args.documents.eod >= 0,
-           "--reset-position-ids / --reset-attention-mask / --eod-mask-loss: the ",
-           args.tokenizer_type, " tokenizer has no end-of-document token to find documents by; "
-           "fix: preprocess with a tokenizer that has one (and --append-eod), or leave the flags "
-           "out");
+  take_tokenizer_eod(args, tok->eod());
   nlohmann::json record = tokenizer_record(*tok, o);
   if (loaded_iteration >= 0 && !same_tokenizer(saved, record)) {
     std::string diff;

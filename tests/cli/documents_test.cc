@@ -104,6 +104,30 @@ TEST(Documents, FlagsChangeTheLossesAndAreRecorded) {
   EXPECT_EQ(args.at("eod_mask_loss"), true);
 }
 
+// A resume that takes the tokenizer from the checkpoint (no tokenizer flags)
+// finds the documents by its end-of-document token too: the losses of the
+// uninterrupted run.
+TEST(Documents, ResumeWithTheCheckpointsTokenizerKeepsTheDocuments) {
+  TempDir dir;
+  const std::string data = prepare_data(dir, short_documents(), " --append-eod");
+  std::string flags = llama_flags(kDocs);
+  flags.replace(flags.find("--train-iters 6"), 15, "--train-iters 4");
+  flags.replace(flags.find("--eval-interval 3"), 17, "--eval-interval 0");
+  const RunResult full = run(megatron() + " train" + data + flags + " --log-json " + dir.file("full.json"));
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  const RunResult first = run(megatron() + " train" + data + flags + " --exit-interval 2 --save " +
+                              dir.file("c"));
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const std::string no_vocab = data.substr(0, data.find(" --vocab-file"));
+  const RunResult rest = run(megatron() + " train" + no_vocab + flags + " --load " + dir.file("c") +
+                             " --log-json " + dir.file("rest.json"));
+  ASSERT_EQ(rest.exit_code, 0) << rest.output;
+  const JsonLogLines a = read_log_json(dir.file("full.json")), b = read_log_json(dir.file("rest.json"));
+  ASSERT_EQ(b.train.size(), 2u);
+  for (const auto& [it, j] : b.train)
+    EXPECT_EQ(j.at("loss").get<double>(), a.train.at(it).at("loss").get<double>()) << it;
+}
+
 TEST(Documents, RefusedWithoutAnEndOfDocumentToken) {
   TempDir dir;
   const std::string data = prepare_data(dir, short_documents());  // no --append-eod
