@@ -47,7 +47,8 @@ struct DecodeToken {
   int32_t token = 0;
 };
 
-// A step's outcome: every row's logits, or (nothing run) the blocks it lacked.
+// A step's outcome: every row's logits (valid until the next step), or
+// (nothing run) the blocks it lacked.
 struct DecodeStep {
   const float* logits = nullptr;  // (R, v padded): row r's at logits + r·vocab_rows()
   int64_t blocks_short = 0;       // > 0: the pool lacks this many free blocks; free a sequence
