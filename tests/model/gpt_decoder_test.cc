@@ -1,7 +1,7 @@
 // The KV-cache decoder, one token at a time, gives the logits of the full
 // forward pass at every position — for GPT-2 (learned positions) and for the
 // Llama configuration (RoPE at each position, a cache of query groups,
-// SwiGLU, RMSNorm, untied output layer) — and with a cache of the positions
+// SwiGLU, RMSNorm, untied output layer) and an MoE one — and with a cache of the positions
 // asked for, not of the model's whole context.
 #include <gtest/gtest.h>
 
@@ -83,6 +83,19 @@ TEST(GptDecoder, GptStepsEqualTheFullForward) {
 
 TEST(GptDecoder, LlamaStepsEqualTheFullForward) {
   ModelConfig cfg = llama(base());
+  cfg.finalize(1);
+  expect_decoder_matches_forward(cfg);
+}
+
+// An MoE layer in every layer (top-2 of 4 experts, a shared expert): each
+// step routes its token as the dropless training forward does.
+TEST(GptDecoder, MoeStepsEqualTheFullForward) {
+  ModelConfig cfg = llama(base());
+  cfg.num_experts = 4;
+  cfg.moe_ffn_hidden_size = 20;
+  cfg.moe_layer_freq = "[1,1]";
+  cfg.moe_router_topk = 2;
+  cfg.moe_shared_expert_intermediate_size = 16;
   cfg.finalize(1);
   expect_decoder_matches_forward(cfg);
 }

@@ -300,55 +300,71 @@ void attention_block_backward(float* din, const AttentionParams<float*>& g, cons
 }
 
 AttentionDecodeWorkspace carve_attention_decode_workspace(Arena& arena, const GptShapes& sh,
-                                                          int64_t capacity) {
-  const int64_t hl = sh.a * sh.d, kvl = sh.g * sh.d;
+                                                          const DecodeDims& dims) {
+  const int64_t hl = sh.a * sh.d, kvl = sh.g * sh.d, r = dims.rows;
   AttentionDecodeWorkspace ws;
-  ws.qkv = arena.alloc_f32(hl + 2 * kvl);
-  ws.q = arena.alloc_f32(hl);
-  ws.ctx = arena.alloc_f32(hl);
-  ws.scores = arena.alloc_f32(capacity);
+  ws.qkv = arena.alloc_f32(r * (hl + 2 * kvl));
+  ws.q = arena.alloc_f32(r * hl);
+  ws.ctx = arena.alloc_f32(r * hl);
+  ws.scores = arena.alloc_f32(dims.span);
   if (sh.qk_layernorm) {
-    if (!sh.rms_norm) ws.mean = arena.alloc_f32(sh.a);
-    ws.rstd = arena.alloc_f32(sh.a);
+    if (!sh.rms_norm) ws.mean = arena.alloc_f32(r * sh.a);
+    ws.rstd = arena.alloc_f32(r * sh.a);
   }
   return ws;
 }
 
-double attention_decode_workspace_floats(const ModelConfig& c, int64_t tp, double capacity) {
+double attention_decode_workspace_floats(const ModelConfig& c, int64_t tp, const DecodeDims& dims) {
   const double d = double(c.head_dim()), a = double(c.num_attention_heads) / double(tp);
   const double hl = a * d, kvl = double(c.query_groups()) / double(tp) * d;
-  const double norm_stats = c.qk_layernorm ? (c.rms_norm() ? 1 : 2) * a : 0.0;  // (mean,) rstd
-  return (hl + 2 * kvl) + 2 * hl + capacity + norm_stats;  // qkv; q, ctx; scores; statistics
+  const double r = double(dims.rows);
+  const double norm_stats = c.qk_layernorm ? (c.rms_norm() ? 1 : 2) * r * a : 0.0;  // (mean,) rstd
+  // qkv; q, ctx; scores; statistics
+  return r * (hl + 2 * kvl) + 2 * r * hl + double(dims.span) + norm_stats;
 }
 
 void attention_block_decode(float* out, const KvCache& cache, AttentionDecodeWorkspace& ws,
                             const float* in, const AttentionParams<ReadView>& w,
-                            const GptShapes& sh, int64_t pos) {
+                            const GptShapes& sh, std::span<const DecodeRow> rows) {
   const int64_t h = sh.h, d = sh.d, a = sh.a, g = sh.g, hl = a * d, kvl = g * d;
-  const int64_t hpg = a / g;
-  float* kc = cache.k;
-  float* vc = cache.v;
-  const int64_t row = pos % cache.capacity;  // this position's row (a ring when windowed)
-  const int64_t last = std::min(pos, cache.capacity - 1);  // rows [0, last] hold positions
-  linear_forward(ws.qkv, in, w.qkv_w, w.qkv_b, 1, h, hl + 2 * kvl);  // column-parallel
-  for (int64_t gi = 0; gi < g; ++gi) {  // qkv rows are (g_local, a/g + 2, d)
-    const float* grp = ws.qkv + gi * (hpg + 2) * d;
-    copy_bytes(ws.q + gi * hpg * d, grp, size_t(hpg * d) * 4);
-    copy_bytes(kc + row * kvl + gi * d, grp + hpg * d, size_t(d) * 4);
-    copy_bytes(vc + row * kvl + gi * d, grp + (hpg + 1) * d, size_t(d) * 4);
+  const int64_t hpg = a / g, qkv = hl + 2 * kvl, n = int64_t(rows.size());
+  const int64_t bs = cache.block_size;
+  auto cache_row = [&](const DecodeRow& r) {  // the row of the pool that holds r's position
+    const int64_t slot = r.pos % r.ring;
+    return (int64_t(r.table[slot / bs]) * bs + slot % bs) * kvl;
+  };
+  linear_forward(ws.qkv, in, w.qkv_w, w.qkv_b, n, h, qkv);  // column-parallel
+  // Every row's key and value into its sequence's cache before any query reads it.
+  for (int64_t i = 0; i < n; ++i) {
+    const DecodeRow& r = rows[size_t(i)];
+    float* q = ws.q + i * hl;
+    float* k = cache.k + cache_row(r);
+    float* v = cache.v + cache_row(r);
+    for (int64_t gi = 0; gi < g; ++gi) {  // qkv rows are (g_local, a/g + 2, d)
+      const float* grp = ws.qkv + i * qkv + gi * (hpg + 2) * d;
+      copy_bytes(q + gi * hpg * d, grp, size_t(hpg * d) * 4);
+      copy_bytes(k + gi * d, grp + hpg * d, size_t(d) * 4);
+      copy_bytes(v + gi * d, grp + (hpg + 1) * d, size_t(d) * 4);
+    }
+    if (sh.qk_layernorm) {  // the new key's g rows, through ctx (free until attention)
+      head_norm_forward(sh, ws.ctx, ws.mean, ws.rstd, k, w.k_norm_w, w.k_norm_b, g);
+      copy_bytes(k, ws.ctx, size_t(kvl) * 4);
+    }
+    if (sh.rope) rope_forward(k, 1, g, 1, d, *sh.rope, r.pos);  // this position's rotation
   }
-  if (sh.qk_layernorm) {  // q's a rows and the new key's g rows, through ctx (free until attention)
-    head_norm_forward(sh, ws.ctx, ws.mean, ws.rstd, ws.q, w.q_norm_w, w.q_norm_b, a);
-    copy_bytes(ws.q, ws.ctx, size_t(hl) * 4);
-    head_norm_forward(sh, ws.ctx, ws.mean, ws.rstd, kc + row * kvl, w.k_norm_w, w.k_norm_b, g);
-    copy_bytes(kc + row * kvl, ws.ctx, size_t(kvl) * 4);
+  if (sh.qk_layernorm) {  // the queries' R·a rows, through ctx
+    head_norm_forward(sh, ws.ctx, ws.mean, ws.rstd, ws.q, w.q_norm_w, w.q_norm_b, n * a);
+    copy_bytes(ws.q, ws.ctx, size_t(n * hl) * 4);
   }
-  if (sh.rope) {  // this position's rotation of q and of the new key
-    rope_forward(ws.q, 1, a, 1, d, *sh.rope, pos);
-    rope_forward(kc + row * kvl, 1, g, 1, d, *sh.rope, pos);
+  for (int64_t i = 0; i < n; ++i) {
+    const DecodeRow& r = rows[size_t(i)];
+    float* q = ws.q + i * hl;
+    if (sh.rope) rope_forward(q, 1, a, 1, d, *sh.rope, r.pos);
+    const int64_t first = sh.window_left >= 0 ? std::max<int64_t>(0, r.pos - sh.window_left) : 0;
+    const PagedKv kv{cache.k, cache.v, bs, r.table, r.ring, g, d};
+    attention_decode_forward(ws.ctx + i * hl, ws.scores, q, a, kv, first, r.pos);
   }
-  attention_decode_forward(ws.ctx, ws.q, kc, vc, a, g, d, last, ws.scores);
-  row_parallel_linear_forward(out, out, ws.ctx, w.proj_w, w.proj_b, 1, hl, h, sh.tp);
+  row_parallel_linear_forward(out, out, ws.ctx, w.proj_w, w.proj_b, n, hl, h, sh.tp);
 }
 
 void SelfAttention::plan_gemms(const ModelConfig& c, const PlanDims& d,
@@ -357,21 +373,16 @@ void SelfAttention::plan_gemms(const ModelConfig& c, const PlanDims& d,
   flops.push_back(2 * d.n * double(c.query_projection_size()) * d.h / d.tp);
 }
 
-int64_t SelfAttention::cache_rows(int64_t window_left, int64_t positions) {
-  return window_left >= 0 ? std::min(positions, window_left + 1) : positions;
-}
-
-KvCache SelfAttention::carve_cache(Arena& a, const GptShapes& sh, int64_t positions) {
-  const int64_t kvl = sh.g * sh.d;  // one key/value head per query group
+KvCache SelfAttention::carve_cache(Arena& a, const GptShapes& sh, const KvPoolDims& pool) {
+  const int64_t rows = pool.blocks * pool.block_size, kvl = sh.g * sh.d;  // a head per group
   KvCache cache;
-  cache.capacity = cache_rows(sh.window_left, positions);
-  cache.k = a.alloc_f32(cache.capacity * kvl);
-  cache.v = a.alloc_f32(cache.capacity * kvl);
+  cache.block_size = pool.block_size;
+  cache.k = a.alloc_f32(rows * kvl);
+  cache.v = a.alloc_f32(rows * kvl);
   return cache;
 }
 
-double SelfAttention::cache_floats(const ModelConfig& c, int64_t tp, double positions) {
-  const double rows = double(cache_rows(c.window_left(), int64_t(positions)));
+double SelfAttention::cache_floats(const ModelConfig& c, int64_t tp, double rows) {
   return 2 * rows * double(c.query_groups()) / double(tp) * double(c.head_dim());
 }
 

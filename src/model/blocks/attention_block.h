@@ -8,6 +8,7 @@
 // the projection (h, a·d).
 #pragma once
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -86,41 +87,40 @@ void attention_block_backward(float* din, const AttentionParams<float*>& g, cons
                               const AttentionRecord& rec, AttentionWorkspace& ws,
                               const AttentionParams<ReadView>& w, const BlockCall& call);
 
-// --- Decoding (model/gpt_decoder.h): the same block over one new token whose
-// query sits at position `pos`, an offset into this layer's key/value cache.
+// --- Decoding (model/batched_decoder.h): the same block over R new tokens
+// (DecodeRow: each of its own sequence, position and cache).
 
-// One layer's cache: keys (after RoPE) and values of past positions, one per
-// query group of this rank. Position p is row p mod capacity: the whole past
-// when capacity covers it, else (a sliding window of capacity - 1 keys) a ring
-// of the last capacity positions.
+// One layer's cache: keys (after RoPE) and values of this rank's query groups,
+// in a pool of blocks the sequences share (DecodeRow says which are whose).
 struct KvCache {
-  float* k = nullptr;    // (capacity, g·d)
-  float* v = nullptr;    // (capacity, g·d)
-  int64_t capacity = 0;  // rows
+  float* k = nullptr;      // (blocks, block_size, g·d)
+  float* v = nullptr;      // (blocks, block_size, g·d)
+  int64_t block_size = 0;  // rows of a block
 };
 
-// One token's scratch, shared by the layers.
+// One step's scratch, shared by the layers.
 struct AttentionDecodeWorkspace {
-  float* qkv = nullptr;     // ((a + 2g)·d)  rows (g_local, a/g + 2, d)
-  float* q = nullptr;       // (a·d)
-  float* ctx = nullptr;     // (a·d)
-  float* scores = nullptr;  // (capacity)
-  float* mean = nullptr;    // (a)  --qk-layernorm's statistics (mean: LayerNorm only)
-  float* rstd = nullptr;    // (a)
+  float* qkv = nullptr;     // (R, (a + 2g)·d)  rows (g_local, a/g + 2, d)
+  float* q = nullptr;       // (R, a·d)
+  float* ctx = nullptr;     // (R, a·d)
+  float* scores = nullptr;  // (span)
+  float* mean = nullptr;    // (R·a)  --qk-layernorm's statistics (mean: LayerNorm only)
+  float* rstd = nullptr;    // (R·a)
 };
 AttentionDecodeWorkspace carve_attention_decode_workspace(Arena& arena, const GptShapes& sh,
-                                                          int64_t capacity);
+                                                          const DecodeDims& dims);
 // Floats of that workspace on a rank of a TP group of `tp`, from the
 // configuration alone.
-double attention_decode_workspace_floats(const ModelConfig& c, int64_t tp, double capacity);
+double attention_decode_workspace_floats(const ModelConfig& c, int64_t tp, const DecodeDims& dims);
 
-// out (h) = the projection's output (all-reduced over TP) for the token whose
-// norm output is `in` (h); its key and value are written at row `pos` of the
-// cache (row pos mod capacity), and its query attends to the cache's rows of
-// positions [max(0, pos - capacity + 1), pos].
+// out (R, h) = the projection's output (all-reduced over TP) for the tokens
+// whose norm outputs are `in` (R, h). Every row's key and value are written
+// at its position's slot first, then each query attends to its sequence's
+// positions [max(0, pos - window), pos]: rows of one sequence in one step are
+// causal among themselves.
 void attention_block_decode(float* out, const KvCache& cache, AttentionDecodeWorkspace& ws,
                             const float* in, const AttentionParams<ReadView>& w,
-                            const GptShapes& sh, int64_t pos);
+                            const GptShapes& sh, std::span<const DecodeRow> rows);
 
 // Self-attention as the default kind of the attention slot
 // (model/blocks/block_kinds.h); its options (query groups, biases, q/k norms,
@@ -168,22 +168,19 @@ struct SelfAttention {
     attention_block_backward(din, g, dout, rec, ws, w, call);
   }
   static DecodeWorkspace carve_decode_workspace(Arena& a, const GptShapes& sh,
-                                                int64_t positions) {
-    return carve_attention_decode_workspace(a, sh, cache_rows(sh.window_left, positions));
+                                                const DecodeDims& dims) {
+    return carve_attention_decode_workspace(a, sh, dims);
   }
-  static double decode_workspace_floats(const ModelConfig& c, int64_t tp, double positions) {
-    return attention_decode_workspace_floats(c, tp,
-                                             double(cache_rows(c.window_left(), int64_t(positions))));
+  static double decode_workspace_floats(const ModelConfig& c, int64_t tp, const DecodeDims& dims) {
+    return attention_decode_workspace_floats(c, tp, dims);
   }
-  // One layer's keys and values for `positions` tokens (this rank's query
-  // groups): a row per position, or with a sliding window of L keys a ring
-  // of the L + 1 positions a query sees.
-  static int64_t cache_rows(int64_t window_left, int64_t positions);
-  static Cache carve_cache(Arena& a, const GptShapes& sh, int64_t positions);
-  static double cache_floats(const ModelConfig& c, int64_t tp, double positions);
+  // One layer's pool of keys and values (this rank's query groups).
+  static Cache carve_cache(Arena& a, const GptShapes& sh, const KvPoolDims& pool);
+  static double cache_floats(const ModelConfig& c, int64_t tp, double rows);
   static void decode(float* out, const Cache& cache, DecodeWorkspace& ws, const float* in,
-                     const Params<ReadView>& w, const GptShapes& sh, int64_t pos) {
-    attention_block_decode(out, cache, ws, in, w, sh, pos);
+                     const Params<ReadView>& w, const GptShapes& sh,
+                     std::span<const DecodeRow> rows) {
+    attention_block_decode(out, cache, ws, in, w, sh, rows);
   }
 };
 

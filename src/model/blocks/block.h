@@ -75,6 +75,29 @@ struct BlockSizes {
   const KindShapes* kinds = nullptr;
 };
 
+// --- Decoding (model/batched_decoder.h): a step feeds R rows, each a token
+// of its own sequence at its own position; the keys and values of a sequence
+// lie in fixed-size blocks of a pool shared by all (kernels/attention_decode.h).
+
+// One row of a step: its position, and where its sequence's cache lies.
+struct DecodeRow {
+  int64_t pos = 0;                  // the token's position in its sequence
+  const int32_t* table = nullptr;   // the sequence's blocks: slot s in table[s / block_size]
+  int64_t ring = 0;                 // the sequence's slots: position p in slot p mod ring
+};
+
+// What a block's decode scratch is sized for.
+struct DecodeDims {
+  int64_t rows = 1;  // R: rows one step takes at most
+  int64_t span = 1;  // keys one query reads at most (a sequence's positions, or a window's)
+};
+
+// The pool of one layer's cache: blocks of block_size rows.
+struct KvPoolDims {
+  int64_t blocks = 0;
+  int64_t block_size = 0;
+};
+
 // A kind without sizes of its own.
 struct NoShapes {};
 

@@ -19,14 +19,16 @@
 //   static void forward(float* out, Record&, const Params<ReadView>&, Workspace&, const BlockCall&);
 //   static void backward(float* din, const Params<float*>& grads, const float* dout,
 //                        const Record&, Workspace&, const Params<ReadView>&, const BlockCall&);
-//   static DecodeWorkspace carve_decode_workspace(Arena&, const GptShapes&, int64_t positions);
-//   static double decode_workspace_floats(const ModelConfig&, int64_t tp, double positions);
+//   static DecodeWorkspace carve_decode_workspace(Arena&, const GptShapes&, const DecodeDims&);
+//   static double decode_workspace_floats(const ModelConfig&, int64_t tp, const DecodeDims&);
 //   MLP kinds:       static void decode(float* out, DecodeWorkspace&, const float* in,
-//                                       const Params<ReadView>&, const GptShapes&);
-//   attention kinds: using Cache; static Cache carve_cache(Arena&, const GptShapes&, int64_t positions);
-//                    static double cache_floats(const ModelConfig&, int64_t tp, double positions);
+//                                       const Params<ReadView>&, const GptShapes&, int64_t rows);
+//   attention kinds: using Cache; static Cache carve_cache(Arena&, const GptShapes&, const KvPoolDims&);
+//                    static double cache_floats(const ModelConfig&, int64_t tp, double rows);
 //                    static void decode(float* out, const Cache&, DecodeWorkspace&, const float* in,
-//                                       const Params<ReadView>&, const GptShapes&, int64_t pos);
+//                                       const Params<ReadView>&, const GptShapes&,
+//                                       std::span<const DecodeRow> rows);
+//   (decode: a step's R rows, in and out (R, h); model/blocks/block.h's DecodeRow)
 //
 // A new kind is its own files plus one entry in its slot's list below; the
 // layer, the stage, the decoder, --log-memory, plan and MFU reach it only

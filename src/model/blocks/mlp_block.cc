@@ -103,25 +103,25 @@ void mlp_block_backward(float* din, const MlpParams<float*>& g, const float* dou
                                   w.fc1_w, n, h, sh.f_in, sh.tp, sh.cm);
 }
 
-MlpDecodeWorkspace carve_mlp_decode_workspace(Arena& arena, const GptShapes& sh) {
+MlpDecodeWorkspace carve_mlp_decode_workspace(Arena& arena, const GptShapes& sh, int64_t rows) {
   MlpDecodeWorkspace ws;
-  ws.fc = arena.alloc_f32(sh.f_in);
-  ws.act = arena.alloc_f32(sh.f);
+  ws.fc = arena.alloc_f32(rows * sh.f_in);
+  ws.act = arena.alloc_f32(rows * sh.f);
   return ws;
 }
 
-double mlp_decode_workspace_floats(double f, double f_in) { return f_in + f; }
+double mlp_decode_workspace_floats(double rows, double f, double f_in) { return rows * (f_in + f); }
 
 void mlp_block_decode(float* out, MlpDecodeWorkspace& ws, const float* in,
-                      const MlpParams<ReadView>& w, const GptShapes& sh) {
-  linear_forward(ws.fc, in, w.fc1_w, w.fc1_b, 1, sh.h, sh.f_in);  // column-parallel
-  mlp_activation_forward(sh, ws.act, ws.fc, 1);
-  row_parallel_linear_forward(out, out, ws.act, w.fc2_w, w.fc2_b, 1, sh.f, sh.h, sh.tp);
+                      const MlpParams<ReadView>& w, const GptShapes& sh, int64_t rows) {
+  linear_forward(ws.fc, in, w.fc1_w, w.fc1_b, rows, sh.h, sh.f_in);  // column-parallel
+  mlp_activation_forward(sh, ws.act, ws.fc, rows);
+  row_parallel_linear_forward(out, out, ws.act, w.fc2_w, w.fc2_b, rows, sh.f, sh.h, sh.tp);
 }
 
-double DenseMlp::decode_workspace_floats(const ModelConfig& c, int64_t tp, double) {
+double DenseMlp::decode_workspace_floats(const ModelConfig& c, int64_t tp, const DecodeDims& dims) {
   const double f = double(c.ffn_hidden_size) / double(tp);
-  return mlp_decode_workspace_floats(f, c.swiglu ? 2 * f : f);
+  return mlp_decode_workspace_floats(double(dims.rows), f, c.swiglu ? 2 * f : f);
 }
 
 void DenseMlp::plan_gemms(const ModelConfig& c, const PlanDims& d, std::vector<double>& flops) {

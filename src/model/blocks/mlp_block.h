@@ -69,16 +69,17 @@ void mlp_block_backward(float* din, const MlpParams<float*>& g, const float* dou
                         const MlpRecord& rec, MlpWorkspace& ws, const MlpParams<ReadView>& w,
                         const BlockCall& call);
 
-// --- Decoding (model/gpt_decoder.h): the block over one token.
+// --- Decoding (model/batched_decoder.h): the block over a step's R rows.
 struct MlpDecodeWorkspace {
-  float* fc = nullptr;   // (f_in)
-  float* act = nullptr;  // (f)
+  float* fc = nullptr;   // (R, f_in)
+  float* act = nullptr;  // (R, f)
 };
-MlpDecodeWorkspace carve_mlp_decode_workspace(Arena& arena, const GptShapes& sh);
-double mlp_decode_workspace_floats(double f, double f_in);  // fc; act
-// out (h) = fc2's output (all-reduced over TP) for the token whose norm output is `in` (h).
+MlpDecodeWorkspace carve_mlp_decode_workspace(Arena& arena, const GptShapes& sh, int64_t rows);
+double mlp_decode_workspace_floats(double rows, double f, double f_in);  // fc; act
+// out (R, h) = fc2's output (all-reduced over TP) for the tokens whose norm
+// outputs are `in` (R, h).
 void mlp_block_decode(float* out, MlpDecodeWorkspace& ws, const float* in,
-                      const MlpParams<ReadView>& w, const GptShapes& sh);
+                      const MlpParams<ReadView>& w, const GptShapes& sh, int64_t rows);
 
 // The dense MLP as the default kind of the MLP slot (model/blocks/block_kinds.h).
 struct DenseMlp {
@@ -119,13 +120,14 @@ struct DenseMlp {
                        Workspace& ws, const Params<ReadView>& w, const BlockCall& call) {
     mlp_block_backward(din, g, dout, rec, ws, w, call);
   }
-  static DecodeWorkspace carve_decode_workspace(Arena& a, const GptShapes& sh, int64_t) {
-    return carve_mlp_decode_workspace(a, sh);
+  static DecodeWorkspace carve_decode_workspace(Arena& a, const GptShapes& sh,
+                                                const DecodeDims& dims) {
+    return carve_mlp_decode_workspace(a, sh, dims.rows);
   }
-  static double decode_workspace_floats(const ModelConfig& c, int64_t tp, double);
+  static double decode_workspace_floats(const ModelConfig& c, int64_t tp, const DecodeDims& dims);
   static void decode(float* out, DecodeWorkspace& ws, const float* in, const Params<ReadView>& w,
-                     const GptShapes& sh) {
-    mlp_block_decode(out, ws, in, w, sh);
+                     const GptShapes& sh, int64_t rows) {
+    mlp_block_decode(out, ws, in, w, sh, rows);
   }
 };
 

@@ -484,61 +484,72 @@ void moe_block_backward(float* din, const MoeParams<float*>& g, const float* dou
                   sh.h, E, true);
 }
 
-MoeDecodeWorkspace carve_moe_decode_workspace(Arena& arena, const GptShapes& sh) {
+MoeDecodeWorkspace carve_moe_decode_workspace(Arena& arena, const GptShapes& sh, int64_t rows) {
+  const MoeShapes& m = moe_of(sh);
   MoeDecodeWorkspace ws;
-  ws.logits = arena.alloc_f32(moe_of(sh).experts);
-  ws.scores = arena.alloc_f32(moe_of(sh).experts);
-  ws.prob = arena.alloc_f32(moe_of(sh).topk);
-  ws.expert = reinterpret_cast<int32_t*>(arena.alloc_f32(moe_of(sh).topk));
-  ws.fc = arena.alloc_f32(moe_of(sh).f_in);
-  ws.act = arena.alloc_f32(moe_of(sh).f);
-  ws.y = arena.alloc_f32(sh.h);
-  if (moe_of(sh).shared_f > 0) {
-    ws.shared = carve_mlp_decode_workspace(arena, shared_shapes(sh));
-    ws.shared_out = arena.alloc_f32(sh.h);
+  ws.logits = arena.alloc_f32(rows * m.experts);
+  ws.scores = arena.alloc_f32(rows * m.experts);
+  ws.prob = arena.alloc_f32(rows * m.topk);
+  ws.expert = reinterpret_cast<int32_t*>(arena.alloc_f32(rows * m.topk));
+  ws.rows = reinterpret_cast<int64_t*>(arena.alloc_f32(2 * rows));
+  ws.gate = arena.alloc_f32(rows);
+  ws.x = arena.alloc_f32(rows * sh.h);
+  ws.fc = arena.alloc_f32(rows * m.f_in);
+  ws.act = arena.alloc_f32(rows * m.f);
+  ws.y = arena.alloc_f32(rows * sh.h);
+  if (m.shared_f > 0) {
+    ws.shared = carve_mlp_decode_workspace(arena, shared_shapes(sh), rows);
+    ws.shared_out = arena.alloc_f32(rows * sh.h);
   }
   return ws;
 }
 
-double moe_decode_workspace_floats(const ModelConfig& c, int64_t tp) {
-  const double f = double(c.moe_ffn());
+double moe_decode_workspace_floats(const ModelConfig& c, int64_t tp, int64_t rows) {
+  const double r = double(rows), f = double(c.moe_ffn()), h = double(c.hidden_size);
   double shared = 0;
   if (c.moe_shared_expert_intermediate_size > 0) {
     const int64_t fs = c.moe_shared_expert_intermediate_size / tp;
-    shared =
-        mlp_decode_workspace_floats(double(fs), double(c.fc1_rows(fs))) + double(c.hidden_size);
+    shared = mlp_decode_workspace_floats(r, double(fs), double(c.fc1_rows(fs))) + r * h;
   }
-  return 2.0 * double(c.num_experts) + 2.0 * double(c.moe_router_topk) +
-         double(c.fc1_rows(c.moe_ffn())) + f + double(c.hidden_size) + shared;
+  // logits, scores; prob, expert; rows (int64), gate; x; fc, act; y
+  return r * (2.0 * double(c.num_experts) + 2.0 * double(c.moe_router_topk) + 3 +
+              h + double(c.fc1_rows(c.moe_ffn())) + f + h) + shared;
 }
 
 void moe_block_decode(float* out, MoeDecodeWorkspace& ws, const float* in,
-                      const MoeParams<ReadView>& w, const GptShapes& sh) {
+                      const MoeParams<ReadView>& w, const GptShapes& sh, int64_t rows) {
   const MoeShapes& m = moe_of(sh);
-  linear_forward(ws.logits, in, w.router_w, nullptr, 1, sh.h, m.experts);
-  moe_router_round(ws.logits, m.experts, router_math(sh));
-  moe_topk_forward(ws.expert, ws.prob, ws.scores, ws.logits, 1, m.experts, m.topk, m.pre_softmax);
-  moe_router_round(ws.prob, m.topk, router_math(sh));
-  fill_zero(out, size_t(sh.h) * sizeof(float));
-  for (int64_t j = 0; j < m.topk; ++j) {  // no capacity in inference, as in Megatron
-    const int64_t local = ws.expert[j] - m.first;
-    if (local < 0 || local >= m.local) continue;  // on another EP rank
+  linear_forward(ws.logits, in, w.router_w, nullptr, rows, sh.h, m.experts);
+  moe_router_round(ws.logits, rows * m.experts, router_math(sh));
+  moe_topk_forward(ws.expert, ws.prob, ws.scores, ws.logits, rows, m.experts, m.topk,
+                   m.pre_softmax);
+  moe_router_round(ws.prob, rows * m.topk, router_math(sh));
+  fill_zero(out, size_t(rows * sh.h) * sizeof(float));
+  for (int64_t local = 0; local < m.local; ++local) {  // no capacity in inference, as in Megatron
+    int64_t n = 0;  // the rows routed to this expert (a row picks an expert once)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < m.topk; ++j)
+        if (ws.expert[r * m.topk + j] - m.first == local) {
+          ws.rows[n] = r;
+          ws.gate[n++] = ws.prob[r * m.topk + j];
+        }
+    if (n == 0) continue;
     const ExpertParams<ReadView>& e = w.experts[size_t(local)];
-    linear_forward(ws.fc, in, e.fc1_w, e.fc1_b, 1, sh.h, m.f_in);
+    gather_rows(ws.x, in, ws.rows, n, sh.h);
+    linear_forward(ws.fc, ws.x, e.fc1_w, e.fc1_b, n, sh.h, m.f_in);
     if (sh.swiglu)
-      swiglu_forward(ws.act, ws.fc, 1, m.f);
+      swiglu_forward(ws.act, ws.fc, n, m.f);
     else
-      plain_activation_forward(sh, ws.act, ws.fc, m.f);
-    linear_forward(ws.y, ws.act, e.fc2_w, e.fc2_b, 1, m.f, sh.h);
-    const int64_t row = 0;
-    scatter_add_rows(out, ws.y, &row, &ws.prob[j], 1, sh.h);
+      plain_activation_forward(sh, ws.act, ws.fc, n * m.f);
+    linear_forward(ws.y, ws.act, e.fc2_w, e.fc2_b, n, m.f, sh.h);
+    scatter_add_rows(out, ws.y, ws.rows, ws.gate, n, sh.h);
   }
-  // Every rank of the EP group decodes the same token: the sum of their
+  // Every rank of the EP group decodes the same rows: the sum of their
   // experts' outputs is the layer's.
-  if (m.ranks > 1) m.ep->all_reduce_sum(out, sh.h);
+  if (m.ranks > 1) m.ep->all_reduce_sum(out, rows * sh.h);
   if (m.shared_f > 0) {
-    mlp_block_decode(ws.shared_out, ws.shared, in, w.shared, shared_shapes(sh));
-    add_inplace(out, ws.shared_out, sh.h);
+    mlp_block_decode(ws.shared_out, ws.shared, in, w.shared, shared_shapes(sh), rows);
+    add_inplace(out, ws.shared_out, rows * sh.h);
   }
 }
 

@@ -174,25 +174,29 @@ void moe_block_backward(float* din, const MoeParams<float*>& g, const float* dou
                         const MoeRecord& rec, MoeWorkspace& ws, const MoeParams<ReadView>& w,
                         const BlockCall& call);
 
-// --- Decoding (model/gpt_decoder.h): the block over one token; with EP > 1
-// every rank of the EP group holds the same token and its own experts.
+// --- Decoding (model/batched_decoder.h): the block over a step's R rows;
+// with EP > 1 every rank of the EP group holds the same rows and its own
+// experts. Each local expert runs once over the rows routed to it.
 struct MoeDecodeWorkspace {
-  float* logits = nullptr;      // (E)
-  float* scores = nullptr;      // (E)
-  float* prob = nullptr;        // (k)
-  int32_t* expert = nullptr;    // (k)
-  float* fc = nullptr;          // (f_in)
-  float* act = nullptr;         // (f)
-  float* y = nullptr;           // (h)
+  float* logits = nullptr;      // (R, E)
+  float* scores = nullptr;      // (R, E)
+  float* prob = nullptr;        // (R, k)
+  int32_t* expert = nullptr;    // (R, k)
+  int64_t* rows = nullptr;      // (R) an expert's rows
+  float* gate = nullptr;        // (R) and their weights
+  float* x = nullptr;           // (R, h) an expert's inputs
+  float* fc = nullptr;          // (R, f_in)
+  float* act = nullptr;         // (R, f)
+  float* y = nullptr;           // (R, h)
   MlpDecodeWorkspace shared;    // the shared expert's
-  float* shared_out = nullptr;  // (h)
+  float* shared_out = nullptr;  // (R, h)
 };
-MoeDecodeWorkspace carve_moe_decode_workspace(Arena& arena, const GptShapes& sh);
-double moe_decode_workspace_floats(const ModelConfig& c, int64_t tp);
-// out (h) = Σ_j prob_j · expert_j(in) over the token's top-k experts (those
-// on this rank, summed over the EP group).
+MoeDecodeWorkspace carve_moe_decode_workspace(Arena& arena, const GptShapes& sh, int64_t rows);
+double moe_decode_workspace_floats(const ModelConfig& c, int64_t tp, int64_t rows);
+// out (R, h) = Σ_j prob_j · expert_j(in) over each row's top-k experts (those
+// on this rank, summed over the EP group), in the order of the experts.
 void moe_block_decode(float* out, MoeDecodeWorkspace& ws, const float* in,
-                      const MoeParams<ReadView>& w, const GptShapes& sh);
+                      const MoeParams<ReadView>& w, const GptShapes& sh, int64_t rows);
 
 // The MoE MLP as a kind of the MLP slot (model/blocks/block_kinds.h): the
 // layers --num-experts and --moe-layer-freq make MoE layers.
@@ -236,15 +240,16 @@ struct MoeMlp {
                        Workspace& ws, const Params<ReadView>& w, const BlockCall& call) {
     moe_block_backward(din, g, dout, rec, ws, w, call);
   }
-  static DecodeWorkspace carve_decode_workspace(Arena& a, const GptShapes& sh, int64_t) {
-    return carve_moe_decode_workspace(a, sh);
+  static DecodeWorkspace carve_decode_workspace(Arena& a, const GptShapes& sh,
+                                                const DecodeDims& dims) {
+    return carve_moe_decode_workspace(a, sh, dims.rows);
   }
-  static double decode_workspace_floats(const ModelConfig& c, int64_t tp, double) {
-    return moe_decode_workspace_floats(c, tp);
+  static double decode_workspace_floats(const ModelConfig& c, int64_t tp, const DecodeDims& dims) {
+    return moe_decode_workspace_floats(c, tp, dims.rows);
   }
   static void decode(float* out, DecodeWorkspace& ws, const float* in, const Params<ReadView>& w,
-                     const GptShapes& sh) {
-    moe_block_decode(out, ws, in, w, sh);
+                     const GptShapes& sh, int64_t rows) {
+    moe_block_decode(out, ws, in, w, sh, rows);
   }
 };
 
