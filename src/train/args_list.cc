@@ -92,6 +92,8 @@ ArgList argument_list(const TrainArgs& a) {
   b.add("--num-layers-per-virtual-pipeline-stage", a.num_layers_per_virtual_pipeline_stage);
   b.add("--decoder-first-pipeline-num-layers", a.decoder_first_pipeline_num_layers);
   b.add("--decoder-last-pipeline-num-layers", a.decoder_last_pipeline_num_layers);
+  b.add("--account-for-embedding-in-pipeline-split", a.account_for_embedding_in_pipeline_split);
+  b.add("--account-for-loss-in-pipeline-split", a.account_for_loss_in_pipeline_split);
   b.add("--sequence-parallel", a.sequence_parallel);
   b.add("--overlap-grad-reduce", a.overlap_grad_reduce);
   b.add("--ddp-bucket-size", a.ddp_bucket_size);
