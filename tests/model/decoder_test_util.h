@@ -35,9 +35,9 @@ inline ModelConfig tiny_gpt2() {
   return cfg;
 }
 
-// RoPE, grouped-query attention, SwiGLU, RMSNorm, no biases, untied output.
-inline ModelConfig tiny_llama() {
-  ModelConfig cfg = tiny_gpt2();
+// `cfg` made Llama-shaped: RoPE, grouped-query attention, SwiGLU, RMSNorm, no
+// biases, untied output.
+inline ModelConfig llama_shape(ModelConfig cfg) {
   cfg.normalization = "RMSNorm";
   cfg.position_embedding_type = "rope";
   cfg.swiglu = true;
@@ -48,6 +48,8 @@ inline ModelConfig tiny_llama() {
   cfg.untie_embeddings_and_output_weights = true;
   return cfg;
 }
+
+inline ModelConfig tiny_llama() { return llama_shape(tiny_gpt2()); }
 
 // The Llama shape with an MoE MLP in every layer: 4 experts, top-2, a shared expert.
 inline ModelConfig tiny_moe() {

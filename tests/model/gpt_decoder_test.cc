@@ -8,6 +8,7 @@
 #include <cmath>
 #include <random>
 
+#include "decoder_test_util.h"
 #include "model/gpt_decoder.h"
 #include "model_test_util.h"
 
@@ -51,18 +52,6 @@ void expect_decoder_matches_forward(const ModelConfig& cfg, int64_t positions = 
   }
 }
 
-ModelConfig llama(ModelConfig cfg) {
-  cfg.normalization = "RMSNorm";
-  cfg.position_embedding_type = "rope";
-  cfg.swiglu = true;
-  cfg.ffn_hidden_size = 48;
-  cfg.group_query_attention = true;
-  cfg.num_query_groups = 2;
-  cfg.disable_bias_linear = true;
-  cfg.untie_embeddings_and_output_weights = true;
-  return cfg;
-}
-
 ModelConfig base() {
   ModelConfig cfg;
   cfg.num_layers = 2;
@@ -82,7 +71,7 @@ TEST(GptDecoder, GptStepsEqualTheFullForward) {
 }
 
 TEST(GptDecoder, LlamaStepsEqualTheFullForward) {
-  ModelConfig cfg = llama(base());
+  ModelConfig cfg = llama_shape(base());
   cfg.finalize(1);
   expect_decoder_matches_forward(cfg);
 }
@@ -90,7 +79,7 @@ TEST(GptDecoder, LlamaStepsEqualTheFullForward) {
 // An MoE layer in every layer (top-2 of 4 experts, a shared expert): each
 // step routes its token as the dropless training forward does.
 TEST(GptDecoder, MoeStepsEqualTheFullForward) {
-  ModelConfig cfg = llama(base());
+  ModelConfig cfg = llama_shape(base());
   cfg.num_experts = 4;
   cfg.moe_ffn_hidden_size = 20;
   cfg.moe_layer_freq = "[1,1]";
@@ -104,12 +93,12 @@ TEST(GptDecoder, MoeStepsEqualTheFullForward) {
 // RoPE, GQA) and Qwen2's (QKV bias only), and q/k LayerNorms: each cached key
 // is normalized and rotated as the training forward does it.
 TEST(GptDecoder, QwenAttentionOptionsStepsEqualTheFullForward) {
-  ModelConfig qwen3 = llama(base());
+  ModelConfig qwen3 = llama_shape(base());
   qwen3.kv_channels = 12;
   qwen3.qk_layernorm = true;
   qwen3.finalize(1);
   expect_decoder_matches_forward(qwen3);
-  ModelConfig qwen2 = llama(base());
+  ModelConfig qwen2 = llama_shape(base());
   qwen2.add_qkv_bias = true;
   qwen2.finalize(1);
   expect_decoder_matches_forward(qwen2);
@@ -125,7 +114,7 @@ TEST(GptDecoder, QwenAttentionOptionsStepsEqualTheFullForward) {
 // window read rows the ring has overwritten) equal the full windowed forward's.
 TEST(GptDecoder, WindowedRingCacheStepsEqualTheFullForward) {
   for (const char* window : {"3,0", "0,0", "(6, 0)"}) {
-    ModelConfig cfg = llama(base());
+    ModelConfig cfg = llama_shape(base());
     cfg.window_size = window;
     cfg.finalize(1);
     expect_decoder_matches_forward(cfg);
@@ -147,7 +136,7 @@ TEST(GptDecoder, WindowedRingCacheStepsEqualTheFullForward) {
 // A context of 2^40 positions (RoPE: no table to train): neither training's
 // RoPE table nor the decoder's cache is sized by it (281 TB: bad_alloc before).
 TEST(GptDecoder, CacheHoldsThePositionsAskedForNotTheWholeContext) {
-  ModelConfig cfg = llama(base());
+  ModelConfig cfg = llama_shape(base());
   cfg.max_position_embeddings = int64_t(1) << 40;
   cfg.finalize(1);
   expect_decoder_matches_forward(cfg, cfg.seq_length);
