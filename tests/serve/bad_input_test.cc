@@ -1,0 +1,209 @@
+// What a client can get wrong, and the server must survive: malformed JSON
+// and wrong types (400 with OpenAI's error object naming the parameter),
+// impossible max_tokens and prompts longer than the context, a body over
+// --max-request-bytes (413), unknown paths (404), a client that leaves in
+// the middle of a stream, and a burst of 200 requests against a small queue
+// (200 or 429 each, nothing hangs, no memory kept).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <latch>
+
+#include "serve/serve_test_util.h"
+
+namespace mt::test::serve {
+namespace {
+
+class ServeBadInput : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { s_ = new SuiteServer(); }
+  static void TearDownTestSuite() {
+    delete s_;
+    s_ = nullptr;
+  }
+  void SetUp() override { ASSERT_TRUE(s_ != nullptr && s_->ok()) << "the suite's server did not start"; }
+  static inline SuiteServer* s_ = nullptr;
+  TempDir dir;
+};
+
+// OpenAI's error object: {"error": {"message", "type", "param", "code"}}.
+void expect_error(const Reply& r, int status, const std::string& what, const std::string& param = "") {
+  EXPECT_EQ(r.status, status) << what << " -> " << r.body << r.error;
+  const Json j = r.json();
+  ASSERT_TRUE(j.is_object() && j.contains("error") && j.at("error").is_object()) << what << " -> " << r.body;
+  const Json& e = j.at("error");
+  for (const char* key : {"message", "type", "param", "code"}) EXPECT_TRUE(e.contains(key)) << what << ": no " << key << " in " << r.body;
+  EXPECT_TRUE(e.value("message", "").size() > 0) << what << " -> " << r.body;
+  if (!param.empty()) {
+    EXPECT_EQ(e.value("param", Json()).dump(), Json(param).dump()) << what << " -> " << r.body;
+  }
+}
+
+TEST_F(ServeBadInput, MalformedJsonAndWrongTypesAre400NamingTheParameter) {
+  const struct {
+    const char* path;
+    std::string body;
+    const char* param;  // "" when none in particular
+  } cases[] = {
+      {"/v1/completions", "{\"prompt\": \"The cat\", ", ""},
+      {"/v1/completions", "not json at all", ""},
+      {"/v1/completions", "[1, 2, 3]", ""},
+      {"/v1/completions", R"({"max_tokens": 4})", "prompt"},
+      {"/v1/completions", R"({"prompt": 5, "max_tokens": 4})", "prompt"},
+      {"/v1/completions", R"({"prompt": {"a": 1}, "max_tokens": 4})", "prompt"},
+      {"/v1/completions", R"({"prompt": [1, "x"], "max_tokens": 4})", "prompt"},
+      {"/v1/completions", R"({"prompt": [100000], "max_tokens": 4})", "prompt"},
+      {"/v1/completions", R"({"prompt": "The cat", "max_tokens": "ten"})", "max_tokens"},
+      {"/v1/completions", R"({"prompt": "The cat", "max_tokens": 2.5})", "max_tokens"},
+      {"/v1/completions", R"({"prompt": "The cat", "temperature": "hot"})", "temperature"},
+      {"/v1/completions", R"({"prompt": "The cat", "temperature": -1})", "temperature"},
+      {"/v1/completions", R"({"prompt": "The cat", "top_p": 1.5})", "top_p"},
+      {"/v1/completions", R"({"prompt": "The cat", "stop": 3})", "stop"},
+      {"/v1/completions", R"({"prompt": "The cat", "stream": "yes"})", "stream"},
+      {"/v1/completions", R"({"prompt": "The cat", "logprobs": 6})", "logprobs"},
+      {"/v1/completions", R"({"prompt": "The cat", "n": 3})", "n"},
+      {"/v1/chat/completions", "{\"messages\": [", ""},
+      {"/v1/chat/completions", R"({"messages": "hi"})", "messages"},
+  };
+  for (const auto& c : cases) {
+    const Reply r = request(s_->port(), "POST", c.path, c.body);
+    expect_error(r, 400, std::string(c.path) + " " + c.body, c.param);
+  }
+  EXPECT_EQ(greedy_completion(s_->port(), "The cat", 4).size(), 4u) << "the server goes on serving";
+}
+
+TEST_F(ServeBadInput, MaxTokensNegativeHugeOrPastTheContextIs400) {
+  expect_error(post(s_->port(), "/v1/completions", {{"prompt", "The cat"}, {"max_tokens", -1}}), 400, "max_tokens -1",
+               "max_tokens");
+  const Reply huge = post(s_->port(), "/v1/completions", {{"prompt", "The cat"}, {"max_tokens", 1000000000}});
+  expect_error(huge, 400, "max_tokens 10^9");
+  EXPECT_NE(huge.body.find(std::to_string(kContext)), std::string::npos) << "names the context length: " << huge.body;
+  // prompt + max_tokens just past the context, and a prompt alone longer than it
+  const std::string p60(60, 'a');
+  const Reply past = post(s_->port(), "/v1/completions", {{"prompt", p60}, {"max_tokens", 5}});
+  expect_error(past, 400, "60 + 5 tokens");
+  EXPECT_NE(past.body.find(std::to_string(kContext)), std::string::npos) << past.body;
+  const Reply longer = post(s_->port(), "/v1/completions", {{"prompt", std::string(100, 'a')}, {"max_tokens", 1}});
+  expect_error(longer, 400, "a prompt of 100 tokens");
+  EXPECT_NE(longer.body.find(std::to_string(kContext)), std::string::npos) << longer.body;
+  // exactly the context is fine
+  const Reply fits = post(s_->port(), "/v1/completions", {{"prompt", p60}, {"max_tokens", 4}, {"temperature", 0}});
+  EXPECT_EQ(fits.status, 200) << fits.body;
+  // /api too (Megatron's message is a JSON string)
+  const Reply api = request(s_->port(), "PUT", "/api", Json{{"prompts", {std::string(100, 'a')}}, {"tokens_to_generate", 4}}.dump());
+  EXPECT_EQ(api.status, 400) << api.body;
+}
+
+TEST_F(ServeBadInput, BodyOverMaxRequestBytesIs413AndUnknownPathIs404) {
+  const std::string big = Json{{"prompt", std::string(10 << 20, 'a')}, {"max_tokens", 1}}.dump();
+  expect_error(request(s_->port(), "POST", "/v1/completions", big), 413, "a 10 MB body");
+  expect_error(request(s_->port(), "GET", "/v1/nothing"), 404, "GET /v1/nothing");
+  expect_error(request(s_->port(), "POST", "/v1/engines/x/completions", "{}"), 404, "POST an unknown path");
+  EXPECT_EQ(greedy_completion(s_->port(), "The cat", 4).size(), 4u) << "the server goes on serving";
+}
+
+// Sends a streaming completion on a raw socket, reads until the first
+// `data:` event (or `bytes` bytes), and closes the connection.
+bool leave_mid_stream(int port, const std::string& body) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(uint16_t(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return false;
+  }
+  timeval tv{30, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                          "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  bool sent = ::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == ssize_t(req.size());
+  std::string got;
+  char buf[256];
+  while (sent && got.find("data:") == std::string::npos) {
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    got.append(buf, size_t(n));
+  }
+  ::close(fd);
+  return got.find("data:") != std::string::npos;
+}
+
+TEST_F(ServeBadInput, ClientLeavingMidStreamLeavesTheServerServing) {
+  const std::string want = greedy_completion(s_->port(), "The cat sees", 16);
+  const Json body = {{"prompt", "A dog"}, {"max_tokens", 50}, {"stream", true}, {"temperature", 0}};
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(leave_mid_stream(s_->port(), body.dump())) << "no first event before leaving, try " << i;
+    EXPECT_EQ(greedy_completion(s_->port(), "The cat sees", 16), want) << "after a client left, try " << i;
+  }
+  // several leaving at once while another request runs
+  std::vector<std::thread> leavers;
+  for (int i = 0; i < 4; ++i) leavers.emplace_back([&] { leave_mid_stream(s_->port(), body.dump()); });
+  const std::string during = greedy_completion(s_->port(), "The cat sees", 16);
+  for (auto& t : leavers) t.join();
+  EXPECT_EQ(during, want);
+  EXPECT_EQ(request(s_->port(), "GET", "/health").status, 200);
+  EXPECT_TRUE(s_->server->running());
+}
+
+// A small queue: of 200 requests sent at once, each is answered 200 or 429
+// (none hangs or is dropped), some are refused, the server stays up, and its
+// resident memory after the burst is where it was before.
+std::string prompt_of(int i) {
+  static const char* kPrompts[] = {"The cat", "A dog likes", "My friend", "Her brother sees the", "The queen"};
+  return kPrompts[i % 5];
+}
+
+class ServeBurst : public ::testing::Test {
+ protected:
+  TempDir dir;
+};
+
+TEST_F(ServeBurst, TwoHundredAtOnceGet200Or429AndNoMemoryIsKept) {
+  const std::string ckpt = char_checkpoint();
+  ASSERT_FALSE(ckpt.empty());
+  auto server = start_server(ckpt, "--inference-max-requests 2 --max-queued-requests 2", dir);
+  ASSERT_GT(server->port(), 0);
+  const int port = server->port();
+  auto burst = [&](int n, std::map<int, int>* statuses) {
+    std::vector<int> status(size_t(n), -1);
+    std::latch start(n);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < n; ++i)
+      threads.emplace_back([&, i] {
+        const Json body = {{"prompt", prompt_of(i)}, {"max_tokens", 8}, {"temperature", 0}, {"stream", i % 3 == 0}};
+        start.arrive_and_wait();
+        status[size_t(i)] = post(port, "/v1/completions", body, 120).status;
+      });
+    for (auto& t : threads) t.join();
+    for (int s : status) ++(*statuses)[s];
+  };
+  std::map<int, int> warm, counts;
+  burst(16, &warm);  // the allocator's arenas and the server's threads in place
+  const int64_t before = rss_bytes(server->pid());
+  burst(200, &counts);
+  const int64_t after = rss_bytes(server->pid());
+  std::string summary;
+  for (auto [s, n] : counts) {
+    summary += ' ';
+    summary += std::to_string(s);
+    summary += ": ";
+    summary += std::to_string(n);
+  }
+  EXPECT_EQ(counts[200] + counts[429], 200) << "statuses:" << summary << " (0: no answer)";
+  EXPECT_GT(counts[200], 0) << summary;
+  EXPECT_GT(counts[429], 0) << "a queue of 2 refuses some of 200 at once:" << summary;
+  EXPECT_TRUE(server->running()) << server->log();
+  EXPECT_EQ(request(port, "GET", "/health").status, 200);
+  EXPECT_EQ(greedy_completion(port, "The cat", 4).size(), 4u);
+  const int64_t allowed = std::max<int64_t>(before / 5, 30 << 20);
+  EXPECT_LE(after - before, allowed) << "RSS " << before / 1e6 << " MB before the burst, " << after / 1e6 << " after";
+  std::printf("[ burst of 200:%s; RSS %.1f -> %.1f MB ]\n", summary.c_str(), before / 1e6, after / 1e6);
+  const int rc = server->stop(SIGTERM);
+  EXPECT_EQ(rc, 0) << server->log();
+}
+
+}  // namespace
+}  // namespace mt::test::serve

@@ -1,0 +1,102 @@
+// Requests served together (continuous batching) answer exactly as each
+// does alone: 16 greedy completions of different prompts and lengths, half
+// of them streamed, and seeded sampling.
+#include <latch>
+
+#include "serve/serve_test_util.h"
+
+namespace mt::test::serve {
+namespace {
+
+class ServeConcurrency : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { s_ = new SuiteServer("--inference-max-requests 16"); }
+  static void TearDownTestSuite() {
+    delete s_;
+    s_ = nullptr;
+  }
+  void SetUp() override { ASSERT_TRUE(s_ != nullptr && s_->ok()) << "the suite's server did not start"; }
+  static inline SuiteServer* s_ = nullptr;
+  TempDir dir;
+};
+
+// A completion's text: the JSON answer's, or the streamed chunks' joined.
+std::string completion_text(int port, const Json& body) {
+  const Reply r = post(port, "/v1/completions", body);
+  EXPECT_EQ(r.status, 200) << body.dump() << " -> " << r.body << r.error;
+  if (r.status != 200) return "<status " + std::to_string(r.status) += ">";
+  if (!body.value("stream", false)) return r.json().at("choices").at(0).at("text");
+  std::string text;
+  const std::vector<std::string> events = sse_data(r.body);
+  EXPECT_FALSE(events.empty()) << r.body;
+  EXPECT_EQ(events.empty() ? "" : events.back(), "[DONE]") << r.body;
+  for (const std::string& e : events) {
+    if (e == "[DONE]") break;
+    const Json chunk = Json::parse(e, nullptr, false);
+    EXPECT_TRUE(chunk.is_object()) << e;
+    if (chunk.is_object() && !chunk.at("choices").empty()) text += chunk.at("choices")[0].at("text").get<std::string>();
+  }
+  return text;
+}
+
+// Every body at once, from its own thread and connection, released together.
+std::vector<std::string> together(int port, const std::vector<Json>& bodies) {
+  std::vector<std::string> out(bodies.size());
+  std::latch start(std::ptrdiff_t(bodies.size()));
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < bodies.size(); ++i)
+    threads.emplace_back([&, i] {
+      start.arrive_and_wait();
+      out[i] = completion_text(port, bodies[i]);
+    });
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+const std::vector<std::string> kPrompts = {
+    "The cat sees", "A dog", "My friend likes the", "Her brother calls a small", "The queen", "T",
+    "The old king finds his", "A dog helps the garden. The", "My", "Her brother follows the river.",
+    "The cat calls", "A red", "the castle", "The queen helps a dog. My friend", "His horse", "The old"};
+
+TEST_F(ServeConcurrency, SixteenGreedyRequestsAnswerAsEachAlone) {
+  std::vector<Json> bodies;
+  for (size_t i = 0; i < kPrompts.size(); ++i)
+    bodies.push_back({{"prompt", kPrompts[i]}, {"max_tokens", 6 + int(i % 6) * 3}, {"temperature", 0},
+                      {"stream", i % 2 == 1}});
+  std::vector<std::string> alone;
+  for (const Json& b : bodies) alone.push_back(completion_text(s_->port(), b));
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<std::string> both = together(s_->port(), bodies);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (size_t i = 0; i < bodies.size(); ++i) {
+    EXPECT_EQ(alone[i].size(), bodies[i].at("max_tokens").get<size_t>()) << kPrompts[i] << ": " << alone[i];
+    EXPECT_EQ(both[i], alone[i]) << "'" << kPrompts[i] << "' together with 15 others"
+                                 << (bodies[i].at("stream").get<bool>() ? " (streamed)" : "");
+  }
+  // and both equal `megatron generate`'s
+  for (size_t i : {size_t(2), size_t(7)})
+    EXPECT_EQ(alone[i], generate_continuation(s_->ckpt, kPrompts[i], bodies[i].at("max_tokens"), dir)) << kPrompts[i];
+  std::printf("[ 16 concurrent completions in %.2f s ]\n", secs);
+}
+
+TEST_F(ServeConcurrency, SeededSamplingAnswersAsAlone) {
+  std::vector<Json> bodies;
+  for (int i = 0; i < 8; ++i)
+    bodies.push_back({{"prompt", kPrompts[size_t(i)]}, {"max_tokens", 12}, {"temperature", 1.0}, {"top_k", 20},
+                      {"seed", 100 + i}, {"stream", i % 2 == 0}});
+  std::vector<std::string> alone;
+  for (const Json& b : bodies) alone.push_back(completion_text(s_->port(), b));
+  const std::vector<std::string> both = together(s_->port(), bodies);
+  for (size_t i = 0; i < bodies.size(); ++i) EXPECT_EQ(both[i], alone[i]) << kPrompts[i] << " seed " << 100 + i;
+  // The seed decides: another seed samples another text for some prompt.
+  int differ = 0;
+  for (size_t i = 0; i < bodies.size(); ++i) {
+    Json other = bodies[i];
+    other["seed"] = 999;
+    differ += completion_text(s_->port(), other) != alone[i];
+  }
+  EXPECT_GT(differ, 0);
+}
+
+}  // namespace
+}  // namespace mt::test::serve

@@ -1,0 +1,74 @@
+// `mpirun -n 2 megatron serve --tensor-model-parallel-size 2`: rank 0 serves
+// HTTP and both ranks decode; the answers equal the one-rank server's (text
+// exactly, log-probabilities to 1e-4), and SIGTERM to rank 0 ends the job
+// with exit 0.
+#include "serve/serve_test_util.h"
+
+namespace mt::test::serve {
+namespace {
+
+struct Answers {
+  std::string completion, streamed;
+  Json api;  // PUT /api's answer
+};
+
+Answers ask(int port, const TempDir& dir) {
+  Answers a;
+  a.completion = greedy_completion(port, "The cat sees", 20);
+  const Reply s = post(port, "/v1/completions",
+                       {{"prompt", "The cat sees"}, {"max_tokens", 20}, {"temperature", 0}, {"stream", true}});
+  EXPECT_EQ(s.status, 200) << s.body;
+  for (const std::string& e : sse_data(s.body)) {
+    if (e == "[DONE]") break;
+    const Json c = Json::parse(e, nullptr, false);
+    if (c.is_object() && !c.at("choices").empty()) a.streamed += c.at("choices")[0].at("text").get<std::string>();
+  }
+  const Reply api = curl(port, "PUT", "/api",
+                         {{"prompts", {"The cat sees", "My friend li"}}, {"tokens_to_generate", 16}, {"logprobs", true},
+                          {"top_k", 1}},
+                         dir);
+  EXPECT_EQ(api.status, 200) << api.body;
+  a.api = Json::parse(api.body, nullptr, false);
+  return a;
+}
+
+TEST(ServeTp2, AnswersAsOneRank) {
+  TempDir dir;
+  const std::string ckpt = char_checkpoint();
+  ASSERT_FALSE(ckpt.empty());
+  Answers one;
+  {
+    auto server = start_server(ckpt, "", dir);
+    ASSERT_GT(server->port(), 0);
+    one = ask(server->port(), dir);
+    EXPECT_EQ(server->stop(SIGTERM), 0) << server->log();
+  }
+  ASSERT_EQ(one.completion.size(), 20u);
+  EXPECT_EQ(one.streamed, one.completion);
+  ASSERT_TRUE(one.api.is_object() && one.api.contains("logprobs")) << one.api.dump();
+
+  // The model name marks this test's processes, to find rank 0 among them.
+  const std::string marker = "tp2-" + std::to_string(::getpid());
+  auto server = start_server(ckpt, "--tensor-model-parallel-size 2 --served-model-name " + marker, dir, mpirun(2));
+  ASSERT_GT(server->port(), 0);
+  const Answers tp = ask(server->port(), dir);
+  EXPECT_EQ(tp.completion, one.completion);
+  EXPECT_EQ(tp.streamed, one.completion);
+  ASSERT_TRUE(tp.api.is_object() && tp.api.contains("logprobs")) << tp.api.dump();
+  EXPECT_EQ(tp.api.at("text"), one.api.at("text"));
+  EXPECT_EQ(tp.api.at("tokens"), one.api.at("tokens"));
+  for (size_t p = 0; p < 2; ++p) {
+    const std::vector<double> a = one.api.at("logprobs")[p], b = tp.api.at("logprobs")[p];
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t t = 0; t < a.size(); ++t) EXPECT_NEAR(b[t], a[t], 1e-4) << "prompt " << p << " token " << t + 1;
+  }
+  const Reply models = request(server->port(), "GET", "/v1/models");
+  EXPECT_EQ(models.json().at("data")[0].at("id"), marker) << models.body;
+
+  const std::vector<pid_t> rank0 = BackgroundRun::pids_matching(marker, 0);
+  ASSERT_EQ(rank0.size(), 1u) << "rank 0's process";
+  EXPECT_EQ(server->stop(SIGTERM, 30, rank0[0]), 0) << "SIGTERM to rank 0 ends the job with exit 0:\n" << server->log();
+}
+
+}  // namespace
+}  // namespace mt::test::serve
