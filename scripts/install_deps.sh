@@ -11,6 +11,7 @@ pkgs=(build-essential cmake pkg-config git
       fortunes
       libutf8proc-dev libsentencepiece-dev sentencepiece
       libpcre2-dev  # the regular expressions of Hugging Face tokenizer.json files
+      libcpp-httplib-dev curl  # megatron serve's HTTP library; curl for its tests
       python3-torch)  # the PyTorch references of tests/reference (hf_models.py judges convert)
 missing=()
 for p in "${pkgs[@]}"; do

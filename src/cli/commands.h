@@ -14,6 +14,8 @@ Command add_generate_command(CLI::App& app);
 Command add_preprocess_command(CLI::App& app);
 Command add_convert_command(CLI::App& app);
 Command add_score_command(CLI::App& app);
+// `megatron serve`: Megatron's and OpenAI's HTTP APIs over a checkpoint.
+Command add_serve_command(CLI::App& app);
 Command add_plan_command(CLI::App& app);
 
 }  // namespace mt

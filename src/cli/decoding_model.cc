@@ -62,35 +62,32 @@ DecodingModel open_for_decoding(const std::string& load, const ParallelState& ps
   return m;
 }
 
-void load_decoder(DecodingModel& m, const ParallelState& ps, int64_t positions,
-                  const std::string& levers, bool skip) {
-  MT_CHECK(positions >= 1 && positions <= m.context(), m.who, ": a key/value cache of ", positions,
-           " positions; it holds 1 to ", m.context(), " (internal error)");
+void load_weights(DecodingModel& m, const ParallelState& ps, double cache_bytes,
+                  const std::string& cache_what, const std::string& levers, bool skip) {
   const double weights = double(m.reg->total_floats()) * sizeof(float);
-  const double cache = GptDecoder::planned_bytes(*m.reg, positions);
-  const std::string host = check_host_memory(weights + cache, ps, skip, m.who, levers.c_str());
+  const std::string host = check_host_memory(weights + cache_bytes, ps, skip, m.who, levers.c_str());
   if (ps.world_rank == 0)
-    std::fprintf(stderr, "%s: key/value cache of %lld positions (the model's context: %lld), "
-                 "%.2f MB per rank, weights %.2f MB; %s\n", m.who,
-                 static_cast<long long>(positions), static_cast<long long>(m.context()),
-                 cache / 1e6, weights / 1e6, host.c_str());
+    std::fprintf(stderr, "%s: %s, %.2f MB per rank, weights %.2f MB; %s\n", m.who,
+                 cache_what.c_str(), cache_bytes / 1e6, weights / 1e6, host.c_str());
   m.params = HostBuffer(size_t(m.reg->total_floats()) * sizeof(float));
-  float* p = reinterpret_cast<float*>(m.params.data());
-  m.state = load_checkpoint(m.load, *m.reg, p, nullptr, ps);
+  m.state = load_checkpoint(m.load, *m.reg, reinterpret_cast<float*>(m.params.data()), nullptr, ps);
   if (ps.world_rank == 0)
     std::fprintf(stderr, "%s: %s, iteration %lld, %s, %s\n", m.who, m.load.c_str(),
                  static_cast<long long>(m.state.iteration), m.cfg.summary().c_str(),
                  ps.layout().c_str());
-  m.dec = std::make_unique<GptDecoder>(*m.reg, p, TensorParallel{&ps.tp_comm, false}, positions,
-                                       ps.ep_size > 1 ? &ps.ep_comm : nullptr);
 }
 
-double log_prob(const float* logits, int64_t vocab_size, int32_t token) {
-  double mx = -INFINITY;
-  for (int64_t j = 0; j < vocab_size; ++j) mx = std::max(mx, double(logits[j]));
-  double sum = 0;
-  for (int64_t j = 0; j < vocab_size; ++j) sum += std::exp(double(logits[j]) - mx);
-  return double(logits[token]) - mx - std::log(sum);
+void load_decoder(DecodingModel& m, const ParallelState& ps, int64_t positions,
+                  const std::string& levers, bool skip) {
+  MT_CHECK(positions >= 1 && positions <= m.context(), m.who, ": a key/value cache of ", positions,
+           " positions; it holds 1 to ", m.context(), " (internal error)");
+  load_weights(m, ps, GptDecoder::planned_bytes(*m.reg, positions),
+               "key/value cache of " + std::to_string(positions) +
+                   " positions (the model's context: " + std::to_string(m.context()) + ")",
+               levers, skip);
+  m.dec = std::make_unique<GptDecoder>(*m.reg, reinterpret_cast<const float*>(m.params.data()),
+                                       TensorParallel{&ps.tp_comm, false}, positions,
+                                       ps.ep_size > 1 ? &ps.ep_comm : nullptr);
 }
 
 }  // namespace mt

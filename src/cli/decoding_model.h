@@ -53,15 +53,17 @@ struct DecodingModel {
 DecodingModel open_for_decoding(const std::string& load, const ParallelState& ps,
                                 const char* who);
 
+// Collective: checks that this rank's weights and `cache_bytes` (a decoder's,
+// `cache_what` says which on stderr) fit the host's available memory, naming
+// `levers` as the fix unless `skip`; then loads the weights (params, state).
+void load_weights(DecodingModel& m, const ParallelState& ps, double cache_bytes,
+                  const std::string& cache_what, const std::string& levers, bool skip);
+
 // Collective: checks that this rank's weights and a KV cache of `positions`
 // (1..context) fit the host's available memory (train/host_memory.h; every
 // rank of a host summed), naming `levers` as the fix unless `skip`; then loads
 // the weights and builds the decoder. Rank 0 says the cache's size on stderr.
 void load_decoder(DecodingModel& m, const ParallelState& ps, int64_t positions,
                   const std::string& levers, bool skip);
-
-// Natural-log probability of `token` under softmax(logits) over the real
-// vocabulary (no padding rows), at temperature 1, in double.
-double log_prob(const float* logits, int64_t vocab_size, int32_t token);
 
 }  // namespace mt

@@ -1,4 +1,4 @@
-// megatron: train | generate | score | preprocess | convert | plan. Every error becomes one line on
+// megatron: train | generate | score | serve | preprocess | convert | plan. Every error becomes one line on
 // stderr and a non-zero exit; in a multi-rank job the whole job is aborted so
 // that no rank waits for one that died. A command line refused is said once,
 // by rank 0 (every rank parses the same one).
@@ -27,6 +27,9 @@ int main(int argc, char** argv) {
   CLI::App* score = app.add_subcommand(
       "score", "the loss of a checkpoint on a text or JSONL file, per document (no training)");
   commands[score] = mt::add_score_command(*score);
+  CLI::App* serve = app.add_subcommand(
+      "serve", "Megatron's text generation API and an OpenAI-compatible one over a checkpoint");
+  commands[serve] = mt::add_serve_command(*serve);
   CLI::App* pre = app.add_subcommand("preprocess", "tokenize text into a Megatron .bin/.idx dataset");
   commands[pre] = mt::add_preprocess_command(*pre);
   CLI::App* conv = app.add_subcommand(

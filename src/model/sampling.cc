@@ -40,4 +40,32 @@ int32_t sample_token(const float* logits, int64_t vocab_size, const SamplingConf
   return ids[size_t(n - 1)];
 }
 
+namespace {
+double log_sum_exp(const float* logits, int64_t vocab_size) {
+  double mx = -INFINITY;
+  for (int64_t j = 0; j < vocab_size; ++j) mx = std::max(mx, double(logits[j]));
+  double sum = 0;
+  for (int64_t j = 0; j < vocab_size; ++j) sum += std::exp(double(logits[j]) - mx);
+  return mx + std::log(sum);
+}
+}  // namespace
+
+double log_prob(const float* logits, int64_t vocab_size, int32_t token) {
+  return double(logits[token]) - log_sum_exp(logits, vocab_size);
+}
+
+std::vector<std::pair<int32_t, double>> top_log_probs(const float* logits, int64_t vocab_size,
+                                                      int64_t n) {
+  n = std::min(n, vocab_size);
+  std::vector<int32_t> ids(static_cast<size_t>(vocab_size));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::partial_sort(ids.begin(), ids.begin() + n, ids.end(), [&](int32_t x, int32_t y) {
+    return logits[x] > logits[y] || (logits[x] == logits[y] && x < y);
+  });
+  const double lse = log_sum_exp(logits, vocab_size);
+  std::vector<std::pair<int32_t, double>> top;
+  for (int64_t i = 0; i < n; ++i) top.emplace_back(ids[size_t(i)], double(logits[ids[size_t(i)]]) - lse);
+  return top;
+}
+
 }  // namespace mt
