@@ -108,7 +108,8 @@ TEST_F(ServeApi, CompletionPromptsAsTextListsAndTokenIds) {
   for (const Json& prompt : {Json(ids(a)), Json::array({ids(a), ids(b)}), Json::array({a, b})}) {
     const Reply r = post(s_->port(), "/v1/completions", {{"prompt", prompt}, {"max_tokens", 12}, {"temperature", 0}});
     ASSERT_EQ(r.status, 200) << prompt.dump() << " -> " << r.body;
-    const Json& choices = r.json().at("choices");
+    const Json j = r.json();
+    const Json& choices = j.at("choices");
     ASSERT_EQ(choices.size(), prompt.at(0).is_number() ? 1u : 2u) << r.body;
     for (size_t i = 0; i < choices.size(); ++i) {
       EXPECT_EQ(choices[i].at("index"), int(i));

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 
 #include <latch>
+#include <mutex>
 
 #include "serve/serve_test_util.h"
 
@@ -167,6 +168,8 @@ TEST_F(ServeBurst, TwoHundredAtOnceGet200Or429AndNoMemoryIsKept) {
   auto server = start_server(ckpt, "--inference-max-requests 2 --max-queued-requests 2", dir);
   ASSERT_GT(server->port(), 0);
   const int port = server->port();
+  std::mutex errors_mu;
+  std::map<std::string, int> errors;  // why requests got no answer
   auto burst = [&](int n, std::map<int, int>* statuses) {
     std::vector<int> status(size_t(n), -1);
     std::latch start(n);
@@ -175,7 +178,12 @@ TEST_F(ServeBurst, TwoHundredAtOnceGet200Or429AndNoMemoryIsKept) {
       threads.emplace_back([&, i] {
         const Json body = {{"prompt", prompt_of(i)}, {"max_tokens", 8}, {"temperature", 0}, {"stream", i % 3 == 0}};
         start.arrive_and_wait();
-        status[size_t(i)] = post(port, "/v1/completions", body, 120).status;
+        const Reply r = post(port, "/v1/completions", body, 120);
+        status[size_t(i)] = r.status;
+        if (r.status == 0) {
+          std::lock_guard<std::mutex> lock(errors_mu);
+          ++errors[r.error + (i % 3 == 0 ? " stream" : " plain")];
+        }
       });
     for (auto& t : threads) t.join();
     for (int s : status) ++(*statuses)[s];
@@ -192,7 +200,9 @@ TEST_F(ServeBurst, TwoHundredAtOnceGet200Or429AndNoMemoryIsKept) {
     summary += ": ";
     summary += std::to_string(n);
   }
-  EXPECT_EQ(counts[200] + counts[429], 200) << "statuses:" << summary << " (0: no answer)";
+  std::string why;
+  for (const auto& [e, n] : errors) why += " " + e + " (" + std::to_string(n) + ")";
+  EXPECT_EQ(counts[200] + counts[429], 200) << "statuses:" << summary << " (0: no answer:" << why << ")";
   EXPECT_GT(counts[200], 0) << summary;
   EXPECT_GT(counts[429], 0) << "a queue of 2 refuses some of 200 at once:" << summary;
   EXPECT_TRUE(server->running()) << server->log();
