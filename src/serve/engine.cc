@@ -235,7 +235,7 @@ void Engine::follow() {
 
 // The wire form: [stop, n_ops, (kind, arg, result)..., n_rows, (seq, token)...].
 void Engine::send(const Plan& p) const {
-  if (world_.size() == 1) return;
+  if (world_.size() <= 1) return;  // one rank (or no group): nothing to tell
   std::vector<int64_t> w{p.stop ? 1 : 0, int64_t(p.ops.size())};
   for (const PoolOp& op : p.ops) w.insert(w.end(), {op.kind, op.arg, op.result});
   w.push_back(int64_t(p.rows.size()));
