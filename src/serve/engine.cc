@@ -44,17 +44,17 @@ Engine::Engine(BatchedDecoder& dec, const Communicator& world, int64_t max_queue
 Engine::~Engine() = default;
 
 Admission Engine::submit(const std::vector<std::shared_ptr<RequestStream>>& reqs) {
+  for (const auto& r : reqs) {
+    const GenerationParams& p = r->params();
+    MT_CHECK(!p.prompt.empty() && int64_t(p.prompt.size()) + p.max_tokens <= max_length(),
+             "a request of ", p.prompt.size(), " prompt tokens and ", p.max_tokens,
+             " new ones; the engine takes 1 to ", max_length(), " in all (internal error)");
+  }
   {
     std::lock_guard<std::mutex> lock(m_);
     if (stopping_) return Admission::kStopping;
     if (int64_t(queue_.size() + reqs.size()) > max_queued_) return Admission::kQueueFull;
-    for (const auto& r : reqs) {
-      const GenerationParams& p = r->params();
-      MT_CHECK(!p.prompt.empty() && int64_t(p.prompt.size()) + p.max_tokens <= max_length(),
-               "a request of ", p.prompt.size(), " prompt tokens and ", p.max_tokens,
-               " new ones; the engine takes 1 to ", max_length(), " in all (internal error)");
-      queue_.push_back(r);
-    }
+    queue_.insert(queue_.end(), reqs.begin(), reqs.end());
   }
   cv_.notify_all();
   return Admission::kQueued;
