@@ -215,6 +215,9 @@ Command add_serve_command(CLI::App& app) {
       int sig = 0;
       sigwait(&stop_signals, &sig);
       if (!ending) std::fprintf(stderr, "serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+      // The engine first: the requests in flight are answered (503) and
+      // their connection threads return, which the HTTP server waits for.
+      engine.stop();
       http.stop();
     });
     engine.serve();  // until stopped: this thread makes every MPI call
