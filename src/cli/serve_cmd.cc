@@ -168,7 +168,9 @@ Command add_serve_command(CLI::App& app) {
                      std::to_string(tokens / opt.block_size) + " blocks of " +
                      std::to_string(opt.block_size) + "): " + std::to_string(opt.max_sequences) +
                      " requests at once of up to " + std::to_string(opt.max_positions) +
-                     " tokens each (the model's context: " + std::to_string(model.context()) + ")",
+                     " tokens each (the model's context: " + std::to_string(model.context()) +
+                     "), and the scratch of a step of " + std::to_string(opt.max_rows) +
+                     " tokens (their logits)",
                  "lower --inference-max-requests or --inference-max-seq-length, or set "
                  "--inference-dynamic-batching-buffer-size-gb; or pass --skip-memory-check",
                  a->skip_memory_check);
@@ -213,6 +215,9 @@ Command add_serve_command(CLI::App& app) {
       int sig = 0;
       sigwait(&stop_signals, &sig);
       if (!ending) std::fprintf(stderr, "serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+      // The engine first: the requests in flight are answered (503) and
+      // their connection threads return, which the HTTP server waits for.
+      engine.stop();
       http.stop();
     });
     engine.serve();  // until stopped: this thread makes every MPI call

@@ -22,6 +22,7 @@
 // past the window in that memory; a step may then feed it at most
 // ring - L rows once the ring wraps.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -82,6 +83,12 @@ class BatchedDecoder {
   DecodeStep step(std::span<const DecodeToken> rows);
 
   int64_t length(int64_t seq) const { return pool_.length(seq); }  // positions fed
+  // Rows one sequence may take in a step however long it is: max_rows, or
+  // with a sliding window what its ring allows once it has wrapped.
+  int64_t rows_per_sequence() const {
+    return sh_.window_left < 0 ? opt_.max_rows
+                               : std::max<int64_t>(1, std::min(opt_.max_rows, pool_.ring() - sh_.window_left));
+  }
   const KvBlockPool& pool() const { return pool_; }
   const BatchedDecoderOptions& options() const { return opt_; }  // defaults resolved
   int64_t context() const { return sh_.max_pos; }  // the model's: max_position_embeddings

@@ -1,5 +1,6 @@
 #include "serve/engine.h"
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -43,17 +44,17 @@ Engine::Engine(BatchedDecoder& dec, const Communicator& world, int64_t max_queue
 Engine::~Engine() = default;
 
 Admission Engine::submit(const std::vector<std::shared_ptr<RequestStream>>& reqs) {
+  for (const auto& r : reqs) {
+    const GenerationParams& p = r->params();
+    MT_CHECK(!p.prompt.empty() && int64_t(p.prompt.size()) + p.max_tokens <= max_length(),
+             "a request of ", p.prompt.size(), " prompt tokens and ", p.max_tokens,
+             " new ones; the engine takes 1 to ", max_length(), " in all (internal error)");
+  }
   {
     std::lock_guard<std::mutex> lock(m_);
     if (stopping_) return Admission::kStopping;
     if (int64_t(queue_.size() + reqs.size()) > max_queued_) return Admission::kQueueFull;
-    for (const auto& r : reqs) {
-      const GenerationParams& p = r->params();
-      MT_CHECK(!p.prompt.empty() && int64_t(p.prompt.size()) + p.max_tokens <= max_length(),
-               "a request of ", p.prompt.size(), " prompt tokens and ", p.max_tokens,
-               " new ones; the engine takes 1 to ", max_length(), " in all (internal error)");
-      queue_.push_back(r);
-    }
+    queue_.insert(queue_.end(), reqs.begin(), reqs.end());
   }
   cv_.notify_all();
   return Admission::kQueued;
@@ -120,7 +121,8 @@ Engine::Plan Engine::next_plan(std::vector<RowOwner>& owners) {
     }
   for (auto& r : running_) {
     const std::vector<int32_t>& prompt = r->req->params().prompt;
-    for (; r->fed < prompt.size() && budget > 0; ++r->fed, --budget) {
+    for (int64_t k = dec_.rows_per_sequence(); r->fed < prompt.size() && budget > 0 && k > 0;
+         ++r->fed, --budget, --k) {
       p.rows.push_back({r->seq, prompt[r->fed]});
       owners.push_back({r.get(), int64_t(r->fed)});
     }
@@ -190,7 +192,17 @@ void Engine::serve() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(m_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || !running_.empty(); });
+      const auto busy = [&] { return stopping_ || !queue_.empty() || !running_.empty(); };
+      // Idle for a second after work: the requests' heap (their JSON, texts,
+      // token lists, on the connection threads' arenas) goes back to the
+      // system, so a burst leaves no high-water mark.
+      if (!cv_.wait_for(lock, std::chrono::seconds(1), busy) && steps_ > trimmed_at_) {
+        trimmed_at_ = steps_;
+        lock.unlock();
+        malloc_trim(0);
+        lock.lock();
+      }
+      cv_.wait(lock, busy);
       if (stopping_) break;
     }
     owners.clear();

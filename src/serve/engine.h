@@ -74,7 +74,7 @@ class Engine {
   std::condition_variable cv_;
   std::deque<std::shared_ptr<RequestStream>> queue_;
   bool stopping_ = false;
-  int64_t steps_ = 0;
+  int64_t steps_ = 0, trimmed_at_ = 0;
   std::vector<std::unique_ptr<Running>> running_;  // the MPI thread's, admission order
   int64_t running_count_ = 0;                      // its size, for load()
   std::vector<float> scratch_;

@@ -123,5 +123,27 @@ TEST_F(BadArgs, OverflowingAndAbsurdSizes) {
   for (const BadInputCase& c : cases) expect_fails(c);
 }
 
+// `megatron serve`: a layout it does not serve, sizes that cannot work, and a
+// cache budget below one request are refused at start-up, naming the flag.
+TEST_F(BadArgs, ServeSizesAndLayoutsAreRefusedByName) {
+  const RunResult t = run(megatron() + train(" --save " + dir.file("ckpt")));
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  const std::string serve = " serve --load " + dir.file("ckpt") + " --port 0";
+  const BadInputCase cases[] = {
+      {"pipeline parallel", serve + " --pipeline-model-parallel-size 2",
+       "serve does not run pipeline parallelism yet (--pipeline-model-parallel-size 2)"},
+      {"port out of range", " serve --load " + dir.file("ckpt") + " --port 70000",
+       "--port 70000 must be in 0..65535"},
+      {"step smaller than the batch",
+       serve + " --inference-max-requests 8 --inference-dynamic-batching-max-tokens 4",
+       "--inference-dynamic-batching-max-tokens 4 must be >= --inference-max-requests (8)"},
+      {"TP without its ranks", serve + " --tensor-model-parallel-size 2",
+       "serve with --tensor-model-parallel-size 2 needs exactly 2 ranks"},
+      {"cache budget below one request", serve + " --inference-dynamic-batching-buffer-size-gb 1e-7",
+       "less than one request of --inference-max-seq-length"},
+  };
+  for (const BadInputCase& c : cases) expect_fails(c);
+}
+
 }  // namespace
 }  // namespace mt::test
