@@ -1,6 +1,7 @@
 #include "serve/http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include "core/error.h"
 #include "serve/api_error.h"
@@ -59,11 +60,24 @@ HttpServer::HttpServer(Engine& engine, const ServedModel& model, const ServerOpt
 HttpServer::~HttpServer() = default;
 
 int HttpServer::bind() {
+  // cpp-httplib 0.11 listens with a backlog of 5 (compiled into Debian's
+  // library): a burst of connections overflows it, and the kernel drops some
+  // that their clients already think open (tests/serve's burst of 200 saw ~40%
+  // closed unanswered). Its socket-options hook hands over the listening
+  // socket: listen again, with the system's limit, once it is bound.
+  int listener = -1;
+  http_->set_socket_options([&listener](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listener = int(sock);
+  });
   const int port = opt_.port == 0 ? http_->bind_to_any_port(opt_.host)
                                   : (http_->bind_to_port(opt_.host, opt_.port) ? opt_.port : -1);
+  http_->set_socket_options(httplib::default_socket_options);
   MT_CHECK(port > 0, "serve: cannot listen on ", opt_.host, ":", opt_.port,
            " (in use, or not an address of this host); fix: another --port (0: any free one) "
            "or --host");
+  MT_CHECK(listener >= 0 && ::listen(listener, SOMAXCONN) == 0,
+           "serve: cannot raise the listen backlog of ", opt_.host, ":", port);
   return port;
 }
 
