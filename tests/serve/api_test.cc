@@ -58,6 +58,22 @@ TEST_F(ServeApi, GreedyWithLogprobsEqualsGenerateAndScore) {
   EXPECT_TRUE(!pj.contains("logprobs") || pj.at("logprobs").is_null()) << plain.body;
 }
 
+// Sampling with random_seed repeats itself; other seeds sample other text.
+TEST_F(ServeApi, RandomSeedRepeatsTheSample) {
+  auto sample = [&](int seed) {
+    const Reply r = curl(s_->port(), "PUT", "/api",
+                         {{"prompts", {"The cat sees", "Her brother"}}, {"tokens_to_generate", 16}, {"temperature", 1.0},
+                          {"random_seed", seed}},
+                         dir);
+    EXPECT_EQ(r.status, 200) << r.body;
+    const Json j = Json::parse(r.body, nullptr, false);
+    return j.is_object() ? j.at("text") : Json();
+  };
+  const Json a = sample(7);
+  EXPECT_EQ(sample(7), a);
+  EXPECT_TRUE(sample(8) != a || sample(9) != a) << a.dump();
+}
+
 // Megatron's messages, status 400, the body a JSON string.
 TEST_F(ServeApi, ValidationErrorsAreMegatronsMessages) {
   Json too_many = Json::array();

@@ -132,21 +132,68 @@ bool leave_mid_stream(int port, const std::string& body) {
   return got.find("data:") != std::string::npos;
 }
 
-TEST_F(ServeBadInput, ClientLeavingMidStreamLeavesTheServerServing) {
-  const std::string want = greedy_completion(s_->port(), "The cat sees", 16);
-  const Json body = {{"prompt", "A dog"}, {"max_tokens", 50}, {"stream", true}, {"temperature", 0}};
+// Waits until the health check says nothing runs or waits; its last answer.
+Json wait_idle(int port, double seconds) {
+  Json health;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  do {
+    const Reply h = request(port, "GET", "/health");
+    EXPECT_EQ(h.status, 200) << h.body;
+    health = h.json();
+    if (health.value("running", -1) == 0 && health.value("queued", -1) == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  } while (std::chrono::steady_clock::now() < until);
+  return health;
+}
+
+// A client leaving in the middle of a long stream (on a model slow enough
+// that its 900 tokens take a second or so): the server stays up, the next
+// request gets its usual answer, and the generation of the client gone ends
+// well before it would have finished (the health check's load drops to
+// nothing running or queued).
+TEST(ServeClientGone, LeavingMidStreamEndsItsGenerationAndTheServerServesOn) {
+  TempDir dir;
+  const std::string ckpt = wide_checkpoint();
+  ASSERT_FALSE(ckpt.empty());
+  auto server = start_server(ckpt, "", dir);
+  const int port = server->port();
+  ASSERT_GT(port, 0);
+  const std::string want = greedy_completion(port, "The cat sees", 16);
+  ASSERT_EQ(want.size(), 16u);
+  const Json body = {{"prompt", "A dog"}, {"max_tokens", 900}, {"stream", true}, {"temperature", 0}};
+  Json whole = body;
+  whole["stream"] = false;
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(post(port, "/v1/completions", whole).status, 200);
+  const double full_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  double slowest_idle_s = 0;
   for (int i = 0; i < 3; ++i) {
-    EXPECT_TRUE(leave_mid_stream(s_->port(), body.dump())) << "no first event before leaving, try " << i;
-    EXPECT_EQ(greedy_completion(s_->port(), "The cat sees", 16), want) << "after a client left, try " << i;
+    ASSERT_TRUE(leave_mid_stream(port, body.dump())) << "no first event before leaving, try " << i;
+    t0 = std::chrono::steady_clock::now();
+    const Json idle = wait_idle(port, 30);
+    const double idle_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    slowest_idle_s = std::max(slowest_idle_s, idle_s);
+    EXPECT_EQ(idle.value("running", -1), 0) << idle.dump();
+    EXPECT_EQ(idle.value("queued", -1), 0) << idle.dump();
+    // (Only where the whole generation takes long enough to tell.)
+    if (full_s > 0.3) {
+      EXPECT_LT(idle_s, full_s / 2) << "the generation went on after its client left: idle after " << idle_s
+                                    << " s, the whole takes " << full_s << " s";
+    }
+    EXPECT_EQ(greedy_completion(port, "The cat sees", 16), want) << "after a client left, try " << i;
   }
   // several leaving at once while another request runs
   std::vector<std::thread> leavers;
-  for (int i = 0; i < 4; ++i) leavers.emplace_back([&] { leave_mid_stream(s_->port(), body.dump()); });
-  const std::string during = greedy_completion(s_->port(), "The cat sees", 16);
+  for (int i = 0; i < 4; ++i) leavers.emplace_back([&] { EXPECT_TRUE(leave_mid_stream(port, body.dump())); });
+  const std::string during = greedy_completion(port, "The cat sees", 16);
   for (auto& t : leavers) t.join();
   EXPECT_EQ(during, want);
-  EXPECT_EQ(request(s_->port(), "GET", "/health").status, 200);
-  EXPECT_TRUE(s_->server->running());
+  const Json idle = wait_idle(port, 30);
+  EXPECT_EQ(idle.value("running", -1), 0) << idle.dump();
+  EXPECT_TRUE(server->running()) << server->log();
+  std::printf("[ 900 tokens in %.2f s; idle at most %.3f s after a client left ]\n", full_s, slowest_idle_s);
+  EXPECT_EQ(server->stop(SIGTERM), 0) << server->log();
 }
 
 // A small queue: of 200 requests sent at once, each is answered 200 or 429
@@ -170,6 +217,7 @@ TEST_F(ServeBurst, TwoHundredAtOnceGet200Or429AndNoMemoryIsKept) {
   const int port = server->port();
   std::mutex errors_mu;
   std::map<std::string, int> errors;  // why requests got no answer
+  Reply refusal;                      // a 429
   auto burst = [&](int n, std::map<int, int>* statuses) {
     std::vector<int> status(size_t(n), -1);
     std::latch start(n);
@@ -180,6 +228,10 @@ TEST_F(ServeBurst, TwoHundredAtOnceGet200Or429AndNoMemoryIsKept) {
         start.arrive_and_wait();
         const Reply r = post(port, "/v1/completions", body, 120);
         status[size_t(i)] = r.status;
+        if (r.status == 429) {
+          std::lock_guard<std::mutex> lock(errors_mu);
+          refusal = r;
+        }
         if (r.status == 0) {
           std::lock_guard<std::mutex> lock(errors_mu);
           ++errors[r.error + (i % 3 == 0 ? " stream" : " plain")];
@@ -205,6 +257,7 @@ TEST_F(ServeBurst, TwoHundredAtOnceGet200Or429AndNoMemoryIsKept) {
   EXPECT_EQ(counts[200] + counts[429], 200) << "statuses:" << summary << " (0: no answer:" << why << ")";
   EXPECT_GT(counts[200], 0) << summary;
   EXPECT_GT(counts[429], 0) << "a queue of 2 refuses some of 200 at once:" << summary;
+  if (counts[429] > 0) expect_error(refusal, 429, "a refusal of the full queue");
   EXPECT_TRUE(server->running()) << server->log();
   EXPECT_EQ(request(port, "GET", "/health").status, 200);
   EXPECT_EQ(greedy_completion(port, "The cat", 4).size(), 4u);

@@ -98,5 +98,61 @@ TEST_F(ServeConcurrency, SeededSamplingAnswersAsAlone) {
   EXPECT_GT(differ, 0);
 }
 
+// PUT /api with log-probabilities: 8 requests together get each the text
+// and the log-probabilities it gets alone.
+TEST_F(ServeConcurrency, ApiLogprobsTogetherAsAlone) {
+  std::vector<Json> bodies;
+  for (size_t i = 0; i < 8; ++i)
+    bodies.push_back({{"prompts", {kPrompts[i]}}, {"tokens_to_generate", 10 + int(i)}, {"logprobs", true}, {"top_k", 1}});
+  auto ask = [&](const Json& b) {
+    const Reply r = request(s_->port(), "PUT", "/api", b.dump());
+    EXPECT_EQ(r.status, 200) << b.dump() << " -> " << r.body;
+    return r.json();
+  };
+  std::vector<Json> alone, both(bodies.size());
+  for (const Json& b : bodies) alone.push_back(ask(b));
+  std::latch start(std::ptrdiff_t(bodies.size()));
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < bodies.size(); ++i)
+    threads.emplace_back([&, i] {
+      start.arrive_and_wait();
+      both[i] = ask(bodies[i]);
+    });
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < bodies.size(); ++i) {
+    ASSERT_TRUE(alone[i].is_object() && both[i].is_object()) << i;
+    EXPECT_EQ(both[i].at("text"), alone[i].at("text")) << kPrompts[i];
+    const std::vector<double> a = alone[i].at("logprobs")[0], b = both[i].at("logprobs")[0];
+    ASSERT_EQ(a.size(), b.size()) << kPrompts[i];
+    for (size_t t = 0; t < a.size(); ++t) EXPECT_NEAR(b[t], a[t], 1e-5) << kPrompts[i] << " token " << t + 1;
+  }
+}
+
+// A stream is Server-Sent Events: text/event-stream, "data: {json}\n\n"
+// events, the last "data: [DONE]\n\n".
+TEST_F(ServeConcurrency, StreamIsServerSentEvents) {
+  const Reply r = post(s_->port(), "/v1/completions",
+                       {{"prompt", "The cat"}, {"max_tokens", 6}, {"temperature", 0}, {"stream", true}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.content_type.rfind("text/event-stream", 0), 0u) << r.content_type;
+  ASSERT_EQ(r.body.rfind("data: ", 0), 0u) << r.body;
+  const std::string done = "data: [DONE]\n\n";
+  ASSERT_GE(r.body.size(), done.size());
+  EXPECT_EQ(r.body.substr(r.body.size() - done.size()), done) << r.body;
+  size_t events = 0;
+  for (size_t pos = 0; pos < r.body.size();) {
+    const size_t end = r.body.find("\n\n", pos);
+    ASSERT_NE(end, std::string::npos) << "an event without its blank line: " << r.body.substr(pos);
+    const std::string e = r.body.substr(pos, end - pos);
+    ASSERT_EQ(e.rfind("data: ", 0), 0u) << e;
+    if (e != "data: [DONE]") {
+      EXPECT_TRUE(Json::parse(e.substr(6), nullptr, false).is_object()) << e;
+    }
+    ++events;
+    pos = end + 2;
+  }
+  EXPECT_GE(events, 3u) << r.body;
+}
+
 }  // namespace
 }  // namespace mt::test::serve

@@ -123,15 +123,28 @@ TEST_F(ServeOpenAi, LogprobsEchoAndStop) {
   Json stop1 = base, stop2 = base;
   stop1["stop"] = text.substr(k, 2);
   stop2["stop"] = Json::array({"@@@", text.substr(k, 2), text.substr(k + 1, 1) + "#"});
+  // Streamed, no piece of the stop string leaks out before it is recognised.
   const Json st = openai_client(s_->port(), Json::array({{{"call", "completions"}, {"params", stop1}},
-                                                         {{"call", "completions"}, {"params", stop2}}}),
+                                                         {{"call", "completions"}, {"params", stop2}},
+                                                         {{"call", "completions_stream"}, {"params", stop1}},
+                                                         {{"call", "completions_stream"}, {"params", stop2}}}),
                                 dir);
-  ASSERT_EQ(st.size(), 2u) << st.dump();
-  for (const Json& o : st) {
+  ASSERT_EQ(st.size(), 4u) << st.dump();
+  for (size_t i = 0; i < st.size(); ++i) {
+    const Json& o = st[i];
     ASSERT_FALSE(o.contains("thrown")) << o.dump();
-    EXPECT_EQ(o.at("choices")[0].at("text"), text.substr(0, k)) << "stop " << text.substr(k, 2) << " in " << text;
-    EXPECT_EQ(o.at("choices")[0].at("finish_reason"), "stop");
+    const bool streamed = i >= 2;
+    EXPECT_EQ(streamed ? o.at("text") : o.at("choices")[0].at("text"), text.substr(0, k))
+        << (streamed ? "streamed: " : "") << "stop " << text.substr(k, 2) << " in " << text;
+    EXPECT_EQ(streamed ? o.at("finish_reason") : o.at("choices")[0].at("finish_reason"), "stop") << i;
   }
+}
+
+// OpenAI's default max_tokens is 16.
+TEST_F(ServeOpenAi, MaxTokensDefaultsTo16) {
+  const Reply r = post(s_->port(), "/v1/completions", {{"prompt", kPrompt}, {"temperature", 0}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json().at("usage").at("completion_tokens"), 16) << r.body;
 }
 
 TEST_F(ServeOpenAi, ModelsHealthAndNAboveOneRefused) {
@@ -167,6 +180,9 @@ TEST_F(ServeOpenAi, ChatWithoutATemplateIsRefusedNamingIt) {
   const Json j = r.json();
   ASSERT_TRUE(j.is_object() && j.contains("error")) << r.body;
   EXPECT_NE(j.at("error").at("message").get<std::string>().find("template"), std::string::npos) << r.body;
+  const Reply st = post(s_->port(), "/v1/chat/completions",
+                        {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 4}, {"stream", true}});
+  EXPECT_EQ(st.status, 400) << "streamed too: " << st.body;
   // and the server goes on serving
   EXPECT_EQ(greedy_completion(s_->port(), kPrompt, 4).size(), 4u);
 }

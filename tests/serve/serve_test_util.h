@@ -85,6 +85,23 @@ inline std::string char_checkpoint() {
   }) + "/ckpt";
 }
 
+// A wider, slower character model (4 layers, hidden 256, context 1024),
+// trained 3 iterations: its long generations take a second or so, so that a
+// client can leave in the middle of one. The folder's ckpt/.
+inline std::string wide_checkpoint() {
+  return cached("wide", [](const std::string& dir) {
+    write_text(dir + "/corpus.txt", synthetic_corpus(50));
+    RunResult r = run(megatron() + " preprocess --input " + dir + "/corpus.txt --output-prefix " + dir + "/corpus");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    r = run(megatron() + " train --data-path " + dir + "/corpus_text_document --vocab-file " + dir +
+            "/corpus_vocab.json --num-layers 4 --hidden-size 256 --num-attention-heads 4 --seq-length 1024"
+            " --micro-batch-size 1 --global-batch-size 1 --lr 1e-3 --split 100,0,0 --peak-tflops 1"
+            " --log-interval 3 --train-iters 3 --eval-interval 0 --save " + dir + "/ckpt");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return r.exit_code == 0;
+  }) + "/ckpt";
+}
+
 inline std::string hf_dir() { return std::string(MT_SOURCE_DIR) + "/data/hf"; }
 
 // A tiny GPT with Qwen3's tokenizer.json + tokenizer_config.json (whose
@@ -236,6 +253,7 @@ inline int64_t rss_bytes(pid_t pid) {
 struct Reply {
   int status = 0;  // 0: no answer (connection refused, reset or timed out)
   std::string body;
+  std::string content_type;
   std::string error;  // httplib's error when status is 0
   Json json() const { return Json::parse(body, nullptr, false); }
 };
@@ -257,6 +275,7 @@ inline Reply request(int port, const std::string& method, const std::string& pat
   }
   out.status = r->status;
   out.body = r->body;
+  out.content_type = r->get_header_value("Content-Type");
   return out;
 }
 
