@@ -246,5 +246,70 @@ TEST_F(ServeChat, ChatCompletionsStreamingAndNotAgree) {
   EXPECT_EQ(out[2].at("choices")[0].at("message").at("content"), content) << "max_completion_tokens as max_tokens";
 }
 
+// A chat completion is the completion of the messages as the checkpoint's
+// chat template renders them: rendered here by @huggingface/jinja (the
+// reference of tests/chat), then sent to /v1/completions, the same prompt
+// tokens and the same greedy text.
+TEST_F(ServeChat, ChatIsTheCompletionOfTheRenderedTemplate) {
+  REQUIRE_OPENAI_SDK();
+  const Json cfg = Json::parse(read_text(hf_dir() + "/qwen3/tokenizer_config.json"));
+  const Json messages = {{{"role", "system"}, {"content", "You are terse."}},
+                         {{"role", "user"}, {"content", "The cat sees"}},
+                         {{"role", "assistant"}, {"content", "a dog."}},
+                         {{"role", "user"}, {"content", "And then?"}}};
+  write_text(dir.file("cases.json"), Json::array({{{"template", cfg.at("chat_template")},
+                                                   {"messages", messages},
+                                                   {"add_generation_prompt", true},
+                                                   {"bos_token", ""},
+                                                   {"eos_token", cfg.at("eos_token")}}})
+                                         .dump());
+  const RunResult ref = run_stdout("node " + std::string(MT_SOURCE_DIR) + "/tests/chat/render_reference.mjs " +
+                                       hf_dir() + "/node_modules " + dir.file("cases.json"),
+                                   dir.file("render_stderr.txt"));
+  ASSERT_EQ(ref.exit_code, 0) << read_text(dir.file("render_stderr.txt"));
+  const Json rendered = Json::parse(ref.output, nullptr, false);
+  ASSERT_TRUE(rendered.is_array() && rendered[0].value("ok", false)) << ref.output;
+  const std::string prompt = rendered[0].at("text");
+
+  const Reply chat = post(s_->port(), "/v1/chat/completions", {{"messages", messages}, {"max_tokens", 8}, {"temperature", 0}});
+  const Reply completion = post(s_->port(), "/v1/completions", {{"prompt", prompt}, {"max_tokens", 8}, {"temperature", 0}});
+  ASSERT_EQ(chat.status, 200) << chat.body;
+  ASSERT_EQ(completion.status, 200) << completion.body;
+  const Json c = chat.json(), p = completion.json();
+  EXPECT_EQ(c.at("usage").at("prompt_tokens"), p.at("usage").at("prompt_tokens"))
+      << "the rendered prompt:\n" << prompt;
+  EXPECT_EQ(c.at("choices")[0].at("message").at("content"), p.at("choices")[0].at("text")) << prompt;
+}
+
+// Text beyond ASCII (Qwen3's byte-level BPE: a character may span tokens):
+// echoed exactly, and the streamed pieces join to the whole answer.
+TEST_F(ServeChat, UnicodeEchoesExactlyAndStreamsWhole) {
+  const std::string prompt = "Café 日本語 — naïve 🙂";
+  const Json base = {{"prompt", prompt}, {"max_tokens", 12}, {"temperature", 0}};
+  Json echo = base, streamed = base;
+  echo["echo"] = true;
+  streamed["stream"] = true;
+  const Reply whole = post(s_->port(), "/v1/completions", base);
+  const Reply echoed = post(s_->port(), "/v1/completions", echo);
+  const Reply stream = post(s_->port(), "/v1/completions", streamed);
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  ASSERT_EQ(echoed.status, 200) << echoed.body;
+  ASSERT_EQ(stream.status, 200) << stream.body;
+  const std::string text = whole.json().at("choices")[0].at("text");
+  EXPECT_EQ(echoed.json().at("choices")[0].at("text"), prompt + text);
+  std::string joined;
+  for (const std::string& e : sse_data(stream.body)) {
+    if (e == "[DONE]") break;
+    const Json chunk = Json::parse(e, nullptr, false);
+    ASSERT_TRUE(chunk.is_object()) << "an event that is not JSON (split UTF-8?): " << e;
+    if (!chunk.at("choices").empty()) joined += chunk.at("choices")[0].at("text").get<std::string>();
+  }
+  EXPECT_EQ(joined, text);
+  const Reply api = request(s_->port(), "PUT", "/api",
+                            Json{{"prompts", {prompt}}, {"tokens_to_generate", 4}, {"top_k", 1}}.dump());
+  ASSERT_EQ(api.status, 200) << api.body;
+  EXPECT_EQ(api.json().at("text")[0].get<std::string>().rfind(prompt, 0), 0u) << api.body;
+}
+
 }  // namespace
 }  // namespace mt::test::serve
