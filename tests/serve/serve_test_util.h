@@ -102,6 +102,27 @@ inline std::string wide_checkpoint() {
   }) + "/ckpt";
 }
 
+// A Mixtral-like MoE (4 experts, top-2, RoPE, SwiGLU) on the character
+// tokenizer, trained 60 iterations: for --expert-model-parallel-size.
+inline std::string moe_checkpoint() {
+  return cached("moe", [](const std::string& dir) {
+    write_text(dir + "/corpus.txt", synthetic_corpus(50));
+    RunResult r = run(megatron() + " preprocess --input " + dir + "/corpus.txt --output-prefix " + dir + "/corpus");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    r = run(megatron() + " train --data-path " + dir + "/corpus_text_document --vocab-file " + dir +
+            "/corpus_vocab.json --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length " +
+            std::to_string(kContext) +
+            " --micro-batch-size 8 --global-batch-size 8 --lr 1e-2 --min-lr 1e-3 --lr-decay-style cosine"
+            " --lr-warmup-iters 5 --clip-grad 1.0 --split 100,0,0 --peak-tflops 1 --log-interval 20"
+            " --normalization RMSNorm --position-embedding-type rope --swiglu --ffn-hidden-size 64"
+            " --disable-bias-linear --untie-embeddings-and-output-weights --num-experts 4 --moe-router-topk 2"
+            " --moe-ffn-hidden-size 48 --moe-aux-loss-coeff 0.01 --train-iters 60 --eval-interval 0 --save " +
+            dir + "/ckpt");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return r.exit_code == 0;
+  }) + "/ckpt";
+}
+
 inline std::string hf_dir() { return std::string(MT_SOURCE_DIR) + "/data/hf"; }
 
 // A tiny GPT with Qwen3's tokenizer.json + tokenizer_config.json (whose

@@ -1,7 +1,7 @@
-// `mpirun -n 2 megatron serve --tensor-model-parallel-size 2`: rank 0 serves
-// HTTP and both ranks decode; the answers equal the one-rank server's (text
-// exactly, log-probabilities to 1e-4), and SIGTERM to rank 0 ends the job
-// with exit 0.
+// `mpirun -n 2 megatron serve --tensor-model-parallel-size 2` (and
+// --expert-model-parallel-size 2 on a MoE): rank 0 serves HTTP and both ranks
+// decode; the answers equal the one-rank server's (text exactly,
+// log-probabilities to 1e-4), and SIGTERM to rank 0 ends the job with exit 0.
 #include "serve/serve_test_util.h"
 
 namespace mt::test::serve {
@@ -32,9 +32,10 @@ Answers ask(int port, const TempDir& dir) {
   return a;
 }
 
-TEST(ServeTp2, AnswersAsOneRank) {
+// The one-rank server's answers on `ckpt`, then those of `mpirun -n 2
+// megatron serve <flags>`: equal; SIGTERM to rank 0 ends the job with exit 0.
+void expect_two_ranks_answer_as_one(const std::string& ckpt, const std::string& flags, const std::string& tag) {
   TempDir dir;
-  const std::string ckpt = char_checkpoint();
   ASSERT_FALSE(ckpt.empty());
   Answers one;
   {
@@ -48,19 +49,19 @@ TEST(ServeTp2, AnswersAsOneRank) {
   ASSERT_TRUE(one.api.is_object() && one.api.contains("logprobs")) << one.api.dump();
 
   // The model name marks this test's processes, to find rank 0 among them.
-  const std::string marker = "tp2-" + std::to_string(::getpid());
-  auto server = start_server(ckpt, "--tensor-model-parallel-size 2 --served-model-name " + marker, dir, mpirun(2));
+  const std::string marker = tag + "-" + std::to_string(::getpid());
+  auto server = start_server(ckpt, flags + " --served-model-name " + marker, dir, mpirun(2));
   ASSERT_GT(server->port(), 0);
-  const Answers tp = ask(server->port(), dir);
-  EXPECT_EQ(tp.completion, one.completion);
-  EXPECT_EQ(tp.streamed, one.completion);
-  ASSERT_TRUE(tp.api.is_object() && tp.api.contains("logprobs")) << tp.api.dump();
-  EXPECT_EQ(tp.api.at("text"), one.api.at("text"));
-  EXPECT_EQ(tp.api.at("tokens"), one.api.at("tokens"));
+  const Answers two = ask(server->port(), dir);
+  EXPECT_EQ(two.completion, one.completion) << tag;
+  EXPECT_EQ(two.streamed, one.completion) << tag;
+  ASSERT_TRUE(two.api.is_object() && two.api.contains("logprobs")) << two.api.dump();
+  EXPECT_EQ(two.api.at("text"), one.api.at("text")) << tag;
+  EXPECT_EQ(two.api.at("tokens"), one.api.at("tokens")) << tag;
   for (size_t p = 0; p < 2; ++p) {
-    const std::vector<double> a = one.api.at("logprobs")[p], b = tp.api.at("logprobs")[p];
+    const std::vector<double> a = one.api.at("logprobs")[p], b = two.api.at("logprobs")[p];
     ASSERT_EQ(a.size(), b.size());
-    for (size_t t = 0; t < a.size(); ++t) EXPECT_NEAR(b[t], a[t], 1e-4) << "prompt " << p << " token " << t + 1;
+    for (size_t t = 0; t < a.size(); ++t) EXPECT_NEAR(b[t], a[t], 1e-4) << tag << " prompt " << p << " token " << t + 1;
   }
   const Reply models = request(server->port(), "GET", "/v1/models");
   EXPECT_EQ(models.json().at("data")[0].at("id"), marker) << models.body;
@@ -68,6 +69,15 @@ TEST(ServeTp2, AnswersAsOneRank) {
   const std::vector<pid_t> rank0 = BackgroundRun::pids_matching(marker, 0);
   ASSERT_EQ(rank0.size(), 1u) << "rank 0's process";
   EXPECT_EQ(server->stop(SIGTERM, 30, rank0[0]), 0) << "SIGTERM to rank 0 ends the job with exit 0:\n" << server->log();
+}
+
+TEST(ServeTp2, AnswersAsOneRank) {
+  expect_two_ranks_answer_as_one(char_checkpoint(), "--tensor-model-parallel-size 2", "tp2");
+}
+
+// A MoE checkpoint with its 4 experts split over 2 ranks.
+TEST(ServeEp2, MoeAnswersAsOneRank) {
+  expect_two_ranks_answer_as_one(moe_checkpoint(), "--expert-model-parallel-size 2", "ep2");
 }
 
 }  // namespace
