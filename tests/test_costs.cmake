@@ -12,7 +12,9 @@ foreach(t
     ContextParallel.MemoryIsPredictedAndActivationsDivideByCp
     PlanCli.CalibrateWritesAProfilePlanRunsWith
     PipelineParallel.LayoutsMatchOneRank
-    DistributedOptimizer.MatchesThePlainOptimizerAtEachLayout)
+    DistributedOptimizer.MatchesThePlainOptimizerAtEachLayout
+    ServeTp2.AnswersAsOneRank
+    ServeEp2.MoeAnswersAsOneRank)
   set_tests_properties(${t} PROPERTIES PROCESSORS 2)
 endforeach()
 set_tests_properties(MemoryReport.MeasuredMatchesPredictedAndTheLeversMoveIt PROPERTIES COST 120)
