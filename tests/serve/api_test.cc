@@ -74,6 +74,29 @@ TEST_F(ServeApi, RandomSeedRepeatsTheSample) {
   EXPECT_TRUE(sample(8) != a || sample(9) != a) << a.dump();
 }
 
+// stop_token ends a generation when that id is generated; as in Megatron
+// (detokenize_generations), text and segments come from the same ids, the
+// stop token included.
+TEST_F(ServeApi, StopTokenEndsTheGenerationAndTextMatchesTheSegments) {
+  const Reply greedy = curl(s_->port(), "PUT", "/api", {{"prompts", {"The cat sees"}}, {"tokens_to_generate", 16}, {"top_k", 1}}, dir);
+  ASSERT_EQ(greedy.status, 200) << greedy.body;
+  const std::vector<int64_t> all = Json::parse(greedy.body).at("tokens")[0];
+  const size_t prompt = std::string("The cat sees").size();
+  // a generated id not first seen in the first 2 generated tokens
+  size_t k = prompt + 2;
+  while (k < all.size() && std::find(all.begin() + long(prompt), all.begin() + long(k), all[k]) != all.begin() + long(k)) ++k;
+  ASSERT_LT(k, all.size()) << greedy.body;
+  const Reply r = curl(s_->port(), "PUT", "/api",
+                       {{"prompts", {"The cat sees"}}, {"tokens_to_generate", 16}, {"top_k", 1}, {"stop_token", all[k]}}, dir);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const Json j = Json::parse(r.body);
+  const std::vector<int64_t> tokens = j.at("tokens")[0];
+  EXPECT_EQ(tokens, std::vector<int64_t>(all.begin(), all.begin() + long(k) + 1)) << "up to the stop token, included";
+  std::string joined;
+  for (const Json& seg : j.at("segments")[0]) joined += seg.get<std::string>();
+  EXPECT_EQ(j.at("text")[0].get<std::string>(), joined) << r.body;
+}
+
 // Megatron's messages, status 400, the body a JSON string.
 TEST_F(ServeApi, ValidationErrorsAreMegatronsMessages) {
   Json too_many = Json::array();

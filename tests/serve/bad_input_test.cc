@@ -74,6 +74,16 @@ TEST_F(ServeBadInput, MalformedJsonAndWrongTypesAre400NamingTheParameter) {
   EXPECT_EQ(greedy_completion(s_->port(), "The cat", 4).size(), 4u) << "the server goes on serving";
 }
 
+// Text the tokenizer cannot encode (the character tokenizer knows only its
+// corpus's characters) is the client's error, not the server's.
+TEST_F(ServeBadInput, TextOutsideTheVocabularyIs400) {
+  expect_error(post(s_->port(), "/v1/completions", {{"prompt", "Zebra"}, {"max_tokens", 2}}), 400, "'Z' not in the vocabulary",
+               "prompt");
+  const Reply api = request(s_->port(), "PUT", "/api", Json{{"prompts", {"Zebra"}}, {"tokens_to_generate", 2}}.dump());
+  EXPECT_EQ(api.status, 400) << api.body;
+  EXPECT_TRUE(api.json().is_string()) << "Megatron's API answers a JSON string: " << api.body;
+}
+
 TEST_F(ServeBadInput, MaxTokensNegativeHugeOrPastTheContextIs400) {
   expect_error(post(s_->port(), "/v1/completions", {{"prompt", "The cat"}, {"max_tokens", -1}}), 400, "max_tokens -1",
                "max_tokens");
