@@ -97,6 +97,19 @@ TEST_F(ServeApi, StopTokenEndsTheGenerationAndTextMatchesTheSegments) {
   EXPECT_EQ(j.at("text")[0].get<std::string>(), joined) << r.body;
 }
 
+// Up to 128 prompts in one request are served (on an idle server with the
+// default --max-queued-requests 64 too): the limit is Megatron's 128.
+TEST_F(ServeApi, OneHundredTwentyEightPromptsAreServed) {
+  std::vector<std::string> prompts;
+  for (int i = 0; i < 128; ++i) prompts.push_back(i % 2 ? "The cat" : "A dog");
+  const Reply api = curl(s_->port(), "PUT", "/api", {{"prompts", prompts}, {"tokens_to_generate", 2}, {"top_k", 1}}, dir);
+  ASSERT_EQ(api.status, 200) << api.body;
+  EXPECT_EQ(Json::parse(api.body).at("text").size(), 128u);
+  const Reply v1 = post(s_->port(), "/v1/completions", {{"prompt", prompts}, {"max_tokens", 2}, {"temperature", 0}});
+  ASSERT_EQ(v1.status, 200) << v1.body;
+  EXPECT_EQ(v1.json().at("choices").size(), 128u);
+}
+
 // Megatron's messages, status 400, the body a JSON string.
 TEST_F(ServeApi, ValidationErrorsAreMegatronsMessages) {
   Json too_many = Json::array();
