@@ -28,5 +28,44 @@ TEST(ServeLifecycle, PortZeroBindsAFreePortAndSignalsEndItWithExitZero) {
   client.join();
 }
 
+// SIGTERM with requests running and queued (long ones, on the slower
+// model): the server ends with exit 0 within seconds, and every client gets
+// its answer or its connection closed, none is left waiting.
+TEST(ServeLifecycle, SigtermWithAFullQueueEndsPromptlyAndLeavesNoClientWaiting) {
+  TempDir dir;
+  const std::string ckpt = wide_checkpoint();
+  ASSERT_FALSE(ckpt.empty());
+  auto server = start_server(ckpt, "--inference-max-requests 2 --max-queued-requests 16", dir);
+  const int port = server->port();
+  ASSERT_GT(port, 0);
+  constexpr int kClients = 10;
+  std::vector<int> status(kClients, -1);
+  std::vector<double> seconds(kClients, 0);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kClients; ++i)
+    clients.emplace_back([&, i] {
+      const auto t0 = std::chrono::steady_clock::now();
+      status[size_t(i)] = post(port, "/v1/completions",
+                               {{"prompt", "A dog"}, {"max_tokens", 900}, {"temperature", 0}, {"stream", i % 2 == 0}}, 60)
+                              .status;
+      seconds[size_t(i)] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(server->stop(SIGTERM, 30), 0) << server->log();
+  const double stop_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (auto& t : clients) t.join();
+  std::string summary;
+  for (int i = 0; i < kClients; ++i) {
+    summary += ' ';
+    summary += std::to_string(status[size_t(i)]);
+    EXPECT_LT(seconds[size_t(i)], 45) << "client " << i << " waited until its timeout";
+    EXPECT_TRUE(status[size_t(i)] == 200 || status[size_t(i)] == 503 || status[size_t(i)] == 0)
+        << "client " << i << ": " << status[size_t(i)];
+  }
+  EXPECT_LT(stop_s, 10) << "SIGTERM took " << stop_s << " s";
+  std::printf("[ stopped in %.2f s; statuses:%s ]\n", stop_s, summary.c_str());
+}
+
 }  // namespace
 }  // namespace mt::test::serve
