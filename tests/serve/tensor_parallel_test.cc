@@ -9,8 +9,12 @@ namespace {
 
 struct Answers {
   std::string completion, streamed;
-  Json api;  // PUT /api's answer
+  Json api;                          // PUT /api's answer
+  std::vector<std::string> together;  // 8 completions sent at once
 };
+
+const char* kTogether[] = {"The cat", "A dog likes", "My friend finds the", "Her brother",
+                           "The queen helps", "T", "The old king calls a", "His horse"};
 
 Answers ask(int port, const TempDir& dir) {
   Answers a;
@@ -29,6 +33,13 @@ Answers ask(int port, const TempDir& dir) {
                          dir);
   EXPECT_EQ(api.status, 200) << api.body;
   a.api = Json::parse(api.body, nullptr, false);
+  // Requests joining and leaving the batch at different steps: every rank
+  // must replay the same plan.
+  a.together.resize(std::size(kTogether));
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < std::size(kTogether); ++i)
+    threads.emplace_back([&, i] { a.together[i] = greedy_completion(port, kTogether[i], 6 + 3 * int(i)); });
+  for (auto& t : threads) t.join();
   return a;
 }
 
@@ -58,6 +69,10 @@ void expect_two_ranks_answer_as_one(const std::string& ckpt, const std::string& 
   ASSERT_TRUE(two.api.is_object() && two.api.contains("logprobs")) << two.api.dump();
   EXPECT_EQ(two.api.at("text"), one.api.at("text")) << tag;
   EXPECT_EQ(two.api.at("tokens"), one.api.at("tokens")) << tag;
+  for (size_t i = 0; i < std::size(kTogether); ++i) {
+    EXPECT_EQ(one.together[i].size(), size_t(6 + 3 * i)) << kTogether[i];
+    EXPECT_EQ(two.together[i], one.together[i]) << tag << ": '" << kTogether[i] << "' with 7 others";
+  }
   for (size_t p = 0; p < 2; ++p) {
     const std::vector<double> a = one.api.at("logprobs")[p], b = two.api.at("logprobs")[p];
     ASSERT_EQ(a.size(), b.size());
