@@ -208,7 +208,8 @@ TEST(ServeClientGone, LeavingMidStreamEndsItsGenerationAndTheServerServesOn) {
 
 // A small queue: of 200 requests sent at once, each is answered 200 or 429
 // (none hangs or is dropped), some are refused, the server stays up, and its
-// resident memory after the burst is where it was before.
+// resident memory after the burst is where it was before. Then a body over
+// a small --max-request-bytes: 413.
 std::string prompt_of(int i) {
   static const char* kPrompts[] = {"The cat", "A dog likes", "My friend", "Her brother sees the", "The queen"};
   return kPrompts[i % 5];
@@ -222,7 +223,7 @@ class ServeBurst : public ::testing::Test {
 TEST_F(ServeBurst, TwoHundredAtOnceGet200Or429AndNoMemoryIsKept) {
   const std::string ckpt = char_checkpoint();
   ASSERT_FALSE(ckpt.empty());
-  auto server = start_server(ckpt, "--inference-max-requests 2 --max-queued-requests 2", dir);
+  auto server = start_server(ckpt, "--inference-max-requests 2 --max-queued-requests 2 --max-request-bytes 4096", dir);
   ASSERT_GT(server->port(), 0);
   const int port = server->port();
   std::mutex errors_mu;
@@ -274,6 +275,11 @@ TEST_F(ServeBurst, TwoHundredAtOnceGet200Or429AndNoMemoryIsKept) {
   const int64_t allowed = std::max<int64_t>(before / 5, 30 << 20);
   EXPECT_LE(after - before, allowed) << "RSS " << before / 1e6 << " MB before the burst, " << after / 1e6 << " after";
   std::printf("[ burst of 200:%s; RSS %.1f -> %.1f MB ]\n", summary.c_str(), before / 1e6, after / 1e6);
+  // --max-request-bytes 4096: a body of 5000 bytes is refused, by both APIs.
+  const Reply big = post(port, "/v1/completions", {{"prompt", std::string(5000, 'a')}, {"max_tokens", 1}});
+  expect_error(big, 413, "5000 bytes over --max-request-bytes 4096");
+  EXPECT_NE(big.body.find("4096"), std::string::npos) << big.body;
+  EXPECT_EQ(request(port, "PUT", "/api", Json{{"prompts", {std::string(5000, 'a')}}}.dump()).status, 413);
   const int rc = server->stop(SIGTERM);
   EXPECT_EQ(rc, 0) << server->log();
 }
