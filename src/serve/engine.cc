@@ -53,7 +53,10 @@ Admission Engine::submit(const std::vector<std::shared_ptr<RequestStream>>& reqs
   {
     std::lock_guard<std::mutex> lock(m_);
     if (stopping_) return Admission::kStopping;
-    if (int64_t(queue_.size() + reqs.size()) > max_queued_) return Admission::kQueueFull;
+    // One request of more prompts than the bound (Megatron allows 128) waits
+    // alone: admitted when nothing else waits.
+    if (!queue_.empty() && int64_t(queue_.size() + reqs.size()) > max_queued_)
+      return Admission::kQueueFull;
     queue_.insert(queue_.end(), reqs.begin(), reqs.end());
   }
   cv_.notify_all();

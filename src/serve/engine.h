@@ -38,7 +38,8 @@ class Engine {
   Engine(BatchedDecoder& dec, const Communicator& world, int64_t max_queued);
   ~Engine();
 
-  // Any thread on rank 0: queues every one of `reqs` or none.
+  // Any thread on rank 0: queues every one of `reqs` or none (none when
+  // they would pass max_queued, unless nothing else waits).
   Admission submit(const std::vector<std::shared_ptr<RequestStream>>& reqs);
   // Rank 0's MPI thread: steps until stop(), then tells the others to end.
   void serve();

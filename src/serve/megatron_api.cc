@@ -1,5 +1,6 @@
 #include "serve/megatron_api.h"
 
+#include "core/error.h"
 #include "serve/api_error.h"
 
 namespace mt::serve {
@@ -93,7 +94,11 @@ MegatronJob parse_megatron(const Json& b, const ServedModel& m) {
   for (const Json& p : prompts) {
     GenerationParams one = g;
     if (add_bos) one.prompt.push_back(bos);
-    m.tok->tokenize_append(p.get<std::string>(), one.prompt);
+    try {
+      m.tok->tokenize_append(p.get<std::string>(), one.prompt);
+    } catch (const Error& e) {
+      refuse(std::string("the model's tokenizer cannot encode a prompt: ") + e.what());
+    }
     if (one.prompt.empty()) refuse("Empty prompts require add_BOS=true");
     if (int64_t(one.prompt.size()) + tokens > m.max_length)
       refuse("Length of prompt + tokens_to_generate longer than allowed: " +
@@ -116,19 +121,21 @@ Json megatron_response(const MegatronJob& job, const ServedModel& m,
     if (s.finish == Finish::kCancelled)
       throw ApiError(503, "The server is shutting down; the request was not completed.");
     if (s.finish == Finish::kError) throw ApiError(500, "The engine failed: " + s.error);
-    std::vector<int32_t> ids = job.params[i].prompt, shown;
+    // As Megatron's detokenize_generations: text and segments from the same
+    // ids, the stop token included.
+    std::vector<int32_t> ids = job.params[i].prompt, generated;
     Json lp = Json::array(), seg = Json::array();
     for (const TokenInfo& t : s.prompt) lp.push_back(t.logprob);
     for (const TokenInfo& t : s.tokens) {
       ids.push_back(t.id);
+      generated.push_back(t.id);
       lp.push_back(t.logprob);
-      if (t.id != job.params[i].stop_ids[0]) shown.push_back(t.id);
     }
     for (int32_t id : ids) {
       const int32_t one[1] = {id};
       seg.push_back(m.tok->detokenize(one));
     }
-    text.push_back(job.prompts[i] + m.tok->detokenize(shown));
+    text.push_back(job.prompts[i] + m.tok->detokenize(generated));
     segments.push_back(seg);
     tokens.push_back(ids);
     logprobs.push_back(lp);

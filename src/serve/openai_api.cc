@@ -3,6 +3,7 @@
 #include <random>
 
 #include "chat/error.h"
+#include "core/error.h"
 #include "serve/api_error.h"
 
 namespace mt::serve {
@@ -103,6 +104,16 @@ void read_stream_options(const Json& body, CompletionJob& job) {
 
 }  // namespace
 
+std::vector<int32_t> tokenize_request_text(const Tokenizer& tok, const std::string& text,
+                                           const char* param) {
+  try {
+    return tok.tokenize(text);
+  } catch (const Error& e) {
+    throw ApiError(400, std::string("Invalid '") + param + "': the model's tokenizer cannot "
+                   "encode it: " + e.what(), param);
+  }
+}
+
 uint64_t fresh_seed() {
   static std::random_device rd;
   return (uint64_t(rd()) << 32) ^ rd();
@@ -137,7 +148,8 @@ CompletionJob parse_completion(const Json& body, const ServedModel& m) {
                    (prompt->is_array() ? " (empty or of other values)" : "") + " instead.", "prompt");
   }
   if (prompts.empty())
-    for (const std::string& t : job.prompt_texts) prompts.push_back(m.tok->tokenize(t));
+    for (const std::string& t : job.prompt_texts)
+      prompts.push_back(tokenize_request_text(*m.tok, t, "prompt"));
   else
     for (const auto& p : prompts) job.prompt_texts.push_back(m.tok->detokenize(p));
   if (prompts.size() > 128)
@@ -187,7 +199,7 @@ CompletionJob parse_chat(const Json& body, const ServedModel& m) {
                    "messages");
   }
   GenerationParams g = common_params(body, m, 0);
-  g.prompt = m.tok->tokenize(text);
+  g.prompt = tokenize_request_text(*m.tok, text, "messages");
   const int64_t room = std::max<int64_t>(m.max_length - int64_t(g.prompt.size()), 0);
   std::optional<int64_t> mt = int_field(body, "max_completion_tokens", 0, INT64_MAX);
   if (!mt) mt = int_field(body, "max_tokens", 0, INT64_MAX);

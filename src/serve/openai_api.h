@@ -44,6 +44,11 @@ struct CompletionJob {
 CompletionJob parse_completion(const Json& body, const ServedModel& m);
 CompletionJob parse_chat(const Json& body, const ServedModel& m);
 
+// The ids of `text`; a 400 ApiError naming `param` when the tokenizer
+// cannot encode it (a character outside a character vocabulary).
+std::vector<int32_t> tokenize_request_text(const Tokenizer& tok, const std::string& text,
+                                           const char* param);
+
 // A seed for a request that gave none.
 uint64_t fresh_seed();
 

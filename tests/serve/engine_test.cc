@@ -1,7 +1,8 @@
 // The serving engine (serve/engine.h) on one rank: requests submitted
 // together, decoded in shared steps with chunked prefill, each get what they
 // get alone through a GptDecoder (greedy tokens, log-probabilities); stop
-// tokens, max_tokens 0, cancellation and the bounded queue.
+// tokens, max_tokens 0, cancellation and the bounded queue (which admits
+// one submission larger than itself when nothing else waits).
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -108,13 +109,13 @@ TEST(ServeEngine, StopTokensZeroTokensCancellationAndAFullQueue) {
   GenerationParams g;
   g.prompt = prompt;
   g.sampling.temperature = 0;
-  // A full queue refuses the whole submission (nothing runs yet).
-  std::vector<std::shared_ptr<RequestStream>> four;
-  for (int i = 0; i < 4; ++i) four.push_back(std::make_shared<RequestStream>(g));
-  EXPECT_EQ(engine.submit(four), Admission::kQueueFull);
   // Cancelled while waiting: never admitted.
   auto waiting = std::make_shared<RequestStream>(g);
   ASSERT_EQ(engine.submit({waiting}), Admission::kQueued);
+  // A full queue refuses the whole submission (nothing runs yet): 1 + 4 > 3.
+  std::vector<std::shared_ptr<RequestStream>> four;
+  for (int i = 0; i < 4; ++i) four.push_back(std::make_shared<RequestStream>(g));
+  EXPECT_EQ(engine.submit(four), Admission::kQueueFull);
   waiting->cancel();
   std::thread loop([&] { engine.serve(); });
   // Stops at the third greedy token when it is a stop id, and shows it.
@@ -151,6 +152,12 @@ TEST(ServeEngine, StopTokensZeroTokensCancellationAndAFullQueue) {
   EXPECT_TRUE(f == Finish::kCancelled || f == Finish::kLength);
   for (int i = 0; i < 100 && dec.pool().live_sequences() > 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  // More than the bound at once, with nothing else waiting: admitted whole.
+  while (engine.load().queued > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  g.max_tokens = 2;
+  for (auto& r : four) r = std::make_shared<RequestStream>(g);
+  ASSERT_EQ(engine.submit(four), Admission::kQueued);
+  for (auto& r : four) EXPECT_EQ(wait_done(*r).finish, Finish::kLength);
   engine.stop();
   loop.join();
   EXPECT_EQ(dec.pool().free_blocks(), dec.pool().blocks());
