@@ -160,6 +160,21 @@ TEST(MoeGradient, DroppedTokensMatchFiniteDifferences) {
   check_moe_gradient(moe_config("aux_loss", false, 0.5));
 }
 
+// DeepSeek-V3's routing: sigmoid scores normalised over the chosen, times a
+// scaling factor, chosen in the best of 2 groups with an expert bias (noise
+// on its zeros, so that it changes choices; no gradient of its own), and the
+// per-sequence loss on the sigmoid scores normalised over all experts.
+TEST(MoeGradient, SigmoidGroupLimitedBiasedRoutingMatchesFiniteDifferences) {
+  ModelConfig cfg = moe_config("seq_aux_loss", false, -1);
+  cfg.moe_router_score_function = "sigmoid";
+  cfg.moe_router_num_groups = 2;
+  cfg.moe_router_group_topk = 1;
+  cfg.moe_router_topk_scaling_factor = 2.5f;
+  cfg.moe_router_enable_expert_bias = true;
+  cfg.finalize(1);
+  check_moe_gradient(cfg);
+}
+
 // The router losses' gradient is scaled by aux_loss_scale alone: doubling it
 // doubles what it adds to the router weights' gradient, and it adds nothing
 // to the parameters after the last router.
