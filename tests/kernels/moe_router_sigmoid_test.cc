@@ -107,7 +107,7 @@ TEST(MoeRouterSigmoid, GroupLimitedChoiceMatchesMegatronsSteps) {
       rt.group_topk = g;
       const auto r = route(logits, n, E, k, rt);
       for (int64_t t = 0; t < n; ++t) {
-        std::vector<double> key(size_t(E));  // sigmoid: the scores; softmax: the logits
+        std::vector<double> key(static_cast<size_t>(E));  // sigmoid: the scores; softmax: the logits
         for (int64_t e = 0; e < E; ++e)
           key[e] = sigmoid ? double(r.scores[t * E + e]) : double(logits[t * E + e]);
         const auto want = group_limited_ref(key, k, G, g);
@@ -140,7 +140,7 @@ TEST(MoeRouterSigmoid, BiasChangesTheChoiceButNotTheWeights) {
     int64_t changed = 0;
     const auto plain = route(logits, n, E, k, sigmoid_routing(1.5, G, G ? 2 : 0));
     for (int64_t t = 0; t < n; ++t) {
-      std::vector<double> key(size_t(E)), u(size_t(E));
+      std::vector<double> key(static_cast<size_t>(E)), u(static_cast<size_t>(E));
       for (int64_t e = 0; e < E; ++e) {
         u[e] = r.scores[t * E + e];
         key[e] = double(float(r.scores[t * E + e] + bias[e]));
