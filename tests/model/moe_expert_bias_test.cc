@@ -71,7 +71,7 @@ TEST(MoeExpertBias, ChoicesLoadsAndBiasFollowTheDirectComputation) {
   ASSERT_EQ(bias_specs.size(), 2u);
   EXPECT_EQ(bias_specs[0]->name, "decoder.layers.0.mlp.router.expert_bias");
   std::mt19937 gen(11);
-  std::vector<int32_t> tokens(size_t(n)), labels(tokens.size());
+  std::vector<int32_t> tokens(static_cast<size_t>(n)), labels(tokens.size());
   std::vector<float> expected(2 * kE, 0.f);  // each layer's bias, stepped here
   int64_t moved = 0;                         // choices the bias changed
   for (int step = 0; step < 6; ++step) {

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <random>
 
+#include "kernels/moe_router.h"
 #include "model_test_util.h"
 
 namespace mt {
@@ -74,13 +75,18 @@ void check_moe_gradient(const ModelConfig& cfg) {
   m.zero_grads();
   objective(true);
   std::vector<float> grad(m.grads, m.grads + m.reg.total_floats());
-  // Every kept choice of both layers (-1 where dropped): the routing.
+  // Every kept choice of both layers (-1 where dropped), and the plain top-k
+  // the load-balancing loss counts (another choice with groups or a bias):
+  // the routing.
   auto routing = [&] {
     std::vector<int32_t> r;
+    const int64_t pairs = b * cfg.seq_length * cfg.moe_router_topk;
     for (const LayerActivations& la : m.rt.slots()[0].act.layers) {
       const MoeRecord& moe = std::get<MoeRecord>(la.mlp);
-      for (int64_t p = 0; p < b * cfg.seq_length * cfg.moe_router_topk; ++p)
-        r.push_back(moe.kept[p] ? moe.expert[p] : -1);
+      for (int64_t p = 0; p < pairs; ++p) r.push_back(moe.kept[p] ? moe.expert[p] : -1);
+      r.resize(r.size() + size_t(pairs));
+      moe_topk_plain(r.data() + r.size() - pairs, moe.logits, b * cfg.seq_length,
+                     cfg.num_experts, cfg.moe_router_topk);
     }
     return r;
   };
