@@ -50,18 +50,20 @@ std::vector<float> expert_biases(const std::string& iter_dir) {
 
 TEST(MoeRouting, DeepSeekRoutingMatchesOneRankWithTheSameExpertBias) {
   TempDir dir;
-  const std::string base = " train" + prepare_data(dir, synthetic_corpus(200)) + routing_model(4) +
+  // 3 steps: each bias a sum of an odd number of +-rate steps (or 0 where a
+  // load met the mean), so it cannot come back to 0 by oscillating.
+  const std::string base = " train" + prepare_data(dir, synthetic_corpus(200)) + routing_model(3) +
                            vocab_padding("");
   const RunResult one = run(megatron() + base + " --save " + dir.file("one") + " --log-json " +
                             dir.file("one.json"));
   ASSERT_EQ(one.exit_code, 0) << one.output;
   const JsonLogLines ref = read_log_json(dir.file("one.json"));
-  const std::vector<float> bias = expert_biases(dir.file("one/iter_0000004"));
+  const std::vector<float> bias = expert_biases(dir.file("one/iter_0000003"));
   int64_t moved = 0;
   for (float b : bias) {
-    const double steps = double(b) / 0.01;  // a sum of +-1 steps, at most 4 of them
+    const double steps = double(b) / 0.01;  // a sum of +-1 steps, at most 3 of them
     EXPECT_NEAR(steps, std::round(steps), 1e-3) << b;
-    EXPECT_LE(std::abs(steps), 4.0 + 1e-3) << b;
+    EXPECT_LE(std::abs(steps), 3.0 + 1e-3) << b;
     moved += b != 0;
   }
   EXPECT_GT(moved, 0) << "no expert bias moved";
@@ -84,7 +86,7 @@ TEST(MoeRouting, DeepSeekRoutingMatchesOneRankWithTheSameExpertBias) {
       for (const char* key : {"loss", "load_balancing_loss"})
         EXPECT_LT(rel(j.at(key).get<double>(), got.train.at(it).at(key).get<double>()), 1e-5)
             << l.tag << " iteration " << it << " " << key;
-    EXPECT_EQ(expert_biases(dir.file(std::string(l.tag) + "/iter_0000004")), bias) << l.tag;
+    EXPECT_EQ(expert_biases(dir.file(std::string(l.tag) + "/iter_0000003")), bias) << l.tag;
   }
 }
 
