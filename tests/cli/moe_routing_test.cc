@@ -1,11 +1,11 @@
 // DeepSeek-V3's routing end to end (issue 42): sigmoid scores with a top-k
 // scaling factor, group-limited choice and the expert bias (aux-loss-free
-// balancing) train to one rank's losses at EP2 x DP2 and TP2 (SP) x EP2, and
-// end with one rank's expert biases (saved as Megatron's
+// balancing) train to one rank's losses at EP2 x DP2, PP2 x EP2 and TP2 (SP)
+// x EP2, and end with one rank's expert biases (saved as Megatron's
 // decoder.layers.L.mlp.router.expert_bias, each a multiple of the rate); a
 // run saved mid-way and resumed gives the uninterrupted run's losses and
-// biases; a resume without the bias is refused by name; misfit routing
-// flags are refused in one line.
+// biases; a resume without the bias and a Hugging Face export are refused
+// by name; misfit routing flags are refused in one line.
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -35,16 +35,23 @@ std::string routing_model(int iters) {
          std::to_string(iters) + kRouting;
 }
 
-// Both layers' expert biases in the dense shard of a checkpoint iteration.
+// Both layers' expert biases from the dense shards of a checkpoint
+// iteration (one file, or one per pipeline stage).
 std::vector<float> expert_biases(const std::string& iter_dir) {
-  SafetensorsReader r(iter_dir + "/mp_rank_00_000/model.safetensors");
   std::vector<float> out;
   for (int l = 0; l < 2; ++l) {
     const std::string name = "decoder.layers." + std::to_string(l) + ".mlp.router.expert_bias";
-    std::vector<float> b(4);
-    r.read_f32(name, b.data(), 4);
-    out.insert(out.end(), b.begin(), b.end());
+    for (const char* stage : {"/mp_rank_00_000", "/mp_rank_00_001"}) {
+      const std::string file = iter_dir + stage + "/model.safetensors";
+      if (!exists(file)) continue;
+      SafetensorsReader r(file);
+      if (!r.has(name)) continue;
+      std::vector<float> b(4);
+      r.read_f32(name, b.data(), 4);
+      out.insert(out.end(), b.begin(), b.end());
+    }
   }
+  EXPECT_EQ(out.size(), 8u) << iter_dir;
   return out;
 }
 
@@ -68,6 +75,9 @@ TEST(MoeRouting, DeepSeekRoutingMatchesOneRankWithTheSameExpertBias) {
   }
   EXPECT_GT(moved, 0) << "no expert bias moved";
   for (const Layout& l : {Layout{"ep2_dp2", 4, " --expert-model-parallel-size 2"},
+                          Layout{"pp2_ep2", 4,
+                                 " --pipeline-model-parallel-size 2"
+                                 " --expert-model-parallel-size 2"},
                           Layout{"tp2_sp_ep2", 2,
                                  " --tensor-model-parallel-size 2 --sequence-parallel"
                                  " --expert-model-parallel-size 2 --expert-tensor-parallel-size 1"
@@ -90,7 +100,7 @@ TEST(MoeRouting, DeepSeekRoutingMatchesOneRankWithTheSameExpertBias) {
   }
 }
 
-TEST(MoeRouting, ResumeContinuesTheBiasAndARunWithoutItIsRefused) {
+TEST(MoeRouting, ResumeContinuesTheBiasAndARunWithoutItOrAnExportIsRefused) {
   TempDir dir;
   const std::string base = " train" + prepare_data(dir, synthetic_corpus(200)) + routing_model(4) +
                            vocab_padding("");
@@ -112,6 +122,11 @@ TEST(MoeRouting, ResumeContinuesTheBiasAndARunWithoutItIsRefused) {
       nlohmann::json::parse(read_text(dir.file("a/iter_0000004/meta.json")));
   EXPECT_EQ(meta.at("args").at("model").at("moe_router_score_function"), "sigmoid");
   EXPECT_EQ(meta.at("args").at("model").at("moe_router_group_topk"), 1);
+  // Hugging Face export (DeepSeek-V3's folder is not written yet) refuses by name.
+  const RunResult hf = run(megatron() + " convert --model-type GPT --loader megatron --saver hf"
+                           " --load-dir " + dir.file("a") + " --save-dir " + dir.file("hf"));
+  EXPECT_NE(hf.exit_code, 0) << hf.output;
+  EXPECT_NE(hf.output.find("DeepSeek-V3's routing"), std::string::npos) << hf.output;
   std::string without = base;
   without.replace(without.find(" --moe-router-enable-expert-bias"), 32, "");
   const RunResult bad = run(megatron() + without + " --load " + dir.file("a"));
