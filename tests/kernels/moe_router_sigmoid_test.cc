@@ -4,9 +4,11 @@
 // double; finite-difference gradients of the sigmoid weights and of the
 // sigmoid load-balancing loss; the expert bias's update step.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <vector>
 
@@ -264,6 +266,36 @@ TEST(MoeRouterSigmoid, ExpertBiasUpdateIsSignOfMeanMinusLoad) {
   const std::vector<double> tokens = {10, 2, 6, 6};  // mean 6
   moe_expert_bias_update(bias.data(), tokens.data(), 4, 0.125f);
   EXPECT_EQ(bias, (std::vector<float>{-0.125f, 0.625f, -0.25f, 1.f}));
+}
+
+TEST(MoeRouterSigmoid, SameBitsOnOneAndTwoThreads) {
+  const int64_t n = 300, E = 16, k = 4, seqs = 3;
+  const auto logits = randn(n * E, "moe.sig.threads.logits", 2.f);
+  const auto bias = randn(E, "moe.sig.threads.bias", 0.2f);
+  const auto w = randn(n * k, "moe.sig.threads.w");
+  const MoeRouting rt = sigmoid_routing(2.5, 8, 2, bias.data());
+  auto run = [&](int threads) {
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    const auto r = route(logits, n, E, k, rt);
+    std::vector<double> out(r.prob.begin(), r.prob.end());  // every output, widened
+    out.insert(out.end(), r.expert.begin(), r.expert.end());
+    std::vector<float> g(n * E);
+    moe_topk_backward(g.data(), w.data(), r.expert.data(), r.prob.data(), r.scores.data(), n, E,
+                      k, rt);
+    std::vector<double> counts(seqs * E);
+    moe_expert_counts(counts.data(), r.expert.data(), n, k, E, seqs);
+    out.push_back(moe_aux_loss(r.scores.data(), counts.data(), n, E, seqs, 0.01,
+                               MoeScoreFunction::kSigmoid));
+    moe_aux_loss_backward(g.data(), r.scores.data(), counts.data(), n, E, seqs, 0.01,
+                          MoeScoreFunction::kSigmoid);
+    out.insert(out.end(), g.begin(), g.end());
+    omp_set_num_threads(saved);
+    return out;
+  };
+  const auto one = run(1), two = run(2);
+  ASSERT_EQ(one.size(), two.size());
+  EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(double)), 0);
 }
 
 TEST(MoeRouterSigmoid, ChecksGroups) {
