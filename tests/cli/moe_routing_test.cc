@@ -1,7 +1,8 @@
 // DeepSeek-V3's routing end to end (issue 42): sigmoid scores with a top-k
 // scaling factor, group-limited choice and the expert bias (aux-loss-free
 // balancing) train to one rank's losses at EP2 x DP2 (with and without the
-// distributed optimizer), PP2 x EP2 and TP2 (SP) x EP2, and end with one rank's expert biases (saved as Megatron's
+// distributed optimizer), PP2 x EP2 and TP2 (SP) x EP2, and end with one
+// rank's expert biases (saved as Megatron's
 // decoder.layers.L.mlp.router.expert_bias, each a multiple of the rate); a
 // run saved mid-way and resumed gives the uninterrupted run's losses and
 // biases; a resume without the bias and a Hugging Face export are refused
