@@ -109,7 +109,8 @@ TEST(MoeRouterSigmoid, GroupLimitedChoiceMatchesMegatronsSteps) {
       rt.group_topk = g;
       const auto r = route(logits, n, E, k, rt);
       for (int64_t t = 0; t < n; ++t) {
-        std::vector<double> key(static_cast<size_t>(E));  // sigmoid: the scores; softmax: the logits
+        // sigmoid: the scores; softmax: the logits
+        std::vector<double> key(static_cast<size_t>(E));
         for (int64_t e = 0; e < E; ++e)
           key[e] = sigmoid ? double(r.scores[t * E + e]) : double(logits[t * E + e]);
         const auto want = group_limited_ref(key, k, G, g);
@@ -155,7 +156,8 @@ TEST(MoeRouterSigmoid, BiasChangesTheChoiceButNotTheWeights) {
         // The weights are the unbiased scores of the chosen, normalised.
         EXPECT_NEAR(r.prob[t * k + j], 1.5 * u[want[j]] / sum, 1e-6) << t;
       }
-      changed += r.expert[t * k] != plain.expert[t * k] || r.expert[t * k + 1] != plain.expert[t * k + 1];
+      changed += r.expert[t * k] != plain.expert[t * k] ||
+                 r.expert[t * k + 1] != plain.expert[t * k + 1];
     }
     EXPECT_GT(changed, 0) << "the bias changed no choice: the test checks nothing";
   }
