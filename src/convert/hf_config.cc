@@ -339,6 +339,10 @@ HfFamily hf_family_of(const ModelConfig& c) {
     off.push_back("--apply-layernorm-1p (" + near + ": norm weights are gamma, not gamma - 1)");
   if (c.moe() && c.moe_shared_expert_intermediate_size > 0)
     off.push_back("a shared expert (" + near + ": none)");
+  if (c.moe() && (c.moe_router_score_function != "softmax" || c.moe_router_group_topk > 0 ||
+                  c.moe_router_enable_expert_bias || c.moe_router_topk_scaling_factor > 0))
+    off.push_back("DeepSeek-V3's routing (--moe-router-score-function, groups, expert bias or "
+                  "scaling factor; " + near + ": softmax top-k)");
   if (near_f == HfFamily::kMixtral) {  // Qwen3-MoE has dense layers and both routers
     for (int64_t l = 0; l < c.num_layers; ++l)
       if (!c.is_moe_layer(l)) {

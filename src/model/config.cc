@@ -9,6 +9,7 @@
 #include "core/checked_math.h"
 
 #include "core/error.h"
+#include "kernels/moe_router.h"
 
 namespace mt {
 
@@ -118,9 +119,15 @@ ModelConfig resolved_architecture(ModelConfig c) {
     c.moe_router_topk = d.moe_router_topk;
     c.moe_router_pre_softmax = d.moe_router_pre_softmax;
     c.moe_router_dtype = d.moe_router_dtype;
+    c.moe_router_score_function = d.moe_router_score_function;
+    c.moe_router_topk_scaling_factor = d.moe_router_topk_scaling_factor;
+    c.moe_router_num_groups = d.moe_router_num_groups;
+    c.moe_router_group_topk = d.moe_router_group_topk;
+    c.moe_router_enable_expert_bias = d.moe_router_enable_expert_bias;
     return c;
   }
   c.moe_ffn_hidden_size = c.moe_ffn();
+  if (c.moe_router_group_topk == 0) c.moe_router_num_groups = 0;  // groups alone: no limit
   try {
     std::string list;
     for (bool moe : moe_layer_pattern(c.moe_layer_freq, c.num_layers))
@@ -138,7 +145,8 @@ bool is_training_knob(const std::string& k) {
                           "moe_router_load_balancing_type", "moe_aux_loss_coeff",
                           "moe_z_loss_coeff", "moe_expert_capacity_factor",
                           "moe_token_drop_policy", "moe_pad_expert_input_to_capacity",
-                          "moe_token_dispatcher_type", "moe_grouped_gemm"})
+                          "moe_token_dispatcher_type", "moe_grouped_gemm",
+                          "moe_router_bias_update_rate"})
     if (k == key) return true;
   return false;
 }
@@ -147,7 +155,10 @@ void ModelConfig::check_moe_flags() const {
   const bool other = moe_ffn_hidden_size != 0 || moe_shared_expert_intermediate_size != 0 ||
                      moe_aux_loss_coeff != 0.f || moe_z_loss_coeff != 0.f ||
                      moe_expert_capacity_factor >= 0.f || moe_grouped_gemm ||
-                     moe_pad_expert_input_to_capacity || !moe_router_dtype.empty();
+                     moe_pad_expert_input_to_capacity || !moe_router_dtype.empty() ||
+                     moe_router_score_function != "softmax" ||
+                     moe_router_topk_scaling_factor != 0.f || moe_router_num_groups != 0 ||
+                     moe_router_group_topk != 0 || moe_router_enable_expert_bias;
   MT_CHECK(num_experts >= 0, "--num-experts ", num_experts, " must be > 0 (or left out: dense)");
   if (!moe()) {
     MT_CHECK(!other, "MoE flags (--moe-*) were given without --num-experts; fix: pass "
@@ -171,6 +182,7 @@ void ModelConfig::check_moe_flags() const {
                moe_router_load_balancing_type == "none",
            "--moe-router-load-balancing-type '", moe_router_load_balancing_type,
            "' is not one of aux_loss, seq_aux_loss, none (sinkhorn is not implemented)");
+  check_moe_routing_flags();
   MT_CHECK(std::isfinite(moe_aux_loss_coeff) && moe_aux_loss_coeff >= 0, "--moe-aux-loss-coeff ",
            moe_aux_loss_coeff, " must be a finite number >= 0");
   MT_CHECK(std::isfinite(moe_z_loss_coeff) && moe_z_loss_coeff >= 0, "--moe-z-loss-coeff ",
@@ -201,6 +213,40 @@ void ModelConfig::check_moe_flags() const {
            " makes no layer MoE: the model would train dense; fix: put a 1 in --moe-layer-freq "
            "for each MoE layer (e.g. --moe-layer-freq 1 for all), or leave out --num-experts for "
            "a dense model");
+}
+
+// DeepSeek-V3's routing flags, with Megatron's TransformerConfig checks and
+// the kernels' (kernels/moe_router.h).
+void ModelConfig::check_moe_routing_flags() const {
+  MT_CHECK(moe_router_score_function == "softmax" || moe_router_score_function == "sigmoid",
+           "--moe-router-score-function '", moe_router_score_function,
+           "' is not one of softmax, sigmoid (sqrtsoftplus is not implemented)");
+  const float f = moe_router_topk_scaling_factor;
+  MT_CHECK(std::isfinite(f) && f >= 0, "--moe-router-topk-scaling-factor ", f,
+           " must be a finite number > 0; fix: give a factor such as 2.5, or leave it out");
+  MT_CHECK(!moe_router_enable_expert_bias || moe_router_score_function == "sigmoid",
+           "--moe-router-enable-expert-bias needs --moe-router-score-function sigmoid (as in "
+           "Megatron-LM); fix: add --moe-router-score-function sigmoid, or drop the bias");
+  const float rate = moe_router_bias_update_rate;
+  MT_CHECK(std::isfinite(rate) && rate >= 0, "--moe-router-bias-update-rate ", rate,
+           " must be a finite number >= 0; fix: give a rate such as 1e-3");
+  MT_CHECK(moe_router_num_groups >= 0 && moe_router_group_topk >= 0,
+           "--moe-router-num-groups ", moe_router_num_groups, " and --moe-router-group-topk ",
+           moe_router_group_topk, " must be > 0 (or left out: no group limit)");
+  if (moe_router_group_topk == 0) return;  // Megatron reads the groups only with a group top-k
+  const int64_t G = moe_router_num_groups, g = moe_router_group_topk, k = moe_router_topk;
+  MT_CHECK(G > 0, "--moe-router-group-topk ", g, " without --moe-router-num-groups; fix: add "
+           "--moe-router-num-groups G (G divides --num-experts)");
+  MT_CHECK(G <= kMoeMaxGroups && num_experts % G == 0, "--moe-router-num-groups ", G,
+           " does not divide --num-experts ", num_experts, " or is over ", kMoeMaxGroups,
+           "; fix: choose a number of groups that divides the experts");
+  MT_CHECK(g <= G, "--moe-router-group-topk ", g, " is over --moe-router-num-groups ", G,
+           "; fix: choose at most as many groups as there are");
+  MT_CHECK(g <= k && g * (num_experts / G) >= k, "--moe-router-group-topk ", g,
+           " with --moe-router-topk ", k, " and ", num_experts / G, " experts a group: each "
+           "group is ranked by its top topk/group-topk scores and the chosen groups must hold "
+           "topk experts; fix: choose a group top-k in [", (k + num_experts / G - 1) /
+           (num_experts / G), ", ", std::min(k, G), "]");
 }
 
 int64_t padded_vocab_size(int64_t vocab_size, int64_t divisible_by, int64_t tp_size) {

@@ -63,6 +63,15 @@ struct ModelConfig {
   // logits and probabilities rounded to bf16; "fp32": the GEMM's fp32 sums and
   // the routing math kept in fp32). fp32 runs route in fp32 either way.
   std::string moe_router_dtype;
+  // DeepSeek-V3's routing (Megatron's topk_routing_with_score_function).
+  std::string moe_router_score_function = "softmax";  // softmax | sigmoid
+  float moe_router_topk_scaling_factor = 0.f;  // the chosen weights times it (0: Megatron's None)
+  int64_t moe_router_num_groups = 0;   // group-limited routing: experts in G groups (0: none)
+  int64_t moe_router_group_topk = 0;   // groups a token chooses its experts from (0: no limit)
+  // A per-expert bias added to the sigmoid scores to choose the top-k, never
+  // to weigh them; not trained: moved after each step toward the experts'
+  // mean load (the parameter <prefix>router.expert_bias, ParamSpec::expert_bias).
+  bool moe_router_enable_expert_bias = false;
   // Training knobs (not architecture: a checkpoint may resume with others).
   std::string moe_router_load_balancing_type = "aux_loss";  // aux_loss | seq_aux_loss | none
   float moe_aux_loss_coeff = 0.f;
@@ -72,6 +81,7 @@ struct ModelConfig {
   bool moe_pad_expert_input_to_capacity = false;
   std::string moe_token_dispatcher_type = "allgather";  // allgather | alltoall
   bool moe_grouped_gemm = false;
+  float moe_router_bias_update_rate = 1e-3f;  // the expert bias's step per iteration
 
   bool moe() const { return num_experts > 0; }
   int64_t moe_ffn() const { return moe_ffn_hidden_size > 0 ? moe_ffn_hidden_size : ffn_hidden_size; }
@@ -112,6 +122,7 @@ struct ModelConfig {
   // sizes, dropout in [0, 1), ...; throws mt::Error naming the Megatron flag.
   void check_flag_ranges() const;
   void check_moe_flags() const;  // part of check_flag_ranges
+  void check_moe_routing_flags() const;  // part of check_moe_flags
   std::string summary() const;
 };
 
@@ -200,6 +211,22 @@ void for_each_model_field(Config& c, Visit&& visit) {
   visit("moe_router_dtype", "--moe-router-dtype",
         "fp32: router logits, softmax and top-k in fp32 in a bf16 run (default: the run's "
         "dtype)", c.moe_router_dtype);
+  visit("moe_router_score_function", "--moe-router-score-function",
+        "softmax | sigmoid: the router's scores (sigmoid: DeepSeek-V3)",
+        c.moe_router_score_function);
+  visit("moe_router_topk_scaling_factor", "--moe-router-topk-scaling-factor",
+        "the chosen experts' weights times this factor (default: none)",
+        c.moe_router_topk_scaling_factor);
+  visit("moe_router_num_groups", "--moe-router-num-groups",
+        "group-limited routing: the experts in this many equal groups", c.moe_router_num_groups);
+  visit("moe_router_group_topk", "--moe-router-group-topk",
+        "group-limited routing: the groups each token chooses its experts from",
+        c.moe_router_group_topk);
+  visit("moe_router_enable_expert_bias", "--moe-router-enable-expert-bias",
+        "aux-loss-free balancing: a per-expert bias on the sigmoid scores, for the choice only",
+        c.moe_router_enable_expert_bias);
+  visit("moe_router_bias_update_rate", "--moe-router-bias-update-rate",
+        "the expert bias's step per iteration (default 1e-3)", c.moe_router_bias_update_rate);
   visit("moe_router_load_balancing_type", "--moe-router-load-balancing-type",
         "aux_loss | seq_aux_loss | none", c.moe_router_load_balancing_type);
   visit("moe_aux_loss_coeff", "--moe-aux-loss-coeff", "load-balancing loss coefficient",

@@ -104,6 +104,10 @@ struct MoeStats {
   double z_loss = 0;               // the z-losses over their coefficient (this rank's part)
   double busiest_share = 0;        // the largest share of routed tokens one expert took
   int64_t layer_passes = 0;        // MoE layer forwards counted (training)
+  // --moe-router-enable-expert-bias: (L, E) each MoE layer's kept (token,
+  // choice) pairs per expert over this rank's tokens (Megatron's
+  // local_tokens_per_expert); sized by the trainer, empty otherwise.
+  std::vector<double> expert_tokens;
 };
 
 // What a forward/backward pass needs to know about the step.

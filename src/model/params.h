@@ -48,6 +48,11 @@ struct ParamSpec {
   // gradients over the embedding group; only the first stage's counts in the
   // gradient norm.
   bool tied = false;
+  // An MoE router's expert bias (Megatron's expert_bias buffer): saved,
+  // loaded and re-sharded like a parameter, but not trained: its gradient
+  // stays 0 (no decay), so AdamW leaves it; the trainer moves it after each
+  // step from the experts' loads (moe_expert_bias_update).
+  bool expert_bias = false;
   // The input embedding (word embeddings, also the tied output's copy) or the
   // output layer: Megatron's is_embedding_or_output_parameter, trained at
   // --decoupled-lr when given (optim/param_scheduler.h).

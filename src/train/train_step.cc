@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/log.h"
+#include "kernels/moe_router.h"
 #include "kernels/reduce.h"
 
 namespace mt {
@@ -25,6 +26,26 @@ void initialize_weights(ModelRuntime& rt, AdamWOptimizer& opt, uint64_t seed) {
 
 PipelineLinks pipeline_links(const ParallelState& ps) {
   return PipelineLinks{&ps.pp_comm, ps.pp_rank, ps.pp_size};
+}
+
+void update_expert_biases(ModelRuntime& rt, AdamWOptimizer& opt, ParallelState& ps,
+                          std::vector<double>& tokens) {
+  const ModelConfig& c = rt.reg.config();
+  // Summed over TP x CP x DP (Megatron's tp_dp_cp group; DP spans EP): every
+  // rank that shares this stage's routers. Integers in double: exact.
+  double* t = tokens.data();
+  const int64_t size = int64_t(tokens.size());
+  if (ps.tp_size > 1) ps.tp_comm.all_reduce_sum(t, size);
+  if (ps.dp_cp().size() > 1) ps.dp_cp().all_reduce_sum(t, size);
+  std::vector<float> bias(size_t(c.num_experts));
+  for (size_t i = 0; i < rt.reg.params().size(); ++i) {
+    const ParamSpec& p = rt.reg.params()[i];
+    if (!p.expert_bias) continue;
+    rt.get_param(i, bias.data());
+    moe_expert_bias_update(bias.data(), t + p.layer * c.num_experts, c.num_experts,
+                           c.moe_router_bias_update_rate);
+    set_param_values(rt, opt, i, bias.data());
+  }
 }
 
 StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, ParallelState& ps,
@@ -56,9 +77,13 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, Par
   ctx.aux_loss_scale = float(r.loss_scale * double(ps.cp_size) / double(num_micro_batches));
   // The forward and backward, the gradients' sync and the global mean loss:
   // once, and again for --rerun-mode (the same weights, batch and dropout keys).
+  const ModelConfig& config = rt.reg.config();
+  MoeStats moe;
   const auto forward_backward = [&]() -> double {
     sync.zero_grads();
-    MoeStats moe;
+    moe = MoeStats{};
+    if (config.moe_router_enable_expert_bias)
+      moe.expert_tokens.assign(size_t(config.num_layers * config.num_experts), 0.0);
     ctx.moe_stats = &moe;
     Timer timer;
     double wait = 0;
@@ -72,7 +97,7 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, Par
     if (ps.pp_size > 1) ps.pp_comm.all_reduce_sum(&loss_sum, 1);  // the last stage's loss
     ps.dp_cp().all_reduce_sum(&loss_sum, 1);  // each CP rank summed its own tokens
     r.loss = loss_sum / double(std::max<int64_t>(loss_tokens, 1));
-    r.moe = rt.reg.config().moe();
+    r.moe = config.moe();
     if (r.moe) {
       // Each (layer, micro-batch) was counted on its TP x CP ranks, each with its part.
       double sums[3] = {moe.load_balancing_loss, moe.z_loss, double(moe.layer_passes)};
@@ -88,6 +113,10 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, Par
   forward_backward();
   if (rerun != nullptr && rerun->enabled())
     rerun->after_forward_backward(iteration, r.loss, forward_backward);  // may throw RerunExit
+  // The expert biases move with this step's loads, as Megatron's
+  // finalize_model_grads does before the optimizer (also on a skipped step);
+  // AdamW leaves them (no gradient).
+  if (config.moe_router_enable_expert_bias) update_expert_biases(rt, opt, ps, moe.expert_tokens);
   Timer timer;
   if (scaler != nullptr) {
     // Unscale this rank's reduced gradients (its optimizer segments; with the

@@ -64,6 +64,12 @@ void set_param_values(ModelRuntime& rt, AdamWOptimizer& opt, size_t i, const flo
 // Every parameter's initial values from the registry's seeded RNG.
 void initialize_weights(ModelRuntime& rt, AdamWOptimizer& opt, uint64_t seed);
 
+// --moe-router-enable-expert-bias: tokens (L, E), this rank's kept pairs per
+// MoE layer and expert (MoeStats::expert_tokens), summed over TP x CP x DP in
+// place; then each expert bias held here moves by moe_expert_bias_update.
+void update_expert_biases(ModelRuntime& rt, AdamWOptimizer& opt, ParallelState& ps,
+                          std::vector<double>& tokens);
+
 // The pipeline neighbours of this rank.
 PipelineLinks pipeline_links(const ParallelState& ps);
 

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <random>
 
+#include "kernels/moe_router.h"
 #include "model_test_util.h"
 
 namespace mt {
@@ -74,13 +75,18 @@ void check_moe_gradient(const ModelConfig& cfg) {
   m.zero_grads();
   objective(true);
   std::vector<float> grad(m.grads, m.grads + m.reg.total_floats());
-  // Every kept choice of both layers (-1 where dropped): the routing.
+  // Every kept choice of both layers (-1 where dropped), and the plain top-k
+  // the load-balancing loss counts (another choice with groups or a bias):
+  // the routing.
   auto routing = [&] {
     std::vector<int32_t> r;
+    const int64_t pairs = b * cfg.seq_length * cfg.moe_router_topk;
     for (const LayerActivations& la : m.rt.slots()[0].act.layers) {
       const MoeRecord& moe = std::get<MoeRecord>(la.mlp);
-      for (int64_t p = 0; p < b * cfg.seq_length * cfg.moe_router_topk; ++p)
-        r.push_back(moe.kept[p] ? moe.expert[p] : -1);
+      for (int64_t p = 0; p < pairs; ++p) r.push_back(moe.kept[p] ? moe.expert[p] : -1);
+      r.resize(r.size() + size_t(pairs));
+      moe_topk_plain(r.data() + r.size() - pairs, moe.logits, b * cfg.seq_length,
+                     cfg.num_experts, cfg.moe_router_topk);
     }
     return r;
   };
@@ -158,6 +164,21 @@ TEST(MoeGradient, GroupedGemmMatchesFiniteDifferences) {
 
 TEST(MoeGradient, DroppedTokensMatchFiniteDifferences) {
   check_moe_gradient(moe_config("aux_loss", false, 0.5));
+}
+
+// DeepSeek-V3's routing: sigmoid scores normalised over the chosen, times a
+// scaling factor, chosen in the best of 2 groups with an expert bias (noise
+// on its zeros, so that it changes choices; no gradient of its own), and the
+// per-sequence loss on the sigmoid scores normalised over all experts.
+TEST(MoeGradient, SigmoidGroupLimitedBiasedRoutingMatchesFiniteDifferences) {
+  ModelConfig cfg = moe_config("seq_aux_loss", false, -1);
+  cfg.moe_router_score_function = "sigmoid";
+  cfg.moe_router_num_groups = 2;
+  cfg.moe_router_group_topk = 1;
+  cfg.moe_router_topk_scaling_factor = 2.5f;
+  cfg.moe_router_enable_expert_bias = true;
+  cfg.finalize(1);
+  check_moe_gradient(cfg);
 }
 
 // The router losses' gradient is scaled by aux_loss_scale alone: doubling it

@@ -46,7 +46,13 @@ MoeShapes moe_shapes(const ModelConfig& c, const StageLayout& st, const GptShape
   m.topk = c.moe_router_topk;
   m.f = c.moe_ffn();
   m.f_in = c.fc1_rows(m.f);
-  m.pre_softmax = c.moe_router_pre_softmax;
+  m.routing.score = c.moe_router_score_function == "sigmoid" ? MoeScoreFunction::kSigmoid
+                                                              : MoeScoreFunction::kSoftmax;
+  m.routing.pre_softmax = c.moe_router_pre_softmax;
+  m.routing.num_groups = c.moe_router_num_groups;
+  m.routing.group_topk = c.moe_router_group_topk;
+  if (c.moe_router_topk_scaling_factor > 0) m.routing.scaling = c.moe_router_topk_scaling_factor;
+  m.limited = c.moe_router_group_topk > 0 || c.moe_router_enable_expert_bias;
   m.router_fp32 = c.moe_router_dtype == "fp32";
   const std::string& lb = c.moe_router_load_balancing_type;
   m.aux_seqs = lb == "aux_loss" ? 1 : lb == "seq_aux_loss" ? sh.b : 0;
@@ -89,6 +95,9 @@ void moe_param_specs(ParamRegistry& reg, const std::string& prefix) {
   const int64_t h = c.hidden_size, f = c.moe_ffn();
   const float std = c.init_method_std, out_std = output_init_std(c);
   reg.add(prefix + "router.weight", c.num_experts, h, 2, -1, Init::kNormal, std, true);
+  if (c.moe_router_enable_expert_bias)
+    reg.add(prefix + "router.expert_bias", c.num_experts, 1, 1, -1, Init::kZeros, 0, false)
+        .expert_bias = true;
   const int64_t local =
       divide(c.num_experts, st.ep_size, "--num-experts by --expert-model-parallel-size");
   for (int64_t e = st.ep_rank * local; e < (st.ep_rank + 1) * local; ++e) {
@@ -109,7 +118,7 @@ namespace {
 // Sizes of the record's and workspace's arrays, in carve order.
 struct MoeSizes {
   int64_t n, n_full, h, E, k, seqs, ep, rows, f, f_in, x_rows, vals, shared_f, shared_f_in;
-  bool bf16, swiglu;
+  bool bf16, swiglu, limited;
   MoeSizes(const MoeShapes& m, int64_t n_, int64_t n_full_, int64_t h_, bool bf16_, bool swiglu_)
       : n(n_),
         n_full(n_full_),
@@ -126,7 +135,8 @@ struct MoeSizes {
         shared_f(m.shared_f),
         shared_f_in(m.shared_f_in),
         bf16(bf16_),
-        swiglu(swiglu_) {}
+        swiglu(swiglu_),
+        limited(m.limited) {}
   explicit MoeSizes(const GptShapes& sh)
       : MoeSizes(moe_of(sh), sh.local_tokens(), sh.tokens(), sh.h, sh.cm.math == MathMode::kBF16,
                  sh.swiglu) {}
@@ -187,6 +197,11 @@ MoeWorkspace carve_workspace(Arena& arena, const MoeSizes& z) {
   w.w32 = arena.alloc_f32(z.E * z.h);
   w.dlogits = arena.alloc_f32(z.n * z.E);
   w.dprob = arena.alloc_f32(z.n * z.k);
+  if (z.limited) {
+    w.aux_expert = reinterpret_cast<int32_t*>(arena.alloc_f32(z.n * z.k));
+    w.load = reinterpret_cast<double*>(alloc_i64(arena, z.E));
+  }
+  w.bias32 = arena.alloc_f32(z.E);
   w.xa = arena.alloc_f32(z.x_rows * z.h);
   w.xb = arena.alloc_f32(z.x_rows * z.h);
   w.va = arena.alloc_f32(z.vals);
@@ -272,13 +287,35 @@ double group_tokens(const GptShapes& sh) {
 }
 
 // The load-balancing loss's scale (its coefficient left out): E / (k·T²), or
-// per sequence E / (k·S²·b).
+// per sequence E / (k·S²·b) with S = T / b, the group's rows of a sequence
+// (Megatron's _apply_seq_aux_loss: total_num_tokens of the (s, b·E) view).
 double aux_scale(const GptShapes& sh) {
   const MoeShapes& m = moe_of(sh);
-  const double base = double(m.experts) / double(m.topk);
-  if (m.aux_seqs <= 1) return base / (group_tokens(sh) * group_tokens(sh));
-  const double s = double(sh.s_global);
-  return base / (s * s * double(sh.b));
+  const double base = double(m.experts) / double(m.topk), T = group_tokens(sh);
+  if (m.aux_seqs <= 1) return base / (T * T);
+  const double S = T / double(sh.b);
+  return base / (S * S * double(sh.b));
+}
+
+// The routing with this layer's expert bias (fp32 in `tmp`, E floats), if any.
+MoeRouting routing_with_bias(const MoeShapes& m, ReadView bias, float* tmp) {
+  MoeRouting r = m.routing;
+  if (bias.f32 == nullptr && bias.bf16 == nullptr) return r;
+  convert(tmp, bias, m.experts);
+  r.bias = tmp;
+  return r;
+}
+
+// The busiest expert's share of `counts` (seqs, E) summed over the sequences.
+double busiest_share(const double* counts, int64_t E, int64_t seqs) {
+  double total = 0, most = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    double c = 0;
+    for (int64_t s = 0; s < seqs; ++s) c += counts[s * E + e];
+    total += c;
+    most = std::max(most, c);
+  }
+  return total > 0 ? most / total : 0;
 }
 
 // Elements from expert 0's tensor to expert 1's in the flat buffer (the
@@ -410,30 +447,48 @@ void moe_block_forward(float* out, MoeRecord& rec, const MoeParams<ReadView>& w,
   linear_forward(rec.logits, router_input(rec, ws, sh), router_weight(w.router_w, ws, sh), nullptr,
                  n, sh.h, E);
   moe_router_round(rec.logits, n * E, router_math(sh));
-  moe_topk_forward(rec.expert, rec.prob, rec.scores, rec.logits, n, E, k, m.pre_softmax);
+  const MoeRouting routing = routing_with_bias(m, w.expert_bias, ws.bias32);
+  moe_topk_forward(rec.expert, rec.prob, rec.scores, rec.logits, n, E, k, routing);
   const int64_t capacity = m.capacity_factor > 0 ? m.capacity : -1;
   moe_apply_capacity(rec.kept, rec.expert, rec.prob, n, E, k, capacity, m.drop_by_position,
                      ws.host->capacity.data());
   for (int64_t p = 0; p < n * k; ++p) rec.gate[p] = rec.kept[p] ? rec.prob[p] : 0.f;
   moe_router_round(rec.gate, n * k, router_math(sh));
-  // The choices' counts over the micro-batch's tokens (load balancing, the log).
+  // The choices' counts over the micro-batch's tokens for the load-balancing
+  // loss: with groups or a bias, those of the plain top-k, as Megatron's
+  // compute_routing_scores_for_aux_loss counts them.
   const int64_t seqs = std::max<int64_t>(1, m.aux_seqs);
-  moe_expert_counts(rec.counts, rec.expert, n, k, E, seqs);
+  const int32_t* aux_choice = rec.expert;
+  if (m.limited) {
+    moe_topk_plain(ws.aux_expert, rec.logits, n, E, k);
+    aux_choice = ws.aux_expert;
+  }
+  moe_expert_counts(rec.counts, aux_choice, n, k, E, seqs);
   sum_over_sequence(rec.counts, seqs * E, sh);
   if (call.ctx.training && call.ctx.moe_stats != nullptr) {
     MoeStats& st = *call.ctx.moe_stats;
     if (m.aux_seqs > 0)
-      st.load_balancing_loss += moe_aux_loss(rec.scores, rec.counts, n, E, seqs, aux_scale(sh));
+      st.load_balancing_loss +=
+          moe_aux_loss(rec.scores, rec.counts, n, E, seqs, aux_scale(sh), m.routing.score);
     if (m.z_coeff > 0) st.z_loss += moe_z_loss(rec.logits, n, E, 1.0 / group_tokens(sh));
-    double total = 0, most = 0;
-    for (int64_t e = 0; e < E; ++e) {
-      double c = 0;
-      for (int64_t s = 0; s < seqs; ++s) c += rec.counts[s * E + e];
-      total += c;
-      most = std::max(most, c);
+    // The log's busiest expert: of the choices made.
+    const double* load = rec.counts;
+    if (m.limited) {
+      moe_expert_counts(ws.load, rec.expert, n, k, E, 1);
+      sum_over_sequence(ws.load, E, sh);
+      load = ws.load;
     }
-    if (total > 0) st.busiest_share = std::max(st.busiest_share, most / total);
+    st.busiest_share = std::max(st.busiest_share, busiest_share(load, E, m.limited ? 1 : seqs));
     ++st.layer_passes;
+    // The expert bias's load: the kept pairs (Megatron's routing_map after
+    // the capacity), this rank's tokens; the trainer sums them over the ranks.
+    // A layer under full recompute counts every micro-batch twice: the sign
+    // of mean - load, all the update reads, stays.
+    if (!st.expert_tokens.empty()) {
+      double* tokens = st.expert_tokens.data() + call.layer * E;
+      for (int64_t p = 0; p < n * k; ++p)
+        if (rec.kept[p]) tokens[rec.expert[p]] += 1;
+    }
   }
   // Dispatch, experts, combine.
   moe_dispatch_forward(rec, ws, sh);
@@ -471,11 +526,12 @@ void moe_block_backward(float* din, const MoeParams<float*>& g, const float* dou
   }
   // Router: the gates' gradient, then the auxiliary losses'.
   moe_gate_grad_back(ws.dprob, ws.dgate_rows, rec, ws, sh);
-  moe_topk_backward(ws.dlogits, ws.dprob, rec.expert, rec.prob, rec.scores, n, E, k, m.pre_softmax);
+  moe_topk_backward(ws.dlogits, ws.dprob, rec.expert, rec.prob, rec.scores, n, E, k, m.routing);
   const double scale = call.ctx.aux_loss_scale;
   if (m.aux_seqs > 0 && m.aux_coeff > 0)
     moe_aux_loss_backward(ws.dlogits, rec.scores, rec.counts, n, E,
-                          std::max<int64_t>(1, m.aux_seqs), scale * m.aux_coeff * aux_scale(sh));
+                          std::max<int64_t>(1, m.aux_seqs), scale * m.aux_coeff * aux_scale(sh),
+                          m.routing.score);
   if (m.z_coeff > 0)
     moe_z_loss_backward(ws.dlogits, rec.logits, n, E, scale * m.z_coeff / group_tokens(sh));
   moe_router_round(ws.dlogits, n * E, router_math(sh));  // the logits' gradient in their dtype
@@ -488,6 +544,7 @@ MoeDecodeWorkspace carve_moe_decode_workspace(Arena& arena, const GptShapes& sh,
   const MoeShapes& m = moe_of(sh);
   MoeDecodeWorkspace ws;
   ws.logits = arena.alloc_f32(rows * m.experts);
+  ws.bias32 = arena.alloc_f32(m.experts);
   ws.scores = arena.alloc_f32(rows * m.experts);
   ws.prob = arena.alloc_f32(rows * m.topk);
   ws.expert = reinterpret_cast<int32_t*>(arena.alloc_f32(rows * m.topk));
@@ -511,9 +568,9 @@ double moe_decode_workspace_floats(const ModelConfig& c, int64_t tp, int64_t row
     const int64_t fs = c.moe_shared_expert_intermediate_size / tp;
     shared = mlp_decode_workspace_floats(r, double(fs), double(c.fc1_rows(fs))) + r * h;
   }
-  // logits, scores; prob, expert; rows (int64), gate; x; fc, act; y
+  // logits, scores; prob, expert; rows (int64), gate; x; fc, act; y; the bias
   return r * (2.0 * double(c.num_experts) + 2.0 * double(c.moe_router_topk) + 3 +
-              h + double(c.fc1_rows(c.moe_ffn())) + f + h) + shared;
+              h + double(c.fc1_rows(c.moe_ffn())) + f + h) + shared + double(c.num_experts);
 }
 
 void moe_block_decode(float* out, MoeDecodeWorkspace& ws, const float* in,
@@ -522,7 +579,7 @@ void moe_block_decode(float* out, MoeDecodeWorkspace& ws, const float* in,
   linear_forward(ws.logits, in, w.router_w, nullptr, rows, sh.h, m.experts);
   moe_router_round(ws.logits, rows * m.experts, router_math(sh));
   moe_topk_forward(ws.expert, ws.prob, ws.scores, ws.logits, rows, m.experts, m.topk,
-                   m.pre_softmax);
+                   routing_with_bias(m, w.expert_bias, ws.bias32));
   moe_router_round(ws.prob, rows * m.topk, router_math(sh));
   fill_zero(out, size_t(rows * sh.h) * sizeof(float));
   for (int64_t local = 0; local < m.local; ++local) {  // no capacity in inference, as in Megatron

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/moe_router.h"
 #include "model/blocks/block.h"
 #include "model/blocks/mlp_block.h"
 
@@ -29,7 +30,8 @@ struct MoeShapes {
   int64_t first = 0;        // global index of the first one
   int64_t topk = 0;
   int64_t f = 0, f_in = 0;  // an expert's ffn and fc1 rows (2f with SwiGLU)
-  bool pre_softmax = false;
+  MoeRouting routing;        // score function, groups, scaling (the bias is a parameter)
+  bool limited = false;      // groups or an expert bias: the aux losses count their own top-k
   bool router_fp32 = false;  // --moe-router-dtype fp32: logits and probs fp32 in any run
   int64_t aux_seqs = 0;     // 0: no load-balancing loss; 1: aux_loss; b: seq_aux_loss
   float aux_coeff = 0, z_coeff = 0;
@@ -63,6 +65,7 @@ struct ExpertParams {
 template <class P>
 struct MoeParams {
   P router_w{};                          // (E, h), replicated
+  P expert_bias{};                       // (E) not trained (--moe-router-enable-expert-bias)
   std::vector<ExpertParams<P>> experts;  // this rank's, in global order
   MlpParams<P> shared;                   // the shared expert, if any
 };
@@ -113,6 +116,9 @@ struct MoeWorkspace {
   float* w32 = nullptr;      // (E, h) the router's fp32 weight (bf16 runs)
   float* dlogits = nullptr;  // (n, E)
   float* dprob = nullptr;    // (n, k)
+  int32_t* aux_expert = nullptr;  // (n, k) the aux losses' plain top-k (MoeShapes::limited)
+  double* load = nullptr;    // (E) the routed choices per expert (MoeShapes::limited)
+  float* bias32 = nullptr;   // (E) the expert bias in fp32
   float* xa = nullptr;       // exchange buffers: max(n·k, max_rows, EP·n) rows of h
   float* xb = nullptr;
   float* va = nullptr;  // per-row values: max(n·k, max_rows)·EP
@@ -130,7 +136,8 @@ struct MoeWorkspace {
 MoeShapes moe_shapes(const ModelConfig& c, const StageLayout& st, const GptShapes& sh,
                      const Communicator* ep);
 
-// Adds <prefix>router.weight and this rank's experts'
+// Adds <prefix>router.weight (and <prefix>router.expert_bias, Megatron's
+// buffer, with --moe-router-enable-expert-bias) and this rank's experts'
 // <prefix>experts.local_experts.<global e>.linear_fc{1,2}.{weight,bias}.
 void moe_param_specs(ParamRegistry& reg, const std::string& prefix);
 
@@ -140,6 +147,7 @@ MoeParams<P> bind_moe(const ParamBinder<P>& bind, const std::string& prefix) {
   const StageLayout& st = bind.reg.stage();
   MoeParams<P> m;
   m.router_w = bind.at(prefix + "router.weight");
+  m.expert_bias = bind.maybe(prefix + "router.expert_bias");
   const int64_t local = c.num_experts / st.ep_size;
   for (int64_t e = st.ep_rank * local; e < (st.ep_rank + 1) * local; ++e) {
     const std::string p = prefix + "experts.local_experts." + std::to_string(e) + ".";
@@ -179,6 +187,7 @@ void moe_block_backward(float* din, const MoeParams<float*>& g, const float* dou
 // experts. Each local expert runs once over the rows routed to it.
 struct MoeDecodeWorkspace {
   float* logits = nullptr;      // (R, E)
+  float* bias32 = nullptr;      // (E) the expert bias in fp32
   float* scores = nullptr;      // (R, E)
   float* prob = nullptr;        // (R, k)
   int32_t* expert = nullptr;    // (R, k)
