@@ -1,0 +1,115 @@
+// Dropout masks' throughput on GPT-2 small's shapes (s=1024, h=768, a=12,
+// d=64): dropout_forward and dropout_add_forward over a (1024, 8, 768)
+// activation, attention forward + backward at p=0.1 against p=0 (the
+// difference is the mask's cost), and zero_streaming of a 256 MB gradient
+// buffer. One JSON line per kernel: best-of-N milliseconds, and ns per masked
+// element where there is a mask. The CPU path comes from the environment:
+//   for isa in scalar avx2 avx512; do MT_ISA=$isa OMP_NUM_THREADS=2 build/bench/bench_dropout; done
+// (kernels/cpu_isa.h; oneDNN picks its own, ONEDNN_MAX_CPU_ISA=AVX2 to pin it).
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bench_cli.h"
+#include "kernels/attention.h"
+#include "kernels/dropout.h"
+#include "kernels/fill.h"
+
+namespace {
+
+// Best wall time in ms of `fn` over enough repetitions for ~`budget_s` seconds
+// (at least 3), after one warm-up call (first touch).
+double best_ms(const std::function<void()>& fn, double budget_s = 0.5) {
+  fn();
+  double best = 1e30, total = 0;
+  for (int rep = 0; rep < 3 || (total < budget_s && rep < 200); ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::min(best, sec);
+    total += sec;
+  }
+  return best * 1e3;
+}
+
+const char* isa_env() {
+  const char* e = std::getenv("MT_ISA");
+  return e && *e ? e : "default";
+}
+
+// masked: elements whose mask the kernel draws (0: none).
+void report(const char* name, double ms, int64_t masked) {
+  std::printf("{\"bench\":\"dropout\",\"name\":\"%s\",\"isa\":\"%s\",\"threads\":%d,\"ms\":%.3f",
+              name, isa_env(), omp_get_max_threads(), ms);
+  if (masked > 0) std::printf(",\"ns_per_element\":%.3f", ms * 1e6 / double(masked));
+  std::printf("}\n");
+  std::fflush(stdout);
+}
+
+void bench_dropout() {
+  const int64_t s = 1024, b = 8, h = 768, n = s * b * h;
+  std::vector<float> x(static_cast<size_t>(n), 1.f), res(x), out(x);
+  mt::DropoutSpec d;
+  d.rng = mt::RngStream::make(1, "bench_dropout", 3);
+  d.p = 0.1f;
+  d.s_global = s;
+  d.h_global = h;
+  report("dropout_forward", best_ms([&] {
+           mt::dropout_forward(out.data(), x.data(), s, b, h, d);
+         }), n);
+  report("dropout_add_forward", best_ms([&] {
+           mt::dropout_add_forward(out.data(), x.data(), res.data(), s, b, h, d);
+         }), n);
+  report("dropout_backward", best_ms([&] {
+           mt::dropout_backward(out.data(), x.data(), s, b, h, d);
+         }), n);
+}
+
+void bench_attention() {
+  const mt::AttentionDims dims{1, 12, 1024, 64};
+  const int64_t n = dims.b * dims.a * dims.s * dims.d;
+  std::vector<float> q(static_cast<size_t>(n)), k(q), v(q), dctx(q), ctx(q), dq(q), dk(q), dv(q);
+  for (int64_t i = 0; i < n; ++i) q[size_t(i)] = k[size_t(i)] = v[size_t(i)] =
+      dctx[size_t(i)] = 0.05f * float((i * 7919) % 23 - 11);
+  std::vector<float> lse(static_cast<size_t>(dims.b * dims.a * dims.s));
+  std::vector<float> ws(static_cast<size_t>(mt::attention_workspace_floats(dims)));
+  // Causal scores drawn a mask: b·a·s(s+1)/2.
+  const int64_t scores = dims.b * dims.a * dims.s * (dims.s + 1) / 2;
+  for (float p : {0.f, 0.1f}) {
+    mt::AttentionDropout drop;
+    drop.rng = mt::RngStream::make(1, "bench_attention");
+    drop.p = p;
+    const double ms = best_ms([&] {
+      mt::attention_forward(ctx.data(), lse.data(), q.data(), k.data(), v.data(), dims, drop,
+                            ws.data());
+      mt::attention_backward(dq.data(), dk.data(), dv.data(), dctx.data(), q.data(), k.data(),
+                             v.data(), ctx.data(), lse.data(), dims, drop, ws.data());
+    });
+    report(p > 0 ? "attention_fwd_bwd p=0.1" : "attention_fwd_bwd p=0", ms, p > 0 ? scores : 0);
+  }
+}
+
+void bench_zero() {
+  const int64_t n = int64_t(64) << 20;  // 256 MB
+  std::vector<float> g(static_cast<size_t>(n), 1.f);
+  report("zero_streaming 256MB", best_ms([&] { mt::zero_streaming(g.data(), n); }), 0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Dropout masks' and streaming zeroing's throughput on GPT-2 small's shapes, on the "
+               "CPU path MT_ISA names (scalar, avx2, avx512): one JSON line per kernel",
+               "bench_dropout"};
+  if (const int rc = parse_bench_args(app, argc, argv); rc >= 0) return rc;
+  bench_dropout();
+  bench_attention();
+  bench_zero();
+}
