@@ -1,7 +1,8 @@
 // Dropout masks' throughput on GPT-2 small's shapes (s=1024, h=768, a=12,
 // d=64): dropout_forward and dropout_add_forward over a (1024, 8, 768)
 // activation, attention forward + backward at p=0.1 against p=0 (the
-// difference is the mask's cost), and zero_streaming of a 256 MB gradient
+// difference is the masks' cost, per score and pass), the masks alone
+// (dropout_multipliers), and zero_streaming of a 256 MB gradient
 // buffer. One JSON line per kernel: best-of-N milliseconds, and ns per masked
 // element where there is a mask. The CPU path comes from the environment:
 //   for isa in scalar avx2 avx512; do MT_ISA=$isa OMP_NUM_THREADS=2 build/bench/bench_dropout; done
@@ -80,8 +81,9 @@ void bench_attention() {
       dctx[size_t(i)] = 0.05f * float((i * 7919) % 23 - 11);
   std::vector<float> lse(static_cast<size_t>(dims.b * dims.a * dims.s));
   std::vector<float> ws(static_cast<size_t>(mt::attention_workspace_floats(dims)));
-  // Causal scores drawn a mask: b·a·s(s+1)/2.
+  // Causal scores drawn a mask: b·a·s(s+1)/2, in forward and again in backward.
   const int64_t scores = dims.b * dims.a * dims.s * (dims.s + 1) / 2;
+  double ms_p0 = 0;
   for (float p : {0.f, 0.1f}) {
     mt::AttentionDropout drop;
     drop.rng = mt::RngStream::make(1, "bench_attention");
@@ -92,8 +94,32 @@ void bench_attention() {
       mt::attention_backward(dq.data(), dk.data(), dv.data(), dctx.data(), q.data(), k.data(),
                              v.data(), ctx.data(), lse.data(), dims, drop, ws.data());
     });
-    report(p > 0 ? "attention_fwd_bwd p=0.1" : "attention_fwd_bwd p=0", ms, p > 0 ? scores : 0);
+    if (p == 0.f) {
+      ms_p0 = ms;
+      report("attention_fwd_bwd p=0", ms, 0);
+    } else {
+      report("attention_fwd_bwd p=0.1", ms, 0);
+      report("attention mask (p=0.1 minus p=0)", ms - ms_p0, 2 * scores);
+    }
   }
+}
+
+// The masks alone (one thread's Philox lanes and compare): 128-element runs
+// over 4M consecutive indices, as a row of attention scores draws them.
+void bench_masks() {
+  const int64_t n = int64_t(1) << 22;
+  const mt::RngStream rng = mt::RngStream::make(1, "bench_masks", 3);
+  alignas(64) float mult[mt::kDropoutRun];
+  float sink = 0;
+  const double ms = best_ms([&] {
+    for (int64_t j0 = 0, len = 0; j0 < n; j0 += len) {
+      len = mt::dropout_run(uint64_t(j0) + 1, n - j0);  // starting inside a block
+      mt::dropout_multipliers(mult, len, uint64_t(j0) + 1, rng, 0.1f, 1.f / 0.9f);
+      sink += mult[0];
+    }
+  });
+  report("dropout_multipliers (1 thread)", ms, n);
+  if (sink < 0) std::printf("%f\n", sink);
 }
 
 void bench_zero() {
@@ -109,6 +135,7 @@ int main(int argc, char** argv) {
                "CPU path MT_ISA names (scalar, avx2, avx512): one JSON line per kernel",
                "bench_dropout"};
   if (const int rc = parse_bench_args(app, argc, argv); rc >= 0) return rc;
+  bench_masks();
   bench_dropout();
   bench_attention();
   bench_zero();
