@@ -18,6 +18,7 @@
 
 #include "backend/device.h"
 #include "core/error.h"
+#include "kernels/cpu_isa.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/dropout.h"
 #include "kernels/matmul.h"
@@ -379,7 +380,7 @@ void attention_forward(float* ctx, float* lse, ReadView q_in, ReadView k_in, Rea
     block_times_keys_t(scores, at(q, q0 * pl.d), at(k, ko), bf16 ? q16 + q0 * pl.d : nullptr,
                        bf16 ? k16 + ko : nullptr, pl, bq, kv);
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < pl.bh * bq; ++r) {
+    for (int64_t r = 0; r < pl.bh * bq; ++r) on_isa(active_isa(), [=] {
       const int64_t h = r / bq, qi = q0 + r % bq, lo = pl.first(h / pl.a, qi) - k_lo;
       const int64_t nk = std::max<int64_t>(pl.visible(qi) - k_lo - lo, 0);
       float* row = scores + r * kv;
@@ -405,7 +406,7 @@ void attention_forward(float* ctx, float* lse, ReadView q_in, ReadView k_in, Rea
         normalize_row(p16 + r * kv, row, lo, nk, kv, inv, pl, drop, h, qi, k_lo, keep_scale);
       else
         normalize_row(row, row, lo, nk, kv, inv, pl, drop, h, qi, k_lo, keep_scale);
-    }
+    });
     probs_times_values(ctx + q0 * pl.d, scores, at(v, ko), p16, bf16 ? v16 + ko : nullptr, pl, bq,
                        kv);
   }
@@ -477,7 +478,7 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dctx, Read
     block_times_keys_t(dprobs, dctx + off, at(v, ko), bf16 ? dctx16 + off : nullptr,
                        bf16 ? v16 + ko : nullptr, pl, bq, kv);  // dP = dctx · vᵀ
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < pl.bh * bq; ++r) {
+    for (int64_t r = 0; r < pl.bh * bq; ++r) on_isa(active_isa(), [=] {
       const int64_t h = r / bq, qi = q0 + r % bq, lo = pl.first(h / pl.a, qi) - k_lo;
       const int64_t nk = std::max<int64_t>(pl.visible(qi) - k_lo - lo, 0);
       // The row's visible entries [lo, lo + nk) of kv.
@@ -525,7 +526,7 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dctx, Read
         std::fill(p_row + nk, p_row - lo + kv, 0.f);
         std::fill(dp_row + nk, dp_row - lo + kv, 0.f);
       }
-    }
+    });
     // dv[:, k_lo:k_lo+kv] (+)= dropout(P)ᵀ · dctx_block; dk (+)= (dS·scale)ᵀ · q_block
     probs_t_times_rows(dv + ko, probs, dctx + off, p16, bf16 ? dctx16 + off : nullptr, pl, bq, kv,
                        dkv_written);

@@ -35,24 +35,39 @@ void f32_to_bf16(uint16_t* out, const float* in, int64_t n) {
   MT_CHECK(n >= 0 && (n == 0 || (out && in)), "f32_to_bf16: n=", n, " out=", out, " in=", in,
            "; fix: pass buffers of n elements");
   if (MT_ON_DEVICE(out)) return cuda::f32_to_bf16(out, in, n);
-#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) out[i] = bf16_from_f32(in[i]);
+  for_slices_on_isa(
+      n,
+      [=](int64_t begin, int64_t end) {
+#pragma omp simd
+        for (int64_t i = begin; i < end; ++i) out[i] = bf16_from_f32(in[i]);
+      },
+      kParallelMin);
 }
 
 void bf16_to_f32(float* out, const uint16_t* in, int64_t n) {
   MT_CHECK(n >= 0 && (n == 0 || (out && in)), "bf16_to_f32: n=", n, " out=", out, " in=", in,
            "; fix: pass buffers of n elements");
   if (MT_ON_DEVICE(out)) return cuda::bf16_to_f32(out, in, n);
-#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) out[i] = f32_from_bf16(in[i]);
+  for_slices_on_isa(
+      n,
+      [=](int64_t begin, int64_t end) {
+#pragma omp simd
+        for (int64_t i = begin; i < end; ++i) out[i] = f32_from_bf16(in[i]);
+      },
+      kParallelMin);
 }
 
 void round_to_f16(float* out, const float* in, int64_t n) {
   MT_CHECK(n >= 0 && (n == 0 || (out && in)), "round_to_f16: n=", n, " out=", out, " in=", in,
            "; fix: pass buffers of n elements");
   if (MT_ON_DEVICE(out)) return cuda::round_to_f16(out, in, n);
-#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) out[i] = f16_round(in[i]);
+  for_slices_on_isa(
+      n,
+      [=](int64_t begin, int64_t end) {
+#pragma omp simd
+        for (int64_t i = begin; i < end; ++i) out[i] = f16_round(in[i]);
+      },
+      kParallelMin);
 }
 
 bool cpu_has_native_bf16() { return cpu_has_avx512_bf16() || cpu_has_amx_bf16(); }
