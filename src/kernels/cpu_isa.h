@@ -65,7 +65,8 @@ Isa set_isa_for_testing(Isa isa);
 // by value: its copy is the wrapper's own, so the compiler keeps the captured
 // scalars in registers; by reference, a store to an output float might alias
 // a captured float, which is reloaded every element, and loops such as
-// AdamW's stay scalar.
+// AdamW's stay scalar. (So capture pointers and numbers, never a container:
+// each row would copy it.)
 template <class Body>
 MT_TARGET_AVX512 __attribute__((flatten, noinline)) void on_avx512(Body body) {
   body();
