@@ -9,6 +9,11 @@
 // matmuls round their operands and accumulate in fp32; in bf16 the row passes
 // store P and dS·scale only as the bf16 operands (rounded once, from the same
 // fp32 values as in fp16 and fp32), never as fp32 rows.
+// The row passes are compiled once, for the build's -march (no on_isa paths,
+// kernels/cpu_isa.h): compiled per instruction set their sums round
+// differently (~3e-7), which moves GoldenQwen2's five AdamW steps past its
+// 1e-5 bar (the k bias's gradient is round-off that AdamW normalises). The
+// dropout mask has paths (dropout_multipliers), bit for bit the same.
 #include "kernels/attention.h"
 
 #include <algorithm>
@@ -18,7 +23,6 @@
 
 #include "backend/device.h"
 #include "core/error.h"
-#include "kernels/cpu_isa.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/dropout.h"
 #include "kernels/matmul.h"
@@ -380,7 +384,7 @@ void attention_forward(float* ctx, float* lse, ReadView q_in, ReadView k_in, Rea
     block_times_keys_t(scores, at(q, q0 * pl.d), at(k, ko), bf16 ? q16 + q0 * pl.d : nullptr,
                        bf16 ? k16 + ko : nullptr, pl, bq, kv);
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < pl.bh * bq; ++r) on_isa(active_isa(), [=] {
+    for (int64_t r = 0; r < pl.bh * bq; ++r) {
       const int64_t h = r / bq, qi = q0 + r % bq, lo = pl.first(h / pl.a, qi) - k_lo;
       const int64_t nk = std::max<int64_t>(pl.visible(qi) - k_lo - lo, 0);
       float* row = scores + r * kv;
@@ -406,7 +410,7 @@ void attention_forward(float* ctx, float* lse, ReadView q_in, ReadView k_in, Rea
         normalize_row(p16 + r * kv, row, lo, nk, kv, inv, pl, drop, h, qi, k_lo, keep_scale);
       else
         normalize_row(row, row, lo, nk, kv, inv, pl, drop, h, qi, k_lo, keep_scale);
-    });
+    }
     probs_times_values(ctx + q0 * pl.d, scores, at(v, ko), p16, bf16 ? v16 + ko : nullptr, pl, bq,
                        kv);
   }
@@ -478,7 +482,7 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dctx, Read
     block_times_keys_t(dprobs, dctx + off, at(v, ko), bf16 ? dctx16 + off : nullptr,
                        bf16 ? v16 + ko : nullptr, pl, bq, kv);  // dP = dctx · vᵀ
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < pl.bh * bq; ++r) on_isa(active_isa(), [=] {
+    for (int64_t r = 0; r < pl.bh * bq; ++r) {
       const int64_t h = r / bq, qi = q0 + r % bq, lo = pl.first(h / pl.a, qi) - k_lo;
       const int64_t nk = std::max<int64_t>(pl.visible(qi) - k_lo - lo, 0);
       // The row's visible entries [lo, lo + nk) of kv.
@@ -526,7 +530,7 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dctx, Read
         std::fill(p_row + nk, p_row - lo + kv, 0.f);
         std::fill(dp_row + nk, dp_row - lo + kv, 0.f);
       }
-    });
+    }
     // dv[:, k_lo:k_lo+kv] (+)= dropout(P)ᵀ · dctx_block; dk (+)= (dS·scale)ᵀ · q_block
     probs_t_times_rows(dv + ko, probs, dctx + off, p16, bf16 ? dctx16 + off : nullptr, pl, bq, kv,
                        dkv_written);
