@@ -30,11 +30,13 @@ void dropout_multipliers(float* mult, int64_t n, uint64_t base, const RngStream&
     len = dropout_run(g0, n - j0);
     philox_blocks(words, g0 >> 2, (off + len + 3) >> 2, rng);
     // Word (g & 3) of block (g >> 2), mapped to [0, 1) as RngStream::uniform,
-    // compared as dropout_keep.
+    // compared as dropout_keep. (24 bits convert exactly through int32, which
+    // AVX2 converts in vectors; it has no unsigned conversion.)
     const uint32_t* word = words + off;
 #pragma omp simd
     for (int64_t e = 0; e < len; ++e)
-      mult[j0 + e] = float(word[e] >> 8) * (1.0f / 16777216.0f) >= p ? kept_scale : 0.f;
+      mult[j0 + e] =
+          float(int32_t(word[e] >> 8)) * (1.0f / 16777216.0f) >= p ? kept_scale : 0.f;
   }
 }
 
