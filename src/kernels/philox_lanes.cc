@@ -33,7 +33,7 @@ void blocks_scalar(uint32_t* words, uint64_t first, int64_t count, const RngStre
 
 // Two registers of blocks per call, as two independent chains: a round is a
 // chain of multiplies (VPMULLD takes 10 cycles), which one register alone
-// leaves mostly waiting (measured: bench_dropout's dropout_multipliers).
+// leaves mostly waiting (measured: bench_cpu_paths's dropout_multipliers).
 constexpr int kChains = 2;
 
 // 16 blocks from `first`: words (64) [=].
