@@ -14,6 +14,7 @@
 
 #include "backend/device.h"
 #include "core/error.h"
+#include "kernels/cpu_isa.h"
 #include "kernels/cuda/adamw.h"
 #include "kernels/precision.h"
 
@@ -26,19 +27,21 @@ template <bool WithCopy>
 void adamw_loop(float* param, const float* grad, float* m, float* v, int64_t n, float gscale,
                 float decay, float w1, bool lerp_low, float beta2, float one_minus_b2,
                 float bc2_sqrt, float eps, float neg_step_size, uint16_t* param_bf16) {
-#pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = grad[i] * gscale;  // exact when gscale = 1
-    const float p = param[i] * decay;
-    const float mi = lerp_low ? m[i] + w1 * (g - m[i]) : g - (g - m[i]) * (1.f - w1);
-    const float vi = v[i] * beta2 + one_minus_b2 * g * g;
-    const float denom = std::sqrt(vi) / bc2_sqrt + eps;
-    const float updated = p + neg_step_size * mi / denom;
-    param[i] = updated;
-    m[i] = mi;
-    v[i] = vi;
-    if constexpr (WithCopy) param_bf16[i] = bf16_from_f32(updated);
-  }
+  for_slices_on_isa(n, [=](int64_t begin, int64_t end) {
+#pragma omp simd
+    for (int64_t i = begin; i < end; ++i) {
+      const float g = grad[i] * gscale;  // exact when gscale = 1
+      const float p = param[i] * decay;
+      const float mi = lerp_low ? m[i] + w1 * (g - m[i]) : g - (g - m[i]) * (1.f - w1);
+      const float vi = v[i] * beta2 + one_minus_b2 * g * g;
+      const float denom = std::sqrt(vi) / bc2_sqrt + eps;
+      const float updated = p + neg_step_size * mi / denom;
+      param[i] = updated;
+      m[i] = mi;
+      v[i] = vi;
+      if constexpr (WithCopy) param_bf16[i] = bf16_from_f32(updated);
+    }
+  });
 }
 
 }  // namespace

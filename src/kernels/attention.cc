@@ -9,6 +9,11 @@
 // matmuls round their operands and accumulate in fp32; in bf16 the row passes
 // store P and dS·scale only as the bf16 operands (rounded once, from the same
 // fp32 values as in fp16 and fp32), never as fp32 rows.
+// The row passes are compiled once, for the build's -march (no on_isa paths,
+// kernels/cpu_isa.h): compiled per instruction set their sums round
+// differently (~3e-7), which moves GoldenQwen2's five AdamW steps past its
+// 1e-5 bar (the k bias's gradient is round-off that AdamW normalises). The
+// dropout mask has paths (dropout_multipliers), bit for bit the same.
 #include "kernels/attention.h"
 
 #include <algorithm>
@@ -16,92 +21,15 @@
 #include <cmath>
 #include <limits>
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
-
 #include "backend/device.h"
 #include "core/error.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/dropout.h"
 #include "kernels/matmul.h"
 #include "kernels/vec_math.h"
 
 namespace mt {
 namespace {
-
-// Elements per call of dropout_multipliers: with any alignment of `base` they
-// fall into at most kDropBlocks Philox blocks of four words.
-constexpr int kDropBlocks = 16;
-constexpr int64_t kDropChunk = 4 * kDropBlocks - 4;
-
-// words[4i .. 4i+3] = rng.block(first + i) for i < kDropBlocks. With AVX-512 the
-// sixteen blocks run in the lanes of one register (4x faster than one block at
-// a time: 0.55 vs 2.1 ns per element); the generic path calls RngStream::block.
-inline void philox_blocks(uint32_t* words, uint64_t first, const RngStream& rng) {
-#if defined(__AVX512F__)
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i first_lo = _mm512_set1_epi32(int(uint32_t(first)));
-  const __m512i first_hi = _mm512_set1_epi32(int(uint32_t(first >> 32)));
-  __m512i c0 = _mm512_add_epi32(first_lo, lane);  // counter = first + i, carried into c1
-  __m512i c1 = _mm512_mask_add_epi32(first_hi, _mm512_cmplt_epu32_mask(c0, first_lo), first_hi,
-                                     _mm512_set1_epi32(1));
-  __m512i c2 = _mm512_set1_epi32(int(uint32_t(rng.step)));
-  __m512i c3 = _mm512_set1_epi32(int(uint32_t(rng.step >> 32)));
-  const __m512i m0 = _mm512_set1_epi64(0xD2511F53u), m1 = _mm512_set1_epi64(0xCD9E8D57u);
-  const __m512i m0_lo = _mm512_set1_epi32(int(0xD2511F53u));
-  const __m512i m1_lo = _mm512_set1_epi32(int(0xCD9E8D57u));
-  // All-lanes masks: the maskz forms avoid GCC 12's false -Wmaybe-uninitialized
-  // on the unmasked intrinsics.
-  constexpr __mmask8 kAll8 = 0xFF;
-  uint32_t k0 = rng.k0, k1 = rng.k1;
-  for (int r = 0; r < 10; ++r) {
-    // High words of the 32x32 -> 64-bit products: even lanes, then odd lanes.
-    const __m512i e0 = _mm512_maskz_mul_epu32(kAll8, c0, m0);
-    const __m512i o0 = _mm512_maskz_mul_epu32(kAll8, _mm512_maskz_srli_epi64(kAll8, c0, 32), m0);
-    const __m512i e1 = _mm512_maskz_mul_epu32(kAll8, c2, m1);
-    const __m512i o1 = _mm512_maskz_mul_epu32(kAll8, _mm512_maskz_srli_epi64(kAll8, c2, 32), m1);
-    const __m512i hi0 = _mm512_mask_blend_epi32(0xAAAA, _mm512_maskz_srli_epi64(kAll8, e0, 32), o0);
-    const __m512i hi1 = _mm512_mask_blend_epi32(0xAAAA, _mm512_maskz_srli_epi64(kAll8, e1, 32), o1);
-    const __m512i lo0 = _mm512_mullo_epi32(c0, m0_lo), lo1 = _mm512_mullo_epi32(c2, m1_lo);
-    c0 = _mm512_xor_si512(_mm512_xor_si512(hi1, c1), _mm512_set1_epi32(int(k0)));
-    c2 = _mm512_xor_si512(_mm512_xor_si512(hi0, c3), _mm512_set1_epi32(int(k1)));
-    c1 = lo1;
-    c3 = lo0;
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
-  }
-  alignas(64) uint32_t v0[16], v1[16], v2[16], v3[16];
-  _mm512_store_si512(v0, c0);
-  _mm512_store_si512(v1, c1);
-  _mm512_store_si512(v2, c2);
-  _mm512_store_si512(v3, c3);
-  for (int i = 0; i < kDropBlocks; ++i) {
-    words[4 * i] = v0[i];
-    words[4 * i + 1] = v1[i];
-    words[4 * i + 2] = v2[i];
-    words[4 * i + 3] = v3[i];
-  }
-#else
-  for (int i = 0; i < kDropBlocks; ++i) {
-    const Philox4 r = rng.block(first + uint64_t(i));
-    for (int w = 0; w < 4; ++w) words[4 * i + w] = r.v[w];
-  }
-#endif
-}
-
-// mult[j] = (element base + j kept) ? kept_scale : 0, for j < n <= kDropChunk.
-// The same mask as dropout_keep(rng, p, base + j), i.e. rng.uniform(base + j) >= p
-// (the attention test compares against dropout_keep), but each Philox block is
-// drawn once for its four elements.
-inline void dropout_multipliers(float* mult, int64_t n, uint64_t base, const RngStream& rng,
-                                float p, float kept_scale) {
-  uint32_t words[4 * kDropBlocks];
-  philox_blocks(words, base >> 2, rng);
-  const uint32_t* word = words + (base & 3);
-#pragma omp simd
-  for (int64_t j = 0; j < n; ++j)
-    mult[j] = float(word[j] >> 8) * (1.0f / 16777216.0f) >= p ? kept_scale : 0.f;
-}
 
 // Resolved sizes shared by forward and backward.
 struct AttentionPlan {
@@ -198,9 +126,9 @@ inline void softmax_backward_row(const float* p_row, const float* dp_row, T* p_o
     }
     return;
   }
-  float mult[kDropChunk];
-  for (int64_t j0 = 0; j0 < nk; j0 += kDropChunk) {
-    const int64_t w = std::min(kDropChunk, nk - j0);
+  float mult[kDropoutRun];
+  for (int64_t j0 = 0, w = 0; j0 < nk; j0 += w) {
+    w = dropout_run(base + uint64_t(j0), nk - j0);
     dropout_multipliers(mult, w, base + uint64_t(j0), drop.rng, drop.p, keep_scale);
 #pragma omp simd
     for (int64_t j = 0; j < w; ++j) {
@@ -241,9 +169,9 @@ inline void softmax_backward_row_own_d(float* p_row, float* dp_row, T* p_out, T*
     }
     return;
   }
-  float mult[kDropChunk];
-  for (int64_t j0 = 0; j0 < nk; j0 += kDropChunk) {
-    const int64_t w = std::min(kDropChunk, nk - j0);
+  float mult[kDropoutRun];
+  for (int64_t j0 = 0, w = 0; j0 < nk; j0 += w) {
+    w = dropout_run(base + uint64_t(j0), nk - j0);
     dropout_multipliers(mult, w, base + uint64_t(j0), drop.rng, drop.p, keep_scale);
 #pragma omp simd reduction(+ : dsum)
     for (int64_t j = 0; j < w; ++j) {
@@ -371,9 +299,9 @@ inline void normalize_row(T* out, const float* e, int64_t lo, int64_t nk, int64_
     for (int64_t j = 0; j < nk; ++j) store_f32(o, j, x[j] * inv);
   } else {
     const uint64_t base = dropout_row_base(pl, drop, h, qi) + uint64_t(key0 + lo);
-    float mult[kDropChunk];
-    for (int64_t j0 = 0; j0 < nk; j0 += kDropChunk) {
-      const int64_t w = std::min(kDropChunk, nk - j0);
+    float mult[kDropoutRun];
+    for (int64_t j0 = 0, w = 0; j0 < nk; j0 += w) {
+      w = dropout_run(base + uint64_t(j0), nk - j0);
       dropout_multipliers(mult, w, base + uint64_t(j0), drop.rng, drop.p, inv * keep_scale);
 #pragma omp simd
       for (int64_t j = 0; j < w; ++j) store_f32(o, j0 + j, x[j0 + j] * mult[j]);

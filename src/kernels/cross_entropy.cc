@@ -8,6 +8,7 @@
 
 #include "backend/device.h"
 #include "core/error.h"
+#include "kernels/cpu_isa.h"
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/vec_math.h"
 
@@ -90,8 +91,10 @@ void check_row_scale_on_host(const char* who, const float* row_scale, const void
 
 void cross_entropy_shard_max(float* row_max, const float* logits, int64_t n, int64_t v_local) {
   if (MT_ON_DEVICE(row_max)) return cuda::cross_entropy_shard_max(row_max, logits, n, v_local);
+  const Isa isa = active_isa();
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) row_max[i] = mt::row_max(logits + i * v_local, v_local);
+  for (int64_t i = 0; i < n; ++i)
+    on_isa(isa, [=] { row_max[i] = mt::row_max(logits + i * v_local, v_local); });
 }
 
 void cross_entropy_shard_sums(double* sum_exp, double* target_logit, float* logits,
@@ -100,10 +103,12 @@ void cross_entropy_shard_sums(double* sum_exp, double* target_logit, float* logi
   if (MT_ON_DEVICE(sum_exp))
     return cuda::cross_entropy_shard_sums(sum_exp, target_logit, logits, row_max, targets, n,
                                           v_local, v_start, keep_exp);
+  const Isa isa = active_isa();
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i)
+  for (int64_t i = 0; i < n; ++i) on_isa(isa, [=] {
     row_sums(sum_exp[i], target_logit[i], logits + i * v_local, row_max[i],
              int64_t(targets[i]) - v_start, v_local, keep_exp);
+  });
 }
 
 void cross_entropy_shard_finish(float* losses, WriteView grad, const float* logits,
@@ -114,11 +119,13 @@ void cross_entropy_shard_finish(float* losses, WriteView grad, const float* logi
   if (MT_ON_DEVICE(losses))
     return cuda::cross_entropy_shard_finish(losses, grad, logits, sum_exp, target_logit, targets,
                                             n, v_local, v_start, grad_scale);
+  const Isa isa = active_isa();
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i)
+  for (int64_t i = 0; i < n; ++i) on_isa(isa, [=] {
     row_finish(losses[i], grad.at(i * v_local), logits + i * v_local, sum_exp[i],
                target_logit[i], int64_t(targets[i]) - v_start, v_local, grad_scale,
                row_scale ? row_scale + i : nullptr);
+  });
 }
 
 void cross_entropy_rows(float* losses, float* logits, WriteView grad, const int32_t* targets,
@@ -126,14 +133,15 @@ void cross_entropy_rows(float* losses, float* logits, WriteView grad, const int3
   check_row_scale_on_host("cross_entropy_rows", row_scale, losses);
   if (MT_ON_DEVICE(losses))
     return cuda::cross_entropy_rows(losses, logits, grad, targets, n, v, grad_scale);
+  const Isa isa = active_isa();
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
+  for (int64_t i = 0; i < n; ++i) on_isa(isa, [=] {
     float* z = logits + i * v;
     double sum = 0, target = 0;
     row_sums(sum, target, z, row_max(z, v), targets[i], v, grad_scale != 0.f);
     row_finish(losses[i], grad.at(i * v), z, sum, target, targets[i], v, grad_scale,
                row_scale ? row_scale + i : nullptr);
-  }
+  });
 }
 
 void softmax_cross_entropy(float* losses, float* logits, const int32_t* targets, int64_t n,

@@ -4,10 +4,10 @@
 // so a sequence shard, a column shard, a micro-batch or a recompute draws the
 // same mask as the whole tensor. Kept elements are scaled by 1 / (1 - p).
 //
-// For speed each row draws its Philox blocks in vectorised runs and uses each
-// block for four consecutive global indices; the bits used per element are
-// exactly those of RngStream::uniform, which the tests check against
-// dropout_keep element by element.
+// For speed each row draws its Philox blocks in vector lanes and uses each
+// block for four consecutive global indices (dropout_multipliers); the bits
+// used per element are exactly those of RngStream::uniform, which the tests
+// check against dropout_keep element by element, on every CPU path.
 #include "kernels/dropout.h"
 
 #include <algorithm>
@@ -16,8 +16,29 @@
 #include "backend/device.h"
 #include "core/error.h"
 #include "kernels/cuda/dropout.h"
+#include "kernels/philox_lanes.h"
 
 namespace mt {
+
+// Philox blocks drawn per step: those of one dropout_run.
+void dropout_multipliers(float* mult, int64_t n, uint64_t base, const RngStream& rng, float p,
+                         float kept_scale) {
+  alignas(64) uint32_t words[kDropoutRun];
+  for (int64_t j0 = 0, len = 0; j0 < n; j0 += len) {
+    const uint64_t g0 = base + uint64_t(j0);
+    const int64_t off = int64_t(g0 & 3);  // position of g0 inside its block
+    len = dropout_run(g0, n - j0);
+    philox_blocks(words, g0 >> 2, (off + len + 3) >> 2, rng);
+    // Word (g & 3) of block (g >> 2), mapped to [0, 1) as RngStream::uniform,
+    // compared as dropout_keep. (24 bits convert exactly through int32, which
+    // AVX2 converts in vectors; it has no unsigned conversion.)
+    const uint32_t* word = words + off;
+#pragma omp simd
+    for (int64_t e = 0; e < len; ++e)
+      mult[j0 + e] =
+          float(int32_t(word[e] >> 8)) * (1.0f / 16777216.0f) >= p ? kept_scale : 0.f;
+  }
+}
 
 namespace {
 
@@ -37,44 +58,23 @@ void check_spec(const char* who, int64_t s_local, int64_t b, int64_t h_local,
   MT_CHECK(d.sample0 >= 0, who, ": sample0=", d.sample0, " is negative");
 }
 
-// Philox blocks drawn per step of a row: 128 elements, small enough for the
-// stack, long enough for the block loop to vectorise (vpmuludq lanes).
-constexpr int64_t kChunkBlocks = 32;
-
 // Calls op(k0, mul, len) for consecutive runs of elements, k0 the local offset
 // of the run and mul[e] either 1/(1-p) (kept) or 0 (dropped) for element
 // k0 + e. Rows (t, bi) are split across threads.
 template <typename Op>
 void for_each_masked(int64_t s_local, int64_t b, int64_t h_local, const DropoutSpec& d, Op op) {
   const float scale = float(1.0 / (1.0 - double(d.p)));
-  const float p = d.p;
-  const RngStream rng = d.rng;
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t t = 0; t < s_local; ++t) {
     for (int64_t bi = 0; bi < b; ++bi) {
       const int64_t row = (t * b + bi) * h_local;
       const uint64_t base =
           uint64_t(((d.sample0 + bi) * d.s_global + d.t0 + t) * d.h_global + d.h0);
-      alignas(64) uint32_t words[kChunkBlocks * 4];
-      alignas(64) float mul[kChunkBlocks * 4];
-      for (int64_t j0 = 0; j0 < h_local;) {
-        const uint64_t g0 = base + uint64_t(j0);
-        const uint64_t blk0 = g0 >> 2;
-        const int64_t off = int64_t(g0 & 3);  // position of g0 inside its block
-        const int64_t len = std::min(h_local - j0, kChunkBlocks * 4 - off);
-        const int64_t nblk = (off + len + 3) >> 2;
-#pragma omp simd
-        for (int64_t k = 0; k < nblk; ++k) {
-          const Philox4 r = rng.block(blk0 + uint64_t(k));
-          for (int w = 0; w < 4; ++w) words[4 * k + w] = r.v[w];
-        }
-        // Word (g & 3) of block (g >> 2), mapped to [0, 1) as RngStream::uniform,
-        // compared as dropout_keep: the tests check this equals dropout_keep.
-#pragma omp simd
-        for (int64_t e = 0; e < len; ++e)
-          mul[e] = float(words[off + e] >> 8) * (1.0f / 16777216.0f) >= p ? scale : 0.f;
+      alignas(64) float mul[kDropoutRun];
+      for (int64_t j0 = 0, len = 0; j0 < h_local; j0 += len) {
+        len = dropout_run(base + uint64_t(j0), h_local - j0);
+        dropout_multipliers(mul, len, base + uint64_t(j0), d.rng, d.p, scale);
         op(row + j0, mul, len);
-        j0 += len;
       }
     }
   }

@@ -37,4 +37,21 @@ inline bool dropout_keep(const RngStream& rng, float p, uint64_t index) {
   return rng.uniform(index) >= p;
 }
 
+// mult (n) [=]: mult[j] = dropout_keep(rng, p, base + j) ? kept_scale : 0, the
+// mask of a run of consecutive global indices, each Philox block drawn once
+// for its four elements in vector lanes (philox_lanes.h): the same bits on
+// every CPU path. For the kernels that fuse a mask into their own loops
+// (dropout here, attention's probabilities), over runs of dropout_run().
+void dropout_multipliers(float* mult, int64_t n, uint64_t base, const RngStream& rng, float p,
+                         float kept_scale);
+
+// Elements of the run that starts at global index g with `left` to go: at
+// most kDropoutRun, ending on a Philox block boundary (32 whole blocks, two
+// AVX-512 or four AVX2 registers, once the first run has aligned the rest).
+constexpr int64_t kDropoutRun = 128;
+inline int64_t dropout_run(uint64_t g, int64_t left) {
+  const int64_t room = kDropoutRun - int64_t(g & 3);
+  return left < room ? left : room;
+}
+
 }  // namespace mt

@@ -8,7 +8,8 @@
 namespace mt {
 
 // x (n) = 0 [=], on the device x lives on. On the CPU every OpenMP thread
-// zeroes its slice with streaming stores (AVX-512): for a buffer far larger
+// zeroes its slice with streaming stores (AVX-512 or AVX2; std::fill on the
+// scalar path): for a buffer far larger
 // than the caches that the next pass reads anyway (the gradient buffer),
 // writing around the caches saves reading every line in first.
 void zero_streaming(float* x, int64_t n);

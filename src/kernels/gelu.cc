@@ -14,6 +14,7 @@
 #include "kernels/gelu.h"
 
 #include "backend/device.h"
+#include "kernels/cpu_isa.h"
 #include "kernels/cuda/gelu.h"
 #include "kernels/vec_math.h"
 
@@ -35,22 +36,26 @@ inline float gelu_sigmoid(float x) {
 
 template <class To, class Ti>
 void forward_impl(To* out, const Ti* inp, int64_t n) {
-#pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = load_f32(inp, i);
-    store_f32(out, i, x * gelu_sigmoid(x));
-  }
+  for_slices_on_isa(n, [=](int64_t begin, int64_t end) {
+#pragma omp simd
+    for (int64_t i = begin; i < end; ++i) {
+      const float x = load_f32(inp, i);
+      store_f32(out, i, x * gelu_sigmoid(x));
+    }
+  });
 }
 
 template <class Ti>
 void backward_impl(float* dinp, const Ti* inp, const float* dout, int64_t n) {
-#pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = load_f32(inp, i);
-    const float s = gelu_sigmoid(x);
-    const float slope = kBeta * (1.f + 3.f * kKappa * (x * x));
-    dinp[i] = dout[i] * (s + 2.f * x * s * (1.f - s) * slope);
-  }
+  for_slices_on_isa(n, [=](int64_t begin, int64_t end) {
+#pragma omp simd
+    for (int64_t i = begin; i < end; ++i) {
+      const float x = load_f32(inp, i);
+      const float s = gelu_sigmoid(x);
+      const float slope = kBeta * (1.f + 3.f * kKappa * (x * x));
+      dinp[i] = dout[i] * (s + 2.f * x * s * (1.f - s) * slope);
+    }
+  });
 }
 
 }  // namespace

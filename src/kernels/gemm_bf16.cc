@@ -22,8 +22,9 @@
 
 #include "core/arena.h"
 #include "core/error.h"
+#include "kernels/cpu_isa.h"
 
-#if defined(__AVX512BF16__)
+#if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
@@ -61,7 +62,11 @@ int64_t block_pairs(int64_t kp) {
   return (kp + blocks - 1) / blocks;
 }
 
-#if defined(__AVX512BF16__)
+#if defined(__x86_64__)
+// Everything down to run() is compiled for AVX512-BF16 whatever the build's
+// -march, and runs only where the CPU has it (gemm_bf16_supports).
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")
 
 // out (kp, ldo) words: out[p][c] = x(r0 + 2p, c0 + c) | x(r0 + 2p + 1, c0 + c) << 16
 // for c < w (rows at or past r_end read as zero; columns w..ldo zeroed).
@@ -289,12 +294,14 @@ void run(const Bf16Gemm& g, uint32_t* pb, uint32_t* pa_all, float* partial, int 
   }
 }
 
-#endif  // __AVX512BF16__
+#pragma GCC pop_options
+#endif  // __x86_64__
 
 }  // namespace
 
 bool gemm_bf16_supports(const Bf16Gemm& g) {
-#if defined(__AVX512BF16__)
+#if defined(__x86_64__)
+  if (active_isa() < Isa::kAvx512 || !cpu_has_avx512_bf16()) return false;
   const auto word_aligned = [](const uint16_t* p) {
     return reinterpret_cast<uintptr_t>(p) % 4 == 0;
   };
@@ -318,9 +325,9 @@ void gemm_bf16(const Bf16Gemm& g) {
            "gemm_bf16: a bf16 C cannot accumulate "
            "(internal error: accumulate into fp32)");
   MT_CHECK(gemm_bf16_supports(g),
-           "gemm_bf16: this build or shape is not supported (internal "
+           "gemm_bf16: this CPU, path or shape is not supported (internal "
            "error: check gemm_bf16_supports() first)");
-#if defined(__AVX512BF16__)
+#if defined(__x86_64__)
   Scratch& s = scratch();
   std::lock_guard<std::mutex> lock(s.mu);
   const int threads = omp_get_max_threads();

@@ -38,8 +38,9 @@ struct Bf16Gemm {
   bool accumulate = false;
 };
 
-// Whether this build and shape run here: the build has AVX512-BF16
-// (MT_NATIVE on such a CPU); an operand read with k contiguous (A not
+// Whether this shape runs here: the CPU has AVX512-BF16 and the kernels'
+// AVX-512 path is on (active_isa(); MT_ISA=avx2 sends bf16 products to
+// oneDNN, as on a CPU without); an operand read with k contiguous (A not
 // transposed, B transposed) needs an even k and row stride, 4-byte aligned.
 bool gemm_bf16_supports(const Bf16Gemm& g);
 

@@ -12,6 +12,7 @@
 
 #include "backend/device.h"
 #include "core/error.h"
+#include "kernels/cpu_isa.h"
 #include "kernels/cuda/layernorm.h"
 
 namespace mt {
@@ -32,8 +33,9 @@ void forward_impl(To* out, float* mean, float* rstd, const Ti* inp, const W* wei
   MT_CHECK(n >= 0 && c > 0, "layernorm_forward: bad shape n=", n, " c=", c,
            "; fix: pass the row count and a positive hidden size");
   MT_CHECK(eps > 0.f, "layernorm_forward: eps=", eps, " must be > 0; fix: use e.g. 1e-5");
+  const Isa isa = active_isa();
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
+  for (int64_t i = 0; i < n; ++i) on_isa(isa, [=] {
     const auto* x = inp + i * c;
     auto* y = out + i * c;
     // Two passes (mean, then centred squares) are stable for any offset.
@@ -54,7 +56,7 @@ void forward_impl(To* out, float* mean, float* rstd, const Ti* inp, const W* wei
       store_f32(y, j, (load_f32(x, j) - m) * r * (load_f32(weight, j) + w1) + load_f32(bias, j));
     mean[i] = m;
     rstd[i] = r;
-  }
+  });
 }
 
 template <class Ti, class W>
@@ -64,12 +66,13 @@ void backward_impl(float* dinp, float* dweight, float* dbias, const float* dout,
   MT_CHECK(n >= 0 && c > 0, "layernorm_backward: bad shape n=", n, " c=", c,
            "; fix: pass the row count and a positive hidden size");
   const int64_t nblocks = (c + kColBlock - 1) / kColBlock;
+  const Isa isa = active_isa();
 #pragma omp parallel
   {
     // dinp: with xhat = (x - mean) * rstd and g = dout * weight,
     // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
 #pragma omp for schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
+    for (int64_t i = 0; i < n; ++i) on_isa(isa, [=] {
       const auto* x = inp + i * c;
       const float* dy = dout + i * c;
       float* dx = dinp + i * c;
@@ -87,10 +90,10 @@ void backward_impl(float* dinp, float* dweight, float* dbias, const float* dout,
         const float xhat = (load_f32(x, j) - m) * r;
         dx[j] += r * (dy[j] * (load_f32(weight, j) + w1) - mean_g - xhat * mean_gx);
       }
-    }
+    });
     // dweight = sum_i dout * xhat, dbias = sum_i dout, over rows in order.
 #pragma omp for schedule(static)
-    for (int64_t blk = 0; blk < nblocks; ++blk) {
+    for (int64_t blk = 0; blk < nblocks; ++blk) on_isa(isa, [=] {
       const int64_t c0 = blk * kColBlock, w = std::min(kColBlock, c - c0);
       double acc_w[kColBlock] = {}, acc_b[kColBlock] = {};
       for (int64_t i = 0; i < n; ++i) {
@@ -107,7 +110,7 @@ void backward_impl(float* dinp, float* dweight, float* dbias, const float* dout,
         dweight[c0 + j] += float(acc_w[j]);
         dbias[c0 + j] += float(acc_b[j]);
       }
-    }
+    });
   }
 }
 

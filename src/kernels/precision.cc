@@ -1,16 +1,13 @@
-// Conversions between fp32 and the low-precision GEMM formats, and the CPU
-// feature check (see precision.h).
+// Conversions between fp32 and the low-precision GEMM formats (see
+// precision.h).
 #include "kernels/precision.h"
 
 #include <algorithm>
 #include <functional>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#endif
-
 #include "backend/device.h"
 #include "core/error.h"
+#include "kernels/cpu_isa.h"
 #include "kernels/cuda/precision.h"
 
 namespace mt {
@@ -38,48 +35,42 @@ void f32_to_bf16(uint16_t* out, const float* in, int64_t n) {
   MT_CHECK(n >= 0 && (n == 0 || (out && in)), "f32_to_bf16: n=", n, " out=", out, " in=", in,
            "; fix: pass buffers of n elements");
   if (MT_ON_DEVICE(out)) return cuda::f32_to_bf16(out, in, n);
-#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) out[i] = bf16_from_f32(in[i]);
+  for_slices_on_isa(
+      n,
+      [=](int64_t begin, int64_t end) {
+#pragma omp simd
+        for (int64_t i = begin; i < end; ++i) out[i] = bf16_from_f32(in[i]);
+      },
+      kParallelMin);
 }
 
 void bf16_to_f32(float* out, const uint16_t* in, int64_t n) {
   MT_CHECK(n >= 0 && (n == 0 || (out && in)), "bf16_to_f32: n=", n, " out=", out, " in=", in,
            "; fix: pass buffers of n elements");
   if (MT_ON_DEVICE(out)) return cuda::bf16_to_f32(out, in, n);
-#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) out[i] = f32_from_bf16(in[i]);
+  for_slices_on_isa(
+      n,
+      [=](int64_t begin, int64_t end) {
+#pragma omp simd
+        for (int64_t i = begin; i < end; ++i) out[i] = f32_from_bf16(in[i]);
+      },
+      kParallelMin);
 }
 
 void round_to_f16(float* out, const float* in, int64_t n) {
   MT_CHECK(n >= 0 && (n == 0 || (out && in)), "round_to_f16: n=", n, " out=", out, " in=", in,
            "; fix: pass buffers of n elements");
   if (MT_ON_DEVICE(out)) return cuda::round_to_f16(out, in, n);
-#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) out[i] = f16_round(in[i]);
+  for_slices_on_isa(
+      n,
+      [=](int64_t begin, int64_t end) {
+#pragma omp simd
+        for (int64_t i = begin; i < end; ++i) out[i] = f16_round(in[i]);
+      },
+      kParallelMin);
 }
 
-bool cpu_has_native_bf16() {
-#if defined(__x86_64__) || defined(__i386__)
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
-  if (!(ecx & (1u << 27))) return false;  // OSXSAVE: xgetbv is usable
-  unsigned xcr0_lo = 0, xcr0_hi = 0;
-  __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
-  // The OS must save SSE, AVX and the three AVX-512 state components.
-  const unsigned kAvx512State = (1u << 1) | (1u << 2) | (1u << 5) | (1u << 6) | (1u << 7);
-  const bool avx512_os = (xcr0_lo & kAvx512State) == kAvx512State;
-  const bool amx_os = (xcr0_lo & ((1u << 17) | (1u << 18))) == ((1u << 17) | (1u << 18));
-  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
-  const bool amx_bf16 = (edx >> 22) & 1u;
-  const unsigned max_sub = eax;
-  bool avx512_bf16 = false;
-  if (max_sub >= 1 && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx))
-    avx512_bf16 = (eax >> 5) & 1u;
-  return (avx512_bf16 && avx512_os) || (amx_bf16 && amx_os);
-#else
-  return false;
-#endif
-}
+bool cpu_has_native_bf16() { return cpu_has_avx512_bf16() || cpu_has_amx_bf16(); }
 
 void convert(WriteView out, ReadView in, int64_t n) {
   if (MT_ON_DEVICE(out.raw())) return cuda::convert(out, in, n);

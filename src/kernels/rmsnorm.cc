@@ -13,6 +13,7 @@
 
 #include "backend/device.h"
 #include "core/error.h"
+#include "kernels/cpu_isa.h"
 #include "kernels/cuda/rmsnorm.h"
 
 namespace mt {
@@ -32,8 +33,9 @@ void forward_impl(To* out, float* rstd, const Ti* inp, const W* weight, int64_t 
   MT_CHECK(n >= 0 && c > 0, "rmsnorm_forward: bad shape n=", n, " c=", c,
            "; fix: pass the row count and a positive hidden size");
   MT_CHECK(eps > 0.f, "rmsnorm_forward: eps=", eps, " must be > 0; fix: use e.g. 1e-5");
+  const Isa isa = active_isa();
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
+  for (int64_t i = 0; i < n; ++i) on_isa(isa, [=] {
     const auto* x = inp + i * c;
     auto* y = out + i * c;
     float sq = 0.f;
@@ -44,7 +46,7 @@ void forward_impl(To* out, float* rstd, const Ti* inp, const W* weight, int64_t 
     for (int64_t j = 0; j < c; ++j)
       store_f32(y, j, load_f32(x, j) * r * (load_f32(weight, j) + w1));
     rstd[i] = r;
-  }
+  });
 }
 
 template <class Ti, class W>
@@ -53,12 +55,13 @@ void backward_impl(float* dinp, float* dweight, const float* dout, const Ti* inp
   MT_CHECK(n >= 0 && c > 0, "rmsnorm_backward: bad shape n=", n, " c=", c,
            "; fix: pass the row count and a positive hidden size");
   const int64_t nblocks = (c + kColBlock - 1) / kColBlock;
+  const Isa isa = active_isa();
 #pragma omp parallel
   {
     // dinp: with xhat = x * rstd and g = dout * weight (d rstd / dx = -rstd^3 x / c),
     // dx = rstd * (g - xhat * mean(g * xhat)).
 #pragma omp for schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
+    for (int64_t i = 0; i < n; ++i) on_isa(isa, [=] {
       const auto* x = inp + i * c;
       const float* dy = dout + i * c;
       float* dx = dinp + i * c;
@@ -71,10 +74,10 @@ void backward_impl(float* dinp, float* dweight, const float* dout, const Ti* inp
 #pragma omp simd
       for (int64_t j = 0; j < c; ++j)
         dx[j] += r * (dy[j] * (load_f32(weight, j) + w1) - (load_f32(x, j) * r) * mean_gx);
-    }
+    });
     // dweight = sum_i dout * xhat, over rows in order.
 #pragma omp for schedule(static)
-    for (int64_t blk = 0; blk < nblocks; ++blk) {
+    for (int64_t blk = 0; blk < nblocks; ++blk) on_isa(isa, [=] {
       const int64_t c0 = blk * kColBlock, w = std::min(kColBlock, c - c0);
       double acc[kColBlock] = {};
       for (int64_t i = 0; i < n; ++i) {
@@ -85,7 +88,7 @@ void backward_impl(float* dinp, float* dweight, const float* dout, const Ti* inp
         for (int64_t j = 0; j < w; ++j) acc[j] += double(dy[j] * (load_f32(x, j) * r));
       }
       for (int64_t j = 0; j < w; ++j) dweight[c0 + j] += float(acc[j]);
-    }
+    });
   }
 }
 

@@ -16,6 +16,7 @@
 
 #include "backend/device.h"
 #include "core/error.h"
+#include "kernels/cpu_isa.h"
 #include "kernels/cuda/rope.h"
 
 namespace mt {
@@ -59,20 +60,23 @@ template <class Pos>
 void rotate(float* x, int64_t b, int64_t a, int64_t s, int64_t d, const RopeTable& t, Pos pos,
             float sign) {
   const int64_t half = t.rot_dim / 2, rows = b * a * s;
+  const float* cos = t.cos.data();  // (the rows capture pointers, not the table)
+  const float* sin = t.sin.data();
+  const Isa isa = active_isa();
 #pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
+  for (int64_t r = 0; r < rows; ++r) on_isa(isa, [=] {
     float* x1 = x + r * d;
     float* x2 = x1 + half;
     const int64_t p = pos(r / (a * s), r % s);
-    const float* cs = t.cos.data() + p * half;
-    const float* sn = t.sin.data() + p * half;
+    const float* cs = cos + p * half;
+    const float* sn = sin + p * half;
 #pragma omp simd
     for (int64_t i = 0; i < half; ++i) {
       const float u = x1[i], v = x2[i], c = cs[i], si = sign * sn[i];
       x1[i] = u * c - v * si;
       x2[i] = v * c + u * si;
     }
-  }
+  });
 }
 
 void rotate(float* x, int64_t b, int64_t a, int64_t s, int64_t d, const RopeTable& t,

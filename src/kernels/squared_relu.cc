@@ -2,6 +2,7 @@
 #include "kernels/squared_relu.h"
 
 #include "backend/device.h"
+#include "kernels/cpu_isa.h"
 #include "kernels/cuda/squared_relu.h"
 
 namespace mt {
@@ -10,20 +11,24 @@ namespace {
 
 template <class To, class Ti>
 void forward_impl(To* out, const Ti* inp, int64_t n) {
-#pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    const float r = load_f32(inp, i) > 0.f ? load_f32(inp, i) : 0.f;
-    store_f32(out, i, r * r);
-  }
+  for_slices_on_isa(n, [=](int64_t begin, int64_t end) {
+#pragma omp simd
+    for (int64_t i = begin; i < end; ++i) {
+      const float r = load_f32(inp, i) > 0.f ? load_f32(inp, i) : 0.f;
+      store_f32(out, i, r * r);
+    }
+  });
 }
 
 template <class Ti>
 void backward_impl(float* dinp, const Ti* inp, const float* dout, int64_t n) {
-#pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    const float r = load_f32(inp, i) > 0.f ? load_f32(inp, i) : 0.f;
-    dinp[i] = dout[i] * (2.f * r);
-  }
+  for_slices_on_isa(n, [=](int64_t begin, int64_t end) {
+#pragma omp simd
+    for (int64_t i = begin; i < end; ++i) {
+      const float r = load_f32(inp, i) > 0.f ? load_f32(inp, i) : 0.f;
+      dinp[i] = dout[i] * (2.f * r);
+    }
+  });
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 
 #include "backend/device.h"
 #include "core/error.h"
+#include "kernels/cpu_isa.h"
 #include "kernels/cuda/swiglu.h"
 #include "kernels/vec_math.h"
 
@@ -30,8 +31,9 @@ inline float sigmoid(float x) {
 
 template <class To, class Ti>
 void forward_impl(To* out, const Ti* in, int64_t n, int64_t f) {
+  const Isa isa = active_isa();
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
+  for (int64_t i = 0; i < n; ++i) on_isa(isa, [=] {
     const Ti* g = in + i * 2 * f;
     const Ti* u = g + f;
     To* y = out + i * f;
@@ -40,13 +42,14 @@ void forward_impl(To* out, const Ti* in, int64_t n, int64_t f) {
       const float x = load_f32(g, j);
       store_f32(y, j, x * sigmoid(x) * load_f32(u, j));
     }
-  }
+  });
 }
 
 template <class Ti>
 void backward_impl(float* din, const Ti* in, const float* dout, int64_t n, int64_t f) {
+  const Isa isa = active_isa();
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
+  for (int64_t i = 0; i < n; ++i) on_isa(isa, [=] {
     const Ti* g = in + i * 2 * f;
     const Ti* u = g + f;
     const float* dy = dout + i * f;
@@ -58,7 +61,7 @@ void backward_impl(float* din, const Ti* in, const float* dout, int64_t n, int64
       dg[j] = dy[j] * load_f32(u, j) * (s * (1.f + x * (1.f - s)));
       du[j] = dy[j] * (x * s);
     }
-  }
+  });
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -113,8 +114,10 @@ TEST(Attention, ForwardMatchesReferenceAcrossBlocks) {
 TEST(Attention, ForwardMatchesReferenceShorterThanBlock) { check_forward({2, 3, 50, 16}, {}); }
 
 TEST(Attention, ForwardWithDropoutUsesTheGlobalMask) {
-  check_forward({2, 3, 200, 16}, make_dropout(0.2f));
-  check_forward({1, 3, 37, 8}, make_dropout(0.2f));
+  test::for_each_isa([](Isa) {  // the mask on every CPU path
+    check_forward({2, 3, 200, 16}, make_dropout(0.2f));
+    check_forward({1, 3, 37, 8}, make_dropout(0.2f));
+  });
 }
 
 TEST(Attention, DropoutMaskAcrossA32BitBlockCounterCarry) {
@@ -128,7 +131,7 @@ TEST(Attention, DropoutMaskAcrossA32BitBlockCounterCarry) {
   const int64_t head = offset / (dm.s * dm.s), qi = offset / dm.s % dm.s, ki = offset % dm.s;
   ASSERT_TRUE(head < dm.a && ki <= qi) << "index 2^34 is at head " << head << " query " << qi
                                        << " key " << ki << ", not a visible tested score";
-  check_forward(dm, make_dropout(0.2f, sample0, /*head0=*/0));
+  test::for_each_isa([&](Isa) { check_forward(dm, make_dropout(0.2f, sample0, /*head0=*/0)); });
 }
 
 TEST(Attention, ForwardRowsDoNotDependOnLaterBlocks) {
@@ -206,6 +209,32 @@ TEST(Attention, BackwardMatchesFiniteDifferences) {
 
 TEST(Attention, BackwardWithDropoutMatchesFiniteDifferences) {
   check_backward({1, 2, kAttentionBlockQ + 22, 8}, 0.2f, 7);
+}
+
+// Forward and backward with dropout on every CPU path (kernels/cpu_isa.h)
+// equal the scalar path's to 1e-6 relative (bit for bit today: the paths
+// differ only in how the mask's Philox blocks are drawn).
+TEST(Attention, DropoutGivesTheSameNumbersOnEveryCpuPath) {
+  const AttentionDims dm{2, 3, kAttentionBlockQ + 37, 16};
+  const AttentionDropout drop = make_dropout(0.2f);
+  const int64_t n = dm.b * dm.a * dm.s * dm.d;
+  auto q = randn(n, "q"), k = randn(n, "k"), v = randn(n, "v"), g = randn(n, "g");
+  std::vector<std::vector<float>> scalar;  // ctx, lse, dq, dk, dv
+  test::for_each_isa([&](Isa isa) {
+    std::vector<float> ctx(static_cast<size_t>(n)), lse(size_t(dm.b * dm.a * dm.s));
+    std::vector<float> dq(ctx.size()), dk(ctx.size()), dv(ctx.size());
+    Workspace ws(dm);
+    attention_forward(ctx.data(), lse.data(), q.data(), k.data(), v.data(), dm, drop, ws.data());
+    attention_backward(dq.data(), dk.data(), dv.data(), g.data(), q.data(), k.data(), v.data(),
+                       ctx.data(), lse.data(), dm, drop, ws.data());
+    std::vector<std::vector<float>> out = {ctx, lse, dq, dk, dv};
+    if (isa == Isa::kScalar) return scalar = out, void();
+    const char* names[] = {"ctx", "lse", "dq", "dk", "dv"};
+    for (size_t t = 0; t < out.size(); ++t)
+      for (size_t i = 0; i < out[t].size(); ++i)
+        ASSERT_NEAR(out[t][i], scalar[t][i], 1e-6 * std::max(1.f, std::fabs(scalar[t][i])))
+            << names[t] << "[" << i << "]";
+  });
 }
 
 // Sliding window (Megatron's --window-size L,0): L = 0 (itself only), windows

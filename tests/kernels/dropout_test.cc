@@ -34,50 +34,55 @@ struct Whole {
 };
 
 TEST(Dropout, ShardsDrawTheMaskOfTheWholeTensor) {
-  const Whole w;
-  const DropoutSpec full = w.spec(0.4f);
-  auto x = test::randn(w.s * w.b * w.h, "do.x");
-  std::vector<float> out(x.size());
-  dropout_forward(out.data(), x.data(), w.s, w.b, w.h, full);
+  test::for_each_isa([](Isa) {
+    const Whole w;
+    const DropoutSpec full = w.spec(0.4f);
+    auto x = test::randn(w.s * w.b * w.h, "do.x");
+    std::vector<float> out(x.size());
+    dropout_forward(out.data(), x.data(), w.s, w.b, w.h, full);
 
-  auto check = [&](const char* what, int64_t t0, int64_t sl, int64_t b0, int64_t bl, int64_t h0,
-                   int64_t hl) {
-    DropoutSpec d = full;
-    d.t0 = t0;
-    d.h0 = h0;
-    d.sample0 = full.sample0 + b0;
-    auto xs = slice3(x, w.b, w.h, t0, sl, b0, bl, h0, hl);
-    std::vector<float> ys(xs.size());
-    dropout_forward(ys.data(), xs.data(), sl, bl, hl, d);
-    EXPECT_EQ(ys, slice3(out, w.b, w.h, t0, sl, b0, bl, h0, hl)) << what;
-    // Backward of the shard applies the same mask as the forward.
-    auto g = xs;
-    dropout_backward(g.data(), g.data(), sl, bl, hl, d);
-    EXPECT_EQ(g, ys) << what << " (backward)";
-  };
-  check("sequence slab", 4, 6, 0, w.b, 0, w.h);
-  check("column shard", 0, w.s, 0, w.b, 10, 20);
-  check("micro-batch of one sample", 0, w.s, 1, 1, 0, w.h);
-  check("slab x column x sample", 8, 8, 2, 1, 13, 17);  // odd offsets cross Philox blocks
+    auto check = [&](const char* what, int64_t t0, int64_t sl, int64_t b0, int64_t bl, int64_t h0,
+                     int64_t hl) {
+      DropoutSpec d = full;
+      d.t0 = t0;
+      d.h0 = h0;
+      d.sample0 = full.sample0 + b0;
+      auto xs = slice3(x, w.b, w.h, t0, sl, b0, bl, h0, hl);
+      std::vector<float> ys(xs.size());
+      dropout_forward(ys.data(), xs.data(), sl, bl, hl, d);
+      EXPECT_EQ(ys, slice3(out, w.b, w.h, t0, sl, b0, bl, h0, hl)) << what;
+      // Backward of the shard applies the same mask as the forward.
+      auto g = xs;
+      dropout_backward(g.data(), g.data(), sl, bl, hl, d);
+      EXPECT_EQ(g, ys) << what << " (backward)";
+    };
+    check("sequence slab", 4, 6, 0, w.b, 0, w.h);
+    check("column shard", 0, w.s, 0, w.b, 10, 20);
+    check("micro-batch of one sample", 0, w.s, 1, 1, 0, w.h);
+    check("slab x column x sample", 8, 8, 2, 1, 13, 17);  // odd offsets cross Philox blocks
+  });
 }
 
+// On every CPU path (the masks are integer math: bit for bit).
 TEST(Dropout, MaskIsDropoutKeepOfTheGlobalIndex) {
-  const Whole w;
-  const float p = 0.3f;
-  DropoutSpec d = w.spec(p);
-  d.t0 = 3;
-  d.h0 = 5;
-  const int64_t sl = 7, hl = 29;
-  std::vector<float> ones(sl * w.b * hl, 1.f), out(ones.size());
-  dropout_forward(out.data(), ones.data(), sl, w.b, hl, d);
-  const float scale = float(1.0 / (1.0 - p));
-  for (int64_t t = 0; t < sl; ++t)
-    for (int64_t bi = 0; bi < w.b; ++bi)
-      for (int64_t j = 0; j < hl; ++j) {
-        const uint64_t g = uint64_t(((w.sample0 + bi) * w.s + d.t0 + t) * w.h + d.h0 + j);
-        ASSERT_EQ(out[(t * w.b + bi) * hl + j], dropout_keep(d.rng, p, g) ? scale : 0.f)
-            << "t=" << t << " bi=" << bi << " j=" << j;
-      }
+  test::for_each_isa([](Isa) {
+    const Whole w;
+    const float p = 0.3f;
+    DropoutSpec d = w.spec(p);
+    d.t0 = 3;
+    d.h0 = 5;
+    const int64_t sl = 7, hl = 29;
+    std::vector<float> ones(sl * w.b * hl, 1.f), out(ones.size());
+    dropout_forward(out.data(), ones.data(), sl, w.b, hl, d);
+    const float scale = float(1.0 / (1.0 - p));
+    for (int64_t t = 0; t < sl; ++t)
+      for (int64_t bi = 0; bi < w.b; ++bi)
+        for (int64_t j = 0; j < hl; ++j) {
+          const uint64_t g = uint64_t(((w.sample0 + bi) * w.s + d.t0 + t) * w.h + d.h0 + j);
+          ASSERT_EQ(out[(t * w.b + bi) * hl + j], dropout_keep(d.rng, p, g) ? scale : 0.f)
+              << "t=" << t << " bi=" << bi << " j=" << j;
+        }
+  });
 }
 
 TEST(Dropout, KeepFractionScaleAndIteration) {

@@ -9,18 +9,15 @@
 
 #include "core/error.h"
 #include "kernel_test_util.h"
+#include "kernels/cpu_isa.h"
 
 namespace mt {
 namespace {
 
-// The tests are compiled with the library's flags: with AVX512-BF16 (a
-// native build on such a CPU, as CI's) the kernel must run every case below;
-// without, it must refuse them all.
-#if defined(__AVX512BF16__)
-constexpr bool kBuiltWithBf16 = true;
-#else
-constexpr bool kBuiltWithBf16 = false;
-#endif
+// On a CPU with AVX512-BF16, on the kernels' AVX-512 path, the kernel must
+// run every case below; elsewhere (or forced to AVX2, see ForcedAvx2Refuses)
+// it must refuse them all.
+bool has_kernel() { return cpu_has_avx512_bf16() && active_isa() == Isa::kAvx512; }
 
 struct Case {
   int64_t m, n, k;
@@ -73,7 +70,7 @@ void check(const Case& t) {
   g.a = a.data();
   g.b = b.data();
   g.bias = t.bias ? bias.data() : nullptr;
-  if (!kBuiltWithBf16) {  // matmul keeps such products on oneDNN
+  if (!has_kernel()) {  // matmul keeps such products on oneDNN
     EXPECT_FALSE(gemm_bf16_supports(g)) << what;
     return;
   }
@@ -166,7 +163,7 @@ TEST(GemmBf16, RejectsBadShapesAndUnsupportedLayouts) {
   g.b = b.data();
   g.c = c.data();
   g.lda = g.ldb = g.ldc = 4;
-  if (!kBuiltWithBf16) {  // no kernel: nothing is supported, a call is an internal error
+  if (!has_kernel()) {  // no kernel: nothing is supported, a call is an internal error
     EXPECT_FALSE(gemm_bf16_supports(g));
     EXPECT_THROW(gemm_bf16(g), Error);
     return;
@@ -192,6 +189,22 @@ TEST(GemmBf16, RejectsBadShapesAndUnsupportedLayouts) {
   EXPECT_TRUE(gemm_bf16_supports(bad));
   bad.trans_b = true;
   EXPECT_FALSE(gemm_bf16_supports(bad));
+}
+
+// Below the AVX-512 path (an AVX2-only CPU, or MT_ISA=avx2) every product
+// is refused, so matmul keeps it on oneDNN.
+TEST(GemmBf16, RefusedBelowTheAvx512Path) {
+  std::vector<uint16_t> a(64), b(64);
+  Bf16Gemm g;
+  g.m = g.n = g.k = 4;
+  g.a = a.data();
+  g.b = b.data();
+  g.lda = g.ldb = g.ldc = 4;
+  test::for_each_isa([&](Isa isa) {
+    if (isa < Isa::kAvx512) {
+      EXPECT_FALSE(gemm_bf16_supports(g));
+    }
+  });
 }
 
 }  // namespace

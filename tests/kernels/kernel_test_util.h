@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/rng.h"
+#include "kernels/cpu_isa.h"
 #include "kernels/precision.h"
 
 namespace mt {
@@ -67,6 +68,20 @@ inline void expect_grad_close(const std::vector<float>& analytic,
   }
   EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << numeric.size() << " entries differ";
   EXPECT_GT(norm, 1e-6) << what << ": reference gradient is ~0, the test checks nothing";
+}
+
+// Runs body(isa) once per CPU path of the kernels this machine has (scalar,
+// AVX2, and AVX-512 where present; cpu_isa.h) with that path forced, naming
+// it in failures; the choice before is restored.
+inline void for_each_isa(const std::function<void(Isa)>& body) {
+  for (Isa isa : supported_isas()) {
+    SCOPED_TRACE(std::string("isa=") + isa_name(isa));
+    struct Restore {
+      Isa previous;
+      ~Restore() { set_isa_for_testing(previous); }
+    } restore{set_isa_for_testing(isa)};
+    body(isa);
+  }
 }
 
 }  // namespace mt::test
