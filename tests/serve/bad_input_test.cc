@@ -16,16 +16,9 @@
 namespace mt::test::serve {
 namespace {
 
-class ServeBadInput : public ::testing::Test {
+class ServeBadInput : public ServerSuite {
  protected:
   static void SetUpTestSuite() { s_ = new SuiteServer(); }
-  static void TearDownTestSuite() {
-    delete s_;
-    s_ = nullptr;
-  }
-  void SetUp() override { ASSERT_TRUE(s_ != nullptr && s_->ok()) << "the suite's server did not start"; }
-  static inline SuiteServer* s_ = nullptr;
-  TempDir dir;
 };
 
 // OpenAI's error object: {"error": {"message", "type", "param", "code"}}.

@@ -8,16 +8,9 @@
 namespace mt::test::serve {
 namespace {
 
-class ServeConcurrency : public ::testing::Test {
+class ServeConcurrency : public ServerSuite {
  protected:
   static void SetUpTestSuite() { s_ = new SuiteServer("--inference-max-requests 16"); }
-  static void TearDownTestSuite() {
-    delete s_;
-    s_ = nullptr;
-  }
-  void SetUp() override { ASSERT_TRUE(s_ != nullptr && s_->ok()) << "the suite's server did not start"; }
-  static inline SuiteServer* s_ = nullptr;
-  TempDir dir;
 };
 
 // A completion's text: the JSON answer's, or the streamed chunks' joined.

@@ -8,18 +8,9 @@
 namespace mt::test::serve {
 namespace {
 
-class ServeOpenAi : public ::testing::Test {
+class ServeOpenAi : public ServerSuite {
  protected:
   static void SetUpTestSuite() { s_ = new SuiteServer(); }
-  static void TearDownTestSuite() {
-    delete s_;
-    s_ = nullptr;
-  }
-  void SetUp() override {
-    ASSERT_TRUE(s_ != nullptr && s_->ok()) << "the suite's server did not start";
-  }
-  static inline SuiteServer* s_ = nullptr;
-  TempDir dir;
 };
 
 const std::string kPrompt = "The cat sees";
@@ -189,19 +180,12 @@ TEST_F(ServeOpenAi, ChatWithoutATemplateIsRefusedNamingIt) {
 
 // A checkpoint with Qwen3's tokenizer.json and tokenizer_config.json: its
 // chat template renders the messages; streaming and not give the same text.
-class ServeChat : public ::testing::Test {
+class ServeChat : public ServerSuite {
  protected:
   static void SetUpTestSuite() {
     const std::string ckpt = chat_checkpoint();
     if (!ckpt.empty()) s_ = new SuiteServer("", ckpt);
   }
-  static void TearDownTestSuite() {
-    delete s_;
-    s_ = nullptr;
-  }
-  void SetUp() override { ASSERT_TRUE(s_ != nullptr && s_->ok()) << "the suite's server did not start"; }
-  static inline SuiteServer* s_ = nullptr;
-  TempDir dir;
 };
 
 TEST_F(ServeChat, ChatCompletionsStreamingAndNotAgree) {

@@ -261,6 +261,20 @@ struct SuiteServer {
   int port() const { return server ? server->port() : 0; }
 };
 
+// A suite whose tests share one server: its SetUpTestSuite sets s_ (a
+// SuiteServer of its flags or checkpoint); each test fails at once when that
+// server did not start.
+class ServerSuite : public ::testing::Test {
+ protected:
+  static void TearDownTestSuite() {
+    delete s_;
+    s_ = nullptr;
+  }
+  void SetUp() override { ASSERT_TRUE(s_ != nullptr && s_->ok()) << "the suite's server did not start"; }
+  static inline SuiteServer* s_ = nullptr;
+  TempDir dir;
+};
+
 // Resident memory of a process in bytes (/proc/PID/status VmRSS), 0 if gone.
 inline int64_t rss_bytes(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
