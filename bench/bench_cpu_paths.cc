@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "bench_cli.h"
+#include "bench_timing.h"
 #include "kernels/adamw.h"
 #include "kernels/attention.h"
 #include "kernels/cross_entropy.h"
@@ -36,21 +37,6 @@
 #include "kernels/swiglu.h"
 
 namespace {
-
-// Best wall time in ms of `fn` over enough repetitions for ~`budget_s` seconds
-// (at least 3), after one warm-up call (first touch).
-double best_ms(const std::function<void()>& fn, double budget_s = 0.5) {
-  fn();
-  double best = 1e30, total = 0;
-  for (int rep = 0; rep < 3 || (total < budget_s && rep < 200); ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
-    fn();
-    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::min(best, sec);
-    total += sec;
-  }
-  return best * 1e3;
-}
 
 const char* isa_env() {
   const char* e = std::getenv("MT_ISA");

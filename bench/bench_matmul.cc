@@ -16,25 +16,11 @@
 #include <vector>
 
 #include "bench_cli.h"
+#include "bench_timing.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 
 namespace {
-
-// Best wall time in ms of `fn` over enough repetitions for ~`budget_s` seconds
-// (at least 3), after one warm-up call (primitive creation, first touch).
-double best_ms(const std::function<void()>& fn, double budget_s = 0.3) {
-  fn();
-  double best = 1e30, total = 0;
-  for (int rep = 0; rep < 3 || (total < budget_s && rep < 200); ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
-    fn();
-    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::min(best, sec);
-    total += sec;
-  }
-  return best * 1e3;
-}
 
 void report(const std::string& name, mt::MathMode math, int64_t m, int64_t n, int64_t k,
             double flop, double ms) {
