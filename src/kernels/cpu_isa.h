@@ -7,8 +7,10 @@
 // per call by active_isa(). Paths give equal numbers: bit for bit where the
 // math is integer (Philox dropout masks), to round-off elsewhere.
 //
-// The loops written for the compiler's vectoriser (`#pragma omp simd`) have
-// no paths: they are compiled once, for the build's -march.
+// The loops written for the compiler's vectoriser (`#pragma omp simd`) get
+// their paths from on_isa / for_slices_on_isa below (the body compiled once
+// per instruction set); those not wrapped so are compiled once, for the
+// build's -march.
 #pragma once
 #include <omp.h>
 
