@@ -50,7 +50,9 @@ TEST(SquaredRelu, BackwardMayAliasDoutAndIsZeroBelowZero) {
   squared_relu_backward(dout.data(), x.data(), dout.data(), n);
   EXPECT_EQ(separate, dout);
   for (int64_t i = 0; i < n; ++i) {
-    if (x[i] <= 0.f) EXPECT_EQ(separate[i], 0.f);
+    if (x[i] <= 0.f) {
+      EXPECT_EQ(separate[i], 0.f);
+    }
   }
 }
 
