@@ -10,25 +10,22 @@
 
 #include "core/error.h"
 #include "kernels/moe_router.h"
+#include "model/layer_pattern.h"
 
 namespace mt {
 
 namespace {
 
 // --moe-layer-freq as one flag per layer: N → layers 0, N, 2N, ... are MoE;
-// "[0,1,1,1]" → as listed (one entry per layer). Throws naming the fix.
+// a list expression ("[0,1,1,1]", "[0]*3+[1]*5", "([0]+[1]*7)": Megatron's
+// moe_freq_type, model/layer_pattern.h) → as listed, one entry per layer.
 std::vector<bool> moe_layer_pattern(const std::string& freq, int64_t num_layers) {
   std::vector<bool> out;
-  if (!freq.empty() && freq.front() == '[') {
-    MT_CHECK(freq.back() == ']', "--moe-layer-freq '", freq, "' is not a list such as [0,1,1,1]");
-    std::stringstream ss(freq.substr(1, freq.size() - 2));
-    std::string item;
-    while (std::getline(ss, item, ',')) {
-      item.erase(0, item.find_first_not_of(" "));
-      item.erase(item.find_last_not_of(" ") + 1);
-      MT_CHECK(item == "0" || item == "1", "--moe-layer-freq '", freq, "': entry '", item,
-               "' is not 0 or 1; fix: one 0 (dense) or 1 (MoE) per layer, e.g. [0,1,1,1]");
-      out.push_back(item == "1");
+  if (freq.find('[') != std::string::npos) {
+    for (int64_t x : eval_layer_pattern("--moe-layer-freq", freq)) {
+      MT_CHECK(x == 0 || x == 1, "--moe-layer-freq '", freq, "': entry ", x,
+               " is not 0 or 1; fix: one 0 (dense) or 1 (MoE) per layer, e.g. [0,1,1,1]");
+      out.push_back(x == 1);
     }
     MT_CHECK(int64_t(out.size()) == num_layers, "--moe-layer-freq '", freq, "' has ", out.size(),
              " entries but --num-layers is ", num_layers, "; fix: one 0 or 1 per layer");
@@ -43,7 +40,7 @@ std::vector<bool> moe_layer_pattern(const std::string& freq, int64_t num_layers)
   }
   MT_CHECK(used == freq.size() && used > 0 && n > 0, "--moe-layer-freq '", freq,
            "' is neither a positive integer nor a list; fix: give N (every N-th layer is MoE) "
-           "or one 0/1 per layer, e.g. [0,1,1,1] (Python expressions are not read)");
+           "or one 0/1 per layer, e.g. [0,1,1,1] or [0]*1+[1]*3");
   for (int64_t l = 0; l < num_layers; ++l) out.push_back(l % n == 0);
   return out;
 }

@@ -55,7 +55,7 @@ struct ModelConfig {
   // num_experts 0: every MLP is dense.
   int64_t num_experts = 0;
   int64_t moe_ffn_hidden_size = 0;       // an expert's ffn size (0 → ffn_hidden_size)
-  std::string moe_layer_freq = "1";      // N (every N-th layer is MoE) or a list "[0,1,1,1]"
+  std::string moe_layer_freq = "1";      // N (every N-th layer is MoE) or a list "[0,1,1,1]", "[0]+[1]*3"
   int64_t moe_shared_expert_intermediate_size = 0;  // a dense shared expert (0: none)
   int64_t moe_router_topk = 2;
   bool moe_router_pre_softmax = false;   // softmax over all experts, then top-k
@@ -199,7 +199,8 @@ void for_each_model_field(Config& c, Visit&& visit) {
   visit("moe_ffn_hidden_size", "--moe-ffn-hidden-size", "an expert's MLP hidden size (default ffn)",
         c.moe_ffn_hidden_size);
   visit("moe_layer_freq", "--moe-layer-freq",
-        "N: every N-th layer is MoE; or a per-layer list such as [0,1,1,1]", c.moe_layer_freq);
+        "N: every N-th layer is MoE; or a per-layer list such as [0,1,1,1] or [0]*1+[1]*3",
+        c.moe_layer_freq);
   visit("moe_shared_expert_intermediate_size", "--moe-shared-expert-intermediate-size",
         "hidden size of a dense shared expert every token visits (0: none)",
         c.moe_shared_expert_intermediate_size);

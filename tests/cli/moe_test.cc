@@ -164,7 +164,8 @@ TEST(Moe, SharedExpertMatchesOneRank) {
 
 TEST(Moe, InterleavedPipelineAndSequenceAuxLossMatchOneRank) {
   expect_layouts_match_one_rank(
-      moe_flags(4) + " --moe-router-load-balancing-type seq_aux_loss --moe-layer-freq '[0,1,1,1]'",
+      // DeepSeek's form of the pattern (a Python list expression): [0,1,1,1]
+      moe_flags(4) + " --moe-router-load-balancing-type seq_aux_loss --moe-layer-freq '[0]*1+[1]*3'",
       {{"vpp_ep2", 4,
         " --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1"
         " --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall"}});
