@@ -304,6 +304,12 @@ Command add_train_command(CLI::App& app) {
   return [a, model_options, lists, inert]() {
     if (a->recompute_activations) a->recompute_granularity = "selective";
     a->inert_flags = inert();
+    const bool overlap = std::find(a->inert_flags.begin(), a->inert_flags.end(),
+                                   "--moe-shared-expert-overlap") != a->inert_flags.end();
+    MT_CHECK(!overlap || a->model.moe_token_dispatcher_type == "alltoall",
+             "--moe-shared-expert-overlap works only with the alltoall token dispatcher (as in "
+             "Megatron-LM), not '", a->model.moe_token_dispatcher_type,
+             "'; fix: add --moe-token-dispatcher-type alltoall, or leave the flag out");
     for (const auto& [key, option] : *model_options)
       if (option->count() > 0) a->model_flags_given.push_back(key);
     for (const ListFlag& l : *lists) {

@@ -22,6 +22,8 @@ const std::vector<InertFlag>& inert_megatron_flags() {
       {"--tp-comm-overlap", {}, "Transformer Engine's TP communication overlap"},
       {"--overlap-p2p-communication", {}, "NCCL send/recv overlap"},
       {"--defer-embedding-wgrad-compute", {}, "a GPU scheduling choice"},
+      {"--moe-shared-expert-overlap", {}, "overlapping the shared expert with the token "
+       "dispatcher's communication on the GPU (the numbers are the same)"},
       // Checkpoint back-ends: this build writes its own re-shardable format.
       {"--ckpt-format", {"torch", "torch_dist", "zarr", "fsdp_dtensor", "torch_dcp"},
        "PyTorch checkpoint back-end"},

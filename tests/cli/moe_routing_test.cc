@@ -84,7 +84,9 @@ TEST(MoeRouting, DeepSeekRoutingMatchesOneRankWithTheSameExpertBias) {
                           Layout{"tp2_sp_ep2", 2,
                                  " --tensor-model-parallel-size 2 --sequence-parallel"
                                  " --expert-model-parallel-size 2 --expert-tensor-parallel-size 1"
-                                 " --moe-token-dispatcher-type alltoall"}}) {
+                                 " --moe-token-dispatcher-type alltoall"
+                                 // accepted: a GPU overlap, the same numbers
+                                 " --moe-shared-expert-overlap"}}) {
     std::string flags = base + l.flags;
     if (std::string(l.tag) == "tp2_sp_ep2")
       flags.replace(flags.find(vocab_padding("")), vocab_padding("").size(),
@@ -167,6 +169,8 @@ TEST_F(MoeRoutingBadArgs, MisfitRoutingFlagsAreRefusedInOneLine) {
        "--moe-router-enable-expert-bias with --bf16 is not implemented"},
       {"routing without experts", train(" --moe-router-score-function sigmoid"),
        "without --num-experts"},
+      {"overlap without alltoall", train(moe + " --moe-shared-expert-overlap"),
+       "--moe-shared-expert-overlap works only with the alltoall token dispatcher"},
   };
   for (const BadInputCase& c : cases) expect_fails(c);
 }
