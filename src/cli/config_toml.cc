@@ -18,12 +18,23 @@ namespace {
 // its data, tokenizer and length); train_args_of fills them with placeholders.
 const std::set<std::string> kPerRun = {"--train-iters", "--data-path", "--tokenizer-type"};
 
+// Written even at train's default: the sizes a reader looks for first.
+const std::set<std::string> kAlways = {
+    "--num-layers", "--hidden-size", "--num-attention-heads", "--ffn-hidden-size",
+    "--seq-length", "--tensor-model-parallel-size", "--pipeline-model-parallel-size",
+    "--micro-batch-size", "--global-batch-size"};
+
 // A value as TOML: numbers and true bare, anything else a quoted string.
 std::string toml_value(const std::string& v) {
   if (v == "true") return v;
   char* end = nullptr;
   const double x = std::strtod(v.c_str(), &end);
-  if (!v.empty() && end == v.c_str() + v.size() && std::isfinite(x)) return v;
+  if (!v.empty() && end == v.c_str() + v.size() && std::isfinite(x)) {
+    // 1e+06 as 1000000 (a whole number in float's shortest form).
+    if (v.find("e+") != std::string::npos && x == std::floor(x) && std::fabs(x) < 1e15)
+      return std::to_string(static_cast<long long>(x));
+    return v;
+  }
   std::string q = "\"";
   for (char c : v) q += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
   return q + "\"";
@@ -59,7 +70,8 @@ std::string config_toml(const std::string& model_name, const PlanProblem& pb,
   for (const auto& [flag, value] : argument_list(TrainArgs{})) defaults[flag] = value;
   std::string model, layout, train_only;
   for (const auto& [flag, value] : argument_list(train_args_of(pb, r.layout))) {
-    if (kPerRun.count(flag) > 0 || defaults[flag] == value) continue;
+    const bool always = kAlways.count(flag) > 0 && value != "0";  // 0: "derive it"
+    if (kPerRun.count(flag) > 0 || (defaults[flag] == value && !always)) continue;
     MT_CHECK(value != "false", "internal: ", flag, " is on by default and off here; a config "
              "file cannot switch it off");
     MT_CHECK(has_flag(train_app, flag), "internal: ", flag, " is not a flag of megatron train");
@@ -90,8 +102,9 @@ std::string config_toml(const std::string& model_name, const PlanProblem& pb,
   out += "# model: " + model_name + "\n" + model + "\n";
   out += "# layout: " + l.name() + ", DP " + std::to_string(l.dp) + " (plan: step " +
          fmt("%.3f", r.time.total()) + " s, " + fmt("%.0f", r.tokens_per_s) + " tokens/s, " +
-         fmt("%.2f", r.most_loaded_bytes() / 1e9) + " GB on the most loaded rank of " +
-         fmt("%.2f", cluster.memory_gb) + (r.fits ? "" : ": does NOT fit") + ")\n" + layout;
+         fmt("%.2f", r.most_loaded_bytes() / 1e9) + " GB on the most loaded rank, of " +
+         fmt("%.2f", cluster.memory_gb) + " GB per process" + (r.fits ? "" : ": does NOT fit") +
+         ")\n" + layout;
   if (!train_only.empty()) out += "\n[train]\n" + train_only;
   out += "\n[plan]\n";
   out += "device = " + toml_value(cluster.device) + "\n";

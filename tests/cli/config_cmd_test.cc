@@ -55,7 +55,7 @@ TEST(ConfigCmd, AnswersFileGivesAFilePlanAndTrainAcceptOnOneAndTwoRanks) {
   ConfigDir c;
   // One rank, the fastest layout plan offers.
   const std::string one = c.answers("one.txt", std::string("# a comment\ndevice = a100-80gb\n"
-                                                           "global-batch-size = 4\nlayout = 1\n") +
+                                                           "processes-per-machine = 1\nglobal-batch-size = 4\nlayout = 1\n") +
                                                    kTinyModel);
   const std::string f1 = c.dir.file("one.toml");
   RunResult r = run(c.config() + " --answers " + one + " --output " + f1);
@@ -156,13 +156,13 @@ TEST(ConfigCmd, EveryNamedSizeGivesAFilePlanAccepts) {
       {"qwen2.5-7b", 1, {"hidden-size = 3584\n", "ffn-hidden-size = 18944\n",
                          "vocab-size = 152064\n"}},
       {"mistral-7b", 1, {"window-size = \"4095,0\"\n", "vocab-size = 32000\n"}},
-      {"mixtral-8x7b", 2, {"num-experts = 8\n", "moe-router-topk = 2\n", "moe-aux-loss-coeff = 0.02\n"}},
+      {"mixtral-8x7b", 2, {"num-experts = 8\n", "moe-ffn-hidden-size = 14336\n", "moe-aux-loss-coeff = 0.02\n"}},
   };
   for (const Named& n : named) {
     const std::string file = c.dir.file(std::string(n.name) + ".toml");
     const std::string answers = c.answers(
         std::string(n.name) + ".txt",
-        std::string("device = h100-80gb\nprocesses-per-machine = 8\nseq-length = 2048\n") +
+        std::string("device = h100-80gb\nprocesses-per-machine = 8\n") +
             "machines = " + std::to_string(n.machines) + "\nmodel = " + n.name + "\n");
     RunResult r = run(c.config() + " --answers " + answers + " --output " + file);
     ASSERT_EQ(r.exit_code, 0) << n.name << "\n" << r.output;

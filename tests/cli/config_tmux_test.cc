@@ -133,7 +133,7 @@ TEST(ConfigTmux, APersonTypingGetsAFilePlanAndTrainAccept) {
   const std::string log = dir.file("train.json");
   r = run(mpirun(2) + " train --config " + file +
           " --mock-data --tokenizer-type NullTokenizer --train-iters 2 --lr 1e-3"
-          " --eval-interval 0 --peak-tflops 1 --log-json " + log);
+          " --eval-interval 0 --log-interval 1 --peak-tflops 1 --log-json " + log);
   ASSERT_EQ(r.exit_code, 0) << text << "\n" << r.output;
   EXPECT_EQ(read_log_json(log).train.size(), 2u) << r.output;
 }
