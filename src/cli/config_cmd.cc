@@ -264,11 +264,13 @@ Command add_config_command(CLI::App& app) {
   auto a = std::make_shared<ConfigArgs>();
   app.add_option("--output,-o", a->output,
                  "the TOML file to write (default megatron_config.toml); an existing one is "
-                 "replaced only when you say so, or with --force");
+                 "replaced only when you say so, or with --force")
+      ->type_name("FILE");
   app.add_flag("--yes,-y", a->yes, "take every default without asking (scripts)");
   app.add_option("--answers", a->answers,
                  "answers from FILE: `key = value` lines (# comments); a key left out takes its "
-                 "default, a bad answer is an error naming its line");
+                 "default, a bad answer is an error naming its line")
+      ->type_name("FILE");
   app.add_flag("--force", a->force, "replace --output if it exists");
   app.footer("Questions, in order, with their --answers keys:\n" + config_answer_help() +
              "A line `wrote FILE` ends a run; Ctrl-D (end of input) before the end writes "

@@ -21,7 +21,7 @@ const std::vector<AnswerKey> kKeys = {
     {"processes-per-machine", "ranks per machine"},
     {"threads-per-process", "OMP_NUM_THREADS of each rank (the launch line)"},
     {"memory-per-process-gb", "GB one rank may hold (default: the profile's)"},
-    {"model", "a named size (gpt2-small, llama3-8b, qwen3-0.6b, ...) or custom"},
+    {"model", "a named size (listed below) or custom"},
     {"architecture", "(custom) gpt2 (LayerNorm, learned positions, GELU, biases, tied) or llama "
                      "(RMSNorm, RoPE, SwiGLU, no biases, untied)"},
     {"num-layers", "(custom) transformer layers"},
@@ -142,7 +142,9 @@ std::string config_answer_help() {
     key.resize(std::max<size_t>(key.size(), 30), ' ');
     s += "  " + key + a.help + "\n";
   }
-  return s;
+  std::string names;
+  for (const NamedModel& m : named_models()) names += (names.empty() ? "" : ", ") + std::string(m.name);
+  return s + "Named sizes (their Hugging Face config.json): " + names + "\n";
 }
 
 }  // namespace mt

@@ -190,7 +190,7 @@ TEST(ConfigCmd, BadAnswersAreAskedAgainWithTheReason) {
       "3\n2\n\n500\n"            // query groups, ffn, vocab
       "32\n"                     // seq
       "7\n6\n"                   // global batch: 7 sequences on 3 ranks divide no layout
-      "hand\n2\n1\n1\n"          // TP 2 does not divide 3 ranks
+      "hand\n2\n3\n1\n1\n"       // TP 2 does not divide 3 ranks, TP 3 not the 4 heads
       "4\n2\n\n\nfp32\n";        // micro-batch 4 x DP 3 does not divide 6
   write_text(c.dir.file("typed.txt"), typed);
   const RunResult r = run(c.config() + " --output " + f + " < " + c.dir.file("typed.txt"));
@@ -202,6 +202,7 @@ TEST(ConfigCmd, BadAnswersAreAskedAgainWithTheReason) {
                           "invalid: the 4 heads are not divisible by the query groups 3",
                           "invalid: no layout of 3 ranks can run it",
                           "invalid: the world size 3 is not divisible by TP 2",
+                          "invalid: the 4 attention heads are not divisible by TP 3",
                           "invalid: the global batch 6 is not divisible by micro-batch 4 x DP 3"})
     EXPECT_NE(r.output.find(why), std::string::npos) << why << "\n" << r.output;
   const std::string t = read_text(f);

@@ -20,7 +20,7 @@ namespace fs = std::filesystem;
 class Tmux {
  public:
   explicit Tmux(const std::string& command)
-      : socket_("mt_config_test_" + std::to_string(::getpid())) {
+      : socket_("mt_config_test_" + std::to_string(::getpid()) + "_" + std::to_string(next())) {
     started_ = run(tmux() + " new-session -d -s s -x 160 -y 50 " + quoted(command)).exit_code == 0;
   }
   ~Tmux() { run(tmux() + " kill-server"); }
@@ -52,10 +52,16 @@ class Tmux {
   // Types `keys` (literally) and presses Enter.
   void type(const std::string& keys) const {
     if (!keys.empty()) run(tmux() + " send-keys -t s -l " + quoted(keys));
-    run(tmux() + " send-keys -t s Enter");
+    press("Enter");
   }
+  // Presses one key by tmux's name of it (Enter, C-d).
+  void press(const std::string& key) const { run(tmux() + " send-keys -t s " + key); }
 
  private:
+  static int next() {
+    static int n = 0;
+    return n++;
+  }
   std::string tmux() const { return "tmux -L " + socket_; }
   static std::string quoted(const std::string& s) {
     std::string q = "'";
@@ -75,17 +81,27 @@ class Tmux {
   bool started_ = false;
 };
 
-TEST(ConfigTmux, APersonTypingGetsAFilePlanAndTrainAccept) {
-  if (run("command -v tmux").exit_code != 0)
-    GTEST_FAIL() << "tmux is missing (this test drives `megatron config` in a terminal): run "
-                    "scripts/install_deps.sh, or apt-get install tmux";
-  TempDir dir;
+// The shipped profiles only (a100-80gb, h100-80gb) in `dir`/devices; `megatron
+// config --output FILE` in a terminal, then its exit status on the screen.
+std::string config_in_terminal(const TempDir& dir, const std::string& file) {
   fs::create_directories(dir.file("devices"));
   for (const char* d : {"a100-80gb.json", "h100-80gb.json"})
     fs::copy_file(std::string(MT_SOURCE_DIR) + "/configs/devices/" + d, dir.file("devices/") + d);
+  return "env MEGATRON_DEVICES_DIR=" + dir.file("devices") + " OMP_NUM_THREADS=1 " + MT_BINARY +
+         " config --output " + file + "; echo config-exit=$?; sleep 600";
+}
+
+void require_tmux() {
+  ASSERT_EQ(run("command -v tmux").exit_code, 0)
+      << "tmux is missing (this test drives `megatron config` in a terminal): run "
+         "scripts/install_deps.sh, or apt-get install tmux";
+}
+
+TEST(ConfigTmux, APersonTypingGetsAFilePlanAndTrainAccept) {
+  require_tmux();
+  TempDir dir;
   const std::string file = dir.file("typed.toml");
-  Tmux t("env MEGATRON_DEVICES_DIR=" + dir.file("devices") + " OMP_NUM_THREADS=1 " + MT_BINARY +
-         " config --output " + file + "; echo config-exit=$?; sleep 600");
+  Tmux t(config_in_terminal(dir, file));
   ASSERT_TRUE(t.started()) << "tmux could not start a session";
   // (prompt on the screen, what the person types); "" is Enter alone.
   const std::pair<const char*, const char*> steps[] = {
@@ -136,6 +152,25 @@ TEST(ConfigTmux, APersonTypingGetsAFilePlanAndTrainAccept) {
           " --eval-interval 0 --log-interval 1 --peak-tflops 1 --log-json " + log);
   ASSERT_EQ(r.exit_code, 0) << text << "\n" << r.output;
   EXPECT_EQ(read_log_json(log).train.size(), 2u) << r.output;
+}
+
+// Ctrl-D (end of input) at the second question: exit 1, no file, the
+// question named.
+TEST(ConfigTmux, CtrlDMidwayExitsNonZeroWritingNothing) {
+  require_tmux();
+  TempDir dir;
+  const std::string file = dir.file("never.toml");
+  Tmux t(config_in_terminal(dir, file));
+  ASSERT_TRUE(t.started()) << "tmux could not start a session";
+  ASSERT_TRUE(t.wait_for_prompt("Device profile (or a FILE.json) [a100-80gb]:")) << t.screen();
+  t.type("");
+  ASSERT_TRUE(t.wait_for_prompt("How many machines [1]:")) << t.screen();
+  t.press("C-d");
+  ASSERT_TRUE(t.wait_for_text("config-exit=1")) << t.screen();
+  EXPECT_NE(t.screen().find("the input ended at the question 'How many machines'"),
+            std::string::npos) << t.screen();
+  EXPECT_FALSE(fs::exists(file));
+  EXPECT_FALSE(fs::exists(file + ".tmp"));
 }
 
 }  // namespace
