@@ -15,12 +15,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// One tmux server of this test's own (-L socket), one session "s"; the
-// server is ended with the test.
+// One tmux server of this test's own (its socket `socket`, in the test's
+// temporary folder), one session "s"; the server is ended with the test.
 class Tmux {
  public:
-  explicit Tmux(const std::string& command)
-      : socket_("mt_config_test_" + std::to_string(::getpid()) + "_" + std::to_string(next())) {
+  Tmux(const std::string& socket, const std::string& command) : socket_(socket) {
     started_ = run(tmux() + " new-session -d -s s -x 160 -y 50 " + quoted(command)).exit_code == 0;
   }
   ~Tmux() { run(tmux() + " kill-server"); }
@@ -58,11 +57,7 @@ class Tmux {
   void press(const std::string& key) const { run(tmux() + " send-keys -t s " + key); }
 
  private:
-  static int next() {
-    static int n = 0;
-    return n++;
-  }
-  std::string tmux() const { return "tmux -L " + socket_; }
+  std::string tmux() const { return "tmux -S " + socket_; }
   static std::string quoted(const std::string& s) {
     std::string q = "'";
     for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -101,7 +96,7 @@ TEST(ConfigTmux, APersonTypingGetsAFilePlanAndTrainAccept) {
   require_tmux();
   TempDir dir;
   const std::string file = dir.file("typed.toml");
-  Tmux t(config_in_terminal(dir, file));
+  Tmux t(dir.file("tmux.sock"), config_in_terminal(dir, file));
   ASSERT_TRUE(t.started()) << "tmux could not start a session";
   // (prompt on the screen, what the person types); "" is Enter alone.
   const std::pair<const char*, const char*> steps[] = {
@@ -160,7 +155,7 @@ TEST(ConfigTmux, CtrlDMidwayExitsNonZeroWritingNothing) {
   require_tmux();
   TempDir dir;
   const std::string file = dir.file("never.toml");
-  Tmux t(config_in_terminal(dir, file));
+  Tmux t(dir.file("tmux.sock"), config_in_terminal(dir, file));
   ASSERT_TRUE(t.started()) << "tmux could not start a session";
   ASSERT_TRUE(t.wait_for_prompt("Device profile (or a FILE.json) [a100-80gb]:")) << t.screen();
   t.type("");
