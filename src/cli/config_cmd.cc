@@ -33,7 +33,7 @@ constexpr size_t kOffered = 5;
 
 std::string gb(double bytes) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f GB", bytes / 1e9);
+  std::snprintf(buf, sizeof buf, "%.3g GB", bytes / 1e9);
   return buf;
 }
 
@@ -253,8 +253,7 @@ int run_config(const ConfigArgs& a) {
   }
   // Written beside and renamed in: a failed write leaves no half file.
   atomic_write_text(a.output, config_toml(model_name, pb, chosen, cluster, a.output));
-  std::printf("wrote %s\n  check it:  megatron plan --config %s\n", a.output.c_str(),
-              a.output.c_str());
+  p.say("wrote " + a.output + "\n  check it:  megatron plan --config " + a.output);
   return 0;
 }
 

@@ -85,8 +85,8 @@ int run_plan(const PlanArgs& a) {
   c.devices_per_node = a.devices_per_node;
   c.device = load_device_profile(a.device);
   MT_CHECK(a.device_memory_gb >= 0 && std::isfinite(a.device_memory_gb), "--device-memory-gb ",
-           a.device_memory_gb, " must be > 0 (GB one rank may hold), or left out for the "
-           "profile's");
+           a.device_memory_gb, " must be > 0 (GB one rank may hold); fix: a positive number, "
+           "or leave it out (or 0) for the profile's memory_bytes");
   if (a.device_memory_gb > 0) c.device.memory_bytes = a.device_memory_gb * 1e9;
   PlanProblem pb;
   pb.model = a.model;

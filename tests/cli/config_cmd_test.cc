@@ -126,6 +126,30 @@ TEST(ConfigCmd, EveryDefaultGivesAFilePlanAndTrainAccept) {
   EXPECT_EQ(read_log_json(log).train.size(), 2u) << r.output;
 }
 
+// The memory per process answered is what plan checks the layouts against
+// (the file's [plan] device-memory-gb): too little, and config offers the
+// nearest layouts, says so in the file, and plan --config finds none fits.
+TEST(ConfigCmd, TheMemoryAnsweredIsWhatPlanChecks) {
+  ConfigDir c;
+  const std::string f = c.dir.file("small.toml");
+  const std::string answers = c.answers(
+      "small.txt", std::string("device = a100-80gb\nprocesses-per-machine = 1\n"
+                               "memory-per-process-gb = 0.001\nglobal-batch-size = 4\n") +
+                       kTinyModel);
+  RunResult r = run(c.config() + " --answers " + answers + " --output " + f);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("none fits in 0.001 GB per process"), std::string::npos) << r.output;
+  const std::string t = read_text(f);
+  EXPECT_NE(t.find("device-memory-gb = 0.001\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("does NOT fit"), std::string::npos) << t;
+  r = run(c.plan(f));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("no layout fits in 0.001 GB per device"), std::string::npos) << r.output;
+  // The command line wins over the file.
+  r = run(c.plan(f) + " --device-memory-gb 80");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
 // Each named size with its published architecture, planned on H100 machines.
 TEST(ConfigCmd, EveryNamedSizeGivesAFilePlanAccepts) {
   ConfigDir c;
