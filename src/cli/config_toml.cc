@@ -65,7 +65,7 @@ std::string config_toml(const std::string& model_name, const PlanProblem& pb,
     const std::string f(flag);
     if (!f.empty()) model_flags.insert(f.substr(0, f.find(',')));
   });
-  // Every train flag whose value differs from train's default.
+  // Every train flag whose value differs from train's default, and the sizes (kAlways).
   std::map<std::string, std::string> defaults;
   for (const auto& [flag, value] : argument_list(TrainArgs{})) defaults[flag] = value;
   std::string model, layout, train_only;

@@ -93,7 +93,7 @@ void require_tmux() {
 }
 
 TEST(ConfigTmux, APersonTypingGetsAFilePlanAndTrainAccept) {
-  require_tmux();
+  ASSERT_NO_FATAL_FAILURE(require_tmux());
   TempDir dir;
   const std::string file = dir.file("typed.toml");
   Tmux t(dir.file("tmux.sock"), config_in_terminal(dir, file));
@@ -152,7 +152,7 @@ TEST(ConfigTmux, APersonTypingGetsAFilePlanAndTrainAccept) {
 // Ctrl-D (end of input) at the second question: exit 1, no file, the
 // question named.
 TEST(ConfigTmux, CtrlDMidwayExitsNonZeroWritingNothing) {
-  require_tmux();
+  ASSERT_NO_FATAL_FAILURE(require_tmux());
   TempDir dir;
   const std::string file = dir.file("never.toml");
   Tmux t(dir.file("tmux.sock"), config_in_terminal(dir, file));
