@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
-#include <sched.h>
 
 #include "checkpoint/atomic_file.h"
 #include "cli/commands.h"
@@ -16,6 +15,7 @@
 #include "cli/config_toml.h"
 #include "core/error.h"
 #include "core/output_guard.h"
+#include "plan/plan_calibrate.h"
 #include "plan/plan_report.h"
 
 namespace mt {
@@ -35,13 +35,6 @@ std::string gb(double bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3g GB", bytes / 1e9);
   return buf;
-}
-
-int host_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return 1;
 }
 
 // The shipped and calibrated device profiles (configs/devices), cpu-here first.
