@@ -10,8 +10,8 @@
 
 #include "checkpoint/atomic_file.h"
 #include "cli/commands.h"
-#include "cli/config_questions.h"
 #include "cli/config_prompt.h"
+#include "cli/config_questions.h"
 #include "cli/config_toml.h"
 #include "core/error.h"
 #include "core/output_guard.h"
@@ -54,10 +54,13 @@ ConfigCluster ask_cluster(Prompter& p, DeviceProfile* profile) {
   ConfigCluster c;
   const std::vector<std::string> names = device_names();
   if (std::find(names.begin(), names.end(), "cpu-here") == names.end())
-    p.say("(cpu-here, this machine's measured profile, is offered once `mpirun -n P megatron "
-          "plan --calibrate` has written it)");
-  Question dev{"device", "Device profile (or a FILE.json)",
-               names.empty() ? "" : names.front(), names,
+    p.say(
+        "(cpu-here, this machine's measured profile, is offered once `mpirun -n P megatron "
+        "plan --calibrate` has written it)");
+  Question dev{"device",
+               "Device profile (or a FILE.json)",
+               names.empty() ? "" : names.front(),
+               names,
                [&](const std::string& a) {
                  try {
                    *profile = load_device_profile(a);
@@ -70,20 +73,19 @@ ConfigCluster ask_cluster(Prompter& p, DeviceProfile* profile) {
   c.device = p.ask(dev);
   const bool cpu = profile->cores_per_node > 0;
   c.machines = p.ask_int("machines", "How many machines", 1);
-  c.processes_per_machine = p.ask_int(
-      "processes-per-machine", "Processes (ranks) per machine", cpu ? 1 : 8, [&](int64_t n) {
-        try {
-          plan_world_size(c.machines, n);
-        } catch (const Error& e) {
-          return error_reason(e.what());
-        }
-        return std::string();
-      });
-  c.threads_per_process = p.ask_int(
-      "threads-per-process", "Threads per process (OMP_NUM_THREADS)",
-      std::max<int64_t>(1, host_cores() / c.processes_per_machine));
-  c.memory_gb = p.ask_number("memory-per-process-gb", "Memory per process, GB",
-                             profile->memory_bytes / 1e9);
+  c.processes_per_machine = p.ask_int("processes-per-machine", "Processes (ranks) per machine",
+                                      cpu ? 1 : 8, [&](int64_t n) {
+                                        try {
+                                          plan_world_size(c.machines, n);
+                                        } catch (const Error& e) {
+                                          return error_reason(e.what());
+                                        }
+                                        return std::string();
+                                      });
+  c.threads_per_process = p.ask_int("threads-per-process", "Threads per process (OMP_NUM_THREADS)",
+                                    std::max<int64_t>(1, host_cores() / c.processes_per_machine));
+  c.memory_gb =
+      p.ask_number("memory-per-process-gb", "Memory per process, GB", profile->memory_bytes / 1e9);
   profile->memory_bytes = c.memory_gb * 1e9;
   return c;
 }
@@ -117,31 +119,30 @@ PlanLayout ask_layout_by_hand(Prompter& p, const PlanProblem& pb) {
                " query groups are not divisible by TP " + std::to_string(tp);
       return std::string();
     });
-    l.sequence_parallel =
-        l.tp > 1 && p.ask_yes_no("sequence-parallel", "Sequence parallelism over the TP ranks", true);
-    l.pp = p.ask_int("pipeline-model-parallel-size", "Pipeline-parallel size (PP)", 1,
-                     [&](int64_t pp) {
-                       if ((pb.world / l.tp) % pp != 0)
-                         return "the " + std::to_string(pb.world / l.tp) +
-                                " ranks left after TP are not divisible by PP " +
-                                std::to_string(pp);
-                       if (m.num_layers % pp != 0)
-                         return "the " + std::to_string(m.num_layers) +
-                                " layers are not divisible by PP " + std::to_string(pp);
-                       return std::string();
-                     });
+    l.sequence_parallel = l.tp > 1 && p.ask_yes_no("sequence-parallel",
+                                                   "Sequence parallelism over the TP ranks", true);
+    l.pp = p.ask_int(
+        "pipeline-model-parallel-size", "Pipeline-parallel size (PP)", 1, [&](int64_t pp) {
+          if ((pb.world / l.tp) % pp != 0)
+            return "the " + std::to_string(pb.world / l.tp) +
+                   " ranks left after TP are not divisible by PP " + std::to_string(pp);
+          if (m.num_layers % pp != 0)
+            return "the " + std::to_string(m.num_layers) + " layers are not divisible by PP " +
+                   std::to_string(pp);
+          return std::string();
+        });
     l.dp = pb.world / (l.tp * l.pp);
-    p.say("Data-parallel size (DP) = " + std::to_string(pb.world) + " ranks / (TP x PP) = " +
-          std::to_string(l.dp));
+    p.say("Data-parallel size (DP) = " + std::to_string(pb.world) +
+          " ranks / (TP x PP) = " + std::to_string(l.dp));
     if (m.moe())
-      l.ep = p.ask_int("expert-model-parallel-size", "Expert-parallel size (EP)", 1,
-                       [&](int64_t ep) {
-                         if (m.num_experts % ep != 0 || (l.tp * l.dp) % ep != 0)
-                           return "EP " + std::to_string(ep) + " must divide the " +
-                                  std::to_string(m.num_experts) + " experts and TP x DP " +
-                                  std::to_string(l.tp * l.dp);
-                         return std::string();
-                       });
+      l.ep =
+          p.ask_int("expert-model-parallel-size", "Expert-parallel size (EP)", 1, [&](int64_t ep) {
+            if (m.num_experts % ep != 0 || (l.tp * l.dp) % ep != 0)
+              return "EP " + std::to_string(ep) + " must divide the " +
+                     std::to_string(m.num_experts) + " experts and TP x DP " +
+                     std::to_string(l.tp * l.dp);
+            return std::string();
+          });
     l.micro_batch_size =
         p.ask_int("micro-batch-size", "Micro-batch size (sequences)", 1, [&](int64_t mbs) {
           if (pb.global_batch_size % (mbs * l.dp) != 0)
@@ -150,13 +151,19 @@ PlanLayout ask_layout_by_hand(Prompter& p, const PlanProblem& pb) {
                    std::to_string(l.dp);
           return std::string();
         });
-    Question rec{"recompute", "Recompute (selective: attention, always on here; full: every "
-                 "layer's forward again in backward)", "selective", {"selective", "full"}, {}};
+    Question rec{"recompute",
+                 "Recompute (selective: attention, always on here; full: every "
+                 "layer's forward again in backward)",
+                 "selective",
+                 {"selective", "full"},
+                 {}};
     l.recompute = p.ask(rec);
     Question opt{"distributed-optimizer",
                  "Distributed optimizer (shard over DP: ZeRO-1 the optimizer state, ZeRO-2 and "
                  "the gradients, ZeRO-3 and the weights)",
-                 "no", {"no", "ZeRO-1", "ZeRO-2", "ZeRO-3"}, {}};
+                 "no",
+                 {"no", "ZeRO-1", "ZeRO-2", "ZeRO-3"},
+                 {}};
     const std::string zero = p.ask(opt);
     l.distributed_optimizer = zero != "no";
     l.sharding = zero == "ZeRO-2" ? "optim_grads" : zero == "ZeRO-3" ? "optim_grads_params" : "";
@@ -200,13 +207,14 @@ PlanResult ask_layout(Prompter& p, const PlanProblem& pb, const PlanCluster& c) 
 }
 
 int run_config(const ConfigArgs& a) {
-  MT_CHECK(!(a.yes && !a.answers.empty()), "--yes and --answers are both given; fix: one of "
+  MT_CHECK(!(a.yes && !a.answers.empty()),
+           "--yes and --answers are both given; fix: one of "
            "them (--answers: a key left out takes its default)");
   OutputGuard paths;
   paths.reads_file("--answers", a.answers);
   paths.writes_file("--output", a.output);
   paths.check();
-  const Prompter::Mode mode = a.yes                 ? Prompter::Mode::kDefaults
+  const Prompter::Mode mode = a.yes                ? Prompter::Mode::kDefaults
                               : !a.answers.empty() ? Prompter::Mode::kAnswers
                                                    : Prompter::Mode::kAsk;
   std::map<std::string, std::string> answers;
@@ -219,7 +227,8 @@ int run_config(const ConfigArgs& a) {
   }
   Prompter p(std::cin, std::cout, mode, answers, a.answers);
   if (std::filesystem::exists(a.output) && !a.force) {
-    MT_CHECK(mode == Prompter::Mode::kAsk, "--output ", a.output, " exists and is kept; fix: "
+    MT_CHECK(mode == Prompter::Mode::kAsk, "--output ", a.output,
+             " exists and is kept; fix: "
              "--force to replace it, or another --output");
     MT_CHECK(p.ask_yes_no("overwrite", a.output + " exists; replace it", false), a.output,
              " exists and is kept; fix: another --output FILE");

@@ -22,8 +22,9 @@ const std::vector<AnswerKey> kKeys = {
     {"threads-per-process", "OMP_NUM_THREADS of each rank (the launch line)"},
     {"memory-per-process-gb", "GB one rank may hold (default: the profile's)"},
     {"model", "a named size (listed below) or custom"},
-    {"architecture", "(custom) gpt2 (LayerNorm, learned positions, GELU, biases, tied) or llama "
-                     "(RMSNorm, RoPE, SwiGLU, no biases, untied)"},
+    {"architecture",
+     "(custom) gpt2 (LayerNorm, learned positions, GELU, biases, tied) or llama "
+     "(RMSNorm, RoPE, SwiGLU, no biases, untied)"},
     {"num-layers", "(custom) transformer layers"},
     {"hidden-size", "(custom) hidden size"},
     {"num-attention-heads", "(custom) attention heads (dividing the hidden size)"},
@@ -109,15 +110,16 @@ ModelConfig ask_model(Prompter& p, std::string* name) {
 }
 
 int64_t ask_global_batch(Prompter& p, const PlanProblem& pb) {
-  return p.ask_int("global-batch-size", "Global batch size (sequences per iteration)",
-                   8 * pb.world, [&](int64_t b) {
-                     PlanProblem probe = pb;
-                     probe.global_batch_size = b;
-                     std::vector<std::string> rejected;
-                     if (!enumerate_layouts(probe, {}, &rejected).empty()) return std::string();
-                     return "no layout of " + std::to_string(pb.world) + " ranks can run it: " +
-                            (rejected.empty() ? std::string("none divides") : error_reason(rejected[0]));
-                   });
+  return p.ask_int(
+      "global-batch-size", "Global batch size (sequences per iteration)", 8 * pb.world,
+      [&](int64_t b) {
+        PlanProblem probe = pb;
+        probe.global_batch_size = b;
+        std::vector<std::string> rejected;
+        if (!enumerate_layouts(probe, {}, &rejected).empty()) return std::string();
+        return "no layout of " + std::to_string(pb.world) + " ranks can run it: " +
+               (rejected.empty() ? std::string("none divides") : error_reason(rejected[0]));
+      });
 }
 
 const std::vector<std::string>& config_answer_keys() {
@@ -143,7 +145,8 @@ std::string config_answer_help() {
     s += "  " + key + a.help + "\n";
   }
   std::string names;
-  for (const NamedModel& m : named_models()) names += (names.empty() ? "" : ", ") + std::string(m.name);
+  for (const NamedModel& m : named_models())
+    names += (names.empty() ? "" : ", ") + std::string(m.name);
   return s + "Named sizes (their Hugging Face config.json): " + names + "\n";
 }
 

@@ -18,8 +18,7 @@ struct ConfigDir {
   ConfigDir() {
     fs::create_directories(dir.file("devices"));
     for (const char* d : {"a100-80gb.json", "h100-80gb.json"})
-      fs::copy_file(std::string(MT_SOURCE_DIR) + "/configs/devices/" + d,
-                    dir.file("devices/") + d);
+      fs::copy_file(std::string(MT_SOURCE_DIR) + "/configs/devices/" + d, dir.file("devices/") + d);
   }
   std::string env() const { return "env MEGATRON_DEVICES_DIR=" + dir.file("devices") + " "; }
   std::string config() const { return env() + megatron() + " config"; }
@@ -54,19 +53,20 @@ const char* kTinyModel =
 TEST(ConfigCmd, AnswersFileGivesAFilePlanAndTrainAcceptOnOneAndTwoRanks) {
   ConfigDir c;
   // One rank, the fastest layout plan offers.
-  const std::string one = c.answers("one.txt", std::string("# a comment\ndevice = a100-80gb\n"
-                                                           "processes-per-machine = 1\nglobal-batch-size = 4\nlayout = 1\n") +
-                                                   kTinyModel);
+  const std::string one = c.answers(
+      "one.txt", std::string("# a comment\ndevice = a100-80gb\n"
+                             "processes-per-machine = 1\nglobal-batch-size = 4\nlayout = 1\n") +
+                     kTinyModel);
   const std::string f1 = c.dir.file("one.toml");
   RunResult r = run(c.config() + " --answers " + one + " --output " + f1);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("wrote " + f1), std::string::npos) << r.output;
   const std::string t1 = read_text(f1);
-  for (const char* line : {"num-layers = 2\n", "hidden-size = 64\n", "normalization = \"RMSNorm\"",
-                           "swiglu = true\n", "group-query-attention = true\n",
-                           "num-query-groups = 2\n", "vocab-size = 500\n", "seq-length = 32\n",
-                           "global-batch-size = 4\n", "[plan]\ndevice = \"a100-80gb\"\n",
-                           "num-nodes = 1\n", "devices-per-node = 1\n", "mpirun -n 1 "})
+  for (const char* line :
+       {"num-layers = 2\n", "hidden-size = 64\n", "normalization = \"RMSNorm\"", "swiglu = true\n",
+        "group-query-attention = true\n", "num-query-groups = 2\n", "vocab-size = 500\n",
+        "seq-length = 32\n", "global-batch-size = 4\n", "[plan]\ndevice = \"a100-80gb\"\n",
+        "num-nodes = 1\n", "devices-per-node = 1\n", "mpirun -n 1 "})
     EXPECT_NE(t1.find(line), std::string::npos) << line << "\n" << t1;
   r = run(c.plan(f1) + " --top 3");
   EXPECT_EQ(r.exit_code, 0) << t1 << "\n" << r.output;
@@ -75,20 +75,22 @@ TEST(ConfigCmd, AnswersFileGivesAFilePlanAndTrainAcceptOnOneAndTwoRanks) {
   // Two ranks by hand: TP 2 with SP, full recompute (its method goes under
   // [train]: plan has no such flag), ZeRO-1, fp32.
   const std::string two = c.answers(
-      "two.txt", std::string("device = h100-80gb\nprocesses-per-machine = 2\n"
-                             "global-batch-size = 4\nlayout = hand\n"
-                             "tensor-model-parallel-size = 2\nsequence-parallel = yes\n"
-                             "pipeline-model-parallel-size = 1\nmicro-batch-size = 2\n"
-                             "recompute = full\ndistributed-optimizer = ZeRO-1\nprecision = fp32\n") +
-                     kTinyModel);
+      "two.txt",
+      std::string("device = h100-80gb\nprocesses-per-machine = 2\n"
+                  "global-batch-size = 4\nlayout = hand\n"
+                  "tensor-model-parallel-size = 2\nsequence-parallel = yes\n"
+                  "pipeline-model-parallel-size = 1\nmicro-batch-size = 2\n"
+                  "recompute = full\ndistributed-optimizer = ZeRO-1\nprecision = fp32\n") +
+          kTinyModel);
   const std::string f2 = c.dir.file("two.toml");
   r = run(c.config() + " --answers " + two + " --output " + f2);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::string t2 = read_text(f2);
-  for (const char* line : {"tensor-model-parallel-size = 2\n", "sequence-parallel = true\n",
-                           "recompute-granularity = \"full\"\n", "use-distributed-optimizer = true\n",
-                           "micro-batch-size = 2\n", "[train]\nrecompute-method = \"uniform\"\n",
-                           "recompute-num-layers = 1\n", "devices-per-node = 2\n", "mpirun -n 2 "})
+  for (const char* line :
+       {"tensor-model-parallel-size = 2\n", "sequence-parallel = true\n",
+        "recompute-granularity = \"full\"\n", "use-distributed-optimizer = true\n",
+        "micro-batch-size = 2\n", "[train]\nrecompute-method = \"uniform\"\n",
+        "recompute-num-layers = 1\n", "devices-per-node = 2\n", "mpirun -n 2 "})
     EXPECT_NE(t2.find(line), std::string::npos) << line << "\n" << t2;
   EXPECT_EQ(t2.find("bf16 = true"), std::string::npos) << t2;
   r = run(c.plan(f2) + " --json");
@@ -107,10 +109,10 @@ TEST(ConfigCmd, EveryDefaultGivesAFilePlanAndTrainAccept) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("wrote megatron_config.toml"), std::string::npos) << r.output;
   const std::string t = read_text(f);
-  for (const char* line : {"# model: gpt2-small\n", "num-layers = 12\n", "hidden-size = 768\n",
-                           "num-attention-heads = 12\n", "seq-length = 1024\n",
-                           "vocab-size = 50257\n", "max-position-embeddings = 1024\n",
-                           "device = \"a100-80gb\"\n"})
+  for (const char* line :
+       {"# model: gpt2-small\n", "num-layers = 12\n", "hidden-size = 768\n",
+        "num-attention-heads = 12\n", "seq-length = 1024\n", "vocab-size = 50257\n",
+        "max-position-embeddings = 1024\n", "device = \"a100-80gb\"\n"})
     EXPECT_NE(t.find(line), std::string::npos) << line << "\n" << t;
   r = run(c.plan(f));
   EXPECT_EQ(r.exit_code, 0) << t << "\n" << r.output;
@@ -121,7 +123,8 @@ TEST(ConfigCmd, EveryDefaultGivesAFilePlanAndTrainAccept) {
   r = run(megatron() + " train --config " + f + kTrainRun +
           " --num-layers 1 --hidden-size 32 --num-attention-heads 4 --ffn-hidden-size 64"
           " --seq-length 16 --vocab-size 100 --global-batch-size 2 --micro-batch-size 1"
-          " --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --log-json " + log);
+          " --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --log-json " +
+          log);
   ASSERT_EQ(r.exit_code, 0) << t << "\n" << r.output;
   EXPECT_EQ(read_log_json(log).train.size(), 2u) << r.output;
 }
@@ -132,10 +135,10 @@ TEST(ConfigCmd, EveryDefaultGivesAFilePlanAndTrainAccept) {
 TEST(ConfigCmd, TheMemoryAnsweredIsWhatPlanChecks) {
   ConfigDir c;
   const std::string f = c.dir.file("small.toml");
-  const std::string answers = c.answers(
-      "small.txt", std::string("device = a100-80gb\nprocesses-per-machine = 1\n"
-                               "memory-per-process-gb = 0.001\nglobal-batch-size = 4\n") +
-                       kTinyModel);
+  const std::string answers =
+      c.answers("small.txt", std::string("device = a100-80gb\nprocesses-per-machine = 1\n"
+                                         "memory-per-process-gb = 0.001\nglobal-batch-size = 4\n") +
+                                 kTinyModel);
   RunResult r = run(c.config() + " --answers " + answers + " --output " + f);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("none fits in 0.001 GB per process"), std::string::npos) << r.output;
@@ -160,34 +163,51 @@ TEST(ConfigCmd, EveryNamedSizeGivesAFilePlanAccepts) {
   };
   const Named named[] = {
       {"gpt2-small", 1, {"num-layers = 12\n", "hidden-size = 768\n"}},
-      {"gpt2-medium", 1, {"num-layers = 24\n", "hidden-size = 1024\n", "num-attention-heads = 16\n"}},
-      {"gpt2-large", 1, {"num-layers = 36\n", "hidden-size = 1280\n", "num-attention-heads = 20\n"}},
+      {"gpt2-medium",
+       1,
+       {"num-layers = 24\n", "hidden-size = 1024\n", "num-attention-heads = 16\n"}},
+      {"gpt2-large",
+       1,
+       {"num-layers = 36\n", "hidden-size = 1280\n", "num-attention-heads = 20\n"}},
       {"gpt2-xl", 1, {"num-layers = 48\n", "hidden-size = 1600\n", "num-attention-heads = 25\n"}},
-      {"llama3-8b", 1, {"ffn-hidden-size = 14336\n", "num-query-groups = 8\n",
-                        "rotary-base = 500000\n", "untie-embeddings-and-output-weights = true\n",
-                        "normalization = \"RMSNorm\"\n", "disable-bias-linear = true\n",
-                        "max-position-embeddings = 8192\n", "vocab-size = 128256\n"}},
+      {"llama3-8b",
+       1,
+       {"ffn-hidden-size = 14336\n", "num-query-groups = 8\n", "rotary-base = 500000\n",
+        "untie-embeddings-and-output-weights = true\n", "normalization = \"RMSNorm\"\n",
+        "disable-bias-linear = true\n", "max-position-embeddings = 8192\n",
+        "vocab-size = 128256\n"}},
       {"llama3-70b", 8, {"num-layers = 80\n", "hidden-size = 8192\n", "ffn-hidden-size = 28672\n"}},
-      {"llama3.2-1b", 1, {"num-layers = 16\n", "kv-channels = 64\n", "use-rope-scaling = true\n",
-                          "rope-scaling-factor = 32\n", "max-position-embeddings = 131072\n"}},
-      {"llama3.2-3b", 1, {"num-layers = 28\n", "num-attention-heads = 24\n", "kv-channels = 128\n"}},
-      {"qwen3-0.6b", 1, {"qk-layernorm = true\n", "kv-channels = 128\n", "rotary-base = 1000000\n",
-                         "norm-epsilon = 1e-06\n", "vocab-size = 151936\n"}},
+      {"llama3.2-1b",
+       1,
+       {"num-layers = 16\n", "kv-channels = 64\n", "use-rope-scaling = true\n",
+        "rope-scaling-factor = 32\n", "max-position-embeddings = 131072\n"}},
+      {"llama3.2-3b",
+       1,
+       {"num-layers = 28\n", "num-attention-heads = 24\n", "kv-channels = 128\n"}},
+      {"qwen3-0.6b",
+       1,
+       {"qk-layernorm = true\n", "kv-channels = 128\n", "rotary-base = 1000000\n",
+        "norm-epsilon = 1e-06\n", "vocab-size = 151936\n"}},
       {"qwen3-1.7b", 1, {"hidden-size = 2048\n", "ffn-hidden-size = 6144\n"}},
       {"qwen3-4b", 1, {"num-layers = 36\n", "hidden-size = 2560\n", "ffn-hidden-size = 9728\n"}},
       {"qwen3-8b", 1, {"hidden-size = 4096\n", "untie-embeddings-and-output-weights = true\n"}},
-      {"qwen2.5-0.5b", 1, {"add-qkv-bias = true\n", "hidden-size = 896\n", "num-query-groups = 2\n"}},
-      {"qwen2.5-7b", 1, {"hidden-size = 3584\n", "ffn-hidden-size = 18944\n",
-                         "vocab-size = 152064\n"}},
+      {"qwen2.5-0.5b",
+       1,
+       {"add-qkv-bias = true\n", "hidden-size = 896\n", "num-query-groups = 2\n"}},
+      {"qwen2.5-7b",
+       1,
+       {"hidden-size = 3584\n", "ffn-hidden-size = 18944\n", "vocab-size = 152064\n"}},
       {"mistral-7b", 1, {"window-size = \"4095,0\"\n", "vocab-size = 32000\n"}},
-      {"mixtral-8x7b", 2, {"num-experts = 8\n", "moe-ffn-hidden-size = 14336\n", "moe-aux-loss-coeff = 0.02\n"}},
+      {"mixtral-8x7b",
+       2,
+       {"num-experts = 8\n", "moe-ffn-hidden-size = 14336\n", "moe-aux-loss-coeff = 0.02\n"}},
   };
   for (const Named& n : named) {
     const std::string file = c.dir.file(std::string(n.name) + ".toml");
-    const std::string answers = c.answers(
-        std::string(n.name) + ".txt",
-        std::string("device = h100-80gb\nprocesses-per-machine = 8\n") +
-            "machines = " + std::to_string(n.machines) + "\nmodel = " + n.name + "\n");
+    const std::string answers =
+        c.answers(std::string(n.name) + ".txt",
+                  std::string("device = h100-80gb\nprocesses-per-machine = 8\n") +
+                      "machines = " + std::to_string(n.machines) + "\nmodel = " + n.name + "\n");
     RunResult r = run(c.config() + " --answers " + answers + " --output " + file);
     ASSERT_EQ(r.exit_code, 0) << n.name << "\n" << r.output;
     const std::string t = read_text(file);
@@ -219,15 +239,15 @@ TEST(ConfigCmd, BadAnswersAreAskedAgainWithTheReason) {
   write_text(c.dir.file("typed.txt"), typed);
   const RunResult r = run(c.config() + " --output " + f + " < " + c.dir.file("typed.txt"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  for (const char* why : {"invalid: --device 'nosuch-gpu': cannot read",
-                          "invalid: 'two' is not a whole number >= 1",
-                          "invalid: 'llama9' is not one of the",
-                          "invalid: the 64 hidden features are not divisible by the heads 5",
-                          "invalid: the 4 heads are not divisible by the query groups 3",
-                          "invalid: no layout of 3 ranks can run it",
-                          "invalid: the world size 3 is not divisible by TP 2",
-                          "invalid: the 4 attention heads are not divisible by TP 3",
-                          "invalid: the global batch 6 is not divisible by micro-batch 4 x DP 3"})
+  for (const char* why :
+       {"invalid: --device 'nosuch-gpu': cannot read", "invalid: 'two' is not a whole number >= 1",
+        "invalid: 'llama9' is not one of the",
+        "invalid: the 64 hidden features are not divisible by the heads 5",
+        "invalid: the 4 heads are not divisible by the query groups 3",
+        "invalid: no layout of 3 ranks can run it",
+        "invalid: the world size 3 is not divisible by TP 2",
+        "invalid: the 4 attention heads are not divisible by TP 3",
+        "invalid: the global batch 6 is not divisible by micro-batch 4 x DP 3"})
     EXPECT_NE(r.output.find(why), std::string::npos) << why << "\n" << r.output;
   const std::string t = read_text(f);
   EXPECT_NE(t.find("micro-batch-size = 2\n"), std::string::npos) << t;
@@ -283,8 +303,8 @@ TEST(ConfigCmd, ABadAnswersFileIsOneLineNamingTheKey) {
       {"machines\n", "line 1: 'machines' is not `key = value`"},
   };
   for (const auto& k : cases) {
-    const RunResult r = run(c.config() + " --answers " + c.answers("a.txt", k.text) +
-                            " --output " + f);
+    const RunResult r =
+        run(c.config() + " --answers " + c.answers("a.txt", k.text) + " --output " + f);
     EXPECT_NE(r.exit_code, 0) << k.text << r.output;
     EXPECT_NE(r.output.find(k.what), std::string::npos) << k.text << r.output;
     EXPECT_FALSE(fs::exists(f)) << k.text;
