@@ -12,6 +12,7 @@ pkgs=(build-essential cmake pkg-config git
       libutf8proc-dev libsentencepiece-dev sentencepiece
       libpcre2-dev  # the regular expressions of Hugging Face tokenizer.json files
       libcpp-httplib-dev curl  # megatron serve's HTTP library; curl for its tests
+      tmux  # tests/cli/config_tmux_test.cc types into `megatron config` in a terminal
       python3-torch)  # the PyTorch references of tests/reference (hf_models.py judges convert)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -17,5 +17,7 @@ Command add_score_command(CLI::App& app);
 // `megatron serve`: Megatron's and OpenAI's HTTP APIs over a checkpoint.
 Command add_serve_command(CLI::App& app);
 Command add_plan_command(CLI::App& app);
+// `megatron config`: questions, then a TOML file train --config and plan --config read.
+Command add_config_command(CLI::App& app);
 
 }  // namespace mt

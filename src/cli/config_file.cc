@@ -23,9 +23,11 @@ std::string joined(const std::vector<std::string>& v, const char* sep) {
 // The file's flags, each with its values ({"--lr", "1e-3"}; a switch alone),
 // checked against the options of `sub` (null: not checked): every key must
 // be one of its flags, given once, and a TOML array only where the flag takes
-// several values (or a list such as --moe-layer-freq's).
+// several values (or a list such as --moe-layer-freq's). Keys under a section
+// named for one of `commands` ([train], [plan]) are read by that command only.
 std::vector<std::vector<std::string>> config_file_items(const std::string& path,
-                                                        const CLI::App* sub) {
+                                                        const CLI::App* sub,
+                                                        const std::set<std::string>& commands) {
   std::vector<CLI::ConfigItem> items;
   try {
     items = CLI::ConfigTOML().from_file(path);
@@ -37,16 +39,21 @@ std::vector<std::vector<std::string>> config_file_items(const std::string& path,
   std::map<std::string, int> first_line;
   std::ifstream in(path);
   int at = 0;
+  std::string section;  // "[plan]" while in that table: its keys are other keys
   for (std::string line; std::getline(in, line);) {
     ++at;
     const size_t b = line.find_first_not_of(" \t");
-    if (b == std::string::npos || line[b] == '#' || line[b] == '[') continue;
+    if (b == std::string::npos || line[b] == '#') continue;
+    if (line[b] == '[') {
+      section = line.substr(b, line.find(']', b) + 1 - b);
+      continue;
+    }
     const size_t eq = line.find('=', b);
     if (eq == std::string::npos) continue;
     std::string key = line.substr(b, eq - b);
     key.erase(key.find_last_not_of(" \t") + 1);
     if (key.empty() || key.find_first_of(" \t\"'") != std::string::npos) continue;
-    const auto [it, fresh] = first_line.emplace(key, at);
+    const auto [it, fresh] = first_line.emplace(section + key, at);
     MT_CHECK(fresh, "--config ", path, ": key '", key, "' is set twice (lines ", it->second,
              " and ", at, "); fix: keep one `", key, " = ...` line");
   }
@@ -54,8 +61,17 @@ std::vector<std::vector<std::string>> config_file_items(const std::string& path,
   std::vector<std::vector<std::string>> out;
   for (const CLI::ConfigItem& item : items) {
     if (item.name == "++" || item.name == "--") continue;  // section markers
-    MT_CHECK(item.parents.empty(), "--config ", path, ": sections ([", item.parents.front(),
-             "]) are not used; write `flag-name = value` lines at the top level");
+    if (!item.parents.empty()) {
+      // [train], [plan], ...: flags of that command only (`megatron config`
+      // writes the cluster, which only plan takes, under [plan]).
+      std::string names;
+      for (const std::string& c : commands) names += (names.empty() ? "[" : "], [") + c;
+      MT_CHECK(item.parents.size() == 1 && commands.count(item.parents[0]) > 0, "--config ",
+               path, ": section [", joined(item.parents, "."), "] is not a command of megatron; "
+               "fix: keys at the top level are read by every command, keys under ", names,
+               "] by that command only");
+      if (sub == nullptr || item.parents[0] != sub->get_name()) continue;
+    }
     MT_CHECK(seen.insert(item.name).second, "--config ", path, ": key '", item.name,
              "' is set more than once; fix: keep one `", item.name, " = ...` line");
     const CLI::Option* option =
@@ -100,8 +116,11 @@ std::vector<std::string> expand_config_args(int argc, char** argv, const CLI::Ap
   std::set<std::string> given;
   for (const std::string& a : in)
     if (a.rfind("--", 0) == 0) given.insert(a.substr(0, a.find('=')));
+  std::set<std::string> commands;
+  for (const CLI::App* s : app.get_subcommands([](const CLI::App*) { return true; }))
+    commands.insert(s->get_name());
   auto add_file = [&](const std::string& path) {
-    for (const auto& item : config_file_items(path, sub))
+    for (const auto& item : config_file_items(path, sub, commands))
       if (given.count(item[0]) == 0) from_files.insert(from_files.end(), item.begin(), item.end());
   };
   for (size_t i = 0; i < in.size(); ++i) {

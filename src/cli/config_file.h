@@ -15,7 +15,9 @@ namespace mt {
 // Each file's keys are checked against the flags of `app`'s subcommand
 // argv[1] (a key that is no flag, a key set twice, a list for a one-value
 // flag: one line naming the file, the key and the fix); a TOML array for
-// --moe-layer-freq is Megatron's list ([0,1] -> "[0,1]").
+// --moe-layer-freq is Megatron's list ([0,1] -> "[0,1]"). Keys under a
+// section named for a subcommand ([train], [plan]) are that command's only:
+// the others skip them; any other section is refused.
 std::vector<std::string> expand_config_args(int argc, char** argv, const CLI::App& app);
 
 }  // namespace mt

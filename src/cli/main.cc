@@ -1,7 +1,8 @@
-// megatron: train | generate | score | serve | preprocess | convert | plan. Every error becomes one line on
-// stderr and a non-zero exit; in a multi-rank job the whole job is aborted so
-// that no rank waits for one that died. A command line refused is said once,
-// by rank 0 (every rank parses the same one).
+// megatron: train | generate | score | serve | preprocess | convert | plan |
+// config. Every error becomes one line on stderr and a non-zero exit; in a
+// multi-rank job the whole job is aborted so that no rank waits for one that
+// died. A command line refused is said once, by rank 0 (every rank parses the
+// same one).
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -38,6 +39,10 @@ int main(int argc, char** argv) {
   CLI::App* plan = app.add_subcommand(
       "plan", "memory and step time of every TP/PP/DP layout of a model on a cluster (no ranks)");
   commands[plan] = mt::add_plan_command(*plan);
+  CLI::App* config = app.add_subcommand(
+      "config", "a few questions (cluster, model, layout from plan), then a TOML file for "
+      "train --config and plan --config");
+  commands[config] = mt::add_config_command(*config);
   std::vector<std::string> args;  // as given, --config files expanded
   // Every rank parses the same command line: its refusal is said by rank 0.
   FILE* const err = mt::launcher_rank() == 0 ? stderr : nullptr;

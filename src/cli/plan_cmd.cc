@@ -1,6 +1,7 @@
 // `megatron plan`: memory and step time of every layout of a model on a
 // cluster, before a rank is launched; `--calibrate` measures this machine.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -25,6 +26,7 @@ struct PlanArgs {
   int64_t global_batch_size = 0;
   int64_t num_nodes = 1, devices_per_node = 1;
   std::string device;
+  double device_memory_gb = 0;  // 0: the profile's memory_bytes
   int64_t tp = 0, pp = 0, cp = 0, ep = 0, layers_per_virtual_stage = 0, micro_batch_size = 0;
   bool sequence_parallel = false, distributed_optimizer = false, bf16 = false, fp32 = false;
   bool use_megatron_fsdp = false;
@@ -82,6 +84,10 @@ int run_plan(const PlanArgs& a) {
   c.nodes = a.num_nodes;
   c.devices_per_node = a.devices_per_node;
   c.device = load_device_profile(a.device);
+  MT_CHECK(a.device_memory_gb >= 0 && std::isfinite(a.device_memory_gb), "--device-memory-gb ",
+           a.device_memory_gb, " must be > 0 (GB one rank may hold); fix: a positive number, "
+           "or leave it out (or 0) for the profile's memory_bytes");
+  if (a.device_memory_gb > 0) c.device.memory_bytes = a.device_memory_gb * 1e9;
   PlanProblem pb;
   pb.model = a.model;
   pb.model.check_flag_ranges();
@@ -162,6 +168,8 @@ Command add_plan_command(CLI::App& app) {
               "count train --async-save's host copy of the weights and optimizer state");
   cl->add_option("--device", a->device,
                  "a100-80gb | h100-80gb | cpu-here | FILE.json (configs/devices/)");
+  cl->add_option("--device-memory-gb", a->device_memory_gb,
+                 "GB (10^9 bytes) one rank may hold (default: the profile's memory_bytes)");
   CLI::Option_group* pin = app.add_option_group("pins (left out: every value is tried)");
   pin->add_option("--tensor-model-parallel-size", a->tp, "TP size");
   pin->add_option("--pipeline-model-parallel-size", a->pp, "PP size");

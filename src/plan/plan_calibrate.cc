@@ -171,14 +171,14 @@ double min_over(const Communicator& world, double x, bool measured) {
   return -neg;
 }
 
+}  // namespace
+
 int host_cores() {
   cpu_set_t set;
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
   return 1;
 }
-
-}  // namespace
 
 DeviceProfile calibrate_device(const Communicator& world, const std::string& name,
                                const CalibrateOptions& opt) {

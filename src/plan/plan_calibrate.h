@@ -23,6 +23,9 @@ struct CalibrateOptions {
   static CalibrateOptions quick() { return {512, 1, 1, int64_t(8) << 20, 20, 2}; }
 };
 
+// Hardware threads this process may run on (its CPU affinity), at least 1.
+int host_cores();
+
 // Collective over `world` (all ranks of the job). With one rank no link is
 // measured: the triad's copy rate stands in (said in the profile's sources).
 DeviceProfile calibrate_device(const Communicator& world, const std::string& name,

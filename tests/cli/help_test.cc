@@ -35,7 +35,11 @@ std::vector<Binary> binaries() {
       in_list = false;
     }
   }
-  EXPECT_GE(out.size(), 5u) << "megatron --help lists train, generate, preprocess, convert";
+  for (const char* sub : {"train", "generate", "score", "serve", "preprocess", "convert", "plan",
+                          "config"})
+    EXPECT_TRUE(std::any_of(out.begin(), out.end(), [&](const Binary& b) {
+      return b.command == megatron() + " " + sub;
+    })) << "megatron --help does not list " << sub;
   // Every bench/bench_*.cc is a binary (bench/CMakeLists.txt).
   for (const auto& e : std::filesystem::directory_iterator(std::string(MT_SOURCE_DIR) + "/bench")) {
     const std::string name = e.path().stem().string();
