@@ -46,6 +46,7 @@
 
 #include "model/blocks/attention_block.h"
 #include "model/blocks/layer_spec.h"
+#include "model/blocks/mla_block.h"
 #include "model/blocks/mlp_block.h"
 #include "model/blocks/moe_block.h"
 
@@ -73,7 +74,7 @@ struct KindList {
 };
 
 // ---- The registry: one line per kind.
-using AttentionKinds = KindList<SelfAttention>;
+using AttentionKinds = KindList<SelfAttention, MultiLatentAttention>;
 using MlpKinds = KindList<DenseMlp, MoeMlp>;
 
 // A kind of a list, with its index there (what with_kind passes).
