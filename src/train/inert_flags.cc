@@ -22,6 +22,9 @@ const std::vector<InertFlag>& inert_megatron_flags() {
       {"--tp-comm-overlap", {}, "Transformer Engine's TP communication overlap"},
       {"--overlap-p2p-communication", {}, "NCCL send/recv overlap"},
       {"--defer-embedding-wgrad-compute", {}, "a GPU scheduling choice"},
+      {"--mla-down-proj-fusion", {}, "a fused GPU kernel (MLA's q/kv down-projections)"},
+      {"--cache-mla-latents", {}, "FlashMLA decoding (the decoder here always caches MLA's "
+       "latents)"},
       // Checkpoint back-ends: this build writes its own re-shardable format.
       {"--ckpt-format", {"torch", "torch_dist", "zarr", "fsdp_dtensor", "torch_dcp"},
        "PyTorch checkpoint back-end"},

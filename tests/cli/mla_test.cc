@@ -1,7 +1,8 @@
 // Multi-latent attention (--multi-latent-attention, model/blocks/mla_block.h)
 // trains equal to one rank under TP, TP x SP and CP: DeepSeek-V2-Lite's shape
 // (a plain q projection, plain RoPE, LayerNorm latents, biases) and V3's (the
-// q latent, YaRN with mscale, RMSNorm latents); a checkpoint saved at TP 2
+// q latent, YaRN with mscale, RMSNorm latents), in fp32 and bf16; YaRN on the
+// standard attention too; a checkpoint saved at TP 2
 // resumes at TP 1 as at TP 2 (its heads' rows re-sharded, the replicated
 // down-projections taken once); `generate` says its cache bytes per token;
 // what it does not build is refused by name.
@@ -42,6 +43,27 @@ TEST(MultiLatentAttention, V2LiteShapeLayoutsMatchOneRank) {
 
 TEST(MultiLatentAttention, V3ShapeWithYarnLayoutsMatchOneRank) {
   expect_layouts_match_one_rank(kV3, kLayouts, 1e-5, {"loss"}, "MLA, V3's shape with YaRN");
+}
+
+// bf16 (its GEMMs, saved latents, q, k, v and projection input) at the
+// init of the other bf16 layout tests (0.02; rope_scaling_test.cc says why).
+TEST(MultiLatentAttention, Bf16LayoutsMatchOneRank) {
+  std::string model = kV3 + " --bf16";
+  model.replace(model.find("--init-method-std 0.2"), 21, "--init-method-std 0.02");
+  expect_layouts_match_one_rank(model, {kLayouts[1], kLayouts[2]}, 1e-4, {"loss"}, "MLA, bf16");
+}
+
+// --position-embedding-type yarn on the standard attention (Megatron's
+// YarnRotaryEmbedding in GPTModel): its table, scaled cos/sin, equal at TP x SP and CP.
+TEST(MultiLatentAttention, StandardAttentionYarnLayoutsMatchOneRank) {
+  std::string model = kV3;
+  model.replace(model.find(" --multi-latent-attention"), 25, "");
+  const std::string sizes =
+      " --kv-lora-rank 8 --qk-head-dim 8 --qk-pos-emb-head-dim 4 --v-head-dim 6 --q-lora-rank 12";
+  model.replace(model.find(sizes), sizes.size(), "");
+  model.replace(model.find("--position-embedding-type rope"), 30, "--position-embedding-type yarn");
+  expect_layouts_match_one_rank(model, {kLayouts[1], kLayouts[2]}, 1e-5, {"loss"},
+                                "standard attention with YaRN");
 }
 
 // Iterations 4..6 from a TP 2 checkpoint of iteration 3: at TP 1 as at TP 2.
@@ -85,7 +107,6 @@ TEST(MultiLatentAttention, WhatIsNotBuiltIsRefusedByName) {
   };
   refused(megatron(), " --group-query-attention --num-query-groups 2",
           "--group-query-attention with --multi-latent-attention");
-  refused(megatron(), " --bf16", "--multi-latent-attention runs in fp32");
   refused(megatron(), " --kv-channels 16", "--kv-channels with --multi-latent-attention");
   refused(megatron(), " --v-head-dim 20", "--v-head-dim 20 is over the query/key head size");
   refused(megatron(), " --rope-type ntk", "--rope-type 'ntk' is not one of rope, yarn");

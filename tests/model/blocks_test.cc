@@ -107,21 +107,28 @@ TEST(Blocks, EachMemoryFormulaAgreesWithItsCarve) {
 TEST(Blocks, MultiLatentAttentionFormulasNamesAndFlops) {
   for (int64_t q_lora_rank : {0, 12})
     for (const char* norm : {"RMSNorm", "LayerNorm"})
-      for (int64_t tp : {1, 2}) {
+      for (int64_t tp : {1, 2})
+        for (MathMode math : {MathMode::kF32, MathMode::kBF16}) {
         ModelConfig c;
         c.num_layers = 2, c.hidden_size = 32, c.num_attention_heads = 4, c.seq_length = 48;
         c.vocab_size = 65, c.normalization = norm, c.multi_latent_attention = true;
         c.q_lora_rank = q_lora_rank, c.kv_lora_rank = 8, c.qk_head_dim = 8;
         c.qk_pos_emb_head_dim = 4, c.v_head_dim = 6, c.qk_layernorm = true;
         c.finalize(tp);
-        const ParamRegistry reg(c, StageLayout{0, tp, 0, c.num_layers, true, true});
-        const GptShapes sh = make_shapes(reg, 2);
+        const ParamRegistry reg(c, StageLayout{0, 1, 0, c.num_layers, true, true});
+        GptShapes sh = make_shapes(reg, 2);
+        sh.cm.math = math;
+        if (tp > 1) {  // a rank of TP 2: its heads (no group needed for the carves)
+          sh.a = sh.g = 4 / tp;
+          sh.kinds = make_kind_shapes(c, StageLayout{0, tp, 0, c.num_layers, true, true}, sh,
+                                      nullptr);
+        }
         ASSERT_EQ(sh.spec(0).attention, AttentionKinds::index_of<MultiLatentAttention>());
         BlockSizes z = sizes_of(sh);
         z.stats = sh.rms_norm ? 1 : 2;
         z.kinds = sh.kinds.get();
         const std::string what = std::string(norm) + " q rank " + std::to_string(q_lora_rank) +
-                                 " tp " + std::to_string(tp);
+                                 " tp " + std::to_string(tp) + " " + math_mode_name(math);
         const double record = carved([&](Arena& a) { carve_mla_record(a, sh); });
         const double workspace = carved([&](Arena& a) { carve_mla_workspace(a, sh); });
         EXPECT_GE(record, mla_record_bytes(z)) << what;

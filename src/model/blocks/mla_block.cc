@@ -26,8 +26,8 @@ AttentionDims mla_dims(const GptShapes& sh, const MlaShapes& m, const BlockCall*
 }
 
 // The latent norm (--normalization's kind) over n rows of c: out =, stats =.
-void latent_norm_forward(const GptShapes& sh, float* out, float* mean, float* rstd,
-                         const float* in, ReadView w, ReadView b, int64_t n, int64_t c) {
+void latent_norm_forward(const GptShapes& sh, WriteView out, float* mean, float* rstd,
+                         ReadView in, ReadView w, ReadView b, int64_t n, int64_t c) {
   if (sh.rms_norm)
     rmsnorm_forward(out, rstd, in, w, n, c, sh.eps, sh.zero_centered_gamma);
   else
@@ -35,13 +35,27 @@ void latent_norm_forward(const GptShapes& sh, float* out, float* mean, float* rs
 }
 // din =; dw (db) +=.
 void latent_norm_backward(const GptShapes& sh, float* din, float* dw, float* db, const float* dout,
-                          const float* in, ReadView w, const float* mean, const float* rstd,
+                          ReadView in, ReadView w, const float* mean, const float* rstd,
                           int64_t n, int64_t c) {
   fill_zero(din, size_t(n * c) * sizeof(float));
   if (sh.rms_norm)
     rmsnorm_backward(din, dw, dout, in, w, rstd, n, c, sh.zero_centered_gamma);
   else
     layernorm_backward(din, dw, db, dout, in, w, mean, rstd, n, c, sh.zero_centered_gamma);
+}
+
+// The whole sequence's input: `in`, or under SP its all-gather into
+// `gathered` (fp32, or a bf16 input's elements in the same bytes).
+ReadView whole_input(const GptShapes& sh, float* gathered, ReadView in) {
+  if (!(sh.tp.sequence_parallel && sh.tp.size() > 1)) return in;
+  const int64_t slab = sh.local_tokens() * sh.h;
+  if (in.bf16) {
+    auto* full = reinterpret_cast<uint16_t*>(gathered);
+    gather_from_sp_region_forward(full, in.bf16, slab, *sh.tp.tp);
+    return full;
+  }
+  gather_from_sp_region_forward(gathered, in.f32, slab, *sh.tp.tp);
+  return gathered;
 }
 
 // f(row of (s, b) tensors, offset of (b, a, s, dq) per-head tensors, c, pos0)
@@ -155,17 +169,15 @@ void mla_param_specs(ParamRegistry& reg, const std::string& prefix) {
 }
 
 MlaRecord carve_mla_record(Arena& arena, const GptShapes& sh) {
-  MT_CHECK(sh.cm.math == MathMode::kF32, "--multi-latent-attention runs in fp32 in "
-           "megatron.cpp so far; fix: leave out --bf16 / --fp16");
   const MlaShapes& m = mla_of(sh);
   const int64_t n = sh.tokens(), heads = sh.b * m.a * sh.s * m.dq();
   MlaRecord r;
   if (m.rq > 0) {
-    r.cq = arena.alloc_f32(n * m.rq);
-    r.cqn = m.norm ? arena.alloc_f32(n * m.rq) : r.cq;
+    r.cq = alloc_act(arena, sh, n * m.rq);
+    r.cqn = m.norm ? alloc_act(arena, sh, n * m.rq) : r.cq;
   }
-  r.ckv = arena.alloc_f32(n * m.rkv);
-  r.ckvn = m.norm ? arena.alloc_f32(n * m.rkv) : r.ckv;
+  r.ckv = alloc_act(arena, sh, n * m.rkv);
+  r.ckvn = m.norm ? alloc_act(arena, sh, n * m.rkv) : r.ckv;
   if (m.norm) {
     if (m.rq > 0) {
       if (!sh.rms_norm) r.q_mean = arena.alloc_f32(n);
@@ -174,12 +186,12 @@ MlaRecord carve_mla_record(Arena& arena, const GptShapes& sh) {
     if (!sh.rms_norm) r.kv_mean = arena.alloc_f32(n);
     r.kv_rstd = arena.alloc_f32(n);
   }
-  r.q = arena.alloc_f32(heads);
-  r.k = arena.alloc_f32(heads);
-  r.v = arena.alloc_f32(heads);
+  r.q = alloc_act(arena, sh, heads);
+  r.k = alloc_act(arena, sh, heads);
+  r.v = alloc_act(arena, sh, heads);
   r.ctx = arena.alloc_f32(heads);
   r.lse = arena.alloc_f32(sh.b * m.a * sh.s);
-  r.ctx_sbh = arena.alloc_f32(n * m.a * m.dv);
+  r.ctx_sbh = alloc_act(arena, sh, n * m.a * m.dv);
   return r;
 }
 
@@ -204,29 +216,33 @@ MlaWorkspace carve_mla_workspace(Arena& arena, const GptShapes& sh) {
   return ws;
 }
 
-// The record, fp32 (n tokens, a local heads, dq = dqk + dpe): the latents
-// (rq and rkv, twice each with the norms, and the norms' statistics), q, k, v
-// and ctx as the core takes them (4·n·a·dq: k repeats the shared k_pe per
-// head, v is zero-padded), lse (n·a) and the projection's input (n·a·dv).
+// The record (n tokens, a local heads, dq = dqk + dpe), in values of e
+// bytes: the latents (rq and rkv, twice each with the norms), q, k and v as
+// the core takes them (3·n·a·dq: k repeats the shared k_pe per head, v is
+// zero-padded) and the projection's input (n·a·dv); fp32: the norms'
+// statistics, ctx (n·a·dq) and lse (n·a).
 double mla_record_bytes(const BlockSizes& z) {
   const MlaShapes& m = shapes_of<MultiLatentAttention>(z.kinds);
-  const double n = z.n, a = double(m.a), norms = m.norm ? 2 : 1;
+  const double n = z.n, a = double(m.a), norms = m.norm ? 2 : 1, dq = double(m.dq());
   const double stats = m.norm ? (m.rq > 0 ? 2 : 1) * z.stats * n : 0.0;
-  return 4 * (norms * n * double(m.rq + m.rkv) + stats + 4 * n * a * double(m.dq()) + n * a +
-              n * a * double(m.dv));
+  return z.e * (norms * n * double(m.rq + m.rkv) + 3 * n * a * dq + n * a * double(m.dv)) +
+         4 * (stats + n * a * dq + n * a);
 }
 
 // The workspace, floats: the q and kv up-projections' outputs, k_pe, two
 // latent gradients, dq, dk, dv, dctx (4·n·a·dq), the projection's input
 // gradient (n·a·dq), and the core's scratch: two (b·a, min(kBlockQ, s), s)
-// score blocks, or the CP ring's (the standard block's formula with
-// hl = a·dq and one key/value head per query head).
+// score blocks (bf16: and their bf16 copies with q, k, v and dctx's), and
+// with CP the ring's (the standard block's formula with hl = a·dq and one
+// key/value head per query head).
 double mla_workspace_bytes(const BlockSizes& z) {
   const MlaShapes& m = shapes_of<MultiLatentAttention>(z.kinds);
   const double n = z.n, a = double(m.a), dq = double(m.dq()), hl = a * dq;
   const double block = double(std::min<int64_t>(kAttentionBlockQ, z.kv));
-  const double core = 2 * double(z.b) * a * block * double(z.kv) +
-                      (z.cp > 1 ? 10 * n * hl + 4 * n * hl + 1.5 * n * a : 0.0);
+  const double score_block = double(z.b) * a * block * double(z.kv);
+  const double core =
+      2 * score_block + (z.bf16 ? (2 * score_block + 4 * n * hl) / 2 : 0.0) +
+      (z.cp > 1 ? (z.bf16 ? 8 : 10) * n * hl + (z.bf16 ? 3 : 4) * n * hl + 1.5 * n * a : 0.0);
   return 4.0 * (n * hl + n * a * double(m.dqk + m.dv) + n * double(m.dpe) +
                 2 * n * double(std::max(m.rq, m.rkv)) + 5 * n * hl + core);
 }
@@ -263,33 +279,33 @@ void mla_block_forward(float* out, MlaRecord& rec, MlaWorkspace& ws,
   const GptShapes& sh = call.sh;
   const MlaShapes& m = mla_of(sh);
   const int64_t n = sh.tokens(), h = sh.h, a = m.a, dq = m.dq(), dqk = m.dqk, dv = m.dv;
-  const bool sp = sh.tp.sequence_parallel && sh.tp.size() > 1;
-  // The whole sequence's input (all-gathered under SP).
-  const float* x = rec.in.f32;
-  if (sp) {
-    gather_from_sp_region_forward(call.full_a, rec.in.f32, sh.local_tokens() * h, *sh.tp.tp);
-    x = call.full_a;
-  }
+  const Compute& cm = sh.cm;
+  const ReadView x = whole_input(sh, call.full_a, rec.in);  // all-gathered under SP
   if (m.rq > 0) {
-    linear_forward(rec.cq, x, w.q_down_w, nullptr, n, h, m.rq);
+    linear_forward(rec.cq, x, w.q_down_w, nullptr, n, h, m.rq, cm);
     if (m.norm)
       latent_norm_forward(sh, rec.cqn, rec.q_mean, rec.q_rstd, rec.cq, w.q_norm_w, w.q_norm_b, n,
                           m.rq);
-    linear_forward(ws.q, rec.cqn, w.q_up_w, nullptr, n, m.rq, a * dq);
+    linear_forward(ws.q, rec.cqn, w.q_up_w, nullptr, n, m.rq, a * dq, cm);
   } else {
-    linear_forward(ws.q, x, w.q_w, nullptr, n, h, a * dq);
+    linear_forward(ws.q, x, w.q_w, nullptr, n, h, a * dq, cm);
   }
-  linear_forward(rec.ckv, x, w.kv_down_w, nullptr, n, h, m.rkv);
-  linear_forward(ws.kpe, x, w.kv_down_w.at(m.rkv * h), nullptr, n, h, m.dpe);
+  linear_forward(rec.ckv, x, w.kv_down_w, nullptr, n, h, m.rkv, cm);
+  linear_forward(ws.kpe, x, w.kv_down_w.at(m.rkv * h), nullptr, n, h, m.dpe, cm);
   if (m.norm)
     latent_norm_forward(sh, rec.ckvn, rec.kv_mean, rec.kv_rstd, rec.ckv, w.kv_norm_w, w.kv_norm_b,
                         n, m.rkv);
-  linear_forward(ws.kv, rec.ckvn, w.kv_up_w, nullptr, n, m.rkv, a * (dqk + dv));
-  // Per-head q, k, v (b, a, s, dq) of each chunk; pe features de-interleaved.
+  linear_forward(ws.kv, rec.ckvn, w.kv_up_w, nullptr, n, m.rkv, a * (dqk + dv), cm);
+  // Per-head q, k, v (b, a, s, dq) of each chunk, pe features de-interleaved,
+  // in fp32 (the record's, or in bf16 runs workspace rounded into it once).
+  const bool bf16 = rec.q.bf16 != nullptr;
+  float* q_all = bf16 ? ws.dq : rec.q.f32;
+  float* k_all = bf16 ? ws.dk : rec.k.f32;
+  float* v_all = bf16 ? ws.dv : rec.v.f32;
   for_each_chunk(sh, m, [&](int64_t rows, int64_t off, int64_t c, int64_t pos0) {
-    float* q = rec.q.f32 + off;
-    float* k = rec.k.f32 + off;
-    float* v = rec.v.f32 + off;
+    float* q = q_all + off;
+    float* k = k_all + off;
+    float* v = v_all + off;
 #pragma omp parallel for collapse(2) schedule(static)
     for (int64_t t = 0; t < c; ++t)
       for (int64_t bi = 0; bi < sh.b; ++bi) {
@@ -309,9 +325,13 @@ void mla_block_forward(float* out, MlaRecord& rec, MlaWorkspace& ws,
     rope_pe(q, sh, m, call, rows, c, pos0, false);
     rope_pe(k, sh, m, call, rows, c, pos0, false);
   });
-  if (m.softmax_factor != 1.f) {
-    const int64_t heads = sh.b * a * sh.s * dq;
-    for (int64_t i = 0; i < heads; ++i) rec.q.f32[i] *= m.softmax_factor;
+  const int64_t heads = sh.b * a * sh.s * dq;
+  if (m.softmax_factor != 1.f)
+    for (int64_t i = 0; i < heads; ++i) q_all[i] *= m.softmax_factor;
+  if (bf16) {
+    convert(rec.q, q_all, heads);
+    convert(rec.k, k_all, heads);
+    convert(rec.v, v_all, heads);
   }
   const AttentionDims dims = mla_dims(sh, m, &call);
   const AttentionDropout drop = attention_dropout_spec(sh, call.ctx, call.layer, call.sample0);
@@ -320,14 +340,16 @@ void mla_block_forward(float* out, MlaRecord& rec, MlaWorkspace& ws,
                                        ws.attn);
   else
     attention_forward(rec.ctx, rec.lse, rec.q, rec.k, rec.v, dims, drop, ws.attn);
+  float* ctx_sbh = bf16 ? ws.dctx_sbh : rec.ctx_sbh.f32;  // fp32, rounded once in bf16 runs
   for_each_chunk(sh, m, [&](int64_t rows, int64_t off, int64_t c, int64_t) {
     for (int64_t t = 0; t < c; ++t)
       for (int64_t bi = 0; bi < sh.b; ++bi)
         for (int64_t j = 0; j < a; ++j) {
           const float* src = rec.ctx + off + head_at(m, c, t, bi, j);
-          std::copy(src, src + dv, rec.ctx_sbh.f32 + (rows + t * sh.b + bi) * a * dv + j * dv);
+          std::copy(src, src + dv, ctx_sbh + (rows + t * sh.b + bi) * a * dv + j * dv);
         }
   });
+  if (bf16) convert(rec.ctx_sbh, ctx_sbh, n * a * dv);
   row_parallel_linear_forward(out, call.full_a, rec.ctx_sbh, w.proj_w, w.proj_b, n, a * dv, h,
                               sh.tp, sh.cm);
 }
@@ -339,6 +361,7 @@ void mla_block_backward(float* din, const MlaParams<float*>& g, const float* dou
   const MlaShapes& m = mla_of(sh);
   const int64_t n = sh.tokens(), h = sh.h, a = m.a, dq = m.dq(), dqk = m.dqk, dv = m.dv;
   const bool sp = sh.tp.sequence_parallel && sh.tp.size() > 1;
+  const Compute& cm = sh.cm;
   row_parallel_linear_backward(ws.dctx_sbh, g.proj_w, g.proj_b, call.full_a, dout, rec.ctx_sbh,
                                w.proj_w, n, a * dv, h, sh.tp, sh.cm);
   for_each_chunk(sh, m, [&](int64_t rows, int64_t off, int64_t c, int64_t) {
@@ -403,34 +426,31 @@ void mla_block_backward(float* din, const MlaParams<float*>& g, const float* dou
   // The input's gradient, partial over this rank's heads: the whole
   // sequence's (call.full_b under SP), reduced at the end.
   float* dx = sp ? call.full_b : din;
-  const float* x = rec.in.f32;
-  if (sp) {
-    gather_from_sp_region_forward(call.full_a, rec.in.f32, sh.local_tokens() * h, *sh.tp.tp);
-    x = call.full_a;
-  }
+  const ReadView x = whole_input(sh, call.full_a, rec.in);
   // kv: up-projection, norm, down-projection (latent rows, then k_pe's).
   linear_backward(ws.dlat, g.kv_up_w, nullptr, ws.kv, rec.ckvn, w.kv_up_w, n, m.rkv,
-                  a * (dqk + dv));
+                  a * (dqk + dv), false, cm);
   const float* dckv = ws.dlat;
   if (m.norm) {
     latent_norm_backward(sh, ws.dlat_in, g.kv_norm_w, g.kv_norm_b, ws.dlat, rec.ckv, w.kv_norm_w,
                          rec.kv_mean, rec.kv_rstd, n, m.rkv);
     dckv = ws.dlat_in;
   }
-  linear_backward(dx, g.kv_down_w, nullptr, dckv, x, w.kv_down_w, n, h, m.rkv, false);
+  linear_backward(dx, g.kv_down_w, nullptr, dckv, x, w.kv_down_w, n, h, m.rkv, false, cm);
   linear_backward(dx, g.kv_down_w + m.rkv * h, nullptr, ws.kpe, x,
-                  w.kv_down_w.at(m.rkv * h), n, h, m.dpe, true);
+                  w.kv_down_w.at(m.rkv * h), n, h, m.dpe, true, cm);
   if (m.rq > 0) {
-    linear_backward(ws.dlat, g.q_up_w, nullptr, ws.q, rec.cqn, w.q_up_w, n, m.rq, a * dq);
+    linear_backward(ws.dlat, g.q_up_w, nullptr, ws.q, rec.cqn, w.q_up_w, n, m.rq, a * dq, false,
+                    cm);
     const float* dcq = ws.dlat;
     if (m.norm) {
       latent_norm_backward(sh, ws.dlat_in, g.q_norm_w, g.q_norm_b, ws.dlat, rec.cq, w.q_norm_w,
                            rec.q_mean, rec.q_rstd, n, m.rq);
       dcq = ws.dlat_in;
     }
-    linear_backward(dx, g.q_down_w, nullptr, dcq, x, w.q_down_w, n, h, m.rq, true);
+    linear_backward(dx, g.q_down_w, nullptr, dcq, x, w.q_down_w, n, h, m.rq, true, cm);
   } else {
-    linear_backward(dx, g.q_w, nullptr, ws.q, x, w.q_w, n, h, a * dq, true);
+    linear_backward(dx, g.q_w, nullptr, ws.q, x, w.q_w, n, h, a * dq, true, cm);
   }
   if (sh.tp.size() == 1) return;
   if (sp)

@@ -20,7 +20,8 @@
 // all-reduced (reduce-scattered under SP) at the end of backward. CP: the
 // ring over the per-head k and v after the up-projection. The attention core
 // runs on heads of dqk + dpe features, the values padded with zeros.
-// fp32 runs only (bf16 is refused when the record is carved).
+// bf16 runs: the GEMMs in bf16, the saved latents, q, k, v and the
+// projection's input bf16 (as the standard block's).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -58,19 +59,19 @@ struct MlaParams {
   P proj_b{};     // (h)
 };
 
-// Saved for backward (fp32).
+// Saved for backward (bf16 values in bf16 runs; statistics, ctx and lse fp32).
 struct MlaRecord {
   ReadView in;              // (s_local, b, h)  the norm's output (the layer sets it)
-  float* cq = nullptr;      // (n, rq)   q latent (the norm's input)
-  float* cqn = nullptr;     // (n, rq)   normed (= cq without the norms)
-  float* ckv = nullptr;     // (n, rkv)  kv latent
-  float* ckvn = nullptr;    // (n, rkv)  normed (= ckv without the norms)
+  WriteView cq;             // (n, rq)   q latent (the norm's input)
+  WriteView cqn;            // (n, rq)   normed (= cq without the norms)
+  WriteView ckv;            // (n, rkv)  kv latent
+  WriteView ckvn;           // (n, rkv)  normed (= ckv without the norms)
   float* q_mean = nullptr;  // (n)  LayerNorm only
   float* q_rstd = nullptr;  // (n)
   float* kv_mean = nullptr;
   float* kv_rstd = nullptr;
   WriteView q, k, v;        // (b, a, s, dq)  after RoPE (q scaled by mscale²; v zero-padded)
-  float* ctx = nullptr;     // (b, a, s, dq)
+  float* ctx = nullptr;     // (b, a, s, dq)  fp32 in every run (CP's backward reads it)
   float* lse = nullptr;     // (b, a, s)
   WriteView ctx_sbh;        // (n, a·dv)  projection input
 };
@@ -86,7 +87,7 @@ struct MlaWorkspace {
   float* dk = nullptr;
   float* dv = nullptr;
   float* dctx = nullptr;
-  float* dctx_sbh = nullptr;  // (n, a·dq)  projection input gradient; CP: ctx as (s, b, a·dq)
+  float* dctx_sbh = nullptr;  // (n, a·dq)  projection input (gradient); CP: ctx as (s, b, a·dq)
 };
 
 // Adds <prefix>{linear_q_proj | linear_q_down_proj, q_layernorm, linear_q_up_proj},
