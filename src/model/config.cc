@@ -322,8 +322,9 @@ void ModelConfig::check_flag_ranges() const {
              " features; RoPE needs an even number >= 2; fix: choose --rotary-percent so that "
              "head_dim x percent is even");
   }
-  MT_CHECK(!use_rope_scaling || position_embedding_type == "rope", "--use-rope-scaling scales RoPE's frequencies but "
-           "--position-embedding-type is ", position_embedding_type,
+  MT_CHECK(!use_rope_scaling || position_embedding_type == "rope",
+           "--use-rope-scaling scales RoPE's frequencies but --position-embedding-type is ",
+           position_embedding_type,
            "; fix: add --position-embedding-type rope, or leave out --use-rope-scaling");
   check_rope_scaling(rope_scaling());
   check_mla_flags();

@@ -119,7 +119,9 @@ struct ModelConfig {
   int64_t window_left() const;
   bool rms_norm() const { return normalization == "RMSNorm"; }
   // RoPE on the standard attention's q and k (plain, or YaRN-scaled).
-  bool rope() const { return position_embedding_type == "rope" || position_embedding_type == "yarn"; }
+  bool rope() const {
+    return position_embedding_type == "rope" || position_embedding_type == "yarn";
+  }
   // MLA's RoPE type: --rope-type, by default yarn (Megatron's MLATransformerConfig).
   std::string mla_rope_type() const { return rope_type.empty() ? "yarn" : rope_type; }
   // YaRN's values as the rope table takes them (enabled or not).
@@ -175,8 +177,8 @@ void for_each_model_field(Config& c, Visit&& visit) {
   visit("layernorm_epsilon", "--norm-epsilon,--layernorm-epsilon", "epsilon of the norms",
         c.layernorm_epsilon);
   visit("normalization", "--normalization", "LayerNorm | RMSNorm", c.normalization);
-  visit("position_embedding_type", "--position-embedding-type", "learned_absolute | rope | yarn | none",
-        c.position_embedding_type);
+  visit("position_embedding_type", "--position-embedding-type",
+        "learned_absolute | rope | yarn | none", c.position_embedding_type);
   visit("rotary_base", "--rotary-base", "RoPE base (theta)", c.rotary_base);
   visit("rotary_percent", "--rotary-percent", "fraction of each head's features RoPE rotates",
         c.rotary_percent);
@@ -208,7 +210,8 @@ void for_each_model_field(Config& c, Visit&& visit) {
   visit("kv_channels", "--kv-channels",
         "attention head size (default hidden-size / num-attention-heads)", c.kv_channels);
   visit("qk_layernorm", "--qk-layernorm",
-        "a norm (--normalization) over each head's query and key, before RoPE", c.qk_layernorm);
+        "a norm (--normalization) over each head's query and key, before RoPE (with "
+        "--multi-latent-attention: over the q and kv latents)", c.qk_layernorm);
   visit("add_qkv_bias", "--add-qkv-bias", "a bias on the QKV projection, even with "
         "--disable-bias-linear", c.add_qkv_bias);
   visit("window_size", "--window-size",

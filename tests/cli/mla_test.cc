@@ -24,7 +24,8 @@ const std::string kBase =
     " --train-iters 6 --eval-interval 3 --eval-iters 1 --multi-latent-attention"
     " --kv-lora-rank 8 --qk-head-dim 8 --qk-pos-emb-head-dim 4 --v-head-dim 6";
 // DeepSeek-V2-Lite's shape.
-const std::string kV2Lite = kBase + " --rope-type rope --qk-layernorm --position-embedding-type rope";
+const std::string kV2Lite =
+    kBase + " --rope-type rope --qk-layernorm --position-embedding-type rope";
 // V3's: the q latent, YaRN (factor 4 over 16 original positions), RMSNorm.
 const std::string kV3 = kBase +
                         " --q-lora-rank 12 --qk-layernorm --normalization RMSNorm"

@@ -206,8 +206,9 @@ MlaWorkspace carve_mla_workspace(Arena& arena, const GptShapes& sh) {
   ws.kpe = arena.alloc_f32(n * m.dpe);
   ws.dlat = arena.alloc_f32(n * lat);
   ws.dlat_in = arena.alloc_f32(n * lat);
-  ws.attn = arena.alloc_f32(sh.cp.size() > 1 ? context_parallel_attention_workspace_floats(dims, m.a)
-                                             : attention_workspace_floats(dims));
+  ws.attn = arena.alloc_f32(sh.cp.size() > 1
+                                ? context_parallel_attention_workspace_floats(dims, m.a)
+                                : attention_workspace_floats(dims));
   ws.dq = arena.alloc_f32(heads);
   ws.dk = arena.alloc_f32(heads);
   ws.dv = arena.alloc_f32(heads);

@@ -127,14 +127,13 @@ struct MlaCache {
   int64_t block_size = 0;
 };
 struct MlaDecodeWorkspace {
-  float* q = nullptr;       // (R, a·dq)
-  float* lat = nullptr;     // (R, max(rq, rkv) + dpe)  a row's latents
-  float* ctx = nullptr;     // (R, a·dv)
-  float* keys = nullptr;    // (span, a·dq)   one sequence's keys ...
-  float* values = nullptr;  // (span, a·dv)   ... and values, up-projected
-  float* kv = nullptr;      // (span, a·(dqk + dv))
-  float* scores = nullptr;  // (span)
-  float* stat = nullptr;    // (2)  a norm's mean and rstd
+  float* q = nullptr;        // (R, a·dq)
+  float* lat = nullptr;      // (2, R, max(rq, rkv) + dpe)  the rows' latents, raw and normed
+  float* ctx = nullptr;      // (R, a·dv)
+  float* seq_lat = nullptr;  // (span, rkv)  one sequence's cached latents, gathered
+  float* kv = nullptr;       // (span, a·(dqk + dv))  ... up-projected: k_nope, v per head
+  float* scores = nullptr;   // (span)
+  float* stat = nullptr;     // (2 + dpe)  a norm's mean and rstd; a RoPE row
 };
 MlaDecodeWorkspace carve_mla_decode_workspace(Arena& a, const GptShapes& sh,
                                               const DecodeDims& dims);

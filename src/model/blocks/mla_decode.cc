@@ -46,7 +46,7 @@ MlaDecodeWorkspace carve_mla_decode_workspace(Arena& a, const GptShapes& sh,
   ws.q = a.alloc_f32(r * m.a * m.dq());
   ws.lat = a.alloc_f32(2 * r * lat);
   ws.ctx = a.alloc_f32(r * m.a * m.dv);
-  ws.keys = a.alloc_f32(dims.span * m.rkv);
+  ws.seq_lat = a.alloc_f32(dims.span * m.rkv);
   ws.kv = a.alloc_f32(dims.span * m.a * (m.dqk + m.dv));
   ws.scores = a.alloc_f32(dims.span);
   ws.stat = a.alloc_f32(2 + m.dpe);
@@ -119,8 +119,8 @@ void mla_block_decode(float* out, const MlaCache& cache, MlaDecodeWorkspace& ws,
     const DecodeRow& r = rows[size_t(i)];
     const int64_t span = r.pos + 1;
     for (int64_t p = 0; p < span; ++p)
-      std::copy(cache_row(r, p), cache_row(r, p) + m.rkv, ws.keys + p * m.rkv);
-    linear_forward(ws.kv, ws.keys, w.kv_up_w, nullptr, span, m.rkv, a * (dqk + dv));
+      std::copy(cache_row(r, p), cache_row(r, p) + m.rkv, ws.seq_lat + p * m.rkv);
+    linear_forward(ws.kv, ws.seq_lat, w.kv_up_w, nullptr, span, m.rkv, a * (dqk + dv));
     for (int64_t j = 0; j < a; ++j) {
       const float* q = ws.q + (i * a + j) * dq;
       float top = -INFINITY;
