@@ -23,7 +23,9 @@
 //   static double decode_workspace_floats(const ModelConfig&, int64_t tp, const DecodeDims&);
 //   MLP kinds:       static void decode(float* out, DecodeWorkspace&, const float* in,
 //                                       const Params<ReadView>&, const GptShapes&, int64_t rows);
-//   attention kinds: using Cache; static Cache carve_cache(Arena&, const GptShapes&, const KvPoolDims&);
+//   attention kinds: static double plan_core_head_dim(const ModelConfig&);  // a head's core width
+//                    using Cache;
+//                    static Cache carve_cache(Arena&, const GptShapes&, const KvPoolDims&);
 //                    static double cache_floats(const ModelConfig&, int64_t tp, double rows);
 //                    static void decode(float* out, const Cache&, DecodeWorkspace&, const float* in,
 //                                       const Params<ReadView>&, const GptShapes&,

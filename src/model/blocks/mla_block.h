@@ -170,6 +170,10 @@ struct MultiLatentAttention {
   static double flops(const ModelConfig& c, double tokens) { return mla_flops(c, tokens); }
   static void plan_gemms(const ModelConfig& c, const PlanDims& d, std::vector<double>& flops);
   static double plan_exchange_elements(const ModelConfig&, const PlanDims&) { return 0; }
+  // The core's two products run over dqk + dpe features a head (the values padded).
+  static double plan_core_head_dim(const ModelConfig& c) {
+    return double(c.qk_head_dim + c.qk_pos_emb_head_dim);
+  }
   static void forward(float* out, Record& rec, const Params<ReadView>& w, Workspace& ws,
                       const BlockCall& call) {
     mla_block_forward(out, rec, ws, w, call);
