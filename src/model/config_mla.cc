@@ -1,7 +1,7 @@
 // ModelConfig's multi-latent attention and YaRN: their checks (Megatron's
 // MLATransformerConfig and validate_args), the RoPE scalings the tables take,
 // and MLA's parameter count.
-#include <cmath>
+#include <string_view>
 
 #include "core/checked_math.h"
 #include "core/error.h"

@@ -1,7 +1,6 @@
 #include "model/blocks/mla_block.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "backend/device.h"
 #include "core/error.h"
@@ -91,7 +90,7 @@ void rope_pe(float* x, const GptShapes& sh, const MlaShapes& m, const BlockCall&
 }
 
 // Megatron's MLA RoPE input order: features (x0, x1, x2, ...) as [x0, x2, ...,
-// x1, x3, ...]; `back` undoes it (for gradients).
+// x1, x3, ...]; interleave undoes it (for gradients).
 inline void deinterleave(float* out, const float* in, int64_t dpe) {
   const int64_t half = dpe / 2;
   for (int64_t i = 0; i < half; ++i) {

@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "backend/device.h"
-#include "core/error.h"
 #include "kernels/layernorm.h"
 #include "kernels/matmul.h"
 #include "kernels/rmsnorm.h"
