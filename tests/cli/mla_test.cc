@@ -1,5 +1,6 @@
 // Multi-latent attention (--multi-latent-attention, model/blocks/mla_block.h)
-// trains equal to one rank under TP, TP x SP and CP: DeepSeek-V2-Lite's shape
+// trains equal to one rank under TP, TP x SP and CP (and PP, ZeRO with full
+// recompute): DeepSeek-V2-Lite's shape
 // (a plain q projection, plain RoPE, LayerNorm latents, biases) and V3's (the
 // q latent, YaRN with mscale, RMSNorm latents), in fp32 and bf16; YaRN on the
 // standard attention too; a checkpoint saved at TP 2
@@ -42,8 +43,16 @@ TEST(MultiLatentAttention, V2LiteShapeLayoutsMatchOneRank) {
   expect_layouts_match_one_rank(kV2Lite, kLayouts, 1e-5, {"loss"}, "MLA, V2-Lite's shape");
 }
 
+// V3's also with PP and with the distributed optimizer over DP (the
+// replicated down-projections are plain parameters of the buckets), and with
+// full recompute (the block's forward re-run from the layer's input).
 TEST(MultiLatentAttention, V3ShapeWithYarnLayoutsMatchOneRank) {
-  expect_layouts_match_one_rank(kV3, kLayouts, 1e-5, {"loss"}, "MLA, V3's shape with YaRN");
+  std::vector<Layout> layouts = kLayouts;
+  layouts.push_back({"pp2", 2, " --pipeline-model-parallel-size 2"});
+  layouts.push_back({"dp2_zero_recompute", 2,
+                     " --use-distributed-optimizer --recompute-granularity full"
+                     " --recompute-method uniform --recompute-num-layers 1"});
+  expect_layouts_match_one_rank(kV3, layouts, 1e-5, {"loss"}, "MLA, V3's shape with YaRN");
 }
 
 // bf16 (its GEMMs, saved latents, q, k, v and projection input) at the
