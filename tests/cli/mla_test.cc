@@ -1,12 +1,11 @@
 // Multi-latent attention (--multi-latent-attention, model/blocks/mla_block.h)
 // trains equal to one rank under TP, TP x SP and CP (and PP, ZeRO with full
-// recompute): DeepSeek-V2-Lite's shape
-// (a plain q projection, plain RoPE, LayerNorm latents, biases) and V3's (the
-// q latent, YaRN with mscale, RMSNorm latents), in fp32 and bf16; YaRN on the
-// standard attention too; a checkpoint saved at TP 2
-// resumes at TP 1 as at TP 2 (its heads' rows re-sharded, the replicated
-// down-projections taken once); `generate` says its cache bytes per token;
-// what it does not build is refused by name.
+// recompute): DeepSeek-V2-Lite's shape (a plain q projection, plain RoPE,
+// LayerNorm latents, biases) and V3's (the q latent, YaRN with mscale, RMSNorm
+// latents), in fp32 and bf16; YaRN on the standard attention too. A
+// checkpoint saved at TP 2 resumes at TP 1 as at TP 2 (its heads' rows
+// re-sharded, the replicated down-projections taken once); `generate` says
+// its cache bytes per token; what it does not build is refused by name.
 #include <cmath>
 #include <cstdio>
 
