@@ -83,7 +83,9 @@ void load_decoder(DecodingModel& m, const ParallelState& ps, int64_t positions,
            " positions; it holds 1 to ", m.context(), " (internal error)");
   load_weights(m, ps, GptDecoder::planned_bytes(*m.reg, positions),
                "key/value cache of " + std::to_string(positions) +
-                   " positions (the model's context: " + std::to_string(m.context()) + ")",
+                   " positions (the model's context: " + std::to_string(m.context()) + "; " +
+                   std::to_string(int64_t(BatchedDecoder::cache_bytes_per_token(*m.reg))) +
+                   " bytes a token)",
                levers, skip);
   m.dec = std::make_unique<GptDecoder>(*m.reg, reinterpret_cast<const float*>(m.params.data()),
                                        TensorParallel{&ps.tp_comm, false}, positions,

@@ -335,6 +335,10 @@ HfFamily hf_family_of(const ModelConfig& c) {
     off.push_back("--kv-channels " + std::to_string(c.head_dim()) +
                   " (gpt2: hidden / heads = " +
                   std::to_string(c.hidden_size / c.num_attention_heads) + ")");
+  if (c.multi_latent_attention)
+    off.push_back("--multi-latent-attention (" + near + ": standard attention)");
+  if (c.position_embedding_type == "yarn")
+    off.push_back("position embedding yarn (" + near + ": no YaRN)");
   if (c.apply_layernorm_1p)
     off.push_back("--apply-layernorm-1p (" + near + ": norm weights are gamma, not gamma - 1)");
   if (c.moe() && c.moe_shared_expert_intermediate_size > 0)

@@ -122,15 +122,16 @@ RopeTable make_rope_table(int64_t max_pos, int64_t head_dim, float rotary_percen
   std::vector<float> inv_freq(static_cast<size_t>(half));
   for (int64_t i = 0; i < half; ++i)  // std::pow(float, float) is powf
     inv_freq[size_t(i)] = 1.0f / std::pow(base, float(2 * i) / float(rot_dim));
-  rope_scale_inv_freq(inv_freq.data(), half, scaling);
+  rope_scale_inv_freq(inv_freq.data(), half, scaling, base);
+  const float factor = rope_cos_sin_factor(scaling);  // YaRN's concentration factor, else 1
   t.cos.resize(size_t(max_pos * half));
   t.sin.resize(size_t(max_pos * half));
 #pragma omp parallel for schedule(static)
   for (int64_t p = 0; p < max_pos; ++p)
     for (int64_t i = 0; i < half; ++i) {
       const float angle = float(p) * inv_freq[size_t(i)];  // float32 product, as torch.outer
-      t.cos[size_t(p * half + i)] = float(std::cos(double(angle)));
-      t.sin[size_t(p * half + i)] = float(std::sin(double(angle)));
+      t.cos[size_t(p * half + i)] = float(std::cos(double(angle))) * factor;
+      t.sin[size_t(p * half + i)] = float(std::sin(double(angle))) * factor;
     }
   return t;
 }

@@ -23,7 +23,9 @@ struct RopeTable {
 // inv_freq[i] = 1 / base^(2i / rot_dim) and angle = float(pos) * inv_freq[i],
 // both in float32 as torch computes them; cos/sin of that float angle in double,
 // rounded to float. `scaling` (enabled): Llama 3.1's scaling of inv_freq
-// (kernels/rope_scaling.h) before the angles.
+// (kernels/rope_scaling.h) before the angles; (yarn): YaRN's, and cos/sin
+// times its concentration factor (the rotation is then scaled: backward is
+// still its transpose).
 RopeTable make_rope_table(int64_t max_pos, int64_t head_dim, float rotary_percent, float base,
                           const RopeScaling& scaling = {});
 

@@ -117,10 +117,20 @@ double BatchedDecoder::planned_bytes(const ParamRegistry& reg, const BatchedDeco
       scratch += decltype(k)::type::decode_workspace_floats(c, tp_size, dims);
   });
   const double rope =  // cos and sin: (max_positions, rot_dim / 2) each
-      c.rope() ? double(z.opt.max_positions) *
+      c.rope() && !c.multi_latent_attention ? double(z.opt.max_positions) *
                      double(make_rope_table(1, c.head_dim(), c.rotary_percent, c.rotary_base).rot_dim)
                : 0;
   return 4 * (cache + scratch + rope);
+}
+
+double BatchedDecoder::cache_bytes_per_token(const ParamRegistry& reg) {
+  const ModelConfig& c = reg.config();
+  double floats = 0;
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    with_kind<AttentionKinds>(layer_spec(c, l).attention, [&](auto k) {
+      floats += decltype(k)::type::cache_floats(c, reg.stage().tp_size, 1);
+    });
+  return 4 * floats;
 }
 
 int64_t BatchedDecoder::bytes() const {

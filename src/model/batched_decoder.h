@@ -66,6 +66,9 @@ class BatchedDecoder {
   // table, a step's scratch), from the sizes alone (a closed form, not the
   // carving: tests compare the two); in double, as absurd requests overflow int64.
   static double planned_bytes(const ParamRegistry& reg, const BatchedDecoderOptions& opt);
+  // Bytes of cache one token takes on a rank of `reg`: the layers' attention
+  // kinds' (keys and values of the query groups, or MLA's latent and k_pe).
+  static double cache_bytes_per_token(const ParamRegistry& reg);
   // What this one carved (the allocation rounds it up to pages) and its RoPE table.
   int64_t bytes() const;
 

@@ -108,6 +108,23 @@ ModelConfig resolved_architecture(ModelConfig c) {
     c.rope_scaling_original_max_position_embeddings =
         d.rope_scaling_original_max_position_embeddings;
   }
+  const ModelConfig dflt;
+  if (!c.multi_latent_attention) {  // the MLA fields mean nothing without it
+    c.q_lora_rank = dflt.q_lora_rank;
+    c.kv_lora_rank = dflt.kv_lora_rank;
+    c.qk_head_dim = dflt.qk_head_dim;
+    c.qk_pos_emb_head_dim = dflt.qk_pos_emb_head_dim;
+    c.v_head_dim = dflt.v_head_dim;
+  }
+  c.rope_type = c.multi_latent_attention ? c.mla_rope_type() : "";
+  if (c.position_embedding_type != "yarn" && c.rope_type != "yarn") {  // nor YaRN's without it
+    c.rotary_scaling_factor = dflt.rotary_scaling_factor;
+    c.mscale = dflt.mscale;
+    c.mscale_all_dim = dflt.mscale_all_dim;
+    c.yarn_original_max_position_embeddings = dflt.yarn_original_max_position_embeddings;
+    c.yarn_beta_fast = dflt.yarn_beta_fast;
+    c.yarn_beta_slow = dflt.yarn_beta_slow;
+  }
   if (!c.moe()) {  // no expert anywhere: the MoE fields mean nothing
     const ModelConfig d;
     c.moe_ffn_hidden_size = d.moe_ffn_hidden_size;
@@ -288,24 +305,26 @@ void ModelConfig::check_flag_ranges() const {
   MT_CHECK(normalization == "LayerNorm" || normalization == "RMSNorm", "--normalization '",
            normalization, "' is not one of LayerNorm, RMSNorm");
   MT_CHECK(position_embedding_type == "learned_absolute" || position_embedding_type == "rope" ||
-               position_embedding_type == "none",
+               position_embedding_type == "yarn" || position_embedding_type == "none",
            "--position-embedding-type '", position_embedding_type,
-           "' is not one of learned_absolute, rope, none");
+           "' is not one of learned_absolute, rope, yarn, none");
   MT_CHECK(std::isfinite(rotary_base) && rotary_base > 1, "--rotary-base ", rotary_base,
            " must be a finite number > 1 (e.g. 10000)");
   MT_CHECK(std::isfinite(rotary_percent) && rotary_percent > 0 && rotary_percent <= 1,
            "--rotary-percent ", rotary_percent, " must be in (0, 1]");
-  if (rope()) {
+  if (rope() && !multi_latent_attention) {
     const int64_t rot = int64_t(float(head_dim()) * rotary_percent);
     MT_CHECK(rot >= 2 && rot % 2 == 0, "--rotary-percent ", rotary_percent, " of head dim ",
              head_dim(), " rotates ", rot,
              " features; RoPE needs an even number >= 2; fix: choose --rotary-percent so that "
              "head_dim x percent is even");
   }
-  MT_CHECK(!use_rope_scaling || rope(), "--use-rope-scaling scales RoPE's frequencies but "
-           "--position-embedding-type is ", position_embedding_type,
+  MT_CHECK(!use_rope_scaling || position_embedding_type == "rope",
+           "--use-rope-scaling scales RoPE's frequencies but --position-embedding-type is ",
+           position_embedding_type,
            "; fix: add --position-embedding-type rope, or leave out --use-rope-scaling");
   check_rope_scaling(rope_scaling());
+  check_mla_flags();
   // Megatron's core_transformer_config_from_args asserts this (one activation per MLP).
   MT_CHECK(!(squared_relu && swiglu), "--squared-relu and --swiglu were both given, but the MLP "
            "has one activation (Megatron-LM refuses the pair too); fix: drop one of them");
@@ -319,6 +338,7 @@ void ModelConfig::check_flag_ranges() const {
   if (!window_size.empty()) parse_window_size(window_size);  // throws naming the fix
   check_moe_flags();
   // The attention's widths, (a + 2g)·d and a·d, before anything multiplies them.
+  if (multi_latent_attention) mla_attention_parameters(*this);  // throws if it overflows
   const int64_t qkv_heads =
       checked_add(num_attention_heads, checked_mul(2, query_groups(), "--num-query-groups x 2"),
                   "--num-attention-heads + 2 x --num-query-groups");
@@ -365,7 +385,16 @@ std::string ModelConfig::summary() const {
      << num_attention_heads;
   if (group_query_attention) os << " (" << num_query_groups << " query groups)";
   if (kv_channels > 0) os << ", head size " << kv_channels;
-  if (qk_layernorm) os << ", q/k " << normalization;
+  if (multi_latent_attention) {
+    os << ", MLA (";
+    if (q_lora_rank > 0) os << "q rank " << q_lora_rank << ", ";
+    os << "kv rank " << kv_lora_rank << ", heads " << qk_head_dim << "+" << qk_pos_emb_head_dim
+       << "/" << v_head_dim << ", " << mla_rope_type() << ")";
+  }
+  if (qk_layernorm) os << ", q/k " << (multi_latent_attention ? "latent " : "") << normalization;
+  if (position_embedding_type == "yarn" || (multi_latent_attention && mla_rope_type() == "yarn"))
+    os << ", YaRN x" << rotary_scaling_factor << " (" << yarn_original_max_position_embeddings
+       << ")";
   if (add_qkv_bias && disable_bias_linear) os << ", QKV bias";
   if (use_rope_scaling)
     os << ", RoPE scaling x" << rope_scaling_factor << " (" << rope_scaling_low_freq_factor << ", "
@@ -401,7 +430,9 @@ int64_t parameters_without_vocab(const ModelConfig& c, int64_t ffn) {
   int64_t common = checked_mul(qkv + hq, h, what);
   if (c.qkv_bias()) common = checked_add(common, qkv, what);
   if (c.add_bias()) common = checked_add(common, h, what);
-  common = checked_add(common, 2 * norm + qk_norm, what);
+  common = checked_add(common, qk_norm, what);
+  if (c.multi_latent_attention) common = mla_attention_parameters(c);
+  common = checked_add(common, 2 * norm, what);
   const int64_t dense = checked_add(common, mlp(ffn), what);
   int64_t moe = dense;
   if (c.moe()) {  // router (E x h), E experts, the shared expert

@@ -50,6 +50,23 @@ struct ModelConfig {
   // window): query i sees keys i-L..i+R; causal, so R is 0. "" (or L = -1): none.
   std::string window_size;
   bool untie_embeddings_and_output_weights = false;
+  // Multi-latent attention (DeepSeek-V2/V3; Megatron core's MLATransformerConfig,
+  // model/blocks/mla_block.h): q and kv come from low-rank latents.
+  bool multi_latent_attention = false;
+  int64_t q_lora_rank = 0;             // 0: absent (Megatron's None): a plain q projection
+  int64_t kv_lora_rank = 32;
+  int64_t qk_head_dim = 128;           // a head's q/k part without RoPE
+  int64_t qk_pos_emb_head_dim = 64;    // a head's q/k part with RoPE (the key's is shared)
+  int64_t v_head_dim = 128;
+  std::string rope_type;               // "" (MLA: yarn; else rope) | rope | yarn
+  // YaRN (Megatron's YarnRotaryEmbedding): MLA's with rope type yarn, or the
+  // whole model's with --position-embedding-type yarn (kernels/rope_scaling.h).
+  float rotary_scaling_factor = 1.f;
+  float mscale = 1.f;
+  float mscale_all_dim = 0.f;
+  int64_t yarn_original_max_position_embeddings = 4096;
+  float yarn_beta_fast = 32.f;
+  float yarn_beta_slow = 1.f;
 
   // Mixture of experts (Megatron core's TransformerConfig moe_* fields).
   // num_experts 0: every MLP is dense.
@@ -101,12 +118,18 @@ struct ModelConfig {
   // --window-size's L (keys at positions >= query - L), -1 without a window.
   int64_t window_left() const;
   bool rms_norm() const { return normalization == "RMSNorm"; }
-  bool rope() const { return position_embedding_type == "rope"; }
-  bool learned_positions() const { return position_embedding_type == "learned_absolute"; }
-  RopeScaling rope_scaling() const {
-    return {use_rope_scaling, rope_scaling_factor, rope_scaling_low_freq_factor,
-            rope_scaling_high_freq_factor, rope_scaling_original_max_position_embeddings};
+  // RoPE on the standard attention's q and k (plain, or YaRN-scaled).
+  bool rope() const {
+    return position_embedding_type == "rope" || position_embedding_type == "yarn";
   }
+  // MLA's RoPE type: --rope-type, by default yarn (Megatron's MLATransformerConfig).
+  std::string mla_rope_type() const { return rope_type.empty() ? "yarn" : rope_type; }
+  // YaRN's values as the rope table takes them (enabled or not).
+  RopeScaling yarn_scaling(bool enabled) const;
+  bool learned_positions() const { return position_embedding_type == "learned_absolute"; }
+  // The standard attention's scaling: Llama 3.1's, or YaRN's with
+  // --position-embedding-type yarn.
+  RopeScaling rope_scaling() const;
   bool add_bias() const { return !disable_bias_linear; }
   bool qkv_bias() const { return add_bias() || add_qkv_bias; }
   bool tied_output() const { return !untie_embeddings_and_output_weights; }
@@ -123,6 +146,7 @@ struct ModelConfig {
   void check_flag_ranges() const;
   void check_moe_flags() const;  // part of check_flag_ranges
   void check_moe_routing_flags() const;  // part of check_moe_flags
+  void check_mla_flags() const;  // part of check_flag_ranges (model/config_mla.cc)
   std::string summary() const;
 };
 
@@ -153,8 +177,8 @@ void for_each_model_field(Config& c, Visit&& visit) {
   visit("layernorm_epsilon", "--norm-epsilon,--layernorm-epsilon", "epsilon of the norms",
         c.layernorm_epsilon);
   visit("normalization", "--normalization", "LayerNorm | RMSNorm", c.normalization);
-  visit("position_embedding_type", "--position-embedding-type", "learned_absolute | rope | none",
-        c.position_embedding_type);
+  visit("position_embedding_type", "--position-embedding-type",
+        "learned_absolute | rope | yarn | none", c.position_embedding_type);
   visit("rotary_base", "--rotary-base", "RoPE base (theta)", c.rotary_base);
   visit("rotary_percent", "--rotary-percent", "fraction of each head's features RoPE rotates",
         c.rotary_percent);
@@ -186,7 +210,8 @@ void for_each_model_field(Config& c, Visit&& visit) {
   visit("kv_channels", "--kv-channels",
         "attention head size (default hidden-size / num-attention-heads)", c.kv_channels);
   visit("qk_layernorm", "--qk-layernorm",
-        "a norm (--normalization) over each head's query and key, before RoPE", c.qk_layernorm);
+        "a norm (--normalization) over each head's query and key, before RoPE (with "
+        "--multi-latent-attention: over the q and kv latents)", c.qk_layernorm);
   visit("add_qkv_bias", "--add-qkv-bias", "a bias on the QKV projection, even with "
         "--disable-bias-linear", c.add_qkv_bias);
   visit("window_size", "--window-size",
@@ -195,6 +220,30 @@ void for_each_model_field(Config& c, Visit&& visit) {
   visit("untie_embeddings_and_output_weights", "--untie-embeddings-and-output-weights",
         "the output layer is its own parameter, not the word embedding",
         c.untie_embeddings_and_output_weights);
+  visit("multi_latent_attention", "--multi-latent-attention",
+        "multi-latent attention (DeepSeek-V2/V3): q and kv from low-rank latents",
+        c.multi_latent_attention);
+  visit("q_lora_rank", "--q-lora-rank",
+        "MLA: rank of the query latent (left out: a plain q projection)", c.q_lora_rank);
+  visit("kv_lora_rank", "--kv-lora-rank", "MLA: rank of the key/value latent (default 32)",
+        c.kv_lora_rank);
+  visit("qk_head_dim", "--qk-head-dim", "MLA: a head's q/k size without RoPE (default 128)",
+        c.qk_head_dim);
+  visit("qk_pos_emb_head_dim", "--qk-pos-emb-head-dim",
+        "MLA: a head's q/k size with RoPE, the key's shared by the heads (default 64)",
+        c.qk_pos_emb_head_dim);
+  visit("v_head_dim", "--v-head-dim", "MLA: a head's value size (default 128)", c.v_head_dim);
+  visit("rope_type", "--rope-type", "rope | yarn: MLA's RoPE (default yarn)", c.rope_type);
+  visit("rotary_scaling_factor", "--rotary-scaling-factor",
+        "YaRN: the context extension factor (default 1: no scaling)", c.rotary_scaling_factor);
+  visit("mscale", "--mscale", "YaRN: mscale (default 1)", c.mscale);
+  visit("mscale_all_dim", "--mscale-all-dim", "YaRN: mscale_all_dim (default 0)",
+        c.mscale_all_dim);
+  visit("yarn_original_max_position_embeddings", "--yarn-original-max-position-embeddings",
+        "YaRN: the context length the model was pretrained with (default 4096)",
+        c.yarn_original_max_position_embeddings);
+  visit("yarn_beta_fast", "--yarn-beta-fast", "YaRN: beta_fast (default 32)", c.yarn_beta_fast);
+  visit("yarn_beta_slow", "--yarn-beta-slow", "YaRN: beta_slow (default 1)", c.yarn_beta_slow);
   visit("num_experts", "--num-experts", "experts of each MoE layer (0: dense MLPs)", c.num_experts);
   visit("moe_ffn_hidden_size", "--moe-ffn-hidden-size", "an expert's MLP hidden size (default ffn)",
         c.moe_ffn_hidden_size);
@@ -263,6 +312,9 @@ bool is_training_knob(const std::string& key);
 // Megatron's _vocab_size_with_padding: round up to a multiple of
 // make_vocab_size_divisible_by * tp_size.
 int64_t padded_vocab_size(int64_t vocab_size, int64_t divisible_by, int64_t tp_size);
+
+// Parameters of one multi-latent attention block (model/config_mla.cc).
+int64_t mla_attention_parameters(const ModelConfig& c);
 
 // Parameters in the whole model (all stages, unsharded); throws mt::Error
 // naming the flags if the count overflows int64.

@@ -121,9 +121,10 @@ GptShapes make_shapes(const ParamRegistry& reg, int64_t micro_batch, const Tenso
   sh.window_left = c.window_left();
   for (int64_t l = sh.layer_begin; l < sh.layer_begin + sh.num_layers; ++l)
     sh.layer_specs.push_back(layer_spec(c, l));
-  if (c.rope())
+  sh.rope_positions = rope_positions > 0 ? rope_positions : c.seq_length;
+  if (c.rope() && !c.multi_latent_attention)
     sh.rope = std::make_shared<const RopeTable>(
-        make_rope_table(rope_positions > 0 ? rope_positions : c.seq_length, sh.d,
+        make_rope_table(sh.rope_positions, sh.d,
                         c.rotary_percent, c.rotary_base, c.rope_scaling()));
   sh.eps = c.layernorm_epsilon;
   sh.hidden_dropout = c.hidden_dropout;

@@ -53,6 +53,7 @@ struct GptShapes {
   // null in shapes made by hand (tests): every kind's defaults.
   std::shared_ptr<const KindShapes> kinds;
   std::shared_ptr<const RopeTable> rope;  // rotary embedding of q and k, if used
+  int64_t rope_positions = 0;    // the positions a RoPE table covers (a kind's own too)
   float eps = 1e-5f, hidden_dropout = 0.f, attention_dropout = 0.f;
   TensorParallel tp;             // TP group (null or size 1: no tensor parallelism)
   ContextParallel cp;            // CP group (null or size 1: the whole sequence here)

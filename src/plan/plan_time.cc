@@ -131,7 +131,7 @@ StepTime predict_step_time(const ModelConfig& mc, const PlanProblem& pb, const P
   const double cp = double(l.cp), sl = s / cp;
   const double n = sl * b, h = double(mc.hidden_size);
   const double nl = l.sequence_parallel ? n / t : n;  // residual-stream rows on a rank
-  const double a = double(mc.num_attention_heads), d = double(mc.head_dim());
+  const double a = double(mc.num_attention_heads);
   const double f = double(mc.ffn_hidden_size), v = double(mc.padded_vocab_size);
 
   // One layer, one micro-batch, forward: GEMMs at their own efficiency, as
@@ -140,7 +140,7 @@ StepTime predict_step_time(const ModelConfig& mc, const PlanProblem& pb, const P
   // group (the MoE dispatch), summed.
   const PlanDims dims{n, nl, h, t, double(l.ep)};
   const double L = double(mc.num_layers);
-  double linear = 0;
+  double linear = 0, d = 0;  // d: the attention core's features a head, averaged over the layers
   std::vector<double> gemms, exchange;  // exchange: each layer's elements over EP
 
   for (int64_t layer = 0; layer < mc.num_layers; ++layer) {
@@ -149,6 +149,7 @@ StepTime predict_step_time(const ModelConfig& mc, const PlanProblem& pb, const P
     double elements = 0;
     with_kind<AttentionKinds>(spec.attention, [&](auto k) {
       decltype(k)::type::plan_gemms(mc, dims, gemms);
+      d += decltype(k)::type::plan_core_head_dim(mc) / L;
       elements += decltype(k)::type::plan_exchange_elements(mc, dims);
     });
     with_kind<MlpKinds>(spec.mlp, [&](auto k) {

@@ -24,6 +24,9 @@ const std::vector<InertFlag>& inert_megatron_flags() {
       {"--defer-embedding-wgrad-compute", {}, "a GPU scheduling choice"},
       {"--moe-shared-expert-overlap", {}, "overlapping the shared expert with the token "
        "dispatcher's communication on the GPU (the numbers are the same)"},
+      {"--mla-down-proj-fusion", {}, "a fused GPU kernel (MLA's q/kv down-projections)"},
+      {"--cache-mla-latents", {}, "FlashMLA decoding (the decoder here always caches MLA's "
+       "latents)"},
       // Checkpoint back-ends: this build writes its own re-shardable format.
       {"--ckpt-format", {"torch", "torch_dist", "zarr", "fsdp_dtensor", "torch_dcp"},
        "PyTorch checkpoint back-end"},

@@ -119,5 +119,54 @@ TEST(RopeScaling, BadValuesThrowNamingTheFlag) {
   EXPECT_EQ(message(s), "");
 }
 
+// YaRN (Megatron's YarnRotaryEmbedding) as DeepSeek-V3 sets it (factor 40,
+// original 4096, beta 32 and 1) on 16 features of base 10000: the correction
+// range is columns [floor(2.62), ceil(5.63)] = [2, 6], ramped linearly
+// between keeping the frequency (below) and dividing it by 40 (above). The
+// numbers: the formula in double by hand (Python's math module).
+RopeScaling yarn(float factor, float mscale, float mscale_all_dim) {
+  RopeScaling s;
+  s.yarn = true;
+  s.yarn_factor = factor;
+  s.mscale = mscale;
+  s.mscale_all_dim = mscale_all_dim;
+  return s;
+}
+
+TEST(RopeScaling, YarnMatchesTheFormulaByHand) {
+  const std::vector<float> want = {1.f,      0.316227766f, 0.1f,       0.0239147248f,
+                                   0.005125f, 0.000849862121f, 2.5e-05f, 7.90569415e-06f};
+  expect_close(scaled_inv_freq(16, 10000.f, yarn(40.f, 1.f, 0.f)), want, "yarn");
+  // The concentration factor on cos and sin: mscale(40, m) / mscale(40, m_all).
+  EXPECT_NEAR(rope_cos_sin_factor(yarn(40.f, 1.f, 0.f)), 1.3688879f, 1e-6);
+  EXPECT_NEAR(rope_cos_sin_factor(yarn(40.f, 0.8f, 0.5f)), 1.0934332f, 1e-6);
+  EXPECT_EQ(rope_cos_sin_factor(yarn(40.f, 1.f, 1.f)), 1.f);  // DeepSeek-V3's: cancels
+  EXPECT_EQ(rope_cos_sin_factor(yarn(1.f, 1.f, 0.f)), 1.f);   // factor 1: plain RoPE
+  expect_close(scaled_inv_freq(16, 10000.f, yarn(1.f, 1.f, 0.f)),
+               scaled_inv_freq(16, 10000.f, RopeScaling{}), "factor 1");
+  const RopeTable t = make_rope_table(8, 16, 1.f, 10000.f, yarn(40.f, 0.8f, 0.5f));
+  for (int64_t i = 0; i < 8; ++i)
+    EXPECT_NEAR(t.cos[size_t(5 * 8 + i)], std::cos(5.0 * want[size_t(i)]) * 1.0934332, 2e-6);
+}
+
+TEST(RopeScaling, BadYarnValuesThrowNamingTheFlag) {
+  auto message = [](RopeScaling s) {
+    try {
+      check_rope_scaling(s);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  RopeScaling s = yarn(0.f, 1.f, 0.f);
+  EXPECT_NE(message(s).find("--rotary-scaling-factor"), std::string::npos);
+  s = yarn(4.f, 1.f, 0.f);
+  s.yarn_original_max_position_embeddings = 0;
+  EXPECT_NE(message(s).find("--yarn-original-max-position-embeddings"), std::string::npos);
+  s = yarn(4.f, 1.f, 0.f);
+  s.enabled = true;
+  EXPECT_NE(message(s).find("--use-rope-scaling"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace mt

@@ -71,6 +71,12 @@ TEST(BatchedDecoder, Gpt2MixedStepsEqualEachSequenceAlone) {
   expect_schedule_matches_alone(tiny_gpt2(), "gpt2");
 }
 
+// Multi-latent attention: each row's latent and RoPE key into its own
+// sequence's blocks, its keys and values up-projected from those alone.
+TEST(BatchedDecoder, MlaMixedStepsEqualEachSequenceAlone) {
+  expect_schedule_matches_alone(tiny_mla(), "mla");
+}
+
 TEST(BatchedDecoder, MoeMixedStepsEqualEachSequenceAlone) {
   expect_schedule_matches_alone(tiny_moe(), "moe");
 }

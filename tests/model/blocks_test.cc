@@ -100,6 +100,79 @@ TEST(Blocks, EachMemoryFormulaAgreesWithItsCarve) {
       }
 }
 
+// Multi-latent attention (model/blocks/mla_block.h) brings the same numbers:
+// its record and workspace formulas agree with their carves (TP 1 and 2, each
+// norm kind, with and without the q latent), its FLOPs are Megatron-LM's
+// MLA count, its parameters Megatron core's names in order and the count's.
+TEST(Blocks, MultiLatentAttentionFormulasNamesAndFlops) {
+  for (int64_t q_lora_rank : {0, 12})
+    for (const char* norm : {"RMSNorm", "LayerNorm"})
+      for (int64_t tp : {1, 2})
+        for (MathMode math : {MathMode::kF32, MathMode::kBF16}) {
+        ModelConfig c;
+        c.num_layers = 2, c.hidden_size = 32, c.num_attention_heads = 4, c.seq_length = 48;
+        c.vocab_size = 65, c.normalization = norm, c.multi_latent_attention = true;
+        c.q_lora_rank = q_lora_rank, c.kv_lora_rank = 8, c.qk_head_dim = 8;
+        c.qk_pos_emb_head_dim = 4, c.v_head_dim = 6, c.qk_layernorm = true;
+        c.finalize(tp);
+        const ParamRegistry reg(c, StageLayout{0, 1, 0, c.num_layers, true, true});
+        GptShapes sh = make_shapes(reg, 2);
+        sh.cm.math = math;
+        if (tp > 1) {  // a rank of TP 2: its heads (no group needed for the carves)
+          sh.a = sh.g = 4 / tp;
+          sh.kinds = make_kind_shapes(c, StageLayout{0, tp, 0, c.num_layers, true, true}, sh,
+                                      nullptr);
+        }
+        ASSERT_EQ(sh.spec(0).attention, AttentionKinds::index_of<MultiLatentAttention>());
+        BlockSizes z = sizes_of(sh);
+        z.stats = sh.rms_norm ? 1 : 2;
+        z.kinds = sh.kinds.get();
+        const std::string what = std::string(norm) + " q rank " + std::to_string(q_lora_rank) +
+                                 " tp " + std::to_string(tp) + " " + math_mode_name(math);
+        const double record = carved([&](Arena& a) { carve_mla_record(a, sh); });
+        const double workspace = carved([&](Arena& a) { carve_mla_workspace(a, sh); });
+        EXPECT_GE(record, mla_record_bytes(z)) << what;
+        EXPECT_LE(record, mla_record_bytes(z) + 64.0 * 14) << what;
+        EXPECT_GE(workspace, mla_workspace_bytes(z)) << what;
+        EXPECT_LE(workspace, mla_workspace_bytes(z) + 64.0 * 11) << what;
+        int64_t n = 0;
+        for (const ParamSpec& p : reg.params()) n += p.global_rows * p.global_cols;
+        EXPECT_EQ(count_parameters(c), n) << what;
+      }
+  ModelConfig c;
+  c.num_layers = 2, c.hidden_size = 32, c.num_attention_heads = 4, c.seq_length = 48;
+  c.vocab_size = 65, c.multi_latent_attention = true, c.q_lora_rank = 12, c.kv_lora_rank = 8;
+  c.qk_head_dim = 8, c.qk_pos_emb_head_dim = 4, c.v_head_dim = 6, c.qk_layernorm = true;
+  c.normalization = "RMSNorm", c.disable_bias_linear = true;
+  c.finalize(1);
+  // 6·tokens·(q latent + kv latent + k_pe + projection) + 6·tokens·s·(a·dq + a·dv)/2.
+  const double tokens = 96, h = 32, a = 4, s = 48;
+  const double linear = 12 * (h + a * 12 + 1) + 8 * (h + a * (8 + 6) + 1) + h * 4 + a * 6 * h;
+  EXPECT_DOUBLE_EQ(mla_flops(c, tokens), 6 * tokens * (linear + s * (a * 12 + a * 6) / 2));
+  EXPECT_DOUBLE_EQ(layer_flops(c, 0, tokens), mla_flops(c, tokens) + mlp_flops(c, tokens));
+  const ParamRegistry reg(c, StageLayout{0, 1, 0, c.num_layers, true, true});
+  std::vector<std::string> names;
+  for (const ParamSpec& p : reg.params())
+    if (p.layer == 1 && p.name.find("self_attention") != std::string::npos)
+      names.push_back(p.name.substr(layer_prefix(1).size() + 15));
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "linear_q_down_proj.weight", "q_layernorm.weight",
+                       "linear_q_up_proj.weight", "linear_kv_down_proj.weight",
+                       "kv_layernorm.weight", "linear_kv_up_proj.weight", "linear_proj.weight"}));
+  const std::string p = layer_prefix(1) + "self_attention.";
+  // TP: the up-projections split their rows (heads), linear_proj its
+  // columns; the down-projections and norms are replicated with their
+  // gradients summed over TP.
+  EXPECT_EQ(reg.get(p + "linear_q_up_proj.weight").partition_dim, 0);
+  EXPECT_EQ(reg.get(p + "linear_kv_up_proj.weight").partition_dim, 0);
+  EXPECT_EQ(reg.get(p + "linear_proj.weight").partition_dim, 1);
+  for (const char* r : {"linear_q_down_proj.weight", "linear_kv_down_proj.weight",
+                        "q_layernorm.weight", "kv_layernorm.weight"}) {
+    EXPECT_TRUE(reg.get(p + r).tp_replicated()) << r;
+    EXPECT_TRUE(reg.get(p + r).tp_partial_grad) << r;
+  }
+}
+
 TEST(Blocks, AttentionFlopsScaleWithTheQueryProjection) {
   // Megatron-LM's num_floating_point_operations with --kv-channels: the
   // attention term times query_projection_size / h = a·d / h.

@@ -62,6 +62,25 @@ inline ModelConfig tiny_moe() {
   return cfg;
 }
 
+// The Llama shape with multi-latent attention (V3's: the q latent, its
+// latent norms, YaRN with mscale) instead of grouped-query attention.
+inline ModelConfig tiny_mla() {
+  ModelConfig cfg = tiny_llama();
+  cfg.group_query_attention = false;
+  cfg.multi_latent_attention = true;
+  cfg.q_lora_rank = 12;
+  cfg.kv_lora_rank = 8;
+  cfg.qk_head_dim = 8;
+  cfg.qk_pos_emb_head_dim = 4;
+  cfg.v_head_dim = 6;
+  cfg.qk_layernorm = true;
+  cfg.rotary_scaling_factor = 4.f;
+  cfg.mscale = 0.9f;
+  cfg.mscale_all_dim = 0.7f;
+  cfg.yarn_original_max_position_embeddings = 8;
+  return cfg;
+}
+
 // This rank's parameters: the registry's initial values, plus on every norm
 // and bias a perturbation keyed by (name, global index), so that the shards
 // of any TP layout hold slices of the same model.

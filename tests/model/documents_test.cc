@@ -16,7 +16,9 @@
 namespace mt {
 namespace {
 
-ModelConfig doc_config(bool rope, int64_t seq) {
+// mla: RoPE's configuration with multi-latent attention (its RoPE features
+// rotated at each token's own position too).
+ModelConfig doc_config(bool rope, int64_t seq, bool mla = false) {
   ModelConfig cfg;
   cfg.num_layers = 2;
   cfg.hidden_size = 16;
@@ -34,6 +36,15 @@ ModelConfig doc_config(bool rope, int64_t seq) {
     cfg.swiglu = true;
     cfg.ffn_hidden_size = 24;
     cfg.disable_bias_linear = true;
+  }
+  if (mla) {
+    cfg.multi_latent_attention = true;
+    cfg.q_lora_rank = 6;
+    cfg.kv_lora_rank = 5;
+    cfg.qk_head_dim = 4;
+    cfg.qk_pos_emb_head_dim = 4;
+    cfg.v_head_dim = 3;
+    cfg.qk_layernorm = true;
   }
   cfg.finalize(1);
   return cfg;
@@ -64,10 +75,11 @@ TEST(Documents, PackedSampleEqualsEachDocumentAlone) {
   constexpr int32_t E = 19;  // end of document
   const std::vector<int32_t> a = {3, 7, 1, 12}, b_doc = {5, 5, 9, 2, 14, 8, 4};
   const int32_t after = 6;  // the token after the sample (its last label)
-  for (const bool rope : {true, false}) {
-    SCOPED_TRACE(rope ? "RoPE" : "learned positions");
-    TinyGpt packed(doc_config(rope, 12), 1), alone_a(doc_config(rope, 4), 1),
-        alone_b(doc_config(rope, 7), 1);
+  for (const int kind : {0, 1, 2}) {
+    const bool rope = kind != 1, mla = kind == 2;
+    SCOPED_TRACE(mla ? "MLA" : rope ? "RoPE" : "learned positions");
+    TinyGpt packed(doc_config(rope, 12, mla), 1), alone_a(doc_config(rope, 4, mla), 1),
+        alone_b(doc_config(rope, 7, mla), 1);
     packed.reg.initialize(packed.params, 42);
     ASSERT_EQ(packed.reg.total_floats(), alone_a.reg.total_floats());
     std::copy_n(packed.params, packed.reg.total_floats(), alone_a.params);

@@ -109,6 +109,41 @@ TEST(GptDecoder, QwenAttentionOptionsStepsEqualTheFullForward) {
   expect_decoder_matches_forward(gpt);
 }
 
+// Multi-latent attention: the cache holds each token's normed kv latent and
+// rotated RoPE key (kv_lora_rank + qk_pos_emb_head_dim floats a layer, not
+// heads x head size), and each step's up-projected keys and values give the
+// training forward's logits: V2-Lite's shape (a plain q projection, plain
+// RoPE) and V3's (the q latent, YaRN with mscale).
+TEST(GptDecoder, MultiLatentAttentionStepsEqualTheFullForward) {
+  for (int64_t q_lora_rank : {0, 12}) {
+    ModelConfig cfg = llama_shape(base());
+    cfg.group_query_attention = false;
+    cfg.multi_latent_attention = true;
+    cfg.q_lora_rank = q_lora_rank;
+    cfg.kv_lora_rank = 8;
+    cfg.qk_head_dim = 8;
+    cfg.qk_pos_emb_head_dim = 4;
+    cfg.v_head_dim = 6;
+    cfg.qk_layernorm = true;
+    cfg.max_position_embeddings = 16;
+    cfg.rope_type = q_lora_rank > 0 ? "yarn" : "rope";
+    cfg.rotary_scaling_factor = 4.f;
+    cfg.mscale = 0.9f;
+    cfg.mscale_all_dim = 0.7f;
+    cfg.yarn_original_max_position_embeddings = 6;
+    cfg.finalize(1);
+    expect_decoder_matches_forward(cfg);
+    // The cache a token takes, as carved for a pool of 3 blocks of 5 rows,
+    // and as the start-up line of generate says it (2 layers).
+    TinyGpt m(cfg, 1);
+    Arena count;
+    MultiLatentAttention::carve_cache(count, m.sh, KvPoolDims{3, 5});
+    EXPECT_GE(double(count.used()), 15.0 * (8 + 4) * 4);
+    EXPECT_LT(double(count.used()), 15.0 * (8 + 4) * 4 + 64);  // one tensor's alignment
+    EXPECT_EQ(BatchedDecoder::cache_bytes_per_token(m.reg), 2.0 * (8 + 4) * 4);
+  }
+}
+
 // A sliding window (--window-size 3,0) shorter than the text: each layer's
 // cache is a ring of 4 rows, and every position's logits (those past the
 // window read rows the ring has overwritten) equal the full windowed forward's.

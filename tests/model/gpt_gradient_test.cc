@@ -140,6 +140,56 @@ TEST(GptGradient, LayerNorm1pAndSquaredReluMatchFiniteDifferencesPerTensor) {
   check_gradient_by_finite_differences(with_attention_options(llama, false, true, false));
 }
 
+// Multi-latent attention (model/blocks/mla_block.h): a plain q projection
+// (DeepSeek-V2-Lite) and the q latent with its norm (V3), the latent norms of
+// each kind, YaRN with mscale_all_dim (softmax scale mscale², cos/sin by the
+// concentration factor), learned positions beside MLA's own RoPE, biases.
+ModelConfig mla_config(int64_t q_lora_rank, const char* norm, bool yarn) {
+  ModelConfig cfg = tiny_config(true);
+  cfg.group_query_attention = false;
+  cfg.rotary_percent = 1.f;
+  cfg.normalization = norm;
+  cfg.multi_latent_attention = true;
+  cfg.q_lora_rank = q_lora_rank;
+  cfg.kv_lora_rank = 6;
+  cfg.qk_head_dim = 4;
+  cfg.qk_pos_emb_head_dim = 4;
+  cfg.v_head_dim = 6;
+  cfg.qk_layernorm = true;
+  cfg.rope_type = yarn ? "yarn" : "rope";
+  if (yarn) {
+    cfg.rotary_scaling_factor = 4.f;
+    cfg.mscale = 0.9f;
+    cfg.mscale_all_dim = 0.7f;
+    cfg.yarn_original_max_position_embeddings = 6;
+  }
+  cfg.finalize(1);
+  return cfg;
+}
+
+TEST(GptGradient, MultiLatentAttentionMatchesFiniteDifferencesPerTensor) {
+  const ModelConfig v2 = mla_config(0, "RMSNorm", true);
+  const ParamRegistry reg(v2, StageLayout{0, 1, 0, v2.num_layers, true, true});
+  const std::string p = "decoder.layers.0.self_attention.";
+  EXPECT_TRUE(reg.has(p + "linear_q_proj.weight"));
+  EXPECT_FALSE(reg.has(p + "linear_q_down_proj.weight"));
+  EXPECT_EQ(reg.get(p + "linear_kv_down_proj.weight").rows, 6 + 4);
+  EXPECT_EQ(reg.get(p + "linear_kv_up_proj.weight").rows, 4 * (4 + 6));
+  EXPECT_EQ(reg.get(p + "linear_proj.weight").cols, 4 * 6);
+  check_gradient_by_finite_differences(v2);
+  const ModelConfig v3 = mla_config(5, "LayerNorm", true);
+  const ParamRegistry reg3(v3, StageLayout{0, 1, 0, v3.num_layers, true, true});
+  EXPECT_EQ(reg3.get(p + "linear_q_up_proj.weight").rows, 4 * (4 + 4));
+  EXPECT_TRUE(reg3.has(p + "q_layernorm.bias"));
+  check_gradient_by_finite_differences(v3);
+  ModelConfig gpt = mla_config(5, "LayerNorm", false);  // learned positions, biases
+  gpt.position_embedding_type = "learned_absolute";
+  gpt.disable_bias_linear = false;
+  gpt.qk_layernorm = false;
+  gpt.finalize(1);
+  check_gradient_by_finite_differences(gpt);
+}
+
 TEST(GptGradient, DropoutChangesLossAndIsKeyedByIteration) {
   ModelConfig cfg;
   cfg.num_layers = 1;

@@ -60,6 +60,12 @@ TEST(BatchedDecoderRanks, Gpt2TensorParallelEqualsOneRank) {
   expect_world_matches_one_rank(tiny_gpt2(), Split::kTensor, "gpt2 TP");
 }
 
+// Multi-latent attention: every rank caches the whole latent, its heads' keys
+// and values up-projected from it, the projection all-reduced.
+TEST(BatchedDecoderRanks, MlaTensorParallelEqualsOneRank) {
+  expect_world_matches_one_rank(tiny_mla(), Split::kTensor, "mla TP");
+}
+
 TEST(BatchedDecoderRanks, MoeExpertParallelEqualsOneRank) {
   expect_world_matches_one_rank(tiny_moe(), Split::kExpert, "moe EP");
 }

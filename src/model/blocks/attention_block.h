@@ -159,6 +159,8 @@ struct SelfAttention {
   // apart, at the device's attention rate).
   static void plan_gemms(const ModelConfig& c, const PlanDims& d, std::vector<double>& flops);
   static double plan_exchange_elements(const ModelConfig&, const PlanDims&) { return 0; }
+  // The features of a head the attention core's two products run over.
+  static double plan_core_head_dim(const ModelConfig& c) { return double(c.head_dim()); }
   static void forward(float* out, Record& rec, const Params<ReadView>& w, Workspace& ws,
                       const BlockCall& call) {
     attention_block_forward(out, rec, ws, w, call);

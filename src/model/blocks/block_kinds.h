@@ -23,7 +23,9 @@
 //   static double decode_workspace_floats(const ModelConfig&, int64_t tp, const DecodeDims&);
 //   MLP kinds:       static void decode(float* out, DecodeWorkspace&, const float* in,
 //                                       const Params<ReadView>&, const GptShapes&, int64_t rows);
-//   attention kinds: using Cache; static Cache carve_cache(Arena&, const GptShapes&, const KvPoolDims&);
+//   attention kinds: static double plan_core_head_dim(const ModelConfig&);  // a head's core width
+//                    using Cache;
+//                    static Cache carve_cache(Arena&, const GptShapes&, const KvPoolDims&);
 //                    static double cache_floats(const ModelConfig&, int64_t tp, double rows);
 //                    static void decode(float* out, const Cache&, DecodeWorkspace&, const float* in,
 //                                       const Params<ReadView>&, const GptShapes&,
@@ -46,6 +48,7 @@
 
 #include "model/blocks/attention_block.h"
 #include "model/blocks/layer_spec.h"
+#include "model/blocks/mla_block.h"
 #include "model/blocks/mlp_block.h"
 #include "model/blocks/moe_block.h"
 
@@ -73,7 +76,7 @@ struct KindList {
 };
 
 // ---- The registry: one line per kind.
-using AttentionKinds = KindList<SelfAttention>;
+using AttentionKinds = KindList<SelfAttention, MultiLatentAttention>;
 using MlpKinds = KindList<DenseMlp, MoeMlp>;
 
 // A kind of a list, with its index there (what with_kind passes).
