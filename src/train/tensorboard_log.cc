@@ -95,6 +95,8 @@ void tensorboard_iteration(TensorBoardLog& tb, const StepResult& r, int64_t iter
     w.add_scalar("mem-workspace-bytes", m.workspace, it);
     w.add_scalar("mem-peak-rss-bytes", double(peak_rss_bytes()), it);
   }
+  for (size_t d = 0; d < r.mtp_losses.size(); ++d)  // Megatron's track_mtp_metrics
+    w.add_scalar("mtp_" + std::to_string(d + 1) + " loss", r.mtp_losses[d], it);
   if (r.moe) {
     if (tb.load_balancing_loss) w.add_scalar("load_balancing_loss", r.load_balancing_loss, it);
     if (tb.z_loss) w.add_scalar("z_loss", r.z_loss, it);

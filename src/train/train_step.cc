@@ -79,12 +79,15 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, Par
   // once, and again for --rerun-mode (the same weights, batch and dropout keys).
   const ModelConfig& config = rt.reg.config();
   MoeStats moe;
+  MtpStats mtp;
   const auto forward_backward = [&]() -> double {
     sync.zero_grads();
     moe = MoeStats{};
     if (config.moe_router_enable_expert_bias)
       moe.expert_tokens.assign(size_t(config.num_layers * config.num_experts), 0.0);
     ctx.moe_stats = &moe;
+    mtp.loss.assign(size_t(config.mtp_num_layers), 0.0);
+    ctx.mtp_stats = &mtp;
     Timer timer;
     double wait = 0;
     double loss_sum = run_pipeline_schedule(rt, pipeline_links(ps), schedule, ctx, next,
@@ -107,6 +110,18 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, Par
       r.load_balancing_loss = items > 0 ? sums[0] / items : 0;
       r.z_loss = items > 0 ? sums[1] / items : 0;
       r.busiest_share = moe.busiest_share;
+    }
+    if (config.mtp()) {
+      // The last stage's sums; each CP rank holds its part of a micro-batch's
+      // mean, each DP rank its own micro-batches (Megatron averages over DP x CP
+      // the means of each rank's own tokens).
+      std::vector<double>& m = mtp.loss;
+      const int64_t depths = int64_t(m.size());
+      if (ps.pp_size > 1) ps.pp_comm.all_reduce_sum(m.data(), depths);
+      ps.dp_cp().all_reduce_sum(m.data(), depths);
+      r.mtp_losses.resize(m.size());
+      for (size_t d = 0; d < m.size(); ++d)
+        r.mtp_losses[d] = m[d] / double(num_micro_batches * ps.dp_size);
     }
     return r.loss;
   };

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -64,6 +65,7 @@ struct TrainingLog {
   double interval_secs = 0;  // time in training steps only: evaluation and saving excluded
   double interval_wait = 0;  // time blocked on pipeline neighbours
   double interval_loss = 0;
+  std::vector<double> interval_mtp;  // --mtp-num-layers: each depth's loss, summed
   int64_t interval_iters = 0, interval_counted = 0, interval_skipped = 0;
   int64_t interval_samples = 0;  // the iterations' global batches (a ramp-up changes them)
 };
