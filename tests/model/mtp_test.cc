@@ -103,7 +103,9 @@ void check_mtp_gradient(const ModelConfig& cfg, bool masked) {
     const double fd = (4.0 * central(eps / 2) - central(eps)) / 3.0;
     for (int64_t i = 0; i < p.numel(); ++i) m.params[p.offset + i] = saved[size_t(i)];
     EXPECT_NEAR(gu, fd, 1e-2 * std::abs(fd) + 2e-4) << p.name;
-    if (p.name.rfind("mtp.", 0) == 0) EXPECT_GT(std::abs(gu), 1e-6) << p.name << " gets no gradient";
+    if (p.name.rfind("mtp.", 0) == 0) {
+      EXPECT_GT(std::abs(gu), 1e-6) << p.name << " gets no gradient";
+    }
   }
 }
 

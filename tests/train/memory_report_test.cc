@@ -254,9 +254,6 @@ TEST(MemoryReport, AsyncSaveCopyIsALineOfItsOwnOnlyWhenThere) {
   EXPECT_DOUBLE_EQ(async_save_copy_bytes(1000, 4, 8000, false), 4000);
 }
 
-}  // namespace
-}  // namespace mt
-
 // The MTP depths (model/mtp.h) on the last stage: their records and scratch
 // by the formula, against what the model carves.
 TEST(MemoryReport, MtpDepthsAgreeWithWhatTheModelCarves) {
@@ -282,3 +279,6 @@ TEST(MemoryReport, MtpDepthsAgreeWithWhatTheModelCarves) {
         EXPECT_LE(got.workspace, with.workspace + 64.0 * 26) << what;
       }
 }
+
+}  // namespace
+}  // namespace mt
