@@ -29,10 +29,6 @@ std::string mtp_prefix(int64_t depth);  // "mtp.layers.<depth>." (depth 0-based)
 // The blocks of every depth's layer: the last decoder layer's (Megatron's
 // get_gpt_mtp_block_spec takes decoder_specs[-1]).
 LayerSpec mtp_layer_spec(const ModelConfig& c);
-// The layer index depth `depth` (0-based) keys its dropout masks by: after the decoder's.
-inline int64_t mtp_layer_index(const ModelConfig& c, int64_t depth) {
-  return c.num_layers + depth;
-}
 
 template <class P>
 struct MtpParams {

@@ -88,7 +88,8 @@ void mtp_forward(const GptWeights& w, const GptGrads* grads, GptActivations& act
   for (int64_t d = 0; d < sh.mtp_depths; ++d) {
     const MtpParams<ReadView>& m = w.mtp[size_t(d)];
     MtpDepthRecord& r = act.mtp.depths[size_t(d)];
-    const int64_t layer = sh.total_layers + d;  // mtp_layer_index
+    // The depth's layer keys its dropout masks as a layer after the decoder's.
+    const int64_t layer = sh.total_layers + d;
     // The shifted tokens' embedding, its dropout (Megatron's LanguageModelEmbedding).
     vocab_parallel_embedding_forward(ws.hbuf, ws.full_a, r.ids, w.wte, n, h, sh.v_start, sh.v,
                                      sh.tp);

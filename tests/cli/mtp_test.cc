@@ -2,7 +2,7 @@
 // rank's losses and each depth's "mtp_k loss" (1e-5 relative; fp32
 // round-off) at TP2 with SP, PP2 (the last stage's copy of the untied word
 // embedding), CP2 (the shifted tokens cross the ranks' chunks), DP2 and, for
-// an MoE model, EP2; a checkpoint with MTP saved at TP2 x PP2 resumes at TP1;
+// an MoE model, EP2 (with DP2, and with TP2 x SP); a checkpoint with MTP saved at TP2 x PP2 resumes at TP1;
 // `generate` ignores the MTP depths (a run whose depths are weighed 0 decodes
 // exactly as the same run without them); unsupported combinations are
 // refused by name.
@@ -35,15 +35,17 @@ std::vector<const char*> keys(int depths) {
   return k;
 }
 
-TEST(Mtp, LayoutsMatchOneRank) {
-  for (int depths : {1, 2}) {
+TEST(MtpCli, LayoutsMatchOneRank) {
+  // Each layout once (a few seconds in all): one depth through PP and DP,
+  // two (the second shifted across CP chunks, its gradient through the first)
+  // through TP with SP and CP.
+  const std::pair<int, std::vector<Layout>> runs[] = {
+      {1, {{"pp2", 2, " --pipeline-model-parallel-size 2"}, {"dp2", 2, ""}}},
+      {2, {{"tp2_sp", 2, " --tensor-model-parallel-size 2 --sequence-parallel"},
+           {"cp2", 2, " --context-parallel-size 2"}}}};
+  for (const auto& [depths, layouts] : runs) {
     expect_layouts_match_one_rank(
-        mtp_model(depths),
-        {{"tp2_sp", 2, " --tensor-model-parallel-size 2 --sequence-parallel"},
-         {"pp2", 2, " --pipeline-model-parallel-size 2"},
-         {"cp2", 2, " --context-parallel-size 2"},
-         {"dp2", 2, ""}},
-        1e-5, keys(depths), "MTP layouts",
+        mtp_model(depths), layouts, 1e-5, keys(depths), "MTP layouts",
         [&](const Layout& l, const RunResult& r, const JsonLogLines& ref, const JsonLogLines&) {
           // The text log names each depth as Megatron does; the depths weigh in.
           EXPECT_NE(r.output.find(" | mtp_" + std::to_string(depths) + " loss: "),
@@ -55,7 +57,7 @@ TEST(Mtp, LayoutsMatchOneRank) {
   }
 }
 
-TEST(Mtp, MoeLayoutsMatchOneRankAtEp2) {
+TEST(MtpCli, MoeLayoutsMatchOneRankAtEp2) {
   expect_layouts_match_one_rank(
       mtp_model(1) + " --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 48"
                      " --moe-aux-loss-coeff 0.01",
@@ -65,7 +67,7 @@ TEST(Mtp, MoeLayoutsMatchOneRankAtEp2) {
       1e-5, {"loss", "mtp_1_loss", "load_balancing_loss"}, "MTP MoE layouts");
 }
 
-TEST(Mtp, CheckpointSavedAtTp2Pp2ResumesAtTp1) {
+TEST(MtpCli, CheckpointSavedAtTp2Pp2ResumesAtTp1) {
   TempDir dir;
   const std::string flags = " train" + prepare_data(dir, synthetic_corpus(200)) + mtp_model(2) +
                             " --train-iters 10 --eval-interval 0 --make-vocab-size-divisible-by 32";
@@ -82,7 +84,7 @@ TEST(Mtp, CheckpointSavedAtTp2Pp2ResumesAtTp1) {
         << it;
 }
 
-TEST(Mtp, GenerateIgnoresTheDepths) {
+TEST(MtpCli, GenerateIgnoresTheDepths) {
   // Depths weighed 0 leave the main weights as a run without them trains
   // them: the two checkpoints differ only by the MTP tensors, and decode alike.
   TempDir dir;
@@ -112,7 +114,7 @@ TEST(Mtp, GenerateIgnoresTheDepths) {
   EXPECT_EQ(ga.output, gb.output);
 }
 
-TEST(Mtp, UnsupportedCombinationsAreRefusedByName) {
+TEST(MtpCli, UnsupportedCombinationsAreRefusedByName) {
   TempDir dir;
   const std::string base = " train" + prepare_data(dir, synthetic_corpus(50)) + mtp_model(1);
   const std::pair<std::string, std::string> cases[] = {
