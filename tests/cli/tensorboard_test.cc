@@ -201,6 +201,22 @@ TEST_F(TensorBoardCli, MoeRunsWriteTheRouterLosses) {
   }
 }
 
+// --mtp-num-layers: each depth's loss under Megatron's tag ("mtp_1 loss").
+TEST_F(TensorBoardCli, MtpRunsWriteEachDepthsLoss) {
+  const RunResult r = run(train(" --train-iters 3 --lr-warmup-iters 1 --eval-interval 0"
+                                " --position-embedding-type rope"
+                                " --mtp-num-layers 2 --log-json " + dir.file("log.json") +
+                                " --tensorboard-dir " + dir.file("tb")));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const JsonLogLines log = read_log_json(dir.file("log.json"));
+  const TbSeries s = only_file(dir.file("tb"));
+  ASSERT_EQ(log.train.size(), 3u);
+  for (const auto& [it, j] : log.train)
+    for (const char* k : {"1", "2"})
+      expect_float_of(s.at(std::string("mtp_") + k + " loss").at(it),
+                      j.at(std::string("mtp_") + k + "_loss").get<double>(), "mtp loss");
+}
+
 TEST_F(TensorBoardCli, ADirectoryThatCannotBeWrittenEndsEveryRankBeforeTraining) {
   std::ofstream(dir.file("a_file")) << "x";
   for (const int ranks : {1, 2}) {
