@@ -112,9 +112,10 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, Par
       r.busiest_share = moe.busiest_share;
     }
     if (config.mtp()) {
-      // The last stage's sums; each CP rank holds its part of a micro-batch's
-      // mean, each DP rank its own micro-batches (Megatron averages over DP x CP
-      // the means of each rank's own tokens).
+      // The last stage's sums of each micro-batch's token mean (each CP rank
+      // holds its part of the mean over the whole micro-batch, so that CP
+      // leaves the numbers alone; Megatron averages the CP ranks' own means),
+      // averaged over the micro-batches and DP, as Megatron logs them.
       std::vector<double>& m = mtp.loss;
       const int64_t depths = int64_t(m.size());
       if (ps.pp_size > 1) ps.pp_comm.all_reduce_sum(m.data(), depths);
