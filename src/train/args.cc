@@ -370,9 +370,6 @@ void TrainArgs::validate(int world_size) {
              "); fix: lower it, or drop it for plain 1F1B");
     MT_CHECK(decoder_first_pipeline_num_layers == 0 && decoder_last_pipeline_num_layers == 0,
              "--decoder-first/last-pipeline-num-layers do not combine with virtual stages");
-    MT_CHECK(!model.mtp(), "--mtp-num-layers with --num-layers-per-virtual-pipeline-stage is not "
-             "built (the MTP depths are not tested on an interleaved last chunk); fix: drop the "
-             "virtual stages (plain 1F1B), or --mtp-num-layers");
   }
   MT_CHECK(!sequence_parallel || tp > 1, "--sequence-parallel with TP 1 (internal error: "
            "disable_sequence_parallel_without_tp() switches it off before validate)");

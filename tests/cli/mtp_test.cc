@@ -1,7 +1,7 @@
 // Multi-token prediction end to end (--mtp-num-layers, model/mtp.h): one
 // rank's losses and each depth's "mtp_k loss" (1e-5 relative; fp32
 // round-off) at TP2 with SP, PP2 (the last stage's copy of the untied word
-// embedding), CP2 (the shifted tokens cross the ranks' chunks), DP2 and, for
+// embedding; also interleaved, the depths on the last chunk), CP2 (the shifted tokens cross the ranks' chunks), DP2 and, for
 // an MoE model, EP2 (with DP2, and with TP2 x SP); a checkpoint with MTP saved at TP2 x PP2 resumes at TP1;
 // `generate` ignores the MTP depths (a run whose depths are weighed 0 decodes
 // exactly as the same run without them); unsupported combinations are
@@ -17,8 +17,8 @@ namespace {
 
 // Llama-style (Megatron's MTP takes RoPE), untied, dropout on, 6 iterations
 // with evaluations at 3 and 6.
-std::string mtp_model(int depths, const std::string& scale = "0.3") {
-  return " --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32"
+std::string mtp_model(int depths, const std::string& scale = "0.3", int layers = 2) {
+  return " --num-layers " + std::to_string(layers) + " --hidden-size 32 --num-attention-heads 4 --seq-length 32"
          " --micro-batch-size 2 --global-batch-size 8 --lr 3e-3 --min-lr 3e-4"
          " --lr-decay-style cosine --lr-warmup-iters 2 --weight-decay 0.1 --clip-grad 1.0"
          " --split 90,10,0 --peak-tflops 1 --log-interval 1"
@@ -55,6 +55,11 @@ TEST(MtpCli, LayoutsMatchOneRank) {
           EXPECT_GT(first, 1.0) << "a cross-entropy over the corpus's vocabulary";
         });
   }
+  // An interleaved pipeline: the depths on the last stage's last chunk.
+  expect_layouts_match_one_rank(
+      mtp_model(2, "0.3", 4),
+      {{"pp2_v2", 2, " --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1"}},
+      1e-5, keys(2), "MTP interleaved");
 }
 
 TEST(MtpCli, MoeLayoutsMatchOneRankAtEp2) {
@@ -120,9 +125,6 @@ TEST(MtpCli, UnsupportedCombinationsAreRefusedByName) {
   const std::pair<std::string, std::string> cases[] = {
       {megatron() + base + " --position-embedding-type learned_absolute",
        "--position-embedding-type rope"},
-      {mpirun(2) + base + " --pipeline-model-parallel-size 2 --num-layers 4"
-                          " --num-layers-per-virtual-pipeline-stage 1",
-       "--mtp-num-layers with --num-layers-per-virtual-pipeline-stage"},
       {megatron() + base + " --num-experts 4 --moe-router-score-function sigmoid"
                            " --moe-router-enable-expert-bias",
        "--mtp-num-layers with --moe-router-enable-expert-bias"},
