@@ -113,6 +113,9 @@ struct MtpStats {
   // (D) each depth's token-mean loss per micro-batch, summed over the
   // micro-batches (this rank's part of each mean with CP).
   std::vector<double> loss;
+  // (D) Megatron's acceptance counts: the counted tokens whose shifted label
+  // is the logits' argmax (over the whole padded vocabulary), and the counted tokens.
+  std::vector<double> correct, total;
 };
 
 // The shifted ids, labels, loss mask and gradient factors of every depth of

@@ -5,6 +5,8 @@
 // output (a block of h/tp columns) is gathered over TP and cut back to the
 // slab (Megatron's gather_from_tensor_model_parallel_region, then
 // scatter_to_sequence_parallel_region).
+#include <limits>
+
 #include "backend/device.h"
 #include "kernels/reduce.h"
 #include "model/dropout_sites.h"
@@ -73,6 +75,38 @@ void eh_proj_backward(float* dcat, float* dw, const float* dout, ReadView cat, R
                                   ws.mtp.proj, cat, w, n, 2 * h, hl, sh.tp, sh.cm);
 }
 
+// Megatron's _compute_mtp_acceptance_counts: the counted rows (mask != 0)
+// whose label is the argmax of their logits (n, v_local), vocabulary-parallel
+// (the global max over TP, then the smallest global index that reaches it).
+// Adds to correct and total.
+void count_accepted(double& correct, double& total, const float* logits,
+                    const MtpDepthRecord& r, GptWorkspace& ws, const GptShapes& sh) {
+  const int64_t n = sh.tokens(), v = sh.v;
+  float* best = ws.ce_max;                         // (n) row max, then the global one
+  int* index = reinterpret_cast<int*>(ws.ce_sum);  // (n) minus the global index of the argmax
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = logits + i * v;
+    int64_t arg = 0;
+    for (int64_t j = 1; j < v; ++j)
+      if (row[j] > row[arg]) arg = j;
+    best[i] = row[arg];
+    index[i] = -int(sh.v_start + arg);
+  }
+  if (sh.tp.size() > 1) {
+    float* mine = reinterpret_cast<float*>(ws.ce_target);  // (n) this shard's row max
+    copy_bytes(mine, best, size_t(n) * sizeof(float));
+    sh.tp.tp->all_reduce_max(best, n);
+    for (int64_t i = 0; i < n; ++i)
+      if (mine[i] < best[i]) index[i] = std::numeric_limits<int>::min();  // another shard's
+    sh.tp.tp->all_reduce_max(index, n);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    if (r.host_mask[size_t(i)] == 0.f) continue;
+    total += 1;
+    correct += -index[i] == r.host_labels[size_t(i)];
+  }
+}
+
 }  // namespace
 
 void mtp_forward(const GptWeights& w, const GptGrads* grads, GptActivations& act,
@@ -83,6 +117,12 @@ void mtp_forward(const GptWeights& w, const GptGrads* grads, GptActivations& act
   const bool grad = ctx.training && grads != nullptr;
   std::vector<double> counted;
   mtp_fill_targets(act.mtp, sh, mb, ctx.per_token_loss, counted);
+  if (MtpStats* st = ctx.mtp_stats) {  // (sized by the caller; kept if so)
+    const size_t depths = size_t(sh.mtp_depths);
+    st->loss.resize(depths, 0.0);
+    st->correct.resize(depths, 0.0);
+    st->total.resize(depths, 0.0);
+  }
   // h_0: the main final norm's output, still in ws.hbuf.
   convert(act.mtp.depths[0].hin, ws.hbuf, nl * h);
   for (int64_t d = 0; d < sh.mtp_depths; ++d) {
@@ -105,6 +145,9 @@ void mtp_forward(const GptWeights& w, const GptGrads* grads, GptActivations& act
     // The shared output layer and the cross-entropy against the shifted labels.
     column_parallel_linear_forward(ws.logits, ws.full_a, r.out, w.out, nullptr, n, h, sh.v, sh.tp,
                                    sh.cm);
+    if (ctx.mtp_stats != nullptr)  // before the cross-entropy overwrites the logits
+      count_accepted(ctx.mtp_stats->correct[size_t(d)], ctx.mtp_stats->total[size_t(d)],
+                     ws.logits, r, ws, sh);
     const WriteView dlogits = ws.dlogits16 ? WriteView(ws.dlogits16) : WriteView(ws.logits);
     vocab_parallel_cross_entropy(r.losses, ws.logits, dlogits, r.labels, n, sh.v, sh.v_start,
                                  sh.v * sh.tp.size(), grad ? ctx.grad_scale : 0.f,
@@ -119,7 +162,7 @@ void mtp_forward(const GptWeights& w, const GptGrads* grads, GptActivations& act
     for (int64_t i = 0; i < n; ++i)
       if (r.host_mask[size_t(i)] != 0.f) sum += double(r.host_mask[size_t(i)]) * r.host_losses[size_t(i)];
     if (ctx.mtp_stats != nullptr && counted[size_t(d)] > 0)
-      ctx.mtp_stats->loss.at(size_t(d)) += sum / counted[size_t(d)];
+      ctx.mtp_stats->loss[size_t(d)] += sum / counted[size_t(d)];
   }
 }
 

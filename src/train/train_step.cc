@@ -87,6 +87,8 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, Par
       moe.expert_tokens.assign(size_t(config.num_layers * config.num_experts), 0.0);
     ctx.moe_stats = &moe;
     mtp.loss.assign(size_t(config.mtp_num_layers), 0.0);
+    mtp.correct.assign(size_t(config.mtp_num_layers), 0.0);
+    mtp.total.assign(size_t(config.mtp_num_layers), 0.0);
     ctx.mtp_stats = &mtp;
     Timer timer;
     double wait = 0;
@@ -116,13 +118,17 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, Par
       // holds its part of the mean over the whole micro-batch, so that CP
       // leaves the numbers alone; Megatron averages the CP ranks' own means),
       // averaged over the micro-batches and DP, as Megatron logs them.
-      std::vector<double>& m = mtp.loss;
-      const int64_t depths = int64_t(m.size());
-      if (ps.pp_size > 1) ps.pp_comm.all_reduce_sum(m.data(), depths);
-      ps.dp_cp().all_reduce_sum(m.data(), depths);
-      r.mtp_losses.resize(m.size());
-      for (size_t d = 0; d < m.size(); ++d)
+      const size_t depths = mtp.loss.size();
+      std::vector<double> m(mtp.loss);  // losses, correct, total
+      m.insert(m.end(), mtp.correct.begin(), mtp.correct.end());
+      m.insert(m.end(), mtp.total.begin(), mtp.total.end());
+      if (ps.pp_size > 1) ps.pp_comm.all_reduce_sum(m.data(), int64_t(m.size()));
+      ps.dp_cp().all_reduce_sum(m.data(), int64_t(m.size()));
+      r.mtp_losses.resize(depths);
+      for (size_t d = 0; d < depths; ++d)
         r.mtp_losses[d] = m[d] / double(num_micro_batches * ps.dp_size);
+      r.mtp_correct.assign(m.begin() + int64_t(depths), m.begin() + int64_t(2 * depths));
+      r.mtp_total.assign(m.begin() + int64_t(2 * depths), m.end());
     }
     return r.loss;
   };

@@ -35,6 +35,9 @@ struct StepResult {
   // --mtp-num-layers: each depth's loss (Megatron's "mtp_k loss": the token
   // mean per micro-batch, averaged over the micro-batches and DP); empty without MTP.
   std::vector<double> mtp_losses;
+  // Each depth's acceptance counts (Megatron's): counted tokens whose
+  // shifted label is the argmax, and counted tokens, over the global batch.
+  std::vector<double> mtp_correct, mtp_total;
   // This rank's time in Megatron's timers: the schedule's forward and
   // backward, the gradient sync's finish, and the rest of the step (unscale,
   // norm, clip, AdamW, parameter gather).

@@ -1,5 +1,6 @@
 #include "train/training_log.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <vector>
 
@@ -162,7 +163,12 @@ void training_log(TrainingLog& log, const StepResult& r, double step_seconds, do
       j["weight_gathers_prefetched_per_iter"] = prefetched_per_iter;
       j["weight_gather_exposed_ms_per_iter"] = gather_exposed_ms;
     }
-    for (size_t d = 0; d < mtp.size(); ++d) j["mtp_" + std::to_string(d + 1) + "_loss"] = mtp[d];
+    for (size_t d = 0; d < mtp.size(); ++d) {
+      j["mtp_" + std::to_string(d + 1) + "_loss"] = mtp[d];
+      // This iteration's acceptance rate in percent (Megatron's TensorBoard series).
+      j["mtp_" + std::to_string(d + 1) + "_acceptance_rate"] =
+          100.0 * r.mtp_correct.at(d) / std::max(r.mtp_total.at(d), 1.0);
+    }
     if (r.moe) {
       j["load_balancing_loss"] = r.load_balancing_loss;
       j["z_loss"] = r.z_loss;

@@ -46,13 +46,22 @@ TEST(MtpCli, LayoutsMatchOneRank) {
   for (const auto& [depths, layouts] : runs) {
     expect_layouts_match_one_rank(
         mtp_model(depths), layouts, 1e-5, keys(depths), "MTP layouts",
-        [&](const Layout& l, const RunResult& r, const JsonLogLines& ref, const JsonLogLines&) {
+        [&](const Layout& l, const RunResult& r, const JsonLogLines& ref,
+            const JsonLogLines& got) {
           // The text log names each depth as Megatron does; the depths weigh in.
           EXPECT_NE(r.output.find(" | mtp_" + std::to_string(depths) + " loss: "),
                     std::string::npos)
               << l.tag << "\n" << r.output;
           const double first = ref.train.begin()->second.at("mtp_1_loss").get<double>();
           EXPECT_GT(first, 1.0) << "a cross-entropy over the corpus's vocabulary";
+          // The acceptance rates (argmax over the vocabulary-parallel logits):
+          // the same tokens, within one near-tie flipped by round-off.
+          for (const auto& [it, j] : ref.train)
+            for (const char* k : {"mtp_1_acceptance_rate", "mtp_2_acceptance_rate"})
+              if (j.contains(k)) {
+                EXPECT_NEAR(j.at(k).get<double>(), got.train.at(it).at(k).get<double>(), 0.5)
+                    << l.tag << " " << it << " " << k;
+              }
         });
   }
   // An interleaved pipeline: the depths on the last stage's last chunk.
