@@ -1,7 +1,8 @@
 // What a training run prints, as Megatron-LM's training_log: every
 // --log-interval iterations one line (iteration, consumed samples, time per
 // iteration, learning rate, the loss averaged over the interval, grad norm,
-// throughput, MFU, gradient-sync time, fp16 loss scale, pipeline bubble, ETA)
+// throughput, MFU, gradient-sync time, fp16 loss scale, pipeline bubble, ETA;
+// with --mtp-num-layers each depth's "mtp_K loss", and in JSON its acceptance rate)
 // and the same numbers as one JSON object per line (--log-json; it adds
 // dp_grad_bytes_per_iter, GradSync::dp_grad_bytes of rank 0, and
 // cp_bytes_per_iter, the bytes rank 0 sent on the CP group: the ring
