@@ -14,7 +14,9 @@ foreach(t
     PipelineParallel.LayoutsMatchOneRank
     DistributedOptimizer.MatchesThePlainOptimizerAtEachLayout
     ServeTp2.AnswersAsOneRank
-    ServeEp2.MoeAnswersAsOneRank)
+    ServeEp2.MoeAnswersAsOneRank
+    MtpCli.LayoutsMatchOneRank
+    MtpCli.CheckpointSavedAtTp2Pp2ResumesAtTp1)
   set_tests_properties(${t} PROPERTIES PROCESSORS 2)
 endforeach()
 set_tests_properties(MemoryReport.MeasuredMatchesPredictedAndTheLeversMoveIt PROPERTIES COST 120)

@@ -43,6 +43,9 @@ DecodingModel open_for_decoding(const std::string& load, const ParallelState& ps
   m.cfg.padded_vocab_size = 0;  // derived by finalize, then the checkpoint's rows below
   m.cfg.finalize(tp);
   m.cfg.padded_vocab_size = args.at("model").at("padded_vocab_size");  // as trained
+  // Decoding never runs the MTP depths (Megatron skips them in inference):
+  // their parameters are left unread, the rest decodes as without them.
+  m.cfg.mtp_num_layers = 0;
   MT_CHECK(m.cfg.padded_vocab_size % tp == 0 && m.cfg.num_attention_heads % tp == 0,
            "--tensor-model-parallel-size ", tp, " does not divide the checkpoint's ",
            m.cfg.num_attention_heads, " heads and ", m.cfg.padded_vocab_size, " vocabulary rows");

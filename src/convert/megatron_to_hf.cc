@@ -125,7 +125,9 @@ void convert_megatron_to_hf(const ConvertOptions& o) {
   const int tp = meta.at("tensor_model_parallel_size").get<int>();
   const int pp = meta.at("pipeline_model_parallel_size").get<int>();
   const nlohmann::json& args = meta.at("args");
-  const ModelConfig cfg = model_config_from_json(args.at("model"));
+  ModelConfig cfg = model_config_from_json(args.at("model"));
+  // The exported families have no multi-token prediction: its depths (mtp.*) stay behind.
+  cfg.mtp_num_layers = 0;
   const std::vector<int> layer_stage = args.at("layer_stage").get<std::vector<int>>();
   const HfFamily fam = hf_family_of(cfg);
   MT_CHECK(cfg.padded_vocab_size >= cfg.vocab_size && cfg.vocab_size > 0, "checkpoint ", iter,

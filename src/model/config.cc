@@ -160,7 +160,7 @@ bool is_training_knob(const std::string& k) {
                           "moe_z_loss_coeff", "moe_expert_capacity_factor",
                           "moe_token_drop_policy", "moe_pad_expert_input_to_capacity",
                           "moe_token_dispatcher_type", "moe_grouped_gemm",
-                          "moe_router_bias_update_rate"})
+                          "moe_router_bias_update_rate", "mtp_loss_scaling_factor"})
     if (k == key) return true;
   return false;
 }
@@ -337,6 +337,16 @@ void ModelConfig::check_flag_ranges() const {
            num_query_groups, "; fix: choose groups that divide the heads");
   if (!window_size.empty()) parse_window_size(window_size);  // throws naming the fix
   check_moe_flags();
+  MT_CHECK(mtp_num_layers >= 0, "--mtp-num-layers ", mtp_num_layers,
+           " must be >= 0 (0 or left out: no multi-token prediction)");
+  // Megatron's validate_args: MTP takes rope or none (its first check refuses
+  // learned_absolute; the MTP embedding has no position table here).
+  MT_CHECK(mtp_num_layers == 0 || !learned_positions(), "--mtp-num-layers ", mtp_num_layers,
+           " with --position-embedding-type learned_absolute: Megatron-LM's multi-token "
+           "prediction takes rope or none; fix: add --position-embedding-type rope");
+  MT_CHECK(mtp_num_layers == 0 || !moe_router_enable_expert_bias,
+           "--mtp-num-layers with --moe-router-enable-expert-bias is not built (the MTP layers' "
+           "expert loads are not tracked); fix: leave out one of them");
   // The attention's widths, (a + 2g)·d and a·d, before anything multiplies them.
   if (multi_latent_attention) mla_attention_parameters(*this);  // throws if it overflows
   const int64_t qkv_heads =
@@ -445,6 +455,12 @@ int64_t parameters_without_vocab(const ModelConfig& c, int64_t ffn) {
   int64_t layers = 0;
   for (int64_t l = 0; l < c.num_layers; ++l)
     layers = checked_add(layers, c.is_moe_layer(l) ? moe : dense, what);
+  // Each MTP depth: a layer of the last layer's kind, enorm, hnorm, final
+  // norm and eh_proj (h x 2h).
+  const int64_t mtp_depth = checked_add(c.is_moe_layer(c.num_layers - 1) ? moe : dense,
+                                        checked_add(3 * norm, checked_mul(2 * h, h, what), what),
+                                        what);
+  layers = checked_add(layers, checked_mul(c.mtp_num_layers, mtp_depth, what), what);
   const int64_t positions =
       c.learned_positions() ? std::max(c.max_position_embeddings, c.seq_length) : 0;
   return checked_add(checked_add(layers, checked_mul(positions, h, what), what), norm, what);

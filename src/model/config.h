@@ -100,7 +100,15 @@ struct ModelConfig {
   bool moe_grouped_gemm = false;
   float moe_router_bias_update_rate = 1e-3f;  // the expert bias's step per iteration
 
+  // Multi-token prediction (Megatron core's mtp_num_layers,
+  // mtp_loss_scaling_factor; model/mtp.h): D extra depths on the last
+  // pipeline stage, depth k predicting the token k + 1 ahead. 0: none
+  // (Megatron's None).
+  int64_t mtp_num_layers = 0;
+  float mtp_loss_scaling_factor = 0.1f;  // the MTP loss (mean over depths) times this
+
   bool moe() const { return num_experts > 0; }
+  bool mtp() const { return mtp_num_layers > 0; }
   int64_t moe_ffn() const { return moe_ffn_hidden_size > 0 ? moe_ffn_hidden_size : ffn_hidden_size; }
   // Whether global layer `layer` has an MoE MLP (moe_layer_freq); false without experts.
   bool is_moe_layer(int64_t layer) const;
@@ -294,6 +302,12 @@ void for_each_model_field(Config& c, Visit&& visit) {
         c.moe_token_dispatcher_type);
   visit("moe_grouped_gemm", "--moe-grouped-gemm",
         "a rank's local experts as one grouped product", c.moe_grouped_gemm);
+  visit("mtp_num_layers", "--mtp-num-layers",
+        "multi-token prediction depths on the last stage (DeepSeek-V3; default none)",
+        c.mtp_num_layers);
+  visit("mtp_loss_scaling_factor", "--mtp-loss-scaling-factor",
+        "the MTP loss (mean over the depths) times this is added to the loss (default 0.1)",
+        c.mtp_loss_scaling_factor);
 }
 
 // The architecture `c` describes, each field in one spelling: --ffn-hidden-size

@@ -29,13 +29,16 @@ GptParams<P> bind_chunk(const ParamRegistry& reg, int chunk, const ParamBinder<P
   const bool output = st.has_output && chunk == int(ranges.size()) - 1;
   const bool tied = reg.config().tied_output();
   GptParams<P> w;
-  if (embedding || (output && tied)) w.wte = bind.at("embedding.word_embeddings.weight");
+  // The last stage holds the word embedding for the tied output and for MTP.
+  const bool mtp = output && reg.config().mtp();
+  if (embedding || (output && tied) || mtp) w.wte = bind.at("embedding.word_embeddings.weight");
   if (embedding) w.wpe = bind.maybe("embedding.position_embeddings.weight");
   for (int64_t l = ranges[size_t(chunk)].first; l < ranges[size_t(chunk)].second; ++l)
     w.layers.push_back(bind_layer(bind, l));
   if (output) {
     w.lnf = bind_norm(bind, "decoder.final_layernorm");
     w.out = tied ? w.wte : bind.at("output_layer.weight");
+    w.mtp = bind_mtp(bind);
   }
   return w;
 }
@@ -126,6 +129,11 @@ GptShapes make_shapes(const ParamRegistry& reg, int64_t micro_batch, const Tenso
     sh.rope = std::make_shared<const RopeTable>(
         make_rope_table(sh.rope_positions, sh.d,
                         c.rotary_percent, c.rotary_base, c.rope_scaling()));
+  if (sh.has_output && c.mtp()) {
+    sh.mtp_depths = c.mtp_num_layers;
+    sh.mtp_spec = mtp_layer_spec(c);
+    sh.mtp_scale = c.mtp_loss_scaling_factor;
+  }
   sh.eps = c.layernorm_epsilon;
   sh.hidden_dropout = c.hidden_dropout;
   sh.attention_dropout = c.attention_dropout;
@@ -200,6 +208,7 @@ GptActivations carve_activations(Arena& arena, const GptShapes& sh) {
     act.lnf_rstd = arena.alloc_f32(nl);
     act.dlnf = arena.alloc_f32(nl * h);
     act.losses = arena.alloc_f32(n);
+    act.mtp = carve_mtp_record(arena, sh);
   }
   if (!arena.counting()) {
     act.host_ids.resize(size_t(n));
@@ -227,6 +236,7 @@ GptWorkspace carve_workspace(Arena& arena, const GptShapes& sh) {
   ws.dres = arena.alloc_f32(nl * h);
   ws.dln = arena.alloc_f32(nl * h);
   ws.layer = carve_layer_workspace(arena, sh);
+  ws.mtp = carve_mtp_workspace(arena, sh);
   return ws;
 }
 
@@ -329,6 +339,8 @@ double gpt_forward(const GptWeights& w, const GptGrads* grads, GptActivations& a
       for (int64_t bi = 0; bi < sh.b; ++bi)
         if (mb.loss_mask[size_t(bi * sh.s + t)] != 0.f) sum += act.host_losses[size_t(t * sh.b + bi)];
   }
+  // Multi-token prediction (training only: it adds nothing to the reported loss).
+  if (sh.mtp_depths > 0 && ctx.training) mtp_forward(w, grads, act, ws, sh, mb, ctx);
   return sum;
 }
 
@@ -341,6 +353,8 @@ void gpt_backward(const GptWeights& w, const GptGrads& grads, GptActivations& ac
   };
   if (sh.has_output) {
     need(sh.total_layers);
+    // The MTP depths first: they add the gradient of the final norm's output to act.dlnf.
+    if (sh.mtp_depths > 0) mtp_backward(w, grads, act, ws, sh, ctx);
     fill_zero(ws.dres, size_t(nl * h) * sizeof(float));
     const ReadView last = act.hidden.at(sh.num_layers * nl * h);
     norm_backward(sh, ws.dres, grads.lnf.w, grads.lnf.b, act.dlnf, last, w.lnf.w, act.lnf_mean,

@@ -11,6 +11,7 @@
 #include "model/blocks/transformer_layer.h"
 #include "model/gpt_shapes.h"
 #include "model/micro_batch.h"
+#include "model/mtp.h"
 #include "model/params.h"
 
 namespace mt {
@@ -22,6 +23,7 @@ struct GptParams {
   std::vector<LayerParams<P>> layers;  // this stage's layers
   NormParams<P> lnf;  // decoder.final_layernorm
   P out{};    // (v/tp, h)   output layer: wte when tied
+  std::vector<MtpParams<P>> mtp;  // the MTP depths (with the output; model/mtp.h)
 };
 
 using LayerWeights = LayerParams<ReadView>;
@@ -61,6 +63,7 @@ struct GptActivations {
   std::vector<int32_t> host_ids, host_positions, host_labels;
   std::vector<float> host_losses;
   std::vector<float> host_loss_scale;  // (s, b) the loss mask's gradient factors (--eod-mask-loss)
+  MtpActivations mtp;  // the MTP depths' records (model/mtp.h)
 };
 
 // Scratch shared by every micro-batch and layer.
@@ -77,6 +80,7 @@ struct GptWorkspace {
   float* dres = nullptr;      // (s_local, b, h) gradient of the residual stream
   float* dln = nullptr;       // (s_local, b, h) gradient of a norm's output
   LayerWorkspace layer;       // the blocks' scratch
+  MtpWorkspace mtp;           // the MTP depths' scratch
 };
 
 // The layer records of one GptActivations: the specs of the layers whose
@@ -104,6 +108,18 @@ double gpt_forward(const GptWeights& w, const GptGrads* grads, GptActivations& a
 // Backward of this stage; parameter gradients accumulate (+=) into `grads`.
 // Leaves the gradient of the stage input in ws.dres (sent to the previous stage).
 void gpt_backward(const GptWeights& w, const GptGrads& grads, GptActivations& act,
+                  GptWorkspace& ws, const GptShapes& sh, const PassContext& ctx);
+
+// The MTP depths of the last stage (model/mtp_pass.cc), in training only.
+// Forward, after the main loss head (whose final norm's output is still in
+// ws.hbuf): every depth and its fused output-layer backward; adds each
+// depth's token-mean loss to ctx.mtp_stats. Backward, before the main final
+// norm's: the depths' gradients, the shared word embedding's (+=), and the
+// gradient of h_0 added to act.dlnf.
+void mtp_forward(const GptWeights& w, const GptGrads* grads, GptActivations& act,
+                 GptWorkspace& ws, const GptShapes& sh, const MicroBatchInput& mb,
+                 const PassContext& ctx);
+void mtp_backward(const GptWeights& w, const GptGrads& grads, GptActivations& act,
                   GptWorkspace& ws, const GptShapes& sh, const PassContext& ctx);
 
 // One transformer layer (gpt_layer.cc): its blocks by its spec, each followed

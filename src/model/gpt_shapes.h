@@ -49,6 +49,12 @@ struct GptShapes {
   bool qk_layernorm = false;     // the attention's q/k norms (--qk-layernorm, of rms_norm's kind)
   int64_t window_left = -1;      // --window-size L,0: keys >= query - L (-1: unbounded)
   std::vector<LayerSpec> layer_specs;  // of this chunk's layers (make_shapes); see spec()
+  // Multi-token prediction (model/mtp.h) after the loss head: its depths
+  // (0: none, or not the chunk with the output), their layers' blocks and
+  // --mtp-loss-scaling-factor.
+  int64_t mtp_depths = 0;
+  LayerSpec mtp_spec;
+  float mtp_scale = 0.f;
   // The block kinds' own sizes (model/blocks/block_kinds.h: shapes_of<Kind>);
   // null in shapes made by hand (tests): every kind's defaults.
   std::shared_ptr<const KindShapes> kinds;
@@ -135,6 +141,8 @@ struct PassContext {
   float aux_loss_scale = 1.f;
   // Where MoE layers add what the log reports (null: nothing collected).
   struct MoeStats* moe_stats = nullptr;
+  // Where the MTP depths add their losses (model/mtp.h; null: nothing collected).
+  struct MtpStats* mtp_stats = nullptr;
   // Called in backward when a part's parameter gradients are final (set by the
   // schedule for the last micro-batch only): layer index, total_layers for the
   // final norm, -1 for the embeddings.

@@ -17,6 +17,11 @@ struct MicroBatchInput {
   std::vector<int32_t> doc_start;  // (b, s_global) first visible key (--reset-attention-mask)
   std::vector<float> loss_mask;    // (b, s) 1 where the token's loss counts (--eod-mask-loss)
   int64_t loss_tokens = 0;   // Σ loss_mask over the whole micro-batch (every CP rank's part)
+  // Multi-token prediction with CP (model/mtp.h: its depths read tokens past
+  // this rank's chunks): the whole samples (b, s_global), the loss mask only
+  // with --eod-mask-loss. Empty otherwise (tokens, labels and loss_mask are whole).
+  std::vector<int32_t> sample_tokens, sample_labels;
+  std::vector<float> sample_loss_mask;
   int64_t first_sample = 0;  // global index of its first sample (keys the dropout masks)
 };
 

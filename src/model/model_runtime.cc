@@ -41,6 +41,10 @@ ModelRuntime::ModelRuntime(const ParamRegistry& r, int64_t micro_batch, const Te
     chunks[size_t(c)].g =
         bind_chunk_grads(r, grads, c, placement_.staged() ? &placement_.offset : nullptr);
     ws_shapes.has_output = ws_shapes.has_output || chunks[size_t(c)].sh.has_output;
+    if (chunks[size_t(c)].sh.mtp_depths > 0) {  // the MTP depths' scratch
+      ws_shapes.mtp_depths = chunks[size_t(c)].sh.mtp_depths;
+      ws_shapes.mtp_spec = chunks[size_t(c)].sh.mtp_spec;
+    }
     const std::vector<LayerSpec>& specs = chunks[size_t(c)].sh.layer_specs;
     ws_shapes.layer_specs.insert(ws_shapes.layer_specs.end(), specs.begin(), specs.end());
   }

@@ -8,6 +8,7 @@
 #include "core/rng.h"
 #include "kernels/fill.h"
 #include "model/blocks/transformer_layer.h"
+#include "model/mtp.h"
 
 namespace mt {
 
@@ -77,10 +78,12 @@ ParamRegistry::ParamRegistry(const ModelConfig& cfg, const StageLayout& stage)
       params_[i].layer = layer;
     }
   };
-  // Tied: the last stage holds a copy of the (vocab-parallel) word embedding.
-  if (stage.has_embedding || (stage.has_output && cfg.tied_output())) {
+  // Tied, or with MTP (which embeds the shifted tokens): the last stage holds
+  // a copy of the (vocab-parallel) word embedding, summed over the embedding
+  // group as Megatron does for both.
+  if (stage.has_embedding || (stage.has_output && (cfg.tied_output() || cfg.mtp()))) {
     ParamSpec& word = add("embedding.word_embeddings.weight", v, h, 2, 0, Init::kNormal, std, true);
-    word.tied = cfg.tied_output();
+    word.tied = cfg.tied_output() || cfg.mtp();
     word.embedding_or_output = true;
   }
   if (stage.has_embedding && cfg.learned_positions())
@@ -98,6 +101,7 @@ ParamRegistry::ParamRegistry(const ModelConfig& cfg, const StageLayout& stage)
     norm_param_specs(*this, "decoder.final_layernorm");
     if (!cfg.tied_output())
       add("output_layer.weight", v, h, 2, 0, Init::kNormal, std, true).embedding_or_output = true;
+    mtp_param_specs(*this);  // the MTP depths: part of the loss head
     tag(first, Part::kLossHead, -1);
   }
   // Expert parameters (reduced over another group) after all the others, in

@@ -179,7 +179,12 @@ StepTime predict_step_time(const ModelConfig& mc, const PlanProblem& pb, const P
   const double head =
       3 * gemm(2 * n * h * v / t) + 4 * 4 * n * v / t / dev.memory_bandwidth_bytes_per_s;
   const double first_mb = layers * (layer_fwd + layer_bwd + (full ? layer_fwd : 0));
-  const double last_mb = first_mb + head;
+  // Multi-token prediction (--mtp-num-layers) on the last stage: each depth
+  // one more layer (an average one here; its activations are kept), its
+  // eh_proj (2h -> h/t; forward and two backward GEMMs) and one more loss head.
+  const double mtp = double(mc.mtp_num_layers) *
+                     (layer_fwd + layer_bwd + 3 * gemm(2 * n * 2 * h * h / t) + head);
+  const double last_mb = first_mb + head + mtp;
   const double mb = std::max(first_mb, last_mb);
 
   // TP per micro-batch and layer: forward two all-reduces (with SP an

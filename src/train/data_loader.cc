@@ -1,5 +1,7 @@
 #include "train/data_loader.h"
 
+#include <algorithm>
+
 #include "core/checked_math.h"
 #include "core/error.h"
 #include "data/document_masks.h"
@@ -81,7 +83,13 @@ void DataLoader::fill(const SampleDataset& ds, int64_t first_sample, int64_t glo
                      cp_rank_);
   }
   mb.loss_tokens = b * s;
+  const bool mtp = args_.model.mtp() && cp > 1;  // MTP reads past this rank's chunks
+  if (mtp) {
+    mb.sample_tokens = full_tokens_;
+    mb.sample_labels = full_labels_;
+  }
   if (!docs.any()) return;
+  if (mtp && docs.eod_mask_loss) mb.sample_loss_mask.resize(size_t(b * s));
   // The documents of each whole sample; this rank keeps its chunks' positions
   // and mask, and every query's first visible key by global position.
   mb.positions.resize(docs.reset_position_ids ? size_t(b * s / cp) : 0);
@@ -100,6 +108,8 @@ void DataLoader::fill(const SampleDataset& ds, int64_t first_sample, int64_t glo
     if (docs.eod_mask_loss)
       cp_select_chunks(mb.loss_mask.data() + bi * (s / cp), sample_mask_.data(), s, cp,
                        cp_rank_);
+    if (!mb.sample_loss_mask.empty())
+      std::copy(sample_mask_.begin(), sample_mask_.end(), mb.sample_loss_mask.begin() + bi * s);
   }
 }
 

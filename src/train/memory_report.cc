@@ -149,7 +149,10 @@ MemoryClasses predict_memory(const MemoryPlan& p) {
   // lnf_rstd: (s_local, b)), the gradient of its output that the fused loss
   // head computed in forward (dlnf: (s_local, b, h)) and per-token losses
   // (s, b), all fp32. The norm's output itself is only read inside forward (workspace).
-  const double head = p.has_output ? 4 * (nl * h + z.stats * nl + n) : 0.0;
+  // With MTP also its depths' records (model/mtp.h's formula beside its carve).
+  const double head = p.has_output ? 4 * (nl * h + z.stats * nl + n) +
+                                         mtp_record_bytes(z, p.mtp_spec, p.mtp_depths)
+                                   : 0.0;
   m.activations = double(p.in_flight) * (double(p.chunks) * record + layers_bytes + head);
 
   // GptWorkspace, one per rank (shared by all chunks and micro-batches): the
@@ -162,7 +165,8 @@ MemoryClasses predict_memory(const MemoryPlan& p) {
   const double logits = n * double(p.v_local) * (bf16 ? 1.5 : 1.0);
   const double loss_head = p.has_output ? logits + 5 * n : 0.0;
   m.workspace =
-      4.0 * (3 * nl * h + 2 * n * h + loss_head) + layer_workspace_bytes(z, p.layer_specs);
+      4.0 * (3 * nl * h + 2 * n * h + loss_head) + layer_workspace_bytes(z, p.layer_specs) +
+      (p.has_output ? mtp_workspace_bytes(z, p.mtp_depths, p.tp) : 0.0);
   if (p.async_save)
     m.async_save = async_save_copy_bytes(p.params_local, bf16 ? 2 : 4, m.optimizer, p.save_optim);
   return m;
@@ -271,6 +275,8 @@ MemoryPlan plan_of_chunks(const ParamRegistry& reg, const std::vector<const GptS
   p.in_flight = in_flight;
   p.has_embedding = reg.stage().has_embedding;
   p.has_output = reg.stage().has_output;
+  p.mtp_depths = chunks.back()->mtp_depths;
+  p.mtp_spec = chunks.back()->mtp_spec;
   p.kinds = sh.kinds;
   add_layer_records(p, chunks);
   int64_t kept = 0;
@@ -337,6 +343,8 @@ MemoryPlan memory_plan(const ParamRegistry& reg, int64_t micro_batch, int64_t tp
   p.in_flight = in_flight;
   p.has_embedding = st.has_embedding;
   p.has_output = st.has_output;
+  p.mtp_depths = st.has_output ? c.mtp_num_layers : 0;
+  p.mtp_spec = mtp_layer_spec(c);
   int64_t kept = 0, group_size = 0;
   std::vector<GptShapes> shapes;  // each chunk's layers, kinds and recompute groups
   for (const auto& [begin, end] : ranges) {

@@ -55,6 +55,8 @@ struct MemoryPlan {
   bool swiglu = false;                 // fc1 holds [gate | up]: 2 · f_local outputs
   bool rms_norm = false;               // norms keep rstd only (no mean)
   int64_t v_local = 0;                 // padded vocabulary on this rank (v / tp)
+  int64_t mtp_depths = 0;              // MTP depths on this rank (model/mtp.h; last stage)
+  LayerSpec mtp_spec;                  // their layers' blocks
   int64_t tp = 1;                      // tensor-parallel size
   int64_t cp = 1;                      // context-parallel size: s/cp rows of each sequence here
   bool sequence_parallel = false;      // residual stream cut to s/tp rows

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "model/blocks/transformer_layer.h"
+#include "model/mtp.h"
 
 namespace mt {
 
@@ -14,6 +15,7 @@ double flops_per_iteration(const ModelConfig& c, int64_t global_batch) {
   const double tokens = double(global_batch) * double(c.seq_length);
   double flops = 0;
   for (int64_t l = 0; l < c.num_layers; ++l) flops += layer_flops(c, l, tokens);
+  flops += mtp_flops(c, tokens);  // the MTP depths' layers, norms, eh_proj and logits
   const double h = double(c.hidden_size);
   return flops + 12.0 * tokens * h * h * (double(c.padded_vocab_size) / (2.0 * h));
 }

@@ -1,5 +1,6 @@
 #include "train/tensorboard_log.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -67,6 +68,12 @@ void tensorboard_iteration(TensorBoardLog& tb, const StepResult& r, int64_t iter
   tb.sync_seconds += r.grads_sync_seconds;
   tb.optimizer_seconds += r.optimizer_seconds;
   ++tb.timed_iters;
+  tb.mtp_correct.resize(r.mtp_correct.size(), 0.0);
+  tb.mtp_total.resize(r.mtp_total.size(), 0.0);
+  for (size_t d = 0; d < r.mtp_correct.size(); ++d) {
+    tb.mtp_correct[d] += r.mtp_correct[d];
+    tb.mtp_total[d] += r.mtp_total[d];
+  }
   if (iteration % tb.interval != 0) return;
   double ms[3] = {1e3 * tb.fb_seconds / double(tb.timed_iters),
                   1e3 * tb.sync_seconds / double(tb.timed_iters),
@@ -94,6 +101,14 @@ void tensorboard_iteration(TensorBoardLog& tb, const StepResult& r, int64_t iter
     w.add_scalar("mem-activations-bytes", m.activations, it);
     w.add_scalar("mem-workspace-bytes", m.workspace, it);
     w.add_scalar("mem-peak-rss-bytes", double(peak_rss_bytes()), it);
+  }
+  for (size_t d = 0; d < r.mtp_losses.size(); ++d) {  // Megatron's track_mtp_metrics
+    const std::string k = "mtp_" + std::to_string(d + 1);
+    w.add_scalar(k + " loss", r.mtp_losses[d], it);
+    w.add_scalar(k + "_acceptance_rate", 100.0 * r.mtp_correct[d] / std::max(r.mtp_total[d], 1.0),
+                 it);
+    w.add_scalar(k + "_cumulative_acceptance_rate",
+                 100.0 * tb.mtp_correct[d] / std::max(tb.mtp_total[d], 1.0), it);
   }
   if (r.moe) {
     if (tb.load_balancing_loss) w.add_scalar("load_balancing_loss", r.load_balancing_loss, it);

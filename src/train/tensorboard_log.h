@@ -46,6 +46,9 @@ struct TensorBoardLog {
   // The timers since the last write: seconds summed over `timed_iters` iterations.
   double fb_seconds = 0, sync_seconds = 0, optimizer_seconds = 0;
   int64_t timed_iters = 0;
+  // --mtp-num-layers: each depth's acceptance counts since the run started
+  // (Megatron's cumulative rate: process-local, anew after a resume).
+  std::vector<double> mtp_correct, mtp_total;
 };
 
 // Every rank calls it (after the arguments are known to agree): the last rank

@@ -79,12 +79,17 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, Par
   // once, and again for --rerun-mode (the same weights, batch and dropout keys).
   const ModelConfig& config = rt.reg.config();
   MoeStats moe;
+  MtpStats mtp;
   const auto forward_backward = [&]() -> double {
     sync.zero_grads();
     moe = MoeStats{};
     if (config.moe_router_enable_expert_bias)
       moe.expert_tokens.assign(size_t(config.num_layers * config.num_experts), 0.0);
     ctx.moe_stats = &moe;
+    mtp.loss.assign(size_t(config.mtp_num_layers), 0.0);
+    mtp.correct.assign(size_t(config.mtp_num_layers), 0.0);
+    mtp.total.assign(size_t(config.mtp_num_layers), 0.0);
+    ctx.mtp_stats = &mtp;
     Timer timer;
     double wait = 0;
     double loss_sum = run_pipeline_schedule(rt, pipeline_links(ps), schedule, ctx, next,
@@ -107,6 +112,23 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, Par
       r.load_balancing_loss = items > 0 ? sums[0] / items : 0;
       r.z_loss = items > 0 ? sums[1] / items : 0;
       r.busiest_share = moe.busiest_share;
+    }
+    if (config.mtp()) {
+      // The last stage's sums of each micro-batch's token mean (each CP rank
+      // holds its part of the mean over the whole micro-batch, so that CP
+      // leaves the numbers alone; Megatron averages the CP ranks' own means),
+      // averaged over the micro-batches and DP, as Megatron logs them.
+      const size_t depths = mtp.loss.size();
+      std::vector<double> m(mtp.loss);  // losses, correct, total
+      m.insert(m.end(), mtp.correct.begin(), mtp.correct.end());
+      m.insert(m.end(), mtp.total.begin(), mtp.total.end());
+      if (ps.pp_size > 1) ps.pp_comm.all_reduce_sum(m.data(), int64_t(m.size()));
+      ps.dp_cp().all_reduce_sum(m.data(), int64_t(m.size()));
+      r.mtp_losses.resize(depths);
+      for (size_t d = 0; d < depths; ++d)
+        r.mtp_losses[d] = m[d] / double(num_micro_batches * ps.dp_size);
+      r.mtp_correct.assign(m.begin() + int64_t(depths), m.begin() + int64_t(2 * depths));
+      r.mtp_total.assign(m.begin() + int64_t(2 * depths), m.end());
     }
     return r.loss;
   };

@@ -8,6 +8,7 @@
 // reads the weights must call sync.wait_params() first).
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "comm/parallel_state.h"
 #include "model/model_runtime.h"
@@ -31,6 +32,12 @@ struct StepResult {
   // share of routed choices one expert took in any layer and micro-batch.
   bool moe = false;
   double load_balancing_loss = 0, z_loss = 0, busiest_share = 0;
+  // --mtp-num-layers: each depth's loss (Megatron's "mtp_k loss": the token
+  // mean per micro-batch, averaged over the micro-batches and DP); empty without MTP.
+  std::vector<double> mtp_losses;
+  // Each depth's acceptance counts (Megatron's): counted tokens whose
+  // shifted label is the argmax, and counted tokens, over the global batch.
+  std::vector<double> mtp_correct, mtp_total;
   // This rank's time in Megatron's timers: the schedule's forward and
   // backward, the gradient sync's finish, and the rest of the step (unscale,
   // norm, clip, AdamW, parameter gather).

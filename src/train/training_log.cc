@@ -1,5 +1,6 @@
 #include "train/training_log.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <vector>
 
@@ -54,6 +55,8 @@ void training_log(TrainingLog& log, const StepResult& r, double step_seconds, do
   if (!r.skipped) {
     log.interval_loss += loss;
     ++log.interval_counted;
+    log.interval_mtp.resize(r.mtp_losses.size(), 0.0);
+    for (size_t d = 0; d < r.mtp_losses.size(); ++d) log.interval_mtp[d] += r.mtp_losses[d];
   }
   log.interval_skipped += r.skipped;
   log.interval_samples += r.global_batch;
@@ -82,6 +85,15 @@ void training_log(TrainingLog& log, const StepResult& r, double step_seconds, do
     const double mean_loss =
         log.interval_counted > 0 ? log.interval_loss / double(log.interval_counted) : loss;
     std::string fp16_part;
+    // Megatron's MTPLossLoggingHelper: "mtp_<k> loss" per depth, averaged over the interval.
+    std::vector<double> mtp(log.interval_mtp.size(), 0.0);
+    for (size_t d = 0; d < mtp.size(); ++d) {
+      mtp[d] = log.interval_counted > 0 ? log.interval_mtp[d] / double(log.interval_counted)
+                                        : r.mtp_losses.at(d);
+      char buf[64];
+      std::snprintf(buf, sizeof buf, " | mtp_%zu loss: %.6E", d + 1, mtp[d]);
+      fp16_part += buf;
+    }
     if (r.moe) {
       char buf[160];
       std::snprintf(buf, sizeof buf, " | load_balancing_loss: %.6E | z_loss: %.6E | busiest "
@@ -151,6 +163,12 @@ void training_log(TrainingLog& log, const StepResult& r, double step_seconds, do
       j["weight_gathers_prefetched_per_iter"] = prefetched_per_iter;
       j["weight_gather_exposed_ms_per_iter"] = gather_exposed_ms;
     }
+    for (size_t d = 0; d < mtp.size(); ++d) {
+      j["mtp_" + std::to_string(d + 1) + "_loss"] = mtp[d];
+      // This iteration's acceptance rate in percent (Megatron's TensorBoard series).
+      j["mtp_" + std::to_string(d + 1) + "_acceptance_rate"] =
+          100.0 * r.mtp_correct.at(d) / std::max(r.mtp_total.at(d), 1.0);
+    }
     if (r.moe) {
       j["load_balancing_loss"] = r.load_balancing_loss;
       j["z_loss"] = r.z_loss;
@@ -169,6 +187,7 @@ void training_log(TrainingLog& log, const StepResult& r, double step_seconds, do
     log.interval_secs = 0;
     log.interval_wait = 0;
     log.interval_loss = 0;
+    log.interval_mtp.assign(log.interval_mtp.size(), 0.0);
     log.interval_iters = log.interval_counted = log.interval_skipped = 0;
     log.interval_samples = 0;
   } else if (log.tty) {

@@ -1,7 +1,8 @@
 // What a training run prints, as Megatron-LM's training_log: every
 // --log-interval iterations one line (iteration, consumed samples, time per
 // iteration, learning rate, the loss averaged over the interval, grad norm,
-// throughput, MFU, gradient-sync time, fp16 loss scale, pipeline bubble, ETA)
+// throughput, MFU, gradient-sync time, fp16 loss scale, pipeline bubble, ETA;
+// with --mtp-num-layers each depth's "mtp_K loss", and in JSON its acceptance rate)
 // and the same numbers as one JSON object per line (--log-json; it adds
 // dp_grad_bytes_per_iter, GradSync::dp_grad_bytes of rank 0, and
 // cp_bytes_per_iter, the bytes rank 0 sent on the CP group: the ring
@@ -13,6 +14,7 @@
 #include <cstdint>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -64,6 +66,7 @@ struct TrainingLog {
   double interval_secs = 0;  // time in training steps only: evaluation and saving excluded
   double interval_wait = 0;  // time blocked on pipeline neighbours
   double interval_loss = 0;
+  std::vector<double> interval_mtp;  // --mtp-num-layers: each depth's loss, summed
   int64_t interval_iters = 0, interval_counted = 0, interval_skipped = 0;
   int64_t interval_samples = 0;  // the iterations' global batches (a ramp-up changes them)
 };

@@ -201,6 +201,32 @@ TEST_F(TensorBoardCli, MoeRunsWriteTheRouterLosses) {
   }
 }
 
+// --mtp-num-layers: each depth's loss under Megatron's tag ("mtp_1 loss").
+TEST_F(TensorBoardCli, MtpRunsWriteEachDepthsLoss) {
+  const RunResult r = run(train(" --train-iters 3 --lr-warmup-iters 1 --eval-interval 0"
+                                " --position-embedding-type rope"
+                                " --mtp-num-layers 2 --log-json " + dir.file("log.json") +
+                                " --tensorboard-dir " + dir.file("tb")));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const JsonLogLines log = read_log_json(dir.file("log.json"));
+  const TbSeries s = only_file(dir.file("tb"));
+  ASSERT_EQ(log.train.size(), 3u);
+  for (const auto& [it, j] : log.train)
+    for (const char* k : {"1", "2"}) {
+      const std::string d = std::string("mtp_") + k;
+      expect_float_of(s.at(d + " loss").at(it), j.at(d + "_loss").get<double>(), "mtp loss");
+      expect_float_of(s.at(d + "_acceptance_rate").at(it),
+                      j.at(d + "_acceptance_rate").get<double>(), "acceptance rate");
+      const float cumulative = s.at(d + "_cumulative_acceptance_rate").at(it);
+      EXPECT_GE(cumulative, 0.f);
+      EXPECT_LE(cumulative, 100.f);
+    }
+  // The cumulative rate at the first iteration is that iteration's.
+  const int64_t first = log.train.begin()->first;
+  EXPECT_EQ(s.at("mtp_1_cumulative_acceptance_rate").at(first),
+            s.at("mtp_1_acceptance_rate").at(first));
+}
+
 TEST_F(TensorBoardCli, ADirectoryThatCannotBeWrittenEndsEveryRankBeforeTraining) {
   std::ofstream(dir.file("a_file")) << "x";
   for (const int ranks : {1, 2}) {

@@ -179,6 +179,23 @@ TEST(PlanTime, BubbleIsTheOtherStagesFillAndDrain) {
   EXPECT_EQ(time_of(pb, l, c).bubble, 0);
 }
 
+// --mtp-num-layers: each depth is a layer, eh_proj and a loss head more on the
+// last stage (2 layers and the head here: between half and all of it again);
+// the other stages, and so the fill and drain, are unchanged.
+TEST(PlanTime, MtpDepthsAddToTheLastStageOnly) {
+  PlanProblem pb = model(4, 16);
+  pb.model.position_embedding_type = "rope";
+  PlanCluster c{1, 4, flat_device()};
+  PlanLayout l;
+  l.pp = 4, l.dp = 1, l.micro_batch_size = 1;
+  const StepTime base = time_of(pb, l, c);
+  pb.model.mtp_num_layers = 1;
+  const StepTime with = time_of(pb, l, c);
+  EXPECT_GT(with.compute, 1.5 * base.compute);
+  EXPECT_LT(with.compute, 2.0 * base.compute);
+  EXPECT_NEAR(with.bubble, base.bubble, 1e-9 * base.bubble);
+}
+
 // Each collective is priced with its own measured α–β: a slow reduce-scatter
 // slows SP's TP traffic, not plain TP's all-reduces nor the DP all-reduce.
 TEST(PlanTime, CollectivesUseTheirOwnAlphaBeta) {

@@ -254,5 +254,31 @@ TEST(MemoryReport, AsyncSaveCopyIsALineOfItsOwnOnlyWhenThere) {
   EXPECT_DOUBLE_EQ(async_save_copy_bytes(1000, 4, 8000, false), 4000);
 }
 
+// The MTP depths (model/mtp.h) on the last stage: their records and scratch
+// by the formula, against what the model carves.
+TEST(MemoryReport, MtpDepthsAgreeWithWhatTheModelCarves) {
+  for (int64_t depths : {1, 2})
+    for (bool llama : {false, true})
+      for (MathMode math : {MathMode::kF32, MathMode::kBF16}) {
+        GptShapes sh = tiny_shapes(1, false, true, llama);
+        sh.cm.math = math;
+        sh.mtp_depths = depths;
+        MemoryPlan p = plan_of(sh, 1, false, 2);
+        p.math = math_mode_name(math);
+        p.mtp_depths = depths;
+        const MemoryClasses with = predict_memory(p);
+        p.mtp_depths = 0;
+        const MemoryClasses without = predict_memory(p);
+        const Carved got = carve(sh, 2);
+        const std::string what = std::string(math_mode_name(math)) + (llama ? " llama" : "") +
+                                 " depths " + std::to_string(depths);
+        EXPECT_GT(with.activations, without.activations) << what;
+        EXPECT_GE(got.activations, with.activations) << what;
+        EXPECT_LE(got.activations, with.activations + 64.0 * (70 + 40 * depths) * 2) << what;
+        EXPECT_GE(got.workspace, with.workspace) << what;
+        EXPECT_LE(got.workspace, with.workspace + 64.0 * 26) << what;
+      }
+}
+
 }  // namespace
 }  // namespace mt

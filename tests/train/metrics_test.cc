@@ -4,6 +4,8 @@
 // once; every later MFU is against the raised peak.
 #include "train/metrics.h"
 
+#include "model/config.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -63,6 +65,28 @@ TEST(MfuPeak, NeverAboveOneOverAnySequence) {
   // No peak at all: the achieved rate is the peak.
   MfuPeak none;
   EXPECT_DOUBLE_EQ(reported_mfu(5e9, none), 1.0);
+}
+
+// Megatron's num_floating_point_operations with --mtp-num-layers D: the D
+// depths' layers count as D more decoder layers (of the last layer's kind),
+// plus per depth 3 x 2 x tokens x (3h norms + 2h^2 eh_proj + h·v logits).
+TEST(Flops, MtpDepthsCountAsMegatronsFormula) {
+  ModelConfig c;
+  c.num_layers = 3;
+  c.hidden_size = 64;
+  c.num_attention_heads = 4;
+  c.seq_length = 32;
+  c.vocab_size = 100;
+  c.position_embedding_type = "rope";
+  c.mtp_num_layers = 2;
+  c.finalize(1);
+  ModelConfig deeper = c;
+  deeper.mtp_num_layers = 0;
+  deeper.num_layers = 5;
+  const double tokens = 8.0 * 32, h = 64, v = double(c.padded_vocab_size);
+  EXPECT_NEAR(flops_per_iteration(c, 8),
+              flops_per_iteration(deeper, 8) + 2 * 6 * tokens * (3 * h + 2 * h * h + h * v),
+              1e-9 * flops_per_iteration(c, 8));
 }
 
 }  // namespace

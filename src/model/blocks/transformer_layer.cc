@@ -9,8 +9,10 @@ WriteView alloc_act(Arena& arena, const GptShapes& sh, int64_t n) {
 }
 
 void layer_param_specs(ParamRegistry& reg, int64_t layer) {
-  const std::string p = layer_prefix(layer);
-  const LayerSpec spec = layer_spec(reg.config(), layer);
+  layer_param_specs_at(reg, layer_prefix(layer), layer_spec(reg.config(), layer));
+}
+
+void layer_param_specs_at(ParamRegistry& reg, const std::string& p, const LayerSpec& spec) {
   norm_param_specs(reg, p + "input_layernorm");
   with_kind<AttentionKinds>(spec.attention, [&](auto k) {
     decltype(k)::type::param_specs(reg, p + "self_attention.");

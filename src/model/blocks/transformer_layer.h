@@ -51,12 +51,15 @@ struct LayerWorkspace {
 // Adds layer `layer`'s parameters to the registry, block by block, in the
 // order of Megatron core's names (checkpoints depend on it).
 void layer_param_specs(ParamRegistry& reg, int64_t layer);
+// The same for a layer of blocks `spec` whose names start with `prefix`
+// (an MTP depth's transformer_layer, model/mtp.h).
+void layer_param_specs_at(ParamRegistry& reg, const std::string& prefix, const LayerSpec& spec);
 
 template <class P>
-LayerParams<P> bind_layer(const ParamBinder<P>& bind, int64_t layer) {
-  const std::string p = layer_prefix(layer);
+LayerParams<P> bind_layer_at(const ParamBinder<P>& bind, const std::string& p,
+                             const LayerSpec& spec) {
   LayerParams<P> lw;
-  lw.spec = layer_spec(bind.reg.config(), layer);
+  lw.spec = spec;
   lw.ln1 = bind_norm(bind, p + "input_layernorm");
   with_kind<AttentionKinds>(lw.spec.attention, [&](auto k) {
     lw.attention.template emplace<k.index>(decltype(k)::type::bind(bind, p + "self_attention."));
@@ -66,6 +69,11 @@ LayerParams<P> bind_layer(const ParamBinder<P>& bind, int64_t layer) {
     lw.mlp.template emplace<k.index>(decltype(k)::type::bind(bind, p + "mlp."));
   });
   return lw;
+}
+
+template <class P>
+LayerParams<P> bind_layer(const ParamBinder<P>& bind, int64_t layer) {
+  return bind_layer_at(bind, layer_prefix(layer), layer_spec(bind.reg.config(), layer));
 }
 
 // The record of a layer without its input/output (rows of the stage's
