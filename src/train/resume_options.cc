@@ -8,7 +8,10 @@ namespace {
 
 std::string words(const nlohmann::json& v) {
   std::string out;
-  for (const nlohmann::json& x : v) out += (out.empty() ? "" : " ") + x.dump();
+  for (const nlohmann::json& x : v) {
+    if (!out.empty()) out += ' ';  // (a temporary "" or " " + dump() trips GCC 12's -Wrestrict)
+    out += x.dump();
+  }
   return out;
 }
 

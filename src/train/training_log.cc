@@ -98,7 +98,7 @@ void training_log(TrainingLog& log, const StepResult& r, double step_seconds, do
       char buf[160];
       std::snprintf(buf, sizeof buf, " | load_balancing_loss: %.6E | z_loss: %.6E | busiest "
                     "expert: %.1f%%", r.load_balancing_loss, r.z_loss, 100 * r.busiest_share);
-      fp16_part = buf;
+      fp16_part += buf;
     }
     if (r.num_zeros >= 0) fp16_part += " | num zeros: " + std::to_string(r.num_zeros);
     if (r.params_norm >= 0) {
