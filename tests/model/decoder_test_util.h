@@ -62,10 +62,9 @@ inline ModelConfig tiny_moe() {
   return cfg;
 }
 
-// The Llama shape with multi-latent attention (V3's: the q latent, its
-// latent norms, YaRN with mscale) instead of grouped-query attention.
-inline ModelConfig tiny_mla() {
-  ModelConfig cfg = tiny_llama();
+// `cfg` with multi-latent attention (V3's: the q latent, its latent norms,
+// YaRN with mscale) instead of grouped-query attention.
+inline ModelConfig with_mla(ModelConfig cfg) {
   cfg.group_query_attention = false;
   cfg.multi_latent_attention = true;
   cfg.q_lora_rank = 12;
@@ -77,6 +76,12 @@ inline ModelConfig tiny_mla() {
   cfg.rotary_scaling_factor = 4.f;
   cfg.mscale = 0.9f;
   cfg.mscale_all_dim = 0.7f;
+  return cfg;
+}
+
+// The Llama shape with multi-latent attention.
+inline ModelConfig tiny_mla() {
+  ModelConfig cfg = with_mla(tiny_llama());
   cfg.yarn_original_max_position_embeddings = 8;
   return cfg;
 }

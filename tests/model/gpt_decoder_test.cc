@@ -116,20 +116,10 @@ TEST(GptDecoder, QwenAttentionOptionsStepsEqualTheFullForward) {
 // RoPE) and V3's (the q latent, YaRN with mscale).
 TEST(GptDecoder, MultiLatentAttentionStepsEqualTheFullForward) {
   for (int64_t q_lora_rank : {0, 12}) {
-    ModelConfig cfg = llama_shape(base());
-    cfg.group_query_attention = false;
-    cfg.multi_latent_attention = true;
+    ModelConfig cfg = with_mla(llama_shape(base()));
     cfg.q_lora_rank = q_lora_rank;
-    cfg.kv_lora_rank = 8;
-    cfg.qk_head_dim = 8;
-    cfg.qk_pos_emb_head_dim = 4;
-    cfg.v_head_dim = 6;
-    cfg.qk_layernorm = true;
     cfg.max_position_embeddings = 16;
     cfg.rope_type = q_lora_rank > 0 ? "yarn" : "rope";
-    cfg.rotary_scaling_factor = 4.f;
-    cfg.mscale = 0.9f;
-    cfg.mscale_all_dim = 0.7f;
     cfg.yarn_original_max_position_embeddings = 6;
     cfg.finalize(1);
     expect_decoder_matches_forward(cfg);
