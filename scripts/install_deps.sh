@@ -3,6 +3,7 @@
 # Idempotent; run as root (or with sudo available). Safe to run again.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config git
+      ccache  # scripts/build.sh: the CUDA build reuses the CPU build's objects through it
       libopenmpi-dev openmpi-bin
       libdnnl-dev
       libcli11-dev nlohmann-json3-dev

@@ -9,9 +9,10 @@ source scripts/mpi_env.sh
 # GPU: its CUDA tests report that they need one and count as skipped, and
 # --device cuda must end with one line saying why; scripts/gpu_check.sh runs
 # them on a GPU). It runs first, so the last CTest summary printed is the
-# whole CPU suite's.
+# whole CPU suite's. Built for this CPU like build/ (the GPU bundle builds a
+# portable one), so ccache serves it every object outside backend and kernels.
 if [ -x "${CUDACXX:-/usr/local/cuda/bin/nvcc}" ]; then
-  bash scripts/build_cuda.sh
+  bash scripts/build_cuda.sh -DMT_NATIVE=ON
   (cd build-cuda && ctest -L cuda --output-on-failure --timeout 600)
   bash scripts/check_device_refusal.sh build-cuda/megatron
 fi

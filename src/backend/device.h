@@ -72,7 +72,8 @@ void device_synchronize();
 
 // In a kernel's entry point: `if (MT_ON_DEVICE(out)) return cuda::op(...);`.
 // Without the CUDA backend the condition is the literal false, so the twin is
-// never referenced (and need not exist).
+// never referenced (and need not exist). Only src/backend and src/kernels are
+// compiled with MT_CUDA; code above them asks on_device() (false in a CPU build).
 #ifdef MT_CUDA
 #define MT_ON_DEVICE(ptr) (::mt::on_device(ptr))
 #else

@@ -76,7 +76,7 @@ double AdamWOptimizer::group_sum(const float* data, bool packed, SegmentSum f,
   double sq = 0;
   // On the GPU each sum is a wait for the device: adjacent counted segments
   // are summed as one range there (one wait per step with one rank).
-  const bool merge = MT_ON_DEVICE(data);
+  const bool merge = on_device(data);
   int64_t run_begin = 0, run_end = 0;
   for (const OptimSegment& s : segments_) {
     const ParamSpec& p = reg_.params()[s.param];
