@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
     const double bytes = double(reg.total_floats()) * 4 * 3;  // weights + two moments
     const double save = best_of(reps, [&] {
       std::filesystem::remove_all(dir);
-      mt::save_checkpoint(dir, st, reg, params.data(), &opt, ps);
+      mt::save_checkpoint(dir, st, reg, {mt::ReadView(params.data())}, &opt, ps);
     });
     std::printf("{\"bench\": \"checkpoint_save\", \"model\": \"gpt2-small\", \"params\": %lld, "
                 "\"bytes\": %.0f, \"seconds\": %.3f, \"GB_per_s\": %.2f}\n",

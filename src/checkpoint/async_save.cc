@@ -23,8 +23,9 @@ void AsyncCheckpointSaver::reserve(size_t param_bytes, size_t optim_bytes) {
 }
 
 void AsyncCheckpointSaver::start(const std::string& dir, const RunState& state,
-                                 const ParamRegistry& reg, ReadView params,
+                                 const ParamRegistry& reg, const SavedWeights& weights,
                                  const AdamWOptimizer* opt, const ParallelState& ps) {
+  const ReadView params = weights.values;
   MT_CHECK(!pending_, "--async-save: the save of iteration ", state_.iteration,
            " is still pending; finalize it before starting another");
   dir_ = dir;
@@ -43,6 +44,7 @@ void AsyncCheckpointSaver::start(const std::string& dir, const RunState& state,
   source_ = SaveSource{};
   source_.params = params.bf16 ? ReadView(reinterpret_cast<const uint16_t*>(params_.data()))
                                : ReadView(reinterpret_cast<const float*>(params_.data()));
+  source_.fp32 = host_fp32_copies(reg, weights);
   if (opt != nullptr) {
     optim_.resize(optim_bytes);
     copy_bytes(optim_.data(), opt->exp_avg(), opt->state_bytes());

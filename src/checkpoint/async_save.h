@@ -39,7 +39,7 @@ class AsyncCheckpointSaver {
   // Collective. No save may be pending (finalize(blocking) first). `opt`
   // null: no optimizer state (--no-save-optim).
   void start(const std::string& dir, const RunState& state, const ParamRegistry& reg,
-             ReadView params, const AdamWOptimizer* opt, const ParallelState& ps);
+             const SavedWeights& weights, const AdamWOptimizer* opt, const ParallelState& ps);
   bool pending() const { return pending_; }
   int64_t iteration() const { return state_.iteration; }
   // Collective (every rank calls it with the same `blocking`). Returns true

@@ -118,9 +118,11 @@ void write_meta(const std::string& dir, const RunState& state, const ParamRegist
 
 }  // namespace
 
-SaveSource save_source(ReadView params, const AdamWOptimizer* opt) {
+SaveSource save_source(const ParamRegistry& reg, const SavedWeights& params,
+                       const AdamWOptimizer* opt) {
   SaveSource src;
-  src.params = params;
+  src.params = params.values;
+  src.fp32 = host_fp32_copies(reg, params);
   src.opt = opt;
   if (opt != nullptr) {
     src.exp_avg = opt->exp_avg();
@@ -170,10 +172,10 @@ RankFiles write_rank_files(const std::string& dir, int64_t iteration, const Para
   RankFiles f;  // bytes 0: no such file
   if (writes_model)
     f.model = write_model_shard(rank_dir + "/model.safetensors", reg, params, ps.pp_rank,
-                                ps.pp_size, ShardParams::kDense);
+                                ps.pp_size, ShardParams::kDense, &src.fp32);
   if (writes_experts)
     f.expert = write_expert_shard(expert_dir + "/model.safetensors", reg, params, ps.pp_rank,
-                                  ps.pp_size);
+                                  ps.pp_size, &src.fp32);
   // The optimizer state of one group's parameters, into `path`: whole tensors
   // (plain) or this rank's slices of them with the group's rank and size
   // under the metadata keys `rank_key`, `size_key` (distributed).
@@ -272,11 +274,12 @@ void finish_save(const std::string& dir, const RunState& state, const ParamRegis
 }
 
 void save_checkpoint(const std::string& dir, const RunState& state, const ParamRegistry& reg,
-                     ReadView params, const AdamWOptimizer* opt, const ParallelState& ps) {
+                     const SavedWeights& params, const AdamWOptimizer* opt,
+                     const ParallelState& ps) {
   begin_save(dir, state.iteration, reg, ps);
   RankFiles files;
   try {
-    files = write_rank_files(dir, state.iteration, reg, save_source(params, opt), ps);
+    files = write_rank_files(dir, state.iteration, reg, save_source(reg, params, opt), ps);
   } catch (const Error& e) {
     throw Error(save_failure_message(dir, state.iteration, e.what()));
   }

@@ -57,6 +57,7 @@
 #include "model/params.h"
 #include "optim/optimizer.h"
 #include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/checkpoint_shard.h"
 #include "checkpoint/checkpoint_verify.h"
 
 namespace mt {
@@ -75,7 +76,8 @@ struct RunState {
 // weights, fp32 or bf16) must be complete (distributed optimizer: no
 // parameter all-gather in flight).
 void save_checkpoint(const std::string& dir, const RunState& state, const ParamRegistry& reg,
-                     ReadView params, const AdamWOptimizer* opt, const ParallelState& ps);
+                     const SavedWeights& params, const AdamWOptimizer* opt,
+                     const ParallelState& ps);
 
 // The phases of save_checkpoint, for --async-save (checkpoint/async_save.h):
 // begin_save (collective: the iteration's .tmp directories), write_rank_files
@@ -90,13 +92,15 @@ struct RankFiles {
 // opt: no optimizer state, --no-save-optim), live or a snapshot of them.
 struct SaveSource {
   ReadView params;
+  Fp32Copies fp32;                      // parameters written in fp32 from these host copies
   const AdamWOptimizer* opt = nullptr;  // layout only (segments, sharding)
   const float* exp_avg = nullptr;       // opt->state_floats() each, packed like opt's state
   const float* exp_avg_sq = nullptr;
   const float* main_params = nullptr;   // null without main weights
   int64_t steps = 0;
 };
-SaveSource save_source(ReadView params, const AdamWOptimizer* opt);  // the live arrays
+SaveSource save_source(const ParamRegistry& reg, const SavedWeights& params,
+                       const AdamWOptimizer* opt);  // the live arrays
 void begin_save(const std::string& dir, int64_t iteration, const ParamRegistry& reg,
                 const ParallelState& ps);
 RankFiles write_rank_files(const std::string& dir, int64_t iteration, const ParamRegistry& reg,

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend/device.h"
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/safetensors.h"
 #include "core/error.h"
@@ -41,11 +42,14 @@ nlohmann::json param_layout(const ParamRegistry& reg, GroupFilter which) {
 // The parameters `which` into one file; tp/ep: the shard's coordinates.
 FileChecksum write_shard(const std::string& path, const ParamRegistry& reg, ReadView params,
                          GroupFilter which, int tp_rank, int tp_size, int pp_rank, int pp_size,
-                         int ep_rank, int ep_size) {
+                         int ep_rank, int ep_size, const Fp32Copies* fp32) {
   SafetensorsWriter model;
   for (const ParamSpec& p : reg.params()) {
     if (!in_file(p, which)) continue;
-    if (params.bf16)
+    const auto kept = fp32 ? fp32->find(p.offset) : Fp32Copies::const_iterator{};
+    if (fp32 && kept != fp32->end())
+      model.add(p.name, StDType::kF32, local_shape(p), kept->second.data());
+    else if (params.bf16)
       model.add(p.name, StDType::kBF16, local_shape(p), params.bf16 + p.offset);
     else
       model.add(p.name, StDType::kF32, local_shape(p), params.f32 + p.offset);
@@ -67,17 +71,33 @@ FileChecksum write_shard(const std::string& path, const ParamRegistry& reg, Read
 
 }  // namespace
 
+Fp32Copies host_fp32_copies(const ParamRegistry& reg, const SavedWeights& w) {
+  Fp32Copies out;
+  if (w.fp32 == nullptr) return out;
+  for (const ParamSpec& p : reg.params()) {
+    const auto k = w.fp32->find(p.offset);
+    if (k == w.fp32->end()) continue;
+    std::vector<float>& v = out[p.offset];
+    v.resize(size_t(p.numel()));
+    copy_bytes(v.data(), k->second, v.size() * sizeof(float));  // from the GPU too
+  }
+  return out;
+}
+
 FileChecksum write_model_shard(const std::string& path, const ParamRegistry& reg, ReadView params,
-                               int pp_rank, int pp_size, ShardParams which) {
+                               int pp_rank, int pp_size, ShardParams which,
+                               const Fp32Copies* fp32) {
   return write_shard(path, reg, params,
                      which == ShardParams::kAll ? GroupFilter() : GradGroup::kDataParallel,
-                     int(reg.stage().tp_rank), int(reg.stage().tp_size), pp_rank, pp_size, 0, 0);
+                     int(reg.stage().tp_rank), int(reg.stage().tp_size), pp_rank, pp_size, 0, 0,
+                     fp32);
 }
 
 FileChecksum write_expert_shard(const std::string& path, const ParamRegistry& reg,
-                                ReadView params, int pp_rank, int pp_size) {
+                                ReadView params, int pp_rank, int pp_size,
+                                const Fp32Copies* fp32) {
   return write_shard(path, reg, params, GradGroup::kExpertDataParallel, 0, 1, pp_rank, pp_size,
-                     int(reg.stage().ep_rank), int(reg.stage().ep_size));
+                     int(reg.stage().ep_rank), int(reg.stage().ep_size), fp32);
 }
 
 void read_full_tensor(const std::string& iter_dir, const ShardSource& read, const ParamSpec& p,

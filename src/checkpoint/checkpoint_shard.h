@@ -36,17 +36,24 @@ std::vector<int64_t> local_shape(const ParamSpec& p);
 // dense ones only (the experts then go to write_expert_shard's files).
 enum class ShardParams : uint8_t { kAll, kDense };
 
+// Parameters written in fp32 from host copies although the weights are bf16
+// (registry offset -> values: bf16 runs' expert biases, kept fp32 as Megatron's).
+using Fp32Copies = std::map<int64_t, std::vector<float>>;
+Fp32Copies host_fp32_copies(const ParamRegistry& reg, const SavedWeights& w);
+
 // Writes the parameters of `reg` (values in `params`, at each spec's
 // offset; F32, or BF16 for a bf16 model's weights, as Megatron saves a bf16
 // model) to `path` atomically, with the metadata above; TP coordinates come
 // from reg.stage(), the pipeline ones are given. Returns the file's length and
 // CRC-32C (for meta.json's "files").
 FileChecksum write_model_shard(const std::string& path, const ParamRegistry& reg, ReadView params,
-                               int pp_rank, int pp_size, ShardParams which = ShardParams::kAll);
+                               int pp_rank, int pp_size, ShardParams which = ShardParams::kAll,
+                               const Fp32Copies* fp32 = nullptr);
 // The expert parameters of `reg` (this EP rank's experts; EP coordinates from
 // reg.stage()) into an expert directory's file.
 FileChecksum write_expert_shard(const std::string& path, const ParamRegistry& reg,
-                                ReadView params, int pp_rank, int pp_size);
+                                ReadView params, int pp_rank, int pp_size,
+                                const Fp32Copies* fp32 = nullptr);
 
 // Reads one parameter's whole local tensor (numel floats) as the rank whose
 // checkpoint directory is `rank_dir` saved it.

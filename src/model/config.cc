@@ -363,6 +363,10 @@ void ModelConfig::check_flag_ranges() const {
 }
 
 void ModelConfig::finalize(int64_t tp_size) {
+  // Megatron's MLA sizes its heads by --qk-head-dim, --qk-pos-emb-head-dim and
+  // --v-head-dim and never reads --kv-channels (its DeepSeek scripts pass one):
+  // dropped, so the configuration is one either way.
+  if (multi_latent_attention) kv_channels = 0;
   check_flag_ranges();
   if (ffn_hidden_size == 0) ffn_hidden_size = 4 * hidden_size;
   // --kv-channels equal to Megatron's default is the default: one model, one

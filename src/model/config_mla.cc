@@ -70,8 +70,6 @@ void ModelConfig::check_mla_flags() const {
   // What megatron.cpp's MLA block does not build.
   MT_CHECK(!add_qkv_bias, "--add-qkv-bias with --multi-latent-attention: MLA has no linear_qkv "
            "(its projections have no bias, as Megatron-LM's); fix: drop --add-qkv-bias");
-  MT_CHECK(kv_channels == 0, "--kv-channels with --multi-latent-attention: MLA's head sizes are "
-           "--qk-head-dim, --qk-pos-emb-head-dim and --v-head-dim; fix: drop --kv-channels");
   MT_CHECK(window_size.empty() || window_left() < 0, "--window-size with "
            "--multi-latent-attention is not built in megatron.cpp; fix: drop --window-size");
   MT_CHECK(rotary_percent == 1.f, "--rotary-percent ", rotary_percent,

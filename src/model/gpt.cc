@@ -56,11 +56,16 @@ std::map<int64_t, int64_t> placed_offsets(const ParamRegistry& reg,
 }  // namespace
 
 GptWeights bind_chunk_weights(const ParamRegistry& reg, ReadView base, int chunk,
-                              const std::vector<int64_t>* placement) {
-  if (placement == nullptr)
-    return bind_chunk<ReadView>(reg, chunk, {reg, [&](int64_t off) { return base.at(off); }});
-  const std::map<int64_t, int64_t> at = placed_offsets(reg, *placement);
-  return bind_chunk<ReadView>(reg, chunk, {reg, [&](int64_t off) { return base.at(at.at(off)); }});
+                              const std::vector<int64_t>* placement,
+                              const std::map<int64_t, const float*>* kept32) {
+  const std::map<int64_t, int64_t> at =
+      placement ? placed_offsets(reg, *placement) : std::map<int64_t, int64_t>{};
+  return bind_chunk<ReadView>(reg, chunk, {reg, [&](int64_t off) {
+                                if (kept32)
+                                  if (const auto k = kept32->find(off); k != kept32->end())
+                                    return ReadView(k->second);
+                                return base.at(placement ? at.at(off) : off);
+                              }});
 }
 
 GptGrads bind_chunk_grads(const ParamRegistry& reg, float* grads, int chunk,

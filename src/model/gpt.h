@@ -5,6 +5,7 @@
 // per micro-batch in flight; scratch lives in a GptWorkspace reused by all.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include "core/arena.h"
@@ -34,8 +35,11 @@ using GptGrads = GptParams<float*>;
 // Views of the registry's parameters in `base` (the value buffer, fp32 or
 // bf16) or `grads` (the fp32 gradient buffer): of model chunk `chunk`
 // (virtual pipeline stage) of this rank, or of the whole stage when it has one chunk.
+// kept32: parameters bound to fp32 copies instead (registry offset -> the
+// copy; ModelRuntime's expert biases in bf16 runs).
 GptWeights bind_chunk_weights(const ParamRegistry& reg, ReadView base, int chunk,
-                              const std::vector<int64_t>* placement = nullptr);
+                              const std::vector<int64_t>* placement = nullptr,
+                              const std::map<int64_t, const float*>* kept32 = nullptr);
 GptWeights bind_weights(const ParamRegistry& reg, ReadView base);
 // placement: parameter i's gradient at grads + placement[i] instead of its
 // registry offset (a staging pool smaller than the model, optim/staged_grads.h).

@@ -25,6 +25,7 @@ ModelRuntime::ModelRuntime(const ParamRegistry& r, int64_t micro_batch, const Te
   else
     params = reinterpret_cast<float*>(params_buf_.data());
   grads = reinterpret_cast<float*>(grads_buf_.data());
+  if (bf16) keep_expert_biases_fp32(device);
   sh.cm.math = math;
   const int num_chunks = int(r.stage().chunk_ranges().size());
   chunks.resize(size_t(num_chunks));
@@ -37,7 +38,8 @@ ModelRuntime::ModelRuntime(const ParamRegistry& r, int64_t micro_batch, const Te
     chunks[size_t(c)].sh.cm = sh.cm;
     set_full_recompute(chunks[size_t(c)].sh, recompute_method, recompute_num_layers);
     chunks[size_t(c)].w =
-        bind_chunk_weights(r, weights(), c, weights_staged() ? &placement_.weight_offset : nullptr);
+        bind_chunk_weights(r, weights(), c, weights_staged() ? &placement_.weight_offset : nullptr,
+                           &kept32_);
     chunks[size_t(c)].g =
         bind_chunk_grads(r, grads, c, placement_.staged() ? &placement_.offset : nullptr);
     ws_shapes.has_output = ws_shapes.has_output || chunks[size_t(c)].sh.has_output;
@@ -95,8 +97,30 @@ void ModelRuntime::backward(int chunk, size_t slot, const PassContext& ctx) {
   gpt_backward(ch.w, ch.g, ch.slots[slot].act, ws, ch.sh, ctx);
 }
 
+void ModelRuntime::keep_expert_biases_fp32(Device device) {
+  int64_t floats = 0;
+  for (const ParamSpec& p : reg.params()) floats += p.expert_bias ? p.numel() : 0;
+  if (floats == 0) return;
+  MT_CHECK(!weights_staged(), "expert biases with bf16 weights sharded over data-parallel ranks "
+           "(internal error: train/args.cc refuses the pair)");
+  kept32_buf_ = DeviceBuffer(device, size_t(floats) * sizeof(float));
+  float* at = kept32_buf_.as<float>();
+  for (const ParamSpec& p : reg.params()) {
+    if (!p.expert_bias) continue;
+    kept32_[p.offset] = at;  // zeros until set_param
+    at += p.numel();
+  }
+}
+
+const float* ModelRuntime::kept32(size_t i) const {
+  const auto k = kept32_.find(reg.params().at(i).offset);
+  return k == kept32_.end() ? nullptr : k->second;
+}
+
 void ModelRuntime::set_param(size_t i, const float* values) {
   const ParamSpec& p = reg.params().at(i);
+  if (const float* k = kept32(i))
+    copy_bytes(const_cast<float*>(k), values, size_t(p.numel()) * sizeof(float));
   if (device() != Device::kCpu) {  // fp32 values go up, then are stored as the weights are
     // (start-up and loading only: one allocation per parameter is fine there)
     const DeviceBuffer up(device(), size_t(p.numel()) * sizeof(float));
@@ -118,6 +142,7 @@ void ModelRuntime::set_params(const float* values) {
 
 void ModelRuntime::get_param(size_t i, float* out) const {
   const ParamSpec& p = reg.params().at(i);
+  if (const float* k = kept32(i)) return copy_bytes(out, k, size_t(p.numel()) * sizeof(float));
   if (device() != Device::kCpu) {  // widened on the GPU, then copied down
     const DeviceBuffer down(device(), size_t(p.numel()) * sizeof(float));
     convert(down.as<float>(), weights().at(param_offset(i)), p.numel());

@@ -8,6 +8,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,7 @@ class ModelRuntime {
   }
   bool grads_staged() const { return placement_.staged(); }
   ReadView weights() const { return params_bf16 ? ReadView(params_bf16) : ReadView(params); }
+  SavedWeights weights_to_save() const { return {weights(), &kept32_}; }
   std::vector<ModelChunk> chunks;  // one unless the pipeline is interleaved
   GptWorkspace ws;          // shared by every chunk and micro-batch
 
@@ -160,6 +162,13 @@ class ModelRuntime {
 
  private:
   GradPlacement placement_;
+  // bf16 runs: the routers' expert biases also in fp32 (Megatron keeps the
+  // buffer fp32 under bf16: its updates of ~1e-3 would round away), what the
+  // routing reads and get_param returns; registry offset -> its copy.
+  DeviceBuffer kept32_buf_;
+  std::map<int64_t, const float*> kept32_;
+  void keep_expert_biases_fp32(Device device);
+  const float* kept32(size_t i) const;  // parameter i's fp32 copy, or null
   DeviceBuffer params_buf_, grads_buf_, act_buf_, ws_buf_;
 };
 

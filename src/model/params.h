@@ -5,10 +5,12 @@
 // checkpoint names, weight-decay groups, and later DP buckets and ZeRO shards.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "kernels/precision.h"
 #include "model/config.h"
 
 namespace mt {
@@ -144,5 +146,14 @@ class ParamRegistry {
 };
 
 std::string layer_prefix(int64_t layer);  // "decoder.layers.<l>."
+
+// A registry's weights as a checkpoint save reads them: the value buffer
+// (fp32 or bf16, registry offsets) and the parameters kept in fp32 beside it
+// (registry offset -> that copy, on the weights' device: the expert biases of
+// bf16 runs, model/model_runtime.h).
+struct SavedWeights {
+  ReadView values;
+  const std::map<int64_t, const float*>* fp32 = nullptr;
+};
 
 }  // namespace mt

@@ -181,8 +181,8 @@ void GradSync::refresh_params() {
   if (params_) params_->refresh();
 }
 
-ReadView GradSync::weights_for_save(HostBuffer& tmp) const {
-  return params_ ? params_->gather_all(tmp) : rt_.weights();
+SavedWeights GradSync::weights_for_save(HostBuffer& tmp) const {
+  return params_ ? SavedWeights{params_->gather_all(tmp)} : rt_.weights_to_save();
 }
 
 void GradSync::gather_params() {

@@ -87,7 +87,7 @@ class GradSync {
   uint16_t* step_params_bf16() const { return params_ ? params_->shard_bf16() : rt_.params_bf16; }
   // The weights in registry offsets for a checkpoint save: the model's, or
   // with optim_grads_params all of them gathered into `tmp`. Collective.
-  ReadView weights_for_save(HostBuffer& tmp) const;
+  SavedWeights weights_for_save(HostBuffer& tmp) const;
   // The ranges of the flat buffers this rank's optimizer updates: its piece
   // of every bucket (distributed), or empty = everything (plain AdamW).
   std::vector<FlatRange> optimizer_ranges() const;

@@ -292,11 +292,10 @@ void TrainArgs::validate_moe(int world_size) const {
   MT_CHECK(tensor_model_parallel_size == 1 || sequence_parallel,
            "--num-experts with --tensor-model-parallel-size ", tensor_model_parallel_size,
            " needs --sequence-parallel (as in Megatron-LM); fix: add --sequence-parallel");
-  MT_CHECK(!model.moe_router_enable_expert_bias || (!bf16 && !shard_params()),
-           "--moe-router-enable-expert-bias with ", bf16 ? "--bf16" : "--data-parallel-sharding-"
-           "strategy optim_grads_params", " is not implemented (the bias is updated from the "
-           "model's own fp32 weights); fix: train in fp32 without sharded weights, or drop the "
-           "bias");
+  MT_CHECK(!model.moe_router_enable_expert_bias || !shard_params(),
+           "--moe-router-enable-expert-bias with --data-parallel-sharding-strategy "
+           "optim_grads_params is not implemented (the bias is updated in the model's whole "
+           "weights); fix: shard less (optim_grads), or drop the bias");
   MT_CHECK(!model.moe_grouped_gemm || model.disable_bias_linear,
            "--moe-grouped-gemm with expert biases is not implemented; fix: add "
            "--disable-bias-linear, or drop --moe-grouped-gemm");

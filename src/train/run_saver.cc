@@ -22,7 +22,7 @@ RunSaver::RunSaver(const TrainArgs& args, const ParallelState& ps, double flops_
   async_.reserve(size_t(total) - optim, optim);
 }
 
-void RunSaver::save(const RunState& state, const ParamRegistry& reg, ReadView params,
+void RunSaver::save(const RunState& state, const ParamRegistry& reg, const SavedWeights& params,
                     const AdamWOptimizer* opt, const ParallelState& ps, bool tty) {
   wait(ps);  // one save at a time: the previous background save first
   const AdamWOptimizer* saved_opt = args_.checks.no_save_optim ? nullptr : opt;

@@ -23,7 +23,7 @@ class RunSaver {
   RunSaver(const TrainArgs& args, const ParallelState& ps, double flops_per_sample,
            int64_t start_samples, const ParamRegistry& reg, const AdamWOptimizer& opt);
   // Collective. `tty`: rank 0's progress line is cleared first.
-  void save(const RunState& state, const ParamRegistry& reg, ReadView params,
+  void save(const RunState& state, const ParamRegistry& reg, const SavedWeights& params,
             const AdamWOptimizer* opt, const ParallelState& ps, bool tty);
   void poll(const ParallelState& ps);  // collective, cheap while nothing is pending
   void wait(const ParallelState& ps);  // collective

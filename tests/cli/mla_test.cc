@@ -116,7 +116,6 @@ TEST(MultiLatentAttention, WhatIsNotBuiltIsRefusedByName) {
   };
   refused(megatron(), " --group-query-attention --num-query-groups 2",
           "--group-query-attention with --multi-latent-attention");
-  refused(megatron(), " --kv-channels 16", "--kv-channels with --multi-latent-attention");
   refused(megatron(), " --v-head-dim 20", "--v-head-dim 20 is over the query/key head size");
   refused(megatron(), " --rope-type ntk", "--rope-type 'ntk' is not one of rope, yarn");
   refused(mpirun(2), " --num-attention-heads 1 --tensor-model-parallel-size 2",

@@ -105,6 +105,30 @@ TEST(MoeRouting, DeepSeekRoutingMatchesOneRankWithTheSameExpertBias) {
   }
 }
 
+// Megatron keeps the expert bias fp32 under bf16 (router.py's
+// _maintain_float32_expert_bias): its ±rate steps must not round to bf16's 8
+// bits (0.01 is 0.010009765625 there), at one rank and with the bf16 weights
+// gathered by the distributed optimizer at EP2 x DP2.
+TEST(MoeRouting, ExpertBiasStaysFp32InBf16Runs) {
+  TempDir dir;
+  const std::string base = " train" + prepare_data(dir, synthetic_corpus(200)) + routing_model(3) +
+                           vocab_padding("") + " --bf16";
+  for (const Layout& l : {Layout{"one", 1, ""},
+                          Layout{"ep2_dp2_zero", 4,
+                                 " --expert-model-parallel-size 2 --use-distributed-optimizer"}}) {
+    const RunResult r = run((l.ranks > 1 ? mpirun(l.ranks) : megatron()) + base + l.flags +
+                            " --save " + dir.file(l.tag));
+    ASSERT_EQ(r.exit_code, 0) << l.tag << "\n" << r.output;
+    int64_t moved = 0;
+    for (float b : expert_biases(dir.file(std::string(l.tag) + "/iter_0000003"))) {
+      const double steps = double(b) / 0.01;
+      EXPECT_NEAR(steps, std::round(steps), 1e-5) << l.tag << " " << b;
+      moved += b != 0;
+    }
+    EXPECT_GT(moved, 0) << l.tag << ": no expert bias moved";
+  }
+}
+
 TEST(MoeRouting, ResumeContinuesTheBiasAndARunWithoutItOrAnExportIsRefused) {
   TempDir dir;
   const std::string base = " train" + prepare_data(dir, synthetic_corpus(200)) + routing_model(4) +
@@ -165,8 +189,11 @@ TEST_F(MoeRoutingBadArgs, MisfitRoutingFlagsAreRefusedInOneLine) {
       {"negative rate", train(sig + " --moe-router-enable-expert-bias "
                                     "--moe-router-bias-update-rate -0.1"),
        "--moe-router-bias-update-rate -0.1"},
-      {"bias in bf16", train(sig + " --moe-router-enable-expert-bias --bf16"),
-       "--moe-router-enable-expert-bias with --bf16 is not implemented"},
+      {"bias with sharded weights",
+       train(sig + " --moe-router-enable-expert-bias --use-megatron-fsdp"
+                   " --data-parallel-sharding-strategy optim_grads_params"),
+       "--moe-router-enable-expert-bias with --data-parallel-sharding-strategy "
+       "optim_grads_params is not implemented"},
       {"routing without experts", train(" --moe-router-score-function sigmoid"),
        "without --num-experts"},
       {"overlap without alltoall", train(moe + " --moe-shared-expert-overlap"),
