@@ -10,7 +10,12 @@
 //   config qwen3: llama's shape with Qwen3's attention: head size 128 apart from
 //     hidden / heads (--kv-channels: a·d = 2h, as Qwen3-0.6B's 16 x 128 over 1024)
 //     and RMSNorms over each head's q and k (--qk-layernorm)
-// Usage: bench_train [a|b|small|llama|qwen3|all] [iters] [--tp N] [--sp] [--pp P] [--m M] [--last-stage-layers K] [--vpp V] [--threads T]
+//   config deepseek: llama's width as DeepSeek-V3 is shaped: multi-latent attention
+//     (q rank 192, kv rank 64, heads of 64 + 32 RoPE features, values 64; YaRN x4 and
+//     the latent norms), the first layer dense (ffn 2048), the others MoE: 16 experts
+//     of 512 top-3 in 4 groups (2 chosen) with sigmoid scores, the expert bias and
+//     a shared expert of 512 — the dense model's 2048 active ffn per token
+// Usage: bench_train [a|b|small|llama|qwen3|deepseek|all] [iters] [--tp N] [--sp] [--pp P] [--m M] [--last-stage-layers K] [--vpp V] [--threads T]
 //                    [--bucket FLOATS] [--overlap] [--bf16] [--recompute full|selective] [--zero]
 //                    [--shard-grads] [--shard-params]
 //                    [--grad-reduce-in-bf16] [--experts E [--topk K] [--ep N] [--alltoall]]
@@ -60,6 +65,7 @@ struct BenchConfig {
   int64_t query_groups = 0, ffn = 0;  // llama only
   int64_t kv_channels = 0;            // head size (0: hidden / heads)
   bool qk_layernorm = false;
+  bool deepseek = false;  // llama's shape as DeepSeek-V3's (the header)
 };
 
 struct BenchOptions {
@@ -102,6 +108,27 @@ void run(const BenchConfig& bc, int threads, mt::ParallelState& ps, const BenchO
   }
   c.kv_channels = bc.kv_channels;
   c.qk_layernorm = bc.qk_layernorm;
+  if (bc.deepseek) {
+    c.multi_latent_attention = c.qk_layernorm = true;
+    c.group_query_attention = false;
+    c.q_lora_rank = 192;
+    c.kv_lora_rank = 64;
+    c.qk_head_dim = c.v_head_dim = 64;
+    c.qk_pos_emb_head_dim = 32;
+    c.rotary_scaling_factor = 4.f;
+    c.num_experts = 16;
+    c.moe_router_topk = 3;
+    c.moe_ffn_hidden_size = c.moe_shared_expert_intermediate_size = 512;
+    c.moe_layer_freq = "[0]+[1]*" + std::to_string(bc.layers - 1);
+    c.moe_router_score_function = "sigmoid";
+    c.moe_router_num_groups = 4;
+    c.moe_router_group_topk = 2;
+    c.moe_router_topk_scaling_factor = 2.5f;
+    c.moe_router_enable_expert_bias = true;
+    c.moe_aux_loss_coeff = 1e-4f;
+    c.moe_router_load_balancing_type = "seq_aux_loss";
+    c.moe_token_dispatcher_type = "alltoall";
+  }
   if (o.experts > 0) {
     const int64_t ffn = c.ffn_hidden_size > 0 ? c.ffn_hidden_size : 4 * c.hidden_size;
     c.num_experts = o.experts;
@@ -189,8 +216,8 @@ void run(const BenchConfig& bc, int threads, mt::ParallelState& ps, const BenchO
       (long long)bc.layers, (long long)bc.hidden, (long long)bc.heads,
       (long long)bc.seq, (long long)bc.micro_batch, (long long)bc.vocab, (long long)iters,
       sec * 1e3, double(tokens) / sec, flops / sec / 1e12 / ps.world_size, peak / 1e12, mfu,
-      (long long)o.experts, (long long)(o.experts > 0 ? o.topk : 0), ps.ep_size,
-      o.experts > 0 ? (o.alltoall ? "alltoall" : "allgather") : "");
+      (long long)c.num_experts, (long long)(c.moe() ? c.moe_router_topk : 0), ps.ep_size,
+      c.moe() ? c.moe_token_dispatcher_type.c_str() : "");
   std::fflush(stdout);
 }
 
@@ -204,7 +231,7 @@ int main(int argc, char** argv) {
                "one JSON line per (config, threads); under mpirun TP x DP (DP = world / TP)",
                "bench_train"};
   app.add_option("config", which, "a | b | small | llama | qwen3 | all (default all)")
-      ->check(CLI::IsMember({"a", "b", "small", "llama", "qwen3", "all"}));
+      ->check(CLI::IsMember({"a", "b", "small", "llama", "qwen3", "deepseek", "all"}));
   app.add_option("iters", o.iters, "timed iterations (default: the config's)")
       ->check(at_least(1));
   app.add_option("--tp", tp, "tensor-parallel size")->check(at_least(1));
@@ -253,7 +280,13 @@ int main(int argc, char** argv) {
     const BenchConfig llama{"llama", 12, 12, 768, 1024, 1, 32000, 5, true, 4, 2048};
     const BenchConfig qwen3{"qwen3", 12, 12, 768, 1024, 1, 32000, 5, true, 4, 2048, 128, true};
     const BenchConfig small{"small", 6, 6, 384, 256, 8, 50304, 10};
-    for (const BenchConfig* bc : {&a, &b, &llama, &qwen3, &small}) {
+    const BenchConfig deepseek = [&] {
+      BenchConfig d = llama;
+      d.name = "deepseek";
+      d.deepseek = true;
+      return d;
+    }();
+    for (const BenchConfig* bc : {&a, &b, &llama, &qwen3, &small, &deepseek}) {
       if (which != "all" && which != bc->name) continue;
       if (threads > 0) {
         run(*bc, threads, ps, o);
