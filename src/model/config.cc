@@ -344,9 +344,6 @@ void ModelConfig::check_flag_ranges() const {
   MT_CHECK(mtp_num_layers == 0 || !learned_positions(), "--mtp-num-layers ", mtp_num_layers,
            " with --position-embedding-type learned_absolute: Megatron-LM's multi-token "
            "prediction takes rope or none; fix: add --position-embedding-type rope");
-  MT_CHECK(mtp_num_layers == 0 || !moe_router_enable_expert_bias,
-           "--mtp-num-layers with --moe-router-enable-expert-bias is not built (the MTP layers' "
-           "expert loads are not tracked); fix: leave out one of them");
   // The attention's widths, (a + 2g)·d and a·d, before anything multiplies them.
   if (multi_latent_attention) mla_attention_parameters(*this);  // throws if it overflows
   const int64_t qkv_heads =

@@ -19,7 +19,9 @@ void mtp_param_specs(ParamRegistry& reg) {
     norm_param_specs(reg, p + "hnorm");
     // Megatron's ColumnParallelLinear(2h, h, init_method, bias=False): rows split over TP.
     reg.add(p + "eh_proj.weight", h, 2 * h, 2, 0, Init::kNormal, c.init_method_std, true);
+    const size_t first = reg.params().size();
     layer_param_specs_at(reg, p + "transformer_layer.", mtp_layer_spec(c));
+    reg.set_layer(first, c.num_layers + d);  // its expert bias's loads (train/train_step.cc)
     norm_param_specs(reg, p + "final_layernorm");
   }
 }

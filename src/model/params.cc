@@ -73,10 +73,8 @@ ParamRegistry::ParamRegistry(const ModelConfig& cfg, const StageLayout& stage)
   const float std = cfg.init_method_std;
   // Parameters added since index `first` belong to `part` (layer `layer`).
   auto tag = [&](size_t first, Part part, int64_t layer) {
-    for (size_t i = first; i < params_.size(); ++i) {
-      params_[i].part = part;
-      params_[i].layer = layer;
-    }
+    for (size_t i = first; i < params_.size(); ++i) params_[i].part = part;
+    if (layer >= 0) set_layer(first, layer);
   };
   // Tied, or with MTP (which embeds the shifted tokens): the last stage holds
   // a copy of the (vocab-parallel) word embedding, summed over the embedding
@@ -114,6 +112,10 @@ ParamRegistry::ParamRegistry(const ModelConfig& cfg, const StageLayout& stage)
     p.offset = total_floats_;
     total_floats_ += (p.numel() + 15) / 16 * 16;  // 64-byte aligned starts
   }
+}
+
+void ParamRegistry::set_layer(size_t first, int64_t layer) {
+  for (size_t i = first; i < params_.size(); ++i) params_[i].layer = layer;
 }
 
 int64_t ParamRegistry::group_begin(GradGroup g) const {

@@ -44,7 +44,7 @@ struct ParamSpec {
   bool weight_decay = false;      // Megatron: no decay for biases and 1-D params
   int64_t offset = 0;             // first float in the flat buffers (aligned)
   Part part = Part::kEmbedding;
-  int64_t layer = -1;             // global layer index (Part::kLayer)
+  int64_t layer = -1;             // global layer index (Part::kLayer; an MTP depth's: L + depth)
   // The word embedding that is also the output layer (tied): the first and
   // the last pipeline stage each hold a copy, kept equal by summing their
   // gradients over the embedding group; only the first stage's counts in the
@@ -117,6 +117,9 @@ class ParamRegistry {
   ParamRegistry(const ModelConfig& cfg, const StageLayout& stage);
 
   const std::vector<ParamSpec>& params() const { return params_; }
+  // The parameters added since index `first` hold global layer index `layer`
+  // (an MTP depth's layer: num_layers + depth, as its dropout keys).
+  void set_layer(size_t first, int64_t layer);
   const ParamSpec& get(const std::string& name) const;
   bool has(const std::string& name) const;
   int64_t total_floats() const { return total_floats_; }

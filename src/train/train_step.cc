@@ -84,7 +84,8 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, Par
     sync.zero_grads();
     moe = MoeStats{};
     if (config.moe_router_enable_expert_bias)
-      moe.expert_tokens.assign(size_t(config.num_layers * config.num_experts), 0.0);
+      moe.expert_tokens.assign(  // the decoder's layers, then the MTP depths' (model/mtp.h)
+          size_t((config.num_layers + config.mtp_num_layers) * config.num_experts), 0.0);
     ctx.moe_stats = &moe;
     mtp.loss.assign(size_t(config.mtp_num_layers), 0.0);
     mtp.correct.assign(size_t(config.mtp_num_layers), 0.0);

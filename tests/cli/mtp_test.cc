@@ -3,12 +3,14 @@
 // round-off) at TP2 with SP, PP2 (the last stage's copy of the untied word
 // embedding; also interleaved, the depths on the last chunk), CP2 (the shifted tokens cross the ranks' chunks), DP2 and, for
 // an MoE model, EP2 (with DP2, and with TP2 x SP); a checkpoint with MTP saved at TP2 x PP2 resumes at TP1;
+// the depth's own expert bias (DeepSeek-V3's routing) moves as one rank's at EP2;
 // `generate` ignores the MTP depths (a run whose depths are weighed 0 decodes
 // exactly as the same run without them); unsupported combinations are
 // refused by name.
 #include <string>
 #include <vector>
 
+#include "checkpoint/safetensors.h"
 #include "cli_test_util.h"
 #include "layout_match_util.h"
 
@@ -86,6 +88,39 @@ TEST(MtpCli, MoeLayoutsMatchOneRankAtEp2) {
       });
 }
 
+// DeepSeek-V3's routing in the decoder and in the MTP depth: the depth's
+// router has its own expert bias, moved by its own loads (Megatron updates
+// every router's), equal to one rank's at EP2 and TP2 x SP x EP2.
+TEST(MtpCli, ExpertBiasOfTheDepthMatchesOneRankAtEp2) {
+  TempDir dir;
+  const std::string model =
+      mtp_model(1) + " --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 48"
+                     " --moe-aux-loss-coeff 0.01 --moe-router-score-function sigmoid"
+                     " --moe-router-num-groups 2 --moe-router-group-topk 1"
+                     " --moe-router-enable-expert-bias --moe-router-bias-update-rate 0.01"
+                     " --moe-token-dispatcher-type alltoall";
+  auto depth_bias = [&](const std::string& tag) {
+    std::vector<float> b(4);
+    SafetensorsReader r(dir.file(tag) + "/iter_0000006/mp_rank_00_000/model.safetensors");
+    r.read_f32("mtp.layers.0.transformer_layer.mlp.router.expert_bias", b.data(), 4);
+    return b;
+  };
+  const RunResult one = run(megatron() + " train" + prepare_data(dir, synthetic_corpus(200)) +
+                            model + vocab_padding("") + " --save " + dir.file("one"));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const std::vector<float> ref = depth_bias("one");
+  EXPECT_NE(ref, std::vector<float>(4, 0.f)) << "the depth's expert bias never moved";
+  expect_layouts_match_one_rank(
+      model,
+      {{"ep2", 2, " --expert-model-parallel-size 2 --save " + dir.file("ep2")},
+       {"tp2_sp_ep2", 2, " --tensor-model-parallel-size 2 --sequence-parallel"
+                         " --expert-model-parallel-size 2 --save " + dir.file("tp2_sp_ep2")}},
+      1e-5, {"loss", "mtp_1_loss", "load_balancing_loss"}, "MTP with the expert bias",
+      [&](const Layout& l, const RunResult&, const JsonLogLines&, const JsonLogLines&) {
+        EXPECT_EQ(depth_bias(l.tag), ref) << l.tag;
+      });
+}
+
 TEST(MtpCli, CheckpointSavedAtTp2Pp2ResumesAtTp1) {
   TempDir dir;
   const std::string flags = " train" + prepare_data(dir, synthetic_corpus(200)) + mtp_model(2) +
@@ -139,9 +174,6 @@ TEST(MtpCli, UnsupportedCombinationsAreRefusedByName) {
   const std::pair<std::string, std::string> cases[] = {
       {megatron() + base + " --position-embedding-type learned_absolute",
        "--position-embedding-type rope"},
-      {megatron() + base + " --num-experts 4 --moe-router-score-function sigmoid"
-                           " --moe-router-enable-expert-bias",
-       "--mtp-num-layers with --moe-router-enable-expert-bias"},
       {megatron() + base + " --mtp-num-layers -1", "--mtp-num-layers -1"}};
   for (const auto& [cmd, says] : cases) {
     const RunResult r = run(cmd);
