@@ -70,6 +70,32 @@ TEST(RegisteredMlp, RefusesAnUnknownNameAndATakenOne) {
                Error);
 }
 
+// A block that gives its row-split weight to column_linear: refused by name
+// (a column-parallel product over a column-split weight would sum wrongly under TP).
+struct MisusedSplit : custom_block::GatedGeluMlp {
+  void forward(float* out, const float* in, const megatron::BlockPass& pass) const override {
+    pass.column_linear(pass.record(), in, kDown);
+  }
+};
+
+TEST(RegisteredMlp, RefusesALinearOverAWeightSplitTheOtherWay) {
+  const auto names = megatron::registered_mlp_blocks();
+  if (std::find(names.begin(), names.end(), "misused_split") == names.end())
+    megatron::register_mlp_block("misused_split", std::make_shared<MisusedSplit>());
+  ModelConfig c = gated_config();
+  c.mlp_kind = "misused_split";
+  TinyGpt m(c, 1);
+  m.reg.initialize(m.params, 1);
+  const std::vector<int32_t> tokens(size_t(c.seq_length), 3);
+  try {
+    m.loss(tokens, tokens, PassContext{}, false);
+    FAIL() << "column_linear over a partition_dim 1 weight was not refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("column_linear takes a weight of partition_dim 0"),
+              std::string::npos) << e.what();
+  }
+}
+
 // <grad, u> per parameter tensor against the central difference of the loss
 // along u (Richardson-extrapolated), dropout on (masks fixed by seed and iteration).
 TEST(RegisteredMlp, GradientMatchesFiniteDifferences) {

@@ -51,6 +51,21 @@ Weight local_weight(const detail::PassState& s, size_t i) {
                 d.partition_dim == 1 ? d.cols / tp : d.cols};
 }
 
+// Refuses a parallel linear over a weight (or bias) split another way than it needs.
+void check_split(const detail::PassState& s, size_t w, int b, int weight_dim, int bias_dim,
+                 const char* linear) {
+  MT_CHECK(w < s.decls.size() && s.decls[w].partition_dim == weight_dim &&
+               (b < 0 || (size_t(b) < s.decls.size() && s.decls[size_t(b)].partition_dim == bias_dim)),
+           "BlockPass::", linear, " takes a weight of partition_dim ", weight_dim,
+           " and a bias of partition_dim ", bias_dim, ", but was given parameter ", w,
+           b >= 0 ? " and bias " + std::to_string(b) : std::string(),
+           "; fix: declare them so in params(), or index them in params()' order");
+  if (weight_dim == 0)
+    MT_CHECK(s.decls[w].cols == s.dims.hidden, "BlockPass::", linear, " reads the block's input "
+             "(hidden ", s.dims.hidden, " columns), but ", s.decls[w].name, " has ",
+             s.decls[w].cols, "; fix: a (features, hidden) weight");
+}
+
 mt::ReadView bias_view(const detail::PassState& s, int b) {
   return b < 0 ? mt::ReadView() : mt::ReadView(local_weight(s, size_t(b)).data);
 }
@@ -71,6 +86,7 @@ float* BlockPass::record() const { return s_->record; }
 float* BlockPass::workspace() const { return s_->workspace; }
 
 void BlockPass::column_linear(float* y, const float* x, size_t w, int b) const {
+  check_split(*s_, w, b, 0, 0, "column_linear");
   const mt::GptShapes& sh = s_->call.sh;
   const Weight wt = weight(w);
   mt::column_parallel_linear_forward(y, s_->call.full_a, x, wt.data, bias_view(*s_, b),
@@ -79,6 +95,7 @@ void BlockPass::column_linear(float* y, const float* x, size_t w, int b) const {
 
 void BlockPass::column_linear_backward(float* dx, const float* dy, const float* x, size_t w,
                                        int b) const {
+  check_split(*s_, w, b, 0, 0, "column_linear_backward");
   const mt::GptShapes& sh = s_->call.sh;
   const Weight wt = weight(w);
   MT_CHECK(s_->g != nullptr, "column_linear_backward called in forward");
@@ -90,6 +107,7 @@ void BlockPass::column_linear_backward(float* dx, const float* dy, const float* 
 }
 
 void BlockPass::row_linear(float* out, const float* x, size_t w, int b) const {
+  check_split(*s_, w, b, 1, -1, "row_linear");
   const mt::GptShapes& sh = s_->call.sh;
   const Weight wt = weight(w);
   mt::row_parallel_linear_forward(out, s_->call.full_a, x, wt.data, bias_view(*s_, b),
@@ -98,6 +116,7 @@ void BlockPass::row_linear(float* out, const float* x, size_t w, int b) const {
 
 void BlockPass::row_linear_backward(float* dx, const float* dout, const float* x, size_t w,
                                     int b) const {
+  check_split(*s_, w, b, 1, -1, "row_linear_backward");
   const mt::GptShapes& sh = s_->call.sh;
   const Weight wt = weight(w);
   MT_CHECK(s_->g != nullptr, "row_linear_backward called in forward");
@@ -149,8 +168,9 @@ const megatron::MlpBlock& registered_mlp_block(const std::string& mlp_kind) {
   for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
   MT_CHECK(std::find(names.begin(), names.end(), mlp_kind) != names.end(), "--mlp-kind ",
            mlp_kind, " names no registered MLP block (registered: ",
-           list.empty() ? std::string("none") : list, "); fix: register it with "
-           "megatron::register_mlp_block before the model is built, or leave out --mlp-kind");
+           list.empty() ? std::string("none") : list, "); fix: a program built on the "
+           "installed library registers it with megatron::register_mlp_block before the model "
+           "is built (examples/custom_block), or leave out --mlp-kind");
   auto& r = megatron::registry();
   const std::lock_guard<std::mutex> lock(r.mu);
   return *r.blocks.at(mlp_kind);
