@@ -1,11 +1,12 @@
 #include "model/blocks/registered_mlp.h"
 
-#include <algorithm>
 #include <map>
 #include <mutex>
 
+#include "backend/device.h"
 #include "core/checked_math.h"
 #include "core/error.h"
+#include "kernels/reduce.h"
 #include "model/blocks/block_kinds.h"
 #include "parallel/tensor_parallel_linear.h"
 
@@ -102,8 +103,7 @@ void BlockPass::column_linear_backward(float* dx, const float* dy, const float* 
   mt::column_parallel_linear_backward(s_->scratch, s_->g->at(w), bias_grad(*s_, b),
                                       s_->call.full_a, s_->call.full_b, dy, x, wt.data,
                                       sh.tokens(), wt.cols, wt.rows, sh.tp, sh.cm);
-  const int64_t count = sh.local_tokens() * wt.cols;
-  for (int64_t i = 0; i < count; ++i) dx[i] += s_->scratch[i];
+  mt::add_scaled_inplace(dx, s_->scratch, sh.local_tokens() * wt.cols, 1.f);  // dx +=
 }
 
 void BlockPass::row_linear(float* out, const float* x, size_t w, int b) const {
@@ -163,17 +163,19 @@ megatron::BlockDims call_dims(const GptShapes& sh) {
 }  // namespace
 
 const megatron::MlpBlock& registered_mlp_block(const std::string& mlp_kind) {
-  const std::vector<std::string> names = megatron::registered_mlp_blocks();
+  {
+    auto& r = megatron::registry();
+    const std::lock_guard<std::mutex> lock(r.mu);
+    const auto it = r.blocks.find(mlp_kind);
+    if (it != r.blocks.end()) return *it->second;
+  }
   std::string list;
-  for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
-  MT_CHECK(std::find(names.begin(), names.end(), mlp_kind) != names.end(), "--mlp-kind ",
-           mlp_kind, " names no registered MLP block (registered: ",
-           list.empty() ? std::string("none") : list, "); fix: a program built on the "
-           "installed library registers it with megatron::register_mlp_block before the model "
-           "is built (examples/custom_block), or leave out --mlp-kind");
-  auto& r = megatron::registry();
-  const std::lock_guard<std::mutex> lock(r.mu);
-  return *r.blocks.at(mlp_kind);
+  for (const std::string& n : megatron::registered_mlp_blocks())
+    list += (list.empty() ? "" : ", ") + n;
+  MT_FAIL("--mlp-kind ", mlp_kind, " names no registered MLP block (registered: ",
+          list.empty() ? std::string("none") : list, "); fix: a program built on the installed "
+          "library registers it with megatron::register_mlp_block before the model is built "
+          "(examples/custom_block), or leave out --mlp-kind");
 }
 
 int64_t registered_mlp_parameters(const ModelConfig& c, int64_t ffn) {
@@ -282,7 +284,7 @@ void RegisteredMlp::backward(float* din, const Params<float*>& g, const float* d
   const RegisteredShapes& s = shapes_of<RegisteredMlp>(call.sh.kinds.get());
   const megatron::detail::PassState st{call, call_dims(call.sh), s.decls,
                                        w.views, &g.views, rec.data, ws.data, ws.scratch};
-  std::fill(din, din + call.sh.local_tokens() * call.sh.h, 0.f);
+  fill_zero(din, size_t(call.sh.local_tokens() * call.sh.h) * sizeof(float));
   s.block->backward(din, dout, rec.in.f32, megatron::BlockPass(&st));
 }
 
