@@ -25,6 +25,11 @@ target_link_libraries(megatron_cpp INTERFACE mt_api)
 target_include_directories(megatron_cpp INTERFACE $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}/include>
                            $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
 target_compile_features(megatron_cpp INTERFACE cxx_std_17)
+# A sanitized build's libraries need the sanitizers' runtimes in whatever links them
+# (scripts/sanitize.sh runs tests/package's example against them too).
+if(MT_SANITIZE OR MT_FUZZ)
+  target_link_options(megatron_cpp INTERFACE ${mt_san})
+endif()
 add_library(megatron_cpp::megatron_cpp ALIAS megatron_cpp)
 
 install(TARGETS megatron_cpp ${mt_package_libs} EXPORT megatron_cppTargets
