@@ -43,7 +43,8 @@ struct EvalLog {
   int world_rank = 0;
 };
 
-// Flags `megatron train` would refuse (the message names the flag and the fix).
+// Flags `megatron train` would refuse (the message names the flag and the fix;
+// with --help, the usage).
 struct FlagError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };

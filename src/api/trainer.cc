@@ -37,6 +37,8 @@ void parse(CLI::App& app, CLI::App& train, const std::vector<std::string>& flags
   } catch (const mt::Error& e) {
     throw FlagError(e.what());
   } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0)  // --help: the usage, as `megatron train --help` prints it
+      throw FlagError(train.help());
     std::vector<std::string> unknown = train.remaining();
     const auto flag = std::find_if(args.begin(), args.end(), [&](const std::string& a) {
       return a.rfind("--", 0) == 0 && std::find(unknown.begin(), unknown.end(), a) != unknown.end();

@@ -21,6 +21,13 @@ cmake --build "$tmp/example" -j2 >/dev/null
 
 # (the vocabulary padded to 128 rows on both layouts: Megatron pads to a
 # multiple of --make-vocab-size-divisible-by x TP)
+# A flag `megatron train` does not know: megatron::FlagError, naming it.
+set +e
+"$tmp/example/custom_block" --no-such-flag 1 >bad.log 2>&1
+rc=$?
+set -e
+[ "$rc" = 2 ] && grep -q -- "--no-such-flag" bad.log || { echo "rc $rc"; cat bad.log; exit 1; }
+
 flags=(--mock-data --tokenizer-type NullTokenizer --vocab-size 127 --make-vocab-size-divisible-by 64
        --num-layers 2 --hidden-size 32 --ffn-hidden-size 64 --num-attention-heads 4
        --seq-length 32 --micro-batch-size 2 --global-batch-size 8 --train-iters 8
