@@ -5,11 +5,14 @@
 
 #include <CLI/CLI.hpp>
 
+#include "train/trainer.h"
+
 namespace mt {
 
 using Command = std::function<int()>;
 
-Command add_train_command(CLI::App& app);
+// `hooks`: a library client's callbacks (include/megatron/trainer.h).
+Command add_train_command(CLI::App& app, TrainHooks hooks = {});
 Command add_generate_command(CLI::App& app);
 Command add_preprocess_command(CLI::App& app);
 Command add_convert_command(CLI::App& app);

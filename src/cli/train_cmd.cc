@@ -27,7 +27,7 @@ struct ListFlag {
 
 }  // namespace
 
-Command add_train_command(CLI::App& app) {
+Command add_train_command(CLI::App& app, TrainHooks hooks) {
   auto a = std::make_shared<TrainArgs>();
   ModelConfig& m = a->model;
   // Like argparse in Megatron-LM: a repeated flag takes its last value.
@@ -301,7 +301,7 @@ Command add_train_command(CLI::App& app) {
   const auto inert = add_inert_megatron_flags(app);
   make_integer_options_strict(app);
 
-  return [a, model_options, lists, inert]() {
+  return [a, model_options, lists, inert, hooks]() {
     if (a->recompute_activations) a->recompute_granularity = "selective";
     a->inert_flags = inert();
     const bool overlap = std::find(a->inert_flags.begin(), a->inert_flags.end(),
@@ -333,7 +333,7 @@ Command add_train_command(CLI::App& app) {
       pc.etp = std::max(1, a->expert_tensor_parallel_size);
       check_parallel_config(mpi.world_size(), pc);
       ParallelState ps(pc);
-      rc = run_training(*a, ps);
+      rc = run_training(*a, ps, hooks);
     }
     // Last: a rank frozen at the very end must not hang the others either.
     mpi.finalize();

@@ -331,6 +331,9 @@ HfFamily hf_family_of(const ModelConfig& c) {
     if (c.query_groups() != c.num_attention_heads)
       off.push_back("grouped-query attention (gpt2: one key/value head per head)");
   }
+  if (!c.mlp_kind.empty())
+    off.push_back("--mlp-kind " + c.mlp_kind + " (a block registered by a program; " + near +
+                  ": its own MLP)");
   if (!llama_like && c.head_dim() * c.num_attention_heads != c.hidden_size)
     off.push_back("--kv-channels " + std::to_string(c.head_dim()) +
                   " (gpt2: hidden / heads = " +

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "kernels/moe_router.h"
+#include "model/blocks/registered_mlp.h"
 #include "model/layer_pattern.h"
 
 namespace mt {
@@ -328,6 +329,9 @@ void ModelConfig::check_flag_ranges() const {
   // Megatron's core_transformer_config_from_args asserts this (one activation per MLP).
   MT_CHECK(!(squared_relu && swiglu), "--squared-relu and --swiglu were both given, but the MLP "
            "has one activation (Megatron-LM refuses the pair too); fix: drop one of them");
+  MT_CHECK(mlp_kind.empty() || (!swiglu && !squared_relu), "--mlp-kind ", mlp_kind,
+           " is a registered block with its own activation, but --",
+           swiglu ? "swiglu" : "squared-relu", " was given too; fix: drop that flag");
   MT_CHECK(padded_vocab_size >= 0, "--padded-vocab-size ", padded_vocab_size,
            " must be > 0; fix: give the model's vocabulary rows, or leave it out to pad the "
            "tokenizer's by --make-vocab-size-divisible-by x TP");
@@ -414,7 +418,8 @@ std::string ModelConfig::summary() const {
   if (window_left() >= 0) os << ", window " << window_left() << ",0";
   if (apply_layernorm_1p) os << ", norms 1p";
   os << ", ffn " << ffn_hidden_size << (swiglu ? " SwiGLU" : "")
-     << (squared_relu ? " squared ReLU" : "") << ", seq " << seq_length
+     << (squared_relu ? " squared ReLU" : "")
+     << (mlp_kind.empty() ? "" : " registered MLP '" + mlp_kind + "'") << ", seq " << seq_length
      << ", vocab " << vocab_size << " (padded " << padded_vocab_size << ")";
   if (rms_norm() || !learned_positions() || disable_bias_linear || !tied_output())
     os << ", " << normalization << ", positions " << position_embedding_type
@@ -444,7 +449,9 @@ int64_t parameters_without_vocab(const ModelConfig& c, int64_t ffn) {
   common = checked_add(common, qk_norm, what);
   if (c.multi_latent_attention) common = mla_attention_parameters(c);
   common = checked_add(common, 2 * norm, what);
-  const int64_t dense = checked_add(common, mlp(ffn), what);
+  // A registered block (--mlp-kind) counts the parameters it declares.
+  const int64_t dense_mlp = c.mlp_kind.empty() ? mlp(ffn) : registered_mlp_parameters(c, ffn);
+  const int64_t dense = checked_add(common, dense_mlp, what);
   int64_t moe = dense;
   if (c.moe()) {  // router (E x h), E experts, the shared expert
     const int64_t fm = c.moe_ffn_hidden_size > 0 ? c.moe_ffn_hidden_size : ffn;

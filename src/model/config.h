@@ -38,6 +38,9 @@ struct ModelConfig {
   int64_t rope_scaling_original_max_position_embeddings = 8192;
   bool swiglu = false;                // gated MLP: fc1 → [gate | up], silu(gate) * up
   bool squared_relu = false;          // non-gated MLP activation relu(x)^2 (else GELU)
+  // A block registered by name (include/megatron/block.h) in the MLP slot of
+  // every dense layer; "" the library's own MLP.
+  std::string mlp_kind;
   bool apply_layernorm_1p = false;    // every norm scales by (1 + weight); weights start at 0
   bool group_query_attention = false;
   int64_t num_query_groups = 1;       // with group_query_attention (Megatron's default 1)
@@ -207,6 +210,8 @@ void for_each_model_field(Config& c, Visit&& visit) {
   visit("swiglu", "--swiglu", "gated MLP: silu(gate) * up (fc1 holds gate and up)", c.swiglu);
   visit("squared_relu", "--squared-relu", "MLP activation relu(x)^2 instead of GELU",
         c.squared_relu);
+  visit("mlp_kind", "--mlp-kind", "the MLP of the dense layers: a block the program registered "
+        "by this name (megatron/block.h); default: the library's own", c.mlp_kind);
   visit("apply_layernorm_1p", "--apply-layernorm-1p", "zero-centred norm weights: every norm "
         "scales by (1 + weight), weights initialised to 0", c.apply_layernorm_1p);
   visit("group_query_attention", "--group-query-attention",

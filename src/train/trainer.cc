@@ -93,6 +93,7 @@ struct Trainer {
   Profiler* profiler = nullptr;  // --profile (run_training's; outlives the Trainer)
   std::unique_ptr<RunSaver> saver;  // sync or --async-save, --log-progress (train/run_saver.h)
   RerunCheck rerun;  // --rerun-mode and --check-for-spiky-loss (train/rerun_check.h)
+  TrainHooks hooks;  // a library client's callbacks (train/trainer.h)
 };
 
 // The memory this rank holds by class (optim_grads' gradient shard with the gradients).
@@ -381,6 +382,7 @@ void evaluate_and_print_results(Trainer& t, int64_t iteration, bool test = false
   // As Megatron: --skip-train's evaluations are not written to TensorBoard.
   if (!test && !args.skip_train)
     tensorboard_validation(t.log.tb, iteration, t.state.consumed_samples, loss, ppl);
+  if (t.hooks.on_eval) t.hooks.on_eval(EvalReport{iteration, loss, test, ps.world_rank});
 }
 
 // Megatron's save_checkpoint_and_time; nothing without --save, or when --save
@@ -503,6 +505,8 @@ bool train(Trainer& t) {
       report_memory(t.log, t.predicted, measured_memory(t), t.ps, it);
     training_log(t.log, r, step_seconds, rates.lr, state, t.scaler ? &*t.scaler : nullptr,
                  *t.sync, t.ps, t.run_timer);
+    if (t.hooks.on_step)
+      t.hooks.on_step(StepReport{it, r.loss, r.grad_norm, rates.lr, t.ps.world_rank});
     warn_if_timeout_is_tight(args, timeout_warned);
     if (t.saver) t.saver->poll(t.ps);  // --async-save: commit a finished background save
     if (args.eval_interval > 0 && it % args.eval_interval == 0 && it != args.train_iters)
@@ -560,7 +564,7 @@ void warn_if_validation_is_empty(const Trainer& t) {
 
 }  // namespace
 
-int run_training(TrainArgs args, ParallelState& ps) {
+int run_training(TrainArgs args, ParallelState& ps, const TrainHooks& hooks) {
   Timer run_timer;
   const ArgList launched = argument_list(args);  // as parsed, before anything derives
   if (args.use_checkpoint_args) adopt_checkpoint_model(args);
@@ -609,6 +613,7 @@ int run_training(TrainArgs args, ParallelState& ps) {
                     timeline_events_per_iteration(args, ps));
   Trainer t = setup_model_and_optimizer(args, run_args, loaded_iteration, ps, run_timer);
   t.profiler = &profiler;
+  t.hooks = hooks;
   setup_data_and_log(t);
   t.log.tb = std::move(tensorboard);
   t.log.tb.measure_memory = [&t] { return measured_memory(t); };

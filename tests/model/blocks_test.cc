@@ -275,7 +275,13 @@ TEST(BlockKinds, LayersTakeTheKindTheirConfigurationPicks) {
   EXPECT_FALSE(model_uses_mlp(c, moe));
   std::vector<std::string> names;
   for_each_kind<MlpKinds>([&](auto k) { names.push_back(decltype(k)::type::name); });
-  EXPECT_EQ(names, (std::vector<std::string>{"dense", "moe"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"dense", "moe", "registered"}));
+  // --mlp-kind: the dense layers take the registered block, the MoE layers keep theirs.
+  c.num_experts = 4;
+  c.mlp_kind = "some_block";
+  for (int64_t l = 0; l < 4; ++l)
+    EXPECT_EQ(layer_spec(c, l).mlp, l < 2 ? moe : MlpKinds::index_of<RegisteredMlp>())
+        << "layer " << l;
 }
 
 // Recomputed layers share scratch records: one per place in a group and kind

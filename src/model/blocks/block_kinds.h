@@ -51,6 +51,7 @@
 #include "model/blocks/mla_block.h"
 #include "model/blocks/mlp_block.h"
 #include "model/blocks/moe_block.h"
+#include "model/blocks/registered_mlp.h"
 
 namespace mt {
 
@@ -77,7 +78,7 @@ struct KindList {
 
 // ---- The registry: one line per kind.
 using AttentionKinds = KindList<SelfAttention, MultiLatentAttention>;
-using MlpKinds = KindList<DenseMlp, MoeMlp>;
+using MlpKinds = KindList<DenseMlp, MoeMlp, RegisteredMlp>;
 
 // A kind of a list, with its index there (what with_kind passes).
 template <size_t I, class K>
