@@ -23,10 +23,10 @@ cmake --build "$tmp/example" -j2 >/dev/null
 # multiple of --make-vocab-size-divisible-by x TP)
 # A flag `megatron train` does not know: megatron::FlagError, naming it.
 set +e
-"$tmp/example/custom_block" --no-such-flag 1 >bad.log 2>&1
+"$tmp/example/custom_block" --no-such-flag 1 >"$tmp/bad.log" 2>&1
 rc=$?
 set -e
-[ "$rc" = 2 ] && grep -q -- "--no-such-flag" bad.log || { echo "rc $rc"; cat bad.log; exit 1; }
+[ "$rc" = 2 ] && grep -q -- "--no-such-flag" "$tmp/bad.log" || { echo "rc $rc"; cat "$tmp/bad.log"; exit 1; }
 
 flags=(--mock-data --tokenizer-type NullTokenizer --vocab-size 127 --make-vocab-size-divisible-by 64
        --num-layers 2 --hidden-size 32 --ffn-hidden-size 64 --num-attention-heads 4
