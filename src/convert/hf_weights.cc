@@ -4,6 +4,7 @@
 #include <map>
 #include <utility>
 
+#include "convert/hf_deepseek.h"
 #include "convert/hf_qwen.h"
 #include "core/checked_math.h"
 #include "core/error.h"
@@ -158,6 +159,17 @@ const std::map<std::string, Rule>& qwen3_moe_layer_rules() {
   return k;
 }
 
+// DeepSeek's base: Llama's norms and dense MLP, the experts under mlp.; the
+// MLA attention, shared experts and expert bias are hf_deepseek.cc's.
+const std::map<std::string, Rule>& deepseek_base_rules() {
+  static const std::map<std::string, Rule> k = [] {
+    std::map<std::string, Rule> r = llama_layer_rules();
+    add_moe_rules(r, "mlp.", "gate_proj", "up_proj", "down_proj");
+    return r;
+  }();
+  return k;
+}
+
 const std::map<std::string, Rule>& layer_rules(HfFamily f) {
   switch (f) {
     case HfFamily::kGpt2: return gpt2_layer_rules();
@@ -167,6 +179,8 @@ const std::map<std::string, Rule>& layer_rules(HfFamily f) {
     case HfFamily::kQwen2:
     case HfFamily::kQwen3: return qwen_layer_rules(f, llama_layer_rules());
     case HfFamily::kQwen3Moe: return qwen3_moe_layer_rules();
+    case HfFamily::kDeepseekV3:
+    case HfFamily::kDeepseekV2: return deepseek_layer_rules(f, deepseek_base_rules());
   }
   return llama_layer_rules();
 }
