@@ -301,8 +301,6 @@ void deepseek_config_to_hf(const ModelConfig& c, HfFamily f, json& j) {
                          {"beta_slow", tidy(c.yarn_beta_slow)},
                          {"mscale", tidy(c.mscale)},
                          {"mscale_all_dim", tidy(c.mscale_all_dim)}};
-  else
-    j["rope_scaling"] = nullptr;
   int64_t first = 0;
   while (!c.is_moe_layer(first)) ++first;
   j["first_k_dense_replace"] = first;
