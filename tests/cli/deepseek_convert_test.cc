@@ -13,6 +13,8 @@
 //    (so agreeing means something);
 //  - a DeepSeek-V2 folder (q_proj without a q latent, softmax scores,
 //    group_limited_greedy, two shared experts) the same at TP2;
+//  - a V3-shaped model trained here on 4 ranks (TP2 x EP2) exports a folder
+//    the judge scores as generate reports, and that folder round-trips;
 //  - what Megatron's router or MLA do not compute is refused by file and key,
 //    multi-token-prediction tensors by name, and nothing is written.
 #include <nlohmann/json.hpp>
@@ -160,6 +162,51 @@ TEST(DeepseekConvert, V2WithAPlainQProjectionAndGroupLimitedGreedyDecodesToTheJu
                       "deepseek_v2_tp2", kDeepseekJudge);
   if (HasFatalFailure()) return;
   expect_exports_back(ckpt, hf, dir.file("back"), deepseek_same(false));
+}
+
+// A DeepSeek-V3-shaped model trained here on 4 ranks (TP2 x EP2 with SP: the
+// expert bias moved by training) exports as deepseek_v3; the judge scores the
+// folder as generate and score report from the checkpoint, and the folder imports and
+// exports back byte for byte.
+TEST(DeepseekConvert, TrainedAtTp2Ep2ExportsAFolderTheJudgeScoresAsGenerateReports) {
+  require_torch();
+  TempDir dir;
+  const std::string data = tokenized_corpus("llama", dir);
+  ASSERT_FALSE(data.empty());
+  const std::string ckpt = dir.file("ckpt"), hf = dir.file("hf");
+  const RunResult t = run(
+      mpirun(4) + " train" + data + tiny_model_flags() +
+      " --max-position-embeddings 64 --swiglu --ffn-hidden-size 64 --init-method-std 0.2"
+      " --normalization RMSNorm --disable-bias-linear --position-embedding-type rope"
+      " --untie-embeddings-and-output-weights --norm-epsilon 1e-6 --multi-latent-attention"
+      " --q-lora-rank 12 --kv-lora-rank 8 --qk-head-dim 8 --qk-pos-emb-head-dim 4 --v-head-dim 6"
+      " --qk-layernorm --rotary-scaling-factor 4 --mscale 0.9 --mscale-all-dim 0.7"
+      " --yarn-original-max-position-embeddings 16 --num-experts 8 --moe-router-topk 4"
+      " --moe-ffn-hidden-size 16 --moe-layer-freq '[0,1]' --moe-shared-expert-intermediate-size 16"
+      " --moe-router-score-function sigmoid --moe-router-enable-expert-bias"
+      " --moe-router-num-groups 4 --moe-router-group-topk 2 --moe-router-topk-scaling-factor 2.5"
+      " --tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 2"
+      " --train-iters 6 --eval-interval 0 --save " + ckpt);
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  const RunResult c =
+      run(convert(" --loader megatron --saver hf --load-dir " + ckpt + " --save-dir " + hf));
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  const nlohmann::json cfg = nlohmann::json::parse(read_text(hf + "/config.json"));
+  EXPECT_EQ(cfg.at("architectures"), nlohmann::json({"DeepseekV3ForCausalLM"}));
+  EXPECT_EQ(cfg.at("first_k_dense_replace"), 1);
+  EXPECT_EQ(cfg.at("n_group"), 4);
+  EXPECT_EQ(cfg.at("topk_group"), 2);
+  EXPECT_EQ(cfg.at("n_shared_experts"), 1);
+  EXPECT_EQ(cfg.at("q_lora_rank"), 12);
+  EXPECT_EQ(cfg.at("rope_scaling").at("original_max_position_embeddings"), 16);
+  EXPECT_NEAR(cfg.at("routed_scaling_factor").get<double>(), 2.5, 1e-6);
+  expect_judge_agrees(megatron(), "", ckpt, hf, dir, "deepseek_v3_trained",
+                      kDeepseekJudge);
+  if (HasFatalFailure()) return;
+  const std::string again = dir.file("again");
+  const RunResult i = run(convert(import_flags(hf, again, 1, 1)));
+  ASSERT_EQ(i.exit_code, 0) << i.output;
+  expect_exports_back(again, hf, dir.file("back"), deepseek_same(true));
 }
 
 // A folder of kV3Sizes converts; with config.json's `key` set to `value` (or
