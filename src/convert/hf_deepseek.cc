@@ -88,8 +88,10 @@ std::string deepseek_layer_freq(const json& c, const std::string& path, HfFamily
              shown(v), ", not an integer >= 0", kFixFile);
     first = v.get<int64_t>();
   }
-  const int64_t freq =
-      f == HfFamily::kDeepseekV2 ? get_int(c, "moe_layer_freq", path, 1, false, kMaxLayers) : 1;
+  const int64_t freq = get_int(c, "moe_layer_freq", path, 1, false, kMaxLayers);
+  if (f == HfFamily::kDeepseekV3 && freq != 1)  // the original code reads it, transformers not
+    unsupported(path, "moe_layer_freq", freq, "DeepseekV3DecoderLayer (transformers) ignores it, "
+                "the original DeepSeek-V3 code does not (ambiguous); fix: moe_layer_freq 1");
   std::string list;
   bool all = true, any = false;
   for (int64_t l = 0; l < layers; ++l) {

@@ -247,9 +247,41 @@ TEST(DeepseekConvert, WhatMegatronsRouterOrMlaDoNotComputeIsRefusedByKey) {
   expect_refused(dir, hf, "rope", "rope_scaling",
                  nlohmann::json{{"type", "linear"}, {"factor", 2.0}},
                  "config.json: rope_scaling = {\"factor\":2.0,\"type\":\"linear\"}");
+  expect_refused(dir, hf, "freq", "moe_layer_freq", 2,
+                 "config.json: moe_layer_freq = 2 is not supported");
   expect_refused(dir, hf, "mtp", "num_nextn_predict_layers", 1,
                  "tensor 'model.layers.3.eh_proj.weight' is of a multi-token prediction layer",
                  "t['model.layers.3.eh_proj.weight'] = torch.zeros(64, 128)");
+}
+
+// A model with MLA that DeepSeek's folders cannot hold (sigmoid routing
+// without the expert bias, the default norm epsilon 1e-5) is refused on export
+// naming both, and nothing is written.
+TEST(DeepseekConvert, AnMlaModelDeepseekCannotHoldIsRefusedOnExportNamingWhat) {
+  TempDir dir;
+  const std::string data = tokenized_corpus("llama", dir);
+  ASSERT_FALSE(data.empty());
+  const std::string ckpt = dir.file("ckpt"), hf = dir.file("hf");
+  const RunResult t = run(
+      megatron() + " train" + data + tiny_model_flags() +
+      " --swiglu --ffn-hidden-size 64 --normalization RMSNorm --disable-bias-linear"
+      " --position-embedding-type rope --multi-latent-attention --kv-lora-rank 8 --qk-head-dim 8"
+      " --qk-pos-emb-head-dim 4 --v-head-dim 6 --qk-layernorm --rope-type rope --num-experts 4"
+      " --moe-router-topk 2 --moe-ffn-hidden-size 16 --moe-shared-expert-intermediate-size 16"
+      " --moe-router-score-function sigmoid --train-iters 6 --eval-interval 0 --save " + ckpt);
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  const RunResult c =
+      run(convert(" --loader megatron --saver hf --load-dir " + ckpt + " --save-dir " + hf));
+  EXPECT_NE(c.exit_code, 0) << c.output;
+  EXPECT_NE(c.output.find("no Hugging Face equivalent: nearest is deepseek_v3 but it has"),
+            std::string::npos)
+      << c.output;
+  EXPECT_NE(c.output.find("no --moe-router-enable-expert-bias (deepseek_v3: "
+                          "e_score_correction_bias)"),
+            std::string::npos)
+      << c.output;
+  EXPECT_NE(c.output.find("a norm epsilon other than 1e-6"), std::string::npos) << c.output;
+  EXPECT_FALSE(exists(hf + "/config.json"));
 }
 
 }  // namespace
