@@ -223,11 +223,7 @@ ModelConfig deepseek_config_from_hf(const json& c, const std::string& path, HfFa
                  m.qk_head_dim + m.qk_pos_emb_head_dim,
              path, ": 'qk_head_dim' ", shown(c.at("qk_head_dim")), " is not 'qk_nope_head_dim' + "
              "'qk_rope_head_dim' = ", m.qk_head_dim + m.qk_pos_emb_head_dim, kFixFile);
-  if (f == HfFamily::kDeepseekV3 && !get_bool(c, "rope_interleave", path, true))
-    unsupported(path, "rope_interleave", false,
-                "megatron.cpp's MLA rotates the rope features as interleaved pairs (HF's "
-                "rope_interleave true); the other layout would need its rope rows permuted, "
-                "which the converter does not do");
+  get_bool(c, "rope_interleave", path, true);  // checked here; false: deepseek_rope_layouts
   yarn_from_hf(c, path, f, m);
   if (get_bool(c, "attention_bias", path, false))
     unsupported(path, "attention_bias", true, "MLA's projections have no bias here");
@@ -359,6 +355,24 @@ const std::map<std::string, HfRule>& deepseek_layer_rules(HfFamily f,
   };
   static const std::map<std::string, HfRule> v3 = make(true), v2 = make(false);
   return f == HfFamily::kDeepseekV3 ? v3 : v2;
+}
+
+void deepseek_rope_layouts(const json& c, HfFamily f, std::vector<HfParamMap>& maps) {
+  if (f != HfFamily::kDeepseekV3 || !present(c, "rope_interleave") ||
+      c.at("rope_interleave") != false)
+    return;
+  auto ends = [](const std::string& s, const char* tail) {
+    const std::string t = tail;
+    return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
+  };
+  for (HfParamMap& m : maps) {
+    const std::string& n = m.param->name;
+    if (ends(n, ".self_attention.linear_q_up_proj.weight") ||
+        ends(n, ".self_attention.linear_q_proj.weight"))
+      m.layout = HfLayout::kMlaQRopeHalves;
+    else if (ends(n, ".self_attention.linear_kv_down_proj.weight"))
+      m.layout = HfLayout::kMlaKvRopeHalves;
+  }
 }
 
 void deepseek_check_no_mtp(const std::vector<std::string>& names, const ModelConfig& c,

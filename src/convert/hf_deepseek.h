@@ -19,7 +19,9 @@
 //   complex pairs), which is Megatron's MLA rotation (de-interleave, then
 //   rotate-half; the order of the rotated features is the same in q and k, so
 //   q·k does not see it). rope_interleave false (rotate-half on the stored
-//   order) is refused: it would need the rope rows permuted.
+//   order: pairs (j, j + d/2)) imports with the rope rows of q_b_proj / q_proj
+//   and kv_a_proj_with_mqa permuted into pairs (deepseek_rope_layouts); the
+//   export always writes the interleaved form, rope_interleave true.
 //   The latent norms: --qk-layernorm (HF's have eps 1e-6 always, so
 //   rms_norm_eps must be 1e-6: one epsilon here).
 //   rope_scaling yarn -> --rope-type yarn: factor (--rotary-scaling-factor),
@@ -87,6 +89,10 @@ void deepseek_config_to_hf(const ModelConfig& c, HfFamily f, nlohmann::json& j);
 // (V3) the expert bias.
 const std::map<std::string, HfRule>& deepseek_layer_rules(HfFamily f,
                                                           const std::map<std::string, HfRule>& base);
+
+// config.json `c` of family f with rope_interleave false: the q and kv_a
+// maps of `maps` (hf_param_maps') permute their rope rows (kMla*RopeHalves).
+void deepseek_rope_layouts(const nlohmann::json& c, HfFamily f, std::vector<HfParamMap>& maps);
 
 // Refuses a folder holding multi-token-prediction layers (model.layers.<L>.*,
 // L = num_hidden_layers), naming one.

@@ -236,7 +236,8 @@ void convert_hf_to_megatron(const ConvertOptions& o) {
   const std::string prefix = fam == HfFamily::kGpt2 && src.has("transformer.wte.weight")
                                  ? "transformer."
                                  : "";
-  const std::vector<HfParamMap> maps = hf_param_maps(fam, full_reg, prefix, hf_vocab);
+  std::vector<HfParamMap> maps = hf_param_maps(fam, full_reg, prefix, hf_vocab);
+  if (is_deepseek(fam)) deepseek_rope_layouts(hf_cfg, fam, maps);
   if (is_deepseek(fam)) deepseek_check_no_mtp(src.names(), cfg, o.load_dir);
   check_hf_tensors(src, maps, fam, maps.front().hf.front().name, o.load_dir);
   std::map<std::string, const HfParamMap*> by_name;

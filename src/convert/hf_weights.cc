@@ -42,6 +42,15 @@ RowSource row_source(HfLayout layout, const ModelConfig& c, int64_t vocab_rows, 
     }
     case HfLayout::kGateUp:
       return r < rows / 2 ? RowSource{0, r, false} : RowSource{1, r - rows / 2, false};
+    case HfLayout::kMlaQRopeHalves:
+    case HfLayout::kMlaKvRopeHalves: {  // rope feature i (Megatron: pairs) <- HF (halves)
+      const bool q = layout == HfLayout::kMlaQRopeHalves;
+      const int64_t dpe = c.qk_pos_emb_head_dim, block = q ? c.qk_head_dim + dpe : rows;
+      const int64_t base = r - r % block, first = q ? c.qk_head_dim : c.kv_lora_rank;
+      const int64_t i = r % block - first;
+      if (i < 0) return {0, r, false};
+      return {0, base + first + (i % 2 == 0 ? i / 2 : dpe / 2 + i / 2), false};
+    }
     case HfLayout::kCopy:
     case HfLayout::kTranspose:
       break;
@@ -214,6 +223,8 @@ std::vector<std::vector<int64_t>> hf_shapes(const ParamSpec& p, HfLayout layout,
       return {{c.num_attention_heads * d, C}, {g * d, C}, {g * d, C}};
     }
     case HfLayout::kGateUp: return {{R / 2, C}, {R / 2, C}};
+    case HfLayout::kMlaQRopeHalves:
+    case HfLayout::kMlaKvRopeHalves: return {own};
   }
   return {own};
 }

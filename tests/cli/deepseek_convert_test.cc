@@ -15,6 +15,8 @@
 //    group_limited_greedy, two shared experts) the same at TP2;
 //  - a V3-shaped model trained here on 4 ranks (TP2 x EP2) exports a folder
 //    the judge scores as generate reports, and that folder round-trips;
+//  - a V3 folder with rope_interleave false imports with its rope rows
+//    permuted and exports interleaved, the judge agreeing with both;
 //  - what Megatron's router or MLA do not compute is refused by file and key,
 //    multi-token-prediction tensors by name, and nothing is written.
 #include <nlohmann/json.hpp>
@@ -164,6 +166,34 @@ TEST(DeepseekConvert, V2WithAPlainQProjectionAndGroupLimitedGreedyDecodesToTheJu
   expect_exports_back(ckpt, hf, dir.file("back"), deepseek_same(false));
 }
 
+// rope_interleave false (RoPE on the stored halves of the rope features):
+// the import permutes the rope rows of q_b_proj and kv_a_proj_with_mqa into
+// Megatron's pairs; the judge agrees, and so it does with the export, which
+// is written interleaved (rope_interleave true). Read as interleaved, the
+// same tensors give other log-probabilities (the permutation is felt).
+TEST(DeepseekConvert, V3WithRopeInterleaveFalseImportsPermutedAndExportsInterleaved) {
+  require_torch();
+  TempDir dir;
+  const std::string hf = dir.file("hf"), ckpt = dir.file("ckpt"), back = dir.file("back");
+  make_deepseek_folder(dir, hf, 5, std::string(kV3Sizes) + " --rope-halves");
+  if (HasFatalFailure()) return;
+  const RunResult c = run(convert(import_flags(hf, ckpt, 1, 1)));
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  expect_judge_agrees(megatron(), "", ckpt, hf, dir, "deepseek_v3_halves", kDeepseekJudge);
+  if (HasFatalFailure()) return;
+  const RunResult e =
+      run(convert(" --loader megatron --saver hf --load-dir " + ckpt + " --save-dir " + back));
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  EXPECT_EQ(nlohmann::json::parse(read_text(back + "/config.json")).at("rope_interleave"), true);
+  const std::string gen = dir.file("deepseek_v3_halves_gen.json");
+  const RunResult j = run(kDeepseekJudge + " score --hf-dir " + back + " --json " + gen);
+  EXPECT_EQ(j.exit_code, 0) << "the interleaved export computes the same\n" << j.output;
+  edit_config(hf, "rope_interleave", true);
+  const RunResult misread = run(kDeepseekJudge + " score --hf-dir " + hf + " --json " + gen);
+  EXPECT_EQ(misread.exit_code, 1) << "read as interleaved the folder is another model\n"
+                                  << misread.output;
+}
+
 // A DeepSeek-V3-shaped model trained here on 4 ranks (TP2 x EP2 with SP: the
 // expert bias moved by training) exports as deepseek_v3; the judge scores the
 // folder as generate and score report from the checkpoint, and the folder imports and
@@ -235,8 +265,6 @@ TEST(DeepseekConvert, WhatMegatronsRouterOrMlaDoNotComputeIsRefusedByKey) {
   expect_refused(dir, hf, "topk_group", "topk_group", 1,
                  "config.json: topk_group = 1 is not supported: DeepseekV3TopkRouter ranks a "
                  "group by the sum of its top 2 scores");
-  expect_refused(dir, hf, "interleave", "rope_interleave", false,
-                 "config.json: rope_interleave = false is not supported");
   expect_refused(dir, hf, "norm", "norm_topk_prob", false,
                  "config.json: norm_topk_prob = false is not supported");
   expect_refused(dir, hf, "scoring", "scoring_func", "softmax",

@@ -265,7 +265,7 @@ def make_config(a):
          "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "attention_bias": False, "attention_dropout": 0.0,
          "tie_word_embeddings": False, "use_cache": True, "bos_token_id": 1, "eos_token_id": 2}
     if a.version == "v3":
-        c.update({"n_group": a.groups, "topk_group": a.topk_group, "rope_interleave": True,
+        c.update({"n_group": a.groups, "topk_group": a.topk_group, "rope_interleave": not a.rope_halves,
                   "num_nextn_predict_layers": 0})
     else:
         c.update({"topk_method": "group_limited_greedy" if a.groups > 1 else "greedy",
@@ -393,6 +393,8 @@ def main():
     r.add_argument("--max-pos", type=int, default=128)
     r.add_argument("--yarn", type=lambda t: [float(x) for x in t.split(",")], default=None,
                    help="rope_scaling yarn as FACTOR,ORIGINAL,MSCALE,MSCALE_ALL_DIM (default none)")
+    r.add_argument("--rope-halves", action="store_true",
+                   help="v3: rope_interleave false (RoPE rotates the stored halves)")
     r.add_argument("--matrix-std", type=float, default=0.1)
     r.add_argument("--bias-std", type=float, default=0.1, help="std of e_score_correction_bias")
     s = sub.add_parser("score", help="compare a `megatron generate --output-json` file with this reference")
