@@ -10,7 +10,8 @@
 //    decodes and scores to the judge's log-probabilities (1e-4); exported back
 //    from both, the folder holds the original tensors byte for byte and its
 //    config keys; the judge itself tells the bias and the YaRN softmax scale apart
-//    (so agreeing means something);
+//    (so agreeing means something); the TP2 x EP2 import fine-tunes on 4 ranks
+//    and exports what the judge scores;
 //  - a DeepSeek-V2 folder (q_proj without a q latent, softmax scores,
 //    group_limited_greedy, two shared experts) the same at TP2;
 //  - a V3-shaped model trained here on 4 ranks (TP2 x EP2) exports a folder
@@ -192,6 +193,43 @@ TEST(DeepseekConvert, V3WithRopeInterleaveFalseImportsPermutedAndExportsInterlea
   const RunResult misread = run(kDeepseekJudge + " score --hf-dir " + hf + " --json " + gen);
   EXPECT_EQ(misread.exit_code, 1) << "read as interleaved the folder is another model\n"
                                   << misread.output;
+}
+
+// The V3 folder imported at TP2 x EP2 fine-tunes on 4 ranks (TP2 with SP,
+// EP2, DP2: the experts from their expert directories); the export holds
+// moved weights, the expert bias moved by its load-balancing update among
+// them, and the judge scores it as generate and score report.
+TEST(DeepseekConvert, ImportedAtTp2Ep2FineTunesOnFourRanksAndExportsWhatTheJudgeScores) {
+  require_torch();
+  TempDir dir;
+  const std::string hf = dir.file("hf"), r0 = dir.file("r0"), tuned = dir.file("tuned");
+  make_deepseek_folder(dir, hf, 5, kV3Sizes);
+  if (HasFatalFailure()) return;
+  ASSERT_EQ(run(convert(import_flags(hf, r0, 2, 2))).exit_code, 0);
+  write_text(dir.file("corpus.txt"), synthetic_corpus(40));
+  ASSERT_EQ(run(megatron() + " preprocess --input " + dir.file("corpus.txt") + " --output-prefix " +
+                dir.file("data") + " --tokenizer-type Llama2Tokenizer --tokenizer-model " + hf +
+                "/tokenizer.model --append-eod").exit_code, 0);
+  const RunResult t = run(
+      mpirun(4) + " train --use-checkpoint-args --data-path " + dir.file("data_text_document") +
+      " --seq-length 32 --micro-batch-size 2 --global-batch-size 4 --lr 1e-2 --log-interval 1"
+      " --peak-tflops 1 --split 90,10,0 --eval-interval 0 --tensor-model-parallel-size 2"
+      " --sequence-parallel --expert-model-parallel-size 2 --train-iters 3 --load " + r0 +
+      " --save " + tuned);
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  EXPECT_NE(t.output.find("loaded checkpoint from " + r0 + " at iteration 0"), std::string::npos)
+      << t.output;
+  const std::string back = dir.file("back");
+  const RunResult e =
+      run(convert(" --loader megatron --saver hf --load-dir " + tuned + " --save-dir " + back));
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  const auto a = read_hf_tensors(hf), b = read_hf_tensors(back);
+  EXPECT_EQ(a.size(), b.size());
+  for (const char* name : {"model.layers.1.mlp.gate.weight",
+                           "model.layers.1.mlp.gate.e_score_correction_bias",
+                           "model.layers.2.self_attn.kv_b_proj.weight"})
+    EXPECT_FALSE(a.at(name).bytes == b.at(name).bytes) << name << " did not move";
+  expect_judge_agrees(megatron(), "", tuned, back, dir, "deepseek_v3_tuned", kDeepseekJudge);
 }
 
 // A DeepSeek-V3-shaped model trained here on 4 ranks (TP2 x EP2 with SP: the
