@@ -116,6 +116,17 @@ double tidy(float x) {
   return std::strtod(buf, nullptr);
 }
 
+std::string moe_layer_freq_of(const std::vector<bool>& moe) {
+  std::string list;
+  bool all = true, any = false;
+  for (bool x : moe) {
+    list += std::string(list.empty() ? "[" : ",") + (x ? "1" : "0");
+    all = all && x;
+    any = any || x;
+  }
+  return !any ? "" : all ? "1" : list + "]";
+}
+
 }  // namespace hf_keys
 
 namespace {

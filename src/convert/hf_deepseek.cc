@@ -92,18 +92,13 @@ std::string deepseek_layer_freq(const json& c, const std::string& path, HfFamily
   if (f == HfFamily::kDeepseekV3 && freq != 1)  // the original code reads it, transformers not
     unsupported(path, "moe_layer_freq", freq, "DeepseekV3DecoderLayer (transformers) ignores it, "
                 "the original DeepSeek-V3 code does not (ambiguous); fix: moe_layer_freq 1");
-  std::string list;
-  bool all = true, any = false;
-  for (int64_t l = 0; l < layers; ++l) {
-    const bool moe = l >= first && l % freq == 0;
-    list += std::string(list.empty() ? "[" : ",") + (moe ? "1" : "0");
-    all = all && moe;
-    any = any || moe;
-  }
-  MT_CHECK(any, path, ": 'first_k_dense_replace' ", first, " leaves no layer of ", layers,
+  std::vector<bool> moe(static_cast<size_t>(layers));
+  for (int64_t l = 0; l < layers; ++l) moe[size_t(l)] = l >= first && l % freq == 0;
+  const std::string pattern = moe_layer_freq_of(moe);
+  MT_CHECK(!pattern.empty(), path, ": 'first_k_dense_replace' ", first, " leaves no layer of ", layers,
            " a mixture of experts (a dense DeepSeek model is not converted); fix: correct "
            "config.json");
-  return all ? "1" : list + "]";
+  return pattern;
 }
 
 // The routed and shared experts and the router (hf_deepseek.h).
