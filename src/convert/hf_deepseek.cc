@@ -243,6 +243,14 @@ HfFamily deepseek_family_of(const ModelConfig& c, std::vector<std::string>& off)
                                                   "latent norms of eps 1e-06)");
   if (!v3 && c.mla_rope_type() == "yarn" && c.mscale_all_dim > 0)
     off.push_back("--mscale-all-dim" + want + "the softmax scale unscaled)");
+  if (c.mla_rope_type() == "yarn") {  // transformers may take the factor from the ratio
+    const double ratio =
+        double(c.max_position_embeddings) / double(c.yarn_original_max_position_embeddings);
+    if (std::fabs(ratio - c.rotary_scaling_factor) > 1e-6 * ratio)
+      off.push_back("--max-position-embeddings " + std::to_string(c.max_position_embeddings) +
+                    " not --rotary-scaling-factor x --yarn-original-max-position-embeddings" +
+                    want + "transformers reads their ratio as the YaRN factor)");
+  }
   if (!c.moe()) {
     off.push_back("no experts" + want + "a mixture of experts)");
     return f;

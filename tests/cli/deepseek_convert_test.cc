@@ -321,8 +321,9 @@ TEST(DeepseekConvert, WhatMegatronsRouterOrMlaDoNotComputeIsRefusedByKey) {
 }
 
 // A model with MLA that DeepSeek's folders cannot hold (sigmoid routing
-// without the expert bias, the default norm epsilon 1e-5) is refused on export
-// naming both, and nothing is written.
+// without the expert bias, the default norm epsilon 1e-5, YaRN whose factor is
+// not max positions / original positions) is refused on export naming each,
+// and nothing is written.
 TEST(DeepseekConvert, AnMlaModelDeepseekCannotHoldIsRefusedOnExportNamingWhat) {
   TempDir dir;
   const std::string data = tokenized_corpus("llama", dir);
@@ -332,7 +333,8 @@ TEST(DeepseekConvert, AnMlaModelDeepseekCannotHoldIsRefusedOnExportNamingWhat) {
       megatron() + " train" + data + tiny_model_flags() +
       " --swiglu --ffn-hidden-size 64 --normalization RMSNorm --disable-bias-linear"
       " --position-embedding-type rope --multi-latent-attention --kv-lora-rank 8 --qk-head-dim 8"
-      " --qk-pos-emb-head-dim 4 --v-head-dim 6 --qk-layernorm --rope-type rope --num-experts 4"
+      " --qk-pos-emb-head-dim 4 --v-head-dim 6 --qk-layernorm --rotary-scaling-factor 4"
+      " --yarn-original-max-position-embeddings 16 --num-experts 4"
       " --moe-router-topk 2 --moe-ffn-hidden-size 16 --moe-shared-expert-intermediate-size 16"
       " --moe-router-score-function sigmoid --train-iters 6 --eval-interval 0 --save " + ckpt);
   ASSERT_EQ(t.exit_code, 0) << t.output;
@@ -347,6 +349,10 @@ TEST(DeepseekConvert, AnMlaModelDeepseekCannotHoldIsRefusedOnExportNamingWhat) {
             std::string::npos)
       << c.output;
   EXPECT_NE(c.output.find("a norm epsilon other than 1e-6"), std::string::npos) << c.output;
+  EXPECT_NE(c.output.find("--max-position-embeddings 32 not --rotary-scaling-factor x "
+                          "--yarn-original-max-position-embeddings"),
+            std::string::npos)
+      << c.output;
   EXPECT_FALSE(exists(hf + "/config.json"));
 }
 
