@@ -91,7 +91,7 @@ std::string deepseek_layer_freq(const json& c, const std::string& path, HfFamily
   const int64_t freq = get_int(c, "moe_layer_freq", path, 1, false, kMaxLayers);
   if (f == HfFamily::kDeepseekV3 && freq != 1)  // the original code reads it, transformers not
     unsupported(path, "moe_layer_freq", freq, "DeepseekV3DecoderLayer (transformers) ignores it, "
-                "the original DeepSeek-V3 code does not (ambiguous); fix: moe_layer_freq 1");
+                "the original DeepSeek-V3 code does not (ambiguous; 1 converts)");
   std::vector<bool> moe(static_cast<size_t>(layers));
   for (int64_t l = 0; l < layers; ++l) moe[size_t(l)] = l >= first && l % freq == 0;
   const std::string pattern = moe_layer_freq_of(moe);
@@ -143,7 +143,7 @@ void experts_from_hf(const json& c, const std::string& path, HfFamily f, ModelCo
     if (norm)
       unsupported(path, "norm_topk_prob", norm,
                   "DeepseekV2Moe (transformers) never renormalises, the original code does "
-                  "with it (ambiguous); fix: norm_topk_prob false");
+                  "with it (ambiguous; false converts)");
   }
   const std::string method = get_string(c, "topk_method", path, v3 ? "noaux_tc" : "greedy");
   const bool grouped = v3 ? groups > 1 : method == "group_limited_greedy";
@@ -166,8 +166,8 @@ void experts_from_hf(const json& c, const std::string& path, HfFamily f, ModelCo
                                : "group_limited_greedy ranks a group by its max score") +
                     ", Megatron's router by the sum of its top num_experts_per_tok / topk_group "
                     "= " + std::to_string(k) + " / " + std::to_string(group_topk) +
-                    "; fix: a model with num_experts_per_tok = " + std::to_string(per_group) +
-                    " x topk_group");
+                    " (equal when num_experts_per_tok = " + std::to_string(per_group) +
+                    " x topk_group)");
   MT_CHECK(E / groups >= 2 || !v3, path, ": 'n_group' ", groups, " leaves groups of one expert; "
            "DeepseekV3TopkRouter takes the top 2 of each", kFixFile);
   m.moe_router_num_groups = groups;
