@@ -16,7 +16,9 @@ foreach(t
     ServeTp2.AnswersAsOneRank
     ServeEp2.MoeAnswersAsOneRank
     MtpCli.LayoutsMatchOneRank
-    MtpCli.CheckpointSavedAtTp2Pp2ResumesAtTp1)
+    MtpCli.CheckpointSavedAtTp2Pp2ResumesAtTp1
+    DeepseekConvert.ImportedAtTp2Ep2FineTunesOnFourRanksAndExportsWhatTheJudgeScores
+    DeepseekConvert.TrainedAtTp2Ep2ExportsAFolderTheJudgeScoresAsGenerateReports)
   set_tests_properties(${t} PROPERTIES PROCESSORS 2)
 endforeach()
 set_tests_properties(MemoryReport.MeasuredMatchesPredictedAndTheLeversMoveIt PROPERTIES COST 120)
@@ -27,6 +29,7 @@ set_tests_properties(
     QwenMoeConvert.ImportedAtTp2Tp2Pp2AndEp2DecodesToTheJudgesLogProbsAndExportsBack
     OutputPaths.TrainOutputsNeverReplaceOrAppendToItsInputs
     MixtralConvert.ImportedAtTp1Tp2Pp2AndTp2Ep2DecodesAndScoresToTheJudgesLogProbs
+    DeepseekConvert.V3ImportedAtTp1AndTp2Ep2DecodesToTheJudgesLogProbsAndExportsBack
     Recompute.FullUniformAndBlockMatchKeepingEverything
     MegatronConfigs.TodaysOpenModelsTrainWithOnlyTheirSizesShrunk
     PROPERTIES COST 25)

@@ -1,7 +1,7 @@
 // `megatron convert` (Megatron-LM's tools/checkpoint/convert.py, loader and
 // saver in one binary):
 //
-//   hf -> megatron: a Hugging Face gpt2 / llama / mixtral folder (config.json, safetensors
+//   hf -> megatron: a Hugging Face gpt2 / llama / mixtral / qwen / deepseek folder (config.json, safetensors
 //     weights, tokenizer files) becomes a release checkpoint
 //     <save>/release/mp_rank_TT_PPP/model.safetensors + meta.json + tokenizer/,
 //     tracker "release", at the target TP/PP sizes; `train --load` fine-tunes it

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "convert/hf_deepseek.h"
 #include "convert/hf_keys.h"
 #include "convert/hf_mistral.h"
 #include "convert/hf_qwen.h"
@@ -113,6 +114,17 @@ double tidy(float x) {
   const auto r = std::to_chars(buf, buf + sizeof buf, x);
   *r.ptr = '\0';
   return std::strtod(buf, nullptr);
+}
+
+std::string moe_layer_freq_of(const std::vector<bool>& moe) {
+  std::string list;
+  bool all = true, any = false;
+  for (bool x : moe) {
+    list += std::string(list.empty() ? "[" : ",") + (x ? "1" : "0");
+    all = all && x;
+    any = any || x;
+  }
+  return !any ? "" : all ? "1" : list + "]";
 }
 
 }  // namespace hf_keys
@@ -243,6 +255,8 @@ const char* hf_family_name(HfFamily f) {
     case HfFamily::kQwen3: return "qwen3";
     case HfFamily::kMistral: return "mistral";
     case HfFamily::kQwen3Moe: return "qwen3_moe";
+    case HfFamily::kDeepseekV3: return "deepseek_v3";
+    case HfFamily::kDeepseekV2: return "deepseek_v2";
   }
   return "?";
 }
@@ -269,11 +283,15 @@ ModelConfig model_config_from_hf(const json& config, const std::string& path, Hf
               : type == "qwen3" ? HfFamily::kQwen3
                                 : HfFamily::kQwen3Moe;
     m = qwen_config_from_hf(config, path, *family);
+  } else if (type == "deepseek_v3" || type == "deepseek_v2") {
+    *family = type == "deepseek_v3" ? HfFamily::kDeepseekV3 : HfFamily::kDeepseekV2;
+    m = deepseek_config_from_hf(config, path, *family);
   } else {
     MT_FAIL(path, ": model_type '", type, "' is not supported; megatron.cpp converts 'gpt2' "
             "(GPT2LMHeadModel), 'llama' (LlamaForCausalLM), 'mistral' (MistralForCausalLM), "
             "'mixtral' (MixtralForCausalLM), 'qwen2' (Qwen2ForCausalLM), 'qwen3' "
-            "(Qwen3ForCausalLM) and 'qwen3_moe' (Qwen3MoeForCausalLM) models; fix: --load-dir a "
+            "(Qwen3ForCausalLM), 'qwen3_moe' (Qwen3MoeForCausalLM), 'deepseek_v3' "
+            "(DeepseekV3ForCausalLM) and 'deepseek_v2' (DeepseekV2ForCausalLM) models; fix: --load-dir a "
             "folder of one of those");
   }
   m.seq_length = m.max_position_embeddings;
@@ -284,7 +302,28 @@ ModelConfig model_config_from_hf(const json& config, const std::string& path, Hf
   return m;
 }
 
+namespace {
+[[noreturn]] void no_equivalent(const std::string& near, const std::vector<std::string>& off) {
+  std::string list;
+  for (const std::string& s : off) list += (list.empty() ? "" : ", ") + s;
+  MT_FAIL("the checkpoint's model has no Hugging Face equivalent: nearest is ", near,
+          " but it has ", list,
+          "; megatron.cpp exports gpt2 (LayerNorm, learned positions, GELU, biases, tied output), "
+          "llama (RMSNorm, rope, SwiGLU, no linear biases), mixtral (llama with every MLP a "
+          "mixture of experts, Megatron's default router), mistral (llama with --window-size), "
+          "qwen2 (llama with --add-qkv-bias), qwen3 (llama with --qk-layernorm), qwen3_moe "
+          "(qwen3 with mixture-of-experts layers, either router) and deepseek_v3 / deepseek_v2 "
+          "(--multi-latent-attention with DeepSeek's experts: hf_deepseek.h)");
+}
+}  // namespace
+
 HfFamily hf_family_of(const ModelConfig& c) {
+  if (c.multi_latent_attention) {  // DeepSeek's families alone have MLA
+    std::vector<std::string> off;
+    const HfFamily f = deepseek_family_of(c, off);
+    if (!off.empty()) no_equivalent(hf_family_name(f), off);
+    return f;
+  }
   // Near Llama (any of its features, experts, q/k norms or a QKV bias alone):
   // list what differs from the nearest of Llama, Mixtral (experts), Qwen3-MoE
   // (experts and q/k norms), Qwen3 (q/k norms) and Qwen2 (a QKV bias alone);
@@ -362,15 +401,7 @@ HfFamily hf_family_of(const ModelConfig& c) {
                     "Megatron's default router)");
   }
   if (off.empty()) return near_f;
-  std::string list;
-  for (const std::string& s : off) list += (list.empty() ? "" : ", ") + s;
-  MT_FAIL("the checkpoint's model has no Hugging Face equivalent: nearest is ", near,
-          " but it has ", list,
-          "; megatron.cpp exports gpt2 (LayerNorm, learned positions, GELU, biases, tied output), "
-          "llama (RMSNorm, rope, SwiGLU, no linear biases), mixtral (llama with every MLP a "
-          "mixture of experts, Megatron's default router), mistral (llama with --window-size), "
-          "qwen2 (llama with --add-qkv-bias), qwen3 (llama with --qk-layernorm) and qwen3_moe "
-          "(qwen3 with mixture-of-experts layers, either router)");
+  no_equivalent(near, off);
 }
 
 json hf_config_from_model(const ModelConfig& c, HfFamily f, const json& tokenizer,
@@ -441,6 +472,7 @@ json hf_config_from_model(const ModelConfig& c, HfFamily f, const json& tokenize
   if (f == HfFamily::kQwen2 || f == HfFamily::kQwen3 || f == HfFamily::kQwen3Moe)
     qwen_config_to_hf(c, f, j);
   if (f == HfFamily::kMistral) mistral_config_to_hf(c, j);
+  if (is_deepseek(f)) deepseek_config_to_hf(c, f, j);
   j["torch_dtype"] = torch_dtype;
   return j;
 }

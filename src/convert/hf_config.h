@@ -18,6 +18,8 @@
 //   mistral (MistralForCausalLM): Llama's with a sliding window: hf_mistral.h.
 //   qwen2, qwen3, qwen3_moe (Qwen2ForCausalLM, Qwen3ForCausalLM,
 //         Qwen3MoeForCausalLM): hf_qwen.h.
+//   deepseek_v3, deepseek_v2 (DeepseekV3ForCausalLM, DeepseekV2ForCausalLM): multi-latent
+//         attention and DeepSeek's mixture of experts: hf_deepseek.h.
 //   A sliding_window (Mistral, Mixtral, Qwen's every-layer window) is
 //   --window-size W-1,0 (hf_mistral.h).
 //
@@ -36,9 +38,12 @@
 
 namespace mt {
 
-enum class HfFamily { kGpt2, kLlama, kMixtral, kQwen2, kQwen3, kQwen3Moe, kMistral };
+enum class HfFamily {
+  kGpt2, kLlama, kMixtral, kQwen2, kQwen3, kQwen3Moe, kMistral, kDeepseekV3, kDeepseekV2
+};
 
-// "gpt2" | "llama" | "mixtral" | "qwen2" | "qwen3" | "qwen3_moe" | "mistral"
+// "gpt2" | "llama" | "mixtral" | "qwen2" | "qwen3" | "qwen3_moe" | "mistral" | "deepseek_v3" |
+// "deepseek_v2"
 const char* hf_family_name(HfFamily f);
 
 // The attention heads of a Llama-like config.json (hidden_size and

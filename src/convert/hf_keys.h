@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -52,5 +53,8 @@ float get_rope_theta(const nlohmann::json& c, const std::string& path, double fa
                               const std::string& why);
 // The shortest decimal of a float as a JSON number (1e-05, not 9.99999974737875e-06).
 double tidy(float x);
+// --moe-layer-freq for a per-layer MoE pattern: "1" when every layer is MoE,
+// else the list "[0,1,...]"; "" when none is (the caller names its keys).
+std::string moe_layer_freq_of(const std::vector<bool>& moe);
 
 }  // namespace mt::hf_keys

@@ -75,18 +75,12 @@ std::string qwen3_moe_layer_freq(const json& c, const std::string& path, int64_t
       moe[size_t(l.get<int64_t>())] = false;
     }
   }
-  std::string list;
-  bool all = true, any = false;
-  for (bool x : moe) {
-    list += std::string(list.empty() ? "[" : ",") + (x ? "1" : "0");
-    all = all && x;
-    any = any || x;
-  }
-  MT_CHECK(any, path, ": 'decoder_sparse_step' ", step, " and 'mlp_only_layers' ",
+  const std::string freq = moe_layer_freq_of(moe);
+  MT_CHECK(!freq.empty(), path, ": 'decoder_sparse_step' ", step, " and 'mlp_only_layers' ",
            shown(c.value("mlp_only_layers", json::array())), " leave no layer of ", layers,
            " a mixture of experts; fix: convert it as the dense qwen3 model it is "
            "(model_type qwen3), or correct config.json");
-  return all ? "1" : list + "]";
+  return freq;
 }
 
 // Qwen3MoeSparseMoeBlock: router `gate` (no bias), softmax over all experts in

@@ -15,6 +15,7 @@
 #include "convert/convert.h"
 #include "convert/convert_output.h"
 #include "convert/hf_config.h"
+#include "convert/hf_deepseek.h"
 #include "convert/hf_folder.h"
 #include "convert/hf_weights.h"
 #include "core/error.h"
@@ -235,7 +236,9 @@ void convert_hf_to_megatron(const ConvertOptions& o) {
   const std::string prefix = fam == HfFamily::kGpt2 && src.has("transformer.wte.weight")
                                  ? "transformer."
                                  : "";
-  const std::vector<HfParamMap> maps = hf_param_maps(fam, full_reg, prefix, hf_vocab);
+  std::vector<HfParamMap> maps = hf_param_maps(fam, full_reg, prefix, hf_vocab);
+  if (is_deepseek(fam)) deepseek_rope_layouts(hf_cfg, fam, maps);
+  if (is_deepseek(fam)) deepseek_check_no_mtp(src.names(), cfg, o.load_dir);
   check_hf_tensors(src, maps, fam, maps.front().hf.front().name, o.load_dir);
   std::map<std::string, const HfParamMap*> by_name;
   for (const HfParamMap& m : maps) by_name[m.param->name] = &m;

@@ -4,6 +4,7 @@
 #include <map>
 #include <utility>
 
+#include "convert/hf_deepseek.h"
 #include "convert/hf_qwen.h"
 #include "core/checked_math.h"
 #include "core/error.h"
@@ -41,6 +42,15 @@ RowSource row_source(HfLayout layout, const ModelConfig& c, int64_t vocab_rows, 
     }
     case HfLayout::kGateUp:
       return r < rows / 2 ? RowSource{0, r, false} : RowSource{1, r - rows / 2, false};
+    case HfLayout::kMlaQRopeHalves:
+    case HfLayout::kMlaKvRopeHalves: {  // rope feature i (Megatron: pairs) <- HF (halves)
+      const bool q = layout == HfLayout::kMlaQRopeHalves;
+      const int64_t dpe = c.qk_pos_emb_head_dim, block = q ? c.qk_head_dim + dpe : rows;
+      const int64_t base = r - r % block, first = q ? c.qk_head_dim : c.kv_lora_rank;
+      const int64_t i = r % block - first;
+      if (i < 0) return {0, r, false};
+      return {0, base + first + (i % 2 == 0 ? i / 2 : dpe / 2 + i / 2), false};
+    }
     case HfLayout::kCopy:
     case HfLayout::kTranspose:
       break;
@@ -158,6 +168,17 @@ const std::map<std::string, Rule>& qwen3_moe_layer_rules() {
   return k;
 }
 
+// DeepSeek's base: Llama's norms and dense MLP, the experts under mlp.; the
+// MLA attention, shared experts and expert bias are hf_deepseek.cc's.
+const std::map<std::string, Rule>& deepseek_base_rules() {
+  static const std::map<std::string, Rule> k = [] {
+    std::map<std::string, Rule> r = llama_layer_rules();
+    add_moe_rules(r, "mlp.", "gate_proj", "up_proj", "down_proj");
+    return r;
+  }();
+  return k;
+}
+
 const std::map<std::string, Rule>& layer_rules(HfFamily f) {
   switch (f) {
     case HfFamily::kGpt2: return gpt2_layer_rules();
@@ -167,6 +188,8 @@ const std::map<std::string, Rule>& layer_rules(HfFamily f) {
     case HfFamily::kQwen2:
     case HfFamily::kQwen3: return qwen_layer_rules(f, llama_layer_rules());
     case HfFamily::kQwen3Moe: return qwen3_moe_layer_rules();
+    case HfFamily::kDeepseekV3:
+    case HfFamily::kDeepseekV2: return deepseek_layer_rules(f, deepseek_base_rules());
   }
   return llama_layer_rules();
 }
@@ -200,6 +223,8 @@ std::vector<std::vector<int64_t>> hf_shapes(const ParamSpec& p, HfLayout layout,
       return {{c.num_attention_heads * d, C}, {g * d, C}, {g * d, C}};
     }
     case HfLayout::kGateUp: return {{R / 2, C}, {R / 2, C}};
+    case HfLayout::kMlaQRopeHalves:
+    case HfLayout::kMlaKvRopeHalves: return {own};
   }
   return {own};
 }

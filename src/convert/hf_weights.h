@@ -54,6 +54,12 @@ enum class HfLayout : uint8_t {
   kGpt2Qkv,    // c_attn weight or bias: [q | k | v] <-> per head [q; k; v]
   kLlamaQkv,   // q_proj, k_proj, v_proj <-> per query group [q heads; k; v]
   kGateUp,     // gate_proj, up_proj (Mixtral's w1, w3) <-> [gate; up], two halves
+  // DeepSeek-V3 with rope_interleave false: the rope features of each head's
+  // q rows (q_b_proj / q_proj) or of kv_a_proj_with_mqa's rope key stored as
+  // halves [x_0..x_{d/2-1} | x_{d/2}..] <-> Megatron's interleaved pairs
+  // (row 2j = half j of the first, 2j+1 = of the second); the rest copied.
+  kMlaQRopeHalves,
+  kMlaKvRopeHalves,
 };
 
 // One Megatron parameter's Hugging Face names (relative to the layer, or the

@@ -71,18 +71,20 @@ inline const std::string kText =
     "The cat sees the river. The queen helps a dog. My friend finds a red apple.\n";
 
 // `launch` (one rank, or two ranks with `tp_flags`) generates greedily from
-// `ckpt` (12 tokens after "The cat sees"); the judge recomputes the
-// log-probabilities from the Hugging Face folder `hf` (1e-4).
+// `ckpt` (12 tokens after "The cat sees"); the judge (hf_models.py, or another
+// script of its `score` command) recomputes the log-probabilities from the
+// Hugging Face folder `hf` (1e-4).
 inline void expect_judge_agrees_on_generate(const std::string& launch, const std::string& tp_flags,
                                             const std::string& ckpt, const std::string& hf,
-                                            const TempDir& dir, const std::string& tag) {
+                                            const TempDir& dir, const std::string& tag,
+                                            const std::string& judge = kHfModels) {
   const std::string gen_json = dir.file(tag + "_gen.json");
   const RunResult g = run(launch + " generate --load " + ckpt + tp_flags +
                           " --prompt 'The cat sees' --max-new-tokens 12 --temperature 0"
                           " --output-json " + gen_json);
   ASSERT_EQ(g.exit_code, 0) << tag << "\n" << g.output;
   const RunResult j =
-      run(kHfModels + " score --hf-dir " + hf + " --json " + gen_json + " --tol 1e-4");
+      run(judge + " score --hf-dir " + hf + " --json " + gen_json + " --tol 1e-4");
   EXPECT_EQ(j.exit_code, 0) << tag << " generate: the judge disagrees\n" << j.output;
   std::printf("%s generate: %s", tag.c_str(), j.output.c_str());
 }
@@ -90,8 +92,9 @@ inline void expect_judge_agrees_on_generate(const std::string& launch, const std
 // As expect_judge_agrees_on_generate, and `score --log-probs` of kText too.
 inline void expect_judge_agrees(const std::string& launch, const std::string& tp_flags,
                                 const std::string& ckpt, const std::string& hf,
-                                const TempDir& dir, const std::string& tag) {
-  expect_judge_agrees_on_generate(launch, tp_flags, ckpt, hf, dir, tag);
+                                const TempDir& dir, const std::string& tag,
+                                const std::string& judge = kHfModels) {
+  expect_judge_agrees_on_generate(launch, tp_flags, ckpt, hf, dir, tag, judge);
   if (testing::Test::HasFatalFailure()) return;
   // score's per-token log-probabilities of the fixed text, as the judge's input:
   // the first token the context, the others "generated".
@@ -113,7 +116,7 @@ inline void expect_judge_agrees(const std::string& launch, const std::string& tp
   const std::string judge_json = dir.file(tag + "_score_as_gen.json");
   write_text(judge_json, as_generated.dump());
   const RunResult j =
-      run(kHfModels + " score --hf-dir " + hf + " --json " + judge_json + " --tol 1e-4");
+      run(judge + " score --hf-dir " + hf + " --json " + judge_json + " --tol 1e-4");
   EXPECT_EQ(j.exit_code, 0) << tag << " score: the judge disagrees\n" << j.output;
   std::printf("%s score (%zu tokens): %s", tag.c_str(), ids.size(), j.output.c_str());
 }
