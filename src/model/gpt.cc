@@ -156,6 +156,11 @@ void set_full_recompute(GptShapes& sh, const std::string& method, int64_t num_la
   }
 }
 
+void set_recompute(GptShapes& sh, const Recompute& r) {
+  set_full_recompute(sh, r.method, r.num_layers);
+  for (LayerSpec& spec : sh.layer_specs) mark_recomputed(spec, r.modules);
+}
+
 LayerRecords layer_records(const GptShapes& sh) {
   LayerRecords r;
   std::vector<std::pair<int64_t, LayerSpec>> places;  // (place in its group, spec) of each scratch

@@ -104,6 +104,21 @@ GptShapes make_shapes(const ParamRegistry& reg, int64_t micro_batch,
 // `num_layers` layers one by one; "" (or num_layers 0) recomputes nothing.
 void set_full_recompute(GptShapes& sh, const std::string& method, int64_t num_layers);
 
+// Which activations a run recomputes (Megatron's --recompute-* flags).
+// Full granularity: `method` ("uniform" | "block") and `num_layers`, as
+// set_full_recompute; "" keeps every layer's record. Selective granularity:
+// `modules`, Megatron's --recompute-modules, of which the MLP slot's kinds'
+// ("mlp": dense MLPs, "moe": MoE layers) drop that block's record
+// (LayerSpec::recompute_mlp); "core_attn" is what the attention always does
+// here (it keeps no probabilities).
+struct Recompute {
+  std::string method;
+  int64_t num_layers = 0;
+  std::vector<std::string> modules;
+};
+// Sets this chunk's recompute groups and its layer specs' recompute_mlp.
+void set_recompute(GptShapes& sh, const Recompute& r);
+
 // What the MoE layers of one iteration report (summed over the layers and
 // micro-batches of this rank; the trainer reduces them over the ranks).
 struct MoeStats {
