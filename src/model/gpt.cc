@@ -370,10 +370,11 @@ void gpt_backward(const GptWeights& w, const GptGrads& grads, GptActivations& ac
     const int64_t group = sh.recompute_group.empty() ? -1 : sh.recompute_group[size_t(l)];
     if (group >= 0 && (l + 1 == sh.num_layers || sh.recompute_group[size_t(l + 1)] != group)) {
       // Last layer of a recomputed group: re-run the group's forward first.
+      const PassContext again = ctx.recomputing();
       for (int64_t r = group; r <= l; ++r) {
         need(sh.layer_begin + r);
         layer_forward(w.layers[size_t(r)], act.layers[size_t(r)], ws, sh, sh.layer_begin + r,
-                      act.sample0, act.docs, ctx);
+                      act.sample0, act.docs, again);
       }
     }
     need(sh.layer_begin + l);

@@ -65,10 +65,8 @@ void layer_backward(const LayerWeights& w, const LayerGrads& g, LayerActivations
   if (act.recompute_mlp) {
     // Selective recompute (Megatron's checkpointed MLP / MoE layer): re-run
     // the slot's forward from its kept input into the workspace's record. The
-    // same weights, input and routing give the same activations; nothing is
-    // reported twice (the router's losses, the expert bias's token counts).
-    PassContext again = ctx;
-    again.moe_stats = nullptr;
+    // same weights, input and routing give the same activations.
+    const PassContext again = ctx.recomputing();
     const BlockCall recall{sh, again, layer, sample0, ws.full_a, ws.full_b, docs};
     mlp_forward(ws.hbuf, w, act, ws, recall);
   }

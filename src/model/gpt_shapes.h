@@ -168,6 +168,14 @@ struct PassContext {
   // the distributed optimizer with --overlap-param-gather, to wait for that
   // part's parameter all-gather, and by optim_grads_params, to gather it.
   const std::function<void(int64_t)>* params_needed = nullptr;
+  // The context of a recomputed forward (full or selective recompute): the
+  // same step and keys, so the same activations, but nothing reported twice
+  // (the MoE layers' router losses and the expert bias's token counts).
+  PassContext recomputing() const {
+    PassContext c = *this;
+    c.moe_stats = nullptr;
+    return c;
+  }
 };
 
 }  // namespace mt
