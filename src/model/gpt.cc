@@ -159,6 +159,10 @@ void set_full_recompute(GptShapes& sh, const std::string& method, int64_t num_la
 void set_recompute(GptShapes& sh, const Recompute& r) {
   set_full_recompute(sh, r.method, r.num_layers);
   for (LayerSpec& spec : sh.layer_specs) mark_recomputed(spec, r.modules);
+  // The MTP depths' layers too (Megatron's MoE layers of MTP are recomputed
+  // alike); their spec is the last layer's, whose kind's shared record the
+  // workspace then holds.
+  mark_recomputed(sh.mtp_spec, r.modules);
 }
 
 LayerRecords layer_records(const GptShapes& sh) {

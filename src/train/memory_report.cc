@@ -343,6 +343,7 @@ MemoryPlan memory_plan(const ParamRegistry& reg, int64_t micro_batch, int64_t tp
   p.has_output = st.has_output;
   p.mtp_depths = st.has_output ? c.mtp_num_layers : 0;
   p.mtp_spec = mtp_layer_spec(c);
+  mark_recomputed(p.mtp_spec, recompute.modules);  // as set_recompute marks a chunk's
   int64_t kept = 0, group_size = 0;
   std::vector<GptShapes> shapes;  // each chunk's layers, kinds and recompute groups
   for (const auto& [begin, end] : ranges) {

@@ -28,12 +28,13 @@ PlanProblem tiny(int64_t world, int64_t batch = 8) {
   return pb;
 }
 
-// Stage 0 of layout `l`: plan's activations and workspace are what a live
-// runtime of that layout with `r` carves (up to each tensor's 64-byte
+// Stage `stage` of layout `l`: plan's activations and workspace are what a
+// live runtime of that layout with `r` carves (up to each tensor's 64-byte
 // alignment; its buffers round up to whole pages).
-void expect_plan_is_the_carve(const PlanProblem& pb, const PlanLayout& l, const Recompute& r) {
-  const MemoryPlan p = layout_memory_plan(pb, l, 0);
-  const ParamRegistry reg = stage_registry(pb, l, 0);
+void expect_plan_is_the_carve(const PlanProblem& pb, const PlanLayout& l, const Recompute& r,
+                              int64_t stage = 0) {
+  const MemoryPlan p = layout_memory_plan(pb, l, stage);
+  const ParamRegistry reg = stage_registry(pb, l, stage);
   ModelRuntime rt(reg, l.micro_batch_size, TensorParallel{}, p.in_flight, r,
                   l.bf16 ? MathMode::kBF16 : MathMode::kF32);
   const MemoryClasses m = predict_memory(p);
@@ -206,12 +207,15 @@ TEST(PlanLayout, MemoryWithQwenAttentionIsWhatTheRuntimeCarves) {
 // layer is dense: plan's memory is what the runtime recomputing them carves
 // and the runtime's own plan; each layer's MLP record leaves the activations
 // (one shared record joins the workspace), so activations shrink per record
-// in flight and the workspace grows by one record.
+// in flight and the workspace grows by one record; the last stage's MTP
+// depth (an MoE layer) drops its record too.
 TEST(PlanLayout, MemoryWithMoeRecomputeIsWhatTheRuntimeCarves) {
   PlanProblem pb = tiny(2, 8);
   pb.model.num_experts = 4;
   pb.model.moe_router_topk = 2;
   pb.model.moe_layer_freq = "[0]+[1]*3";
+  pb.model.mtp_num_layers = 1;
+  pb.model.position_embedding_type = "rope";
   PlanLayout l;
   l.pp = 2, l.micro_batch_size = 2, l.bf16 = false;
   const MemoryClasses keep = predict_memory(layout_memory_plan(pb, l, 0));
@@ -227,6 +231,7 @@ TEST(PlanLayout, MemoryWithMoeRecomputeIsWhatTheRuntimeCarves) {
     before = m.activations;
     const Recompute r{"", 0, modules};
     expect_plan_is_the_carve(pb, l, r);
+    expect_plan_is_the_carve(pb, l, r, 1);
     const ParamRegistry reg = stage_registry(pb, l, 0);
     ModelRuntime rt(reg, l.micro_batch_size, TensorParallel{}, p.in_flight, r);
     EXPECT_DOUBLE_EQ(predict_memory(memory_plan(rt, l.dp, false)).total(), m.total());
