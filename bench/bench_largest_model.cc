@@ -41,7 +41,7 @@ mt::MemoryClasses predict(int64_t layers, int64_t hidden, int64_t seq, int64_t d
   c.vocab_size = 50257;
   c.finalize(1);
   const mt::ParamRegistry reg(c, mt::StageLayout{0, 1, 0, layers, true, true});
-  mt::MemoryPlan p = mt::memory_plan(reg, 1, mt::TensorParallel{}, 1, "uniform", 1,
+  mt::MemoryPlan p = mt::memory_plan(reg, 1, mt::TensorParallel{}, 1, mt::Recompute{"uniform", 1},
                                      mt::MathMode::kBF16, dp, true);
   if (mode == Bytes::kZero3) {
     const mt::GradPlacement g = mt::plan_staged_grads(reg);

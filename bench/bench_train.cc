@@ -151,7 +151,8 @@ void run(const BenchConfig& bc, int threads, mt::ParallelState& ps, const BenchO
   mt::ModelRuntime rt(reg, bc.micro_batch, mt::TensorParallel{&ps.tp_comm, sp},
                       vpp > 1 ? mt::max_in_flight_interleaved(ps.pp_size, ps.pp_rank, int(vpp), m)
                               : mt::max_in_flight_1f1b(ps.pp_size, ps.pp_rank, m),
-                      o.recompute == "full" ? "uniform" : "", 1, o.math, mt::ContextParallel{},
+                      mt::Recompute{o.recompute == "full" ? "uniform" : "", 1}, o.math,
+                      mt::ContextParallel{},
                       mt::Device::kCpu, &ps.ep_comm, grads_at);
   mt::GradSync sync(rt, ps, o.bucket_floats, o.overlap, o.zero || shard_grads, false,
                     o.grad_reduce_in_bf16, shard_grads, o.shard_params);

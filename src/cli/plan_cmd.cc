@@ -33,6 +33,8 @@ struct PlanArgs {
   bool async_save = false;
   std::string data_parallel_sharding_strategy = "no_shard";
   std::string recompute_granularity;
+  std::vector<std::string> recompute_modules;
+  bool moe_layer_recompute = false;
   int64_t top = 10;
   bool json = false;
   bool calibrate = false, calibrate_quick = false;
@@ -94,6 +96,8 @@ int run_plan(const PlanArgs& a) {
   pb.global_batch_size = a.global_batch_size;
   pb.world = world;
   pb.async_save = a.async_save;
+  pb.recompute_modules = a.recompute_modules;
+  pb.moe_layer_recompute = a.moe_layer_recompute;
   PlanPins pins;
   if (a.tp > 0) pins.tp = a.tp;
   if (a.pp > 0) pins.pp = a.pp;
@@ -114,6 +118,7 @@ int run_plan(const PlanArgs& a) {
   if (a.bf16) pins.bf16 = true;
   if (a.fp32) pins.bf16 = false;
   if (!a.recompute_granularity.empty()) pins.recompute = a.recompute_granularity;
+  if (a.moe_layer_recompute && a.recompute_granularity.empty()) pins.recompute = "selective";
   std::vector<std::string> rejected;
   const std::vector<PlanLayout> layouts = enumerate_layouts(pb, pins, &rejected);
   // As train does (TrainArgs::disable_sequence_parallel_without_tp): TP 1
@@ -183,7 +188,12 @@ Command add_plan_command(CLI::App& app) {
   pin->add_option("--micro-batch-size", a->micro_batch_size, "sequences per micro-batch");
   pin->add_flag("--sequence-parallel", a->sequence_parallel, "sequence parallelism on");
   pin->add_option("--recompute-granularity", a->recompute_granularity,
-                  "selective (what this build always does) | full (uniform, 1 layer per group)");
+                  "selective (--recompute-modules) | full (uniform, 1 layer per group)");
+  pin->add_option("--recompute-modules", a->recompute_modules,
+                  "selective layouts: Megatron's modules (core_attn, always here; mlp: the dense "
+                  "MLPs; moe: the MoE layers)");
+  pin->add_flag("--moe-layer-recompute", a->moe_layer_recompute,
+                "Megatron's alias: selective recompute with moe in --recompute-modules");
   pin->add_flag("--use-distributed-optimizer", a->distributed_optimizer, "ZeRO-1 on");
   pin->add_flag("--use-megatron-fsdp,--use-custom-fsdp", a->use_megatron_fsdp,
                 "pin --data-parallel-sharding-strategy (else plan tries none, ZeRO-1, "

@@ -62,7 +62,15 @@ Command add_train_command(CLI::App& app, TrainHooks hooks) {
   CLI::Option_group* mem = group("memory");
   mem->add_option("--recompute-granularity", a->recompute_granularity,
                   "full: keep only layer inputs, re-run forward in backward; selective: the "
-                  "attention core (always the case here: probabilities are never stored)");
+                  "--recompute-modules (the attention core is always recomputed here: "
+                  "probabilities are never stored)");
+  mem->add_option("--recompute-modules", a->recompute_modules,
+                  "with --recompute-granularity selective, Megatron's modules to recompute: "
+                  "core_attn (the default), mlp (the dense MLPs), moe (the MoE layers: only their "
+                  "input is kept, their forward re-runs before their backward)");
+  mem->add_flag("--moe-layer-recompute", a->moe_layer_recompute,
+                "Megatron's deprecated name for --recompute-granularity selective "
+                "--recompute-modules moe (added to the modules given)");
   mem->add_flag("--recompute-activations", a->recompute_activations,
                 "Megatron-LM's name for --recompute-granularity selective (it overrides that "
                 "flag, as in Megatron)");

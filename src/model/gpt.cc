@@ -161,6 +161,15 @@ void set_full_recompute(GptShapes& sh, const std::string& method, int64_t num_la
   }
 }
 
+void set_recompute(GptShapes& sh, const Recompute& r) {
+  set_full_recompute(sh, r.method, r.num_layers);
+  for (LayerSpec& spec : sh.layer_specs) mark_recomputed(spec, r.modules);
+  // The MTP depths' layers too (Megatron's MoE layers of MTP are recomputed
+  // alike); their spec is the last layer's, whose kind's shared record the
+  // workspace then holds.
+  mark_recomputed(sh.mtp_spec, r.modules);
+}
+
 LayerRecords layer_records(const GptShapes& sh) {
   LayerRecords r;
   std::vector<std::pair<int64_t, LayerSpec>> places;  // (place in its group, spec) of each scratch
@@ -370,10 +379,11 @@ void gpt_backward(const GptWeights& w, const GptGrads& grads, GptActivations& ac
     const int64_t group = sh.recompute_group.empty() ? -1 : sh.recompute_group[size_t(l)];
     if (group >= 0 && (l + 1 == sh.num_layers || sh.recompute_group[size_t(l + 1)] != group)) {
       // Last layer of a recomputed group: re-run the group's forward first.
+      const PassContext again = ctx.recomputing();
       for (int64_t r = group; r <= l; ++r) {
         need(sh.layer_begin + r);
         layer_forward(w.layers[size_t(r)], act.layers[size_t(r)], ws, sh, sh.layer_begin + r,
-                      act.sample0, act.docs, ctx);
+                      act.sample0, act.docs, again);
       }
     }
     need(sh.layer_begin + l);

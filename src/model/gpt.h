@@ -132,7 +132,7 @@ void layer_forward(const LayerWeights& w, LayerActivations& act, GptWorkspace& w
                    const GptShapes& sh, int64_t layer, int64_t sample0, const TokenDocuments& docs,
                    const PassContext& ctx);
 // In: ws.dres = d output. Out: ws.dres = d input. Weight gradients +=.
-void layer_backward(const LayerWeights& w, const LayerGrads& g, const LayerActivations& act,
+void layer_backward(const LayerWeights& w, const LayerGrads& g, LayerActivations& act,
                     GptWorkspace& ws, const GptShapes& sh, int64_t layer, int64_t sample0,
                     const TokenDocuments& docs, const PassContext& ctx);
 

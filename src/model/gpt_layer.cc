@@ -17,6 +17,25 @@ namespace {
 std::string site(int64_t layer, const char* what) {
   return "layer" + std::to_string(layer) + "." + what;
 }
+
+// The MLP slot's record of kind K: the layer's own, or with a recomputed slot
+// the workspace's shared one, reading this layer's pre_mlp_layernorm output.
+template <class K>
+typename K::type::Record& mlp_record(LayerActivations& act, GptWorkspace& ws) {
+  if (!act.recompute_mlp) return std::get<K::index>(act.mlp);
+  auto& rec = std::get<K::index>(ws.layer.mlp_recompute);
+  rec.in = act.ln2.out;
+  return rec;
+}
+
+// out (nl, h) = the MLP slot's forward, into its record.
+void mlp_forward(float* out, const LayerWeights& w, LayerActivations& act, GptWorkspace& ws,
+                 const BlockCall& call) {
+  with_kind<MlpKinds>(w.spec.mlp, [&](auto k) {
+    decltype(k)::type::forward(out, mlp_record<decltype(k)>(act, ws), std::get<k.index>(w.mlp),
+                               std::get<k.index>(ws.layer.mlp), call);
+  });
+}
 }  // namespace
 
 void layer_forward(const LayerWeights& w, LayerActivations& act, GptWorkspace& ws,
@@ -34,25 +53,30 @@ void layer_forward(const LayerWeights& w, LayerActivations& act, GptWorkspace& w
                              hidden_dropout_spec(sh, ctx, site(layer, "post_attention"), sample0));
   // pre_mlp_layernorm → mlp; output = mid + dropout(mlp).
   norm_block_forward(act.ln2, act.mid, w.ln2, sh);
-  with_kind<MlpKinds>(w.spec.mlp, [&](auto k) {
-    decltype(k)::type::forward(ws.hbuf, std::get<k.index>(act.mlp), std::get<k.index>(w.mlp),
-                               std::get<k.index>(ws.layer.mlp), call);
-  });
+  mlp_forward(ws.hbuf, w, act, ws, call);
   hidden_dropout_add_forward(sh, act.output, ws.hbuf, act.mid,
                              hidden_dropout_spec(sh, ctx, site(layer, "post_mlp"), sample0));
 }
 
-void layer_backward(const LayerWeights& w, const LayerGrads& g, const LayerActivations& act,
+void layer_backward(const LayerWeights& w, const LayerGrads& g, LayerActivations& act,
                     GptWorkspace& ws, const GptShapes& sh, int64_t layer, int64_t sample0,
                     const TokenDocuments& docs, const PassContext& ctx) {
   const BlockCall call{sh, ctx, layer, sample0, ws.full_a, ws.full_b, docs};
+  if (act.recompute_mlp) {
+    // Selective recompute (Megatron's checkpointed MLP / MoE layer): re-run
+    // the slot's forward from its kept input into the workspace's record. The
+    // same weights, input and routing give the same activations.
+    const PassContext again = ctx.recomputing();
+    const BlockCall recall{sh, again, layer, sample0, ws.full_a, ws.full_b, docs};
+    mlp_forward(ws.hbuf, w, act, ws, recall);
+  }
   // MLP half: output = mid + dropout(mlp(norm2(mid))).  ws.dres = d output.
   hidden_dropout_backward(sh, ws.hbuf, ws.dres,
                           hidden_dropout_spec(sh, ctx, site(layer, "post_mlp"), sample0));
   with_kind<MlpKinds>(w.spec.mlp, [&](auto k) {
     decltype(k)::type::backward(ws.dln, std::get<k.index>(g.mlp), ws.hbuf,
-                                std::get<k.index>(act.mlp), std::get<k.index>(ws.layer.mlp),
-                                std::get<k.index>(w.mlp), call);
+                                mlp_record<decltype(k)>(act, ws),
+                                std::get<k.index>(ws.layer.mlp), std::get<k.index>(w.mlp), call);
   });
   norm_block_backward(ws.dres, g.ln2, ws.dln, act.ln2, act.mid, w.ln2, sh);  // ws.dres = d mid
   // Attention half: mid = input + dropout(attention(norm1(input))).

@@ -104,6 +104,21 @@ GptShapes make_shapes(const ParamRegistry& reg, int64_t micro_batch,
 // `num_layers` layers one by one; "" (or num_layers 0) recomputes nothing.
 void set_full_recompute(GptShapes& sh, const std::string& method, int64_t num_layers);
 
+// Which activations a run recomputes (Megatron's --recompute-* flags).
+// Full granularity: `method` ("uniform" | "block") and `num_layers`, as
+// set_full_recompute; "" keeps every layer's record. Selective granularity:
+// `modules`, Megatron's --recompute-modules, of which the MLP slot's kinds'
+// ("mlp": dense MLPs, "moe": MoE layers) drop that block's record
+// (LayerSpec::recompute_mlp); "core_attn" is what the attention always does
+// here (it keeps no probabilities).
+struct Recompute {
+  std::string method;
+  int64_t num_layers = 0;
+  std::vector<std::string> modules;
+};
+// Sets this chunk's recompute groups and its layer specs' recompute_mlp.
+void set_recompute(GptShapes& sh, const Recompute& r);
+
 // What the MoE layers of one iteration report (summed over the layers and
 // micro-batches of this rank; the trainer reduces them over the ranks).
 struct MoeStats {
@@ -153,6 +168,14 @@ struct PassContext {
   // the distributed optimizer with --overlap-param-gather, to wait for that
   // part's parameter all-gather, and by optim_grads_params, to gather it.
   const std::function<void(int64_t)>* params_needed = nullptr;
+  // The context of a recomputed forward (full or selective recompute): the
+  // same step and keys, so the same activations, but nothing reported twice
+  // (the MoE layers' router losses and the expert bias's token counts).
+  PassContext recomputing() const {
+    PassContext c = *this;
+    c.moe_stats = nullptr;
+    return c;
+  }
 };
 
 }  // namespace mt

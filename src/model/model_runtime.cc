@@ -8,8 +8,7 @@
 namespace mt {
 
 ModelRuntime::ModelRuntime(const ParamRegistry& r, int64_t micro_batch, const TensorParallel& tp,
-                           int64_t in_flight, const std::string& recompute_method,
-                           int64_t recompute_num_layers, MathMode math,
+                           int64_t in_flight, const Recompute& recompute, MathMode math,
                            const ContextParallel& cp, Device device, const Communicator* ep,
                            GradPlacement grads_at)
     : reg(r), sh(make_shapes(r, micro_batch, tp, 0, cp, 0, ep)), placement_(std::move(grads_at)) {
@@ -36,7 +35,7 @@ ModelRuntime::ModelRuntime(const ParamRegistry& r, int64_t micro_batch, const Te
   for (int c = 0; c < num_chunks; ++c) {
     chunks[size_t(c)].sh = make_shapes(r, micro_batch, tp, c, cp, 0, ep);
     chunks[size_t(c)].sh.cm = sh.cm;
-    set_full_recompute(chunks[size_t(c)].sh, recompute_method, recompute_num_layers);
+    set_recompute(chunks[size_t(c)].sh, recompute);
     chunks[size_t(c)].w =
         bind_chunk_weights(r, weights(), c, weights_staged() ? &placement_.weight_offset : nullptr,
                            &kept32_);

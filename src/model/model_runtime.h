@@ -56,16 +56,16 @@ class ModelRuntime {
  public:
   // `in_flight`: activation records to plan per chunk (1 without pipelining;
   // with 1F1B a stage keeps up to PP − pp_rank micro-batches in flight).
-  // recompute_method / recompute_num_layers: full activation recompute per
-  // chunk (set_full_recompute in model/gpt.h); "" keeps every activation.
+  // recompute: full activation recompute per chunk and the selectively
+  // recomputed blocks (Recompute, set_recompute in model/gpt_shapes.h); {}
+  // keeps every activation.
   // math: how GEMMs compute; with bf16 the weights are stored in bf16 (what
   // every kernel reads; the fp32 main weights are the optimizer's), else fp32.
   // ep: the expert-parallel group of MoE layers (null: every expert here).
   // grads_at: where the gradients live (GradPlacement).
   ModelRuntime(const ParamRegistry& reg, int64_t micro_batch,
                const TensorParallel& tp = TensorParallel{}, int64_t in_flight = 1,
-               const std::string& recompute_method = "", int64_t recompute_num_layers = 0,
-               MathMode math = MathMode::kF32, const ContextParallel& cp = ContextParallel{},
+               const Recompute& recompute = {}, MathMode math = MathMode::kF32, const ContextParallel& cp = ContextParallel{},
                Device device = Device::kCpu, const Communicator* ep = nullptr,
                GradPlacement grads_at = {});
 

@@ -54,6 +54,8 @@ TrainArgs train_args_of(const PlanProblem& pb, const PlanLayout& l) {
     a.recompute_num_layers = 1;
   } else {
     a.recompute_granularity = "selective";
+    a.recompute_modules = pb.recompute_modules;
+    a.moe_layer_recompute = pb.moe_layer_recompute;
   }
   a.use_distributed_optimizer = l.distributed_optimizer && l.sharding.empty();
   if (!l.sharding.empty()) {
@@ -224,11 +226,9 @@ MemoryPlan layout_memory_plan(const PlanProblem& pb, const PlanLayout& l, int64_
   // As trainer.cc's setup_model_and_optimizer plans them.
   const int64_t in_flight = l.vp > 1 ? max_in_flight_interleaved(int(l.pp), int(pp_rank), int(l.vp), m)
                                      : max_in_flight_1f1b(int(l.pp), int(pp_rank), m);
-  const std::string method = l.recompute == "full" ? a.recompute_method : "";
   // ZeRO shards over DP x CP, and each CP rank holds s/CP of every sequence.
   MemoryPlan p = memory_plan(reg, l.micro_batch_size, l.tp, l.sequence_parallel, in_flight,
-                             method, a.recompute_num_layers, a.math_mode(), l.dp * l.cp,
-                             l.distributed_optimizer);
+                             a.recompute(), a.math_mode(), l.dp * l.cp, l.distributed_optimizer);
   p.cp = l.cp;
   p.async_save = pb.async_save;
   if (!l.sharding.empty()) {  // Megatron-FSDP: the staging pools (optim/staged_grads.h)

@@ -22,7 +22,7 @@ struct PlanLayout {
   int64_t ep = 1;  // MoE experts split over EP of the stage's TP x CP x DP ranks (not a factor of world)
   int64_t micro_batch_size = 1;
   bool sequence_parallel = false;
-  std::string recompute = "selective";  // "selective" (always so here) | "full" (uniform, 1 layer)
+  std::string recompute = "selective";  // "selective" (PlanProblem's modules) | "full" (uniform, 1 layer)
   bool distributed_optimizer = false;
   // With distributed_optimizer: "" (--use-distributed-optimizer, ZeRO-1) or
   // Megatron-FSDP's "optim_grads" (ZeRO-2) / "optim_grads_params" (ZeRO-3).
@@ -66,6 +66,10 @@ struct PlanProblem {
   int64_t global_batch_size = 0;
   int64_t world = 1;  // nodes x devices per node
   bool async_save = false;  // --async-save: its host copy of the state (memory_report.h)
+  // What the selective layouts recompute besides the attention core
+  // (Megatron's --recompute-modules and --moe-layer-recompute; TrainArgs::recompute).
+  std::vector<std::string> recompute_modules;
+  bool moe_layer_recompute = false;
 };
 
 // TrainArgs of `megatron train` for this layout (what its --log-memory and

@@ -142,9 +142,15 @@ StepTime predict_step_time(const ModelConfig& mc, const PlanProblem& pb, const P
   const double L = double(mc.num_layers);
   double linear = 0, d = 0;  // d: the attention core's features a head, averaged over the layers
   std::vector<double> gemms, exchange;  // exchange: each layer's elements over EP
+  // Selective recompute of the MLP slot (--recompute-modules mlp / moe): its
+  // GEMMs once more (averaged over the layers) and its dispatch's elements.
+  const std::vector<std::string> modules = train_args_of(pb, l).recompute().modules;
+  double mlp_redo = 0;
+  std::vector<double> exchange_redo;
 
   for (int64_t layer = 0; layer < mc.num_layers; ++layer) {
-    const LayerSpec spec = layer_spec(mc, layer);
+    LayerSpec spec = layer_spec(mc, layer);
+    mark_recomputed(spec, modules);
     gemms.clear();
     double elements = 0;
     with_kind<AttentionKinds>(spec.attention, [&](auto k) {
@@ -153,8 +159,13 @@ StepTime predict_step_time(const ModelConfig& mc, const PlanProblem& pb, const P
       elements += decltype(k)::type::plan_exchange_elements(mc, dims);
     });
     with_kind<MlpKinds>(spec.mlp, [&](auto k) {
+      const size_t first = gemms.size();
       decltype(k)::type::plan_gemms(mc, dims, gemms);
-      elements += decltype(k)::type::plan_exchange_elements(mc, dims);
+      const double mlp_elements = decltype(k)::type::plan_exchange_elements(mc, dims);
+      elements += mlp_elements;
+      if (!spec.recompute_mlp) return;
+      for (size_t i = first; i < gemms.size(); ++i) mlp_redo += gemm(gemms[i]) / L;
+      if (mlp_elements > 0) exchange_redo.push_back(mlp_elements);
     });
     if (elements > 0) exchange.push_back(elements);
     for (double flops : gemms) linear += gemm(flops) / L;
@@ -178,7 +189,8 @@ StepTime predict_step_time(const ModelConfig& mc, const PlanProblem& pb, const P
   // plus the softmax-cross-entropy passes over (s, b, v/t).
   const double head =
       3 * gemm(2 * n * h * v / t) + 4 * 4 * n * v / t / dev.memory_bandwidth_bytes_per_s;
-  const double first_mb = layers * (layer_fwd + layer_bwd + (full ? layer_fwd : 0));
+  const double redo = full ? layer_fwd : mlp_redo;  // a layer's recomputed forward
+  const double first_mb = layers * (layer_fwd + layer_bwd + redo);
   // Multi-token prediction (--mtp-num-layers) on the last stage: each depth
   // one more layer (an average one here; its activations are kept), its
   // eh_proj (2h -> h/t; forward and two backward GEMMs) and one more loss head.
@@ -226,13 +238,16 @@ StepTime predict_step_time(const ModelConfig& mc, const PlanProblem& pb, const P
     for (double elements : exchange)
       ep_mb += (4 + (full ? 2 : 0)) / double(l.pp) *
                all_gather_seconds(elements * wire, l.ep, ep_link);
+  if (l.ep > 1)
+    for (double elements : exchange_redo)
+      ep_mb += 2 / double(l.pp) * all_gather_seconds(elements * wire, l.ep, ep_link);
 
   const double m = double(pb.global_batch_size) / (b * double(l.dp));
   StepTime st;
   st.ep_comm = m * ep_mb;
   st.cp_comm = m * cp_mb;
   st.compute = m * mb;
-  st.recompute = full ? m * layers * layer_fwd : 0;
+  st.recompute = m * layers * redo;
   st.tp_comm = m * tp_mb;
   st.pp_comm = m * pp_mb;
   // 1F1B with stages of unequal time: the busiest stage runs its m

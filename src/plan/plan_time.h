@@ -47,7 +47,7 @@ NodeCrossing node_crossing_of(const PlanLayout& l, const PlanCluster& c);
 
 struct StepTime {
   double compute = 0;    // m micro-batches on the busiest stage (recompute included)
-  double recompute = 0;  // of which the extra forward of full recompute
+  double recompute = 0;  // of which the recomputed forward (full; selective mlp / moe's GEMMs)
   double tp_comm = 0, pp_comm = 0;  // exposed, per step (m micro-batches)
   double cp_comm = 0;    // the ring attention's K|V and dK|dV steps, counted as if not hidden
   double ep_comm = 0;    // MoE token dispatch and combine over EP (all-to-all), exposed

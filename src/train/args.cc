@@ -421,20 +421,7 @@ void TrainArgs::validate(int world_size) {
               "tokens to train (--train-iters x --global-batch-size x --seq-length)");
   checked_mul(eval_iters, global_batch_size,
               "samples to evaluate (--eval-iters x --global-batch-size)");
-  MT_CHECK(recompute_granularity.empty() || recompute_granularity == "full" ||
-               recompute_granularity == "selective",
-           "--recompute-granularity '", recompute_granularity, "' is not one of full, selective");
-  if (recompute_granularity == "full") {
-    MT_CHECK(recompute_method == "uniform" || recompute_method == "block",
-             "--recompute-granularity full needs --recompute-method uniform or block (got '",
-             recompute_method, "')");
-    MT_CHECK(recompute_num_layers >= 1 && recompute_num_layers <= model.num_layers / pp,
-             "--recompute-num-layers ", recompute_num_layers, " must be between 1 and the layers "
-             "per pipeline stage (", model.num_layers / pp, ")");
-  } else {
-    MT_CHECK(recompute_method.empty(), "--recompute-method ", recompute_method,
-             " needs --recompute-granularity full (selective recompute has no method)");
-  }
+  validate_recompute();
   MT_CHECK(num_layers_per_virtual_pipeline_stage == 0 || num_micro_batches() % pp == 0,
            "the interleaved schedule needs the micro-batches per step (", num_micro_batches(),
            ") to be divisible by PP ", pp, "; fix: change --global-batch-size");

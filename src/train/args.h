@@ -8,6 +8,7 @@
 #include "data/document_masks.h"
 #include "kernels/precision.h"
 #include "model/config.h"
+#include "model/gpt_shapes.h"
 #include "model/params.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
@@ -57,6 +58,10 @@ struct TrainArgs {
   bool recompute_activations = false;  // Megatron's name for selective (set by the CLI)
   std::string recompute_method;       // "", "uniform", "block" (full only)
   int64_t recompute_num_layers = 0;
+  // Selective granularity's modules (Megatron's --recompute-modules; none
+  // given: core_attn). Honoured: core_attn, mlp, moe; the others refused.
+  std::vector<std::string> recompute_modules;
+  bool moe_layer_recompute = false;  // Megatron's deprecated alias: selective, modules += moe
 
   // Distributed optimizer (ZeRO-1) and mixed precision (Megatron's flags).
   bool use_distributed_optimizer = false;
@@ -247,6 +252,11 @@ struct TrainArgs {
   void validate(int world_size);
   void validate_moe(int world_size) const;  // part of validate: the MoE flags and layout
   void validate_fsdp(int world_size) const;  // part of validate: Megatron-FSDP's flags
+  // Part of validate (train/recompute_args.cc): --moe-layer-recompute as
+  // Megatron maps it, the granularity, method and modules checked.
+  void validate_recompute();
+  // What the model recomputes (ModelRuntime, the memory plan).
+  Recompute recompute() const;
   // Each flag's own range (> 0 sizes, betas in [0, 1), ...), before any use.
   void check_flag_ranges() const;
   // Fails (naming the flags) if the sizes they multiply into overflow int64.

@@ -68,6 +68,8 @@ ArgList argument_list(const TrainArgs& a) {
   b.add("--recompute-granularity", a.recompute_granularity);
   b.add("--recompute-method", a.recompute_method);
   b.add("--recompute-num-layers", a.recompute_num_layers);
+  b.add("--recompute-modules", words_text(a.recompute_modules));
+  b.add("--moe-layer-recompute", a.moe_layer_recompute);
   b.add("--use-distributed-optimizer", a.use_distributed_optimizer);
   b.add("--overlap-param-gather", a.overlap_param_gather);
   b.add("--use-megatron-fsdp", a.use_megatron_fsdp);

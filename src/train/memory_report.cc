@@ -300,13 +300,12 @@ MemoryPlan memory_plan(const ModelRuntime& rt, int64_t dp, bool distributed_opti
 }
 
 MemoryPlan memory_plan(const ParamRegistry& reg, int64_t micro_batch, const TensorParallel& tp,
-                       int64_t in_flight, const std::string& recompute_method,
-                       int64_t recompute_num_layers, MathMode math, int64_t dp,
+                       int64_t in_flight, const Recompute& recompute, MathMode math, int64_t dp,
                        bool distributed_optimizer) {
   MT_CHECK(tp.size() == reg.stage().tp_size, "TP group of size ", tp.size(),
            " for a parameter list built for TP ", reg.stage().tp_size, " (internal error)");
   return memory_plan(reg, micro_batch, tp.size(), tp.sequence_parallel, in_flight,
-                     recompute_method, recompute_num_layers, math, dp, distributed_optimizer);
+                     recompute, math, dp, distributed_optimizer);
 }
 
 // The local sizes make_shapes (model/gpt.cc) gives each chunk, from the
@@ -314,8 +313,7 @@ MemoryPlan memory_plan(const ParamRegistry& reg, int64_t micro_batch, const Tens
 // a live ModelRuntime (memory_plan(rt, ...)).
 MemoryPlan memory_plan(const ParamRegistry& reg, int64_t micro_batch, int64_t tp_size,
                        bool sequence_parallel, int64_t in_flight,
-                       const std::string& recompute_method, int64_t recompute_num_layers,
-                       MathMode math, int64_t dp, bool distributed_optimizer) {
+                       const Recompute& recompute, MathMode math, int64_t dp, bool distributed_optimizer) {
   const ModelConfig& c = reg.config();
   const StageLayout& st = reg.stage();
   MT_CHECK(tp_size == st.tp_size, "memory plan: TP ", tp_size,
@@ -345,13 +343,14 @@ MemoryPlan memory_plan(const ParamRegistry& reg, int64_t micro_batch, int64_t tp
   p.has_output = st.has_output;
   p.mtp_depths = st.has_output ? c.mtp_num_layers : 0;
   p.mtp_spec = mtp_layer_spec(c);
+  mark_recomputed(p.mtp_spec, recompute.modules);  // as set_recompute marks a chunk's
   int64_t kept = 0, group_size = 0;
   std::vector<GptShapes> shapes;  // each chunk's layers, kinds and recompute groups
   for (const auto& [begin, end] : ranges) {
     GptShapes sh;
     sh.num_layers = end - begin;
     for (int64_t l = begin; l < end; ++l) sh.layer_specs.push_back(layer_spec(c, l));
-    set_full_recompute(sh, recompute_method, recompute_num_layers);
+    set_recompute(sh, recompute);
     p.layers += sh.num_layers;
     for (int64_t g : sh.recompute_group) kept += g < 0;
     if (group_size == 0) group_size = sh.recompute_group_size;

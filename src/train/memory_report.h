@@ -121,16 +121,14 @@ MemoryPlan memory_plan(const ModelRuntime& rt, int64_t dp, bool distributed_opti
 // The same plan before any memory exists, from what ModelRuntime's constructor
 // takes (so a model too large for the host is refused before it is allocated).
 MemoryPlan memory_plan(const ParamRegistry& reg, int64_t micro_batch, const TensorParallel& tp,
-                       int64_t in_flight, const std::string& recompute_method,
-                       int64_t recompute_num_layers, MathMode math, int64_t dp,
+                       int64_t in_flight, const Recompute& recompute, MathMode math, int64_t dp,
                        bool distributed_optimizer);
 // The same plan from the layout alone, without a communicator (`megatron
 // plan`): a TP group of `tp_size` ranks (the registry's stage), sequence
 // parallelism when `sequence_parallel` and tp_size > 1. The one above calls it.
 MemoryPlan memory_plan(const ParamRegistry& reg, int64_t micro_batch, int64_t tp_size,
                        bool sequence_parallel, int64_t in_flight,
-                       const std::string& recompute_method, int64_t recompute_num_layers,
-                       MathMode math, int64_t dp, bool distributed_optimizer);
+                       const Recompute& recompute, MathMode math, int64_t dp, bool distributed_optimizer);
 // What the rank holds: the resident bytes each class's buffers added when
 // they were first touched (HostBuffer::resident_bytes).
 // grad_shard: optim_grads' accumulated gradient shard (counted as gradients);

@@ -170,12 +170,12 @@ Trainer setup_model_and_optimizer(const TrainArgs& args, const nlohmann::json& r
       mc, args.stage_layout(ps.tp_rank, ps.tp_size, ps.pp_rank, ps.pp_size, ps.ep_rank));
   const int64_t in_flight = vpp > 1 ? max_in_flight_interleaved(ps.pp_size, ps.pp_rank, int(vpp), m)
                                     : max_in_flight_1f1b(ps.pp_size, ps.pp_rank, m);
-  const std::string recompute_method = args.recompute_granularity == "full" ? args.recompute_method : "";
+  const Recompute recompute = args.recompute();
   // Planned bytes per class, known before anything is allocated: a model too
   // large for the host is refused here, with the numbers.
   MemoryPlan plan = memory_plan(
       *t.reg, args.micro_batch_size, TensorParallel{&ps.tp_comm, args.sequence_parallel}, in_flight,
-      recompute_method, args.recompute_num_layers, args.math_mode(), ps.dp_cp_size,
+      recompute, args.math_mode(), ps.dp_cp_size,
       args.shard_optimizer());
   plan.cp = ps.cp_size;
   plan.async_save = args.checks.async_save && !args.save.empty();  // its host copy
@@ -194,7 +194,7 @@ Trainer setup_model_and_optimizer(const TrainArgs& args, const nlohmann::json& r
                     : "memory: the model's classes above are in GPU memory";
   t.rt = std::make_unique<ModelRuntime>(
       *t.reg, args.micro_batch_size, TensorParallel{&ps.tp_comm, args.sequence_parallel},
-      in_flight, recompute_method, args.recompute_num_layers, args.math_mode(),
+      in_flight, recompute, args.math_mode(),
       ContextParallel{ps.cp_size > 1 ? &ps.cp_comm : nullptr}, device, &ps.ep_comm,
       std::move(grads_at));
   t.links = pipeline_links(ps);

@@ -49,6 +49,16 @@ TEST_F(BadArgs, NegativeOrZeroValuesNameTheirFlag) {
       {"negative peak", train(" --peak-tflops -1"), "--peak-tflops -1"},
       {"negative recompute layers", train(" --recompute-num-layers -1"),
        "--recompute-num-layers -1"},
+      {"recompute module not built", train(" --recompute-granularity selective"
+                                           " --recompute-modules core_attn layernorm"),
+       "--recompute-modules layernorm (recompute the input and pre-MLP norms' outputs) is not "
+       "supported"},
+      {"recompute module unknown", train(" --recompute-granularity selective"
+                                         " --recompute-modules attention"),
+       "--recompute-modules 'attention' is not one of Megatron-LM's modules"},
+      {"MoE recompute with full", train(" --moe-layer-recompute --recompute-granularity full"
+                                        " --recompute-method uniform --recompute-num-layers 1"),
+       "--moe-layer-recompute with --recompute-granularity full"},
       {"negative virtual stage", train(" --num-layers-per-virtual-pipeline-stage -1"),
        "--num-layers-per-virtual-pipeline-stage -1"},
       {"negative weight decay", train(" --weight-decay -0.1"), "--weight-decay -0.1"},

@@ -6,7 +6,9 @@
 // PP=2, Llama); and the levers move it as predicted: the distributed optimizer
 // halves the optimizer state at DP=2, TP=2 + SP and full recompute shrink the
 // activations, bf16 halves the weights and adds the fp32 main weights to the
-// optimizer state.
+// optimizer state. Recomputing the MoE layers moves their records out of the
+// activations, as predicted.
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "cli_test_util.h"
@@ -114,6 +116,38 @@ TEST(MemoryReport, MeasuredMatchesPredictedAndTheLeversMoveIt) {
   EXPECT_NE(predicted(l1, "activations"), predicted(plain, "activations"));
   memory_of(dir, mpirun(2), flags,
             gbs4 + llama + " --tensor-model-parallel-size 2 --sequence-parallel");
+}
+
+double measured(const nlohmann::json& m, const char* c) {
+  return m.at(c).at("measured_bytes").get<double>();
+}
+
+// Selective recompute of the MoE layers (--moe-layer-recompute): each MoE
+// layer's record (router, dispatch, expert rows) leaves the activations and
+// one shared record joins the workspace; both classes are still measured as
+// predicted, and the activations measured fall by what the formula says.
+TEST(MemoryReport, MoeRecomputeMovesTheMoeRecordsOutOfTheActivations) {
+  TempDir dir;
+  const std::string flags = " train" + prepare_data(dir, synthetic_corpus(100)) +
+                            " --num-layers 2 --hidden-size 512 --num-attention-heads 8"
+                            " --seq-length 256 --micro-batch-size 8 --global-batch-size 8"
+                            " --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 1024"
+                            " --train-iters 1 --lr 1e-4 --split 90,10,0 --eval-interval 0"
+                            " --peak-tflops 1 --log-memory --make-vocab-size-divisible-by 64";
+  const nlohmann::json keep = memory_of(dir, megatron(), flags, "");
+  const nlohmann::json rc = memory_of(dir, megatron(), flags, " --moe-layer-recompute");
+  EXPECT_LT(predicted(rc, "activations"), 0.5 * predicted(keep, "activations"));
+  EXPECT_GT(predicted(rc, "workspace"), predicted(keep, "workspace"));
+  // Two layers' records out, one in: the total falls by about one record.
+  const double saved = predicted(keep, "activations") - predicted(rc, "activations");
+  const double added = predicted(rc, "workspace") - predicted(keep, "workspace");
+  EXPECT_NEAR(added, saved / 2, 0.01 * saved);
+  EXPECT_NEAR(measured(keep, "activations") - measured(rc, "activations"), saved, 0.05 * saved);
+  std::printf("MoE recompute: activations %.2f -> %.2f MB (measured %.2f -> %.2f), workspace "
+              "%.2f -> %.2f MB\n",
+              predicted(keep, "activations") / 1e6, predicted(rc, "activations") / 1e6,
+              measured(keep, "activations") / 1e6, measured(rc, "activations") / 1e6,
+              predicted(keep, "workspace") / 1e6, predicted(rc, "workspace") / 1e6);
 }
 
 }  // namespace

@@ -2,7 +2,7 @@
 // rank's losses and each depth's "mtp_k loss" (1e-5 relative; fp32
 // round-off) at TP2 with SP, PP2 (the last stage's copy of the untied word
 // embedding; also interleaved, the depths on the last chunk), CP2 (the shifted tokens cross the ranks' chunks), DP2 and, for
-// an MoE model, EP2 (with DP2, and with TP2 x SP); a checkpoint with MTP saved at TP2 x PP2 resumes at TP1;
+// an MoE model, EP2 (with DP2, with TP2 x SP, and with --moe-layer-recompute); a checkpoint with MTP saved at TP2 x PP2 resumes at TP1;
 // the depth's own expert bias (DeepSeek-V3's routing) moves as one rank's at EP2;
 // `generate` ignores the MTP depths (a run whose depths are weighed 0 decodes
 // exactly as the same run without them); unsupported combinations are
@@ -79,7 +79,9 @@ TEST(MtpCli, MoeLayoutsMatchOneRankAtEp2) {
                      " --moe-aux-loss-coeff 0.01",
       {{"ep2", 2, " --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall"},
        {"tp2_sp_ep2", 2, " --tensor-model-parallel-size 2 --sequence-parallel"
-                         " --expert-model-parallel-size 2"}},
+                         " --expert-model-parallel-size 2"},
+       // The decoder's and the depth's MoE layers recomputed (their records dropped).
+       {"ep2_moe_recompute", 2, " --expert-model-parallel-size 2 --moe-layer-recompute"}},
       1e-5, {"loss", "mtp_1_loss", "load_balancing_loss"}, "MTP MoE layouts",
       [](const Layout& l, const RunResult& r, const JsonLogLines&, const JsonLogLines&) {
         // The MoE part of the text log does not replace the depths' losses.

@@ -14,6 +14,10 @@ namespace {
 const std::string kModel =
     " --num-layers 4 --hidden-size 256 --num-attention-heads 8 --seq-length 64";
 
+// An MoE model of kModel's sizes whose first layer is dense, its experts over EP2.
+const std::string kMoe = " --num-experts 4 --moe-router-topk 2 --moe-layer-freq '[0]+[1]*3'"
+                         " --expert-model-parallel-size 2";
+
 std::string devices() { return std::string(MT_SOURCE_DIR) + "/configs/devices"; }
 
 std::string plan() {
@@ -91,6 +95,12 @@ TEST(PlanCli, MemoryIsWhatTrainPredictsForTheSameLayout) {
       {" --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params --bf16",
        " --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params", 1, 1, false,
        true, true, "selective", "optim_grads_params"},
+      // Selective recompute of the MoE layers (and of the dense first layer's MLP).
+      {kMoe + " --moe-layer-recompute", kMoe + " --moe-layer-recompute", 1, 1, false, false,
+       false, "selective"},
+      {kMoe + " --recompute-granularity selective --recompute-modules mlp moe",
+       kMoe + " --recompute-granularity selective --recompute-modules mlp moe", 1, 1, false,
+       false, false, "selective"},
   };
   for (const Case& c : cases) {
     const TrainMemory t = train_memory(dir, data, c.train_flags);

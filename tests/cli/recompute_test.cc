@@ -2,9 +2,17 @@
 // gives the losses of keeping every activation — dropout on, so the masks of
 // the recomputed forward must equal the first forward's — on one rank and
 // with TP+SP and PP, and never plans more activation bytes (fewer with
-// groups of one layer).
+// groups of one layer). Selective recompute of the MoE layers
+// (--moe-layer-recompute, --recompute-modules moe) and of the dense MLPs
+// (mlp) gives bit for bit the losses, router losses, gradient norms and
+// final weights (the expert biases too) of keeping them, on one rank and at
+// TP2 (SP) x EP2, with a dense first layer and a shared expert, and plans
+// fewer activation bytes; also at PP2 (micro-batches in flight).
 #include <cmath>
+#include <filesystem>
 #include <regex>
+
+#include "checkpoint/safetensors.h"
 
 #include "cli_test_util.h"
 
@@ -65,6 +73,100 @@ TEST(Recompute, FullUniformAndBlockMatchKeepingEverything) {
       }
     }
   }
+}
+
+// A tiny MoE whose first layer is dense (--moe-layer-freq), with a shared
+// expert, sigmoid routing with the expert bias, aux and z losses and dropout;
+// 4 iterations, saved at the end.
+std::string moe_recompute_model() {
+  return " --num-layers 4 --hidden-size 32 --num-attention-heads 4 --seq-length 32"
+         " --micro-batch-size 2 --global-batch-size 8 --lr 3e-3 --train-iters 4"
+         " --split 90,10,0 --peak-tflops 1 --log-interval 1 --eval-interval 0"
+         " --normalization RMSNorm --position-embedding-type rope --swiglu --ffn-hidden-size 64"
+         " --disable-bias-linear --untie-embeddings-and-output-weights"
+         " --hidden-dropout 0.1 --attention-dropout 0.1 --make-vocab-size-divisible-by 64"
+         " --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 48"
+         " --moe-layer-freq '[0]*1+[1]*3' --moe-shared-expert-intermediate-size 32"
+         " --moe-router-score-function sigmoid --moe-router-enable-expert-bias"
+         " --moe-router-bias-update-rate 0.01 --moe-aux-loss-coeff 0.01 --moe-z-loss-coeff 0.001"
+         " --moe-token-dispatcher-type alltoall --save-interval 4";
+}
+
+// Every tensor of every model.safetensors under two checkpoint iterations of
+// the same layout, equal bit for bit.
+void expect_same_weights(const std::string& a, const std::string& b, const std::string& what) {
+  int files = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(a)) {
+    if (e.path().filename() != "model.safetensors") continue;
+    ++files;
+    const std::string rel = std::filesystem::relative(e.path(), a).string();
+    SafetensorsReader ra(e.path().string()), rb(b + "/" + rel);
+    for (const std::string& name : ra.names()) {
+      std::vector<float> x(size_t(ra.info(name).numel())), y(x.size());
+      ra.read_f32(name, x.data(), int64_t(x.size()));
+      rb.read_f32(name, y.data(), int64_t(y.size()));
+      EXPECT_EQ(x, y) << what << ": " << rel << " " << name;
+    }
+  }
+  EXPECT_GT(files, 0) << what << ": no weights under " << a;
+}
+
+struct Layout {
+  std::string name, launcher, flags;
+};
+
+// Each way to recompute the MoE layers (and the dense MLP) at `layout` gives
+// the run without recompute bit for bit: its log's losses, gradient norms and
+// router losses, and its saved weights (the expert biases with them); it
+// plans fewer activation bytes (the three MoE layers' records out, one
+// shared record in the workspace; the dense layer's MLP record alone, less).
+void expect_selective_recompute_matches(const Layout& layout) {
+  TempDir dir;
+  const std::string flags = " train" + prepare_data(dir, synthetic_corpus(200)) +
+                            moe_recompute_model() + layout.flags;
+  const std::pair<std::string, double> recompute[] = {
+      {" --moe-layer-recompute", 0.8},
+      {" --recompute-granularity selective --recompute-modules moe", 0.8},
+      {" --recompute-granularity selective --recompute-modules core_attn mlp moe", 0.8},
+      {" --recompute-activations --recompute-modules mlp", 0.99}};
+  const char* keys[] = {"loss", "grad_norm", "load_balancing_loss", "z_loss"};
+  const std::string base_dir = dir.file("base");
+  const RunResult base = run(layout.launcher + flags + " --log-memory --save " + base_dir +
+                             " --log-json " + dir.file("base.json"));
+  ASSERT_EQ(base.exit_code, 0) << layout.name << "\n" << base.output;
+  const JsonLogLines ref = read_log_json(dir.file("base.json"));
+  ASSERT_EQ(ref.train.size(), 4u) << layout.name;
+  for (const auto& [r, most] : recompute) {
+    const std::string what = layout.name + r, got_dir = dir.file("got");
+    const RunResult got = run(layout.launcher + flags + r + " --log-memory --save " + got_dir +
+                              " --log-json " + dir.file("r.json"));
+    ASSERT_EQ(got.exit_code, 0) << what << "\n" << got.output;
+    const JsonLogLines log = read_log_json(dir.file("r.json"));
+    ASSERT_EQ(log.train.size(), 4u) << what;
+    for (const auto& [it, j] : ref.train)
+      for (const char* k : keys)
+        EXPECT_EQ(log.train.at(it).at(k).get<double>(), j.at(k).get<double>())
+            << what << " iteration " << it << " " << k;
+    expect_same_weights(base_dir + "/iter_0000004", got_dir + "/iter_0000004", what);
+    EXPECT_LT(activation_bytes(got.output), most * activation_bytes(base.output)) << what;
+    std::filesystem::remove_all(got_dir);
+    std::filesystem::remove(dir.file("r.json"));
+  }
+}
+
+TEST(Recompute, SelectiveMoeAndMlpMatchKeepingEverythingOnOneRank) {
+  expect_selective_recompute_matches({"one rank", megatron(), ""});
+}
+
+TEST(Recompute, SelectiveMoeAndMlpMatchKeepingEverythingAtTp2SpEp2) {
+  expect_selective_recompute_matches(
+      {"TP2 SP x EP2", mpirun(4),
+       " --tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 2"});
+}
+
+// Two micro-batches in flight on the first stage share the one record.
+TEST(Recompute, SelectiveMoeAndMlpMatchKeepingEverythingAtPp2) {
+  expect_selective_recompute_matches({"PP2", mpirun(2), " --pipeline-model-parallel-size 2"});
 }
 
 }  // namespace

@@ -19,7 +19,7 @@ struct TinyGpt {
 
   TinyGpt(const ModelConfig& cfg, int64_t micro_batch, MathMode math = MathMode::kF32)
       : reg(cfg, StageLayout{0, 1, 0, cfg.num_layers, true, true}),
-        rt(reg, micro_batch, TensorParallel{}, 1, "", 0, math),
+        rt(reg, micro_batch, TensorParallel{}, 1, Recompute{}, math),
         sh(rt.sh),
         params(rt.params),
         grads(rt.grads),

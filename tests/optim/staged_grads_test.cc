@@ -56,7 +56,7 @@ float grad_value(int rank, size_t param, int64_t i) {
 
 TEST(StagedGrads, ReducingAPartAveragesIntoTheShardAndClearsThePool) {
   const ParamRegistry reg = small_registry();
-  ModelRuntime rt(reg, 1, TensorParallel{}, 1, "", 0, MathMode::kF32, ContextParallel{},
+  ModelRuntime rt(reg, 1, TensorParallel{}, 1, Recompute{}, MathMode::kF32, ContextParallel{},
                   Device::kCpu, nullptr, plan_staged_grads(reg));
   const Communicator dp = Communicator::world();
   StagedGrads sg(rt, dp, 300);

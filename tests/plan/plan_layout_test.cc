@@ -28,6 +28,27 @@ PlanProblem tiny(int64_t world, int64_t batch = 8) {
   return pb;
 }
 
+// Stage `stage` of layout `l`: plan's activations and workspace are what a
+// live runtime of that layout with `r` carves (up to each tensor's 64-byte
+// alignment; its buffers round up to whole pages).
+void expect_plan_is_the_carve(const PlanProblem& pb, const PlanLayout& l, const Recompute& r,
+                              int64_t stage = 0) {
+  const MemoryPlan p = layout_memory_plan(pb, l, stage);
+  const ParamRegistry reg = stage_registry(pb, l, stage);
+  ModelRuntime rt(reg, l.micro_batch_size, TensorParallel{}, p.in_flight, r,
+                  l.bf16 ? MathMode::kBF16 : MathMode::kF32);
+  const MemoryClasses m = predict_memory(p);
+  Arena plan, plan_ws;
+  for (int64_t i = 0; i < p.in_flight; ++i) carve_activations(plan, rt.chunks[0].sh);
+  carve_workspace(plan_ws, rt.chunks[0].sh);
+  const double act = double(plan.used()), ws = double(plan_ws.used());
+  EXPECT_LE(act, double(rt.activations_buffer().size()));
+  EXPECT_GE(act, m.activations) << l.name();
+  EXPECT_LE(act, m.activations + 64.0 * 100) << l.name();
+  EXPECT_GE(ws, m.workspace) << l.name();
+  EXPECT_LE(ws, m.workspace + 64.0 * 40) << l.name();
+}
+
 TEST(PlanLayout, EnumeratesExactlyTheLayoutsTrainAccepts) {
   const PlanProblem pb = tiny(8);
   const std::vector<PlanLayout> ls = enumerate_layouts(pb, {});
@@ -177,21 +198,51 @@ TEST(PlanLayout, MemoryWithQwenAttentionIsWhatTheRuntimeCarves) {
     const MemoryPlan p = layout_memory_plan(pb, l, 0);
     EXPECT_EQ(p.head_dim, 32);
     EXPECT_TRUE(p.qk_layernorm);
-    const ParamRegistry reg = stage_registry(pb, l, 0);
-    ModelRuntime rt(reg, l.micro_batch_size, TensorParallel{}, p.in_flight, "", 0,
-                    bf16 ? MathMode::kBF16 : MathMode::kF32);
-    const MemoryClasses m = predict_memory(p);
-    // What the runtime carves (its buffers round up to whole pages).
-    Arena plan, plan_ws;
-    for (int64_t i = 0; i < p.in_flight; ++i) carve_activations(plan, rt.chunks[0].sh);
-    carve_workspace(plan_ws, rt.chunks[0].sh);
-    const double act = double(plan.used()), ws = double(plan_ws.used());
-    EXPECT_LE(act, double(rt.activations_buffer().size()));
-    EXPECT_GE(act, m.activations) << l.name();
-    EXPECT_LE(act, m.activations + 64.0 * 100) << l.name();
-    EXPECT_GE(ws, m.workspace) << l.name();
-    EXPECT_LE(ws, m.workspace + 64.0 * 40) << l.name();
+    expect_plan_is_the_carve(pb, l, Recompute{});
   }
+}
+
+// Selective recompute of the MoE layers (Megatron's --recompute-modules moe,
+// --moe-layer-recompute) and of the dense MLPs (mlp), on a model whose first
+// layer is dense: plan's memory is what the runtime recomputing them carves
+// and the runtime's own plan; each layer's MLP record leaves the activations
+// (one shared record joins the workspace), so activations shrink per record
+// in flight and the workspace grows by one record; the last stage's MTP
+// depth (an MoE layer) drops its record too.
+TEST(PlanLayout, MemoryWithMoeRecomputeIsWhatTheRuntimeCarves) {
+  PlanProblem pb = tiny(2, 8);
+  pb.model.num_experts = 4;
+  pb.model.moe_router_topk = 2;
+  pb.model.moe_layer_freq = "[0]+[1]*3";
+  pb.model.mtp_num_layers = 1;
+  pb.model.position_embedding_type = "rope";
+  PlanLayout l;
+  l.pp = 2, l.micro_batch_size = 2, l.bf16 = false;
+  const MemoryClasses keep = predict_memory(layout_memory_plan(pb, l, 0));
+  double before = keep.activations;
+  for (const std::vector<std::string>& modules :
+       {std::vector<std::string>{"moe"}, std::vector<std::string>{"core_attn", "mlp", "moe"}}) {
+    pb.recompute_modules = modules;
+    ASSERT_NO_THROW(check_layout(pb, l)) << l.name();
+    const MemoryPlan p = layout_memory_plan(pb, l, 0);
+    const MemoryClasses m = predict_memory(p);
+    EXPECT_LT(m.activations, before) << modules.size();
+    EXPECT_GT(m.workspace, keep.workspace) << modules.size();
+    before = m.activations;
+    const Recompute r{"", 0, modules};
+    expect_plan_is_the_carve(pb, l, r);
+    expect_plan_is_the_carve(pb, l, r, 1);
+    const ParamRegistry reg = stage_registry(pb, l, 0);
+    ModelRuntime rt(reg, l.micro_batch_size, TensorParallel{}, p.in_flight, r);
+    EXPECT_DOUBLE_EQ(predict_memory(memory_plan(rt, l.dp, false)).total(), m.total());
+  }
+  // --moe-layer-recompute is the same as moe added to the modules.
+  PlanProblem alias = pb;
+  alias.recompute_modules = {};
+  alias.moe_layer_recompute = true;
+  pb.recompute_modules = {"moe"};
+  EXPECT_DOUBLE_EQ(predict_memory(layout_memory_plan(alias, l, 0)).total(),
+                   predict_memory(layout_memory_plan(pb, l, 0)).total());
 }
 
 // A world of many divisors (720,720 = 2^4·3^2·5·7·11·13: 240 divisors, ~7,300
@@ -226,7 +277,7 @@ TEST(PlanLayout, MemoryIsTheRuntimesOwnPlan) {
             const MemoryPlan p = layout_memory_plan(pb, l, stage);
             const ParamRegistry reg = stage_registry(pb, l, stage);
             const std::string method = l.recompute == "full" ? "uniform" : "";
-            ModelRuntime rt(reg, l.micro_batch_size, TensorParallel{}, p.in_flight, method, 1,
+            ModelRuntime rt(reg, l.micro_batch_size, TensorParallel{}, p.in_flight, Recompute{method, 1},
                             bf16 ? MathMode::kBF16 : MathMode::kF32);
             const MemoryPlan q = memory_plan(rt, l.dp, l.distributed_optimizer);
             const std::string what = l.name() + " stage " + std::to_string(stage);

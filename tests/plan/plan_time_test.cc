@@ -351,6 +351,31 @@ TEST(PlanReport, RanksFittingLayoutsByThroughputAndSaysWhy) {
   EXPECT_NE(why.find("pipeline stage needs"), std::string::npos) << why;
 }
 
+// Selective recompute of the MoE layers (--recompute-modules moe) adds their
+// GEMMs' forward to the compute, counted as recompute, and at EP2 a second
+// dispatch and combine; full recompute adds more (the whole layers).
+TEST(PlanTime, MoeRecomputeAddsTheMoeForward) {
+  PlanProblem pb = model(2, 8);
+  pb.model.num_experts = 4;
+  pb.model.moe_router_topk = 2;
+  pb.model.moe_layer_freq = "[0]+[1]*7";
+  PlanCluster c{1, 2, flat_device()};
+  PlanLayout l;
+  l.dp = 2, l.ep = 2, l.micro_batch_size = 1, l.bf16 = false;
+  const StepTime keep = time_of(pb, l, c);
+  EXPECT_EQ(keep.recompute, 0);
+  pb.recompute_modules = {"moe"};
+  const StepTime moe = time_of(pb, l, c);
+  EXPECT_GT(moe.recompute, 0);
+  EXPECT_NEAR(moe.compute - keep.compute, moe.recompute, 1e-12 * moe.compute);
+  EXPECT_GT(moe.ep_comm, keep.ep_comm);
+  pb.recompute_modules = {"moe", "mlp"};  // the dense first layer's MLP too
+  EXPECT_GT(time_of(pb, l, c).recompute, moe.recompute);
+  pb.recompute_modules = {};
+  l.recompute = "full";
+  EXPECT_GT(time_of(pb, l, c).recompute, moe.recompute);
+}
+
 // MoE: dense gradients are reduced over DP x CP, an EP rank's experts over
 // its expert-DP group ((TP x CP x DP) / EP ranks), and the distributed
 // optimizer owns its share of each.

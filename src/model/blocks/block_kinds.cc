@@ -1,5 +1,7 @@
 #include "model/blocks/block_kinds.h"
 
+#include <algorithm>
+
 namespace mt {
 
 namespace {
@@ -35,6 +37,19 @@ bool specs_take(const std::vector<LayerSpec>& specs, uint8_t LayerSpec::*member,
   for (const LayerSpec& s : specs)
     if (s.*member == index) return true;
   return false;
+}
+
+bool specs_recompute_mlp(const std::vector<LayerSpec>& specs, size_t index) {
+  for (const LayerSpec& s : specs)
+    if (s.mlp == index && s.recompute_mlp) return true;
+  return false;
+}
+
+void mark_recomputed(LayerSpec& spec, const std::vector<std::string>& modules) {
+  with_kind<MlpKinds>(spec.mlp, [&](auto k) {
+    const std::string module = decltype(k)::type::recompute_module;
+    spec.recompute_mlp = std::find(modules.begin(), modules.end(), module) != modules.end();
+  });
 }
 
 std::shared_ptr<const KindShapes> make_kind_shapes(const ModelConfig& c, const StageLayout& st,

@@ -21,7 +21,8 @@
 //                        const Record&, Workspace&, const Params<ReadView>&, const BlockCall&);
 //   static DecodeWorkspace carve_decode_workspace(Arena&, const GptShapes&, const DecodeDims&);
 //   static double decode_workspace_floats(const ModelConfig&, int64_t tp, const DecodeDims&);
-//   MLP kinds:       static void decode(float* out, DecodeWorkspace&, const float* in,
+//   MLP kinds:       static constexpr const char* recompute_module;  // its --recompute-modules name
+//                    static void decode(float* out, DecodeWorkspace&, const float* in,
 //                                       const Params<ReadView>&, const GptShapes&, int64_t rows);
 //   attention kinds: static double plan_core_head_dim(const ModelConfig&);  // a head's core width
 //                    using Cache;
@@ -40,6 +41,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -63,6 +65,7 @@ struct KindList {
   template <class P>
   using Params = std::variant<typename K::template Params<P>...>;
   using Record = std::variant<typename K::Record...>;
+  using Records = std::tuple<typename K::Record...>;  // one of each kind
   using Workspaces = std::tuple<typename K::Workspace...>;
   using DecodeWorkspaces = std::tuple<typename K::DecodeWorkspace...>;
   using Shapes = std::tuple<typename K::Shapes...>;
@@ -122,6 +125,11 @@ bool model_uses_mlp(const ModelConfig& c, size_t index);
 // Whether a layer of `specs` takes kind `index` of the slot `member` names
 // (empty specs: shapes made by hand, the default kinds).
 bool specs_take(const std::vector<LayerSpec>& specs, uint8_t LayerSpec::*member, size_t index);
+// Whether a layer of `specs` takes MLP kind `index` and recomputes it (LayerSpec::recompute_mlp).
+bool specs_recompute_mlp(const std::vector<LayerSpec>& specs, size_t index);
+// Sets spec.recompute_mlp when `modules` (Megatron's --recompute-modules under
+// selective granularity) names its MLP kind's recompute_module.
+void mark_recomputed(LayerSpec& spec, const std::vector<std::string>& modules);
 
 // Every kind's sizes on a rank (GptShapes::kinds, BlockSizes::kinds), made
 // for the kinds the model uses (default-constructed for the others).

@@ -84,6 +84,7 @@ void mlp_block_decode(float* out, MlpDecodeWorkspace& ws, const float* in,
 // The dense MLP as the default kind of the MLP slot (model/blocks/block_kinds.h).
 struct DenseMlp {
   static constexpr const char* name = "dense";
+  static constexpr const char* recompute_module = "mlp";  // Megatron's: the dense MLP
   template <class P>
   using Params = MlpParams<P>;
   using Record = MlpRecord;

@@ -482,8 +482,7 @@ void moe_block_forward(float* out, MoeRecord& rec, const MoeParams<ReadView>& w,
     ++st.layer_passes;
     // The expert bias's load: the kept pairs (Megatron's routing_map after
     // the capacity), this rank's tokens; the trainer sums them over the ranks.
-    // A layer under full recompute counts every micro-batch twice: the sign
-    // of mean - load, all the update reads, stays.
+    // A recomputed forward (PassContext::recomputing) counts nothing.
     if (!st.expert_tokens.empty()) {
       double* tokens = st.expert_tokens.data() + call.layer * E;
       for (int64_t p = 0; p < n * k; ++p)

@@ -211,6 +211,7 @@ void moe_block_decode(float* out, MoeDecodeWorkspace& ws, const float* in,
 // layers --num-experts and --moe-layer-freq make MoE layers.
 struct MoeMlp {
   static constexpr const char* name = "moe";
+  static constexpr const char* recompute_module = "moe";  // Megatron's: the whole MoE layer
   template <class P>
   using Params = MoeParams<P>;
   using Record = MoeRecord;

@@ -29,8 +29,12 @@ LayerActivations carve_layer_record(Arena& arena, const GptShapes& sh, const Lay
   });
   la.mid = alloc_act(arena, sh, sh.local_tokens() * sh.h);
   la.ln2 = carve_norm_record(arena, sh);
+  la.recompute_mlp = spec.recompute_mlp;
   with_kind<MlpKinds>(spec.mlp, [&](auto k) {
-    la.mlp.emplace<k.index>(decltype(k)::type::carve_record(arena, sh)).in = la.ln2.out;
+    if (spec.recompute_mlp)
+      la.mlp.emplace<k.index>();  // the workspace's record serves it
+    else
+      la.mlp.emplace<k.index>(decltype(k)::type::carve_record(arena, sh)).in = la.ln2.out;
   });
   return la;
 }
@@ -44,6 +48,8 @@ LayerWorkspace carve_layer_workspace(Arena& arena, const GptShapes& sh) {
   for_each_kind<MlpKinds>([&](auto k) {
     if (specs_take(sh.layer_specs, &LayerSpec::mlp, k.index))
       std::get<k.index>(ws.mlp) = decltype(k)::type::carve_workspace(arena, sh);
+    if (specs_recompute_mlp(sh.layer_specs, k.index))
+      std::get<k.index>(ws.mlp_recompute) = decltype(k)::type::carve_record(arena, sh);
   });
   return ws;
 }
@@ -52,7 +58,8 @@ double layer_record_bytes(const BlockSizes& z, const LayerSpec& spec) {
   double attention = 0, mlp = 0;
   with_kind<AttentionKinds>(spec.attention,
                             [&](auto k) { attention = decltype(k)::type::record_bytes(z); });
-  with_kind<MlpKinds>(spec.mlp, [&](auto k) { mlp = decltype(k)::type::record_bytes(z); });
+  if (!spec.recompute_mlp)
+    with_kind<MlpKinds>(spec.mlp, [&](auto k) { mlp = decltype(k)::type::record_bytes(z); });
   const double mid = z.e * z.nl * z.h;
   return norm_record_bytes(z) + attention + mid + norm_record_bytes(z) + mlp;
 }
@@ -65,6 +72,7 @@ double layer_workspace_bytes(const BlockSizes& z, const std::vector<LayerSpec>& 
   });
   for_each_kind<MlpKinds>([&](auto k) {
     if (specs_take(specs, &LayerSpec::mlp, k.index)) bytes += decltype(k)::type::workspace_bytes(z);
+    if (specs_recompute_mlp(specs, k.index)) bytes += decltype(k)::type::record_bytes(z);
   });
   return bytes;
 }

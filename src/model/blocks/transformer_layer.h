@@ -37,8 +37,11 @@ struct LayerActivations {
   AttentionKinds::Record attention;  // of spec.attention's kind
   WriteView mid;              // (s_local, b, h) residual after attention
   NormRecord ln2;             // its out is the MLP's input
-  MlpKinds::Record mlp;       // of spec.mlp's kind
+  MlpKinds::Record mlp;       // of spec.mlp's kind; uncarved with recompute_mlp
   WriteView output;           // (s_local, b, h) residual stream out
+  // The MLP slot is recomputed (LayerSpec::recompute_mlp): its record is the
+  // workspace's (LayerWorkspace::mlp_recompute), refilled before its backward.
+  bool recompute_mlp = false;
 };
 
 // The blocks' scratch, shared by every layer and micro-batch.
@@ -46,6 +49,10 @@ struct LayerActivations {
 struct LayerWorkspace {
   AttentionKinds::Workspaces attention;
   MlpKinds::Workspaces mlp;
+  // The one record of each MLP kind some layer recomputes (selective
+  // recompute, LayerSpec::recompute_mlp): written by those layers' forwards
+  // and re-run into before each one's backward.
+  MlpKinds::Records mlp_recompute;
 };
 
 // Adds layer `layer`'s parameters to the registry, block by block, in the
@@ -79,11 +86,13 @@ LayerParams<P> bind_layer(const ParamBinder<P>& bind, int64_t layer) {
 // The record of a layer without its input/output (rows of the stage's
 // residual-stream buffer, set by the caller).
 LayerActivations carve_layer_record(Arena& arena, const GptShapes& sh, const LayerSpec& spec);
-// The stage's: the workspace of each kind its layers (sh.spec) take.
+// The stage's: the workspace of each kind its layers (sh.spec) take, and one
+// record of each MLP kind a layer recomputes.
 LayerWorkspace carve_layer_workspace(Arena& arena, const GptShapes& sh);
 // Bytes of one layer's record (without its input) and of the LayerWorkspace
 // of a stage whose layers take the kinds of `specs`: the sums over the
-// blocks, plus the residual after attention (mid).
+// blocks, plus the residual after attention (mid); a recomputed MLP slot's
+// record counts once, in the workspace, not in each layer's record.
 double layer_record_bytes(const BlockSizes& z, const LayerSpec& spec);
 double layer_workspace_bytes(const BlockSizes& z, const std::vector<LayerSpec>& specs);
 // Training FLOPs of global layer `layer` over `tokens` tokens: the sum over its blocks.
