@@ -107,7 +107,7 @@ std::vector<MegatronConfig> deepseek_configs() {
        " --moe-router-topk-scaling-factor 2.5 --moe-shared-expert-overlap"
        " --moe-shared-expert-intermediate-size 24 --moe-aux-loss-coeff 1e-4 --seq-length 64"
        " --max-position-embeddings 163840 --make-vocab-size-divisible-by 1280"
-       " --mscale 1.0 --mscale-all-dim 1.0 --recompute-activations",
+       " --mscale 1.0 --mscale-all-dim 1.0 --recompute-activations --moe-layer-recompute",
        2, kDeepSeekCommon},
       {"deepseek-ai/DeepSeek-V2-Lite.sh", "qwen3",
        " --attention-dropout 0.0 --hidden-dropout 0.0 --norm-epsilon 1e-6 --num-layers 3"

@@ -45,6 +45,7 @@ struct RegisteredShapes {
 
 struct RegisteredMlp {
   static constexpr const char* name = "registered";
+  static constexpr const char* recompute_module = "mlp";  // a dense MLP for --recompute-modules
   template <class P>
   using Params = RegisteredParams<P>;
   using Record = RegisteredRecord;
