@@ -92,7 +92,7 @@ TEST(Help, BadValuesOfTheBenchBinariesAreOneLine) {
       {"bench_train --tp abc", "--tp: abc must be a number >= 1"},
       {"bench_train --threads -1", "--threads: -1 must be a number >= 0"},
       {"bench_train a 0", "iters: 0 must be a number >= 1"},
-      {"bench_train zz", "config: zz not in {a,b,small,llama,qwen3,all}"},
+      {"bench_train zz", "config: zz not in {a,b,small,llama,qwen3,deepseek,all}"},
       {"bench_train --recompute partial", "--recompute: partial not in {full,selective}"},
       {"bench_grad_reduce --threads 0", "--threads: 0 must be a number >= 1"},
       {"bench_grad_reduce c", "config: c not in {small,b}"},
