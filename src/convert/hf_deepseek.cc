@@ -383,9 +383,9 @@ void deepseek_check_no_mtp(const std::vector<std::string>& names, const ModelCon
   const std::string mtp = "model.layers." + std::to_string(c.num_layers) + ".";
   for (const std::string& n : names)
     MT_CHECK(n.rfind(mtp, 0) != 0, "--load-dir ", dir, ": tensor '", n, "' is of a multi-token "
-             "prediction layer (num_nextn_predict_layers); megatron.cpp does not build MTP with "
-             "the expert bias of DeepSeek-V3's router, and HF's DeepseekV3ForCausalLM does not "
-             "compute it either; fix: convert a copy of the folder without the ", mtp, "* tensors");
+             "prediction layer (num_nextn_predict_layers); megatron.cpp's convert does not import "
+             "them yet, and HF's DeepseekV3ForCausalLM does not compute them either; fix: "
+             "convert a copy of the folder without the ", mtp, "* tensors");
 }
 
 }  // namespace mt

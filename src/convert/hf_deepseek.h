@@ -52,7 +52,7 @@
 //     (groups ranked by their max) when num_experts_per_tok == topk_group
 //     (Megatron's sum of the top 1), else refused.
 // Refused by file and key: num_nextn_predict_layers with its model.layers.<L>
-// tensors present (multi-token prediction is not built with the expert bias),
+// tensors present (their import into mtp.layers.K.* is not written yet),
 // attention_bias, a hidden_act other than silu, num_key_value_heads other than
 // the heads, scoring_func / topk_method other than the above, rope_scaling
 // other than yarn, V2's rope_scaling with mscale_all_dim (HF's V2 port leaves
