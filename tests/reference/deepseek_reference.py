@@ -42,7 +42,8 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_models import InputError, load_generate_json, load_hf_dir, write_safetensors  # noqa: E402
+from hf_models import (InputError, judge_log_probs, load_generate_json, load_hf_dir,  # noqa: E402
+                       write_safetensors)
 
 
 def version_of(cfg):
@@ -349,20 +350,7 @@ def cmd_score(a):
     gaps = []
     with torch.no_grad():
         logits = model_logits(cfg, w, torch.tensor(seq[:-1], dtype=torch.int64), gaps)
-    lp = torch.log_softmax(logits, dim=-1)
-    p = len(prompt)
-    ours = [lp[p - 1 + i, t].item() for i, t in enumerate(tokens)]
-    diffs = [abs(o - t) for o, t in zip(ours, theirs)]
-    worst = max(range(len(diffs)), key=diffs.__getitem__)
-    out = {"max_abs_diff": diffs[worst], "n": len(tokens), "min_router_gap": min(gaps) if gaps else None,
-           "ours": ours, "theirs": theirs}
-    print(json.dumps(out))
-    if diffs[worst] > a.tol:
-        print(f"score: FAILED — generated token {worst} (id {tokens[worst]}, position {p + worst}): log-prob ours "
-              f"{ours[worst]:.8f}, theirs {theirs[worst]:.8f}, |diff| {diffs[worst]:.3e} > tol {a.tol:g}",
-              file=sys.stderr)
-        return 1
-    return 0
+    return judge_log_probs(logits, prompt, tokens, theirs, gaps, a.tol)
 
 
 def main():

@@ -823,6 +823,12 @@ def cmd_score(args):
     gaps = []  # mixtral, qwen3_moe: the smallest router gap of each layer (top-k vs the next expert)
     with torch.no_grad():
         logits = model_logits(cfg, w, torch.tensor(seq[:-1], dtype=torch.int64), gaps=gaps)  # (s-1, vocab) float64
+    return judge_log_probs(logits, prompt, tokens, theirs, gaps, args.tol)
+
+
+def judge_log_probs(logits, prompt, tokens, theirs, gaps, tol):
+    """score's verdict: the reference log-probabilities of the generated tokens (logits (s-1, vocab)
+    over prompt + tokens) against the generator's `theirs`; prints the JSON summary, returns the exit code."""
     lp = torch.log_softmax(logits, dim=-1)
     p = len(prompt)
     ours = [lp[p - 1 + i, t].item() for i, t in enumerate(tokens)]
@@ -832,9 +838,9 @@ def cmd_score(args):
     if gaps:
         out["min_router_gap"] = min(gaps)
     print(json.dumps(out))
-    if diffs[worst] > args.tol:
+    if diffs[worst] > tol:
         print(f"score: FAILED — generated token {worst} (id {tokens[worst]}, position {p + worst}): "
-              f"log-prob ours {ours[worst]:.8f}, theirs {theirs[worst]:.8f}, |diff| {diffs[worst]:.3e} > tol {args.tol:g}",
+              f"log-prob ours {ours[worst]:.8f}, theirs {theirs[worst]:.8f}, |diff| {diffs[worst]:.3e} > tol {tol:g}",
               file=sys.stderr)
         return 1
     return 0
