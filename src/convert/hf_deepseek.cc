@@ -225,6 +225,12 @@ ModelConfig deepseek_config_from_hf(const json& c, const std::string& path, HfFa
   const std::string act = get_string(c, "hidden_act", path, "silu");
   if (act != "silu") unsupported(path, "hidden_act", act, "the gated MLPs are SwiGLU (silu)");
   experts_from_hf(c, path, f, m);
+  // V3's multi-token prediction depths (model.layers.<L + k>.*): Megatron's
+  // --mtp-num-layers; hf_to_megatron drops them when the folder lacks their
+  // tensors (copies that trimmed them keep the key).
+  if (f == HfFamily::kDeepseekV3 && present(c, "num_nextn_predict_layers") &&
+      c.at("num_nextn_predict_layers") != 0)
+    m.mtp_num_layers = get_int(c, "num_nextn_predict_layers", path, 0, false, kMaxLayers);
   return m;
 }
 
@@ -322,7 +328,7 @@ void deepseek_config_to_hf(const ModelConfig& c, HfFamily f, json& j) {
     j["topk_group"] = grouped ? c.moe_router_group_topk : 1;
     j["topk_method"] = "noaux_tc";
     j["rope_interleave"] = true;
-    j["num_nextn_predict_layers"] = 0;
+    j["num_nextn_predict_layers"] = c.mtp_num_layers;
   } else {
     j["n_group"] = grouped ? json(c.moe_router_num_groups) : json(nullptr);
     j["topk_group"] = grouped ? json(c.moe_router_group_topk) : json(nullptr);
@@ -378,14 +384,23 @@ void deepseek_rope_layouts(const json& c, HfFamily f, std::vector<HfParamMap>& m
   }
 }
 
-void deepseek_check_no_mtp(const std::vector<std::string>& names, const ModelConfig& c,
-                           const std::string& dir) {
-  const std::string mtp = "model.layers." + std::to_string(c.num_layers) + ".";
-  for (const std::string& n : names)
-    MT_CHECK(n.rfind(mtp, 0) != 0, "--load-dir ", dir, ": tensor '", n, "' is of a multi-token "
-             "prediction layer (num_nextn_predict_layers); megatron.cpp's convert does not import "
-             "them yet, and HF's DeepseekV3ForCausalLM does not compute them either; fix: "
-             "convert a copy of the folder without the ", mtp, "* tensors");
+const std::map<std::string, HfRule>& deepseek_mtp_rules() {
+  static const std::map<std::string, HfRule> k = {
+      {"enorm.weight", {{"enorm.weight"}, HfLayout::kCopy}},
+      {"hnorm.weight", {{"hnorm.weight"}, HfLayout::kCopy}},
+      {"eh_proj.weight", {{"eh_proj.weight"}, HfLayout::kCopy}},
+      {"final_layernorm.weight", {{"shared_head.norm.weight"}, HfLayout::kCopy}}};
+  return k;
+}
+
+std::vector<std::pair<std::string, std::string>> deepseek_mtp_copies(const ModelConfig& c) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (int64_t d = 0; d < c.mtp_num_layers; ++d) {
+    const std::string p = "model.layers." + std::to_string(c.num_layers + d) + ".";
+    out.emplace_back(p + "embed_tokens.weight", "model.embed_tokens.weight");
+    out.emplace_back(p + "shared_head.head.weight", "lm_head.weight");
+  }
+  return out;
 }
 
 }  // namespace mt

@@ -51,15 +51,22 @@
 //     (--moe-router-pre-softmax); topk_method greedy, or group_limited_greedy
 //     (groups ranked by their max) when num_experts_per_tok == topk_group
 //     (Megatron's sum of the top 1), else refused.
-// Refused by file and key: num_nextn_predict_layers with its model.layers.<L>
-// tensors present (their import into mtp.layers.K.* is not written yet),
-// attention_bias, a hidden_act other than silu, num_key_value_heads other than
-// the heads, scoring_func / topk_method other than the above, rope_scaling
-// other than yarn, V2's rope_scaling with mscale_all_dim (HF's V2 port leaves
-// the softmax scale unscaled, unlike Megatron's MLA).
+//   Multi-token prediction (V3's num_nextn_predict_layers -> --mtp-num-layers):
+//     depth k's model.layers.<L + k>.{enorm, hnorm, eh_proj} -> mtp.layers.k.*
+//     (eh_proj's input [enorm(embedding) | hnorm(hidden)], as Megatron's),
+//     shared_head.norm -> final_layernorm, its layer's tensors (the table
+//     above) -> transformer_layer.*; its embed_tokens and shared_head.head are
+//     copies of the model's (deepseek_mtp_copies). A folder whose config
+//     counts depths without holding their tensors imports without them.
+// Refused by file and key: attention_bias, a hidden_act other than silu,
+// num_key_value_heads other than the heads, scoring_func / topk_method other
+// than the above, rope_scaling other than yarn, V2's rope_scaling with
+// mscale_all_dim (HF's V2 port leaves the softmax scale unscaled, unlike
+// Megatron's MLA); an MTP depth's copy that differs from the model's tensor.
 #pragma once
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -94,9 +101,15 @@ const std::map<std::string, HfRule>& deepseek_layer_rules(HfFamily f,
 // maps of `maps` (hf_param_maps') permute their rope rows (kMla*RopeHalves).
 void deepseek_rope_layouts(const nlohmann::json& c, HfFamily f, std::vector<HfParamMap>& maps);
 
-// Refuses a folder holding multi-token-prediction layers (model.layers.<L>.*,
-// L = num_hidden_layers), naming one.
-void deepseek_check_no_mtp(const std::vector<std::string>& names, const ModelConfig& c,
-                           const std::string& dir);
+// The names of a multi-token prediction depth's own tensors (Megatron's
+// mtp.layers.<k>.*; its transformer_layer.* take the layer table under
+// model.layers.<L + k>.), relative to model.layers.<L + k>.
+const std::map<std::string, HfRule>& deepseek_mtp_rules();
+
+// The copies a DeepSeek-V3 folder holds of the shared embedding and output
+// layer, one pair (copy, original) each: every depth's embed_tokens and
+// shared_head.head (Megatron shares them; the import checks that they equal
+// the originals, the export writes them).
+std::vector<std::pair<std::string, std::string>> deepseek_mtp_copies(const ModelConfig& c);
 
 }  // namespace mt

@@ -82,10 +82,17 @@ bool ignorable(const std::string& name, HfFamily f) {
                               : ends(".self_attn.rotary_emb.inv_freq");          // RoPE cache
 }
 
+// A tensor a folder may hold as a copy of another (a tied lm_head of the
+// embedding, DeepSeek's MTP depths' embedding and output layer): equal to it,
+// byte for byte, or the import is refused with `why`.
+struct HfCopy {
+  std::string copy, original, why;
+};
+
 // Every tensor the config implies is there with its shape and a float dtype;
-// nothing else is, but buffers and a tied lm_head equal to the embedding.
+// nothing else is, but buffers and `copies` equal to their originals.
 void check_hf_tensors(const HfWeightsReader& src, const std::vector<HfParamMap>& maps,
-                      HfFamily f, const std::string& embedding, const std::string& dir) {
+                      HfFamily f, const std::vector<HfCopy>& copies, const std::string& dir) {
   std::map<std::string, std::vector<int64_t>> expected;
   for (const HfParamMap& m : maps)
     for (const HfTensor& t : m.hf) expected[t.name] = t.shape;
@@ -102,20 +109,22 @@ void check_hf_tensors(const HfWeightsReader& src, const std::vector<HfParamMap>&
              "--load-dir ", dir, ": tensor '", name, "' has dtype ", st_dtype_name(i.dtype),
              "; only F32, F16, BF16 and F64 weights convert (quantized checkpoints do not)");
   }
+  std::map<std::string, const HfCopy*> copy_of;
+  for (const HfCopy& c : copies)
+    if (expected.count(c.original)) copy_of[c.copy] = &c;
   for (const std::string& name : src.names()) {
     if (expected.count(name) || ignorable(name, f)) continue;
-    if (name == "lm_head.weight" && expected.count(embedding)) {  // tied: must equal the embedding
+    const auto c = copy_of.find(name);
+    if (c != copy_of.end()) {  // must equal its original
+      const std::string& original = c->second->original;
       const StTensorInfo& i = src.info(name);
-      MT_CHECK(i.shape == expected.at(embedding), "--load-dir ", dir, ": tied lm_head.weight has "
-               "shape ", i.shape_str(), " but ", embedding, " has ",
-               shape_to_string(expected.at(embedding)));
+      MT_CHECK(i.shape == expected.at(original), "--load-dir ", dir, ": ", name, " has shape ",
+               i.shape_str(), " but ", original, " has ", shape_to_string(expected.at(original)));
       std::vector<float> a(size_t(i.numel())), b(a.size());
       src.read_f32(name, a.data(), i.shape);
-      src.read_f32(embedding, b.data(), i.shape);
+      src.read_f32(original, b.data(), i.shape);
       MT_CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0, "--load-dir ", dir,
-               ": lm_head.weight differs from ", embedding, " but config.json ties them "
-               "(tie_word_embeddings); an untied output layer of this model has no megatron.cpp "
-               "equivalent here; fix: set tie_word_embeddings false (llama) or convert a tied model");
+               ": ", name, " differs from ", original, " but ", c->second->why);
       continue;
     }
     MT_FAIL("--load-dir ", dir, ": unexpected tensor '", name, "' (shape ",
@@ -231,15 +240,33 @@ void convert_hf_to_megatron(const ConvertOptions& o) {
            " does not divide the ", cfg.num_layers, " layers; fix: choose one that does");
 
   // The whole model's parameters (TP 1, one stage): names, global shapes, parts.
-  const ParamRegistry full_reg(cfg, StageLayout{0, 1, 0, cfg.num_layers, true, true, {}});
   const HfWeightsReader src(o.load_dir);
+  // DeepSeek-V3's multi-token prediction depths come when the folder holds
+  // them: copies trimmed of model.layers.<L>.* keep num_nextn_predict_layers.
+  const std::string mtp_first = "model.layers." + std::to_string(cfg.num_layers) + ".";
+  if (cfg.mtp() && !src.has(mtp_first + "eh_proj.weight")) {
+    log_line(true, "convert: config.json's num_nextn_predict_layers %lld but no %s* tensors: "
+             "imported without multi-token prediction\n",
+             static_cast<long long>(cfg.mtp_num_layers), mtp_first.c_str());
+    cfg.mtp_num_layers = 0;
+  }
+  const ParamRegistry full_reg(cfg, StageLayout{0, 1, 0, cfg.num_layers, true, true, {}});
   const std::string prefix = fam == HfFamily::kGpt2 && src.has("transformer.wte.weight")
                                  ? "transformer."
                                  : "";
   std::vector<HfParamMap> maps = hf_param_maps(fam, full_reg, prefix, hf_vocab);
   if (is_deepseek(fam)) deepseek_rope_layouts(hf_cfg, fam, maps);
-  if (is_deepseek(fam)) deepseek_check_no_mtp(src.names(), cfg, o.load_dir);
-  check_hf_tensors(src, maps, fam, maps.front().hf.front().name, o.load_dir);
+  std::vector<HfCopy> copies;
+  if (!cfg.untie_embeddings_and_output_weights)
+    copies.push_back({"lm_head.weight", maps.front().hf.front().name,
+                      "config.json ties them (tie_word_embeddings); an untied output layer of "
+                      "this model has no megatron.cpp equivalent here; fix: set "
+                      "tie_word_embeddings false (llama) or convert a tied model"});
+  for (const auto& [copy, original] : deepseek_mtp_copies(cfg))
+    copies.push_back({copy, original, "a multi-token prediction depth shares the model's "
+                      "embedding and output layer (Megatron's MTP); fix: a folder whose depths "
+                      "hold copies of model.embed_tokens and lm_head"});
+  check_hf_tensors(src, maps, fam, copies, o.load_dir);
   std::map<std::string, const HfParamMap*> by_name;
   for (const HfParamMap& m : maps) by_name[m.param->name] = &m;
   std::vector<int> layer_stage(size_t(cfg.num_layers));
@@ -267,6 +294,12 @@ void convert_hf_to_megatron(const ConvertOptions& o) {
              static_cast<long long>(cfg.moe_router_topk),
              EP > 1 ? ("of " + std::to_string(EP) + " expert-parallel ranks").c_str() : "TP rank",
              double(cfg.moe_aux_loss_coeff));
+  if (cfg.mtp())
+    log_line(true, "convert: %lld multi-token prediction depth(s), model.layers.%lld.* on -> "
+             "mtp.layers.*, their loss scaled by %g (--mtp-loss-scaling-factor, Megatron's "
+             "default)\n",
+             static_cast<long long>(cfg.mtp_num_layers), static_cast<long long>(cfg.num_layers),
+             double(cfg.mtp_loss_scaling_factor));
   if (hf_vocab != cfg.vocab_size)
     log_line(true, "convert: config.json's vocab_size %lld = the tokenizer's %lld + %lld padding "
              "rows, kept as padding rows (padded vocabulary %lld)\n",

@@ -1,6 +1,7 @@
 #include "convert/hf_weights.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <utility>
 
@@ -250,13 +251,27 @@ std::vector<HfParamMap> hf_param_maps(HfFamily f, const ParamRegistry& full,
     std::string suffix, layer_pre;
     const Rule* rule = nullptr;
     int64_t expert = -1;
-    if (split_layer_name(p.name, &layer, &suffix)) {
+    int64_t depth = -1;
+    std::string rest;
+    const bool mtp = split_index(p.name, "mtp.layers.", &depth, &rest);
+    const char* kMtpLayer = "transformer_layer.";
+    if (mtp && rest.rfind(kMtpLayer, 0) == 0) {  // DeepSeek-V3: a depth is layer L + depth
+      layer = c.num_layers + depth;
+      suffix = rest.substr(std::strlen(kMtpLayer));
+    }
+    if (layer >= 0 || split_layer_name(p.name, &layer, &suffix)) {
       std::string key = suffix;
       if (!split_expert(suffix, &expert, &key)) expert = -1;
       const auto it = layer_rules(f).find(key);
       if (it != layer_rules(f).end()) rule = &it->second;
       layer_pre = f == HfFamily::kGpt2 ? gpt2_prefix + "h." + std::to_string(layer) + "."
                                        : "model.layers." + std::to_string(layer) + ".";
+    } else if (mtp) {
+      if (f == HfFamily::kDeepseekV3) {
+        const auto it = deepseek_mtp_rules().find(rest);
+        if (it != deepseek_mtp_rules().end()) rule = &it->second;
+      }
+      layer_pre = "model.layers." + std::to_string(c.num_layers + depth) + ".";
     } else {
       const auto it = model_rules(f).find(p.name);
       if (it != model_rules(f).end()) rule = &it->second;

@@ -32,6 +32,8 @@
 // qwen2, qwen3: llama's names, plus hf_qwen.h's (q/k/v biases, q_norm/k_norm);
 // qwen3_moe: qwen3's, with mlp.gate and mlp.experts.N.{gate,up,down}_proj on
 // the MoE layers (hf_qwen.h).
+// deepseek_v3, deepseek_v2: hf_deepseek.h's; V3's multi-token prediction
+// depth k (mtp.layers.k.*) under model.layers.<num_layers + k>.
 // The Hugging Face vocabulary tensors hold `vocab_rows` rows: the tokenizer's
 // vocabulary, or more when config.json's vocab_size is itself padded (a GPT-2
 // of 50304 rows for 50257 tokens); Megatron's padded rows beyond them are

@@ -11,6 +11,7 @@
 #include "convert/convert.h"
 #include "convert/convert_output.h"
 #include "convert/hf_config.h"
+#include "convert/hf_deepseek.h"
 #include "convert/hf_folder.h"
 #include "convert/hf_weights.h"
 #include "core/error.h"
@@ -126,10 +127,16 @@ void convert_megatron_to_hf(const ConvertOptions& o) {
   const int pp = meta.at("pipeline_model_parallel_size").get<int>();
   const nlohmann::json& args = meta.at("args");
   ModelConfig cfg = model_config_from_json(args.at("model"));
-  // The exported families have no multi-token prediction: its depths (mtp.*) stay behind.
-  cfg.mtp_num_layers = 0;
   const std::vector<int> layer_stage = args.at("layer_stage").get<std::vector<int>>();
   const HfFamily fam = hf_family_of(cfg);
+  // Only DeepSeek-V3 folders hold multi-token prediction depths; for the
+  // others they stay behind.
+  if (cfg.mtp() && fam != HfFamily::kDeepseekV3) {
+    log_line(true, "convert: the %lld multi-token prediction depth(s) (mtp.layers.*) stay "
+             "behind: %s folders have none\n", static_cast<long long>(cfg.mtp_num_layers),
+             hf_family_name(fam));
+    cfg.mtp_num_layers = 0;
+  }
   MT_CHECK(cfg.padded_vocab_size >= cfg.vocab_size && cfg.vocab_size > 0, "checkpoint ", iter,
            ": padded vocabulary ", cfg.padded_vocab_size, " is smaller than the vocabulary ",
            cfg.vocab_size, "; the meta.json is damaged");
@@ -137,12 +144,17 @@ void convert_megatron_to_hf(const ConvertOptions& o) {
   const ParamRegistry full_reg(cfg, StageLayout{0, 1, 0, cfg.num_layers, true, true, {}});
   const int64_t vocab_rows = export_vocab_rows(args, cfg);
   const std::vector<HfParamMap> maps = hf_param_maps(fam, full_reg, "transformer.", vocab_rows);
+  // DeepSeek-V3's MTP depths hold copies of the embedding and output layer,
+  // each written after its original.
+  const auto copies = deepseek_mtp_copies(cfg);
   std::vector<HfTensor> order;
   int64_t params = 0;
   for (const HfParamMap& m : maps)
     for (const HfTensor& t : m.hf) {
       order.push_back(t);
       params += t.numel();
+      for (const auto& [copy, original] : copies)
+        if (original == t.name) order.push_back({copy, t.shape});
     }
   // The folder is written into <save-dir>.tmp and renamed into place when
   // complete (checkpoint/atomic_dir.h); a failure leaves --save-dir as it was.
@@ -193,7 +205,11 @@ void convert_megatron_to_hf(const ConvertOptions& o) {
       ptrs.push_back(hf[i].data());
     }
     megatron_to_hf(m, cfg, full.data(), ptrs);
-    for (size_t i = 0; i < m.hf.size(); ++i) out.put(m.hf[i].name, std::move(hf[i]));
+    for (size_t i = 0; i < m.hf.size(); ++i) {
+      for (const auto& [copy, original] : copies)
+        if (original == m.hf[i].name) out.put(copy, hf[i]);
+      out.put(m.hf[i].name, std::move(hf[i]));
+    }
   }
   out.finish();
   const std::string dtype = o.bf16 ? "bfloat16" : "float32";

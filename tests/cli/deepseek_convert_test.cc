@@ -18,8 +18,13 @@
 //    the judge scores as generate reports, and that folder round-trips;
 //  - a V3 folder with rope_interleave false imports with its rope rows
 //    permuted and exports interleaved, the judge agreeing with both;
+//  - a V3 folder with a multi-token prediction depth imports it (TP1, TP2 x
+//    EP2) and trains to the judge's main and MTP losses, and exports back;
 //  - what Megatron's router or MLA do not compute is refused by file and key,
-//    multi-token-prediction tensors by name, and nothing is written.
+//    an incomplete MTP depth by tensor, and nothing is written.
+#include <cmath>
+#include <cstring>
+
 #include <nlohmann/json.hpp>
 
 #include "convert_test_util.h"
@@ -277,6 +282,129 @@ TEST(DeepseekConvert, TrainedAtTp2Ep2ExportsAFolderTheJudgeScoresAsGenerateRepor
   expect_exports_back(again, hf, dir.file("back"), deepseek_same(true));
 }
 
+// The first JSON log line of `path` (train --log-json).
+nlohmann::json first_log_line(const std::string& path) {
+  const std::string text = read_text(path);
+  return nlohmann::json::parse(text.substr(0, text.find('\n')));
+}
+
+// A V3 folder with a multi-token prediction depth (model.layers.3.*: enorm,
+// hnorm, eh_proj, an MoE decoder layer, shared_head.norm, and the copies of
+// the embedding and lm_head) imports it as mtp.layers.0.* at TP1 and at TP2 x
+// EP2; one training step on a one-sample dataset logs the main and the MTP
+// loss the judge computes for that sample (and a judge reading eh_proj's
+// halves the other way round disagrees); the export holds every tensor byte
+// for byte. A depth whose copy of the embedding differs is refused naming it;
+// config.json counting a depth whose tensors the folder lacks imports without it.
+TEST(DeepseekConvert, V3WithAnMtpDepthImportsItTrainsToTheJudgesLossesAndExportsBack) {
+  require_torch();
+  TempDir dir;
+  const std::string hf = dir.file("hf");
+  make_deepseek_folder(dir, hf, 5, std::string(kV3Sizes) + " --mtp 1");
+  if (HasFatalFailure()) return;
+  // One document of s tokens, s even (SP splits it over TP2): a run's samples
+  // are all the same, the document and its first token again.
+  std::string data;
+  int32_t s = 0;
+  for (const char* text : {"the quick brown fox jumps over the lazy dog while five wizards box",
+                           "the quick brown fox jumps over the lazy dog while five wizards jump",
+                           "pack my box with five dozen liquor jugs and judge my vow"}) {
+    write_text(dir.file("doc.txt"), std::string(text) + "\n");
+    data = dir.file("doc_text_document");
+    std::filesystem::remove(data + ".idx");
+    std::filesystem::remove(data + ".bin");
+    ASSERT_EQ(run(megatron() + " preprocess --input " + dir.file("doc.txt") + " --output-prefix " +
+                  dir.file("doc") + " --tokenizer-type Llama2Tokenizer --tokenizer-model " + hf +
+                  "/tokenizer.model --append-eod").exit_code, 0);
+    const std::string idx = read_text(data + ".idx");
+    ASSERT_GE(idx.size(), 38u);
+    std::memcpy(&s, idx.data() + 34, 4);  // the first sequence's length (one document)
+    if (s % 2 == 0) break;
+  }
+  ASSERT_EQ(s % 2, 0) << "no text of an even token count";
+  // The judge's losses over a vocabulary padded as the run's (Megatron's
+  // softmax counts the padding rows, copies of the last one).
+  auto judge_losses = [&](const std::string& folder, int64_t padded_vocab) {
+    const RunResult j = run(kDeepseekJudge + " losses --hf-dir " + folder + " --data-prefix " +
+                            data + " --seq-length " + std::to_string(s) + " --padded-vocab " +
+                            std::to_string(padded_vocab));
+    EXPECT_EQ(j.exit_code, 0) << j.output;
+    return j.exit_code == 0 ? nlohmann::json::parse(j.output) : nlohmann::json();
+  };
+  struct Layout {
+    const char* tag;
+    int tp, ep, ranks;
+  };
+  for (const Layout& l : {Layout{"tp1", 1, 1, 1}, Layout{"tp2ep2", 2, 2, 4}}) {
+    const std::string ckpt = dir.file(l.tag);
+    const RunResult c = run(convert(import_flags(hf, ckpt, l.tp, l.ep)));
+    ASSERT_EQ(c.exit_code, 0) << l.tag << "\n" << c.output;
+    EXPECT_NE(c.output.find("convert: 1 multi-token prediction depth(s), model.layers.3.* on -> "
+                            "mtp.layers.*"),
+              std::string::npos)
+        << c.output;
+    const nlohmann::json meta = nlohmann::json::parse(read_text(ckpt + "/release/meta.json"));
+    EXPECT_EQ(meta.at("args").at("model").at("mtp_num_layers"), 1);
+    const int64_t padded_vocab = meta.at("args").at("model").at("padded_vocab_size");
+    const nlohmann::json want = judge_losses(hf, padded_vocab);
+    ASSERT_EQ(want.at("mtp_losses").size(), 1u) << want;
+    // Two samples a step (the same tokens): DP2 at TP2 x EP2.
+    const std::string log = dir.file(std::string(l.tag) + ".jsonl");
+    const RunResult t = run(
+        (l.ranks == 1 ? megatron() : mpirun(l.ranks)) + " train --use-checkpoint-args --load " +
+        ckpt + " --data-path " + data + " --split 100,0,0 --seq-length " + std::to_string(s) +
+        " --micro-batch-size 1 --global-batch-size 2 --train-iters 1 --lr 1e-3 --eval-interval 0"
+        " --hidden-dropout 0 --attention-dropout 0 --peak-tflops 1 --log-interval 1 --log-json " +
+        log +
+        (l.tp > 1 ? " --tensor-model-parallel-size 2 --sequence-parallel"
+                    " --expert-model-parallel-size 2"
+                  : ""));
+    ASSERT_EQ(t.exit_code, 0) << l.tag << "\n" << t.output;
+    const nlohmann::json got = first_log_line(log);
+    EXPECT_NEAR(got.at("loss").get<double>(), want.at("lm_loss").get<double>(), 1e-5) << l.tag;
+    EXPECT_NEAR(got.at("mtp_1_loss").get<double>(), want.at("mtp_losses")[0].get<double>(), 1e-5)
+        << l.tag;
+    if (std::string(l.tag) == "tp2ep2") {
+      SameAsImported same = deepseek_same(true);
+      same.keys.push_back("num_nextn_predict_layers");
+      expect_exports_back(ckpt, hf, dir.file("back"), same);
+    }
+  }
+  // eh_proj's input is [enorm(embedding) | hnorm(hidden)]: the other order is another loss.
+  const std::string swapped = dir.file("swapped");
+  std::filesystem::copy(hf, swapped, std::filesystem::copy_options::recursive);
+  edit_tensors(swapped, "n = 'model.layers.3.eh_proj.weight'; "
+                        "t[n] = torch.cat(t[n].chunk(2, dim=1)[::-1], dim=1).contiguous()");
+  const nlohmann::json want = judge_losses(hf, 128), other = judge_losses(swapped, 128);
+  ASSERT_FALSE(other.is_null());
+  EXPECT_GT(std::fabs(other.at("mtp_losses")[0].get<double>() -
+                      want.at("mtp_losses")[0].get<double>()),
+            1e-3);
+  // A depth's embedding must be the model's; without its tensors the depth is dropped.
+  const std::string odd = dir.file("odd"), odd_ckpt = dir.file("odd_ckpt");
+  std::filesystem::copy(hf, odd, std::filesystem::copy_options::recursive);
+  edit_tensors(odd, "t['model.layers.3.embed_tokens.weight'][0, 0] += 1");
+  const RunResult r = run(convert(import_flags(odd, odd_ckpt, 1, 1)));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("model.layers.3.embed_tokens.weight differs from "
+                          "model.embed_tokens.weight but a multi-token prediction depth shares"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(exists(odd_ckpt));
+  const std::string trimmed = dir.file("trimmed"), trimmed_ckpt = dir.file("trimmed_ckpt");
+  std::filesystem::copy(hf, trimmed, std::filesystem::copy_options::recursive);
+  edit_tensors(trimmed, "[t.pop(n) for n in list(t) if n.startswith('model.layers.3.')]");
+  const RunResult d = run(convert(import_flags(trimmed, trimmed_ckpt, 1, 1)));
+  ASSERT_EQ(d.exit_code, 0) << d.output;
+  EXPECT_NE(d.output.find("num_nextn_predict_layers 1 but no model.layers.3.* tensors: imported "
+                          "without multi-token prediction"),
+            std::string::npos)
+      << d.output;
+  EXPECT_EQ(nlohmann::json::parse(read_text(trimmed_ckpt + "/release/meta.json"))
+                .at("args").at("model").at("mtp_num_layers"),
+            0);
+}
+
 // A folder of kV3Sizes converts; with config.json's `key` set to `value` (or
 // the tensors edited by `python`) the import fails naming `expect` and writes nothing.
 void expect_refused(const TempDir& dir, const std::string& hf, const std::string& tag,
@@ -316,7 +444,7 @@ TEST(DeepseekConvert, WhatMegatronsRouterOrMlaDoNotComputeIsRefusedByKey) {
   expect_refused(dir, hf, "freq", "moe_layer_freq", 2,
                  "config.json: moe_layer_freq = 2 is not supported");
   expect_refused(dir, hf, "mtp", "num_nextn_predict_layers", 1,
-                 "tensor 'model.layers.3.eh_proj.weight' is of a multi-token prediction layer",
+                 "tensor 'model.layers.3.enorm.weight' (shape (64) for its config.json) is missing",
                  "t['model.layers.3.eh_proj.weight'] = torch.zeros(64, 128)");
 }
 

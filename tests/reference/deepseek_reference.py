@@ -24,6 +24,14 @@ float32, as HF), batch-first (1, s, ...).
 
   random --version v3|v2 --out DIR --seed S [sizes...]
       writes DIR/config.json and DIR/model.safetensors (float32, HF names).
+  random ... --mtp N
+      V3 with N multi-token prediction depths (model.layers.<L + k>.*: enorm,
+      hnorm, eh_proj, a decoder layer, shared_head.norm, and copies of the
+      embedding and lm_head as embed_tokens and shared_head.head).
+  losses --hf-dir DIR --data-prefix PREFIX --seq-length S [--padded-vocab P]
+      the training losses of every sample of a Megatron dataset of one
+      document of S tokens (the document and its first token again):
+      {"lm_loss", "mtp_losses": [depth 1, ...]}.
   score --hf-dir DIR --json FILE [--tol 1e-4]
       as hf_models.py's score: recomputes the log-probabilities of a
       `megatron generate --output-json` file; prints max_abs_diff and the
@@ -230,11 +238,19 @@ def is_moe_layer(cfg, i):
     return i >= cfg.get("first_k_dense_replace", 0) and i % cfg.get("moe_layer_freq", 1) == 0
 
 
-def model_logits(cfg, w, ids, gaps):
-    """ids (s,) -> logits (s, vocab) float64, batch-first inside."""
+def decoder_layer(cfg, v, W, i, x, rope, gaps):
+    """DeepseekV3DecoderLayer model.layers.<i>: x (1, s, h) -> (1, s, h)."""
+    eps, p = cfg.get("rms_norm_eps", 1e-6), f"model.layers.{i}."
+    x = x + attention(cfg, v, W, p + "self_attn.", rms_norm(x, W(p + "input_layernorm.weight"), eps), rope)
+    y = rms_norm(x, W(p + "post_attention_layernorm.weight"), eps)
+    return x + (moe(cfg, v, W, p + "mlp.", y, gaps) if is_moe_layer(cfg, i) else mlp(W, p + "mlp.", y))
+
+
+def model_hidden(cfg, w, ids, gaps):
+    """ids (s,) -> (the final norm's output (1, s, h), W, rope), float64."""
     v = version_of(cfg)
     W = lambda name: w[name].to(torch.float64)
-    eps, s = cfg.get("rms_norm_eps", 1e-6), ids.numel()
+    s = ids.numel()
     inv, att = rope_frequencies(cfg)
     freqs = torch.arange(s, dtype=torch.int64).float()[:, None] * inv[None, :]  # float32 (s, d/2)
     if v == "v3":
@@ -244,12 +260,48 @@ def model_logits(cfg, w, ids, gaps):
         rope = (freqs.double(), att)
     x = W("model.embed_tokens.weight")[ids][None]  # (1, s, h)
     for i in range(cfg["num_hidden_layers"]):
-        p = f"model.layers.{i}."
-        x = x + attention(cfg, v, W, p + "self_attn.", rms_norm(x, W(p + "input_layernorm.weight"), eps), rope)
-        y = rms_norm(x, W(p + "post_attention_layernorm.weight"), eps)
-        x = x + (moe(cfg, v, W, p + "mlp.", y, gaps) if is_moe_layer(cfg, i) else mlp(W, p + "mlp.", y))
-    x = rms_norm(x, W("model.norm.weight"), eps)
+        x = decoder_layer(cfg, v, W, i, x, rope, gaps)
+    return rms_norm(x, W("model.norm.weight"), cfg.get("rms_norm_eps", 1e-6)), W, rope
+
+
+def model_logits(cfg, w, ids, gaps):
+    """ids (s,) -> logits (s, vocab) float64, batch-first inside."""
+    x, W, _ = model_hidden(cfg, w, ids, gaps)
     return (x @ W("lm_head.weight").t())[0]
+
+
+def padded(logits, rows):
+    """Megatron's logits over a vocabulary padded to `rows` (the import copies
+    the last row of the embedding and output layer into the padding rows,
+    which the softmax of training counts)."""
+    extra = rows - logits.shape[-1]
+    return torch.cat((logits, logits[..., -1:].expand(*logits.shape[:-1], extra)), dim=-1) if extra > 0 else logits
+
+
+def training_losses(cfg, w, tokens, gaps, rows):
+    """The losses of one training sample tokens (s + 1,): the main token-mean
+    cross-entropy and each multi-token prediction depth's. Depth k (layer
+    L + k - 1: enorm, hnorm, eh_proj over [enorm(embedding) | hnorm(h)], the
+    decoder layer, shared_head.norm and .head) at position i sees the previous
+    depth's output there and the embedding of input token i + k, and predicts
+    label i + k; the last k positions (past the sample) count for nothing, as
+    Megatron's rolled loss mask. Depth k > 1 takes depth k - 1's normed output
+    (Megatron's MultiTokenPredictionBlock; DeepSeek-V3 has one depth)."""
+    v, eps = version_of(cfg), cfg.get("rms_norm_eps", 1e-6)
+    s, L = tokens.numel() - 1, cfg["num_hidden_layers"]
+    ids, labels = tokens[:s], tokens[1:]
+    h, W, rope = model_hidden(cfg, w, ids, gaps)
+    out = {"lm_loss": F.cross_entropy(padded((h @ W("lm_head.weight").t())[0], rows), labels).item(),
+           "mtp_losses": []}
+    for k in range(1, cfg.get("num_nextn_predict_layers", 0) + 1):
+        p = f"model.layers.{L + k - 1}."
+        shifted = torch.cat((ids[k:], torch.zeros(k, dtype=ids.dtype)))
+        e = rms_norm(W(p + "embed_tokens.weight")[shifted][None], W(p + "enorm.weight"), eps)
+        x = torch.cat((e, rms_norm(h, W(p + "hnorm.weight"), eps)), dim=-1) @ W(p + "eh_proj.weight").t()
+        h = rms_norm(decoder_layer(cfg, v, W, L + k - 1, x, rope, gaps), W(p + "shared_head.norm.weight"), eps)
+        logits = padded((h @ W(p + "shared_head.head.weight").t())[0], rows)
+        out["mtp_losses"].append(F.cross_entropy(logits[:s - k], labels[k:]).item())
+    return out
 
 
 def make_config(a):
@@ -267,7 +319,9 @@ def make_config(a):
          "tie_word_embeddings": False, "use_cache": True, "bos_token_id": 1, "eos_token_id": 2}
     if a.version == "v3":
         c.update({"n_group": a.groups, "topk_group": a.topk_group, "rope_interleave": not a.rope_halves,
-                  "num_nextn_predict_layers": 0})
+                  "num_nextn_predict_layers": a.mtp})
+    elif a.mtp:
+        raise InputError("--mtp: DeepSeek-V2 folders have no multi-token prediction layers")
     else:
         c.update({"topk_method": "group_limited_greedy" if a.groups > 1 else "greedy",
                   "n_group": a.groups if a.groups > 1 else None,
@@ -283,8 +337,12 @@ def shapes_of(c):
     h, a = c["hidden_size"], c["num_attention_heads"]
     dq = c["qk_nope_head_dim"] + c["qk_rope_head_dim"]
     out = [("model.embed_tokens.weight", (c["vocab_size"], h), "matrix")]
-    for i in range(c["num_hidden_layers"]):
+    L = c["num_hidden_layers"]
+    for i in range(L + c.get("num_nextn_predict_layers", 0)):
         p = f"model.layers.{i}."
+        if i >= L:  # a multi-token prediction depth: its own tensors, then a decoder layer's
+            out += [(p + "enorm.weight", (h,), "norm"), (p + "hnorm.weight", (h,), "norm"),
+                    (p + "eh_proj.weight", (h, 2 * h), "matrix"), (p + "shared_head.norm.weight", (h,), "norm")]
         out.append((p + "input_layernorm.weight", (h,), "norm"))
         s = p + "self_attn."
         if c["q_lora_rank"] is None:
@@ -325,6 +383,10 @@ def cmd_random(a):
     for name, shape, kind in shapes_of(c):
         z = torch.randn(shape, generator=gen, dtype=torch.float64)
         tensors[name] = (1.0 + 0.1 * z if kind == "norm" else scale[kind] * z).to(torch.float32)
+    for k in range(a.mtp):  # each depth's copies of the shared embedding and output layer
+        p = f"model.layers.{c['num_hidden_layers'] + k}."
+        tensors[p + "embed_tokens.weight"] = tensors["model.embed_tokens.weight"].clone()
+        tensors[p + "shared_head.head.weight"] = tensors["lm_head.weight"].clone()
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "config.json"), "w") as fh:
         json.dump(c, fh, indent=2)
@@ -351,6 +413,37 @@ def cmd_score(a):
     with torch.no_grad():
         logits = model_logits(cfg, w, torch.tensor(seq[:-1], dtype=torch.int64), gaps)
     return judge_log_probs(logits, prompt, tokens, theirs, gaps, a.tol)
+
+
+def read_first_document(prefix):
+    """The tokens of the one document of a Megatron indexed dataset (PREFIX.idx/.bin)."""
+    codes = {1: torch.uint8, 2: torch.int8, 3: torch.int16, 4: torch.int32, 5: torch.int64, 8: torch.int16}
+    with open(prefix + ".idx", "rb") as fh:
+        head = fh.read(9 + 8 + 1 + 8 + 8)
+        if head[:9] != b"MMIDIDX\x00\x00":
+            raise InputError(f"{prefix}.idx is not a Megatron indexed dataset index")
+        code, count = head[17], int.from_bytes(head[18:26], "little")
+        if code not in codes or count != 1:
+            raise InputError(f"{prefix}.idx: dtype code {code}, {count} sequences (want one document)")
+        n = int.from_bytes(fh.read(4), "little")
+    with open(prefix + ".bin", "rb") as fh:
+        raw = torch.frombuffer(bytearray(fh.read()), dtype=codes[code])[:n].to(torch.int64)
+    return raw & 0xFFFF if code == 8 else raw  # uint16 read as int16
+
+
+def cmd_losses(a):
+    cfg, w = load_hf_dir(a.hf_dir)
+    doc = read_first_document(a.data_prefix)
+    s = a.seq_length
+    if doc.numel() != s:
+        raise InputError(f"the document has {doc.numel()} tokens, not --seq-length {s}: only then is every "
+                         f"sample of a run over it the same, the document and its first token again")
+    gaps = []
+    with torch.no_grad():
+        out = training_losses(cfg, w, torch.cat((doc, doc[:1])), gaps, a.padded_vocab or cfg["vocab_size"])
+    out["smallest_router_gap"] = min(gaps) if gaps else None
+    print(json.dumps(out))
+    return 0
 
 
 def main():
@@ -385,6 +478,14 @@ def main():
                    help="v3: rope_interleave false (RoPE rotates the stored halves)")
     r.add_argument("--matrix-std", type=float, default=0.1)
     r.add_argument("--bias-std", type=float, default=0.1, help="std of e_score_correction_bias")
+    r.add_argument("--mtp", type=int, default=0, help="v3: num_nextn_predict_layers (with their tensors)")
+    t = sub.add_parser("losses", help="the training losses (main, each MTP depth) of the samples of a "
+                                      "one-document dataset, as JSON")
+    t.add_argument("--hf-dir", required=True)
+    t.add_argument("--data-prefix", required=True, help="PREFIX of PREFIX.idx / PREFIX.bin")
+    t.add_argument("--seq-length", type=int, required=True)
+    t.add_argument("--padded-vocab", type=int, default=0,
+                   help="the run's padded vocabulary (its extra logits copy the last token's)")
     s = sub.add_parser("score", help="compare a `megatron generate --output-json` file with this reference")
     s.add_argument("--hf-dir", required=True)
     s.add_argument("--json", required=True)
@@ -392,7 +493,7 @@ def main():
     a = ap.parse_args()
     torch.set_num_threads(1)
     try:
-        sys.exit(cmd_score(a) if a.cmd == "score" else cmd_random(a))
+        sys.exit({"score": cmd_score, "losses": cmd_losses, "random": cmd_random}[a.cmd](a))
     except InputError as e:
         print(f"{a.cmd}: error: {e}", file=sys.stderr)
         sys.exit(2)
