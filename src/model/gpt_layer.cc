@@ -22,10 +22,19 @@ std::string site(int64_t layer, const char* what) {
 // the workspace's shared one, reading this layer's pre_mlp_layernorm output.
 template <class K>
 typename K::type::Record& mlp_record(LayerActivations& act, GptWorkspace& ws) {
-  if (!act.recompute_mlp) return std::get<K::index>(act.mlp);
-  auto& rec = std::get<K::index>(ws.layer.mlp_recompute);
+  auto& rec = act.recompute_mlp ? std::get<K::index>(ws.layer.mlp_recompute)
+                                : std::get<K::index>(act.mlp);
   rec.in = act.ln2.out;
   return rec;
+}
+
+// With recomputed norm outputs (LayerSpec::recompute_norms) both norms write
+// the workspace's one buffer, which the attention and the MLP then read.
+void bind_norm_outputs(const LayerWeights& w, LayerActivations& act, GptWorkspace& ws) {
+  if (!act.recompute_norms) return;
+  act.ln1.out = act.ln2.out = ws.layer.norm_out;
+  with_kind<AttentionKinds>(w.spec.attention,
+                            [&](auto k) { std::get<k.index>(act.attention).in = act.ln1.out; });
 }
 
 // out (nl, h) = the MLP slot's forward, into its record.
@@ -42,6 +51,7 @@ void layer_forward(const LayerWeights& w, LayerActivations& act, GptWorkspace& w
                    const GptShapes& sh, int64_t layer, int64_t sample0, const TokenDocuments& docs,
                    const PassContext& ctx) {
   const BlockCall call{sh, ctx, layer, sample0, ws.full_a, ws.full_b, docs};
+  bind_norm_outputs(w, act, ws);
   // input_layernorm → self_attention; mid = input + dropout(attention).
   norm_block_forward(act.ln1, act.input, w.ln1, sh);
   with_kind<AttentionKinds>(w.spec.attention, [&](auto k) {
@@ -62,6 +72,10 @@ void layer_backward(const LayerWeights& w, const LayerGrads& g, LayerActivations
                     GptWorkspace& ws, const GptShapes& sh, int64_t layer, int64_t sample0,
                     const TokenDocuments& docs, const PassContext& ctx) {
   const BlockCall call{sh, ctx, layer, sample0, ws.full_a, ws.full_b, docs};
+  bind_norm_outputs(w, act, ws);
+  // Recomputed norms (Megatron's "layernorm" module): pre_mlp_layernorm's
+  // output again from the kept residual, the same values (and statistics).
+  if (act.recompute_norms) norm_block_forward(act.ln2, act.mid, w.ln2, sh);
   if (act.recompute_mlp) {
     // Selective recompute (Megatron's checkpointed MLP / MoE layer): re-run
     // the slot's forward from its kept input into the workspace's record. The
@@ -79,6 +93,7 @@ void layer_backward(const LayerWeights& w, const LayerGrads& g, LayerActivations
                                 std::get<k.index>(ws.layer.mlp), std::get<k.index>(w.mlp), call);
   });
   norm_block_backward(ws.dres, g.ln2, ws.dln, act.ln2, act.mid, w.ln2, sh);  // ws.dres = d mid
+  if (act.recompute_norms) norm_block_forward(act.ln1, act.input, w.ln1, sh);
   // Attention half: mid = input + dropout(attention(norm1(input))).
   hidden_dropout_backward(sh, ws.hbuf, ws.dres,
                           hidden_dropout_spec(sh, ctx, site(layer, "post_attention"), sample0));

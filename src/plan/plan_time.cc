@@ -189,7 +189,11 @@ StepTime predict_step_time(const ModelConfig& mc, const PlanProblem& pb, const P
   // plus the softmax-cross-entropy passes over (s, b, v/t).
   const double head =
       3 * gemm(2 * n * h * v / t) + 4 * 4 * n * v / t / dev.memory_bandwidth_bytes_per_s;
-  const double redo = full ? layer_fwd : mlp_redo;  // a layer's recomputed forward
+  // --recompute-modules layernorm: both norms once more (each reads and writes nl·h).
+  const bool norms_redo =
+      std::find(modules.begin(), modules.end(), "layernorm") != modules.end();
+  const double norm_redo = norms_redo ? e * 4 * nl * h / dev.memory_bandwidth_bytes_per_s : 0.0;
+  const double redo = full ? layer_fwd : mlp_redo + norm_redo;  // a layer's recomputed forward
   const double first_mb = layers * (layer_fwd + layer_bwd + redo);
   // Multi-token prediction (--mtp-num-layers) on the last stage: each depth
   // one more layer (an average one here; its activations are kept), its

@@ -25,16 +25,15 @@ std::string joined(const std::vector<std::string>& words) {
 }
 
 // Megatron's choices, those this build recomputes (core_attn: the attention
-// never keeps its probabilities here, so it is always recomputed) and what
-// each refused one would drop.
-const std::vector<std::string> kHonoured = {"core_attn", "mlp", "moe"};
+// never keeps its probabilities here, so it is always recomputed; layernorm:
+// the input and pre-MLP norms' outputs) and what each refused one would drop.
+const std::vector<std::string> kHonoured = {"core_attn", "layernorm", "mlp", "moe"};
 struct Refused {
   const char* module;
   const char* what;
 };
 const Refused kRefused[] = {
     {"moe_act", "the experts' activation output"},
-    {"layernorm", "the input and pre-MLP norms' outputs"},
     {"mla_up_proj", "multi-latent attention's up-projections"},
     {"shared_experts", "the shared experts' activations (alone)"},
     {"gdn_norm_out", "GatedDeltaNet's output norm"},

@@ -50,8 +50,8 @@ TEST_F(BadArgs, NegativeOrZeroValuesNameTheirFlag) {
       {"negative recompute layers", train(" --recompute-num-layers -1"),
        "--recompute-num-layers -1"},
       {"recompute module not built", train(" --recompute-granularity selective"
-                                           " --recompute-modules core_attn layernorm"),
-       "--recompute-modules layernorm (recompute the input and pre-MLP norms' outputs) is not "
+                                           " --recompute-modules core_attn moe_act"),
+       "--recompute-modules moe_act (recompute the experts' activation output) is not "
        "supported"},
       {"recompute module unknown", train(" --recompute-granularity selective"
                                          " --recompute-modules attention"),

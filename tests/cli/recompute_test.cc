@@ -4,7 +4,9 @@
 // with TP+SP and PP, and never plans more activation bytes (fewer with
 // groups of one layer). Selective recompute of the MoE layers
 // (--moe-layer-recompute, --recompute-modules moe) and of the dense MLPs
-// (mlp) gives bit for bit the losses, router losses, gradient norms and
+// (mlp), and of the norms' outputs (layernorm, alone and with mlp and moe:
+// the MLP's re-run reads the recomputed norm) gives bit for bit the losses,
+// router losses, gradient norms and
 // final weights (the expert biases too) of keeping them, on one rank and at
 // TP2 (SP) x EP2, with a dense first layer and a shared expert, and plans
 // fewer activation bytes; also at PP2 (micro-batches in flight).
@@ -128,7 +130,9 @@ void expect_selective_recompute_matches(const Layout& layout) {
       {" --moe-layer-recompute", 0.8},
       {" --recompute-granularity selective --recompute-modules moe", 0.8},
       {" --recompute-granularity selective --recompute-modules core_attn mlp moe", 0.8},
-      {" --recompute-activations --recompute-modules mlp", 0.99}};
+      {" --recompute-activations --recompute-modules mlp", 0.99},
+      {" --recompute-granularity selective --recompute-modules layernorm", 0.99},
+      {" --recompute-granularity selective --recompute-modules layernorm mlp moe", 0.8}};
   const char* keys[] = {"loss", "grad_norm", "load_balancing_loss", "z_loss"};
   const std::string base_dir = dir.file("base");
   const RunResult base = run(layout.launcher + flags + " --log-memory --save " + base_dir +

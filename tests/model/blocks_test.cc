@@ -64,6 +64,10 @@ TEST(Blocks, EachMemoryFormulaAgreesWithItsCarve) {
                                                          : "gpt q/k-norm ") +
                                  math_mode_name(math) + " tp " + std::to_string(tp);
         const int qk_tensors = qwen ? (sh.rms_norm ? 4 : 6) : 0;
+        LayerSpec norms;  // --recompute-modules layernorm: the norms' outputs in the workspace
+        norms.recompute_norms = true;
+        GptShapes sh_norms = sh;
+        sh_norms.layer_specs = {norms};
         const struct {
           const char* block;
           double planned, formula;
@@ -83,11 +87,20 @@ TEST(Blocks, EachMemoryFormulaAgreesWithItsCarve) {
              layer_record_bytes(z, LayerSpec{}), 15 + qk_tensors},
             {"layer workspace", carved([&](Arena& a) { carve_layer_workspace(a, sh); }),
              layer_workspace_bytes(z, {}), 9},
+            {"layer record, norms recomputed",
+             carved([&](Arena& a) { carve_layer_record(a, sh, norms); }),
+             layer_record_bytes(z, norms), 13 + qk_tensors},
+            {"layer workspace, norms recomputed",
+             carved([&](Arena& a) { carve_layer_workspace(a, sh_norms); }),
+             layer_workspace_bytes(z, {norms}), 10},
         };
         for (const auto& r : rows) {
           EXPECT_GE(r.planned, r.formula) << r.block << ", " << what;
           EXPECT_LE(r.planned, r.formula + 64.0 * r.tensors) << r.block << ", " << what;
         }
+        // Recomputed norms leave two outputs of the record for one in the workspace.
+        EXPECT_NEAR(layer_record_bytes(z, LayerSpec{}) - layer_record_bytes(z, norms),
+                    2 * z.e * z.nl * z.h, 1e-6) << what;
         if (qwen) {  // the q/k norms' inputs and statistics are in the record and its formula
           GptShapes plain = sh;
           plain.qk_layernorm = false;

@@ -45,11 +45,18 @@ bool specs_recompute_mlp(const std::vector<LayerSpec>& specs, size_t index) {
   return false;
 }
 
+bool specs_recompute_norms(const std::vector<LayerSpec>& specs) {
+  for (const LayerSpec& s : specs)
+    if (s.recompute_norms) return true;
+  return false;
+}
+
 void mark_recomputed(LayerSpec& spec, const std::vector<std::string>& modules) {
   with_kind<MlpKinds>(spec.mlp, [&](auto k) {
     const std::string module = decltype(k)::type::recompute_module;
     spec.recompute_mlp = std::find(modules.begin(), modules.end(), module) != modules.end();
   });
+  spec.recompute_norms = std::find(modules.begin(), modules.end(), "layernorm") != modules.end();
 }
 
 std::shared_ptr<const KindShapes> make_kind_shapes(const ModelConfig& c, const StageLayout& st,

@@ -127,8 +127,11 @@ bool model_uses_mlp(const ModelConfig& c, size_t index);
 bool specs_take(const std::vector<LayerSpec>& specs, uint8_t LayerSpec::*member, size_t index);
 // Whether a layer of `specs` takes MLP kind `index` and recomputes it (LayerSpec::recompute_mlp).
 bool specs_recompute_mlp(const std::vector<LayerSpec>& specs, size_t index);
+// Whether a layer of `specs` recomputes its norms' outputs (LayerSpec::recompute_norms).
+bool specs_recompute_norms(const std::vector<LayerSpec>& specs);
 // Sets spec.recompute_mlp when `modules` (Megatron's --recompute-modules under
-// selective granularity) names its MLP kind's recompute_module.
+// selective granularity) names its MLP kind's recompute_module, and
+// spec.recompute_norms when they name "layernorm".
 void mark_recomputed(LayerSpec& spec, const std::vector<std::string>& modules);
 
 // Every kind's sizes on a rank (GptShapes::kinds, BlockSizes::kinds), made

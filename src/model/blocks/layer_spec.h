@@ -6,6 +6,10 @@
 // recompute_module, "mlp" or "moe", in --recompute-modules): the layer keeps
 // the slot's input only and re-runs the block's forward before its backward,
 // into one record in the layer workspace shared by every layer.
+// recompute_norms: Megatron's "layernorm" module (input_layernorm and
+// pre_mlp_layernorm): the layer keeps the norms' statistics only, their
+// outputs live in one layer-workspace buffer and are recomputed before the
+// backward of the block that reads them.
 #pragma once
 #include <cstdint>
 
@@ -15,8 +19,10 @@ struct LayerSpec {
   uint8_t attention = 0;  // index in AttentionKinds (0: the default kind)
   uint8_t mlp = 0;        // index in MlpKinds (0: the dense MLP)
   bool recompute_mlp = false;
+  bool recompute_norms = false;
   bool operator==(const LayerSpec& o) const {
-    return attention == o.attention && mlp == o.mlp && recompute_mlp == o.recompute_mlp;
+    return attention == o.attention && mlp == o.mlp && recompute_mlp == o.recompute_mlp &&
+           recompute_norms == o.recompute_norms;
   }
   bool operator!=(const LayerSpec& o) const { return !(*this == o); }
 };

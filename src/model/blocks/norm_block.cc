@@ -12,16 +12,18 @@ void norm_param_specs(ParamRegistry& reg, const std::string& prefix) {
   if (!reg.config().rms_norm()) reg.add(prefix + ".bias", h, 1, 1, -1, Init::kZeros, 0, false);
 }
 
-NormRecord carve_norm_record(Arena& arena, const GptShapes& sh) {
+NormRecord carve_norm_record(Arena& arena, const GptShapes& sh, bool keep_out) {
   const int64_t nl = sh.local_tokens();
   NormRecord r;
-  r.out = alloc_act(arena, sh, nl * sh.h);
+  if (keep_out) r.out = alloc_act(arena, sh, nl * sh.h);
   if (!sh.rms_norm) r.mean = arena.alloc_f32(nl);
   r.rstd = arena.alloc_f32(nl);
   return r;
 }
 
-double norm_record_bytes(const BlockSizes& z) { return z.e * z.nl * z.h + 4 * z.stats * z.nl; }
+double norm_record_bytes(const BlockSizes& z, bool keep_out) {
+  return (keep_out ? z.e * z.nl * z.h : 0.0) + 4 * z.stats * z.nl;
+}
 
 void norm_forward(const GptShapes& sh, WriteView out, float* mean, float* rstd, ReadView in,
                   ReadView w, ReadView b, int64_t rows) {

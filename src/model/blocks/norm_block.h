@@ -29,9 +29,12 @@ NormParams<P> bind_norm(const ParamBinder<P>& bind, const std::string& prefix) {
   return {bind.at(prefix + ".weight"), bind.maybe(prefix + ".bias")};
 }
 
-NormRecord carve_norm_record(Arena& arena, const GptShapes& sh);
-// Bytes of one NormRecord: the output (saved values) and the fp32 statistics.
-double norm_record_bytes(const BlockSizes& z);
+// keep_out false: the statistics only (the output is recomputed into a
+// buffer the caller points `out` at).
+NormRecord carve_norm_record(Arena& arena, const GptShapes& sh, bool keep_out = true);
+// Bytes of one NormRecord: the output (saved values, with keep_out) and the
+// fp32 statistics.
+double norm_record_bytes(const BlockSizes& z, bool keep_out = true);
 
 // out =, rstd (and mean) =; over `rows` rows of h.
 void norm_forward(const GptShapes& sh, WriteView out, float* mean, float* rstd, ReadView in,

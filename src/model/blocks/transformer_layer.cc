@@ -23,13 +23,14 @@ void layer_param_specs_at(ParamRegistry& reg, const std::string& p, const LayerS
 
 LayerActivations carve_layer_record(Arena& arena, const GptShapes& sh, const LayerSpec& spec) {
   LayerActivations la;
-  la.ln1 = carve_norm_record(arena, sh);
+  la.ln1 = carve_norm_record(arena, sh, !spec.recompute_norms);
   with_kind<AttentionKinds>(spec.attention, [&](auto k) {
     la.attention.emplace<k.index>(decltype(k)::type::carve_record(arena, sh)).in = la.ln1.out;
   });
   la.mid = alloc_act(arena, sh, sh.local_tokens() * sh.h);
-  la.ln2 = carve_norm_record(arena, sh);
+  la.ln2 = carve_norm_record(arena, sh, !spec.recompute_norms);
   la.recompute_mlp = spec.recompute_mlp;
+  la.recompute_norms = spec.recompute_norms;
   with_kind<MlpKinds>(spec.mlp, [&](auto k) {
     if (spec.recompute_mlp)
       la.mlp.emplace<k.index>();  // the workspace's record serves it
@@ -51,6 +52,7 @@ LayerWorkspace carve_layer_workspace(Arena& arena, const GptShapes& sh) {
     if (specs_recompute_mlp(sh.layer_specs, k.index))
       std::get<k.index>(ws.mlp_recompute) = decltype(k)::type::carve_record(arena, sh);
   });
+  if (specs_recompute_norms(sh.layer_specs)) ws.norm_out = alloc_act(arena, sh, sh.local_tokens() * sh.h);
   return ws;
 }
 
@@ -61,7 +63,8 @@ double layer_record_bytes(const BlockSizes& z, const LayerSpec& spec) {
   if (!spec.recompute_mlp)
     with_kind<MlpKinds>(spec.mlp, [&](auto k) { mlp = decltype(k)::type::record_bytes(z); });
   const double mid = z.e * z.nl * z.h;
-  return norm_record_bytes(z) + attention + mid + norm_record_bytes(z) + mlp;
+  const bool out = !spec.recompute_norms;
+  return norm_record_bytes(z, out) + attention + mid + norm_record_bytes(z, out) + mlp;
 }
 
 double layer_workspace_bytes(const BlockSizes& z, const std::vector<LayerSpec>& specs) {
@@ -74,6 +77,7 @@ double layer_workspace_bytes(const BlockSizes& z, const std::vector<LayerSpec>& 
     if (specs_take(specs, &LayerSpec::mlp, k.index)) bytes += decltype(k)::type::workspace_bytes(z);
     if (specs_recompute_mlp(specs, k.index)) bytes += decltype(k)::type::record_bytes(z);
   });
+  if (specs_recompute_norms(specs)) bytes += z.e * z.nl * z.h;
   return bytes;
 }
 

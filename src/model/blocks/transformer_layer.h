@@ -42,6 +42,10 @@ struct LayerActivations {
   // The MLP slot is recomputed (LayerSpec::recompute_mlp): its record is the
   // workspace's (LayerWorkspace::mlp_recompute), refilled before its backward.
   bool recompute_mlp = false;
+  // The norms' outputs are recomputed (LayerSpec::recompute_norms): ln1.out,
+  // ln2.out and their readers' inputs are LayerWorkspace::norm_out, set at
+  // each call and refilled before the backward of the block that reads them.
+  bool recompute_norms = false;
 };
 
 // The blocks' scratch, shared by every layer and micro-batch.
@@ -53,6 +57,8 @@ struct LayerWorkspace {
   // recompute, LayerSpec::recompute_mlp): written by those layers' forwards
   // and re-run into before each one's backward.
   MlpKinds::Records mlp_recompute;
+  // The norms' outputs of the layers that recompute them (recompute_norms).
+  WriteView norm_out;
 };
 
 // Adds layer `layer`'s parameters to the registry, block by block, in the
@@ -92,7 +98,8 @@ LayerWorkspace carve_layer_workspace(Arena& arena, const GptShapes& sh);
 // Bytes of one layer's record (without its input) and of the LayerWorkspace
 // of a stage whose layers take the kinds of `specs`: the sums over the
 // blocks, plus the residual after attention (mid); a recomputed MLP slot's
-// record counts once, in the workspace, not in each layer's record.
+// record counts once, in the workspace, not in each layer's record, and so do
+// recomputed norm outputs.
 double layer_record_bytes(const BlockSizes& z, const LayerSpec& spec);
 double layer_workspace_bytes(const BlockSizes& z, const std::vector<LayerSpec>& specs);
 // Training FLOPs of global layer `layer` over `tokens` tokens: the sum over its blocks.
