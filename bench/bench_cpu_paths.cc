@@ -3,7 +3,8 @@
 // (dropout_multipliers), dropout over a (1024, 8, 768) activation, attention
 // forward + backward at p=0.1 against p=0 (the difference is the masks' cost,
 // per score and pass), the norms, activations, RoPE, cross-entropy, AdamW,
-// casts, and zero_streaming of a 256 MB gradient buffer. One JSON line per
+// casts, and zero_streaming of a 256 MB gradient buffer; then config (a)'s
+// attention and GELU (bench_config_a). One JSON line per
 // kernel: best-of-N milliseconds, and ns per element. The path comes from the
 // environment:
 //   for isa in scalar avx2 avx512; do MT_ISA=$isa build/bench/bench_cpu_paths; done
@@ -100,6 +101,35 @@ void bench_attention() {
       report("attention mask (p=0.1 minus p=0)", ms - ms_p0, 2 * scores);
     }
   }
+}
+
+// Config (a)'s shapes (b 12, 4 heads of s 64, d 32; ffn activations 768 x
+// 512), which stay in cache: attention forward and backward without dropout
+// (the small-head path, kernels/attention_small.h, on avx2 and avx512; the
+// batched oneDNN path on scalar) and GELU.
+void bench_config_a() {
+  const mt::AttentionDims dims{12, 4, 64, 32};
+  const int64_t n = dims.b * dims.a * dims.s * dims.d;
+  std::vector<float> q(static_cast<size_t>(n)), k(q), v(q), dctx(q), ctx(q), dq(q), dk(q), dv(q);
+  for (int64_t i = 0; i < n; ++i)
+    q[size_t(i)] = k[size_t(i)] = v[size_t(i)] = dctx[size_t(i)] =
+        0.05f * float((i * 7919) % 23 - 11);
+  std::vector<float> lse(static_cast<size_t>(dims.b * dims.a * dims.s));
+  std::vector<float> ws(static_cast<size_t>(mt::attention_workspace_floats(dims)));
+  report("attention_forward (a)", best_ms([&] {
+           mt::attention_forward(ctx.data(), lse.data(), q.data(), k.data(), v.data(), dims, {},
+                                 ws.data());
+         }), 0);
+  report("attention_backward (a)", best_ms([&] {
+           mt::attention_backward(dq.data(), dk.data(), dv.data(), dctx.data(), q.data(),
+                                  k.data(), v.data(), ctx.data(), lse.data(), dims, {}, ws.data());
+         }), 0);
+  const int64_t m = 768 * 512;
+  std::vector<float> x(static_cast<size_t>(m)), y(x), g(static_cast<size_t>(m), 1.f);
+  for (int64_t i = 0; i < m; ++i) x[size_t(i)] = 0.05f * float(i % 97 - 48);
+  report("gelu_forward (a)", best_ms([&] { mt::gelu_forward(y.data(), x.data(), m); }), m);
+  report("gelu_backward (a)", best_ms([&] { mt::gelu_backward(y.data(), x.data(), g.data(), m); }),
+         m);
 }
 
 // The masks alone (one thread's Philox lanes and compare): 128-element runs
@@ -204,6 +234,7 @@ int main(int argc, char** argv) {
   bench_masks();
   bench_dropout();
   bench_attention();
+  bench_config_a();
   bench_rows();
   bench_cross_entropy();
   bench_adamw();

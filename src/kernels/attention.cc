@@ -15,6 +15,7 @@
 // 1e-5 bar (the k bias's gradient is round-off that AdamW normalises). The
 // dropout mask has paths (dropout_multipliers), bit for bit the same.
 #include "kernels/attention.h"
+#include "kernels/attention_small.h"
 
 #include <algorithm>
 #include <initializer_list>
@@ -355,6 +356,9 @@ void attention_forward(float* ctx, float* lse, ReadView q_in, ReadView k_in, Rea
   check_window_on_host("attention_forward", dims, ctx);
   if (MT_ON_DEVICE(ctx))
     return cuda::attention_forward(ctx, lse, q_in, k_in, v_in, dims, drop, workspace);
+  if (attention_small_applies(dims, drop, attention_workspace_floats(dims)))
+    return attention_small_forward(ctx, lse, q_in.f32, k_in.f32, v_in.f32, dims, workspace,
+                                   active_isa());
   const float *q = q_in.f32, *k = k_in.f32, *v = v_in.f32;
   const bool dropout = drop.p > 0.f;
   const float keep_scale = dropout ? 1.f / (1.f - drop.p) : 1.f;
@@ -431,6 +435,9 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dctx, Read
   if (MT_ON_DEVICE(dq))
     return cuda::attention_backward(dq, dk, dv, dctx, q_in, k_in, v_in, ctx_in, lse, dims, drop,
                                     workspace, row_dsum);
+  if (attention_small_applies(dims, drop, attention_workspace_floats(dims)))
+    return attention_small_backward(dq, dk, dv, dctx, q_in.f32, k_in.f32, v_in.f32, ctx_in.f32,
+                                    lse, row_dsum, dims, workspace, active_isa());
   const float *q = q_in.f32, *k = k_in.f32, *v = v_in.f32, *ctx = ctx_in.f32;
   const bool dropout = drop.p > 0.f;
   const float keep_scale = dropout ? 1.f / (1.f - drop.p) : 1.f;

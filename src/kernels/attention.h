@@ -52,6 +52,7 @@ struct AttentionDims {
   // (b, s_global) host array, or null: the first key position each query may
   // see (its document's start; non-decreasing along a sample, <= the query).
   const int32_t* doc_start = nullptr;
+  int64_t dv = 0;  // head size of v and ctx (0: d)
 };
 
 // Floats of scratch space forward and backward need (caller plans it once);

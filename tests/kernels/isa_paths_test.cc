@@ -180,7 +180,9 @@ TEST(IsaPaths, Casts) {
 }
 
 // Attention's row passes stay on the build's code (attention.cc): its only
-// path is the dropout mask's, so without dropout every path is bit for bit.
+// path is the dropout mask's. Without dropout, this shape's AVX2 and AVX-512
+// paths take the small-head kernels (attention_small.h, which the scalar path
+// never takes): their own sums, to round-off.
 TEST(IsaPaths, Attention) {
   const AttentionDims dm{2, 3, kAttentionBlockQ + 37, 16};
   const int64_t n = dm.b * dm.a * dm.s * dm.d;
