@@ -333,8 +333,10 @@ void mla_block_forward(float* out, MlaRecord& rec, MlaWorkspace& ws,
     rope_pe(k, sh, m, call, rows, c, pos0, false);
   });
   const int64_t heads = sh.b * a * sh.s * dq, heads_v = sh.b * a * sh.s * dv;
-  if (m.softmax_factor != 1.f)
+  if (m.softmax_factor != 1.f) {
+#pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < heads; ++i) q_all[i] *= m.softmax_factor;
+  }
   if (bf16) {
     convert(rec.q, q_all, heads);
     convert(rec.k, k_all, heads);
@@ -349,6 +351,7 @@ void mla_block_forward(float* out, MlaRecord& rec, MlaWorkspace& ws,
     attention_forward(rec.ctx, rec.lse, rec.q, rec.k, rec.v, dims, drop, ws.attn);
   float* ctx_sbh = bf16 ? ws.dctx_sbh : rec.ctx_sbh.f32;  // fp32, rounded once in bf16 runs
   for_each_chunk(sh, m, [&](int64_t rows, int64_t hrow, int64_t c, int64_t) {
+#pragma omp parallel for collapse(2) schedule(static)
     for (int64_t t = 0; t < c; ++t)
       for (int64_t bi = 0; bi < sh.b; ++bi)
         for (int64_t j = 0; j < a; ++j) {
@@ -372,6 +375,7 @@ void mla_block_backward(float* din, const MlaParams<float*>& g, const float* dou
   row_parallel_linear_backward(ws.dctx_sbh, g.proj_w, g.proj_b, call.full_a, dout, rec.ctx_sbh,
                                w.proj_w, n, a * dv, h, sh.tp, sh.cm);
   for_each_chunk(sh, m, [&](int64_t rows, int64_t hrow, int64_t c, int64_t) {
+#pragma omp parallel for collapse(2) schedule(static)
     for (int64_t t = 0; t < c; ++t)
       for (int64_t bi = 0; bi < sh.b; ++bi)
         for (int64_t j = 0; j < a; ++j) {
@@ -386,6 +390,7 @@ void mla_block_backward(float* din, const MlaParams<float*>& g, const float* dou
     // The ring reads the merged ctx as (s, b, a·dv): from the record's heads
     // (fp32; the record's ctx_sbh is bf16 in bf16 runs).
     for_each_chunk(sh, m, [&](int64_t rows, int64_t hrow, int64_t c, int64_t) {
+#pragma omp parallel for collapse(2) schedule(static)
       for (int64_t t = 0; t < c; ++t)
         for (int64_t bi = 0; bi < sh.b; ++bi)
           for (int64_t j = 0; j < a; ++j) {
@@ -401,6 +406,7 @@ void mla_block_backward(float* din, const MlaParams<float*>& g, const float* dou
   }
   if (m.softmax_factor != 1.f) {
     const int64_t heads = sh.b * a * sh.s * dq;
+#pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < heads; ++i) ws.dq[i] *= m.softmax_factor;
   }
   // Back through RoPE, then into the projections' (s, b, ...) layouts; the
