@@ -35,6 +35,7 @@ namespace {
 // Resolved sizes shared by forward and backward.
 struct AttentionPlan {
   int64_t b, a, s, d, bh, block;
+  int64_t dv;        // v's and ctx's head dim
   int64_t sk, q_pos0, k_pos0, s_global;  // keys, positions, dropout sequence length
   int64_t a_global;  // heads of the whole model (dropout index); defaults to a
   int64_t window;    // sliding window L (-1: none)
@@ -68,6 +69,8 @@ AttentionPlan make_plan(const AttentionDims& dims, const AttentionDropout& drop)
   MT_CHECK(dims.b > 0 && dims.a > 0 && dims.s > 0 && dims.d > 0,
            "attention: all dims must be positive, got b=", dims.b, " a=", dims.a, " s=", dims.s,
            " d=", dims.d, "; fix: fill AttentionDims");
+  MT_CHECK(dims.dv >= 0, "attention: v head dim dv=", dims.dv,
+           " is negative; fix: give AttentionDims.dv > 0, or 0 for dv = d");
   MT_CHECK(drop.p >= 0.f && drop.p < 1.f, "attention: dropout p=", drop.p,
            " is outside [0, 1); fix: use a probability below 1");
   AttentionPlan pl;
@@ -75,6 +78,7 @@ AttentionPlan make_plan(const AttentionDims& dims, const AttentionDropout& drop)
   pl.a = dims.a;
   pl.s = dims.s;
   pl.d = dims.d;
+  pl.dv = attention_dv(dims);
   pl.sk = dims.sk > 0 ? dims.sk : dims.s;
   pl.q_pos0 = dims.q_pos0;
   pl.k_pos0 = dims.k_pos0;
@@ -196,53 +200,54 @@ inline void softmax_backward_row_own_d(float* p_row, float* dp_row, T* p_out, T*
 // as its bf16 copy in the workspace (x16, same layout; null otherwise), which
 // the matmul then reads instead of converting the fp32 one.
 
-// scores (bh, bq, kv) = q[:, q0:q0+bq] (bq, d) · k[:, 0:kv] (kv, d)ᵀ (q rows of
-// stride s·d per head, keys sk·d); also used
-// for dP = dctx · vᵀ.                                                    [=]
+// scores (bh, bq, kv) = q[:, q0:q0+bq] (bq, w) · k[:, 0:kv] (kv, w)ᵀ (q rows of
+// stride s·w per head, keys sk·w; w = d); also used
+// for dP = dctx · vᵀ (w = dv).                                           [=]
 void block_times_keys_t(float* scores, const float* q_block, const float* keys,
                         const uint16_t* q_block16, const uint16_t* keys16,
-                        const AttentionPlan& pl, int64_t bq, int64_t kv) {
+                        const AttentionPlan& pl, int64_t bq, int64_t kv, int64_t w) {
   MatmulShape sh;
   sh.batch = pl.bh;
   sh.m = bq;
   sh.n = kv;
-  sh.k = pl.d;
+  sh.k = w;
   sh.trans_b = true;
-  sh.batch_stride_a = pl.s * pl.d;
-  sh.batch_stride_b = pl.sk * pl.d;
+  sh.batch_stride_a = pl.s * w;
+  sh.batch_stride_b = pl.sk * w;
   sh.math = pl.math;
   matmul(scores, q_block, keys, nullptr, sh, keys16, q_block16);
 }
 
-// out[:, q0:q0+bq] (bq, d) = probs (bh, bq, kv) · vals[:, 0:kv] (kv, d)   [=]
-// (out of stride s·d per head, vals sk·d)
+// out[:, q0:q0+bq] (bq, w) = probs (bh, bq, kv) · vals[:, 0:kv] (kv, w)   [=]
+// (out of stride s·w per head, vals sk·w; w = dv for ctx, d for dq)
 void probs_times_values(float* out_block, const float* probs, const float* vals,
                         const uint16_t* probs16, const uint16_t* vals16, const AttentionPlan& pl,
-                        int64_t bq, int64_t kv) {
+                        int64_t bq, int64_t kv, int64_t w) {
   MatmulShape sh;
   sh.batch = pl.bh;
   sh.m = bq;
-  sh.n = pl.d;
+  sh.n = w;
   sh.k = kv;
-  sh.batch_stride_b = pl.sk * pl.d;
-  sh.batch_stride_c = pl.s * pl.d;
+  sh.batch_stride_b = pl.sk * w;
+  sh.batch_stride_c = pl.s * w;
   sh.math = pl.math;
   matmul(out_block, probs, vals, nullptr, sh, vals16, probs16);
 }
 
-// out[:, 0:kv] (kv, d) (+)= probs (bh, bq, kv)ᵀ · rows[:, q0:q0+bq] (bq, d)
-// (out of stride sk·d per head, rows s·d)
+// out[:, 0:kv] (kv, w) (+)= probs (bh, bq, kv)ᵀ · rows[:, q0:q0+bq] (bq, w)
+// (out of stride sk·w per head, rows s·w; w = dv for dv, d for dk)
 void probs_t_times_rows(float* out, const float* probs, const float* rows_block,
                         const uint16_t* probs16, const uint16_t* rows_block16,
-                        const AttentionPlan& pl, int64_t bq, int64_t kv, bool accumulate) {
+                        const AttentionPlan& pl, int64_t bq, int64_t kv, int64_t w,
+                        bool accumulate) {
   MatmulShape sh;
   sh.batch = pl.bh;
   sh.m = kv;
-  sh.n = pl.d;
+  sh.n = w;
   sh.k = bq;
   sh.trans_a = true;
-  sh.batch_stride_b = pl.s * pl.d;
-  sh.batch_stride_c = pl.sk * pl.d;
+  sh.batch_stride_b = pl.s * w;
+  sh.batch_stride_c = pl.sk * w;
   sh.accumulate = accumulate;
   sh.math = pl.math;
   matmul(out, probs, rows_block, nullptr, sh, rows_block16, probs16);
@@ -250,8 +255,8 @@ void probs_t_times_rows(float* out, const float* probs, const float* rows_block,
 
 // The workspace, in floats from its start; each part begins on 64 bytes.
 //   fp32 (bh, block, sk): scores (S, then P), dscores (dP, then dS·scale);
-//   bf16 only: p16, ds16 (bh, block, sk), q16, dctx16 (bh, s, d) and k16, v16
-//   (bh, sk, d).
+//   bf16 only: p16, ds16 (bh, block, sk), q16 (bh, s, d), k16 (bh, sk, d),
+//   v16 (bh, sk, dv) and dctx16 (bh, s, dv).
 // In bf16 the rows of P and dS are rounded by the row passes while in cache,
 // and q, k, v, dctx once per call, instead of by every matmul.
 struct WorkspaceLayout {
@@ -264,19 +269,22 @@ WorkspaceLayout workspace_layout(const AttentionDims& dims) {
   const int64_t block = std::min(kAttentionBlockQ, dims.s), sk = dims.sk > 0 ? dims.sk : dims.s;
   const int64_t scores = dims.b * dims.a * block * sk;
   const int64_t q_rows = dims.b * dims.a * dims.s * dims.d, k_rows = dims.b * dims.a * sk * dims.d;
+  const int64_t dv = attention_dv(dims);
+  const int64_t ctx_rows = dims.b * dims.a * dims.s * dv, v_rows = dims.b * dims.a * sk * dv;
   WorkspaceLayout w;
   w.dscores = part(scores);
   w.total = w.dscores + part(scores);
   if (dims.math == MathMode::kBF16) {
     const int64_t scores16 = part((scores + 1) / 2);
     const int64_t q16 = part((q_rows + 1) / 2), k16 = part((k_rows + 1) / 2);
+    const int64_t v16 = part((v_rows + 1) / 2), ctx16 = part((ctx_rows + 1) / 2);
     w.p16 = w.total;
     w.ds16 = w.p16 + scores16;
     w.q16 = w.ds16 + scores16;
     w.k16 = w.q16 + q16;
     w.v16 = w.k16 + k16;
-    w.dctx16 = w.v16 + k16;
-    w.total = w.dctx16 + q16;
+    w.dctx16 = w.v16 + v16;
+    w.total = w.dctx16 + ctx16;
   }
   return w;
 }
@@ -371,7 +379,7 @@ void attention_forward(float* ctx, float* lse, ReadView q_in, ReadView k_in, Rea
     p16 = bf16_part(workspace, wl.p16);  // (bh, bq, kv)
     q16 = bf16_operand(q_in, bf16_part(workspace, wl.q16), pl.bh * pl.s * pl.d);
     k16 = bf16_operand(k_in, bf16_part(workspace, wl.k16), pl.bh * pl.sk * pl.d);
-    v16 = bf16_operand(v_in, bf16_part(workspace, wl.v16), pl.bh * pl.sk * pl.d);
+    v16 = bf16_operand(v_in, bf16_part(workspace, wl.v16), pl.bh * pl.sk * pl.dv);
   }
   for (int64_t q0 = 0; q0 < pl.s; q0 += pl.block) {
     // The block's keys [k_lo, k_hi): kv of them, k_lo > 0 only with a window or documents.
@@ -379,14 +387,15 @@ void attention_forward(float* ctx, float* lse, ReadView q_in, ReadView k_in, Rea
     const int64_t kv = std::max<int64_t>(pl.visible(q0 + bq - 1) - k_lo, 0);
     if (kv == 0) {  // the block sees no key: ctx 0, lse -inf
       for (int64_t h = 0; h < pl.bh; ++h) {
-        std::fill_n(ctx + (h * pl.s + q0) * pl.d, bq * pl.d, 0.f);
+        std::fill_n(ctx + (h * pl.s + q0) * pl.dv, bq * pl.dv, 0.f);
         std::fill_n(lse + h * pl.s + q0, bq, -std::numeric_limits<float>::infinity());
       }
       continue;
     }
-    const int64_t ko = k_lo * pl.d;  // of the first key in (bh, sk, d)
+    const int64_t ko = k_lo * pl.d;    // of the first key in (bh, sk, d)
+    const int64_t vo = k_lo * pl.dv;  // of its value in (bh, sk, dv)
     block_times_keys_t(scores, at(q, q0 * pl.d), at(k, ko), bf16 ? q16 + q0 * pl.d : nullptr,
-                       bf16 ? k16 + ko : nullptr, pl, bq, kv);
+                       bf16 ? k16 + ko : nullptr, pl, bq, kv, pl.d);
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < pl.bh * bq; ++r) {
       const int64_t h = r / bq, qi = q0 + r % bq, lo = pl.first(h / pl.a, qi) - k_lo;
@@ -415,8 +424,8 @@ void attention_forward(float* ctx, float* lse, ReadView q_in, ReadView k_in, Rea
       else
         normalize_row(row, row, lo, nk, kv, inv, pl, drop, h, qi, k_lo, keep_scale);
     }
-    probs_times_values(ctx + q0 * pl.d, scores, at(v, ko), p16, bf16 ? v16 + ko : nullptr, pl, bq,
-                       kv);
+    probs_times_values(ctx + q0 * pl.dv, scores, at(v, vo), p16, bf16 ? v16 + vo : nullptr, pl, bq,
+                       kv, pl.dv);
   }
 }
 
@@ -453,9 +462,9 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dctx, Read
     const int64_t nq = pl.bh * pl.s * pl.d, nk = pl.bh * pl.sk * pl.d;
     q16 = bf16_operand(q_in, bf16_part(workspace, wl.q16), nq);
     k16 = bf16_operand(k_in, bf16_part(workspace, wl.k16), nk);
-    v16 = bf16_operand(v_in, bf16_part(workspace, wl.v16), nk);
+    v16 = bf16_operand(v_in, bf16_part(workspace, wl.v16), pl.bh * pl.sk * pl.dv);
     dctx16 = bf16_part(workspace, wl.dctx16);
-    f32_to_bf16(dctx16, dctx, nq);
+    f32_to_bf16(dctx16, dctx, pl.bh * pl.s * pl.dv);
   }
   // Last block first: without a window it sees the most keys, so it writes
   // dk, dv [0, kv) with `=` (and zeroes the keys no query sees), the earlier
@@ -465,19 +474,21 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dctx, Read
   bool dkv_written = false;
   if (pl.sliding()) {
     std::fill_n(dk, pl.bh * pl.sk * pl.d, 0.f);
-    std::fill_n(dv, pl.bh * pl.sk * pl.d, 0.f);
+    std::fill_n(dv, pl.bh * pl.sk * pl.dv, 0.f);
     dkv_written = true;
   }
   for (int64_t blk = nblocks - 1; blk >= 0; --blk) {
     const int64_t q0 = blk * pl.block;
     const int64_t bq = std::min(pl.block, pl.s - q0), k_lo = pl.first_of_block(q0);
     const int64_t kv = std::max<int64_t>(pl.visible(q0 + bq - 1) - k_lo, 0);
-    const int64_t off = q0 * pl.d;  // of the query block in (bh, s, d)
-    const int64_t ko = k_lo * pl.d;  // of the block's first key in (bh, sk, d)
+    const int64_t off = q0 * pl.d;    // of the query block in (bh, s, d)
+    const int64_t ko = k_lo * pl.d;   // of the block's first key in (bh, sk, d)
+    const int64_t cof = q0 * pl.dv;   // of the block's dctx rows in (bh, s, dv)
+    const int64_t vo = k_lo * pl.dv;  // of the block's first value in (bh, sk, dv)
     if (!dkv_written) {
       for (int64_t h = 0; h < pl.bh; ++h) {
         std::fill_n(dk + (h * pl.sk + kv) * pl.d, (pl.sk - kv) * pl.d, 0.f);
-        std::fill_n(dv + (h * pl.sk + kv) * pl.d, (pl.sk - kv) * pl.d, 0.f);
+        std::fill_n(dv + (h * pl.sk + kv) * pl.dv, (pl.sk - kv) * pl.dv, 0.f);
       }
     }
     if (kv == 0) {  // no visible key: no gradient
@@ -485,9 +496,9 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dctx, Read
       continue;
     }
     block_times_keys_t(probs, at(q, off), at(k, ko), bf16 ? q16 + off : nullptr,
-                       bf16 ? k16 + ko : nullptr, pl, bq, kv);  // S
-    block_times_keys_t(dprobs, dctx + off, at(v, ko), bf16 ? dctx16 + off : nullptr,
-                       bf16 ? v16 + ko : nullptr, pl, bq, kv);  // dP = dctx · vᵀ
+                       bf16 ? k16 + ko : nullptr, pl, bq, kv, pl.d);  // S
+    block_times_keys_t(dprobs, dctx + cof, at(v, vo), bf16 ? dctx16 + cof : nullptr,
+                       bf16 ? v16 + vo : nullptr, pl, bq, kv, pl.dv);  // dP = dctx · vᵀ
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < pl.bh * bq; ++r) {
       const int64_t h = r / bq, qi = q0 + r % bq, lo = pl.first(h / pl.a, qi) - k_lo;
@@ -502,15 +513,15 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dctx, Read
       uint16_t* ds_out16 = bf16 ? ds16 + r * kv + lo : nullptr;
       const bool own_d = row_dsum == nullptr && pl.math != MathMode::kF32;
       if (nk > 0 && !own_d) {
-        // D = dctx_i · ctx_i (= Σ_j P_ij dP_ij after dropout): d products, not kv
+        // D = dctx_i · ctx_i (= Σ_j P_ij dP_ij after dropout): dv products, not kv
         float dsum = 0.f;
         if (row_dsum) {
           dsum = row_dsum[h * pl.s + qi];
         } else {
-          const float* dc = dctx + (h * pl.s + qi) * pl.d;
-          const float* c = ctx + (h * pl.s + qi) * pl.d;
+          const float* dc = dctx + (h * pl.s + qi) * pl.dv;
+          const float* c = ctx + (h * pl.s + qi) * pl.dv;
 #pragma omp simd reduction(+ : dsum)
-          for (int64_t t = 0; t < pl.d; ++t) dsum += dc[t] * c[t];
+          for (int64_t t = 0; t < pl.dv; ++t) dsum += dc[t] * c[t];
         }
         if (bf16)
           softmax_backward_row(p_row, dp_row, p_out16, ds_out16, nk, row_lse, dsum, pl, drop, base,
@@ -539,13 +550,14 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dctx, Read
       }
     }
     // dv[:, k_lo:k_lo+kv] (+)= dropout(P)ᵀ · dctx_block; dk (+)= (dS·scale)ᵀ · q_block
-    probs_t_times_rows(dv + ko, probs, dctx + off, p16, bf16 ? dctx16 + off : nullptr, pl, bq, kv,
-                       dkv_written);
+    probs_t_times_rows(dv + vo, probs, dctx + cof, p16, bf16 ? dctx16 + cof : nullptr, pl, bq, kv,
+                       pl.dv, dkv_written);
     probs_t_times_rows(dk + ko, dprobs, at(q, off), ds16, bf16 ? q16 + off : nullptr, pl, bq, kv,
-                       dkv_written);
+                       pl.d, dkv_written);
     dkv_written = true;
     // dq_block = (dS·scale) · k[:, k_lo:k_lo+kv]
-    probs_times_values(dq + off, dprobs, at(k, ko), ds16, bf16 ? k16 + ko : nullptr, pl, bq, kv);
+    probs_times_values(dq + off, dprobs, at(k, ko), ds16, bf16 ? k16 + ko : nullptr, pl, bq, kv,
+                       pl.d);
   }
 }
 

@@ -23,6 +23,9 @@
 // math: a bf16 run's saved activations). In bf16/fp16 the softmax backward
 // takes D = Σ_j P_j dP_j from the score row (consistent with the rounded dP)
 // instead of dctx · ctx, so ctx is then not read.
+// Head sizes: q and k have d features, v and ctx dv (multi-latent attention:
+// dqk + dpe against v_head_dim), so P·v and its gradients run on dv columns;
+// the softmax scale is 1 / sqrt(d).
 #pragma once
 #include <cstdint>
 
@@ -43,7 +46,7 @@ struct AttentionDropout {
 };
 
 struct AttentionDims {
-  int64_t b = 0, a = 0, s = 0, d = 0;  // micro-batch, local heads, queries, head dim
+  int64_t b = 0, a = 0, s = 0, d = 0;  // micro-batch, local heads, queries, q/k head dim
   MathMode math = MathMode::kF32;      // of the matmuls
   int64_t sk = 0;                      // keys (0: s)
   int64_t q_pos0 = 0, k_pos0 = 0;      // global positions of the first query and key
@@ -52,7 +55,7 @@ struct AttentionDims {
   // (b, s_global) host array, or null: the first key position each query may
   // see (its document's start; non-decreasing along a sample, <= the query).
   const int32_t* doc_start = nullptr;
-  int64_t dv = 0;  // head size of v and ctx (0: d)
+  int64_t dv = 0;  // v and ctx head dim (0: d); last, so positional initialisers keep working
 };
 
 // Floats of scratch space forward and backward need (caller plans it once);
@@ -60,11 +63,16 @@ struct AttentionDims {
 // in the matmul kernel's own scratch).
 int64_t attention_workspace_floats(const AttentionDims& dims);
 
-// q, ctx: (b, a, s, d), k, v: (b, a, sk, d) contiguous; lse: (b, a, s).   [ctx, lse: =]
+// Of dims: v's and ctx's head dim, dv (d when dv is 0).
+inline int64_t attention_dv(const AttentionDims& dims) { return dims.dv > 0 ? dims.dv : dims.d; }
+
+// q: (b, a, s, d), k: (b, a, sk, d), v: (b, a, sk, dv), ctx: (b, a, s, dv)
+// contiguous; lse: (b, a, s).                                   [ctx, lse: =]
 // q, k, v: fp32, or in bf16 math bf16 storage, read as they are (no copy).
 void attention_forward(float* ctx, float* lse, ReadView q, ReadView k, ReadView v,
                        const AttentionDims& dims, const AttentionDropout& drop, float* workspace);
-// dq: (b, a, s, d), dk, dv: (b, a, sk, d)   [=]. lse: (b, a, s) of the whole
+// dq: (b, a, s, d), dk: (b, a, sk, d), dv: (b, a, sk, dv)   [=]; dctx, ctx
+// as ctx: (b, a, s, dv). lse: (b, a, s) of the whole
 // row (merged over blocks). row_dsum: (b, a, s) D = rowsum(dctx * ctx) of the
 // merged ctx, or null: then computed from ctx in fp32 math, and in bf16/fp16
 // from the row's own dP (ctx may then be null; row_dsum is required when the
@@ -75,14 +83,14 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dctx, Read
                         float* workspace, const float* row_dsum = nullptr);
 
 // Merges one block's result into the running one by the online-softmax rule
-// (rows: b·a·s query rows, ctx rows of d):                [ctx, lse: updated]
+// (rows: b·a·s query rows, ctx rows of d: the core's dv):  [ctx, lse: updated]
 //   lse' = log(e^lse + e^lse_block),
 //   ctx' = ctx · e^(lse - lse') + ctx_block · e^(lse_block - lse').
 // A row's -inf (no visible key yet) takes the other side as it is.
 void attention_merge(float* ctx, float* lse, const float* ctx_block, const float* lse_block,
                      int64_t rows, int64_t d);
 
-// D = rowsum(dctx * ctx) per query row (rows of d).        [dsum: =]
+// D = rowsum(dctx * ctx) per query row (rows of d: the core's dv).   [dsum: =]
 void attention_row_dsum(float* dsum, const float* dctx, const float* ctx, int64_t rows,
                         int64_t d);
 

@@ -65,7 +65,7 @@ void add_inplace(float* dst, const float* src, int64_t n) {
 }
 
 void ring_row_dsum(float* dsum, const float* dctx, ReadView ctx_sbh, const AttentionDims& dims) {
-  const int64_t b = dims.b, a = dims.a, d = dims.d, c = dims.s / 2;
+  const int64_t b = dims.b, a = dims.a, d = attention_dv(dims), c = dims.s / 2;
   visit(ctx_sbh, [&](auto* ctx) {
 #pragma omp parallel for collapse(2) schedule(static)
     for (int64_t jb = 0; jb < 2 * b; ++jb)  // (chunk, sample)

@@ -27,7 +27,7 @@ void head_groups_to_first_heads(float* heads, const float* packed, int64_t batch
                                 int64_t g, int64_t cd);
 // dst (n) += src (n)                                                         [+=]
 void add_inplace(float* dst, const float* src, int64_t n);
-// D (2, b, a, c) = rowsum over d of dctx (2, b, a, c, d) · ctx_sbh (s, b, a·d),
+// D (2, b, a, c) = rowsum over dv of dctx (2, b, a, c, dv) · ctx_sbh (s, b, a·dv),
 // c = s/2: the softmax backward's row term of this rank's two chunks          [=]
 void ring_row_dsum(float* dsum, const float* dctx, ReadView ctx_sbh, const AttentionDims& dims);
 

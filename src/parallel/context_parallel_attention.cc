@@ -16,12 +16,17 @@ namespace {
 // messages in order, so layers and micro-batches need no tag of their own).
 constexpr int kTagK = 151, kTagDk = 153;
 
+// Sizes of the ring; k and q have heads of d features, v and ctx of dv.
 struct RingShape {
   int64_t c = 0;     // chunk length (tokens)
-  int64_t cs = 0;    // elements of one chunk of q, k, v: b·a·c·d
+  int64_t d = 0, dv = 0;
+  int64_t cs = 0;    // elements of one chunk of q or k: b·a·c·d
+  int64_t csv = 0;   // elements of one chunk of v or ctx: b·a·c·dv
   int64_t rows = 0;  // query rows of one chunk: b·a·c
   int64_t g = 0;     // key/value heads (query groups)
-  int64_t gs = 0;    // elements of one chunk of the groups' k or v: b·g·c·d
+  int64_t gs = 0;    // elements of one chunk of the groups' k: b·g·c·d
+  int64_t gsv = 0;   // elements of one chunk of the groups' v: b·g·c·dv
+  int64_t kvp() const { return 2 * (gs + gsv); }  // one rank's K | V groups, two chunks each
 };
 
 RingShape ring_shape(const AttentionDims& dims, int64_t groups, const ContextParallel& cp) {
@@ -31,10 +36,14 @@ RingShape ring_shape(const AttentionDims& dims, int64_t groups, const ContextPar
            " heads in ", groups, " query groups (internal error)");
   RingShape r;
   r.c = dims.s / 2;
+  r.d = dims.d;
+  r.dv = attention_dv(dims);
   r.rows = dims.b * dims.a * r.c;
-  r.cs = r.rows * dims.d;
+  r.cs = r.rows * r.d;
+  r.csv = r.rows * r.dv;
   r.g = groups;
-  r.gs = dims.b * groups * r.c * dims.d;
+  r.gs = dims.b * groups * r.c * r.d;
+  r.gsv = dims.b * groups * r.c * r.dv;
   return r;
 }
 
@@ -48,6 +57,7 @@ AttentionDims block_dims(const AttentionDims& dims, const ContextParallel& cp, i
   bd.s = c;
   bd.sk = c;
   bd.d = dims.d;
+  bd.dv = dims.dv;
   bd.math = dims.math;
   bd.q_pos0 = cp_chunk_pos0(cp.size(), cp.rank(), c, qj);
   bd.k_pos0 = cp_chunk_pos0(cp.size(), src, c, kj);
@@ -73,16 +83,16 @@ bool fully_masked(const AttentionDims& bd) {
 // over the ring's ranks keep their precision).
 struct RingScratch {
   float* attn = nullptr;
-  void* kv[2] = {nullptr, nullptr};         // travelling (K | V) groups of two chunks, 4·gs each
-  void* kv_heads = nullptr;                 // (K | V) repeated per head, 4·cs
-  float* blk_ctx = nullptr;                 // (cs)
-  float* blk_lse = nullptr;                 // (rows)
-  float* dsum = nullptr;                    // (2·rows)
-  float* blk_dq = nullptr;                  // (cs)
-  float* blk_dk = nullptr;                  // (cs)
-  float* blk_dv = nullptr;                  // (cs)
-  float* dkv_part[2] = {nullptr, nullptr};  // (dK | dV) travelling group sums, 4·gs each
-  float* dkv_in = nullptr;                  // (4·gs)
+  void* kv[2] = {nullptr, nullptr};  // travelling (K | V) groups of two chunks, kvp() each
+  void* kv_heads = nullptr;          // (K | V) repeated per head, 2·cs + 2·csv
+  float* blk_ctx = nullptr;          // (csv)
+  float* blk_lse = nullptr;          // (rows)
+  float* dsum = nullptr;             // (2·rows)
+  float* blk_dq = nullptr;           // (cs)
+  float* blk_dk = nullptr;           // (cs)
+  float* blk_dv = nullptr;           // (csv)
+  float* dkv_part[2] = {nullptr, nullptr};  // (dK | dV) travelling group sums, kvp() each
+  float* dkv_in = nullptr;                  // (kvp())
 };
 
 int64_t kernel_floats(const AttentionDims& dims, int64_t c) {
@@ -111,18 +121,18 @@ RingScratch carve(float* ws, const AttentionDims& dims, const RingShape& r) {
     return q;
   };
   s.attn = take(kernel_floats(dims, r.c));
-  s.kv[0] = take(kv_floats(dims, 4 * r.gs));
-  s.kv[1] = take(kv_floats(dims, 4 * r.gs));
-  s.kv_heads = take(kv_floats(dims, 4 * r.cs));
-  s.blk_ctx = take(r.cs);
+  s.kv[0] = take(kv_floats(dims, r.kvp()));
+  s.kv[1] = take(kv_floats(dims, r.kvp()));
+  s.kv_heads = take(kv_floats(dims, 2 * (r.cs + r.csv)));
+  s.blk_ctx = take(r.csv);
   s.blk_lse = take(r.rows);
   s.dsum = take(2 * r.rows);
   s.blk_dq = take(r.cs);
   s.blk_dk = take(r.cs);
-  s.blk_dv = take(r.cs);
-  s.dkv_part[0] = take(4 * r.gs);
-  s.dkv_part[1] = take(4 * r.gs);
-  s.dkv_in = take(4 * r.gs);
+  s.blk_dv = take(r.csv);
+  s.dkv_part[0] = take(r.kvp());
+  s.dkv_part[1] = take(r.kvp());
+  s.dkv_in = take(r.kvp());
   return s;
 }
 
@@ -148,15 +158,16 @@ void wait_exposed(const Communicator& comm, H&... handles) {
 }  // namespace
 
 int64_t context_parallel_attention_workspace_floats(const AttentionDims& dims, int64_t groups) {
-  const int64_t c = dims.s / 2, cs = dims.b * dims.a * c * dims.d, rows = dims.b * dims.a * c;
-  const int64_t gs = dims.b * groups * c * dims.d;
-  return kernel_floats(dims, c) + 2 * kv_floats(dims, 4 * gs) + kv_floats(dims, 4 * cs) + cs +
-         rows + 2 * rows + 3 * cs + 12 * gs;
+  const int64_t c = dims.s / 2, rows = dims.b * dims.a * c, dv = attention_dv(dims);
+  const int64_t cs = rows * dims.d, csv = rows * dv;
+  const int64_t kvp = 2 * dims.b * groups * c * (dims.d + dv);
+  return kernel_floats(dims, c) + 2 * kv_floats(dims, kvp) + kv_floats(dims, 2 * (cs + csv)) +
+         csv + rows + 2 * rows + 2 * cs + csv + 3 * kvp;
 }
 
 int64_t context_parallel_ring_bytes(const AttentionDims& dims, int64_t groups, int64_t cp_size,
                                     bool backward) {
-  const int64_t kv = 2 * 2 * dims.b * groups * (dims.s / 2) * dims.d;  // K | V, two chunks
+  const int64_t kv = 2 * dims.b * groups * (dims.s / 2) * (dims.d + attention_dv(dims));  // K | V
   const int64_t kv_msgs = (cp_size - 1) * kv * kv_elem_bytes(dims);
   return backward ? kv_msgs + cp_size * kv * int64_t(sizeof(float)) : kv_msgs;
 }
@@ -176,26 +187,26 @@ KvStep start_kv_step(int t, const T* k, const T* v, RingScratch& w, const RingSh
                      const AttentionDims& dims, const ContextParallel& cp) {
   const Communicator& comm = *cp.cp;
   const int n = int(cp.size()), me = int(cp.rank());
-  const int64_t kvp = 2 * r.gs;  // one rank's K (or V) groups: two chunks
-  const int64_t batches = 2 * dims.b, cd = r.c * dims.d;
+  const int64_t kp = 2 * r.gs;  // one rank's K groups (two chunks); its V groups follow
+  const int64_t batches = 2 * dims.b, cd = r.c * r.d, cdv = r.c * r.dv;
   T* const ring[2] = {static_cast<T*>(w.kv[0]), static_cast<T*>(w.kv[1])};
   T* const heads = static_cast<T*>(w.kv_heads);
   KvStep st;
   if (t == 0) {  // pack this rank's groups: what travels first
     pack_head_groups(ring[0], k, batches, dims.a, r.g, cd);
-    pack_head_groups(ring[0] + kvp, v, batches, dims.a, r.g, cd);
+    pack_head_groups(ring[0] + kp, v, batches, dims.a, r.g, cdv);
   }
   // One message of K | V groups to the next rank, the next step's from the previous.
   if (t + 1 < n) {
-    st.recv = comm.irecv(ring[(t + 1) % 2], 2 * kvp, (me + n - 1) % n, kTagK);
-    st.send = comm.isend(ring[t % 2], 2 * kvp, (me + 1) % n, kTagK);
+    st.recv = comm.irecv(ring[(t + 1) % 2], r.kvp(), (me + n - 1) % n, kTagK);
+    st.send = comm.isend(ring[t % 2], r.kvp(), (me + 1) % n, kTagK);
   }
   if (t == 0) {
     st.k = k;
     st.v = v;
   } else {
     unpack_head_groups(heads, ring[t % 2], batches, dims.a, r.g, cd);
-    unpack_head_groups(heads + 2 * r.cs, ring[t % 2] + kvp, batches, dims.a, r.g, cd);
+    unpack_head_groups(heads + 2 * r.cs, ring[t % 2] + kp, batches, dims.a, r.g, cdv);
     st.k = heads;
     st.v = heads + 2 * r.cs;
   }
@@ -227,16 +238,16 @@ void context_parallel_attention_forward(float* ctx, float* lse, ReadView q, Read
       for (int64_t kj = 0; kj < 2; ++kj) {
         const AttentionDims bd = block_dims(dims, cp, r.c, qj, src, kj);
         if (fully_masked(bd)) continue;
-        float* ctx_j = ctx + qj * r.cs;
+        float* ctx_j = ctx + qj * r.csv;
         float* lse_j = lse + qj * r.rows;
         const ReadView qv = q.at(qj * r.cs);
-        const ReadView kb = kv.k.at(kj * r.cs), vb = kv.v.at(kj * r.cs);
+        const ReadView kb = kv.k.at(kj * r.cs), vb = kv.v.at(kj * r.csv);
         if (!started[qj]) {  // the first block of these rows writes directly
           attention_forward(ctx_j, lse_j, qv, kb, vb, bd, drop, w.attn);
           started[qj] = true;
         } else {
           attention_forward(w.blk_ctx, w.blk_lse, qv, kb, vb, bd, drop, w.attn);
-          attention_merge(ctx_j, lse_j, w.blk_ctx, w.blk_lse, r.rows, dims.d);
+          attention_merge(ctx_j, lse_j, w.blk_ctx, w.blk_lse, r.rows, r.dv);
         }
       }
     wait_exposed(*cp.cp, kv.recv, kv.send);
@@ -259,7 +270,8 @@ void context_parallel_attention_backward(float* dq, float* dk, float* dv, const 
   const Communicator& comm = *cp.cp;
   const int n = int(cp.size()), me = int(cp.rank());
   const int next = (me + 1) % n, prev = (me + n - 1) % n;
-  const int64_t kvp = 2 * r.gs, batches = 2 * dims.b, cd = r.c * dims.d;
+  const int64_t kvp = r.kvp(), kp = 2 * r.gs, batches = 2 * dims.b;
+  const int64_t cd = r.c * r.d, cdv = r.c * r.dv;
   // D = rowsum(dctx · ctx) of the merged rows, for every block's softmax backward.
   ring_row_dsum(w.dsum, dctx, ctx_sbh, dims);
   fill_zero(dq, size_t(2 * r.cs) * sizeof(float));
@@ -269,33 +281,33 @@ void context_parallel_attention_backward(float* dq, float* dk, float* dv, const 
     KvStep kv = start_kv_step(t, k, v, w, r, dims, cp);
     CommHandle rdkv;
     if (t > 0)  // src's dK | dV group sums, from the ranks that held this block before
-      rdkv = comm.irecv(w.dkv_in, 2 * kvp, prev, kTagDk);
+      rdkv = comm.irecv(w.dkv_in, kvp, prev, kTagDk);
     float* part = w.dkv_part[t % 2];  // this rank's dK | dV of src's chunks' groups
-    fill_zero(part, size_t(2 * kvp) * sizeof(float));
+    fill_zero(part, size_t(kvp) * sizeof(float));
     for (int64_t qj = 0; qj < 2; ++qj)
       for (int64_t kj = 0; kj < 2; ++kj) {
         const AttentionDims bd = block_dims(dims, cp, r.c, qj, src, kj);
         if (fully_masked(bd)) continue;
-        attention_backward(w.blk_dq, w.blk_dk, w.blk_dv, dctx + qj * r.cs, q.at(qj * r.cs),
-                           kv.k.at(kj * r.cs), kv.v.at(kj * r.cs), nullptr, lse + qj * r.rows,
+        attention_backward(w.blk_dq, w.blk_dk, w.blk_dv, dctx + qj * r.csv, q.at(qj * r.cs),
+                           kv.k.at(kj * r.cs), kv.v.at(kj * r.csv), nullptr, lse + qj * r.rows,
                            bd, drop, w.attn, w.dsum + qj * r.rows);
         add_inplace(dq + qj * r.cs, w.blk_dq, r.cs);
         add_head_group_sums(part + kj * r.gs, w.blk_dk, dims.b, dims.a, r.g, cd);
-        add_head_group_sums(part + kvp + kj * r.gs, w.blk_dv, dims.b, dims.a, r.g, cd);
+        add_head_group_sums(part + kp + kj * r.gsv, w.blk_dv, dims.b, dims.a, r.g, cdv);
       }
     if (t > 0) {
       wait_exposed(comm, rdkv);
-      add_inplace(part, w.dkv_in, 2 * kvp);
+      add_inplace(part, w.dkv_in, kvp);
     }
     wait_exposed(comm, sdkv);  // last step's accumulator left (before this one's send is posted)
-    sdkv = comm.isend(part, 2 * kvp, next, kTagDk);
+    sdkv = comm.isend(part, kvp, next, kTagDk);
     wait_exposed(comm, kv.recv, kv.send);
   }
   // The accumulator of this rank's own chunks has been round the ring.
-  CommHandle rdkv = comm.irecv(w.dkv_in, 2 * kvp, prev, kTagDk);
+  CommHandle rdkv = comm.irecv(w.dkv_in, kvp, prev, kTagDk);
   wait_exposed(comm, rdkv, sdkv);
   head_groups_to_first_heads(dk, w.dkv_in, batches, dims.a, r.g, cd);
-  head_groups_to_first_heads(dv, w.dkv_in + kvp, batches, dims.a, r.g, cd);
+  head_groups_to_first_heads(dv, w.dkv_in + kp, batches, dims.a, r.g, cdv);
 }
 
 }  // namespace mt

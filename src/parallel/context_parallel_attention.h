@@ -14,6 +14,7 @@
 //
 // Layout: q, k, v, ctx, dq, dk, dv are chunk-major (2, b, a, c, d) — each
 // chunk a contiguous (b, a, c, d) tensor — and lse (2, b, a, c); c = s/(2·CP).
+// v, ctx, dv and dctx have heads of dims.dv features (attention.h), q and k of d.
 // Probability dropout is keyed by global (query, key) positions over the whole
 // sequence (dims.s_global), so it equals the one-rank mask.
 //
@@ -37,19 +38,19 @@
 
 namespace mt {
 
-// dims: b, a, s = this rank's s/CP rows, d, math, s_global. Scratch floats
+// dims: b, a, s = this rank's s/CP rows, d, dv, math, s_global. Scratch floats
 // forward and backward need (the attention kernel's plus the ring's buffers).
 int64_t context_parallel_attention_workspace_floats(const AttentionDims& dims, int64_t groups);
 
-// ctx (2, b, a, c, d), lse (2, b, a, c)                                   [=]
+// ctx (2, b, a, c, dv), lse (2, b, a, c)                                  [=]
 void context_parallel_attention_forward(float* ctx, float* lse, ReadView q, ReadView k,
                                         ReadView v, const AttentionDims& dims, int64_t groups,
                                         const AttentionDropout& drop, const ContextParallel& cp,
                                         float* workspace);
 
-// dq, dk, dv (2, b, a, c, d) of this rank's chunks                         [=]
+// dq, dk (2, b, a, c, d), dv (2, b, a, c, dv) of this rank's chunks       [=]
 // (dk, dv: summed over every rank's queries). lse: the forward's merged one;
-// ctx_sbh (s, b, a·d): the forward's merged ctx as the projection reads it
+// ctx_sbh (s, b, a·dv): the forward's merged ctx as the projection reads it
 // (chunk j's c·b rows at row j·c·b; fp32 or bf16).
 void context_parallel_attention_backward(float* dq, float* dk, float* dv, const float* dctx,
                                          ReadView q, ReadView k, ReadView v, ReadView ctx_sbh,
@@ -60,7 +61,7 @@ void context_parallel_attention_backward(float* dq, float* dk, float* dv, const 
 
 // Bytes this rank sends around the ring in one forward (backward = false) or
 // one backward of one layer and micro-batch: (CP-1) K|V messages, and in
-// backward (CP-1) K|V plus CP dK|dV ones, each of 2·b·g·(s/CP)·d elements
+// backward (CP-1) K|V plus CP dK|dV ones, each of b·g·(s/CP)·(d + dv) elements
 // (K|V in the q/k/v storage: 2 bytes in bf16 math, else 4; dK|dV fp32).
 int64_t context_parallel_ring_bytes(const AttentionDims& dims, int64_t groups, int64_t cp_size,
                                     bool backward);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -20,14 +21,14 @@ using test::randn;
 // Double-precision reference with the full (s, s) softmax per head; key ki
 // is visible to query qi when qi - window_left <= ki <= qi (no lower bound
 // without a window) and, with documents, ki >= doc_start[bi][qi].
-// q, k, v, ctx: (b, a, s, d); lse: (b, a, s).
+// q, k: (b, a, s, d); v, ctx: (b, a, s, dv); lse: (b, a, s).
 void attention_ref(std::vector<double>* ctx, std::vector<double>* lse, const std::vector<double>& q,
                    const std::vector<double>& k, const std::vector<double>& v,
                    const AttentionDims& dm, const AttentionDropout& drop) {
-  const int64_t s = dm.s, d = dm.d;
+  const int64_t s = dm.s, d = dm.d, dv = attention_dv(dm);
   const int64_t a_global = drop.a_global > 0 ? drop.a_global : dm.a;
   const double scale = 1.0 / std::sqrt(double(d));
-  ctx->assign(size_t(dm.b * dm.a * s * d), 0.0);
+  ctx->assign(size_t(dm.b * dm.a * s * dv), 0.0);
   if (lse) lse->assign(size_t(dm.b * dm.a * s), 0.0);
   std::vector<double> p(static_cast<size_t>(s));
   for (int64_t bi = 0; bi < dm.b; ++bi)
@@ -54,8 +55,8 @@ void attention_ref(std::vector<double>* ctx, std::vector<double>* lse, const std
                 uint64_t((((drop.sample0 + bi) * a_global + drop.head0 + j) * s + qi) * s + ki);
             pr = dropout_keep(drop.rng, drop.p, index) ? pr / (1.0 - drop.p) : 0.0;
           }
-          for (int64_t t = 0; t < d; ++t)
-            (*ctx)[size_t((h * s + qi) * d + t)] += pr * v[size_t((h * s + ki) * d + t)];
+          for (int64_t t = 0; t < dv; ++t)
+            (*ctx)[size_t((h * s + qi) * dv + t)] += pr * v[size_t((h * s + ki) * dv + t)];
         }
       }
     }
@@ -86,9 +87,9 @@ struct Workspace {
 };
 
 void check_forward(const AttentionDims& dm, const AttentionDropout& drop) {
-  const int64_t n = dm.b * dm.a * dm.s * dm.d;
-  auto q = randn(n, "q"), k = randn(n, "k"), v = randn(n, "v");
-  std::vector<float> ctx(static_cast<size_t>(n), std::nanf("")),
+  const int64_t n = dm.b * dm.a * dm.s * dm.d, nv = dm.b * dm.a * dm.s * attention_dv(dm);
+  auto q = randn(n, "q"), k = randn(n, "k"), v = randn(nv, "v");
+  std::vector<float> ctx(static_cast<size_t>(nv), std::nanf("")),
       lse(size_t(dm.b * dm.a * dm.s), std::nanf(""));
   Workspace ws(dm);
   attention_forward(ctx.data(), lse.data(), q.data(), k.data(), v.data(), dm, drop, ws.data());
@@ -160,15 +161,16 @@ TEST(Attention, ForwardRowsDoNotDependOnLaterBlocks) {
 // Checks attention_backward against central differences of the double
 // reference, for L = Σ ctx ⊙ g, on every `stride`-th coordinate of q, k, v.
 void check_backward(const AttentionDims& dm, float p, int64_t stride) {
-  const int64_t n = dm.b * dm.a * dm.s * dm.d;
-  auto q = randn(n, "q"), k = randn(n, "k"), v = randn(n, "v");
-  auto g = randn(n, "g");
+  const int64_t n = dm.b * dm.a * dm.s * dm.d, nv = dm.b * dm.a * dm.s * attention_dv(dm);
+  auto q = randn(n, "q"), k = randn(n, "k"), v = randn(nv, "v");
+  auto g = randn(nv, "g");
   const AttentionDropout drop = make_dropout(p);
-  std::vector<float> ctx(static_cast<size_t>(n)), lse(size_t(dm.b * dm.a * dm.s));
+  std::vector<float> ctx(static_cast<size_t>(nv)), lse(size_t(dm.b * dm.a * dm.s));
   Workspace ws(dm);
   attention_forward(ctx.data(), lse.data(), q.data(), k.data(), v.data(), dm, drop, ws.data());
   // dq, dk, dv are `=`: start them as NaN.
-  std::vector<float> dq(static_cast<size_t>(n), std::nanf("")), dk(dq), dv(dq);
+  std::vector<float> dq(static_cast<size_t>(n), std::nanf("")), dk(dq),
+      dv(static_cast<size_t>(nv), std::nanf(""));
   attention_backward(dq.data(), dk.data(), dv.data(), g.data(), q.data(), k.data(), v.data(),
                      ctx.data(), lse.data(), dm, drop, ws.data());
   ws.expect_canary_intact();
@@ -185,7 +187,8 @@ void check_backward(const AttentionDims& dm, float p, int64_t stride) {
     std::vector<float> analytic;
     std::vector<double> numeric;
     const double step = 1e-5;
-    for (int64_t i = (stride / 2) % n; i < n; i += stride) {
+    const int64_t len = int64_t(x.size());
+    for (int64_t i = (stride / 2) % len; i < len; i += stride) {
       const double keep = x[size_t(i)];
       x[size_t(i)] = keep + step;
       const double lp = loss();
@@ -328,16 +331,17 @@ double rel_dist(const std::vector<float>& x, const std::vector<float>& y) {
 // min_rel away from it (the matmuls really ran in low precision).
 void check_mixed(AttentionDims dm, float p, MathMode math, double min_rel, double max_rel) {
   const int64_t n = dm.b * dm.a * dm.s * dm.d, rows = dm.b * dm.a * dm.s;
-  const auto q = randn(n, "q"), k = randn(n, "k"), v = randn(n, "v"), g = randn(n, "g");
+  const int64_t nv = rows * attention_dv(dm);
+  const auto q = randn(n, "q"), k = randn(n, "k"), v = randn(nv, "v"), g = randn(nv, "g");
   const AttentionDropout drop = make_dropout(p);
   struct Out {
     std::vector<float> ctx, lse, dq, dk, dv;
   };
   auto run = [&](MathMode m) {
     dm.math = m;
-    Out o{std::vector<float>(size_t(n)), std::vector<float>(size_t(rows)),
+    Out o{std::vector<float>(size_t(nv)), std::vector<float>(size_t(rows)),
           std::vector<float>(size_t(n), std::nanf("")), std::vector<float>(size_t(n), std::nanf("")),
-          std::vector<float>(size_t(n), std::nanf(""))};
+          std::vector<float>(size_t(nv), std::nanf(""))};
     Workspace ws(dm);
     attention_forward(o.ctx.data(), o.lse.data(), q.data(), k.data(), v.data(), dm, drop,
                       ws.data());
@@ -365,6 +369,89 @@ TEST(Attention, Bf16IsCloseToFp32) {
   check_mixed(windowed({1, 2, 150, 8}, 20), 0.2f, MathMode::kBF16, 5e-5, 2e-2);
   const Documents docs(2, 150);
   check_mixed(with_documents({2, 2, 150, 8}, docs), 0.2f, MathMode::kBF16, 5e-5, 2e-2);
+}
+
+// v and ctx heads of dv != d (multi-latent attention's shape): P·v and its
+// gradients on dv columns, the scale 1/sqrt(d) of the q·k features.
+AttentionDims with_dv(AttentionDims dm, int64_t dv) {
+  dm.dv = dv;
+  return dm;
+}
+
+TEST(Attention, NarrowerValuesMatchReference) {
+  check_forward(with_dv({2, 3, 200, 16}, 10), {});
+  check_forward(with_dv({1, 2, 150, 12}, 20), make_dropout(0.2f));  // wider values too
+  check_forward(with_dv(windowed({1, 2, 150, 8}, 20), 6), make_dropout(0.2f));
+}
+
+TEST(Attention, NarrowerValuesBackwardMatchesFiniteDifferences) {
+  check_backward(with_dv({1, 2, kAttentionBlockQ + 22, 8}, 6), 0.f, 7);
+  check_backward(with_dv({1, 2, kAttentionBlockQ + 22, 8}, 6), 0.2f, 7);
+  check_backward(with_dv({2, 1, 30, 6}, 10), 0.f, 3);
+}
+
+TEST(Attention, NarrowerValuesInBf16AndFp16AreCloseToFp32) {
+  check_mixed(with_dv({2, 3, 200, 16}, 10), 0.2f, MathMode::kBF16, 5e-5, 2e-2);
+  check_mixed(with_dv({2, 3, 200, 16}, 10), 0.2f, MathMode::kF16, 5e-6, 2e-3);
+}
+
+// dv != d equals the former way (v zero-padded to d columns, ctx's padding
+// columns 0) to round-off, in fp32 and bf16 math (the padding adds only
+// zeros to every product), with and without a precomputed row_dsum.
+TEST(Attention, NarrowerValuesEqualZeroPaddedValues) {
+  for (const MathMode math : {MathMode::kF32, MathMode::kBF16}) {
+    AttentionDims dm{2, 3, 200, 12};
+    dm.math = math;
+    const int64_t dv = 8, rows = dm.b * dm.a * dm.s, n = rows * dm.d, nv = rows * dv;
+    const auto q = randn(n, "q"), k = randn(n, "k"), v = randn(nv, "v"), g = randn(nv, "g");
+    const AttentionDropout drop = make_dropout(0.2f);
+    auto pad = [&](const std::vector<float>& x) {  // rows of dv → rows of d, zeros after
+      std::vector<float> out(size_t(n), 0.f);
+      for (int64_t r = 0; r < rows; ++r) std::copy_n(&x[size_t(r * dv)], dv, &out[size_t(r * dm.d)]);
+      return out;
+    };
+    auto unpad = [&](const std::vector<float>& x) {
+      std::vector<float> out(static_cast<size_t>(nv));
+      for (int64_t r = 0; r < rows; ++r) std::copy_n(&x[size_t(r * dm.d)], dv, &out[size_t(r * dv)]);
+      return out;
+    };
+    struct Out {
+      std::vector<float> ctx, lse, dq, dk, dv;
+    };
+    auto run = [&](const AttentionDims& d, const std::vector<float>& vv,
+                   const std::vector<float>& gg, bool with_dsum) {
+      const int64_t w = attention_dv(d);
+      Out o{std::vector<float>(size_t(rows * w)), std::vector<float>(size_t(rows)),
+            std::vector<float>(size_t(n)), std::vector<float>(size_t(n)),
+            std::vector<float>(size_t(rows * w))};
+      Workspace ws(d);
+      attention_forward(o.ctx.data(), o.lse.data(), q.data(), k.data(), vv.data(), d, drop,
+                        ws.data());
+      std::vector<float> dsum(static_cast<size_t>(rows));
+      attention_row_dsum(dsum.data(), gg.data(), o.ctx.data(), rows, w);
+      attention_backward(o.dq.data(), o.dk.data(), o.dv.data(), gg.data(), q.data(), k.data(),
+                         vv.data(), o.ctx.data(), o.lse.data(), d, drop, ws.data(),
+                         with_dsum ? dsum.data() : nullptr);
+      ws.expect_canary_intact();
+      return o;
+    };
+    for (const bool with_dsum : {false, true}) {
+      SCOPED_TRACE(std::string(math_mode_name(math)) + (with_dsum ? " row_dsum" : ""));
+      const Out narrow = run(with_dv(dm, dv), v, g, with_dsum);
+      const Out padded = run(dm, pad(v), pad(g), with_dsum);
+      const double tol = 1e-6;
+      EXPECT_LT(rel_dist(narrow.ctx, unpad(padded.ctx)), tol);
+      EXPECT_LT(rel_dist(narrow.lse, padded.lse), tol);
+      EXPECT_LT(rel_dist(narrow.dq, padded.dq), tol);
+      EXPECT_LT(rel_dist(narrow.dk, padded.dk), tol);
+      EXPECT_LT(rel_dist(narrow.dv, unpad(padded.dv)), tol);
+      const std::vector<float> ctx_pad = unpad(padded.ctx);
+      double pad_cols = 0;  // the padded ctx's extra columns are exactly 0
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t t = dv; t < dm.d; ++t) pad_cols += std::fabs(padded.ctx[size_t(r * dm.d + t)]);
+      EXPECT_EQ(pad_cols, 0.0);
+    }
+  }
 }
 
 TEST(Attention, Fp16IsCloserToFp32ThanBf16) {
@@ -396,6 +483,9 @@ TEST(Attention, RejectsBadArguments) {
       Error);
   EXPECT_THROW(attention_forward(x.data(), x.data(), x.data(), x.data(), x.data(), {1, 0, 4, 4}, {},
                                  ws.data()),
+               Error);
+  EXPECT_THROW(attention_forward(x.data(), x.data(), x.data(), x.data(), x.data(),
+                                 with_dv(dm, -1), {}, ws.data()),
                Error);
 }
 

@@ -31,11 +31,14 @@ struct Case {
   int64_t sk = 0, q_pos0 = 0, k_pos0 = 0, s_global = 0;
   float p = 0.f;
   int64_t sample0 = 3;
+  int64_t dv = 0;  // v's and ctx's head dim (0: d)
+  int64_t dv_or_d() const { return dv > 0 ? dv : d; }
 };
 
 std::string name_of(const Case& c, MathMode math, bool bf16_storage) {
   return "(b=" + std::to_string(c.b) + ", a=" + std::to_string(c.a) + ", s=" +
-         std::to_string(c.s) + ", d=" + std::to_string(c.d) + ", sk=" + std::to_string(c.sk) +
+         std::to_string(c.s) + ", d=" + std::to_string(c.d) + ", dv=" + std::to_string(c.dv_or_d()) +
+         ", sk=" + std::to_string(c.sk) +
          ", q_pos0=" + std::to_string(c.q_pos0) + ", k_pos0=" + std::to_string(c.k_pos0) +
          ") p=" + std::to_string(c.p) + " " + math_mode_name(math) +
          (bf16_storage ? " bf16 storage" : "");
@@ -47,6 +50,7 @@ AttentionDims dims_of(const Case& c, MathMode math) {
   dm.a = c.a;
   dm.s = c.s;
   dm.d = c.d;
+  dm.dv = c.dv;
   dm.math = math;
   dm.sk = c.sk;
   dm.q_pos0 = c.q_pos0;
@@ -96,23 +100,24 @@ void check_case(const Case& c, MathMode math, const std::vector<T>& q, const std
   const AttentionDropout drop = dropout_of(c);
   const int64_t sk = c.sk > 0 ? c.sk : c.s;
   const int64_t nq = c.b * c.a * c.s * c.d, nk = c.b * c.a * sk * c.d, rows = c.b * c.a * c.s;
+  const int64_t nc = rows * c.dv_or_d(), nv = c.b * c.a * sk * c.dv_or_d();  // ctx's, v's
   const int64_t nws = attention_workspace_floats(dm);
   std::vector<float> ws(static_cast<size_t>(nws));
   OnGpu<T> gq(q), gk(k), gv(v);
   OnGpu<float> gws(nws);
 
   // Forward.
-  std::vector<float> ctx(static_cast<size_t>(nq)), lse(static_cast<size_t>(rows));
+  std::vector<float> ctx(static_cast<size_t>(nc)), lse(static_cast<size_t>(rows));
   attention_forward(ctx.data(), lse.data(), q.data(), k.data(), v.data(), dm, drop, ws.data());
-  OnGpu<float> gctx(nans(nq)), glse(nans(rows));
+  OnGpu<float> gctx(nans(nc)), glse(nans(rows));
   attention_forward(gctx.get(), glse.get(), gq.get(), gk.get(), gv.get(), dm, drop, gws.get());
   EXPECT_LE(rel_max_err(gctx.host(), ctx), tol) << what << " ctx";
   expect_lse_near(glse.host(), lse, tol, what);
 
   // Backward from the CPU's ctx and lse (so it is compared on equal inputs).
-  const auto dctx = test::randn(nq, "attention.cuda.dctx");
+  const auto dctx = test::randn(nc, "attention.cuda.dctx");
   std::vector<float> dsum(static_cast<size_t>(rows));
-  attention_row_dsum(dsum.data(), dctx.data(), ctx.data(), rows, c.d);
+  attention_row_dsum(dsum.data(), dctx.data(), ctx.data(), rows, c.dv_or_d());
   OnGpu<float> gdctx(dctx), gctx_cpu(ctx), glse_cpu(lse), gdsum(dsum);
   enum Variant { kGivenCtx, kGivenDsum, kNoCtx };
   for (Variant var : {kGivenCtx, kGivenDsum, kNoCtx}) {
@@ -122,10 +127,10 @@ void check_case(const Case& c, MathMode math, const std::vector<T>& q, const std
     const float* ctx_gpu = var == kNoCtx ? nullptr : gctx_cpu.get();
     const float* dsum_cpu = var == kGivenDsum ? dsum.data() : nullptr;
     const float* dsum_gpu = var == kGivenDsum ? gdsum.get() : nullptr;
-    std::vector<float> dq(static_cast<size_t>(nq)), dk(static_cast<size_t>(nk)), dv(static_cast<size_t>(nk));
+    std::vector<float> dq(static_cast<size_t>(nq)), dk(static_cast<size_t>(nk)), dv(static_cast<size_t>(nv));
     attention_backward(dq.data(), dk.data(), dv.data(), dctx.data(), q.data(), k.data(),
                        v.data(), ctx_cpu, lse.data(), dm, drop, ws.data(), dsum_cpu);
-    OnGpu<float> gdq(nans(nq)), gdk(nans(nk)), gdv(nans(nk));
+    OnGpu<float> gdq(nans(nq)), gdk(nans(nk)), gdv(nans(nv));
     attention_backward(gdq.get(), gdk.get(), gdv.get(), gdctx.get(), gq.get(), gk.get(),
                        gv.get(), ctx_gpu, glse_cpu.get(), dm, drop, gws.get(), dsum_gpu);
     EXPECT_LE(rel_max_err(gdq.host(), dq), tol) << what << vname << " dq";
@@ -139,7 +144,7 @@ void check_all(const Case& c, bool fp16 = false) {
   const int64_t sk = c.sk > 0 ? c.sk : c.s;
   const auto q = test::randn(c.b * c.a * c.s * c.d, "attention.cuda.q");
   const auto k = test::randn(c.b * c.a * sk * c.d, "attention.cuda.k");
-  const auto v = test::randn(c.b * c.a * sk * c.d, "attention.cuda.v");
+  const auto v = test::randn(c.b * c.a * sk * c.dv_or_d(), "attention.cuda.v");
   check_case(c, MathMode::kF32, q, k, v);
   check_case(c, MathMode::kBF16, q, k, v);
   check_case(c, MathMode::kBF16, to_bf16(q), to_bf16(k), to_bf16(v));
@@ -179,6 +184,32 @@ TEST(AttentionCuda, BlocksOfALongerSequence) {
   check_all({1, 2, 48, 16, 48, 0, 20, 96, 0.1f});
   // Every key after every query: all rows -inf, every gradient 0.
   check_all({1, 1, 20, 16, 20, 0, 40, 60});
+}
+
+// v and ctx heads of dv != d (multi-latent attention: dqk + dpe = 96 against
+// v_head_dim = 64), narrower and wider, one and several column chunks.
+Case with_dv(Case c, int64_t dv) {
+  c.dv = dv;
+  return c;
+}
+
+TEST(AttentionCuda, NarrowerValues) {
+  MT_REQUIRE_GPU();
+  const test::UseAttention use(cuda::AttentionImpl::kSimt);  // this file's kernels
+  check_all(with_dv({2, 3, 37, 16}, 8), /*fp16=*/true);
+  check_all(with_dv({1, 2, 70, 96, 0, 0, 0, 0, 0.1f}, 64));
+  check_all(with_dv({1, 2, 70, 40, 0, 0, 0, 0, 0.1f}, 72));
+  check_all(with_dv({2, 2, 50, 64, 70, 30, 20, 100, 0.1f}, 32));  // a block of a longer row
+}
+
+// The tensor-core and flash kernels take one head size: with dv != d they
+// leave the call to the generic kernels, which give the CPU's results.
+TEST(AttentionCuda, NarrowerValuesFallBackFromTheTensorCoreKernels) {
+  MT_REQUIRE_GPU();
+  for (const auto impl : {cuda::AttentionImpl::kFa, cuda::AttentionImpl::kTc}) {
+    const test::UseAttention use(impl);
+    check_all(with_dv({1, 2, 70, 64, 0, 0, 0, 0, 0.1f}, 32));
+  }
 }
 
 TEST(AttentionCuda, DropoutAcrossA32BitBlockCounterCarry) {

@@ -135,7 +135,9 @@ struct RingTolerance {
 
 // Without (g = a) and with grouped-query attention (g = 2 of 4 heads: only
 // the groups travel; dk, dv compared as each group's sum over its heads), in
-// fp32 and in bf16 math with bf16 q/k/v storage (bf16 K/V on the ring).
+// fp32 and in bf16 math with bf16 q/k/v storage (bf16 K/V on the ring); and
+// with v and ctx heads of dv = 6 against q and k heads of 8 (multi-latent
+// attention's shape).
 TEST(ContextParallelAttention, RingEqualsTheWholeSequence) {
   Communicator world = Communicator::world();
   const int64_t cp = world.size(), me = world.rank();
@@ -167,30 +169,34 @@ TEST(ContextParallelAttention, RingEqualsTheWholeSequence) {
     doc_start[size_t(t)] = int32_t(t >= 2 * c ? 2 * c : t >= 3 ? 3 : 0);
     doc_start[size_t(S + t)] = int32_t(t >= S / 2 + 1 ? S / 2 + 1 : 0);
   }
+  for (const int64_t dh : {d, int64_t(6)})
   for (const bool docs : {false, true})
   for (const MathMode math : {MathMode::kF32, MathMode::kBF16})
     for (int64_t g : {a, int64_t(2)}) {
       if (docs && math == MathMode::kBF16) continue;
+      if (dh != d && docs) continue;
       SCOPED_TRACE(std::string(math_mode_name(math)) + " query groups " + std::to_string(g) +
-                   (docs ? " with documents" : ""));
+                   (docs ? " with documents" : "") + " dv " + std::to_string(dh));
       local.doc_start = docs ? doc_start.data() : nullptr;
+      local.dv = dh;
       const RingTolerance tol = math == MathMode::kBF16 ? RingTolerance{1e-2, 2e-2}
                                                         : RingTolerance{1e-5, 1e-4};
-      const int64_t n = b * a * S * d;
+      const int64_t n = b * a * S * d, nv = b * a * S * dh;
       const Vec q = random_vec(n, 1), k = repeated_groups(b, a, g, S, d, 2),
-                v = repeated_groups(b, a, g, S, d, 3), dctx = random_vec(n, 4);
+                v = repeated_groups(b, a, g, S, dh, 3), dctx = random_vec(nv, 4);
       // One rank's attention of the whole sequence.
       AttentionDims whole;
       whole.b = b;
       whole.a = a;
       whole.s = S;
       whole.d = d;
+      whole.dv = dh;
       whole.math = math;
       whole.doc_start = local.doc_start;
       local.math = math;
       Vec ws_whole(size_t(attention_workspace_floats(whole)));
-      const size_t nz = static_cast<size_t>(n);
-      Vec ctx(nz), lse(static_cast<size_t>(b * a * S)), dq(nz), dk(nz), dv(nz);
+      const size_t nz = static_cast<size_t>(n), nvz = static_cast<size_t>(nv);
+      Vec ctx(nvz), lse(static_cast<size_t>(b * a * S)), dq(nz), dk(nz), dv(nvz);
       const Stored sq(q, math), sk(k, math), sv(v, math);
       attention_forward(ctx.data(), lse.data(), sq.view(), sk.view(), sv.view(), whole, drop,
                         ws_whole.data());
@@ -200,26 +206,26 @@ TEST(ContextParallelAttention, RingEqualsTheWholeSequence) {
       auto mine = [&](const Vec& full, int64_t row_len) {
         return local_chunks(full, b, a, S, d, cp, me, row_len);
       };
-      const Stored lq(mine(q, d), math), lk(mine(k, d), math), lv(mine(v, d), math);
-      const Vec ldctx = mine(dctx, d);
-      const int64_t ln = n / cp;
-      Vec ws(size_t(context_parallel_attention_workspace_floats(local, g)));
-      Vec lctx(size_t(ln), kGarbage), llse(size_t(ln / d), kGarbage);
+      const Stored lq(mine(q, d), math), lk(mine(k, d), math), lv(mine(v, dh), math);
+      const Vec ldctx = mine(dctx, dh);
+      const int64_t ln = n / cp, lnv = nv / cp;
+      Vec ws(size_t(context_parallel_attention_workspace_floats(local, g)) + 1024, kGarbage);
+      Vec lctx(size_t(lnv), kGarbage), llse(size_t(ln / d), kGarbage);
       // Bytes on the wire, counted by the communicator: forward (CP-1) K|V
-      // messages, backward (CP-1) K|V and CP dK|dV, each 2·b·g·(S/CP)·d
+      // messages, backward (CP-1) K|V and CP dK|dV, each b·g·(S/CP)·(d + dv)
       // elements (K|V as stored: 2 bytes in bf16; dK|dV 4).
-      const int64_t msg = 2 * b * g * (S / cp) * d, kv_bytes = math == MathMode::kBF16 ? 2 : 4;
+      const int64_t msg = b * g * (S / cp) * (d + dh), kv_bytes = math == MathMode::kBF16 ? 2 : 4;
       world.reset_sent_bytes();
       context_parallel_attention_forward(lctx.data(), llse.data(), lq.view(), lk.view(),
                                          lv.view(), local, g, drop, group, ws.data());
       EXPECT_EQ(world.sent_bytes(), (cp - 1) * msg * kv_bytes);
       EXPECT_EQ(context_parallel_ring_bytes(local, g, cp, false), (cp - 1) * msg * kv_bytes);
-      expect_close(lctx, mine(ctx, d), "ctx", tol.fwd);
+      expect_close(lctx, mine(ctx, dh), "ctx", tol.fwd);
       expect_close(llse, mine(lse, 1), "lse", 1e-5);
       // The projection's input: fp32, or (bf16 runs) its bf16 rounding.
-      const Vec sbh = heads_to_sbh_rows(lctx, b, a, S / cp / 2, d);
+      const Vec sbh = heads_to_sbh_rows(lctx, b, a, S / cp / 2, dh);
       const Stored ctx_sbh(sbh, math);
-      Vec ldq(size_t(ln), kGarbage), ldk(size_t(ln), kGarbage), ldv(size_t(ln), kGarbage);
+      Vec ldq(size_t(ln), kGarbage), ldk(size_t(ln), kGarbage), ldv(size_t(lnv), kGarbage);
       world.reset_sent_bytes();
       context_parallel_attention_backward(ldq.data(), ldk.data(), ldv.data(), ldctx.data(),
                                           lq.view(), lk.view(), lv.view(), ctx_sbh.view(),
@@ -228,11 +234,15 @@ TEST(ContextParallelAttention, RingEqualsTheWholeSequence) {
       EXPECT_EQ(context_parallel_ring_bytes(local, g, cp, true),
                 (cp - 1) * msg * kv_bytes + cp * msg * 4);
       expect_close(ldq, mine(dq, d), "dq", tol.bwd);
-      const int64_t cd = S / cp / 2 * d;  // one chunk's rows of one head
+      const int64_t cd = S / cp / 2 * d, cdv = S / cp / 2 * dh;  // one chunk's rows of one head
       expect_close(group_sums(ldk, 2 * b, a, g, cd), group_sums(mine(dk, d), 2 * b, a, g, cd),
                    "dk", tol.bwd);
-      expect_close(group_sums(ldv, 2 * b, a, g, cd), group_sums(mine(dv, d), 2 * b, a, g, cd),
+      expect_close(group_sums(ldv, 2 * b, a, g, cdv), group_sums(mine(dv, dh), 2 * b, a, g, cdv),
                    "dv", tol.bwd);
+      // The workspace formula covers what the ring wrote: the tail is untouched.
+      const size_t used = ws.size() - 1024;
+      for (size_t i = used; i < ws.size(); ++i)
+        ASSERT_EQ(ws[i], kGarbage) << "workspace overrun at " << i;
     }
 }
 

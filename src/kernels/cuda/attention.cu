@@ -29,26 +29,27 @@ using namespace attn;
 constexpr int kQ = kWarps * kRowsPerWarp;  // 32 query rows per block
 constexpr int kK = 64;                     // keys per tile (two per lane)
 
-size_t forward_shared_bytes(int64_t d) {
-  return sizeof(float) * size_t((kQ + 2 * kK) * (d + 1) + kQ * kK);
+size_t forward_shared_bytes(int64_t d, int64_t dv) {
+  return sizeof(float) * size_t((kQ + kK) * (d + 1) + kK * (dv + 1) + kQ * kK);
 }
 
 // ctx, lse [=] for query tile (gridDim.x: n_tiles tiles per head, heads).
-// Shared: Qs (kQ, d+1), Ks, Vs (kK, d+1), Ps (kQ, kK).
+// Shared: Qs (kQ, d+1), Ks (kK, d+1), Vs (kK, dv+1), Ps (kQ, kK).
 template <int NC>
 __global__ void __launch_bounds__(kThreads)
     forward_kernel(float* ctx, float* lse, Operand q, Operand k, Operand v, Args g,
                    int64_t n_tiles) {
   extern __shared__ float smem[];
-  const int d = int(g.d), ld = d + 1;
+  const int d = int(g.d), ld = d + 1, dv = int(g.dv), ldv = dv + 1;
   float* Qs = smem;
   float* Ks = Qs + kQ * ld;
   float* Vs = Ks + kK * ld;
-  float* Ps = Vs + kK * ld;
+  float* Ps = Vs + kK * ldv;
   const int64_t tile = n_tiles - 1 - int64_t(blockIdx.x) % n_tiles;
   const int64_t h = int64_t(blockIdx.x) / n_tiles;
   const int64_t q0 = tile * kQ;
   const int64_t q_off = h * g.s * g.d, k_off = h * g.sk * g.d;
+  const int64_t c_off = h * g.s * g.dv, v_off = h * g.sk * g.dv;  // ctx's and v's
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int row0 = warp * kRowsPerWarp;  // in the tile
 
@@ -70,7 +71,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t kt = 0; kt < kv_end; kt += kK) {
     __syncthreads();  // the previous tile's Ks, Vs are consumed (and Qs is loaded)
     load_rows(Ks, ld, k, k_off, kt, kK, g.sk, d, g.math);
-    load_rows(Vs, ld, v, k_off, kt, kK, g.sk, d, g.math);
+    load_rows(Vs, ldv, v, v_off, kt, kK, g.sk, dv, g.math);
     __syncthreads();
     // Scores of the warp's rows against keys kt + lane and kt + lane + 32.
     float sc[kRowsPerWarp][2] = {};
@@ -114,12 +115,12 @@ __global__ void __launch_bounds__(kThreads)
       Ps[(row0 + r) * kK + lane + 32] = pr[1];
     }
     __syncwarp();
-    // acc (rows, d) += P (rows, keys) · V (keys, d); masked probabilities are 0.
+    // acc (rows, dv) += P (rows, keys) · V (keys, dv); masked probabilities are 0.
     const int jn = int(kv_end - kt < kK ? kv_end - kt : kK);
     for (int j = 0; j < jn; ++j) {
       float vj[NC];
 #pragma unroll
-      for (int c = 0; c < NC; ++c) vj[c] = lane + 32 * c < d ? Vs[j * ld + lane + 32 * c] : 0.f;
+      for (int c = 0; c < NC; ++c) vj[c] = lane + 32 * c < dv ? Vs[j * ldv + lane + 32 * c] : 0.f;
 #pragma unroll
       for (int r = 0; r < kRowsPerWarp; ++r) {
         const float p = Ps[(row0 + r) * kK + j];
@@ -136,7 +137,7 @@ __global__ void __launch_bounds__(kThreads)
     const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;  // a row that sees no key: ctx 0
 #pragma unroll
     for (int c = 0; c < NC; ++c)
-      if (lane + 32 * c < d) ctx[q_off + qi * g.d + lane + 32 * c] = acc[r][c] * inv;
+      if (lane + 32 * c < dv) ctx[c_off + qi * g.dv + lane + 32 * c] = acc[r][c] * inv;
     if (lane == 0) lse[h * g.s + qi] = l[r] > 0.f ? m[r] + logf(l[r]) : -INFINITY;
   }
 }
@@ -145,7 +146,7 @@ template <int NC>
 void launch_forward(float* ctx, float* lse, Operand q, Operand k, Operand v, const Args& g,
                     int64_t bh) {
   const int64_t n_tiles = (g.s + kQ - 1) / kQ;
-  const size_t shared = forward_shared_bytes(g.d);
+  const size_t shared = forward_shared_bytes(g.d, g.dv);
   allow_shared(forward_kernel<NC>, shared);
   forward_kernel<NC><<<unsigned(n_tiles * bh), kThreads, shared, stream()>>>(ctx, lse, q, k, v, g,
                                                                              n_tiles);
@@ -199,15 +200,16 @@ void attention_forward(float* ctx, float* lse, ReadView q, ReadView k, ReadView 
   const AttentionImpl impl = attention_impl();
   if (impl == AttentionImpl::kFa && attention_fa_forward(ctx, lse, q, k, v, dims, drop)) return;
   if (impl != AttentionImpl::kSimt && attention_tc_forward(ctx, lse, q, k, v, dims, drop)) return;
-  MT_CHECK(dims.d <= kMaxHeadDim, "attention_forward (cuda): head dim d=", dims.d,
-           " is above the GPU kernel's ", kMaxHeadDim,
+  MT_CHECK(std::max(dims.d, attention_dv(dims)) <= kMaxHeadDim,
+           "attention_forward (cuda): head dims d=", dims.d, " dv=", attention_dv(dims),
+           " exceed the GPU kernel's ", kMaxHeadDim,
            "; fix: use more heads of at most 128 dims, or --device cpu");
   const Args g = make_args(dims, drop);
   const int64_t bh = dims.b * dims.a, n_tiles = (g.s + kQ - 1) / kQ;
   MT_CHECK(n_tiles * bh < (int64_t(1) << 31), "attention_forward (cuda): ", n_tiles * bh,
            " blocks exceed the grid; fix: a smaller micro-batch or sequence");
   const Operand oq = operand(q), ok = operand(k), ov = operand(v);
-  switch (chunks_for(dims.d)) {
+  switch (chunks_for(dims)) {
     case 1: return launch_forward<1>(ctx, lse, oq, ok, ov, g, bh);
     case 2: return launch_forward<2>(ctx, lse, oq, ok, ov, g, bh);
     case 3: return launch_forward<3>(ctx, lse, oq, ok, ov, g, bh);

@@ -517,9 +517,11 @@ std::atomic<int>& impl_state() {
 }
 
 
+// One head size for q, k, v (dv == d): other shapes (multi-latent
+// attention's narrower values) take the generic kernels.
 bool fa_supported(const AttentionDims& dims, int64_t blocks) {
   return dims.math == MathMode::kBF16 && (dims.d == 64 || dims.d == 128) &&
-         blocks < (int64_t(1) << 31);
+         attention_dv(dims) == dims.d && blocks < (int64_t(1) << 31);
 }
 
 template <int D>

@@ -545,9 +545,12 @@ __global__ void __launch_bounds__(kTcThreads)
 std::atomic<bool> g_tensor_cores{true};
 
 
+// One head size for q, k, v (dv == d): other shapes (multi-latent
+// attention's narrower values) take the generic kernels.
 bool tc_supported(const AttentionDims& dims, int64_t blocks) {
   return g_tensor_cores.load(std::memory_order_relaxed) && dims.math == MathMode::kBF16 &&
-         (dims.d == 64 || dims.d == 128) && blocks < (int64_t(1) << 31);
+         (dims.d == 64 || dims.d == 128) && attention_dv(dims) == dims.d &&
+         blocks < (int64_t(1) << 31);
 }
 
 template <int D>

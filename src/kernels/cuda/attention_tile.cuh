@@ -3,7 +3,7 @@
 // mode's rounding, the dropout mask (a device copy of RngStream::uniform, bit
 // for bit) and warp reductions. The kernels tile queries and keys through
 // shared memory with padded rows (stride d + 1, so a lane walking down a
-// column of a tile hits its own bank).
+// column of a tile hits its own bank; v and ctx rows dv + 1).
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -25,7 +25,8 @@ constexpr int kMaxHeadDim = 32 * kMaxChunks;
 
 // Sizes, positions and dropout of one call, by value into every kernel.
 struct Args {
-  int64_t a, s, sk, d;       // local heads, queries, keys, head dim
+  int64_t a, s, sk, d;       // local heads, queries, keys, q/k head dim
+  int64_t dv;                // v and ctx head dim
   int64_t q_pos0, k_pos0;    // global positions of the first query and key
   float scale;               // 1 / sqrt(d)
   int math;                  // MathMode: operands rounded to bf16 (1) or fp16 (2)
@@ -42,6 +43,7 @@ inline Args make_args(const AttentionDims& dims, const AttentionDropout& drop) {
   g.s = dims.s;
   g.sk = dims.sk > 0 ? dims.sk : dims.s;
   g.d = dims.d;
+  g.dv = attention_dv(dims);
   g.q_pos0 = dims.q_pos0;
   g.k_pos0 = dims.k_pos0;
   g.scale = 1.f / std::sqrt(float(dims.d));
@@ -146,8 +148,12 @@ __device__ __forceinline__ void load_rows(float* dst, int ld, Operand src, int64
   }
 }
 
-// Chunks of 32 head-dim columns a lane covers: 1..4 (d <= 128).
+// Chunks of 32 head-dim columns a lane covers: 1..4 (d <= 128); of a call,
+// enough for both head sizes (the kernels guard each against its own).
 inline int chunks_for(int64_t d) { return int((d + 31) / 32); }
+inline int chunks_for(const AttentionDims& dims) {
+  return chunks_for(std::max(dims.d, attention_dv(dims)));
+}
 
 // Raises a kernel's dynamic shared memory limit to `bytes` (above the default
 // 48 KB; the H100 allows 227 KB) before its launch.

@@ -16,10 +16,12 @@
 namespace mt {
 
 namespace {
-// The core's sizes: heads of dq features, this micro-batch's documents.
+// The core's sizes: q, k heads of dq features, v and ctx of dv, this
+// micro-batch's documents.
 AttentionDims mla_dims(const GptShapes& sh, const MlaShapes& m, const BlockCall* call) {
   AttentionDims dims = attention_dims(sh);
   dims.d = m.dq();
+  dims.dv = m.dv;
   if (call) dims.doc_start = call->docs.doc_start;
   return dims;
 }
@@ -57,18 +59,19 @@ ReadView whole_input(const GptShapes& sh, float* gathered, ReadView in) {
   return gathered;
 }
 
-// f(row of (s, b) tensors, offset of (b, a, s, dq) per-head tensors, c, pos0)
-// for each CP chunk of this rank (one without CP).
+// f(row of (s, b) tensors, first head row of (b, a, s, ·) per-head tensors,
+// c, pos0) for each CP chunk of this rank (one without CP). A head row is one
+// head vector: times dq in q, k and their gradients, times dv in v and ctx.
 template <class F>
 void for_each_chunk(const GptShapes& sh, const MlaShapes& m, F f) {
   const int64_t c = sh.chunk_len();
   for (int64_t j = 0; j < sh.cp_chunks(); ++j)
-    f(j * c * sh.b, j * sh.b * m.a * c * m.dq(), c, sh.chunk_pos0(j));
+    f(j * c * sh.b, j * sh.b * m.a * c, c, sh.chunk_pos0(j));
 }
 
-// The head vector of token (t, bi) of a chunk, head j, in a (b, a, c, dq) tensor.
-inline int64_t head_at(const MlaShapes& m, int64_t c, int64_t t, int64_t bi, int64_t j) {
-  return ((bi * m.a + j) * c + t) * m.dq();
+// The head row of token (t, bi) of a chunk, head j, in a (b, a, c, ·) tensor.
+inline int64_t head_row(const MlaShapes& m, int64_t c, int64_t t, int64_t bi, int64_t j) {
+  return (bi * m.a + j) * c + t;
 }
 
 // RoPE on the pe features [dqk, dq) of every head vector of one chunk
@@ -170,6 +173,7 @@ void mla_param_specs(ParamRegistry& reg, const std::string& prefix) {
 MlaRecord carve_mla_record(Arena& arena, const GptShapes& sh) {
   const MlaShapes& m = mla_of(sh);
   const int64_t n = sh.tokens(), heads = sh.b * m.a * sh.s * m.dq();
+  const int64_t heads_v = sh.b * m.a * sh.s * m.dv;
   MlaRecord r;
   if (m.rq > 0) {
     r.cq = alloc_act(arena, sh, n * m.rq);
@@ -187,8 +191,8 @@ MlaRecord carve_mla_record(Arena& arena, const GptShapes& sh) {
   }
   r.q = alloc_act(arena, sh, heads);
   r.k = alloc_act(arena, sh, heads);
-  r.v = alloc_act(arena, sh, heads);
-  r.ctx = arena.alloc_f32(heads);
+  r.v = alloc_act(arena, sh, heads_v);
+  r.ctx = arena.alloc_f32(heads_v);
   r.lse = arena.alloc_f32(sh.b * m.a * sh.s);
   r.ctx_sbh = alloc_act(arena, sh, n * m.a * m.dv);
   return r;
@@ -197,6 +201,7 @@ MlaRecord carve_mla_record(Arena& arena, const GptShapes& sh) {
 MlaWorkspace carve_mla_workspace(Arena& arena, const GptShapes& sh) {
   const MlaShapes& m = mla_of(sh);
   const int64_t n = sh.tokens(), heads = sh.b * m.a * sh.s * m.dq();
+  const int64_t heads_v = sh.b * m.a * sh.s * m.dv;
   const int64_t lat = std::max(m.rq, m.rkv);
   const AttentionDims dims = mla_dims(sh, m, nullptr);
   MlaWorkspace ws;
@@ -210,41 +215,43 @@ MlaWorkspace carve_mla_workspace(Arena& arena, const GptShapes& sh) {
                                 : attention_workspace_floats(dims));
   ws.dq = arena.alloc_f32(heads);
   ws.dk = arena.alloc_f32(heads);
-  ws.dv = arena.alloc_f32(heads);
-  ws.dctx = arena.alloc_f32(heads);
-  ws.dctx_sbh = arena.alloc_f32(n * m.a * m.dq());
+  ws.dv = arena.alloc_f32(heads_v);
+  ws.dctx = arena.alloc_f32(heads_v);
+  ws.dctx_sbh = arena.alloc_f32(n * m.a * m.dv);
   return ws;
 }
 
 // The record (n tokens, a local heads, dq = dqk + dpe), in values of e
-// bytes: the latents (rq and rkv, twice each with the norms), q, k and v as
-// the core takes them (3·n·a·dq: k repeats the shared k_pe per head, v is
-// zero-padded) and the projection's input (n·a·dv); fp32: the norms'
-// statistics, ctx (n·a·dq) and lse (n·a).
+// bytes: the latents (rq and rkv, twice each with the norms), q and k as the
+// core takes them (2·n·a·dq: k repeats the shared k_pe per head), v (n·a·dv)
+// and the projection's input (n·a·dv); fp32: the norms' statistics, ctx
+// (n·a·dv) and lse (n·a).
 double mla_record_bytes(const BlockSizes& z) {
   const MlaShapes& m = shapes_of<MultiLatentAttention>(z.kinds);
   const double n = z.n, a = double(m.a), norms = m.norm ? 2 : 1, dq = double(m.dq());
+  const double dv = double(m.dv);
   const double stats = m.norm ? (m.rq > 0 ? 2 : 1) * z.stats * n : 0.0;
-  return z.e * (norms * n * double(m.rq + m.rkv) + 3 * n * a * dq + n * a * double(m.dv)) +
-         4 * (stats + n * a * dq + n * a);
+  return z.e * (norms * n * double(m.rq + m.rkv) + 2 * n * a * dq + 2 * n * a * dv) +
+         4 * (stats + n * a * dv + n * a);
 }
 
 // The workspace, floats: the q and kv up-projections' outputs, k_pe, two
-// latent gradients, dq, dk, dv, dctx (4·n·a·dq), the projection's input
-// gradient (n·a·dq), and the core's scratch: two (b·a, min(kBlockQ, s), s)
-// score blocks (bf16: and their bf16 copies with q, k, v and dctx's), and
-// with CP the ring's (the standard block's formula with hl = a·dq and one
-// key/value head per query head).
+// latent gradients, dq, dk (2·n·a·dq), dv, dctx (2·n·a·dv), the projection's
+// input gradient (n·a·dv), and the core's scratch: two (b·a, min(kBlockQ, s),
+// s) score blocks (bf16: and their bf16 copies with q, k, v and dctx's), and
+// with CP the ring's (one key/value head per query head: 14 chunk tensors of
+// k's and v's sizes in fp32, 11 in bf16, and 3 of the query rows).
 double mla_workspace_bytes(const BlockSizes& z) {
   const MlaShapes& m = shapes_of<MultiLatentAttention>(z.kinds);
-  const double n = z.n, a = double(m.a), dq = double(m.dq()), hl = a * dq;
+  const double n = z.n, a = double(m.a), dq = double(m.dq()), dv = double(m.dv);
+  const double hl = a * dq, hv = a * dv;
   const double block = double(std::min<int64_t>(kAttentionBlockQ, z.kv));
   const double score_block = double(z.b) * a * block * double(z.kv);
-  const double core =
-      2 * score_block + (z.bf16 ? (2 * score_block + 4 * n * hl) / 2 : 0.0) +
-      (z.cp > 1 ? (z.bf16 ? 8 : 10) * n * hl + (z.bf16 ? 3 : 4) * n * hl + 1.5 * n * a : 0.0);
+  const double core = 2 * score_block +
+                      (z.bf16 ? (2 * score_block + 2 * n * hl + 2 * n * hv) / 2 : 0.0) +
+                      (z.cp > 1 ? (z.bf16 ? 5.5 : 7) * n * (hl + hv) + 1.5 * n * a : 0.0);
   return 4.0 * (n * hl + n * a * double(m.dqk + m.dv) + n * double(m.dpe) +
-                2 * n * double(std::max(m.rq, m.rkv)) + 5 * n * hl + core);
+                2 * n * double(std::max(m.rq, m.rkv)) + 2 * n * hl + 3 * n * hv + core);
 }
 
 double mla_flops(const ModelConfig& c, double tokens) {
@@ -296,42 +303,44 @@ void mla_block_forward(float* out, MlaRecord& rec, MlaWorkspace& ws,
     latent_norm_forward(sh, rec.ckvn, rec.kv_mean, rec.kv_rstd, rec.ckv, w.kv_norm_w, w.kv_norm_b,
                         n, m.rkv);
   linear_forward(ws.kv, rec.ckvn, w.kv_up_w, nullptr, n, m.rkv, a * (dqk + dv), cm);
-  // Per-head q, k, v (b, a, s, dq) of each chunk, pe features de-interleaved,
-  // in fp32 (the record's, or in bf16 runs workspace rounded into it once).
+  // Per-head q, k (b, a, s, dq) and v (b, a, s, dv) of each chunk, pe
+  // features de-interleaved, in fp32 (the record's, or in bf16 runs
+  // workspace rounded into it once).
   const bool bf16 = rec.q.bf16 != nullptr;
   float* q_all = bf16 ? ws.dq : rec.q.f32;
   float* k_all = bf16 ? ws.dk : rec.k.f32;
   float* v_all = bf16 ? ws.dv : rec.v.f32;
-  for_each_chunk(sh, m, [&](int64_t rows, int64_t off, int64_t c, int64_t pos0) {
-    float* q = q_all + off;
-    float* k = k_all + off;
-    float* v = v_all + off;
+  for_each_chunk(sh, m, [&](int64_t rows, int64_t hrow, int64_t c, int64_t pos0) {
+    float* q = q_all + hrow * dq;
+    float* k = k_all + hrow * dq;
+    float* v = v_all + hrow * dv;
 #pragma omp parallel for collapse(2) schedule(static)
     for (int64_t t = 0; t < c; ++t)
       for (int64_t bi = 0; bi < sh.b; ++bi) {
         const int64_t row = rows + t * sh.b + bi;
         for (int64_t j = 0; j < a; ++j) {
-          const int64_t o = head_at(m, c, t, bi, j);
+          const int64_t hr = head_row(m, c, t, bi, j), o = hr * dq;
           const float* qs = ws.q + row * a * dq + j * dq;
           const float* kvs = ws.kv + row * a * (dqk + dv) + j * (dqk + dv);
           std::copy(qs, qs + dqk, q + o);
           deinterleave(q + o + dqk, qs + dqk, m.dpe);
           std::copy(kvs, kvs + dqk, k + o);
           deinterleave(k + o + dqk, ws.kpe + row * m.dpe, m.dpe);
-          std::copy(kvs + dqk, kvs + dqk + dv, v + o);
-          std::fill(v + o + dv, v + o + dq, 0.f);
+          std::copy(kvs + dqk, kvs + dqk + dv, v + hr * dv);
         }
       }
     rope_pe(q, sh, m, call, rows, c, pos0, false);
     rope_pe(k, sh, m, call, rows, c, pos0, false);
   });
-  const int64_t heads = sh.b * a * sh.s * dq;
-  if (m.softmax_factor != 1.f)
+  const int64_t heads = sh.b * a * sh.s * dq, heads_v = sh.b * a * sh.s * dv;
+  if (m.softmax_factor != 1.f) {
+#pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < heads; ++i) q_all[i] *= m.softmax_factor;
+  }
   if (bf16) {
     convert(rec.q, q_all, heads);
     convert(rec.k, k_all, heads);
-    convert(rec.v, v_all, heads);
+    convert(rec.v, v_all, heads_v);
   }
   const AttentionDims dims = mla_dims(sh, m, &call);
   const AttentionDropout drop = attention_dropout_spec(sh, call.ctx, call.layer, call.sample0);
@@ -341,11 +350,12 @@ void mla_block_forward(float* out, MlaRecord& rec, MlaWorkspace& ws,
   else
     attention_forward(rec.ctx, rec.lse, rec.q, rec.k, rec.v, dims, drop, ws.attn);
   float* ctx_sbh = bf16 ? ws.dctx_sbh : rec.ctx_sbh.f32;  // fp32, rounded once in bf16 runs
-  for_each_chunk(sh, m, [&](int64_t rows, int64_t off, int64_t c, int64_t) {
+  for_each_chunk(sh, m, [&](int64_t rows, int64_t hrow, int64_t c, int64_t) {
+#pragma omp parallel for collapse(2) schedule(static)
     for (int64_t t = 0; t < c; ++t)
       for (int64_t bi = 0; bi < sh.b; ++bi)
         for (int64_t j = 0; j < a; ++j) {
-          const float* src = rec.ctx + off + head_at(m, c, t, bi, j);
+          const float* src = rec.ctx + (hrow + head_row(m, c, t, bi, j)) * dv;
           std::copy(src, src + dv, ctx_sbh + (rows + t * sh.b + bi) * a * dv + j * dv);
         }
   });
@@ -364,26 +374,28 @@ void mla_block_backward(float* din, const MlaParams<float*>& g, const float* dou
   const Compute& cm = sh.cm;
   row_parallel_linear_backward(ws.dctx_sbh, g.proj_w, g.proj_b, call.full_a, dout, rec.ctx_sbh,
                                w.proj_w, n, a * dv, h, sh.tp, sh.cm);
-  for_each_chunk(sh, m, [&](int64_t rows, int64_t off, int64_t c, int64_t) {
+  for_each_chunk(sh, m, [&](int64_t rows, int64_t hrow, int64_t c, int64_t) {
+#pragma omp parallel for collapse(2) schedule(static)
     for (int64_t t = 0; t < c; ++t)
       for (int64_t bi = 0; bi < sh.b; ++bi)
         for (int64_t j = 0; j < a; ++j) {
-          float* dst = ws.dctx + off + head_at(m, c, t, bi, j);
+          float* dst = ws.dctx + (hrow + head_row(m, c, t, bi, j)) * dv;
           const float* src = ws.dctx_sbh + (rows + t * sh.b + bi) * a * dv + j * dv;
           std::copy(src, src + dv, dst);
-          std::fill(dst + dv, dst + dq, 0.f);
         }
   });
   const AttentionDims dims = mla_dims(sh, m, &call);
   const AttentionDropout drop = attention_dropout_spec(sh, call.ctx, call.layer, call.sample0);
   if (sh.cp.size() > 1) {
-    // The ring reads the merged ctx as (s, b, a·dq): from the record's heads.
-    for_each_chunk(sh, m, [&](int64_t rows, int64_t off, int64_t c, int64_t) {
+    // The ring reads the merged ctx as (s, b, a·dv): from the record's heads
+    // (fp32; the record's ctx_sbh is bf16 in bf16 runs).
+    for_each_chunk(sh, m, [&](int64_t rows, int64_t hrow, int64_t c, int64_t) {
+#pragma omp parallel for collapse(2) schedule(static)
       for (int64_t t = 0; t < c; ++t)
         for (int64_t bi = 0; bi < sh.b; ++bi)
           for (int64_t j = 0; j < a; ++j) {
-            const float* src = rec.ctx + off + head_at(m, c, t, bi, j);
-            std::copy(src, src + dq, ws.dctx_sbh + (rows + t * sh.b + bi) * a * dq + j * dq);
+            const float* src = rec.ctx + (hrow + head_row(m, c, t, bi, j)) * dv;
+            std::copy(src, src + dv, ws.dctx_sbh + (rows + t * sh.b + bi) * a * dv + j * dv);
           }
     });
     context_parallel_attention_backward(ws.dq, ws.dk, ws.dv, ws.dctx, rec.q, rec.k, rec.v,
@@ -394,13 +406,14 @@ void mla_block_backward(float* din, const MlaParams<float*>& g, const float* dou
   }
   if (m.softmax_factor != 1.f) {
     const int64_t heads = sh.b * a * sh.s * dq;
+#pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < heads; ++i) ws.dq[i] *= m.softmax_factor;
   }
   // Back through RoPE, then into the projections' (s, b, ...) layouts; the
   // shared k_pe's gradient sums the heads'.
-  for_each_chunk(sh, m, [&](int64_t rows, int64_t off, int64_t c, int64_t pos0) {
-    rope_pe(ws.dq + off, sh, m, call, rows, c, pos0, true);
-    rope_pe(ws.dk + off, sh, m, call, rows, c, pos0, true);
+  for_each_chunk(sh, m, [&](int64_t rows, int64_t hrow, int64_t c, int64_t pos0) {
+    rope_pe(ws.dq + hrow * dq, sh, m, call, rows, c, pos0, true);
+    rope_pe(ws.dk + hrow * dq, sh, m, call, rows, c, pos0, true);
 #pragma omp parallel for collapse(2) schedule(static)
     for (int64_t t = 0; t < c; ++t)
       for (int64_t bi = 0; bi < sh.b; ++bi) {
@@ -409,13 +422,13 @@ void mla_block_backward(float* din, const MlaParams<float*>& g, const float* dou
         float* kpe = ws.kpe + row * dpe;
         std::fill(kpe, kpe + dpe, 0.f);
         for (int64_t j = 0; j < a; ++j) {
-          const int64_t o = off + head_at(m, c, t, bi, j);
+          const int64_t hr = hrow + head_row(m, c, t, bi, j), o = hr * dq;
           float* qd = ws.q + row * a * dq + j * dq;
           float* kvd = ws.kv + row * a * (dqk + dv) + j * (dqk + dv);
           std::copy(ws.dq + o, ws.dq + o + dqk, qd);
           interleave(qd + dqk, ws.dq + o + dqk, dpe);
           std::copy(ws.dk + o, ws.dk + o + dqk, kvd);
-          std::copy(ws.dv + o, ws.dv + o + dv, kvd + dqk);
+          std::copy(ws.dv + hr * dv, ws.dv + hr * dv + dv, kvd + dqk);
           for (int64_t i = 0; i < half; ++i) {  // interleaved back, summed over the heads
             kpe[2 * i] += ws.dk[o + dqk + i];
             kpe[2 * i + 1] += ws.dk[o + dqk + half + i];

@@ -19,7 +19,7 @@
 // TP with the replicated ones (ParamSpec::tp_partial_grad), the input's
 // all-reduced (reduce-scattered under SP) at the end of backward. CP: the
 // ring over the per-head k and v after the up-projection. The attention core
-// runs on heads of dqk + dpe features, the values padded with zeros.
+// runs on q, k heads of dqk + dpe features and v, ctx heads of dv (no padding).
 // bf16 runs: the GEMMs in bf16, the saved latents, q, k, v and the
 // projection's input bf16 (as the standard block's).
 #pragma once
@@ -70,8 +70,9 @@ struct MlaRecord {
   float* q_rstd = nullptr;  // (n)
   float* kv_mean = nullptr;
   float* kv_rstd = nullptr;
-  WriteView q, k, v;        // (b, a, s, dq)  after RoPE (q scaled by mscale²; v zero-padded)
-  float* ctx = nullptr;     // (b, a, s, dq)  fp32 in every run (CP's backward reads it)
+  WriteView q, k;           // (b, a, s, dq)  after RoPE (q scaled by mscale²)
+  WriteView v;              // (b, a, s, dv)
+  float* ctx = nullptr;     // (b, a, s, dv)  fp32 in every run (CP's backward reads it)
   float* lse = nullptr;     // (b, a, s)
   WriteView ctx_sbh;        // (n, a·dv)  projection input
 };
@@ -84,10 +85,10 @@ struct MlaWorkspace {
   float* dlat_in = nullptr; // (n, max(rq, rkv))  its gradient before the norm
   float* attn = nullptr;    // the attention core's (or the CP ring's) scratch
   float* dq = nullptr;      // (b, a, s, dq)
-  float* dk = nullptr;
-  float* dv = nullptr;
-  float* dctx = nullptr;
-  float* dctx_sbh = nullptr;  // (n, a·dq)  projection input (gradient); CP: ctx as (s, b, a·dq)
+  float* dk = nullptr;      // (b, a, s, dq)
+  float* dv = nullptr;      // (b, a, s, dv)
+  float* dctx = nullptr;    // (b, a, s, dv)
+  float* dctx_sbh = nullptr;  // (n, a·dv)  projection input (gradient); CP: ctx as (s, b, a·dv)
 };
 
 // Adds <prefix>{linear_q_proj | linear_q_down_proj, q_layernorm, linear_q_up_proj},

@@ -88,7 +88,8 @@ struct MoeRecord {
   int64_t* counts_all = nullptr;  // (EP, E) kept pairs of each EP rank for each expert
   int64_t* src = nullptr;         // (max_rows) expert row → exchange row (-1: padding)
   int64_t* inv = nullptr;         // (max_rows) all-to-all: received row → expert row
-  int64_t* pair = nullptr;        // (max_rows) all-gather: expert row → (s·n + t)·k + j
+  int64_t* pair = nullptr;        // (max_rows) all-gather: expert row → (s·n + t)·k + j;
+                                  // one EP rank: expert row → its token t (-1: padding)
   int64_t* meta = nullptr;        // [sent pairs, received rows, expert rows]
   WriteView xin;                  // (max_rows, h) the experts' inputs
   float* gate_rows = nullptr;     // (max_rows) their gates

@@ -176,13 +176,16 @@ void moe_dispatch_forward(MoeRecord& rec, MoeWorkspace& ws, const GptShapes& sh)
   const int64_t sent = sort_pairs(rec, hs, sh);
   int64_t received = 0, rows = 0;
   if (moe_of(sh).alltoall || ep == 1) {
-    // Everyone's counts, then this rank's pairs' tokens (and gates) to their experts.
-    if (ep > 1) moe_of(sh).ep->all_reduce_sum(rec.counts_all, ep * E);
-    gather_rows(as_act(ws.xa, rec.in), rec.in, rec.perm_tok, sent, h);
-    for (int64_t i = 0; i < sent; ++i) ws.va[i] = rec.gate[rec.perm[i]];
-    count_rows(hs, rec, sh);
-    exchange(sh, hs, ws.xb, ws.xa, h, bf16, false);
-    exchange(sh, hs, ws.vb, ws.va, 1, false, false);
+    // Everyone's counts, then this rank's pairs' tokens (and gates) to their
+    // experts (one rank: no exchange, the expert rows gather the tokens below).
+    if (ep > 1) {
+      moe_of(sh).ep->all_reduce_sum(rec.counts_all, ep * E);
+      gather_rows(as_act(ws.xa, rec.in), rec.in, rec.perm_tok, sent, h);
+      for (int64_t i = 0; i < sent; ++i) ws.va[i] = rec.gate[rec.perm[i]];
+      count_rows(hs, rec, sh);
+      exchange(sh, hs, ws.xb, ws.xa, h, bf16, false);
+      exchange(sh, hs, ws.vb, ws.va, 1, false, false);
+    }
     // Received rows come source by source, each source's by expert.
     std::vector<int64_t>& start = hs.start;  // (EP·E) first received row of (s, e)
     for (int64_t s = 0, r = 0; s < ep; ++s)
@@ -195,8 +198,18 @@ void moe_dispatch_forward(MoeRecord& rec, MoeWorkspace& ws, const GptShapes& sh)
         rec, sh, [&](int64_t s, int64_t e, int64_t j) { return start[size_t(s * E + e)] + j; });
     for (int64_t r = 0; r < rows; ++r)
       if (rec.src[r] >= 0) rec.inv[rec.src[r]] = r;
-    gather_rows(rec.xin, as_act(ws.xb, rec.in), rec.src, rows, h);
-    for (int64_t r = 0; r < rows; ++r) rec.gate_rows[r] = rec.src[r] < 0 ? 0.f : ws.vb[rec.src[r]];
+    if (ep == 1) {  // the exchange row is the sorted pair: its token and gate, directly
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t i = rec.src[r];
+        rec.pair[r] = i < 0 ? -1 : rec.perm_tok[i];
+        rec.gate_rows[r] = i < 0 ? 0.f : rec.gate[rec.perm[i]];
+      }
+      gather_rows(rec.xin, rec.in, rec.pair, rows, h);
+    } else {
+      gather_rows(rec.xin, as_act(ws.xb, rec.in), rec.src, rows, h);
+      for (int64_t r = 0; r < rows; ++r)
+        rec.gate_rows[r] = rec.src[r] < 0 ? 0.f : ws.vb[rec.src[r]];
+    }
   } else {
     // Every rank's tokens and routing (expert id, or -1 when dropped, and gate).
     gather(sh, ws.xb, rec.in.raw(), n * h, bf16);
@@ -251,7 +264,9 @@ void moe_rows_to_tokens(float* out, const float* z, const MoeRecord& rec, MoeWor
   const int64_t n = sh.local_tokens(), h = sh.h;
   const int64_t sent = rec.meta[0], received = rec.meta[1], rows = rec.meta[2];
   fill_zero(out, size_t(n * h) * sizeof(float));
-  if (moe_of(sh).alltoall || single(sh)) {
+  if (single(sh)) {  // each expert row adds into its token, in the pairs' sorted order
+    scatter_add_rows(out, z, rec.pair, nullptr, rows, h);
+  } else if (moe_of(sh).alltoall) {
     gather_rows(ws.xb, z, rec.inv, received, h);  // back in received order
     count_rows(*ws.host, rec, sh);
     exchange(sh, *ws.host, ws.xa, ws.xb, h, false, true);
@@ -267,7 +282,11 @@ void moe_tokens_to_rows(float* dz, const float* dout, const MoeRecord& rec, MoeW
                         const GptShapes& sh) {
   const int64_t n = sh.local_tokens(), h = sh.h;
   const int64_t sent = rec.meta[0], rows = rec.meta[2];
-  if (moe_of(sh).alltoall || single(sh)) {
+  if (single(sh)) {  // each expert row reads its token's
+    gather_rows(dz, dout, rec.pair, rows, h);
+    return;
+  }
+  if (moe_of(sh).alltoall) {
     gather_rows(ws.xa, dout, rec.perm_tok, sent, h);
     count_rows(*ws.host, rec, sh);
     exchange(sh, *ws.host, ws.xb, ws.xa, h, false, false);
