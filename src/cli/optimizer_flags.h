@@ -1,11 +1,11 @@
 // `megatron train`'s --optimizer, --sgd-momentum, --decoupled-lr, the
-// weight-decay schedule and the scheduler's resume rule (train/optimizer_args.h
+// weight-decay schedule and the scheduler's resume rule (args/optimizer_args.h
 // says what each means), in the "optimizer" group of the help.
 #pragma once
 #include <CLI/CLI.hpp>
 
+#include "args/optimizer_args.h"
 #include "optim/optimizer.h"
-#include "train/optimizer_args.h"
 
 namespace mt {
 

@@ -1,9 +1,9 @@
 // `megatron train`'s checkpoint-mechanics, check and logging flags of
-// Megatron-LM (train/run_check_args.h says what each does here).
+// Megatron-LM (args/run_check_args.h says what each does here).
 #pragma once
 #include <CLI/CLI.hpp>
 
-#include "train/run_check_args.h"
+#include "args/run_check_args.h"
 
 namespace mt {
 

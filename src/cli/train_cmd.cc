@@ -10,7 +10,7 @@
 #include "comm/mpi_env.h"
 #include "comm/parallel_state.h"
 #include "comm/watchdog.h"
-#include "train/data_args_file.h"
+#include "args/data_args_file.h"
 #include "train/signals.h"
 #include "train/trainer.h"
 
