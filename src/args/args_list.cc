@@ -3,6 +3,7 @@
 #include <charconv>
 #include <type_traits>
 
+#include "args/flag_table.h"
 #include "args/inert_flags.h"
 
 namespace mt {
@@ -18,6 +19,14 @@ std::string float_text(Float v) {
 
 struct ListBuilder {
   ArgList out;
+  // An entry of args/flag_table.h's lists: "!--no-name" (a switch that
+  // clears its member) is listed as --no-name with the negated value.
+  template <class T>
+  void operator()(const char* names, const char*, const T& v) {
+    if constexpr (std::is_same_v<T, bool>)
+      if (*names == '!') return add(names + 1, !v);
+    add(names, v);
+  }
   template <class T>
   void add(const char* flag, const T& v) {
     std::string name(flag);
@@ -57,8 +66,7 @@ ArgList argument_list(const TrainArgs& a) {
   for_each_model_field(a.model, [&](const char*, const char* flag, const char*, const auto& f) {
     if (*flag != '\0') b.add(flag, f);
   });
-  b.add("--use-checkpoint-args", a.use_checkpoint_args);
-  b.add("--attention-softmax-in-fp32", a.attention_softmax_in_fp32);
+  for_each_model_group_flag(a, b);
 
   b.add("--data-args-path", a.data_args_path);
   b.add("--per-split-data-args-path", a.per_split_data_args_path);
@@ -74,65 +82,18 @@ ArgList argument_list(const TrainArgs& a) {
   b.add("--overlap-param-gather", a.overlap_param_gather);
   b.add("--use-megatron-fsdp", a.use_megatron_fsdp);
   b.add("--data-parallel-sharding-strategy", a.data_parallel_sharding_strategy);
-  b.add("--bf16", a.bf16);
-  b.add("--accumulate-allreduce-grads-in-fp32", a.accumulate_allreduce_grads_in_fp32);
-  b.add("--grad-reduce-in-bf16", a.grad_reduce_in_bf16);
-  b.add("--fp16", a.fp16);
-  b.add("--loss-scale", a.loss_scale);
-  b.add("--initial-loss-scale", a.initial_loss_scale);
-  b.add("--min-loss-scale", a.min_loss_scale);
-  b.add("--loss-scale-window", a.loss_scale_window);
-  b.add("--hysteresis", a.hysteresis);
-  b.add("--skip-memory-check", a.skip_memory_check);
-  b.add("--log-memory", a.log_memory);
+  for_each_precision_flag(a, b);
 
-  b.add("--tensor-model-parallel-size", a.tensor_model_parallel_size);
-  b.add("--pipeline-model-parallel-size", a.pipeline_model_parallel_size);
-  b.add("--context-parallel-size", a.context_parallel_size);
-  b.add("--expert-model-parallel-size", a.expert_model_parallel_size);
-  b.add("--expert-tensor-parallel-size", a.expert_tensor_parallel_size);
-  b.add("--num-layers-per-virtual-pipeline-stage", a.num_layers_per_virtual_pipeline_stage);
-  b.add("--decoder-first-pipeline-num-layers", a.decoder_first_pipeline_num_layers);
-  b.add("--decoder-last-pipeline-num-layers", a.decoder_last_pipeline_num_layers);
-  b.add("--account-for-embedding-in-pipeline-split", a.account_for_embedding_in_pipeline_split);
-  b.add("--account-for-loss-in-pipeline-split", a.account_for_loss_in_pipeline_split);
-  b.add("--sequence-parallel", a.sequence_parallel);
-  b.add("--overlap-grad-reduce", a.overlap_grad_reduce);
-  b.add("--ddp-bucket-size", a.ddp_bucket_size);
-  b.add("--log-parallel-layout", a.log_parallel_layout);
-  b.add("--distributed-timeout-minutes", a.distributed_timeout_minutes);
+  for_each_parallelism_flag(a, b);
 
-  b.add("--lr", a.lr);
-  b.add("--min-lr", a.min_lr);
-  b.add("--lr-warmup-iters", a.lr_warmup_iters);
-  b.add("--lr-warmup-fraction", a.lr_warmup_fraction);
-  b.add("--lr-decay-iters", a.lr_decay_iters);
-  b.add("--lr-decay-style", a.lr_decay_style);
-  b.add("--lr-wsd-decay-iters", a.lr_wsd_decay_iters);
-  b.add("--lr-wsd-decay-style", a.lr_wsd_decay_style);
-  b.add("--weight-decay", a.optim.weight_decay);
-  b.add("--adam-beta1", a.optim.beta1);
-  b.add("--adam-beta2", a.optim.beta2);
-  b.add("--adam-eps", a.optim.eps);
-  b.add("--clip-grad", a.optim.clip_grad);
-  const OptimizerArgs& o = a.optimizer_args;  // args/optimizer_args.h
-  b.add("--optimizer", o.optimizer);
-  b.add("--sgd-momentum", a.optim.sgd_momentum);
-  b.add("--decoupled-lr", o.decoupled_lr);
-  b.add("--decoupled-min-lr", o.decoupled_min_lr);
-  b.add("--start-weight-decay", o.start_weight_decay);
-  b.add("--end-weight-decay", o.end_weight_decay);
-  b.add("--weight-decay-incr-style", o.weight_decay_incr_style);
-  b.add("--use-checkpoint-opt-param-scheduler", o.use_checkpoint_opt_param_scheduler);
-  b.add("--override-opt-param-scheduler", o.override_opt_param_scheduler);
+  for_each_lr_flag(a, b);
+  for_each_optimizer_flag(a, b);
 
   b.add("--micro-batch-size", a.micro_batch_size);
   b.add("--global-batch-size", a.global_batch_size);
   b.add("--train-iters", a.train_iters);
   b.add("--train-samples", a.train_samples);
-  b.add("--lr-decay-samples", a.lr_decay_samples);
-  b.add("--lr-warmup-samples", a.lr_warmup_samples);
-  b.add("--lr-wsd-decay-samples", a.lr_wsd_decay_samples);
+  for_each_lr_samples_flag(a, b);
   b.add("--seed", a.seed);
   b.add("--skip-train", a.skip_train);
 
@@ -158,16 +119,7 @@ ArgList argument_list(const TrainArgs& a) {
   b.add("--eval-interval", a.eval_interval);
   b.add("--eval-iters", a.eval_iters);
   b.add("--log-json", a.log_json);
-  b.add("--tensorboard-dir", a.tensorboard_dir);
-  b.add("--tensorboard-log-interval", a.tensorboard_log_interval);
-  b.add("--tensorboard-queue-size", a.tensorboard_queue_size);
-  b.add("--log-timers-to-tensorboard", a.log_timers_to_tensorboard);
-  b.add("--log-throughput", a.log_throughput);
-  b.add("--no-log-loss-scale-to-tensorboard", a.no_log_loss_scale_to_tensorboard);
-  b.add("--log-validation-ppl-to-tensorboard", a.log_validation_ppl_to_tensorboard);
-  b.add("--log-memory-to-tensorboard", a.log_memory_to_tensorboard);
-  b.add("--log-world-size-to-tensorboard", a.log_world_size_to_tensorboard);
-  b.add("--log-batch-size-to-tensorboard", a.log_batch_size_to_tensorboard);
+  for_each_tensorboard_flag(a, b);
   b.add("--peak-tflops", a.peak_tflops);
   b.add("--device", a.device);
   b.add("--save", a.save);
@@ -198,20 +150,7 @@ ArgList argument_list(const TrainArgs& a) {
   b.add("--profile-ranks", words_text(profile_ranks));
   b.add("--profile-dir", a.profile.dir);
   b.add("--use-pytorch-profiler", a.profile.use_pytorch_profiler);
-  const RunCheckArgs& c = a.checks;  // args/run_check_args.h
-  b.add("--async-save", c.async_save);
-  b.add("--no-save-optim", c.no_save_optim);
-  b.add("--exit-on-missing-checkpoint", c.exit_on_missing_checkpoint);
-  b.add("--log-params-norm", c.log_params_norm);
-  b.add("--log-num-zeros-in-grad", c.log_num_zeros_in_grad);
-  b.add("--log-progress", c.log_progress);
-  b.add("--timing-log-level", int64_t(c.timing_log_level));
-  b.add("--timing-log-option", c.timing_log_option);
-  b.add("--log-straggler", c.log_straggler);
-  b.add("--no-check-for-nan-in-loss-and-grad", !c.check_for_nan_in_loss_and_grad);
-  b.add("--check-for-spiky-loss", c.check_for_spiky_loss);
-  b.add("--rerun-mode", c.rerun_mode);
-  b.add("--deterministic-mode", c.deterministic_mode);
+  for_each_run_check_flag(a, b);
   return b.out;
 }
 

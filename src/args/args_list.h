@@ -9,9 +9,12 @@
 // "false", strings as given. The order is the --help order: model, memory,
 // parallelism, optimizer, run, data, logging and checkpoints.
 //
-// --config is not in the list: its file is expanded into the flags, which are.
-// tests/cli/run_args_check_test.cc fails when `megatron train --help` shows a
-// flag this list lacks.
+// The flags of args/flag_table.h's lists are written from those lists (the
+// same the command line declares from); the other groups still by hand, in
+// args_list.cc. --config is not in the list: its file is expanded into the
+// flags, which are. tests/cli/same_args_test.cc fails when `megatron train
+// --help` shows a flag this list lacks; tests/train/flag_table_test.cc
+// checks each entry of flag_table.h's lists against it.
 #pragma once
 #include <string>
 #include <utility>
