@@ -1,5 +1,5 @@
 // The largest GPT of a family that fits a memory budget per rank, by the
-// closed-form prediction `megatron train` uses (train/memory_report.h) — the
+// closed-form prediction `megatron train` uses (memory/memory_report.h) — the
 // number of layers is raised until the most loaded rank's predicted bytes
 // exceed the budget. The family: hidden H (default 2048, GPT-3 XL's), H/128
 // heads, ffn 4H, seq S (default 2048), vocabulary 50257 padded to 50304,
@@ -17,10 +17,10 @@
 #include <cstdlib>
 
 #include "bench_cli.h"
+#include "memory/memory_report.h"
 #include "model/params.h"
 #include "optim/staged_grads.h"
 #include "parallel/tensor_parallel_linear.h"
-#include "train/memory_report.h"
 
 namespace {
 

@@ -53,7 +53,7 @@
 #include "optim/optimizer.h"
 #include "optim/staged_grads.h"
 #include "pipeline/schedules.h"
-#include "train/metrics.h"
+#include "observe/metrics.h"
 #include "train/train_step.h"
 
 namespace {

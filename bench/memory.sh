@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Memory per rank, predicted (closed form, src/train/memory_report.cc) against
+# Memory per rank, predicted (closed form, src/memory/memory_report.cc) against
 # measured (resident bytes each class's buffers added), for the GPT-2-small
 # shape (12 layers, hidden 768, 12 heads, seq 1024, micro-batch 1, vocabulary
 # padded to 50304), one training iteration each with `megatron train --log-memory`:

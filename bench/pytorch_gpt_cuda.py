@@ -108,7 +108,7 @@ def flops_per_iter(cfg, causal_half=True):
     """Model FLOPs of one iteration (forward + backward = 3x forward, no recompute). Per token:
       6 * (non-embedding matmul weights L*(4h^2 + 2hf) + output layer h*v_padded) + 6 * L * s * h
     (the last term: QK^T and PV, causal = half of s*s). That is Megatron-LM's
-    num_floating_point_operations and megatron.cpp's flops_per_iteration (src/train/metrics.cc)
+    num_floating_point_operations and megatron.cpp's flops_per_iteration (src/observe/metrics.cc)
     exactly, so MFUs compare; biases and LayerNorms are not counted (<0.2% at GPT-2 small).
     causal_half=False: 12 * L * s * h, full s*s (PaLM / llm.c; bench/pytorch_gpt.py)."""
     b, s, L, h = cfg["micro_batch_size"], cfg["seq_length"], cfg["num_layers"], cfg["hidden_size"]

@@ -38,7 +38,7 @@ void AsyncCheckpointSaver::start(const std::string& dir, const RunState& state,
   MT_CHECK(!reserved_ || (param_bytes == params_.size() && optim_bytes == optim_.size()),
            "--async-save: the host copy takes ", param_bytes, " bytes of weights and ",
            optim_bytes, " of optimizer state, but ", params_.size(), " and ", optim_.size(),
-           " were planned (train/memory_report.h async_save_copy_bytes; internal error)");
+           " were planned (memory/memory_report.h async_save_copy_bytes; internal error)");
   params_.resize(param_bytes);
   copy_bytes(params_.data(), params.raw(), param_bytes);
   source_ = SaveSource{};

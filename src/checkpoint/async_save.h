@@ -32,7 +32,7 @@ class AsyncCheckpointSaver {
 
   // The snapshot's host buffers, allocated and touched once at set-up
   // (`param_bytes` of weights, `optim_bytes` of optimizer state: what
-  // train/memory_report.h's async_save_copy_bytes plans); every start()
+  // memory/memory_report.h's async_save_copy_bytes plans); every start()
   // checks that the copy it makes is exactly that size.
   void reserve(size_t param_bytes, size_t optim_bytes);
   size_t bytes() const { return params_.size() + optim_.size(); }  // the host copy

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
+#include "args/inert_flags.h"
 #include "core/error.h"
-#include "train/inert_flags.h"
 
 namespace mt {
 

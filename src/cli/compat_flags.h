@@ -1,5 +1,5 @@
 // Megatron-LM flags that choose GPU kernels, fusions, checkpoint back-ends or
-// data-loader mechanics (train/inert_flags.h). Megatron's example scripts pass
+// data-loader mechanics (args/inert_flags.h). Megatron's example scripts pass
 // them; here they change nothing (the CPU kernels are this build's own, the
 // checkpoint format is its own re-shardable one, data is memory-mapped
 // in-process), so `train` accepts them — each with the values Megatron

@@ -6,9 +6,9 @@
 #include <map>
 #include <set>
 
+#include "args/args_list.h"
 #include "cli/commands.h"
 #include "core/error.h"
-#include "train/args_list.h"
 
 namespace mt {
 

@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "checkpoint/checkpoint_tokenizer.h"
-#include "train/host_memory.h"
+#include "memory/host_memory.h"
 
 namespace mt {
 

@@ -60,7 +60,7 @@ void load_weights(DecodingModel& m, const ParallelState& ps, double cache_bytes,
                   const std::string& cache_what, const std::string& levers, bool skip);
 
 // Collective: checks that this rank's weights and a KV cache of `positions`
-// (1..context) fit the host's available memory (train/host_memory.h; every
+// (1..context) fit the host's available memory (memory/host_memory.h; every
 // rank of a host summed), naming `levers` as the fix unless `skip`; then loads
 // the weights and builds the decoder. Rank 0 says the cache's size on stderr.
 void load_decoder(DecodingModel& m, const ParallelState& ps, int64_t positions,

@@ -14,7 +14,7 @@
 #include "comm/parallel_state.h"
 #include "cli/decoding_model.h"
 #include "model/sampling.h"
-#include "train/run_args_check.h"
+#include "args/run_args_check.h"
 
 namespace mt {
 
@@ -88,7 +88,7 @@ Command add_generate_command(CLI::App& app) {
     const ParallelConfig pc = decoding_parallel_config(a->layout, mpi.world_size(), "generate");
     ParallelState ps(pc);
     // Every rank decodes: another prompt, seed or sampling flag on one rank
-    // would diverge (train/run_args_check.h).
+    // would diverge (args/run_args_check.h).
     check_same_arguments({{"--load", a->load},
                           {"--prompt", a->prompt},
                           {"--max-new-tokens", std::to_string(a->max_new_tokens)},

@@ -1,8 +1,8 @@
 #include "cli/model_flags.h"
 
 #include <string_view>
-#include <type_traits>
 
+#include "cli/field_flags.h"
 #include "core/error.h"
 
 namespace mt {
@@ -26,10 +26,7 @@ std::vector<std::pair<std::string, CLI::Option*>> add_model_flags(CLI::Option_gr
   std::vector<std::pair<std::string, CLI::Option*>> options;
   for_each_model_field(m, [&](const char* key, const char* flag, const char* help, auto& field) {
     if (*flag == '\0') return;  // set from the tokenizer or derived
-    if constexpr (std::is_same_v<std::decay_t<decltype(field)>, bool>)
-      options.push_back({key, group.add_flag(flag, field, help)});
-    else
-      options.push_back({key, group.add_option(flag, field, help)});
+    options.push_back({key, add_field_flag(group, flag, help, field)});
     if (std::string_view(key) == "kv_channels")
       options.back().second->check(positive_or_left_out(
           flag, "give the head size, or leave the flag out for hidden-size / "

@@ -4,7 +4,7 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
-#include "train/profile_args.h"
+#include "args/profile_args.h"
 
 namespace mt {
 

@@ -27,7 +27,7 @@
 #include "data/preprocess_pipeline.h"
 #include "comm/mpi_env.h"
 #include "comm/parallel_state.h"
-#include "train/run_args_check.h"
+#include "args/run_args_check.h"
 
 namespace mt {
 namespace {
@@ -164,7 +164,7 @@ Command add_score_command(CLI::App& app) {
     MpiEnv mpi;
     const ParallelConfig pc = decoding_parallel_config(a->layout, mpi.world_size(), "score");
     ParallelState ps(pc);
-    // Every rank decodes the same documents (train/run_args_check.h).
+    // Every rank decodes the same documents (args/run_args_check.h).
     check_same_arguments({{"--load", a->load},
                           {"--input", a->input},
                           {"--json-keys", a->json_key},

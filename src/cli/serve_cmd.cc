@@ -25,7 +25,7 @@
 #include "model/batched_decoder.h"
 #include "serve/engine.h"
 #include "serve/http_server.h"
-#include "train/run_args_check.h"
+#include "args/run_args_check.h"
 
 namespace mt {
 

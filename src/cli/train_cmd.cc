@@ -1,16 +1,16 @@
 // `megatron train`: Megatron-LM's flag names, or a config file of them.
 #include "cli/commands.h"
 #include "cli/compat_flags.h"
+#include "cli/field_flags.h"
 #include "cli/model_flags.h"
-#include "cli/optimizer_flags.h"
 #include "cli/profile_flags.h"
-#include "cli/run_check_flags.h"
 #include "cli/strict_numbers.h"
 #include "core/error.h"
 #include "comm/mpi_env.h"
 #include "comm/parallel_state.h"
 #include "comm/watchdog.h"
-#include "train/data_args_file.h"
+#include "args/data_args_file.h"
+#include "args/flag_table.h"
 #include "train/signals.h"
 #include "train/trainer.h"
 
@@ -53,11 +53,7 @@ Command add_train_command(CLI::App& app, TrainHooks hooks) {
   // is recorded when the command runs.
   auto model_options = std::make_shared<std::vector<std::pair<std::string, CLI::Option*>>>(
       add_model_flags(*model, m));
-  model->add_flag("--use-checkpoint-args", a->use_checkpoint_args,
-                  "with --load: the model flags not given here come from the checkpoint "
-                  "(e.g. one made by `megatron convert`)");
-  model->add_flag("--attention-softmax-in-fp32", a->attention_softmax_in_fp32,
-                  "accepted for Megatron-LM compatibility: softmax is always fp32 here");
+  for_each_model_group_flag(*a, declare_flags(*model));
 
   CLI::Option_group* mem = group("memory");
   mem->add_option("--recompute-granularity", a->recompute_granularity,
@@ -90,88 +86,15 @@ Command add_train_command(CLI::App& app, TrainHooks hooks) {
                   "weights: each layer's all-gathered before its forward and its backward)");
   mem->add_flag("--overlap-param-gather", a->overlap_param_gather,
                 "distributed optimizer: the next forward waits per bucket for the all-gather");
-  mem->add_flag("--bf16", a->bf16, "bf16 weights, activations and GEMM operands; fp32 main "
-                "weights (in the optimizer), grads, statistics and loss");
-  mem->add_flag("--accumulate-allreduce-grads-in-fp32", a->accumulate_allreduce_grads_in_fp32,
-                "accepted for Megatron-LM compatibility: gradients always accumulate in fp32 "
-                "here, and reduce over DP in fp32 unless --grad-reduce-in-bf16");
-  mem->add_flag("--grad-reduce-in-bf16", a->grad_reduce_in_bf16,
-                "with --bf16: the DP gradient all-reduce (reduce-scatter with "
-                "--use-distributed-optimizer) moves bf16, half the bytes; gradients still "
-                "accumulate in fp32 and the optimizer reads fp32; the tied-embedding all-reduce "
-                "stays fp32");
-  mem->add_flag("--fp16", a->fp16, "fp16 GEMM operands with loss scaling, fp32 main weights");
-  mem->add_option("--loss-scale", a->loss_scale, "fp16: static loss scale (default: dynamic)");
-  mem->add_option("--initial-loss-scale", a->initial_loss_scale, "fp16: first dynamic scale");
-  mem->add_option("--min-loss-scale", a->min_loss_scale, "fp16: lowest dynamic scale");
-  mem->add_option("--loss-scale-window", a->loss_scale_window,
-                  "fp16: clean steps before the scale doubles");
-  mem->add_option("--hysteresis", a->hysteresis, "fp16: overflows tolerated before backing off");
-  mem->add_flag("--skip-memory-check", a->skip_memory_check,
-                "start even when the predicted memory of a host's ranks exceeds its available "
-                "memory");
-  mem->add_flag("--log-memory", a->log_memory,
-                "after the first step print bytes per class per rank, predicted and measured "
-                "(and write one --log-json record per rank)");
+  for_each_precision_flag(*a, declare_flags(*mem));
 
   CLI::Option_group* par = group("parallelism");
-  par->add_option("--tensor-model-parallel-size", a->tensor_model_parallel_size, "TP size");
-  par->add_option("--pipeline-model-parallel-size", a->pipeline_model_parallel_size, "PP size");
-  par->add_option("--context-parallel-size", a->context_parallel_size,
-                  "CP size: the sequence split over CP ranks (2 of 2·CP chunks each, causal "
-                  "load balance), ring attention; gradients averaged over DP x CP");
-  par->add_option("--expert-model-parallel-size", a->expert_model_parallel_size,
-                  "EP size: MoE experts split over EP ranks (contiguous), tokens exchanged "
-                  "by the token dispatcher");
-  par->add_option("--expert-tensor-parallel-size", a->expert_tensor_parallel_size,
-                  "expert TP size (only 1: each expert whole on its rank; not given: 1, with a "
-                  "warning at TP > 1, where Megatron-LM's default is TP)");
-  par->add_option("--num-layers-per-virtual-pipeline-stage",
-                  a->num_layers_per_virtual_pipeline_stage,
-                  "layers per model chunk: interleaved 1F1B with L/(PP x this) chunks per rank");
-  par->add_option("--decoder-first-pipeline-num-layers", a->decoder_first_pipeline_num_layers,
-                  "layers on the first pipeline stage (default: even split)");
-  par->add_option("--decoder-last-pipeline-num-layers", a->decoder_last_pipeline_num_layers,
-                  "layers on the last pipeline stage, which also runs the output layer");
-  par->add_flag("--account-for-embedding-in-pipeline-split",
-                a->account_for_embedding_in_pipeline_split,
-                "count the embedding as a layer of the first stage when PP splits the layers");
-  par->add_flag("--account-for-loss-in-pipeline-split", a->account_for_loss_in_pipeline_split,
-                "count the loss as a layer of the last stage when PP splits the layers");
-  par->add_flag("--sequence-parallel", a->sequence_parallel,
-                "shard LayerNorm, dropout and residuals along the sequence over TP");
-  par->add_flag("--overlap-grad-reduce", a->overlap_grad_reduce,
-                "start each DP gradient bucket's all-reduce as soon as it is complete");
-  par->add_option("--ddp-bucket-size", a->ddp_bucket_size,
-                  "DP gradient bucket size in elements (default 1M; see bench/README.md)");
-  par->add_flag("--log-parallel-layout", a->log_parallel_layout, "print every group's ranks");
-  par->add_option("--distributed-timeout-minutes", a->distributed_timeout_minutes,
-                  "end the job when a rank waits longer than this in one collective or "
-                  "send/recv (a stopped or unreachable peer), naming the group and operation; "
-                  "fractions allowed, 0: wait forever (default 10)");
+  for_each_parallelism_flag(*a, declare_flags(*par));
 
   CLI::Option_group* opt = group("optimizer");
-  opt->add_option("--lr", a->lr, "peak learning rate");
-  opt->add_option("--min-lr", a->min_lr, "learning rate at the end of decay");
-  opt->add_option("--lr-warmup-iters", a->lr_warmup_iters, "linear warm-up iterations");
-  opt->add_option("--lr-warmup-fraction", a->lr_warmup_fraction, "warm-up as a fraction of the decay (iterations or samples)");
-  opt->add_option("--lr-decay-iters", a->lr_decay_iters, "decay iterations (default train-iters)");
-  opt->add_option("--lr-decay-style", a->lr_decay_style, "constant|linear|cosine|WSD");
-  opt->add_option("--lr-wsd-decay-iters", a->lr_wsd_decay_iters, "WSD: iterations of the final decay");
-  opt->add_option("--lr-decay-samples", a->lr_decay_samples,
-                  "with --train-samples: decay samples (default --train-samples)");
-  opt->add_option("--lr-warmup-samples", a->lr_warmup_samples,
-                  "with --train-samples: linear warm-up samples");
-  opt->add_option("--lr-wsd-decay-samples", a->lr_wsd_decay_samples,
-                  "with --train-samples, WSD: samples of the final decay");
-  opt->add_option("--lr-wsd-decay-style", a->lr_wsd_decay_style, "WSD: linear|cosine|exponential|minus_sqrt");
-  opt->add_option("--weight-decay", a->optim.weight_decay,
-                  "weight decay (not on biases/norms; AdamW: decoupled, SGD: added to the gradient)");
-  opt->add_option("--adam-beta1", a->optim.beta1, "Adam beta1");
-  opt->add_option("--adam-beta2", a->optim.beta2, "Adam beta2");
-  opt->add_option("--adam-eps", a->optim.eps, "Adam epsilon");
-  opt->add_option("--clip-grad", a->optim.clip_grad, "clip the global gradient L2 norm (0: off)");
-  add_optimizer_flags(opt, &a->optimizer_args, &a->optim);
+  for_each_lr_flag(*a, declare_flags(*opt));
+  for_each_lr_samples_flag(*a, declare_flags(*opt));
+  for_each_optimizer_flag(*a, declare_flags(*opt));
 
   CLI::Option_group* run = group("run");
   run->add_option("--micro-batch-size", a->micro_batch_size, "sequences per micro-batch");
@@ -259,28 +182,7 @@ Command add_train_command(CLI::App& app, TrainHooks hooks) {
   log->add_option("--eval-iters", a->eval_iters, "global batches per evaluation");
   log->add_option("--log-json", a->log_json, "append JSON lines of the logged numbers here");
   CLI::Option_group* tb = group("TensorBoard (ignored without --tensorboard-dir)");
-  tb->add_option("--tensorboard-dir", a->tensorboard_dir,
-                 "write TensorBoard event files here (the last rank; a new file each run)");
-  tb->add_option("--tensorboard-log-interval", a->tensorboard_log_interval,
-                 "iterations between TensorBoard values (default 1)");
-  tb->add_option("--tensorboard-queue-size", a->tensorboard_queue_size,
-                 "accepted (Megatron flag): every log call's values are flushed at once");
-  tb->add_flag("--log-timers-to-tensorboard", a->log_timers_to_tensorboard,
-               "also write iteration-time and the forward-backward, all-grads-sync and "
-               "optimizer times (ms, slowest rank)");
-  tb->add_flag("--log-throughput", a->log_throughput,
-               "with --log-timers-to-tensorboard, also write throughput (TFLOP/s per rank; the "
-               "text log always shows it)");
-  tb->add_flag("--no-log-loss-scale-to-tensorboard", a->no_log_loss_scale_to_tensorboard,
-               "do not write loss-scale");
-  tb->add_flag("--log-validation-ppl-to-tensorboard", a->log_validation_ppl_to_tensorboard,
-               "also write the validation perplexity");
-  tb->add_flag("--log-memory-to-tensorboard", a->log_memory_to_tensorboard,
-               "also write the last rank's measured memory per class (bytes)");
-  tb->add_flag("--log-world-size-to-tensorboard", a->log_world_size_to_tensorboard,
-               "also write world-size");
-  tb->add_flag("--log-batch-size-to-tensorboard", a->log_batch_size_to_tensorboard,
-               "accepted (older Megatron flag): batch-size is always written");
+  for_each_tensorboard_flag(*a, declare_flags(*tb));
   log->add_option("--peak-tflops", a->peak_tflops, "MFU denominator per rank (default: measured)");
   log->add_option("--save", a->save, "checkpoint directory to save to");
   log->add_option("--save-interval", a->save_interval, "iterations between checkpoints");
@@ -305,7 +207,7 @@ Command add_train_command(CLI::App& app, TrainHooks hooks) {
                 "checkpoint (with --save) and exit at the end of the iteration");
 
   add_profile_flags(app, &a->profile);
-  add_run_check_flags(app, &a->checks);
+  for_each_run_check_flag(*a, declare_flags(*group("checkpoint mechanics, checks and logs")));
   const auto inert = add_inert_megatron_flags(app);
   make_integer_options_strict(app);
 

@@ -10,14 +10,14 @@
 //   not recording, does nothing (no clock read).
 // - Times are steady-clock nanoseconds from the origin set by start(). The
 //   caller aligns ranks by calling start() right after a barrier (see
-//   train/profiler.h).
+//   observe/profiler.h).
 // - Events are kept in order of their start (a span takes its slot when it
 //   begins and fills in its duration when it ends), so nested spans follow
 //   their parent.
 //
 // The recorder knows no MPI: the communicator layer hooks its calls into it
 // (comm/communicator.h) and the training loop gathers the ranks' events
-// (train/profiler.h).
+// (observe/profiler.h).
 #pragma once
 #include <chrono>
 #include <cstddef>

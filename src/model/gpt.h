@@ -90,7 +90,7 @@ struct GptWorkspace {
 // The layer records of one GptActivations: the specs of the layers whose
 // records are kept, of the scratch records the recomputed layers share (one
 // per place in a group and spec), and each layer's scratch record (-1: its own).
-// carve_activations carves these; the memory formula (train/memory_report.cc) counts them.
+// carve_activations carves these; the memory formula (memory/memory_report.cc) counts them.
 struct LayerRecords {
   std::vector<LayerSpec> kept, scratch;
   std::vector<int64_t> scratch_of;  // (num_layers)

@@ -101,7 +101,7 @@ void ModelRuntime::keep_expert_biases_fp32(Device device) {
   for (const ParamSpec& p : reg.params()) floats += p.expert_bias ? p.numel() : 0;
   if (floats == 0) return;
   MT_CHECK(!weights_staged(), "expert biases with bf16 weights sharded over data-parallel ranks "
-           "(internal error: train/args.cc refuses the pair)");
+           "(internal error: args/args.cc refuses the pair)");
   kept32_buf_ = DeviceBuffer(device, size_t(floats) * sizeof(float));
   float* at = kept32_buf_.as<float>();
   for (const ParamSpec& p : reg.params()) {

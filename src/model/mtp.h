@@ -100,7 +100,7 @@ struct MtpWorkspace {
 MtpActivations carve_mtp_record(Arena& arena, const GptShapes& sh);
 MtpWorkspace carve_mtp_workspace(Arena& arena, const GptShapes& sh);
 // Bytes of one micro-batch's MTP records and of the MTP workspace (the
-// memory formula, train/memory_report.cc); 0 without MTP on this stage.
+// memory formula, memory/memory_report.cc); 0 without MTP on this stage.
 double mtp_record_bytes(const BlockSizes& z, const LayerSpec& spec, int64_t depths);
 double mtp_workspace_bytes(const BlockSizes& z, int64_t depths, int64_t tp);
 // Training FLOPs of the MTP depths over `tokens` tokens (Megatron's

@@ -13,7 +13,7 @@
 #include "core/rng.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
-#include "train/host_memory.h"
+#include "memory/host_memory.h"
 
 namespace mt {
 

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "args/args.h"
+#include "memory/memory_report.h"
 #include "model/config.h"
 #include "model/params.h"
-#include "train/args.h"
-#include "train/memory_report.h"
 
 namespace mt {
 

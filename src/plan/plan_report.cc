@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
-#include "train/metrics.h"
+#include "observe/metrics.h"
 
 namespace mt {
 

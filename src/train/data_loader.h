@@ -11,10 +11,10 @@
 #include <memory>
 #include <vector>
 
+#include "args/args.h"
 #include "data/dataset_builder.h"
 #include "data/gpt_dataset.h"
 #include "model/micro_batch.h"
-#include "train/args.h"
 
 namespace mt {
 

@@ -34,8 +34,8 @@
 #include <string>
 #include <vector>
 
+#include "args/run_check_args.h"
 #include "comm/parallel_state.h"
-#include "train/run_check_args.h"
 #include "train/spiky_loss.h"
 
 namespace mt {

@@ -2,7 +2,7 @@
 
 
 #include "checkpoint/checkpoint_tokenizer.h"
-#include "train/profiler.h"
+#include "observe/profiler.h"
 
 namespace mt {
 

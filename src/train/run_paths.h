@@ -4,8 +4,8 @@
 // datasets and their tokenizer records, the tokenizer files, the --config
 // files). --save may be the --load folder (a resume saves beside it).
 #pragma once
+#include "args/args.h"
 #include "core/output_guard.h"
-#include "train/args.h"
 
 namespace mt {
 

@@ -6,12 +6,12 @@
 #include <type_traits>
 #include <vector>
 
+#include "args/resume_options.h"
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/checkpoint_io.h"
 #include "checkpoint/checkpoint_tokenizer.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "train/resume_options.h"
 #include "train/run_tokenizer.h"
 
 namespace mt {

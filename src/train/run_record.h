@@ -6,8 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "args/args.h"
 #include "comm/parallel_state.h"
-#include "train/args.h"
 
 namespace mt {
 

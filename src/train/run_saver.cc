@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "core/log.h"
-#include "train/memory_report.h"
+#include "memory/memory_report.h"
 
 namespace mt {
 

@@ -7,10 +7,10 @@
 #include <cstdint>
 #include <string>
 
+#include "args/args.h"
 #include "checkpoint/async_save.h"
 #include "core/log.h"
-#include "train/args.h"
-#include "train/progress_log.h"
+#include "observe/progress_log.h"
 
 namespace mt {
 
@@ -19,7 +19,7 @@ class RunSaver {
   // `flops_per_sample`: the model's operations per trained sequence
   // (progress.txt); `start_samples`: the loaded checkpoint's consumed samples.
   // --async-save: the host copy is allocated here, for `reg`'s weights and
-  // `opt`'s state (train/memory_report.h async_save_copy_bytes).
+  // `opt`'s state (memory/memory_report.h async_save_copy_bytes).
   RunSaver(const TrainArgs& args, const ParallelState& ps, double flops_per_sample,
            int64_t start_samples, const ParamRegistry& reg, const AdamWOptimizer& opt);
   // Collective. `tty`: rank 0's progress line is cleared first.

@@ -8,9 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "args/args.h"
 #include "checkpoint/dir_lock.h"
 #include "comm/parallel_state.h"
-#include "train/args.h"
 
 namespace mt {
 

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "train/args.h"
+#include "args/args.h"
 
 namespace mt {
 

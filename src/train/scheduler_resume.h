@@ -26,9 +26,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "args/args.h"
 #include "checkpoint/checkpoint_io.h"
 #include "optim/param_scheduler.h"
-#include "train/args.h"
 
 namespace mt {
 

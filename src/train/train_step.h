@@ -16,36 +16,10 @@
 #include "optim/optimizer.h"
 #include "pipeline/schedules.h"
 #include "optim/grad_sync.h"
+#include "observe/step_result.h"
 #include "train/rerun_check.h"
 
 namespace mt {
-
-struct StepResult {
-  double loss = 0;          // mean token loss over the global batch
-  int64_t global_batch = 0; // this iteration's (the trainer's; train/batch_rampup.h)
-  double grad_norm = 0;     // before clipping
-  double wait_seconds = 0;  // this rank's time blocked on pipeline neighbours
-  bool skipped = false;     // fp16: a gradient overflowed, no update (grad_norm is NaN)
-  double loss_scale = 1;    // fp16: the scale this step's backward used
-  // MoE models: the router's losses over their coefficients, averaged over
-  // the MoE layers and micro-batches (as Megatron logs them), and the largest
-  // share of routed choices one expert took in any layer and micro-batch.
-  bool moe = false;
-  double load_balancing_loss = 0, z_loss = 0, busiest_share = 0;
-  // --mtp-num-layers: each depth's loss (Megatron's "mtp_k loss": the token
-  // mean per micro-batch, averaged over the micro-batches and DP); empty without MTP.
-  std::vector<double> mtp_losses;
-  // Each depth's acceptance counts (Megatron's): counted tokens whose
-  // shifted label is the argmax, and counted tokens, over the global batch.
-  std::vector<double> mtp_correct, mtp_total;
-  // This rank's time in Megatron's timers: the schedule's forward and
-  // backward, the gradient sync's finish, and the rest of the step (unscale,
-  // norm, clip, AdamW, parameter gather).
-  double forward_backward_seconds = 0, grads_sync_seconds = 0, optimizer_seconds = 0;
-  // --log-params-norm / --log-num-zeros-in-grad (train/step_stats.h); < 0: not logged.
-  double params_norm = -1;
-  int64_t num_zeros = -1;
-};
 
 // `schedule`: this rank's op list (training_schedule), built once per run.
 // `loss_tokens`: the tokens whose loss counts in the whole global batch (b·s

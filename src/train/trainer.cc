@@ -26,23 +26,23 @@
 #include "checkpoint/checkpoint_tokenizer.h"
 #include "train/blend_cache.h"
 #include "train/data_loader.h"
-#include "train/host_memory.h"
-#include "train/memory_report.h"
-#include "train/metrics.h"
-#include "train/precision_log.h"
-#include "train/profiler.h"
-#include "train/resume_options.h"
-#include "train/run_args_check.h"
+#include "memory/host_memory.h"
+#include "memory/memory_report.h"
+#include "observe/metrics.h"
+#include "observe/precision_log.h"
+#include "observe/profiler.h"
+#include "args/resume_options.h"
+#include "args/run_args_check.h"
 #include "train/run_saver.h"
 #include "train/scheduler_resume.h"
 #include "train/rerun_check.h"
-#include "train/step_stats.h"
+#include "observe/step_stats.h"
 #include "train/run_record.h"
 #include "train/run_start.h"
 #include "train/run_tokenizer.h"
 #include "train/signals.h"
 #include "train/train_step.h"
-#include "train/training_log.h"
+#include "observe/training_log.h"
 
 namespace mt {
 
@@ -71,7 +71,7 @@ struct Trainer {
   ParallelState& ps;
   Timer run_timer;        // started before anything else: ETA, --exit-duration-in-mins
   int64_t m = 1;          // micro-batches per iteration on this DP rank (after any ramp-up)
-  BatchSchedule batches;  // each iteration's global batch (train/batch_rampup.h)
+  BatchSchedule batches;  // each iteration's global batch (args/batch_rampup.h)
   int64_t train_m = 0;    // the micro-batches train_ops is built for
   int64_t tokens_per_iter = 0;  // global batch x sequence length
   std::unique_ptr<ParamRegistry> reg;

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <functional>
 
+#include "args/args.h"
 #include "comm/parallel_state.h"
-#include "train/args.h"
 
 namespace mt {
 

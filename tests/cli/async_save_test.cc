@@ -1,4 +1,4 @@
-// Megatron's checkpoint-mechanics and check/log flags (train/run_check_args.h):
+// Megatron's checkpoint-mechanics and check/log flags (args/run_check_args.h):
 // --async-save writes the same bytes as a synchronous save and a kill -9
 // during it loses nothing; --no-save-optim, --exit-on-missing-checkpoint; the
 // log flags' keys; the refusals.

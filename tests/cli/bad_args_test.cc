@@ -124,7 +124,7 @@ TEST_F(BadArgs, OverflowingAndAbsurdSizes) {
                                    " --pipeline-model-parallel-size 2147483647"),
        "= 4611686014132420609"},
       // Representable but absurd: the memory prediction is checked against the
-      // host's available memory before any allocation (train/host_memory.h).
+      // host's available memory before any allocation (memory/host_memory.h).
       {"model larger than memory", train(" --hidden-size 1000000 --num-attention-heads 4"),
        "are available"},
       {"sample index larger than memory", train(" --train-iters 1000000000000"),

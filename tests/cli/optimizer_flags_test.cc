@@ -1,5 +1,5 @@
 // Megatron-LM's optimizer and scheduler flags end to end
-// (train/optimizer_args.h, train/scheduler_resume.h): --optimizer sgd at DP2
+// (args/optimizer_args.h, train/scheduler_resume.h): --optimizer sgd at DP2
 // with and without the distributed optimizer gives one rank's losses;
 // --decoupled-lr changes the run only through the embedding and output layer
 // (equal to --lr: the same losses; otherwise other losses) and PP2 and TP2

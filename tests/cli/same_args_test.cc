@@ -7,8 +7,8 @@
 #include <regex>
 #include <set>
 
+#include "args/args_list.h"
 #include "cli_test_util.h"
-#include "train/args_list.h"
 
 namespace mt::test {
 namespace {
@@ -94,7 +94,7 @@ TEST_F(SameArgs, IdenticalArgumentsStillTrain) {
   EXPECT_EQ(log.train.size(), 6u) << m.r.output;
 }
 
-// Every flag `megatron train --help` shows is compared (train/args_list.h),
+// Every flag `megatron train --help` shows is compared (args/args_list.h),
 // but --help and --config (whose file is expanded into the flags it holds).
 TEST(SameArgsList, HoldsEveryTrainFlag) {
   const RunResult r = run(megatron() + " train --help");
@@ -118,7 +118,7 @@ TEST(SameArgsList, HoldsEveryTrainFlag) {
       EXPECT_EQ(listed.count("--position-embedding-type"), 1u);
       continue;
     }
-    EXPECT_EQ(listed.count(flag), 1u) << flag << " is not in train/args_list.cc's list";
+    EXPECT_EQ(listed.count(flag), 1u) << flag << " is not in args/args_list.cc's list";
   }
   EXPECT_GE(shown, int(listed.size())) << r.output;
 }

@@ -2,7 +2,7 @@
 // table (with our documented bf16 deviation), activation scaling with s·b,
 // in-flight records, TP + SP and full recompute, agreement with what the
 // model's carve functions really plan, and the report's text and JSON.
-#include "train/memory_report.h"
+#include "memory/memory_report.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 // peak (a low measurement: 2048^3 read 0.11-0.14 TFLOP/s on a Cascade Lake
 // where GPT-2 small then did 0.145, so MFU 111%) raises the peak to it, said
 // once; every later MFU is against the raised peak.
-#include "train/metrics.h"
+#include "observe/metrics.h"
 
 #include "model/config.h"
 

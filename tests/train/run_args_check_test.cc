@@ -1,7 +1,7 @@
-// The argument list the ranks compare (train/args_list.h) and the message
-// of a mismatch (train/run_args_check.h), without MPI; the collective check
+// The argument list the ranks compare (args/args_list.h) and the message
+// of a mismatch (args/run_args_check.h), without MPI; the collective check
 // runs end to end under mpirun in tests/cli/same_args_test.cc.
-#include "train/run_args_check.h"
+#include "args/run_args_check.h"
 
 #include <gtest/gtest.h>
 

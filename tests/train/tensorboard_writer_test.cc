@@ -1,6 +1,6 @@
 // The TensorBoard writer's bytes against hand-computed ones, and its files
 // against the reader written from the format's specification.
-#include "train/tensorboard_writer.h"
+#include "observe/tensorboard_writer.h"
 
 #include <gtest/gtest.h>
 

@@ -52,7 +52,7 @@ inline float output_init_std(const ModelConfig& c) {
 WriteView alloc_act(Arena& arena, const GptShapes& sh, int64_t n);
 
 // The local sizes a block's memory formula reads (element counts; bytes
-// where said), made from the memory plan (train/memory_report.cc).
+// where said), made from the memory plan (memory/memory_report.cc).
 struct BlockSizes {
   double n = 0;        // tokens of a micro-batch on this rank: (s/cp)·b
   double nl = 0;       // rows of the residual stream: n/tp with sequence parallelism
