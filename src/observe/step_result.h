@@ -21,6 +21,11 @@ struct StepResult {
   // share of routed choices one expert took in any layer and micro-batch.
   bool moe = false;
   double load_balancing_loss = 0, z_loss = 0, busiest_share = 0;
+  // --moe-router-enable-expert-bias: the routed tokens per expert that moved
+  // the biases this step, a list of experts per layer (the decoder's, then
+  // the MTP depths'; summed over every rank that shares a router; zeros for
+  // a dense layer); empty otherwise.
+  std::vector<std::vector<double>> expert_tokens;
   // --mtp-num-layers: each depth's loss (Megatron's "mtp_k loss": the token
   // mean per micro-batch, averaged over the micro-batches and DP); empty without MTP.
   std::vector<double> mtp_losses;

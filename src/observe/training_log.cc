@@ -174,6 +174,8 @@ void training_log(TrainingLog& log, const StepResult& r, double step_seconds, do
       j["z_loss"] = r.z_loss;
       j["busiest_expert_share"] = r.busiest_share;
     }
+    // This iteration's loads (not averaged over the interval), a list of experts a layer.
+    if (!r.expert_tokens.empty()) j["moe_expert_tokens"] = r.expert_tokens;
     if (scaler) {
       j["loss_scale"] = scaler->scale();
       j["skipped_iterations"] = log.interval_skipped;

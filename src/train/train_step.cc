@@ -139,7 +139,16 @@ StepResult train_step(ModelRuntime& rt, AdamWOptimizer& opt, GradSync& sync, Par
   // The expert biases move with this step's loads, as Megatron's
   // finalize_model_grads does before the optimizer (also on a skipped step);
   // AdamW leaves them (no gradient).
-  if (config.moe_router_enable_expert_bias) update_expert_biases(rt, opt, ps, moe.expert_tokens);
+  if (config.moe_router_enable_expert_bias) {
+    update_expert_biases(rt, opt, ps, moe.expert_tokens);
+    // For the log: every stage's layers (each stage counted only its own).
+    if (ps.pp_size > 1)
+      ps.pp_comm.all_reduce_sum(moe.expert_tokens.data(), int64_t(moe.expert_tokens.size()));
+    const auto& t = moe.expert_tokens;
+    for (size_t l = 0; l < t.size(); l += size_t(config.num_experts))
+      r.expert_tokens.emplace_back(t.begin() + int64_t(l),
+                                   t.begin() + int64_t(l + size_t(config.num_experts)));
+  }
   Timer timer;
   if (scaler != nullptr) {
     // Unscale this rank's reduced gradients (its optimizer segments; with the

@@ -3,7 +3,8 @@
 // balancing) train to one rank's losses at EP2 x DP2 (with and without the
 // distributed optimizer), PP2 x EP2 and TP2 (SP) x EP2, and end with one
 // rank's expert biases (saved as Megatron's
-// decoder.layers.L.mlp.router.expert_bias, each a multiple of the rate); a
+// decoder.layers.L.mlp.router.expert_bias, each a multiple of the rate, and
+// each the direct computation from the loads the run logs); a
 // run saved mid-way and resumed gives the uninterrupted run's losses and
 // biases; a resume without the bias and a Hugging Face export are refused
 // by name; misfit routing flags are refused in one line.
@@ -56,6 +57,31 @@ std::vector<float> expert_biases(const std::string& iter_dir) {
   return out;
 }
 
+// The expert biases computed directly from a run's logged loads (--log-json's
+// moe_expert_tokens, each iteration's tokens per expert of every layer):
+// from 0, each step adds rate x sign(mean load - load) (Megatron's
+// get_updated_expert_bias), in fp32 as Megatron's bias is.
+std::vector<float> biases_from_logged_loads(const JsonLogLines& log, float rate) {
+  std::vector<float> bias;
+  for (const auto& [it, j] : log.train) {
+    const nlohmann::json& layers = j.at("moe_expert_tokens");
+    EXPECT_EQ(layers.size(), 2u) << "iteration " << it;
+    if (bias.empty()) bias.assign(8, 0.f);
+    for (size_t l = 0; l < 2 && l < layers.size(); ++l) {
+      const std::vector<double> load = layers[l].get<std::vector<double>>();
+      EXPECT_EQ(load.size(), 4u) << "iteration " << it;
+      double sum = 0;
+      for (double t : load) sum += t;
+      EXPECT_EQ(sum, 8 * 32 * 2) << "iteration " << it << ": every token's two choices";
+      for (size_t e = 0; e < 4 && e < load.size(); ++e) {
+        const double offset = sum / 4 - load[e];
+        bias[l * 4 + e] += float((offset > 0) - (offset < 0)) * rate;
+      }
+    }
+  }
+  return bias;
+}
+
 TEST(MoeRouting, DeepSeekRoutingMatchesOneRankWithTheSameExpertBias) {
   TempDir dir;
   // 3 steps: each bias a sum of an odd number of +-rate steps (or 0 where a
@@ -75,6 +101,7 @@ TEST(MoeRouting, DeepSeekRoutingMatchesOneRankWithTheSameExpertBias) {
     moved += b != 0;
   }
   EXPECT_GT(moved, 0) << "no expert bias moved";
+  EXPECT_EQ(biases_from_logged_loads(ref, 0.01f), bias) << "one rank";
   for (const Layout& l : {Layout{"ep2_dp2", 4, " --expert-model-parallel-size 2"},
                           Layout{"ep2_dp2_zero", 4,
                                  " --expert-model-parallel-size 2 --use-distributed-optimizer"},
@@ -102,6 +129,12 @@ TEST(MoeRouting, DeepSeekRoutingMatchesOneRankWithTheSameExpertBias) {
         EXPECT_LT(rel(j.at(key).get<double>(), got.train.at(it).at(key).get<double>()), 1e-5)
             << l.tag << " iteration " << it << " " << key;
     EXPECT_EQ(expert_biases(dir.file(std::string(l.tag) + "/iter_0000003")), bias) << l.tag;
+    // The loads each layout logs (summed over its EP, DP, TP and PP ranks) are
+    // one rank's, and give its biases.
+    for (const auto& [it, j] : ref.train)
+      EXPECT_EQ(got.train.at(it).at("moe_expert_tokens"), j.at("moe_expert_tokens"))
+          << l.tag << " iteration " << it;
+    EXPECT_EQ(biases_from_logged_loads(got, 0.01f), bias) << l.tag;
   }
 }
 
