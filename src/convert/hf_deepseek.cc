@@ -72,10 +72,10 @@ void yarn_from_hf(const json& c, const std::string& path, HfFamily f, ModelConfi
                 "mscale(factor, 1), Megatron's mscale(factor, mscale) / mscale(factor, "
                 "mscale_all_dim)");
   }
-  if (f == HfFamily::kDeepseekV2 && m.mscale_all_dim > 0)
-    unsupported(path, "rope_scaling", r,
-                "DeepseekV2Attention (transformers) leaves the softmax scale unscaled by "
-                "mscale_all_dim, Megatron's MLA scales it (as the original DeepSeek-V2 code)");
+  // mscale_all_dim's softmax factor mscale(factor, mscale_all_dim)^2 (V2-Lite's
+  // 0.707): DeepSeek's own modeling_deepseek.py (V2 and V3) and Megatron's MLA
+  // apply it; transformers' DeepseekV3Attention does, its DeepseekV2Attention
+  // does not. A V2 folder imports with it, as the model was trained (hf_deepseek.h).
 }
 
 // The MoE layers: from first_k_dense_replace on, every moe_layer_freq-th (V2).
@@ -247,8 +247,6 @@ HfFamily deepseek_family_of(const ModelConfig& c, std::vector<std::string>& off)
     off.push_back("position embedding " + c.position_embedding_type + want + "rope)");
   if (c.layernorm_epsilon != 1e-6f) off.push_back("a norm epsilon other than 1e-6" + want +
                                                   "latent norms of eps 1e-06)");
-  if (!v3 && c.mla_rope_type() == "yarn" && c.mscale_all_dim > 0)
-    off.push_back("--mscale-all-dim" + want + "the softmax scale unscaled)");
   if (c.mla_rope_type() == "yarn") {  // transformers may take the factor from the ratio
     const double ratio =
         double(c.max_position_embeddings) / double(c.yarn_original_max_position_embeddings);

@@ -30,7 +30,12 @@
 //     mscale(factor, mscale) / mscale(factor, mscale_all_dim) when both are
 //     given, else mscale(factor, 1) (Megatron's: the ratio always): the second
 //     case converts as mscale 1, mscale_all_dim 0 when mscale_all_dim is 0,
-//     and is refused when only mscale is 0.
+//     and is refused when only mscale is 0. The softmax scale is
+//     qk_head_dim^-0.5 x mscale(factor, mscale_all_dim)^2 for both versions, as
+//     DeepSeek's own modeling_deepseek.py (the code the V2 and V3 checkpoints
+//     ship for trust_remote_code) and Megatron compute it; transformers'
+//     DeepseekV2Attention leaves the factor out (a V2-Lite folder, mscale_all_dim
+//     0.707, scores differently there).
 //   MLP: layers < first_k_dense_replace (and, V2, those moe_layer_freq skips)
 //     a dense mlp.{gate,up,down}_proj of intermediate_size; the others
 //     mlp.gate (E, h) -> mlp.router.weight, mlp.experts.N.{gate,up,down}_proj

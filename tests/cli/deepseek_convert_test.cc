@@ -13,7 +13,8 @@
 //    (so agreeing means something); the TP2 x EP2 import fine-tunes on 4 ranks
 //    and exports what the judge scores;
 //  - a DeepSeek-V2 folder (q_proj without a q latent, softmax scores,
-//    group_limited_greedy, two shared experts) the same at TP2;
+//    group_limited_greedy, two shared experts, V2-Lite's YaRN mscales) the
+//    same at TP2;
 //  - a V3-shaped model trained here on 4 ranks (TP2 x EP2) exports a folder
 //    the judge scores as generate reports, and that folder round-trips;
 //  - a V3 folder with rope_interleave false imports with its rope rows
@@ -146,13 +147,16 @@ TEST(DeepseekConvert, V3ImportedAtTp1AndTp2Ep2DecodesToTheJudgesLogProbsAndExpor
   }
 }
 
+// V2-Lite's YaRN (mscale = mscale_all_dim = 0.707): the softmax scaled by
+// mscale(factor, mscale_all_dim)^2 as DeepSeek's own V2 code computes it.
 TEST(DeepseekConvert, V2WithAPlainQProjectionAndGroupLimitedGreedyDecodesToTheJudgesLogProbs) {
   require_torch();
   TempDir dir;
   const std::string hf = dir.file("hf"), ckpt = dir.file("ckpt");
   make_deepseek_folder(dir, hf, 8,
                        " --version v2 --layers 3 --experts 16 --topk 2 --groups 4 --topk-group 2"
-                       " --shared 2 --scaling 2.0 --dense-layers 1 --q-lora-rank 0");
+                       " --shared 2 --scaling 2.0 --dense-layers 1 --q-lora-rank 0"
+                       " --yarn 4,32,0.707,0.707 --max-pos 128");
   if (HasFatalFailure()) return;
   const RunResult c = run(convert(import_flags(hf, ckpt, 2, 1)));
   ASSERT_EQ(c.exit_code, 0) << c.output;
@@ -160,7 +164,8 @@ TEST(DeepseekConvert, V2WithAPlainQProjectionAndGroupLimitedGreedyDecodesToTheJu
   const nlohmann::json m =
       nlohmann::json::parse(read_text(ckpt + "/release/meta.json")).at("args").at("model");
   EXPECT_EQ(m.at("q_lora_rank"), 0);
-  EXPECT_EQ(m.at("rope_type"), "rope");
+  EXPECT_EQ(m.at("rope_type"), "yarn");
+  EXPECT_NEAR(m.at("mscale_all_dim").get<double>(), 0.707, 1e-6);
   EXPECT_EQ(m.at("moe_router_score_function"), "softmax");
   EXPECT_EQ(m.at("moe_router_pre_softmax"), true);
   EXPECT_EQ(m.at("moe_router_enable_expert_bias"), false);

@@ -17,7 +17,9 @@ moe_intermediate_size * n_shared_experts), DeepseekV3DecoderLayer (dense MLP on
 layers < first_k_dense_replace); modeling_deepseek_v2.py: DeepseekV2Moe
 (softmax over all experts, greedy top-k or group_limited_greedy: groups ranked
 by their max; weights times routed_scaling_factor, never renormalised),
-apply_rotary_emb on complex pairs, softmax scale qk_head_dim^-0.5;
+apply_rotary_emb on complex pairs, softmax scale qk_head_dim^-0.5 times
+mscale(factor, mscale_all_dim)^2 under rope_scaling as DeepSeek's own
+modeling_deepseek.py for V2 computes it (transformers' port leaves the factor out);
 modeling_rope_utils._compute_yarn_parameters), not from this repository's C++
 code. Every computation runs in float64 (the YaRN frequencies and angles in
 float32, as HF), batch-first (1, s, ...).
@@ -111,7 +113,7 @@ def softmax_scale(cfg, v):
     qk = cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"]
     scale = qk ** -0.5
     rs = cfg.get("rope_scaling")
-    if v == "v3" and rs is not None and rs.get("mscale_all_dim", 0):
+    if rs is not None and rs.get("mscale_all_dim", 0):  # DeepSeek's modeling_deepseek.py, V2 and V3
         m = get_mscale(rs["factor"], rs["mscale_all_dim"])
         scale = scale * m * m
     return scale
