@@ -14,7 +14,8 @@ void gather_rows(WriteView dst, ReadView src, const int64_t* rows, int64_t n, in
 // (a destination row named twice sums in that order); rows[i] < 0 is skipped.
 void scatter_add_rows(float* dst, ReadView src, const int64_t* rows, const float* weight,
                       int64_t n, int64_t h);
-// out[i] = <a row i, b row i>, summed in double.                        [=]
+// out[i] = <a row i, b row i>, summed in double (8 interleaved partial sums,
+// added in order: the same on every CPU).                                [=]
 void row_dots(float* out, ReadView a, ReadView b, int64_t n, int64_t h);
 // out row i = w[i] · in row i.                                          [=]
 void scale_rows(WriteView out, ReadView in, const float* w, int64_t n, int64_t h);
