@@ -4,7 +4,8 @@
 // weights; a save() resumed by --load continues with the uninterrupted losses;
 // a DataSource serving the mock dataset's training samples gives the
 // --mock-data run's losses (so it is read in the same sampler order and cut
-// the same way over the DP ranks); a token id out of the vocabulary ends the
+// the same way over the DP ranks), and with --mock-data beside it evaluates on
+// the flags' validation split; a token id out of the vocabulary ends the
 // run with one line naming it.
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -169,6 +170,16 @@ TEST(TrainerSteps, DataSourceOfTheMockSamplesGivesTheMockDataRunsLosses) {
   EXPECT_THROW(t.evaluate(), std::logic_error);
   for (int64_t i = 0; i < kIters; ++i)
     EXPECT_EQ(t.step().loss, ref.losses[size_t(i)]) << "iteration " << i + 1;
+}
+
+TEST(TrainerSteps, DataSourceWithMockDataTrainsOnTheSourceAndEvaluatesOnTheFlags) {
+  const Reference ref = run_whole();
+  megatron::Trainer t(flags());  // --mock-data: the validation split
+  t.set_train_data(std::make_shared<MockSamples>(kIters * kGlobalBatch));
+  t.setup();
+  for (int64_t i = 0; i < kIters; ++i)
+    EXPECT_EQ(t.step().loss, ref.losses[size_t(i)]) << "iteration " << i + 1;
+  EXPECT_EQ(t.evaluate().loss, ref.final_eval);
 }
 
 TEST(TrainerSteps, DataSourceOfOtherSamplesGivesOtherLosses) {
