@@ -160,10 +160,14 @@ void TrainArgs::check_data_flags() const {
   MT_CHECK(!mock_data || (!per_split && data_path.empty()), "--mock-data and --",
            per_split ? "train/valid/test-data-path" : "data-path", " are both given: "
            "Megatron-LM takes a single data source; fix: drop --mock-data or the data path");
-  MT_CHECK(mock_data || per_split || !data_path.empty(), "--data-path is required (the prefix of a .bin/.idx "
+  MT_CHECK(!program_train_data || train_data_path.empty(), "--train-data-path and the "
+           "program's megatron::DataSource both give the training split; fix: drop "
+           "--train-data-path (--valid-data-path / --test-data-path may stay)");
+  MT_CHECK(mock_data || per_split || !data_path.empty() || program_train_data, "--data-path is required (the prefix of a .bin/.idx "
            "pair, e.g. data/corpus_text_document, or a blend: 0.3 data/a_text_document 0.7 "
            "data/b_text_document); fix: run `megatron preprocess` first, or train on --mock-data");
-  MT_CHECK(!per_split || !train_data_path.empty() || skip_train, "--valid-data-path / "
+  MT_CHECK(!per_split || !train_data_path.empty() || skip_train || program_train_data,
+           "--valid-data-path / "
            "--test-data-path without --train-data-path; fix: add --train-data-path (or use "
            "--data-path with --split)");
   MT_CHECK(std::isfinite(mid_level_dataset_surplus) && mid_level_dataset_surplus >= 0,

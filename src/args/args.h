@@ -134,6 +134,10 @@ struct TrainArgs {
   // Megatron's --mock-data: its MockGPTDataset's documents instead of a data
   // path (data/mock_gpt_dataset.h), with the tokenizer's vocabulary and eod.
   bool mock_data = false;
+  // The training samples come from the program (megatron::DataSource, given to
+  // megatron::Trainer), not from a flag: no --data-path or --mock-data is
+  // needed (they may still give the validation and test splits). Not a flag.
+  bool program_train_data = false;
   // Files holding the data path arguments (args/data_args_file.h).
   std::string data_args_path, per_split_data_args_path;
   std::string data_cache_path;             // where blend indices are cached ("": not cached)

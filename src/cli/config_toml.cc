@@ -57,7 +57,7 @@ std::string config_toml(const std::string& model_name, const PlanProblem& pb,
                         const std::string& path) {
   // The two readers of the file: which flags each takes.
   CLI::App train_app, plan_app;
-  add_train_command(train_app);
+  add_train_flags(train_app);
   add_plan_command(plan_app);
   std::set<std::string> model_flags;
   ModelConfig probe;

@@ -1,4 +1,7 @@
 // `megatron train`: Megatron-LM's flag names, or a config file of them.
+#include <exception>
+#include <memory>
+
 #include "cli/commands.h"
 #include "cli/compat_flags.h"
 #include "cli/field_flags.h"
@@ -27,7 +30,7 @@ struct ListFlag {
 
 }  // namespace
 
-Command add_train_command(CLI::App& app, TrainHooks hooks) {
+std::function<TrainArgs()> add_train_flags(CLI::App& app) {
   auto a = std::make_shared<TrainArgs>();
   ModelConfig& m = a->model;
   // Like argparse in Megatron-LM: a repeated flag takes its last value.
@@ -211,7 +214,7 @@ Command add_train_command(CLI::App& app, TrainHooks hooks) {
   const auto inert = add_inert_megatron_flags(app);
   make_integer_options_strict(app);
 
-  return [a, model_options, lists, inert, hooks]() {
+  return [a, model_options, lists, inert]() {
     if (a->recompute_activations) a->recompute_granularity = "selective";
     a->inert_flags = inert();
     const bool overlap = std::find(a->inert_flags.begin(), a->inert_flags.end(),
@@ -229,24 +232,41 @@ Command add_train_command(CLI::App& app, TrainHooks hooks) {
       if (!l.groups.empty()) *l.target = l.groups[0];
     }
     read_data_args_files(*a);
-    install_exit_signal_handlers();  // first: a SIGTERM during start-up still saves-and-exits
-    MpiEnv mpi;
-    // First: a rank stopped during start-up must not hang the others either.
-    CommWatchdog watchdog(a->distributed_timeout_minutes * 60);
-    int rc = 0;
-    {
-      ParallelConfig pc;
-      pc.tp = a->tensor_model_parallel_size;
-      pc.pp = a->pipeline_model_parallel_size;
-      pc.cp = a->context_parallel_size;
-      pc.ep = a->expert_model_parallel_size;
-      pc.etp = std::max(1, a->expert_tensor_parallel_size);
-      check_parallel_config(mpi.world_size(), pc);
-      ParallelState ps(pc);
-      rc = run_training(*a, ps, hooks);
-    }
-    // Last: a rank frozen at the very end must not hang the others either.
-    mpi.finalize();
+    return *a;
+  };
+}
+
+TrainSession::TrainSession(const TrainArgs& args)
+    : signals_((install_exit_signal_handlers(), true)),
+      watchdog_(args.distributed_timeout_minutes * 60) {
+  ParallelConfig pc;
+  pc.tp = args.tensor_model_parallel_size;
+  pc.pp = args.pipeline_model_parallel_size;
+  pc.cp = args.context_parallel_size;
+  pc.ep = args.expert_model_parallel_size;
+  pc.etp = std::max(1, args.expert_tensor_parallel_size);
+  check_parallel_config(mpi_.world_size(), pc);
+  ps_ = std::make_unique<ParallelState>(pc);
+}
+
+TrainSession::~TrainSession() {
+  ps_.reset();
+  if (std::uncaught_exceptions() == 0) mpi_.finalize();  // (an error's way out is abort_job)
+}
+
+void TrainSession::close() {
+  ps_.reset();
+  // Last: a rank frozen at the very end must not hang the others either.
+  mpi_.finalize();
+}
+
+Command add_train_command(CLI::App& app) {
+  std::function<TrainArgs()> args = add_train_flags(app);
+  return [args]() {
+    const TrainArgs a = args();
+    TrainSession session(a);
+    const int rc = run_training(a, session.ps());
+    session.close();
     return rc;
   };
 }

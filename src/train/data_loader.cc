@@ -1,6 +1,7 @@
 #include "train/data_loader.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "core/checked_math.h"
 #include "core/error.h"
@@ -35,22 +36,47 @@ DatasetBuilderConfig builder_config(const TrainArgs& args) {
       evaluate ? checked_mul(args.eval_iters, g, "samples to evaluate (--eval-iters x "
                                                  "--global-batch-size)")
                : 0;
-  c.sizes = {args.skip_train ? 0
-                                             : args.batch_schedule().samples_after(args.train_iters),
+  c.sizes = {args.skip_train || args.program_train_data
+                 ? 0
+                 : args.batch_schedule().samples_after(args.train_iters),
              eval_samples, args.skip_train ? eval_samples : 0};
   return c;
+}
+
+// The splits the flags give; none when the program supplies the training
+// samples and no data flag was given.
+DatasetSplits flag_splits(const TrainArgs& args, const BlendIndexSource& blend_indices) {
+  const bool flags = args.mock_data || !args.data_path.empty() || !args.train_data_path.empty() ||
+                     !args.valid_data_path.empty() || !args.test_data_path.empty();
+  if (!flags && args.program_train_data) return {};
+  return build_dataset_splits(builder_config(args), blend_indices);
 }
 
 }  // namespace
 
 DataLoader::DataLoader(const TrainArgs& args, int64_t dp_rank, int64_t cp_rank,
-                       const BlendIndexSource& blend_indices)
+                       const BlendIndexSource& blend_indices,
+                       std::shared_ptr<const SampleDataset> program_train)
     : args_(args),
       dp_rank_(dp_rank),
       cp_rank_(cp_rank),
       vocab_size_(args.model.vocab_size),
-      data_(build_dataset_splits(builder_config(args), blend_indices)) {
+      data_(flag_splits(args, blend_indices)),
+      program_train_(std::move(program_train)),
+      train_(program_train_ ? program_train_.get() : data_.split[0].get()) {
   const int64_t s = args.model.seq_length;
+  MT_CHECK(!args.program_train_data || program_train_ != nullptr,
+           "no training samples: the program said it supplies them but gave none (internal error)");
+  if (program_train_ != nullptr && !args.skip_train) {
+    MT_CHECK(program_train_->seq_length() == s, "the program's megatron::DataSource serves "
+             "samples of ", program_train_->seq_length(), " + 1 tokens, but the run's sequence "
+             "length is ", s, "; fix: serve --seq-length + 1 tokens per sample");
+    const int64_t needed = args.batch_schedule().samples_after(args.train_iters);
+    MT_CHECK(program_train_->size() >= needed, "the program's megatron::DataSource holds ",
+             program_train_->size(), " samples, but the run reads ", needed,
+             " (--train-iters x the global batch); fix: a larger DataSource, or fewer "
+             "--train-iters");
+  }
   if (args.context_parallel_size > 1 || args.documents.any()) {
     full_tokens_.resize(size_t(args.micro_batch_size * s));
     full_labels_.resize(full_tokens_.size());
@@ -128,8 +154,8 @@ int64_t DataLoader::loss_tokens(const SampleDataset& ds, int64_t first_sample,
 
 void DataLoader::train_batch(int64_t consumed_samples, int64_t global_batch, int64_t k,
                              MicroBatchInput& mb) const {
-  MT_CHECK(data_.split[0] != nullptr, "no training split (internal error)");
-  fill(*data_.split[0], consumed_samples, global_batch, k, mb);
+  MT_CHECK(train_ != nullptr, "no training split (internal error)");
+  fill(*train_, consumed_samples, global_batch, k, mb);
 }
 
 void DataLoader::valid_batch(int64_t eval_iter, int64_t k, MicroBatchInput& mb) const {
@@ -145,8 +171,8 @@ void DataLoader::test_batch(int64_t eval_iter, int64_t k, MicroBatchInput& mb) c
 }
 
 int64_t DataLoader::train_loss_tokens(int64_t consumed_samples, int64_t global_batch) const {
-  MT_CHECK(data_.split[0] != nullptr, "no training split (internal error)");
-  return loss_tokens(*data_.split[0], consumed_samples, global_batch);
+  MT_CHECK(train_ != nullptr, "no training split (internal error)");
+  return loss_tokens(*train_, consumed_samples, global_batch);
 }
 
 int64_t DataLoader::eval_loss_tokens(bool test) const {

@@ -22,8 +22,12 @@ class DataLoader {
  public:
   // `blend_indices` (may be empty: build them) supplies blend indices, e.g. from
   // --data-cache-path (train/blend_cache.h); every rank calls it alike.
+  // `program_train` (args.program_train_data): the training split the program
+  // supplies (megatron::DataSource), read in the same sampler order as a
+  // flag's; it must hold every sample the run reads (checked here).
   DataLoader(const TrainArgs& args, int64_t dp_rank, int64_t cp_rank = 0,
-             const BlendIndexSource& blend_indices = {});
+             const BlendIndexSource& blend_indices = {},
+             std::shared_ptr<const SampleDataset> program_train = nullptr);
 
   // Fills micro-batch k (b, s/CP) of the iteration that starts after
   // `consumed_samples` and reads `global_batch` samples (Megatron's
@@ -65,6 +69,8 @@ class DataLoader {
   mutable std::vector<int32_t> full_tokens_, full_labels_, sample_positions_;
   mutable std::vector<float> sample_mask_;
   DatasetSplits data_;
+  std::shared_ptr<const SampleDataset> program_train_;
+  const SampleDataset* train_ = nullptr;  // program_train_, else data_.split[0]; null: none
 };
 
 }  // namespace mt

@@ -272,11 +272,12 @@ Trainer setup_model_and_optimizer(const TrainArgs& args, const nlohmann::json& r
 // Megatron's build_train_valid_test_data_iterators, then the rest of what the
 // loop reads: the matmul peak (MFU), the memory plan's lines, the fp16 loss
 // scaler and the log.
-void setup_data_and_log(Trainer& t) {
+void setup_data_and_log(Trainer& t, std::shared_ptr<const SampleDataset> program_train) {
   const TrainArgs& args = t.args;
   const bool rank0 = t.ps.world_rank == 0;
   t.data = std::make_unique<DataLoader>(args, t.ps.dp_rank, t.ps.cp_rank,
-                                        blend_cache_source(args.data_cache_path, t.ps.world_comm));
+                                        blend_cache_source(args.data_cache_path, t.ps.world_comm),
+                                        std::move(program_train));
   for (const std::string& note : t.data->notes()) log_line(rank0, "%s\n", note.c_str());
   // MFU against the peak of the math the GEMMs use (bf16 ~2x fp32 here; the
   // emulated fp16 runs fp32 GEMMs). On the CPU the best of 2048^3, a wide
@@ -345,11 +346,11 @@ void setup_data_and_log(Trainer& t) {
 
 // Megatron's evaluate_and_print_results: the mean token loss over --eval-iters
 // batches of the validation split (or, with `test`, the test split), and its
-// perplexity.
-void evaluate_and_print_results(Trainer& t, int64_t iteration, bool test = false) {
+// perplexity. Nothing (a loss of 0) without that split.
+double evaluate_and_print_results(Trainer& t, int64_t iteration, bool test = false) {
   const TrainArgs& args = t.args;
   ParallelState& ps = t.ps;
-  if (!(test ? t.data->has_test() : t.data->has_valid())) return;
+  if (!(test ? t.data->has_test() : t.data->has_valid())) return 0;
   t.sync->wait_params();  // --overlap-param-gather: the updated parameters
   PassContext ctx;
   ctx.training = false;
@@ -383,6 +384,7 @@ void evaluate_and_print_results(Trainer& t, int64_t iteration, bool test = false
   if (!test && !args.skip_train)
     tensorboard_validation(t.log.tb, iteration, t.state.consumed_samples, loss, ppl);
   if (t.hooks.on_eval) t.hooks.on_eval(EvalReport{iteration, loss, test, ps.world_rank});
+  return loss;
 }
 
 // Megatron's save_checkpoint_and_time; nothing without --save, or when --save
@@ -462,53 +464,62 @@ void ramp_batch_up(Trainer& t, int64_t batch) {
   t.train_m = m;
 }
 
+// One iteration of Megatron's train loop (after a batch ramp-up's change):
+// the step, its checks, the state, the log line and the on_step hook, and the
+// polls after it. What follows it in the loop (evaluation, checkpoint, exit
+// decision) is the caller's.
+StepReport step_once(Trainer& t, bool& timeout_warned) {
+  const TrainArgs& args = t.args;
+  RunState& state = t.state;
+  const int64_t it = state.iteration + 1;
+  const int64_t batch = t.batches.global_batch_at(state.consumed_samples);
+  if (batch / (args.micro_batch_size * t.ps.dp_size) != t.train_m) ramp_batch_up(t, batch);
+  // As Megatron, the schedule advances only on iterations that updated
+  // (with a ramp-up it counts their samples).
+  const StepRates rates = t.schedule.at(
+      t.batches.varies() ? double(state.consumed_samples - state.skipped_samples) /
+                               double(args.lr_batch())
+                         : double(it - 1 - state.skipped_iterations));
+  t.profiler->before_iteration(state.iteration);
+  if (Timeline* tl = t.ps.timeline()) tl->set_iteration(it);
+  std::optional<TimelineSpan> step_span;  // exactly what step_seconds times
+  step_span.emplace(t.ps.timeline(), TimelineKind::kIteration, "iteration");
+  Timer step_timer;
+  StepResult r =
+      train_step(*t.rt, *t.opt, *t.sync, t.ps, t.train_ops, it, rates, t.train_m,
+                 t.data->train_loss_tokens(state.consumed_samples, batch), args.seed,
+                 [&](int64_t k, MicroBatchInput& mb) {
+                   t.data->train_batch(state.consumed_samples, batch, k, mb);
+                 },
+                 t.scaler ? &*t.scaler : nullptr, args.checks.check_for_nan_in_loss_and_grad,
+                 args.calculate_per_token_loss, &t.rerun);
+  r.global_batch = batch;
+  const double step_seconds = step_timer.seconds();
+  step_checks(t, r, it);
+  step_span.reset();
+  state.iteration = it;
+  state.consumed_samples += batch;
+  if (t.scaler) state.grad_scaler = t.scaler->state();
+  state.skipped_iterations += r.skipped;
+  if (r.skipped) state.skipped_samples += batch;
+  if (args.log_memory && it == t.log.start_iteration + 1)
+    report_memory(t.log, t.predicted, measured_memory(t), t.ps, it);
+  training_log(t.log, r, step_seconds, rates.lr, state, t.scaler ? &*t.scaler : nullptr,
+               *t.sync, t.ps, t.run_timer);
+  const StepReport report{it, r.loss, r.grad_norm, rates.lr, t.ps.world_rank};
+  if (t.hooks.on_step) t.hooks.on_step(report);
+  warn_if_timeout_is_tight(args, timeout_warned);
+  if (t.saver) t.saver->poll(t.ps);  // --async-save: commit a finished background save
+  return report;
+}
+
 // Megatron's train: iterations until --train-iters, each one step, log,
 // evaluation, checkpoint and exit decision. True: it stopped early as asked,
 // having saved.
-bool train(Trainer& t) {
-  bool timeout_warned = false;
+bool train_loop(Trainer& t, bool& timeout_warned) {
   const TrainArgs& args = t.args;
-  RunState& state = t.state;
-  while (state.iteration < args.train_iters) {
-    const int64_t it = state.iteration + 1;
-    const int64_t batch = t.batches.global_batch_at(state.consumed_samples);
-    if (batch / (args.micro_batch_size * t.ps.dp_size) != t.train_m) ramp_batch_up(t, batch);
-    // As Megatron, the schedule advances only on iterations that updated
-    // (with a ramp-up it counts their samples).
-    const StepRates rates = t.schedule.at(
-        t.batches.varies() ? double(state.consumed_samples - state.skipped_samples) /
-                                 double(args.lr_batch())
-                              : double(it - 1 - state.skipped_iterations));
-    t.profiler->before_iteration(state.iteration);
-    if (Timeline* tl = t.ps.timeline()) tl->set_iteration(it);
-    std::optional<TimelineSpan> step_span;  // exactly what step_seconds times
-    step_span.emplace(t.ps.timeline(), TimelineKind::kIteration, "iteration");
-    Timer step_timer;
-    StepResult r =
-        train_step(*t.rt, *t.opt, *t.sync, t.ps, t.train_ops, it, rates, t.train_m,
-                   t.data->train_loss_tokens(state.consumed_samples, batch), args.seed,
-                   [&](int64_t k, MicroBatchInput& mb) {
-                     t.data->train_batch(state.consumed_samples, batch, k, mb);
-                   },
-                   t.scaler ? &*t.scaler : nullptr, args.checks.check_for_nan_in_loss_and_grad,
-                   args.calculate_per_token_loss, &t.rerun);
-    r.global_batch = batch;
-    const double step_seconds = step_timer.seconds();
-    step_checks(t, r, it);
-    step_span.reset();
-    state.iteration = it;
-    state.consumed_samples += batch;
-    if (t.scaler) state.grad_scaler = t.scaler->state();
-    state.skipped_iterations += r.skipped;
-    if (r.skipped) state.skipped_samples += batch;
-    if (args.log_memory && it == t.log.start_iteration + 1)
-      report_memory(t.log, t.predicted, measured_memory(t), t.ps, it);
-    training_log(t.log, r, step_seconds, rates.lr, state, t.scaler ? &*t.scaler : nullptr,
-                 *t.sync, t.ps, t.run_timer);
-    if (t.hooks.on_step)
-      t.hooks.on_step(StepReport{it, r.loss, r.grad_norm, rates.lr, t.ps.world_rank});
-    warn_if_timeout_is_tight(args, timeout_warned);
-    if (t.saver) t.saver->poll(t.ps);  // --async-save: commit a finished background save
+  while (t.state.iteration < args.train_iters) {
+    const int64_t it = step_once(t, timeout_warned).iteration;
     if (args.eval_interval > 0 && it % args.eval_interval == 0 && it != args.train_iters)
       evaluate_and_print_results(t, it);
     const bool stop = checkpoint_and_decide_exit(t, it);
@@ -562,10 +573,52 @@ void warn_if_validation_is_empty(const Trainer& t) {
            static_cast<long long>(args.eval_interval));
 }
 
+// --rerun-mode validate_results's end: Megatron's checkpoint and exit code.
+int rerun_exit(Trainer& t, const RerunExit& e) {
+  if (e.checkpoint) save_checkpoint_and_time(t);
+  if (t.saver) t.saver->wait(t.ps);
+  log_line(t.ps.world_rank == 0, "warning: %s%s\n", e.message.c_str(),
+           e.checkpoint && t.args.save.empty() ? " (no --save: none was written here)" : "");
+  return e.code;
+}
+
 }  // namespace
 
-int run_training(TrainArgs args, ParallelState& ps, const TrainHooks& hooks) {
-  Timer run_timer;
+struct TrainingRun::Impl {
+  Impl(TrainArgs a, ParallelState& p, TrainHooks h, std::shared_ptr<const SampleDataset> train)
+      : args(std::move(a)), ps(p), hooks(std::move(h)), program_train(std::move(train)) {}
+
+  TrainArgs args;  // as given, then as setup() resolves them
+  ParallelState& ps;
+  TrainHooks hooks;
+  std::shared_ptr<const SampleDataset> program_train;
+  Timer run_timer;    // restarted by setup()
+  DirLock save_lock;  // held until the run ends
+  // Before the Trainer, so that it outlives every pending communication.
+  std::unique_ptr<Profiler> profiler;
+  std::optional<Trainer> t;  // after setup()
+  int64_t start_iteration = 0;
+  bool timeout_warned = false;
+
+  Trainer& trainer() {
+    MT_CHECK(t.has_value(), "the run is not set up (internal error: setup() first)");
+    return *t;
+  }
+};
+
+TrainingRun::TrainingRun(TrainArgs args, ParallelState& ps, TrainHooks hooks,
+                         std::shared_ptr<const SampleDataset> program_train)
+    : impl_(std::make_unique<Impl>(std::move(args), ps, std::move(hooks),
+                                   std::move(program_train))) {}
+
+TrainingRun::~TrainingRun() = default;
+
+void TrainingRun::setup() {
+  Impl& run = *impl_;
+  MT_CHECK(!run.t.has_value(), "the run is set up already (internal error)");
+  TrainArgs& args = run.args;
+  ParallelState& ps = run.ps;
+  run.run_timer.reset();
   const ArgList launched = argument_list(args);  // as parsed, before anything derives
   if (args.use_checkpoint_args) adopt_checkpoint_model(args);
   const std::string sp_warning = args.disable_sequence_parallel_without_tp();
@@ -590,7 +643,7 @@ int run_training(TrainArgs args, ParallelState& ps, const TrainHooks& hooks) {
   check_device(args, ps.world_size);  // --device cuda: at once, one line, if it cannot run
   check_same_arguments(launched, ps.world_comm);  // before the first collective that could hang
   check_outputs_against_inputs(args, ps);  // before anything is created or written
-  const DirLock save_lock = lock_save_dir(args, ps);  // held until the run returns
+  run.save_lock = lock_save_dir(args, ps);  // held until the run ends
   TensorBoardLog tensorboard = open_tensorboard_log(args, ps);  // a bad directory ends it here
   const int64_t loaded_iteration = args.load.empty() ? -1 : latest_iteration(args.load);
   MT_CHECK(!args.checks.exit_on_missing_checkpoint || args.load.empty() || loaded_iteration >= 0,
@@ -606,41 +659,89 @@ int run_training(TrainArgs args, ParallelState& ps, const TrainHooks& hooks) {
   record_and_check_datasets(args, loaded_iteration, run_args, ps);
   install_exit_signal_handlers();
 
-  // Before the Trainer, so that it outlives every pending communication.
-  Profiler profiler(args.skip_train ? ProfileArgs{} : args.profile, ps, args.tensorboard_dir,
-                    args.save,
-                    args.train_iters, args.finetune ? 0 : std::max<int64_t>(loaded_iteration, 0),
-                    timeline_events_per_iteration(args, ps));
-  Trainer t = setup_model_and_optimizer(args, run_args, loaded_iteration, ps, run_timer);
-  t.profiler = &profiler;
-  t.hooks = hooks;
-  setup_data_and_log(t);
+  run.profiler = std::make_unique<Profiler>(
+      args.skip_train ? ProfileArgs{} : args.profile, ps, args.tensorboard_dir, args.save,
+      args.train_iters, args.finetune ? 0 : std::max<int64_t>(loaded_iteration, 0),
+      timeline_events_per_iteration(args, ps));
+  run.t.emplace(setup_model_and_optimizer(args, run_args, loaded_iteration, ps, run.run_timer));
+  Trainer& t = *run.t;
+  t.profiler = run.profiler.get();
+  t.hooks = run.hooks;
+  setup_data_and_log(t, run.program_train);
   t.log.tb = std::move(tensorboard);
   t.log.tb.measure_memory = [&t] { return measured_memory(t); };
+  if (!args.skip_train) warn_if_validation_is_empty(t);
+  run.start_iteration = t.state.iteration;
+}
+
+StepReport TrainingRun::step() {
+  Trainer& t = impl_->trainer();
+  MT_CHECK(!t.args.skip_train, "--skip-train: no training step is taken; fix: drop --skip-train");
+  MT_CHECK(t.state.iteration < t.args.train_iters, "a step after --train-iters ",
+           t.args.train_iters, "; fix: raise --train-iters (the learning-rate schedule runs "
+           "to it)");
+  try {
+    const StepReport r = step_once(t, impl_->timeout_warned);
+    t.profiler->after_iteration(r.iteration);
+    return r;
+  } catch (const RerunExit& e) {
+    rerun_exit(t, e);
+    throw Error("--rerun-mode stopped the run (exit code " + std::to_string(e.code) + ")");
+  }
+}
+
+EvalReport TrainingRun::evaluate(bool test) {
+  Trainer& t = impl_->trainer();
+  MT_CHECK(test ? t.data->has_test() : t.data->has_valid(), "nothing to evaluate: the run has no ",
+           test ? "test" : "validation", " split; fix: a --split with held-out weights (e.g. "
+           "98,2,0) or a --valid-data-path, and --eval-iters >= 1");
+  const double loss = evaluate_and_print_results(t, t.state.iteration, test);
+  return EvalReport{t.state.iteration, loss, test, t.ps.world_rank};
+}
+
+bool TrainingRun::has_valid() const { return impl_->trainer().data->has_valid(); }
+bool TrainingRun::has_test() const { return impl_->trainer().data->has_test(); }
+
+void TrainingRun::save() {
+  Trainer& t = impl_->trainer();
+  MT_CHECK(!t.args.save.empty(), "no checkpoint directory to save to; fix: give --save DIR");
+  save_checkpoint_and_time(t);
+  if (t.saver) t.saver->wait(t.ps);  // --async-save: complete on return
+}
+
+int64_t TrainingRun::iteration() const { return impl_->trainer().state.iteration; }
+
+const TrainArgs& TrainingRun::args() const { return impl_->args; }
+
+int TrainingRun::train() {
+  Impl& run = *impl_;
+  Trainer& t = run.trainer();
+  const TrainArgs& args = run.args;
+  ParallelState& ps = run.ps;
   if (args.skip_train) return evaluate_only(t);
-  warn_if_validation_is_empty(t);
-  const int64_t start_iteration = t.state.iteration;
   bool saved_at_exit = false;
   try {
-    saved_at_exit = train(t);
-  } catch (const RerunExit& e) {  // --rerun-mode validate_results: Megatron's checkpoint and exit code
-    if (e.checkpoint) save_checkpoint_and_time(t);
-    if (t.saver) t.saver->wait(ps);
-    log_line(ps.world_rank == 0, "warning: %s%s\n", e.message.c_str(),
-             e.checkpoint && args.save.empty() ? " (no --save: none was written here)" : "");
-    return e.code;
+    saved_at_exit = train_loop(t, run.timeout_warned);
+  } catch (const RerunExit& e) {
+    return rerun_exit(t, e);
   }
-  profiler.finish();  // a range past the last iteration ends with training
+  run.profiler->finish();  // a range past the last iteration ends with training
   t.sync->wait_params();  // the final parameters are complete on every rank
   if (!saved_at_exit) {
     if (t.data->has_valid() && args.eval_interval > 0) evaluate_and_print_results(t, t.state.iteration);
-    if (t.state.iteration > start_iteration) save_checkpoint_and_time(t);
+    if (t.state.iteration > run.start_iteration) save_checkpoint_and_time(t);
   }
   if (t.saver) t.saver->wait(ps);  // --async-save: the exit waits for the last save
   log_line(ps.world_rank == 0, "done: %lld iterations in %s\n",
-           static_cast<long long>(t.state.iteration - start_iteration),
-           human_duration(run_timer.seconds()).c_str());
+           static_cast<long long>(t.state.iteration - run.start_iteration),
+           human_duration(run.run_timer.seconds()).c_str());
   return 0;
+}
+
+int run_training(TrainArgs args, ParallelState& ps, const TrainHooks& hooks) {
+  TrainingRun run(std::move(args), ps, hooks);
+  run.setup();
+  return run.train();
 }
 
 }  // namespace mt

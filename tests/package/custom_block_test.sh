@@ -5,7 +5,9 @@
 # tree), train its gated-GELU MLP on 1 rank and at TP2 x DP2 with sequence
 # parallelism and ZeRO (--use-distributed-optimizer) on 4, and require the
 # same loss at every iteration to 1e-6; and a TP2 checkpoint of it resumed on
-# one rank to give the one-rank run's last losses.
+# one rank to give the one-rank run's last losses; the same run step by step
+# (setup(), step(), save()) to give run()'s losses; and the program's own
+# samples (a megatron::DataSource) on 1 rank and at TP2 x DP2 to agree.
 # Usage: custom_block_test.sh SOURCE_DIR BUILD_DIR MPIEXEC
 set -euo pipefail
 src=$1 build=$2 mpiexec=$3
@@ -71,3 +73,25 @@ awk 'END { if (NR != 8 || !($2 < first - 0.3)) { print "the 1-rank run did not l
      NR == 1 { first = $2 }' one.txt
 compare one.txt four.txt 8 "TP2 x DP2 + SP + ZeRO vs 1 rank"
 compare one.txt resumed.txt 4 "saved at TP2, resumed on 1 rank, vs 1 rank"
+
+# The same run driven step by step (setup(), step() x 8, save()): run()'s
+# losses, and a checkpoint of iteration 8.
+OMP_NUM_THREADS=1 "$tmp/example/custom_block" "${flags[@]}" --step-by-step --save steps_ckpt \
+  --losses-out steps.txt >steps.log 2>&1 || { cat steps.log; exit 1; }
+compare one.txt steps.txt 8 "step by step vs run()"
+[ "$(cat steps_ckpt/latest_checkpointed_iteration.txt)" = 8 ] || { echo "no save() at 8"; exit 1; }
+
+# The program's own samples (a megatron::DataSource, no data flag) on 1 rank
+# step by step and at TP2 x DP2 + SP + ZeRO through run(): the same losses.
+pflags=("${flags[@]:1}")  # without --mock-data
+OMP_NUM_THREADS=1 "$tmp/example/custom_block" "${pflags[@]}" --pattern-data --step-by-step \
+  --losses-out pattern_one.txt >pattern_one.log 2>&1 || { cat pattern_one.log; exit 1; }
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+  "$mpiexec" --oversubscribe --bind-to none -n 4 -x OMP_NUM_THREADS=1 \
+  "$tmp/example/custom_block" "${pflags[@]}" --pattern-data --tensor-model-parallel-size 2 \
+  --sequence-parallel --use-distributed-optimizer --losses-out pattern_four.txt \
+  >pattern_four.log 2>&1 || { cat pattern_four.log; exit 1; }
+awk 'END { if (NR != 8 || !($2 < first - 0.3)) { print "the DataSource run did not learn"; exit 1 }
+           printf "custom block, DataSource: loss %.6f -> %.6f\n", first, $2 }
+     NR == 1 { first = $2 }' pattern_one.txt
+compare pattern_one.txt pattern_four.txt 8 "DataSource, TP2 x DP2 + SP + ZeRO vs 1 rank"
