@@ -59,7 +59,7 @@ struct TrainArgs {
   std::string recompute_method;       // "", "uniform", "block" (full only)
   int64_t recompute_num_layers = 0;
   // Selective granularity's modules (Megatron's --recompute-modules; none
-  // given: core_attn). Honoured: core_attn, mlp, moe; the others refused.
+  // given: core_attn). Honoured: all but the blocks not built (gdn_*, gdp_*, mhc).
   std::vector<std::string> recompute_modules;
   bool moe_layer_recompute = false;  // Megatron's deprecated alias: selective, modules += moe
 

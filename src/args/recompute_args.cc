@@ -26,16 +26,16 @@ std::string joined(const std::vector<std::string>& words) {
 
 // Megatron's choices, those this build recomputes (core_attn: the attention
 // never keeps its probabilities here, so it is always recomputed; layernorm:
-// the input and pre-MLP norms' outputs) and what each refused one would drop.
-const std::vector<std::string> kHonoured = {"core_attn", "layernorm", "mlp", "moe"};
+// the input and pre-MLP norms' outputs; moe_act: the experts' activation
+// output; shared_experts: the shared expert; mla_up_proj: MLA's per-head q,
+// k, v) and what each refused one would drop.
+const std::vector<std::string> kHonoured = {"core_attn", "layernorm",      "mla_up_proj", "mlp",
+                                            "moe",       "moe_act", "shared_experts"};
 struct Refused {
   const char* module;
   const char* what;
 };
 const Refused kRefused[] = {
-    {"moe_act", "the experts' activation output"},
-    {"mla_up_proj", "multi-latent attention's up-projections"},
-    {"shared_experts", "the shared experts' activations (alone)"},
     {"gdn_norm_out", "GatedDeltaNet's output norm"},
     {"gdp_in_proj", "GatedDeltaProduct's input projection"},
     {"gdp_qkv", "GatedDeltaProduct's convolution and QKV"},
@@ -80,8 +80,25 @@ void TrainArgs::validate_recompute() {
     MT_CHECK(recompute_method.empty(), "--recompute-method ", recompute_method,
              " needs --recompute-granularity full (selective recompute has no method)");
   }
-  if (recompute_granularity == "selective")
+  if (recompute_granularity == "selective") {
     for (const std::string& m : recompute_modules) check_module(m);
+    // Megatron's TransformerConfig.__post_init__ refuses these two where they
+    // do not apply; shared_experts without a shared expert is ignored there
+    // (and here), "moe" with moe_act / shared_experts recomputes the whole
+    // MoE layer (its checkpoint wraps theirs).
+    MT_CHECK(!has(recompute_modules, "moe_act") || model.moe_grouped_gemm,
+             "--recompute-modules moe_act needs --moe-grouped-gemm (Megatron-LM supports it only "
+             "there); fix: add --moe-grouped-gemm, or leave out moe_act");
+    MT_CHECK(!has(recompute_modules, "mla_up_proj") || model.multi_latent_attention,
+             "--recompute-modules mla_up_proj needs --multi-latent-attention (Megatron-LM "
+             "supports it only there); fix: add --multi-latent-attention, or leave out "
+             "mla_up_proj");
+    const bool overlap = has(inert_flags, "--moe-shared-expert-overlap");
+    MT_CHECK(!has(recompute_modules, "shared_experts") || !overlap ||
+                 model.moe_shared_expert_intermediate_size <= 0,
+             "--recompute-modules shared_experts with --moe-shared-expert-overlap (Megatron-LM "
+             "refuses it too); fix: leave out one of them");
+  }
 }
 
 Recompute TrainArgs::recompute() const {

@@ -191,7 +191,7 @@ Command add_plan_command(CLI::App& app) {
                   "selective (--recompute-modules) | full (uniform, 1 layer per group)");
   pin->add_option("--recompute-modules", a->recompute_modules,
                   "selective layouts: Megatron's modules (core_attn, always here; mlp: the dense "
-                  "MLPs; moe: the MoE layers)");
+                  "MLPs; moe: the MoE layers; layernorm, moe_act, shared_experts, mla_up_proj)");
   pin->add_flag("--moe-layer-recompute", a->moe_layer_recompute,
                 "Megatron's alias: selective recompute with moe in --recompute-modules");
   pin->add_flag("--use-distributed-optimizer", a->distributed_optimizer, "ZeRO-1 on");

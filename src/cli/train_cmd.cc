@@ -66,7 +66,10 @@ std::function<TrainArgs()> add_train_flags(CLI::App& app) {
   mem->add_option("--recompute-modules", a->recompute_modules,
                   "with --recompute-granularity selective, Megatron's modules to recompute: "
                   "core_attn (the default), mlp (the dense MLPs), moe (the MoE layers: only their "
-                  "input is kept, their forward re-runs before their backward)");
+                  "input is kept, their forward re-runs before their backward), layernorm (the "
+                  "norms' outputs), moe_act (the experts' activation output; with "
+                  "--moe-grouped-gemm), shared_experts (the shared expert), mla_up_proj (MLA's "
+                  "per-head q, k, v; with --multi-latent-attention)");
   mem->add_flag("--moe-layer-recompute", a->moe_layer_recompute,
                 "Megatron's deprecated name for --recompute-granularity selective "
                 "--recompute-modules moe (added to the modules given)");

@@ -147,17 +147,27 @@ StepTime predict_step_time(const ModelConfig& mc, const PlanProblem& pb, const P
   const std::vector<std::string> modules = train_args_of(pb, l).recompute().modules;
   double mlp_redo = 0;
   std::vector<double> exchange_redo;
+  // Partial recompute (moe_act, shared_experts, mla_up_proj): the GEMMs and
+  // element-wise values each kind redoes under its layer's spec, averaged.
+  double part_redo = 0, part_values = 0;
+  std::vector<double> part_gemms;
 
   for (int64_t layer = 0; layer < mc.num_layers; ++layer) {
     LayerSpec spec = layer_spec(mc, layer);
     mark_recomputed(spec, modules);
     gemms.clear();
     double elements = 0;
+    part_gemms.clear();
     with_kind<AttentionKinds>(spec.attention, [&](auto k) {
       decltype(k)::type::plan_gemms(mc, dims, gemms);
       d += decltype(k)::type::plan_core_head_dim(mc) / L;
       elements += decltype(k)::type::plan_exchange_elements(mc, dims);
+      part_values += decltype(k)::type::plan_recompute(mc, dims, spec, part_gemms) / L;
     });
+    with_kind<MlpKinds>(spec.mlp, [&](auto k) {
+      part_values += decltype(k)::type::plan_recompute(mc, dims, spec, part_gemms) / L;
+    });
+    for (double flops : part_gemms) part_redo += gemm(flops) / L;
     with_kind<MlpKinds>(spec.mlp, [&](auto k) {
       const size_t first = gemms.size();
       decltype(k)::type::plan_gemms(mc, dims, gemms);
@@ -193,7 +203,8 @@ StepTime predict_step_time(const ModelConfig& mc, const PlanProblem& pb, const P
   const bool norms_redo =
       std::find(modules.begin(), modules.end(), "layernorm") != modules.end();
   const double norm_redo = norms_redo ? e * 4 * nl * h / dev.memory_bandwidth_bytes_per_s : 0.0;
-  const double redo = full ? layer_fwd : mlp_redo + norm_redo;  // a layer's recomputed forward
+  const double part = part_redo + e * part_values / dev.memory_bandwidth_bytes_per_s;
+  const double redo = full ? layer_fwd : mlp_redo + norm_redo + part;  // a layer's recomputed forward
   const double first_mb = layers * (layer_fwd + layer_bwd + redo);
   // Multi-token prediction (--mtp-num-layers) on the last stage: each depth
   // one more layer (an average one here; its activations are kept), its

@@ -50,9 +50,20 @@ TEST_F(BadArgs, NegativeOrZeroValuesNameTheirFlag) {
       {"negative recompute layers", train(" --recompute-num-layers -1"),
        "--recompute-num-layers -1"},
       {"recompute module not built", train(" --recompute-granularity selective"
-                                           " --recompute-modules core_attn moe_act"),
-       "--recompute-modules moe_act (recompute the experts' activation output) is not "
+                                           " --recompute-modules core_attn gdn_norm_out"),
+       "--recompute-modules gdn_norm_out (recompute GatedDeltaNet's output norm) is not "
        "supported"},
+      {"moe_act without grouped GEMM", train(" --recompute-granularity selective"
+                                             " --recompute-modules moe_act"),
+       "--recompute-modules moe_act needs --moe-grouped-gemm"},
+      {"mla_up_proj without MLA", train(" --recompute-granularity selective"
+                                        " --recompute-modules mla_up_proj"),
+       "--recompute-modules mla_up_proj needs --multi-latent-attention"},
+      {"shared_experts with overlap",
+       train(" --num-experts 4 --moe-shared-expert-intermediate-size 32"
+             " --moe-token-dispatcher-type alltoall --moe-shared-expert-overlap"
+             " --recompute-granularity selective --recompute-modules shared_experts"),
+       "--recompute-modules shared_experts with --moe-shared-expert-overlap"},
       {"recompute module unknown", train(" --recompute-granularity selective"
                                          " --recompute-modules attention"),
        "--recompute-modules 'attention' is not one of Megatron-LM's modules"},

@@ -9,10 +9,17 @@
 // router losses, gradient norms and
 // final weights (the expert biases too) of keeping them, on one rank and at
 // TP2 (SP) x EP2, with a dense first layer and a shared expert, and plans
-// fewer activation bytes; also at PP2 (micro-batches in flight).
+// fewer activation bytes; also at PP2 (micro-batches in flight). So do the
+// partial modules: shared_experts (the shared expert's forward redone),
+// moe_act (the experts' activation redone from fc1; with --moe-grouped-gemm,
+// as Megatron requires) and mla_up_proj (MLA's per-head q, k, v redone from
+// the latents: with the q latent, and at PP2 without), alone, together and
+// under moe (which subsumes moe_act and shared_experts).
 #include <cmath>
 #include <filesystem>
 #include <regex>
+#include <utility>
+#include <vector>
 
 #include "checkpoint/safetensors.h"
 
@@ -122,17 +129,11 @@ struct Layout {
 // router losses, and its saved weights (the expert biases with them); it
 // plans fewer activation bytes (the three MoE layers' records out, one
 // shared record in the workspace; the dense layer's MLP record alone, less).
-void expect_selective_recompute_matches(const Layout& layout) {
+void expect_recompute_matches(const Layout& layout, const std::string& model,
+                              const std::vector<std::pair<std::string, double>>& recompute) {
   TempDir dir;
-  const std::string flags = " train" + prepare_data(dir, synthetic_corpus(200)) +
-                            moe_recompute_model() + layout.flags;
-  const std::pair<std::string, double> recompute[] = {
-      {" --moe-layer-recompute", 0.8},
-      {" --recompute-granularity selective --recompute-modules moe", 0.8},
-      {" --recompute-granularity selective --recompute-modules core_attn mlp moe", 0.8},
-      {" --recompute-activations --recompute-modules mlp", 0.99},
-      {" --recompute-granularity selective --recompute-modules layernorm", 0.99},
-      {" --recompute-granularity selective --recompute-modules layernorm mlp moe", 0.8}};
+  const std::string flags =
+      " train" + prepare_data(dir, synthetic_corpus(200)) + model + layout.flags;
   const char* keys[] = {"loss", "grad_norm", "load_balancing_loss", "z_loss"};
   const std::string base_dir = dir.file("base");
   const RunResult base = run(layout.launcher + flags + " --log-memory --save " + base_dir +
@@ -156,6 +157,29 @@ void expect_selective_recompute_matches(const Layout& layout) {
     std::filesystem::remove_all(got_dir);
     std::filesystem::remove(dir.file("r.json"));
   }
+}
+
+void expect_selective_recompute_matches(const Layout& layout) {
+  const std::string sel = " --recompute-granularity selective --recompute-modules";
+  expect_recompute_matches(layout, moe_recompute_model(),
+                           {{" --moe-layer-recompute", 0.8},
+                            {sel + " moe", 0.8},
+                            {sel + " core_attn mlp moe", 0.8},
+                            {" --recompute-activations --recompute-modules mlp", 0.99},
+                            {sel + " layernorm", 0.99},
+                            {sel + " layernorm mlp moe", 0.8},
+                            {sel + " shared_experts", 0.99}});
+  // DeepSeek-shaped: MLA (the q latent, but at PP2 q projected from the
+  // input), grouped experts.
+  const std::string mla = " --moe-grouped-gemm --multi-latent-attention --kv-lora-rank 8"
+                          " --qk-head-dim 8 --qk-pos-emb-head-dim 4 --v-head-dim 6 --qk-layernorm"
+                          " --rope-type rope" +
+                          std::string(layout.name == "PP2" ? "" : " --q-lora-rank 12");
+  expect_recompute_matches(layout, moe_recompute_model() + mla,
+                           {{sel + " moe_act", 0.99},
+                            {sel + " mla_up_proj", 0.99},
+                            {sel + " moe_act shared_experts mla_up_proj layernorm", 0.9},
+                            {sel + " moe moe_act shared_experts", 0.8}});
 }
 
 TEST(Recompute, SelectiveMoeAndMlpMatchKeepingEverythingOnOneRank) {

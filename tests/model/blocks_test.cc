@@ -148,6 +148,26 @@ TEST(Blocks, MultiLatentAttentionFormulasNamesAndFlops) {
         EXPECT_LE(record, mla_record_bytes(z) + 64.0 * 14) << what;
         EXPECT_GE(workspace, mla_workspace_bytes(z)) << what;
         EXPECT_LE(workspace, mla_workspace_bytes(z) + 64.0 * 11) << what;
+        // --recompute-modules mla_up_proj: q, k, v leave the record (k_pe
+        // joins it) for one set in the workspace; the kind's formulas read
+        // the layer's spec.
+        GptShapes up = sh;
+        for (LayerSpec& s : up.layer_specs) s.recompute_up_proj = true;
+        const double record_up = carved([&](Arena& a) { carve_mla_record(a, up, true); });
+        const double workspace_up = carved([&](Arena& a) { carve_mla_workspace(a, up); });
+        EXPECT_GE(record_up, mla_record_bytes(z, true)) << what;
+        EXPECT_LE(record_up, mla_record_bytes(z, true) + 64.0 * 12) << what;
+        EXPECT_GE(workspace_up, mla_workspace_bytes(z, true)) << what;
+        EXPECT_LE(workspace_up, mla_workspace_bytes(z, true) + 64.0 * 14) << what;
+        EXPECT_DOUBLE_EQ(MultiLatentAttention::record_bytes(z, up.spec(0)),
+                         mla_record_bytes(z, true)) << what;
+        EXPECT_DOUBLE_EQ(MultiLatentAttention::workspace_bytes(z, up.layer_specs),
+                         mla_workspace_bytes(z, true)) << what;
+        const double heads = double(mla_of(sh).a), nq = double(sh.tokens());
+        const double qkv = z.e * nq * heads * (2 * 12 + 6);  // q, k (dq = 12), v (dv = 6)
+        EXPECT_NEAR(mla_record_bytes(z) - mla_record_bytes(z, true), qkv - 4 * nq * 4, 1e-6)
+            << what;
+        EXPECT_NEAR(mla_workspace_bytes(z, true) - mla_workspace_bytes(z), qkv, 1e-6) << what;
         int64_t n = 0;
         for (const ParamSpec& p : reg.params()) n += p.global_rows * p.global_cols;
         EXPECT_EQ(count_parameters(c), n) << what;

@@ -7,6 +7,7 @@
 
 #include <set>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "model/model_runtime.h"
@@ -243,6 +244,52 @@ TEST(PlanLayout, MemoryWithMoeRecomputeIsWhatTheRuntimeCarves) {
   pb.recompute_modules = {"moe"};
   EXPECT_DOUBLE_EQ(predict_memory(layout_memory_plan(alias, l, 0)).total(),
                    predict_memory(layout_memory_plan(pb, l, 0)).total());
+}
+
+// The partial modules (moe_act, shared_experts, mla_up_proj) on a
+// DeepSeek-shaped model (MLA with the q latent, grouped experts with a shared
+// one, a dense first layer, an MTP depth): plan's memory is what the runtime
+// carves on both stages, and the runtime's own plan; each moves its outputs
+// from every layer's record to one workspace buffer, so the activations
+// shrink and the workspace grows; with moe they add nothing to moe alone
+// (the whole MoE layer is recomputed, as in Megatron).
+TEST(PlanLayout, MemoryWithPartialRecomputeIsWhatTheRuntimeCarves) {
+  PlanProblem pb = tiny(2, 8);
+  ModelConfig& c = pb.model;
+  c.num_experts = 4, c.moe_router_topk = 2, c.moe_layer_freq = "[0]+[1]*3";
+  c.moe_shared_expert_intermediate_size = 32, c.moe_grouped_gemm = true;
+  c.disable_bias_linear = true, c.mtp_num_layers = 1;
+  c.position_embedding_type = "rope", c.multi_latent_attention = true;
+  c.q_lora_rank = 12, c.kv_lora_rank = 8, c.qk_head_dim = 8, c.qk_pos_emb_head_dim = 4;
+  c.v_head_dim = 6, c.qk_layernorm = true;
+  PlanLayout l;
+  l.pp = 2, l.micro_batch_size = 2, l.bf16 = false;
+  const MemoryClasses keep = predict_memory(layout_memory_plan(pb, l, 0));
+  pb.recompute_modules = {"moe"};
+  const MemoryClasses moe = predict_memory(layout_memory_plan(pb, l, 0));
+  for (const std::vector<std::string>& modules :
+       {std::vector<std::string>{"moe_act"}, std::vector<std::string>{"shared_experts"},
+        std::vector<std::string>{"mla_up_proj"},
+        std::vector<std::string>{"moe_act", "shared_experts", "mla_up_proj", "layernorm"},
+        std::vector<std::string>{"moe", "moe_act", "shared_experts"}}) {
+    const std::string what = modules[0] + " +" + std::to_string(modules.size() - 1);
+    pb.recompute_modules = modules;
+    ASSERT_NO_THROW(check_layout(pb, l)) << what;
+    const MemoryPlan p = layout_memory_plan(pb, l, 0);
+    const MemoryClasses m = predict_memory(p);
+    EXPECT_LT(m.activations, keep.activations) << what;
+    EXPECT_GT(m.workspace, keep.workspace) << what;
+    if (modules[0] == "moe") {
+      EXPECT_DOUBLE_EQ(m.activations, moe.activations) << what;
+      EXPECT_DOUBLE_EQ(m.workspace, moe.workspace) << what;
+    }
+    const Recompute r{"", 0, modules};
+    expect_plan_is_the_carve(pb, l, r);
+    expect_plan_is_the_carve(pb, l, r, 1);
+    const ParamRegistry reg = stage_registry(pb, l, 0);
+    ModelRuntime rt(reg, l.micro_batch_size, TensorParallel{}, p.in_flight, r);
+    EXPECT_DOUBLE_EQ(predict_memory(memory_plan(rt, l.dp, false)).total(), m.total()) << what;
+  }
 }
 
 // A world of many divisors (720,720 = 2^4·3^2·5·7·11·13: 240 divisors, ~7,300

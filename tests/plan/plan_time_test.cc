@@ -376,6 +376,39 @@ TEST(PlanTime, MoeRecomputeAddsTheMoeForward) {
   EXPECT_GT(time_of(pb, l, c).recompute, moe.recompute);
 }
 
+// The partial modules add what each block redoes, counted as recompute: the
+// experts' activation (moe_act), the shared expert's GEMMs (shared_experts),
+// MLA's up-projections (mla_up_proj); under moe, moe_act and shared_experts
+// add nothing (the whole MoE layer is redone).
+TEST(PlanTime, PartialRecomputeAddsWhatEachBlockRedoes) {
+  PlanProblem pb = model(2, 8);
+  ModelConfig& m = pb.model;
+  m.num_experts = 4, m.moe_router_topk = 2, m.moe_layer_freq = "[0]+[1]*7";
+  m.moe_shared_expert_intermediate_size = 64, m.moe_grouped_gemm = true;
+  m.disable_bias_linear = true, m.position_embedding_type = "rope";
+  m.multi_latent_attention = true, m.q_lora_rank = 16, m.kv_lora_rank = 16;
+  m.qk_head_dim = 16, m.qk_pos_emb_head_dim = 8, m.v_head_dim = 16;
+  PlanCluster c{1, 2, flat_device()};
+  PlanLayout l;
+  l.dp = 2, l.ep = 2, l.micro_batch_size = 1, l.bf16 = false;
+  const StepTime keep = time_of(pb, l, c);
+  EXPECT_EQ(keep.recompute, 0);
+  double all = 0;
+  for (const char* module : {"moe_act", "shared_experts", "mla_up_proj"}) {
+    pb.recompute_modules = {module};
+    const StepTime t = time_of(pb, l, c);
+    EXPECT_GT(t.recompute, 0) << module;
+    EXPECT_NEAR(t.compute - keep.compute, t.recompute, 1e-12 * t.compute) << module;
+    all += t.recompute;
+  }
+  pb.recompute_modules = {"moe_act", "shared_experts", "mla_up_proj"};
+  EXPECT_NEAR(time_of(pb, l, c).recompute, all, 1e-9 * all);
+  pb.recompute_modules = {"moe"};
+  const double moe = time_of(pb, l, c).recompute;
+  pb.recompute_modules = {"moe", "moe_act", "shared_experts"};
+  EXPECT_DOUBLE_EQ(time_of(pb, l, c).recompute, moe);
+}
+
 // MoE: dense gradients are reduced over DP x CP, an EP rank's experts over
 // its expert-DP group ((TP x CP x DP) / EP ranks), and the distributed
 // optimizer owns its share of each.

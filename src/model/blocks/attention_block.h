@@ -146,19 +146,27 @@ struct SelfAttention {
   static Params<P> bind(const ParamBinder<P>& b, const std::string& prefix) {
     return bind_attention(b, prefix);
   }
-  static Record carve_record(Arena& a, const GptShapes& sh) {
+  static Record carve_record(Arena& a, const GptShapes& sh, const LayerSpec&) {
     return carve_attention_record(a, sh);
   }
   static Workspace carve_workspace(Arena& a, const GptShapes& sh) {
     return carve_attention_workspace(a, sh);
   }
-  static double record_bytes(const BlockSizes& z) { return attention_record_bytes(z); }
-  static double workspace_bytes(const BlockSizes& z) { return attention_workspace_bytes(z); }
+  static double record_bytes(const BlockSizes& z, const LayerSpec&) {
+    return attention_record_bytes(z);
+  }
+  static double workspace_bytes(const BlockSizes& z, const std::vector<LayerSpec>&) {
+    return attention_workspace_bytes(z);
+  }
   static double flops(const ModelConfig& c, double tokens) { return attention_flops(c, tokens); }
   // QKV and the output projection, TP-split (the attention core is priced
   // apart, at the device's attention rate).
   static void plan_gemms(const ModelConfig& c, const PlanDims& d, std::vector<double>& flops);
   static double plan_exchange_elements(const ModelConfig&, const PlanDims&) { return 0; }
+  static double plan_recompute(const ModelConfig&, const PlanDims&, const LayerSpec&,
+                               std::vector<double>&) {
+    return 0;  // (core_attn: always recomputed, priced in the backward's core)
+  }
   // The features of a head the attention core's two products run over.
   static double plan_core_head_dim(const ModelConfig& c) { return double(c.head_dim()); }
   static void forward(float* out, Record& rec, const Params<ReadView>& w, Workspace& ws,

@@ -51,12 +51,23 @@ bool specs_recompute_norms(const std::vector<LayerSpec>& specs) {
   return false;
 }
 
+bool specs_recompute(const std::vector<LayerSpec>& specs, uint8_t LayerSpec::*member,
+                     size_t index, bool LayerSpec::*flag) {
+  for (const LayerSpec& s : specs)
+    if (s.*member == index && s.*flag) return true;
+  return false;
+}
+
 void mark_recomputed(LayerSpec& spec, const std::vector<std::string>& modules) {
-  with_kind<MlpKinds>(spec.mlp, [&](auto k) {
-    const std::string module = decltype(k)::type::recompute_module;
-    spec.recompute_mlp = std::find(modules.begin(), modules.end(), module) != modules.end();
-  });
-  spec.recompute_norms = std::find(modules.begin(), modules.end(), "layernorm") != modules.end();
+  const auto has = [&](const std::string& m) {
+    return std::find(modules.begin(), modules.end(), m) != modules.end();
+  };
+  with_kind<MlpKinds>(spec.mlp,
+                      [&](auto k) { spec.recompute_mlp = has(decltype(k)::type::recompute_module); });
+  spec.recompute_norms = has("layernorm");
+  spec.recompute_act = has("moe_act") && !spec.recompute_mlp;
+  spec.recompute_shared = has("shared_experts") && !spec.recompute_mlp;
+  spec.recompute_up_proj = has("mla_up_proj");
 }
 
 std::shared_ptr<const KindShapes> make_kind_shapes(const ModelConfig& c, const StageLayout& st,

@@ -10,12 +10,18 @@
 //                             const Communicator* ep);
 //   static void param_specs(ParamRegistry&, const std::string& prefix);
 //   template <class P> static Params<P> bind(const ParamBinder<P>&, const std::string& prefix);
-//   static Record carve_record(Arena&, const GptShapes&);          // Record::in set by the layer
-//   static Workspace carve_workspace(Arena&, const GptShapes&);
-//   static double record_bytes(const BlockSizes&), workspace_bytes(const BlockSizes&);
+//   static Record carve_record(Arena&, const GptShapes&, const LayerSpec&);  // Record::in set by the layer
+//   static Workspace carve_workspace(Arena&, const GptShapes&);    // for the layers of sh.layer_specs
+//   static double record_bytes(const BlockSizes&, const LayerSpec&);
+//   static double workspace_bytes(const BlockSizes&, const std::vector<LayerSpec>&);
+//   (the LayerSpec's partial recompute flags, recompute_act / _shared / _up_proj,
+//   move a kind's recomputed outputs from its record to one workspace buffer)
 //   static double flops(const ModelConfig&, double tokens);       // training FLOPs (MFU)
 //   static void plan_gemms(const ModelConfig&, const PlanDims&, std::vector<double>& flops);
 //   static double plan_exchange_elements(const ModelConfig&, const PlanDims&);
+//   static double plan_recompute(const ModelConfig&, const PlanDims&, const LayerSpec&,
+//                                std::vector<double>& flops);  // the GEMMs the spec's partial
+//                                // recompute runs again; returns the values re-made element-wise
 //   static void forward(float* out, Record&, const Params<ReadView>&, Workspace&, const BlockCall&);
 //   static void backward(float* din, const Params<float*>& grads, const float* dout,
 //                        const Record&, Workspace&, const Params<ReadView>&, const BlockCall&);
@@ -129,9 +135,16 @@ bool specs_take(const std::vector<LayerSpec>& specs, uint8_t LayerSpec::*member,
 bool specs_recompute_mlp(const std::vector<LayerSpec>& specs, size_t index);
 // Whether a layer of `specs` recomputes its norms' outputs (LayerSpec::recompute_norms).
 bool specs_recompute_norms(const std::vector<LayerSpec>& specs);
+// Whether a layer of `specs` takes kind `index` of the slot `member` names and
+// sets the partial recompute `flag` (LayerSpec::recompute_act, ...).
+bool specs_recompute(const std::vector<LayerSpec>& specs, uint8_t LayerSpec::*member,
+                     size_t index, bool LayerSpec::*flag);
 // Sets spec.recompute_mlp when `modules` (Megatron's --recompute-modules under
-// selective granularity) names its MLP kind's recompute_module, and
-// spec.recompute_norms when they name "layernorm".
+// selective granularity) names its MLP kind's recompute_module,
+// spec.recompute_norms when they name "layernorm", recompute_up_proj for
+// "mla_up_proj", and recompute_act / recompute_shared for "moe_act" /
+// "shared_experts" unless the whole slot is recomputed (Megatron's "moe"
+// checkpoint wraps them: nothing of the slot is kept anyway).
 void mark_recomputed(LayerSpec& spec, const std::vector<std::string>& modules);
 
 // Every kind's sizes on a rank (GptShapes::kinds, BlockSizes::kinds), made

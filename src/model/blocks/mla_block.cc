@@ -170,7 +170,7 @@ void mla_param_specs(ParamRegistry& reg, const std::string& prefix) {
   if (c.add_bias()) reg.add(prefix + "linear_proj.bias", h, 1, 1, -1, Init::kZeros, 0, false);
 }
 
-MlaRecord carve_mla_record(Arena& arena, const GptShapes& sh) {
+MlaRecord carve_mla_record(Arena& arena, const GptShapes& sh, bool recompute_up) {
   const MlaShapes& m = mla_of(sh);
   const int64_t n = sh.tokens(), heads = sh.b * m.a * sh.s * m.dq();
   const int64_t heads_v = sh.b * m.a * sh.s * m.dv;
@@ -189,9 +189,14 @@ MlaRecord carve_mla_record(Arena& arena, const GptShapes& sh) {
     if (!sh.rms_norm) r.kv_mean = arena.alloc_f32(n);
     r.kv_rstd = arena.alloc_f32(n);
   }
-  r.q = alloc_act(arena, sh, heads);
-  r.k = alloc_act(arena, sh, heads);
-  r.v = alloc_act(arena, sh, heads_v);
+  r.recompute_up = recompute_up;
+  if (recompute_up) {
+    r.kpe = arena.alloc_f32(n * m.dpe);
+  } else {
+    r.q = alloc_act(arena, sh, heads);
+    r.k = alloc_act(arena, sh, heads);
+    r.v = alloc_act(arena, sh, heads_v);
+  }
   r.ctx = arena.alloc_f32(heads_v);
   r.lse = arena.alloc_f32(sh.b * m.a * sh.s);
   r.ctx_sbh = alloc_act(arena, sh, n * m.a * m.dv);
@@ -218,21 +223,34 @@ MlaWorkspace carve_mla_workspace(Arena& arena, const GptShapes& sh) {
   ws.dv = arena.alloc_f32(heads_v);
   ws.dctx = arena.alloc_f32(heads_v);
   ws.dctx_sbh = arena.alloc_f32(n * m.a * m.dv);
+  if (mla_recomputes_up(sh.layer_specs)) {
+    ws.up_q = alloc_act(arena, sh, heads);
+    ws.up_k = alloc_act(arena, sh, heads);
+    ws.up_v = alloc_act(arena, sh, heads_v);
+  }
   return ws;
+}
+
+bool mla_recomputes_up(const std::vector<LayerSpec>& specs) {
+  return specs_recompute(specs, &LayerSpec::attention,
+                         AttentionKinds::index_of<MultiLatentAttention>(),
+                         &LayerSpec::recompute_up_proj);
 }
 
 // The record (n tokens, a local heads, dq = dqk + dpe), in values of e
 // bytes: the latents (rq and rkv, twice each with the norms), q and k as the
 // core takes them (2·n·a·dq: k repeats the shared k_pe per head), v (n·a·dv)
 // and the projection's input (n·a·dv); fp32: the norms' statistics, ctx
-// (n·a·dv) and lse (n·a).
-double mla_record_bytes(const BlockSizes& z) {
+// (n·a·dv) and lse (n·a). recompute_up: k_pe (fp32, n·dpe) for q, k and v.
+double mla_record_bytes(const BlockSizes& z, bool recompute_up) {
   const MlaShapes& m = shapes_of<MultiLatentAttention>(z.kinds);
   const double n = z.n, a = double(m.a), norms = m.norm ? 2 : 1, dq = double(m.dq());
   const double dv = double(m.dv);
   const double stats = m.norm ? (m.rq > 0 ? 2 : 1) * z.stats * n : 0.0;
-  return z.e * (norms * n * double(m.rq + m.rkv) + 2 * n * a * dq + 2 * n * a * dv) +
-         4 * (stats + n * a * dv + n * a);
+  const double qkv = recompute_up ? 0.0 : 2 * n * a * dq + n * a * dv;
+  const double kpe = recompute_up ? n * double(m.dpe) : 0.0;
+  return z.e * (norms * n * double(m.rq + m.rkv) + qkv + n * a * dv) +
+         4 * (stats + n * a * dv + n * a + kpe);
 }
 
 // The workspace, floats: the q and kv up-projections' outputs, k_pe, two
@@ -241,7 +259,7 @@ double mla_record_bytes(const BlockSizes& z) {
 // s) score blocks (bf16: and their bf16 copies with q, k, v and dctx's), and
 // with CP the ring's (one key/value head per query head: 14 chunk tensors of
 // k's and v's sizes in fp32, 11 in bf16, and 3 of the query rows).
-double mla_workspace_bytes(const BlockSizes& z) {
+double mla_workspace_bytes(const BlockSizes& z, bool recompute_up) {
   const MlaShapes& m = shapes_of<MultiLatentAttention>(z.kinds);
   const double n = z.n, a = double(m.a), dq = double(m.dq()), dv = double(m.dv);
   const double hl = a * dq, hv = a * dv;
@@ -250,8 +268,10 @@ double mla_workspace_bytes(const BlockSizes& z) {
   const double core = 2 * score_block +
                       (z.bf16 ? (2 * score_block + 2 * n * hl + 2 * n * hv) / 2 : 0.0) +
                       (z.cp > 1 ? (z.bf16 ? 5.5 : 7) * n * (hl + hv) + 1.5 * n * a : 0.0);
+  const double up = recompute_up ? z.e * (2 * n * hl + n * hv) : 0.0;  // up_q, up_k, up_v
   return 4.0 * (n * hl + n * a * double(m.dqk + m.dv) + n * double(m.dpe) +
-                2 * n * double(std::max(m.rq, m.rkv)) + 2 * n * hl + 3 * n * hv + core);
+                2 * n * double(std::max(m.rq, m.rkv)) + 2 * n * hl + 3 * n * hv + core) +
+         up;
 }
 
 double mla_flops(const ModelConfig& c, double tokens) {
@@ -281,35 +301,39 @@ void MultiLatentAttention::plan_gemms(const ModelConfig& c, const PlanDims& d,
   flops.push_back(2 * d.n * a * double(c.v_head_dim) * h / d.tp);
 }
 
-void mla_block_forward(float* out, MlaRecord& rec, MlaWorkspace& ws,
-                       const MlaParams<ReadView>& w, const BlockCall& call) {
+namespace {
+
+// The per-head q, k, v the core reads: the record's, or with mla_up_proj
+// the workspace's shared ones.
+struct MlaQkv {
+  WriteView q, k, v;
+};
+MlaQkv qkv_of(const MlaRecord& rec, const MlaWorkspace& ws) {
+  if (rec.recompute_up) return {ws.up_q, ws.up_k, ws.up_v};
+  return {rec.q, rec.k, rec.v};
+}
+
+// Megatron's qkv_up_proj_and_rope_apply: q (from the normed q latent, or the
+// input x without --q-lora-rank) and k_nope | v from the normed kv latent,
+// then the per-head q, k (b, a, s, dq) and v (b, a, s, dv) of each chunk, pe
+// features de-interleaved and rotated (k's from kpe (n, dpe)), q scaled by
+// mscale², into `out` (fp32, or in bf16 runs made in the workspace and
+// rounded into it once). Scratch: ws.q, ws.kv (and ws.dq, dk, dv in bf16).
+void up_project(const MlaQkv& out, const MlaRecord& rec, ReadView x, const float* kpe,
+                MlaWorkspace& ws, const MlaParams<ReadView>& w, const BlockCall& call) {
   const GptShapes& sh = call.sh;
   const MlaShapes& m = mla_of(sh);
   const int64_t n = sh.tokens(), h = sh.h, a = m.a, dq = m.dq(), dqk = m.dqk, dv = m.dv;
   const Compute& cm = sh.cm;
-  const ReadView x = whole_input(sh, call.full_a, rec.in);  // all-gathered under SP
-  if (m.rq > 0) {
-    linear_forward(rec.cq, x, w.q_down_w, nullptr, n, h, m.rq, cm);
-    if (m.norm)
-      latent_norm_forward(sh, rec.cqn, rec.q_mean, rec.q_rstd, rec.cq, w.q_norm_w, w.q_norm_b, n,
-                          m.rq);
+  if (m.rq > 0)
     linear_forward(ws.q, rec.cqn, w.q_up_w, nullptr, n, m.rq, a * dq, cm);
-  } else {
+  else
     linear_forward(ws.q, x, w.q_w, nullptr, n, h, a * dq, cm);
-  }
-  linear_forward(rec.ckv, x, w.kv_down_w, nullptr, n, h, m.rkv, cm);
-  linear_forward(ws.kpe, x, w.kv_down_w.at(m.rkv * h), nullptr, n, h, m.dpe, cm);
-  if (m.norm)
-    latent_norm_forward(sh, rec.ckvn, rec.kv_mean, rec.kv_rstd, rec.ckv, w.kv_norm_w, w.kv_norm_b,
-                        n, m.rkv);
   linear_forward(ws.kv, rec.ckvn, w.kv_up_w, nullptr, n, m.rkv, a * (dqk + dv), cm);
-  // Per-head q, k (b, a, s, dq) and v (b, a, s, dv) of each chunk, pe
-  // features de-interleaved, in fp32 (the record's, or in bf16 runs
-  // workspace rounded into it once).
-  const bool bf16 = rec.q.bf16 != nullptr;
-  float* q_all = bf16 ? ws.dq : rec.q.f32;
-  float* k_all = bf16 ? ws.dk : rec.k.f32;
-  float* v_all = bf16 ? ws.dv : rec.v.f32;
+  const bool bf16 = out.q.bf16 != nullptr;
+  float* q_all = bf16 ? ws.dq : out.q.f32;
+  float* k_all = bf16 ? ws.dk : out.k.f32;
+  float* v_all = bf16 ? ws.dv : out.v.f32;
   for_each_chunk(sh, m, [&](int64_t rows, int64_t hrow, int64_t c, int64_t pos0) {
     float* q = q_all + hrow * dq;
     float* k = k_all + hrow * dq;
@@ -325,7 +349,7 @@ void mla_block_forward(float* out, MlaRecord& rec, MlaWorkspace& ws,
           std::copy(qs, qs + dqk, q + o);
           deinterleave(q + o + dqk, qs + dqk, m.dpe);
           std::copy(kvs, kvs + dqk, k + o);
-          deinterleave(k + o + dqk, ws.kpe + row * m.dpe, m.dpe);
+          deinterleave(k + o + dqk, kpe + row * m.dpe, m.dpe);
           std::copy(kvs + dqk, kvs + dqk + dv, v + hr * dv);
         }
       }
@@ -338,17 +362,54 @@ void mla_block_forward(float* out, MlaRecord& rec, MlaWorkspace& ws,
     for (int64_t i = 0; i < heads; ++i) q_all[i] *= m.softmax_factor;
   }
   if (bf16) {
-    convert(rec.q, q_all, heads);
-    convert(rec.k, k_all, heads);
-    convert(rec.v, v_all, heads_v);
+    convert(out.q, q_all, heads);
+    convert(out.k, k_all, heads);
+    convert(out.v, v_all, heads_v);
   }
+}
+
+}  // namespace
+
+double MultiLatentAttention::plan_recompute(const ModelConfig& c, const PlanDims& d,
+                                            const LayerSpec& spec, std::vector<double>& flops) {
+  if (!spec.recompute_up_proj) return 0;
+  const double h = d.h, a = double(c.num_attention_heads) / d.tp;
+  const double dq = double(c.qk_head_dim + c.qk_pos_emb_head_dim);
+  const double dqk_v = double(c.qk_head_dim + c.v_head_dim);
+  flops.push_back(2 * d.n * (c.q_lora_rank > 0 ? double(c.q_lora_rank) : h) * a * dq);
+  flops.push_back(2 * d.n * double(c.kv_lora_rank) * a * dqk_v);
+  return 2 * d.n * a * (2 * dq + double(c.v_head_dim));  // q, k, v laid out per head, read back
+}
+
+void mla_block_forward(float* out, MlaRecord& rec, MlaWorkspace& ws,
+                       const MlaParams<ReadView>& w, const BlockCall& call) {
+  const GptShapes& sh = call.sh;
+  const MlaShapes& m = mla_of(sh);
+  const int64_t n = sh.tokens(), h = sh.h, a = m.a, dv = m.dv;
+  const Compute& cm = sh.cm;
+  const ReadView x = whole_input(sh, call.full_a, rec.in);  // all-gathered under SP
+  if (m.rq > 0) {
+    linear_forward(rec.cq, x, w.q_down_w, nullptr, n, h, m.rq, cm);
+    if (m.norm)
+      latent_norm_forward(sh, rec.cqn, rec.q_mean, rec.q_rstd, rec.cq, w.q_norm_w, w.q_norm_b, n,
+                          m.rq);
+  }
+  linear_forward(rec.ckv, x, w.kv_down_w, nullptr, n, h, m.rkv, cm);
+  float* kpe = rec.recompute_up ? rec.kpe : ws.kpe;  // kept for the recompute
+  linear_forward(kpe, x, w.kv_down_w.at(m.rkv * h), nullptr, n, h, m.dpe, cm);
+  if (m.norm)
+    latent_norm_forward(sh, rec.ckvn, rec.kv_mean, rec.kv_rstd, rec.ckv, w.kv_norm_w, w.kv_norm_b,
+                        n, m.rkv);
+  const MlaQkv qkv = qkv_of(rec, ws);
+  up_project(qkv, rec, x, kpe, ws, w, call);
+  const bool bf16 = qkv.q.bf16 != nullptr;
   const AttentionDims dims = mla_dims(sh, m, &call);
   const AttentionDropout drop = attention_dropout_spec(sh, call.ctx, call.layer, call.sample0);
   if (sh.cp.size() > 1)
-    context_parallel_attention_forward(rec.ctx, rec.lse, rec.q, rec.k, rec.v, dims, a, drop, sh.cp,
+    context_parallel_attention_forward(rec.ctx, rec.lse, qkv.q, qkv.k, qkv.v, dims, a, drop, sh.cp,
                                        ws.attn);
   else
-    attention_forward(rec.ctx, rec.lse, rec.q, rec.k, rec.v, dims, drop, ws.attn);
+    attention_forward(rec.ctx, rec.lse, qkv.q, qkv.k, qkv.v, dims, drop, ws.attn);
   float* ctx_sbh = bf16 ? ws.dctx_sbh : rec.ctx_sbh.f32;  // fp32, rounded once in bf16 runs
   for_each_chunk(sh, m, [&](int64_t rows, int64_t hrow, int64_t c, int64_t) {
 #pragma omp parallel for collapse(2) schedule(static)
@@ -372,6 +433,10 @@ void mla_block_backward(float* din, const MlaParams<float*>& g, const float* dou
   const int64_t n = sh.tokens(), h = sh.h, a = m.a, dq = m.dq(), dqk = m.dqk, dv = m.dv;
   const bool sp = sh.tp.sequence_parallel && sh.tp.size() > 1;
   const Compute& cm = sh.cm;
+  const MlaQkv qkv = qkv_of(rec, ws);
+  if (rec.recompute_up)  // mla_up_proj: q, k, v again from the kept latents and k_pe
+    up_project(qkv, rec, m.rq > 0 ? rec.in : whole_input(sh, call.full_a, rec.in), rec.kpe, ws,
+               w, call);
   row_parallel_linear_backward(ws.dctx_sbh, g.proj_w, g.proj_b, call.full_a, dout, rec.ctx_sbh,
                                w.proj_w, n, a * dv, h, sh.tp, sh.cm);
   for_each_chunk(sh, m, [&](int64_t rows, int64_t hrow, int64_t c, int64_t) {
@@ -398,10 +463,10 @@ void mla_block_backward(float* din, const MlaParams<float*>& g, const float* dou
             std::copy(src, src + dv, ws.dctx_sbh + (rows + t * sh.b + bi) * a * dv + j * dv);
           }
     });
-    context_parallel_attention_backward(ws.dq, ws.dk, ws.dv, ws.dctx, rec.q, rec.k, rec.v,
+    context_parallel_attention_backward(ws.dq, ws.dk, ws.dv, ws.dctx, qkv.q, qkv.k, qkv.v,
                                         ws.dctx_sbh, rec.lse, dims, a, drop, sh.cp, ws.attn);
   } else {
-    attention_backward(ws.dq, ws.dk, ws.dv, ws.dctx, rec.q, rec.k, rec.v, rec.ctx, rec.lse, dims,
+    attention_backward(ws.dq, ws.dk, ws.dv, ws.dctx, qkv.q, qkv.k, qkv.v, rec.ctx, rec.lse, dims,
                        drop, ws.attn);
   }
   if (m.softmax_factor != 1.f) {

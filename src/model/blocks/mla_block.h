@@ -75,6 +75,11 @@ struct MlaRecord {
   float* ctx = nullptr;     // (b, a, s, dv)  fp32 in every run (CP's backward reads it)
   float* lse = nullptr;     // (b, a, s)
   WriteView ctx_sbh;        // (n, a·dv)  projection input
+  // Megatron's "mla_up_proj" (LayerSpec::recompute_up_proj): q, k, v are not
+  // kept (they live in MlaWorkspace::up_q, up_k, up_v) and are redone from
+  // the kept latents and k_pe (fp32, as projected) before the backward.
+  bool recompute_up = false;
+  float* kpe = nullptr;     // (n, dpe)  recompute_up only
 };
 
 struct MlaWorkspace {
@@ -89,6 +94,9 @@ struct MlaWorkspace {
   float* dv = nullptr;      // (b, a, s, dv)
   float* dctx = nullptr;    // (b, a, s, dv)
   float* dctx_sbh = nullptr;  // (n, a·dv)  projection input (gradient); CP: ctx as (s, b, a·dv)
+  // q, k (b, a, s, dq) and v (b, a, s, dv) of the layers that recompute them
+  // (mla_up_proj; sh.layer_specs), shared by those layers.
+  WriteView up_q, up_k, up_v;
 };
 
 // Adds <prefix>{linear_q_proj | linear_q_down_proj, q_layernorm, linear_q_up_proj},
@@ -106,10 +114,14 @@ MlaParams<P> bind_mla(const ParamBinder<P>& b, const std::string& p) {
           b.maybe(p + "linear_proj.bias")};
 }
 
-MlaRecord carve_mla_record(Arena& arena, const GptShapes& sh);
+// recompute_up: without q, k, v (with k_pe); the workspace with up_q, up_k,
+// up_v when an MLA layer of sh.layer_specs (or the formula's) recomputes them.
+MlaRecord carve_mla_record(Arena& arena, const GptShapes& sh, bool recompute_up = false);
 MlaWorkspace carve_mla_workspace(Arena& arena, const GptShapes& sh);
-double mla_record_bytes(const BlockSizes& z);
-double mla_workspace_bytes(const BlockSizes& z);
+double mla_record_bytes(const BlockSizes& z, bool recompute_up = false);
+double mla_workspace_bytes(const BlockSizes& z, bool recompute_up = false);
+// Whether a layer of `specs` is an MLA one that recomputes its up-projections.
+bool mla_recomputes_up(const std::vector<LayerSpec>& specs);
 // Megatron-LM's num_floating_point_operations for MLA (training, forward and backward).
 double mla_flops(const ModelConfig& c, double tokens);
 
@@ -162,15 +174,25 @@ struct MultiLatentAttention {
   static Params<P> bind(const ParamBinder<P>& b, const std::string& prefix) {
     return bind_mla(b, prefix);
   }
-  static Record carve_record(Arena& a, const GptShapes& sh) { return carve_mla_record(a, sh); }
+  static Record carve_record(Arena& a, const GptShapes& sh, const LayerSpec& spec) {
+    return carve_mla_record(a, sh, spec.recompute_up_proj);
+  }
   static Workspace carve_workspace(Arena& a, const GptShapes& sh) {
     return carve_mla_workspace(a, sh);
   }
-  static double record_bytes(const BlockSizes& z) { return mla_record_bytes(z); }
-  static double workspace_bytes(const BlockSizes& z) { return mla_workspace_bytes(z); }
+  static double record_bytes(const BlockSizes& z, const LayerSpec& spec) {
+    return mla_record_bytes(z, spec.recompute_up_proj);
+  }
+  static double workspace_bytes(const BlockSizes& z, const std::vector<LayerSpec>& specs) {
+    return mla_workspace_bytes(z, mla_recomputes_up(specs));
+  }
   static double flops(const ModelConfig& c, double tokens) { return mla_flops(c, tokens); }
   static void plan_gemms(const ModelConfig& c, const PlanDims& d, std::vector<double>& flops);
   static double plan_exchange_elements(const ModelConfig&, const PlanDims&) { return 0; }
+  // mla_up_proj: the q (up-)projection and the kv up-projection again, and
+  // the per-head q, k, v re-laid out and rotated.
+  static double plan_recompute(const ModelConfig& c, const PlanDims& d, const LayerSpec& spec,
+                               std::vector<double>& flops);
   // The core's two products run over dqk + dpe features a head (the values padded).
   static double plan_core_head_dim(const ModelConfig& c) {
     return double(c.qk_head_dim + c.qk_pos_emb_head_dim);

@@ -103,16 +103,24 @@ struct DenseMlp {
   static Params<P> bind(const ParamBinder<P>& b, const std::string& prefix) {
     return bind_mlp(b, prefix);
   }
-  static Record carve_record(Arena& a, const GptShapes& sh) { return carve_mlp_record(a, sh); }
+  static Record carve_record(Arena& a, const GptShapes& sh, const LayerSpec&) {
+    return carve_mlp_record(a, sh);
+  }
   static Workspace carve_workspace(Arena& a, const GptShapes& sh) {
     return carve_mlp_workspace(a, sh);
   }
-  static double record_bytes(const BlockSizes& z) { return mlp_record_bytes(z); }
-  static double workspace_bytes(const BlockSizes& z) { return mlp_workspace_bytes(z); }
+  static double record_bytes(const BlockSizes& z, const LayerSpec&) { return mlp_record_bytes(z); }
+  static double workspace_bytes(const BlockSizes& z, const std::vector<LayerSpec>&) {
+    return mlp_workspace_bytes(z);
+  }
   static double flops(const ModelConfig& c, double tokens) { return mlp_flops(c, tokens); }
   // fc1 and fc2, TP-split.
   static void plan_gemms(const ModelConfig& c, const PlanDims& d, std::vector<double>& flops);
   static double plan_exchange_elements(const ModelConfig&, const PlanDims&) { return 0; }
+  static double plan_recompute(const ModelConfig&, const PlanDims&, const LayerSpec&,
+                               std::vector<double>&) {
+    return 0;  // no partial recompute (the whole slot: "mlp")
+  }
   static void forward(float* out, Record& rec, const Params<ReadView>& w, Workspace&,
                       const BlockCall& call) {
     mlp_block_forward(out, rec, w, call);

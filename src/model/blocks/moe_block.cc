@@ -119,6 +119,8 @@ namespace {
 struct MoeSizes {
   int64_t n, n_full, h, E, k, seqs, ep, rows, f, f_in, x_rows, vals, shared_f, shared_f_in;
   bool bf16, swiglu, limited;
+  MoeKeeps keep = {};                 // the record's act and shared expert
+  MoeKeeps recompute = {false, false};  // the workspace's buffers for them
   MoeSizes(const MoeShapes& m, int64_t n_, int64_t n_full_, int64_t h_, bool bf16_, bool swiglu_)
       : n(n_),
         n_full(n_full_),
@@ -151,6 +153,14 @@ int64_t* alloc_i64(Arena& arena, int64_t n) {
   return reinterpret_cast<int64_t*>(arena.alloc_f32(2 * n));  // 8-byte slots (64-byte aligned)
 }
 
+// The shared expert's record: as carve_mlp_record with its sizes.
+MlpRecord carve_shared(Arena& arena, const MoeSizes& z) {
+  MlpRecord r;
+  r.fc1 = alloc_values(arena, z, z.n_full * z.shared_f_in);
+  r.act = alloc_values(arena, z, z.n_full * z.shared_f);
+  return r;
+}
+
 MoeRecord carve_record(Arena& arena, const MoeSizes& z) {
   MoeRecord r;
   r.logits = arena.alloc_f32(z.n * z.E);
@@ -170,12 +180,11 @@ MoeRecord carve_record(Arena& arena, const MoeSizes& z) {
   r.xin = alloc_values(arena, z, z.rows * z.h);
   r.gate_rows = arena.alloc_f32(z.rows);
   r.fc1 = alloc_values(arena, z, z.rows * z.f_in);
-  r.act = alloc_values(arena, z, z.rows * z.f);
+  if (z.keep.act) r.act = alloc_values(arena, z, z.rows * z.f);
   r.y = alloc_values(arena, z, z.rows * z.h);
-  if (z.shared_f > 0) {  // as carve_mlp_record with the shared expert's sizes
-    r.shared.fc1 = alloc_values(arena, z, z.n_full * z.shared_f_in);
-    r.shared.act = alloc_values(arena, z, z.n_full * z.shared_f);
-  }
+  if (z.shared_f > 0 && z.keep.shared) r.shared = carve_shared(arena, z);
+  r.recompute_act = !z.keep.act;
+  r.recompute_shared = z.shared_f > 0 && !z.keep.shared;
   return r;
 }
 
@@ -216,30 +225,49 @@ MoeWorkspace carve_workspace(Arena& arena, const MoeSizes& z) {
     if (z.swiglu) w.shared.dfc_in = arena.alloc_f32(z.n_full * z.shared_f_in);
     w.shared_io = arena.alloc_f32(z.n * z.h);
   }
+  if (z.recompute.act) w.act = alloc_values(arena, z, z.rows * z.f);
+  if (z.shared_f > 0 && z.recompute.shared) w.shared_rec = carve_shared(arena, z);
   return w;
+}
+
+// What a layer of `spec` keeps, and which buffers the workspace of a stage
+// whose layers take `specs` holds (a layer of the MoE kind recomputing them).
+MoeKeeps moe_keeps(const LayerSpec& spec) { return {!spec.recompute_act, !spec.recompute_shared}; }
+MoeKeeps moe_recomputes(const std::vector<LayerSpec>& specs) {
+  constexpr size_t kMoe = MlpKinds::index_of<MoeMlp>();
+  return {specs_recompute(specs, &LayerSpec::mlp, kMoe, &LayerSpec::recompute_act),
+          specs_recompute(specs, &LayerSpec::mlp, kMoe, &LayerSpec::recompute_shared)};
 }
 
 }  // namespace
 
-MoeRecord carve_moe_record(Arena& arena, const GptShapes& sh) {
-  return carve_record(arena, MoeSizes(sh));
+MoeRecord carve_moe_record(Arena& arena, const GptShapes& sh, const LayerSpec& spec) {
+  MoeSizes z(sh);
+  z.keep = moe_keeps(spec);
+  return carve_record(arena, z);
 }
 
 MoeWorkspace carve_moe_workspace(Arena& arena, const GptShapes& sh) {
-  return carve_workspace(arena, MoeSizes(sh));
+  MoeSizes z(sh);
+  z.recompute = moe_recomputes(sh.layer_specs);
+  return carve_workspace(arena, z);
 }
 
 double moe_record_bytes(const MoeShapes& m, int64_t n, int64_t n_full, int64_t h, bool bf16,
-                        bool swiglu) {
+                        bool swiglu, MoeKeeps keep) {
   Arena plan;
-  carve_record(plan, MoeSizes(m, n, n_full, h, bf16, swiglu));
+  MoeSizes z(m, n, n_full, h, bf16, swiglu);
+  z.keep = keep;
+  carve_record(plan, z);
   return double(plan.used());
 }
 
 double moe_workspace_bytes(const MoeShapes& m, int64_t n, int64_t n_full, int64_t h, bool bf16,
-                           bool swiglu) {
+                           bool swiglu, MoeKeeps recompute) {
   Arena plan;
-  carve_workspace(plan, MoeSizes(m, n, n_full, h, bf16, swiglu));
+  MoeSizes z(m, n, n_full, h, bf16, swiglu);
+  z.recompute = recompute;
+  carve_workspace(plan, z);
   return double(plan.used());
 }
 
@@ -341,27 +369,46 @@ int64_t expert_stride(const std::vector<ExpertParams<P>>& ex, Get get, int64_t n
 }
 
 // The local experts as one batched product per linear (--moe-grouped-gemm).
-void grouped_experts_forward(MoeRecord& rec, const MoeParams<ReadView>& w, const GptShapes& sh) {
+// act = the activation of fc1 over each local expert's rows (grouped: all of
+// them at once), as the experts' forward runs it.
+void experts_activation(WriteView act, const MoeRecord& rec, const GptShapes& sh) {
   const MoeShapes& m = moe_of(sh);
-  const int64_t rows = expert_rows(rec, sh, 0).padded, all = m.local * rows;
+  const auto activation = [&](WriteView out, ReadView in, int64_t rows) {
+    if (sh.swiglu)
+      swiglu_forward(out, in, rows, m.f);
+    else
+      plain_activation_forward(sh, out, in, rows * m.f);
+  };
+  if (m.grouped) {
+    const int64_t all = m.local * expert_rows(rec, sh, 0).padded;
+    if (all > 0) activation(act, rec.fc1, all);
+    return;
+  }
+  for (int64_t i = 0; i < m.local; ++i) {
+    const ExpertRows er = expert_rows(rec, sh, i);
+    if (er.padded > 0) activation(act.at(er.begin * m.f), rec.fc1.at(er.begin * m.f_in), er.padded);
+  }
+}
+
+void grouped_experts_forward(MoeRecord& rec, WriteView act, const MoeParams<ReadView>& w,
+                             const GptShapes& sh) {
+  const MoeShapes& m = moe_of(sh);
+  const int64_t rows = expert_rows(rec, sh, 0).padded;
   if (rows == 0) return;
   const auto fc1 = [](const ExpertParams<ReadView>& e) { return e.fc1_w; };
   const auto fc2 = [](const ExpertParams<ReadView>& e) { return e.fc2_w; };
   grouped_linear_forward(rec.fc1, rec.xin, w.experts[0].fc1_w,
                          expert_stride(w.experts, fc1, m.f_in * sh.h), m.local, rows, sh.h, m.f_in,
                          sh.cm);
-  if (sh.swiglu)
-    swiglu_forward(rec.act, rec.fc1, all, m.f);
-  else
-    plain_activation_forward(sh, rec.act, rec.fc1, all * m.f);
-  grouped_linear_forward(rec.y, rec.act, w.experts[0].fc2_w,
+  experts_activation(act, rec, sh);
+  grouped_linear_forward(rec.y, act, w.experts[0].fc2_w,
                          expert_stride(w.experts, fc2, sh.h * m.f), m.local, rows, m.f, sh.h,
                          sh.cm);
 }
 
 void grouped_experts_backward(float* dxin, const MoeParams<float*>& g, const float* dy,
-                              const MoeRecord& rec, MoeWorkspace& ws, const MoeParams<ReadView>& w,
-                              const GptShapes& sh) {
+                              const MoeRecord& rec, ReadView act, MoeWorkspace& ws,
+                              const MoeParams<ReadView>& w, const GptShapes& sh) {
   const MoeShapes& m = moe_of(sh);
   const int64_t rows = expert_rows(rec, sh, 0).padded, all = m.local * rows;
   if (rows == 0) return;
@@ -370,7 +417,7 @@ void grouped_experts_backward(float* dxin, const MoeParams<float*>& g, const flo
   const auto gfc1 = [](const ExpertParams<float*>& e) { return e.fc1_w; };
   const auto gfc2 = [](const ExpertParams<float*>& e) { return e.fc2_w; };
   grouped_linear_backward(ws.dact, g.experts[0].fc2_w, expert_stride(g.experts, gfc2, sh.h * m.f),
-                          dy, rec.act, w.experts[0].fc2_w,
+                          dy, act, w.experts[0].fc2_w,
                           expert_stride(w.experts, fc2, sh.h * m.f), m.local, rows, m.f, sh.h,
                           sh.cm);
   float* dfc1 = ws.dact;
@@ -386,31 +433,39 @@ void grouped_experts_backward(float* dxin, const MoeParams<float*>& g, const flo
                           sh.cm);
 }
 
-// The expert MLPs over the expert rows: fc1, activation, fc2 (unweighted y).
-void experts_forward(MoeRecord& rec, const MoeParams<ReadView>& w, const GptShapes& sh) {
+// The expert MLPs over the expert rows: fc1, activation (into `act`, the
+// record's or the workspace's), fc2 (unweighted y).
+void experts_forward(MoeRecord& rec, WriteView act, const MoeParams<ReadView>& w,
+                     const GptShapes& sh) {
   const MoeShapes& m = moe_of(sh);
-  if (m.grouped) return grouped_experts_forward(rec, w, sh);
+  if (m.grouped) return grouped_experts_forward(rec, act, w, sh);
   for (int64_t i = 0; i < m.local; ++i) {
     const ExpertRows er = expert_rows(rec, sh, i);
-    const int64_t rows = er.padded;
-    if (rows == 0) continue;  // an expert without tokens
+    if (er.padded == 0) continue;  // an expert without tokens
     const ExpertParams<ReadView>& e = w.experts[size_t(i)];
-    const WriteView fc1 = rec.fc1.at(er.begin * m.f_in), act = rec.act.at(er.begin * m.f);
-    linear_forward(fc1, rec.xin.at(er.begin * sh.h), e.fc1_w, e.fc1_b, rows, sh.h, m.f_in, sh.cm);
-    if (sh.swiglu)
-      swiglu_forward(act, fc1, rows, m.f);
-    else
-      plain_activation_forward(sh, act, fc1, rows * m.f);
-    linear_forward(rec.y.at(er.begin * sh.h), act, e.fc2_w, e.fc2_b, rows, m.f, sh.h, sh.cm);
+    linear_forward(rec.fc1.at(er.begin * m.f_in), rec.xin.at(er.begin * sh.h), e.fc1_w, e.fc1_b,
+                   er.padded, sh.h, m.f_in, sh.cm);
+  }
+  experts_activation(act, rec, sh);
+  for (int64_t i = 0; i < m.local; ++i) {
+    const ExpertRows er = expert_rows(rec, sh, i);
+    if (er.padded == 0) continue;
+    const ExpertParams<ReadView>& e = w.experts[size_t(i)];
+    linear_forward(rec.y.at(er.begin * sh.h), act.at(er.begin * m.f), e.fc2_w, e.fc2_b, er.padded,
+                   m.f, sh.h, sh.cm);
   }
 }
 
-// dxin (expert rows, h) = from dy; expert weight gradients +=.
+// dxin (expert rows, h) = from dy; expert weight gradients +=. With moe_act
+// (MoeRecord::recompute_act) the activation output is redone from the kept
+// fc1 into the workspace first (Megatron's CheckpointWithoutOutput).
 void experts_backward(float* dxin, const MoeParams<float*>& g, const float* dy,
                       const MoeRecord& rec, MoeWorkspace& ws, const MoeParams<ReadView>& w,
                       const GptShapes& sh) {
   const MoeShapes& m = moe_of(sh);
-  if (m.grouped) return grouped_experts_backward(dxin, g, dy, rec, ws, w, sh);
+  if (rec.recompute_act) experts_activation(ws.act, rec, sh);
+  const ReadView act = rec.recompute_act ? ws.act : rec.act;
+  if (m.grouped) return grouped_experts_backward(dxin, g, dy, rec, act, ws, w, sh);
   for (int64_t i = 0; i < m.local; ++i) {
     const ExpertRows er = expert_rows(rec, sh, i);
     const int64_t rows = er.padded;
@@ -419,7 +474,7 @@ void experts_backward(float* dxin, const MoeParams<float*>& g, const float* dy,
     const ExpertParams<float*>& ge = g.experts[size_t(i)];
     const ReadView fc1 = rec.fc1.at(er.begin * m.f_in);
     float* dact = ws.dact + er.begin * m.f;
-    linear_backward(dact, ge.fc2_w, ge.fc2_b, dy + er.begin * sh.h, rec.act.at(er.begin * m.f),
+    linear_backward(dact, ge.fc2_w, ge.fc2_b, dy + er.begin * sh.h, act.at(er.begin * m.f),
                     e.fc2_w, rows, m.f, sh.h, false, sh.cm);
     float* dfc1 = dact;
     if (sh.swiglu) {
@@ -491,15 +546,16 @@ void moe_block_forward(float* out, MoeRecord& rec, const MoeParams<ReadView>& w,
   }
   // Dispatch, experts, combine.
   moe_dispatch_forward(rec, ws, sh);
-  experts_forward(rec, w, sh);
+  experts_forward(rec, rec.recompute_act ? ws.act : rec.act, w, sh);
   const int64_t rows = rec.meta[2];
   scale_rows(ws.rows_a, rec.y, rec.gate_rows, rows, sh.h);
   moe_rows_to_tokens(out, ws.rows_a, rec, ws, sh);
   if (m.shared_f > 0) {  // out += the shared expert's output (a dense MLP over TP)
     const GptShapes ssh = shared_shapes(sh);
     const BlockCall scall{ssh, call.ctx, call.layer, call.sample0, call.full_a, call.full_b};
-    rec.shared.in = rec.in;
-    mlp_block_forward(ws.shared_io, rec.shared, w.shared, scall);
+    MlpRecord& shared = rec.recompute_shared ? ws.shared_rec : rec.shared;
+    shared.in = rec.in;
+    mlp_block_forward(ws.shared_io, shared, w.shared, scall);
     add_inplace(out, ws.shared_io, n * sh.h);
   }
 }
@@ -520,7 +576,16 @@ void moe_block_backward(float* din, const MoeParams<float*>& g, const float* dou
   if (m.shared_f > 0) {
     const GptShapes ssh = shared_shapes(sh);
     const BlockCall scall{ssh, call.ctx, call.layer, call.sample0, call.full_a, call.full_b};
-    mlp_block_backward(ws.shared_io, g.shared, dout, rec.shared, ws.shared, w.shared, scall);
+    if (rec.recompute_shared) {
+      // shared_experts (Megatron's checkpointed shared expert): its forward
+      // again from the block's kept input, into the workspace's record.
+      const PassContext again = call.ctx.recomputing();
+      const BlockCall recall{ssh, again, call.layer, call.sample0, call.full_a, call.full_b};
+      ws.shared_rec.in = rec.in;
+      mlp_block_forward(ws.shared_io, ws.shared_rec, w.shared, recall);
+    }
+    const MlpRecord& shared = rec.recompute_shared ? ws.shared_rec : rec.shared;
+    mlp_block_backward(ws.shared_io, g.shared, dout, shared, ws.shared, w.shared, scall);
     add_inplace(din, ws.shared_io, n * sh.h);
   }
   // Router: the gates' gradient, then the auxiliary losses'.
@@ -609,16 +674,29 @@ void moe_block_decode(float* out, MoeDecodeWorkspace& ws, const float* in,
   }
 }
 
-double MoeMlp::record_bytes(const BlockSizes& z) {
+double MoeMlp::record_bytes(const BlockSizes& z, const LayerSpec& spec) {
   // The block works on the residual stream's rows (nl); the shared expert's
   // fc1 and act on the micro-batch's (n).
   return moe_record_bytes(shapes_of<MoeMlp>(z.kinds), int64_t(z.nl), int64_t(z.n), int64_t(z.h),
-                          z.bf16, z.swiglu);
+                          z.bf16, z.swiglu, moe_keeps(spec));
 }
 
-double MoeMlp::workspace_bytes(const BlockSizes& z) {
+double MoeMlp::workspace_bytes(const BlockSizes& z, const std::vector<LayerSpec>& specs) {
   return moe_workspace_bytes(shapes_of<MoeMlp>(z.kinds), int64_t(z.nl), int64_t(z.n),
-                             int64_t(z.h), z.bf16, z.swiglu);
+                             int64_t(z.h), z.bf16, z.swiglu, moe_recomputes(specs));
+}
+
+double MoeMlp::plan_recompute(const ModelConfig& c, const PlanDims& d, const LayerSpec& spec,
+                              std::vector<double>& flops) {
+  double values = 0;
+  if (spec.recompute_act)  // the activation reads fc1 (f_in) and writes act (f) per routed row
+    values += d.nl * double(c.moe_router_topk) * double(c.fc1_rows(c.moe_ffn()) + c.moe_ffn());
+  if (spec.recompute_shared && c.moe_shared_expert_intermediate_size > 0) {
+    const double fs = double(c.moe_shared_expert_intermediate_size);
+    flops.push_back(2 * d.n * d.h * double(c.fc1_rows(int64_t(fs))) / d.tp);
+    flops.push_back(2 * d.n * fs * d.h / d.tp);
+  }
+  return values;
 }
 
 void MoeMlp::plan_gemms(const ModelConfig& c, const PlanDims& d, std::vector<double>& flops) {

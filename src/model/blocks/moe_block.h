@@ -94,9 +94,16 @@ struct MoeRecord {
   WriteView xin;                  // (max_rows, h) the experts' inputs
   float* gate_rows = nullptr;     // (max_rows) their gates
   WriteView fc1;                  // (max_rows, f_in)
-  WriteView act;                  // (max_rows, f)
+  WriteView act;                  // (max_rows, f)  (empty with recompute_act)
   WriteView y;                    // (max_rows, h) the experts' outputs (unweighted)
-  MlpRecord shared;               // the shared expert's (its `in` is the block's)
+  MlpRecord shared;               // the shared expert's (its `in` is the block's;
+                                  // empty with recompute_shared)
+  // Megatron's "moe_act" (LayerSpec::recompute_act): act lives in
+  // MoeWorkspace::act, redone from fc1 before the experts' backward;
+  // "shared_experts" (recompute_shared): the shared expert's record is
+  // MoeWorkspace::shared_rec, its forward redone before its backward.
+  bool recompute_act = false;
+  bool recompute_shared = false;
 };
 
 // The dispatch's bookkeeping on the host (sized once, at the carve: no
@@ -131,6 +138,11 @@ struct MoeWorkspace {
   float* dfc_in = nullptr;      // (max_rows, f_in) SwiGLU
   MlpWorkspace shared;          // the shared expert's
   float* shared_io = nullptr;   // (n, h) its output, then its input gradient
+  // Shared by the layers that recompute them (sh.layer_specs): the experts'
+  // activation output (max_rows, f) (moe_act), the shared expert's fc1 and
+  // act (shared_experts).
+  WriteView act;
+  MlpRecord shared_rec;
 };
 
 // The sizes of the MoE layers of a stage (make_shapes).
@@ -160,17 +172,24 @@ MoeParams<P> bind_moe(const ParamBinder<P>& bind, const std::string& prefix) {
   return m;
 }
 
-MoeRecord carve_moe_record(Arena& arena, const GptShapes& sh);
+// Without the parts `spec` recomputes (LayerSpec::recompute_act / _shared);
+// the workspace with their buffers when a layer of sh.layer_specs does.
+MoeRecord carve_moe_record(Arena& arena, const GptShapes& sh, const LayerSpec& spec);
 MoeWorkspace carve_moe_workspace(Arena& arena, const GptShapes& sh);
 // The expert rows one rank plans for n tokens (the worst case of the routing).
 int64_t moe_max_rows(const MoeShapes& m, int64_t n);
 // Bytes of one MoeRecord and of the MoeWorkspace for n tokens of h (their
 // carves, planned): the worst-case expert rows; n_full: the micro-batch's
-// rows before the SP split (the shared expert's fc1 and act).
+// rows before the SP split (the shared expert's fc1 and act); act, shared:
+// the record keeps them, or the workspace holds them for the layers that
+// recompute them.
+struct MoeKeeps {
+  bool act = true, shared = true;
+};
 double moe_record_bytes(const MoeShapes& m, int64_t n, int64_t n_full, int64_t h, bool bf16,
-                        bool swiglu);
+                        bool swiglu, MoeKeeps keep = {});
 double moe_workspace_bytes(const MoeShapes& m, int64_t n, int64_t n_full, int64_t h, bool bf16,
-                           bool swiglu);
+                           bool swiglu, MoeKeeps recompute = {false, false});
 // Training FLOPs over `tokens` tokens: router and the k experts each token
 // visits (Megatron's count: an MoE layer's MLP is topk expert MLPs).
 double moe_flops(const ModelConfig& c, double tokens);
@@ -231,18 +250,24 @@ struct MoeMlp {
   static Params<P> bind(const ParamBinder<P>& b, const std::string& prefix) {
     return bind_moe(b, prefix);
   }
-  static Record carve_record(Arena& a, const GptShapes& sh) { return carve_moe_record(a, sh); }
+  static Record carve_record(Arena& a, const GptShapes& sh, const LayerSpec& spec) {
+    return carve_moe_record(a, sh, spec);
+  }
   static Workspace carve_workspace(Arena& a, const GptShapes& sh) {
     return carve_moe_workspace(a, sh);
   }
   // The carves above, planned for the worst-case routing (moe_max_rows).
-  static double record_bytes(const BlockSizes& z);
-  static double workspace_bytes(const BlockSizes& z);
+  static double record_bytes(const BlockSizes& z, const LayerSpec& spec);
+  static double workspace_bytes(const BlockSizes& z, const std::vector<LayerSpec>& specs);
   static double flops(const ModelConfig& c, double tokens) { return moe_flops(c, tokens); }
   // The router, each local expert's share of the n·k routed rows (balanced),
   // the shared expert TP-split like the dense MLP; the dispatch's rows.
   static void plan_gemms(const ModelConfig& c, const PlanDims& d, std::vector<double>& flops);
   static double plan_exchange_elements(const ModelConfig& c, const PlanDims& d);
+  // moe_act: the activation over the n·k routed rows again; shared_experts:
+  // the shared expert's two GEMMs.
+  static double plan_recompute(const ModelConfig& c, const PlanDims& d, const LayerSpec& spec,
+                               std::vector<double>& flops);
   static void forward(float* out, Record& rec, const Params<ReadView>& w, Workspace& ws,
                       const BlockCall& call) {
     moe_block_forward(out, rec, w, ws, call);

@@ -226,7 +226,7 @@ void RegisteredMlp::param_specs(ParamRegistry& reg, const std::string& prefix) {
   }
 }
 
-RegisteredRecord RegisteredMlp::carve_record(Arena& a, const GptShapes& sh) {
+RegisteredRecord RegisteredMlp::carve_record(Arena& a, const GptShapes& sh, const LayerSpec&) {
   const megatron::BlockDims d = call_dims(sh);
   RegisteredRecord r;
   r.data = a.alloc_f32(shapes_of<RegisteredMlp>(sh.kinds.get()).block->record_floats(d));
@@ -241,7 +241,7 @@ RegisteredWorkspace RegisteredMlp::carve_workspace(Arena& a, const GptShapes& sh
   return ws;
 }
 
-double RegisteredMlp::record_bytes(const BlockSizes& z) {
+double RegisteredMlp::record_bytes(const BlockSizes& z, const LayerSpec&) {
   const RegisteredShapes& s = shapes_of<RegisteredMlp>(z.kinds);
   if (s.block == nullptr) return 0;
   megatron::BlockDims d = s.dims;
@@ -250,7 +250,7 @@ double RegisteredMlp::record_bytes(const BlockSizes& z) {
   return 4.0 * double(s.block->record_floats(d));
 }
 
-double RegisteredMlp::workspace_bytes(const BlockSizes& z) {
+double RegisteredMlp::workspace_bytes(const BlockSizes& z, const std::vector<LayerSpec>&) {
   const RegisteredShapes& s = shapes_of<RegisteredMlp>(z.kinds);
   if (s.block == nullptr) return 0;
   megatron::BlockDims d = s.dims;

@@ -65,14 +65,18 @@ struct RegisteredMlp {
       p.views.push_back(b.at(prefix + d.name));
     return p;
   }
-  static Record carve_record(Arena& a, const GptShapes& sh);
+  static Record carve_record(Arena& a, const GptShapes& sh, const LayerSpec&);
   static Workspace carve_workspace(Arena& a, const GptShapes& sh);
-  static double record_bytes(const BlockSizes& z);
-  static double workspace_bytes(const BlockSizes& z);
+  static double record_bytes(const BlockSizes& z, const LayerSpec&);
+  static double workspace_bytes(const BlockSizes& z, const std::vector<LayerSpec>&);
   static double flops(const ModelConfig& c, double tokens);
   // One GEMM-sized share of the block's FLOPs (its forward, TP-split).
   static void plan_gemms(const ModelConfig& c, const PlanDims& d, std::vector<double>& flops);
   static double plan_exchange_elements(const ModelConfig&, const PlanDims&) { return 0; }
+  static double plan_recompute(const ModelConfig&, const PlanDims&, const LayerSpec&,
+                               std::vector<double>&) {
+    return 0;  // no partial recompute (the whole slot: its recompute_module)
+  }
   static void forward(float* out, Record& rec, const Params<ReadView>& w, Workspace& ws,
                       const BlockCall& call);
   static void backward(float* din, const Params<float*>& g, const float* dout, const Record& rec,

@@ -25,7 +25,8 @@ LayerActivations carve_layer_record(Arena& arena, const GptShapes& sh, const Lay
   LayerActivations la;
   la.ln1 = carve_norm_record(arena, sh, !spec.recompute_norms);
   with_kind<AttentionKinds>(spec.attention, [&](auto k) {
-    la.attention.emplace<k.index>(decltype(k)::type::carve_record(arena, sh)).in = la.ln1.out;
+    la.attention.emplace<k.index>(decltype(k)::type::carve_record(arena, sh, spec)).in =
+        la.ln1.out;
   });
   la.mid = alloc_act(arena, sh, sh.local_tokens() * sh.h);
   la.ln2 = carve_norm_record(arena, sh, !spec.recompute_norms);
@@ -35,7 +36,7 @@ LayerActivations carve_layer_record(Arena& arena, const GptShapes& sh, const Lay
     if (spec.recompute_mlp)
       la.mlp.emplace<k.index>();  // the workspace's record serves it
     else
-      la.mlp.emplace<k.index>(decltype(k)::type::carve_record(arena, sh)).in = la.ln2.out;
+      la.mlp.emplace<k.index>(decltype(k)::type::carve_record(arena, sh, spec)).in = la.ln2.out;
   });
   return la;
 }
@@ -50,7 +51,8 @@ LayerWorkspace carve_layer_workspace(Arena& arena, const GptShapes& sh) {
     if (specs_take(sh.layer_specs, &LayerSpec::mlp, k.index))
       std::get<k.index>(ws.mlp) = decltype(k)::type::carve_workspace(arena, sh);
     if (specs_recompute_mlp(sh.layer_specs, k.index))
-      std::get<k.index>(ws.mlp_recompute) = decltype(k)::type::carve_record(arena, sh);
+      // the whole slot's record (mark_recomputed leaves no partial flag with it)
+      std::get<k.index>(ws.mlp_recompute) = decltype(k)::type::carve_record(arena, sh, LayerSpec{});
   });
   if (specs_recompute_norms(sh.layer_specs)) ws.norm_out = alloc_act(arena, sh, sh.local_tokens() * sh.h);
   return ws;
@@ -59,9 +61,9 @@ LayerWorkspace carve_layer_workspace(Arena& arena, const GptShapes& sh) {
 double layer_record_bytes(const BlockSizes& z, const LayerSpec& spec) {
   double attention = 0, mlp = 0;
   with_kind<AttentionKinds>(spec.attention,
-                            [&](auto k) { attention = decltype(k)::type::record_bytes(z); });
+                            [&](auto k) { attention = decltype(k)::type::record_bytes(z, spec); });
   if (!spec.recompute_mlp)
-    with_kind<MlpKinds>(spec.mlp, [&](auto k) { mlp = decltype(k)::type::record_bytes(z); });
+    with_kind<MlpKinds>(spec.mlp, [&](auto k) { mlp = decltype(k)::type::record_bytes(z, spec); });
   const double mid = z.e * z.nl * z.h;
   const bool out = !spec.recompute_norms;
   return norm_record_bytes(z, out) + attention + mid + norm_record_bytes(z, out) + mlp;
@@ -71,11 +73,12 @@ double layer_workspace_bytes(const BlockSizes& z, const std::vector<LayerSpec>& 
   double bytes = 0;
   for_each_kind<AttentionKinds>([&](auto k) {
     if (specs_take(specs, &LayerSpec::attention, k.index))
-      bytes += decltype(k)::type::workspace_bytes(z);
+      bytes += decltype(k)::type::workspace_bytes(z, specs);
   });
   for_each_kind<MlpKinds>([&](auto k) {
-    if (specs_take(specs, &LayerSpec::mlp, k.index)) bytes += decltype(k)::type::workspace_bytes(z);
-    if (specs_recompute_mlp(specs, k.index)) bytes += decltype(k)::type::record_bytes(z);
+    if (specs_take(specs, &LayerSpec::mlp, k.index))
+      bytes += decltype(k)::type::workspace_bytes(z, specs);
+    if (specs_recompute_mlp(specs, k.index)) bytes += decltype(k)::type::record_bytes(z, LayerSpec{});
   });
   if (specs_recompute_norms(specs)) bytes += z.e * z.nl * z.h;
   return bytes;
