@@ -1,4 +1,4 @@
-#include "cli/config_file.h"
+#include "flags/config_file.h"
 
 #include <fstream>
 #include <map>
