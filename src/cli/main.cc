@@ -57,6 +57,10 @@ int main(int argc, char** argv) {
       "config", "a few questions (cluster, model, layout from plan), then a TOML file for "
       "train --config and plan --config");
   commands[config] = mt::add_config_command(*config);
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    MT_CHECK(std::find(mt::kMegatronCommands.begin(), mt::kMegatronCommands.end(),
+                       sub->get_name()) != mt::kMegatronCommands.end(),
+             "internal: add `", sub->get_name(), "` to flags/config_file.h's kMegatronCommands");
   std::vector<std::string> args;  // as given, --config files expanded
   try {
     args = mt::expand_config_args(argc, argv, app);
