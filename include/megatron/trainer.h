@@ -50,10 +50,16 @@ struct EvalLog {
 struct FlagError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+// --help among the flags: what() is the usage, as `megatron train --help`
+// prints it (a FlagError too).
+struct FlagHelp : FlagError {
+  using FlagError::FlagError;
+};
 
 class Trainer {
  public:
-  // `flags`: the arguments after `megatron train`. Throws FlagError.
+  // `flags`: the arguments after `megatron train`. Throws FlagError (FlagHelp
+  // for --help).
   explicit Trainer(const std::vector<std::string>& flags);
   // Drops the run; finalises MPI if setup() initialised it (so a process
   // runs one Trainer unless it initialises MPI itself).

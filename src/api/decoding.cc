@@ -1,5 +1,5 @@
 // megatron::DecodingSession (include/megatron/decoding.h): the checkpoint as
-// `megatron serve` loads it (cli/decoding_model.h), its batched decoder and
+// `megatron serve` loads it (decoding/decoding_model.h), its batched decoder and
 // engine (serve/engine.h), driven by a list of prompts instead of HTTP.
 #include "megatron/decoding.h"
 
@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "cli/decoding_model.h"
+#include "decoding/decoding_model.h"
 #include "comm/mpi_env.h"
 #include "comm/parallel_state.h"
 #include "core/error.h"

@@ -1,18 +1,21 @@
-// megatron::Trainer (include/megatron/trainer.h): the train command of the
-// binary (cli/train_cmd.cc) parsed from a flag list instead of argv, run as
-// TrainingRun's pieces (train/trainer.h) with the caller's callbacks as its
-// hooks, over the caller's DataSource when given one.
+// megatron::Trainer (include/megatron/trainer.h): `megatron train`'s flags
+// (flags/train_flags.h) parsed from a flag list, run as TrainingRun's pieces
+// (train/trainer.h) over a TrainSession with the caller's callbacks as its
+// hooks, over the caller's DataSource when given one. The binary's `train`
+// (cli/train_cmd.cc) is a client of it.
 #include "megatron/trainer.h"
 
 #include <algorithm>
 #include <utility>
 
-#include "cli/commands.h"
-#include "cli/config_file.h"
-#include "cli/unknown_flag.h"
 #include "comm/mpi_env.h"
 #include "core/error.h"
 #include "data/sample_dataset.h"
+#include "flags/config_file.h"
+#include "flags/train_flags.h"
+#include "flags/unknown_flag.h"
+#include "train/train_session.h"
+#include "train/trainer.h"
 
 namespace megatron {
 
@@ -62,7 +65,7 @@ void parse(CLI::App& app, CLI::App& train, const std::vector<std::string>& flags
     throw FlagError(e.what());
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0)  // --help: the usage, as `megatron train --help` prints it
-      throw FlagError(train.help());
+      throw FlagHelp(train.help());
     std::vector<std::string> unknown = train.remaining();
     const auto flag = std::find_if(args.begin(), args.end(), [&](const std::string& a) {
       return a.rfind("--", 0) == 0 && std::find(unknown.begin(), unknown.end(), a) != unknown.end();
@@ -112,7 +115,7 @@ struct Trainer::Impl {
 Trainer::Trainer(const std::vector<std::string>& flags) : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
   s.app.require_subcommand(1);
-  CLI::App* train = s.app.add_subcommand("train", "train a GPT model");
+  CLI::App* train = mt::add_train_subcommand(s.app);
   s.args = mt::add_train_flags(*train);
   parse(s.app, *train, flags);
 }

@@ -194,7 +194,7 @@ struct TrainArgs {
   // fresh optimizer (Megatron's flag; a release checkpoint loads so anyway).
   bool finetune = false;
   std::vector<std::string> model_flags_given;
-  // Megatron flags given that change nothing here (cli/compat_flags.h), as
+  // Megatron flags given that change nothing here (flags/compat_flags.h), as
   // written ("--attention-backend auto"): one start-up note lists them.
   std::vector<std::string> inert_flags;
   // The --config files the flags came from (inputs: no output may replace one).

@@ -1,7 +1,7 @@
 // `megatron train`'s flags as lists, each flag written once: its names, its
 // --help text and the TrainArgs member it sets. Two readers walk the same
 // lists: the command line declares its options from them
-// (cli/field_flags.h: a bool member is a switch, any other takes a value),
+// (flags/field_flags.h: a bool member is a switch, any other takes a value),
 // and argument_list (args/args_list.h) writes each member's value under the
 // first name, so a flag added to a list is parsed, compared between the
 // ranks and written by `megatron config` with nothing else to edit.
@@ -19,12 +19,12 @@
 //
 // The model's flags have their list in model/config.h (for_each_model_field,
 // which plan reads as well), Megatron's inert flags theirs in inert_flags.h.
-// Still declared in cli/train_cmd.cc and listed again by hand in
+// Still declared in flags/train_flags.cc and listed again by hand in
 // args_list.cc (their --help order and list order part, or they parse
 // specially): the memory group's recompute and sharding flags; the run group (with
 // --rampup-batch-size, three numbers); the data group (--data-path and its
 // siblings, one word list per occurrence); the logging and checkpoint
-// group; the profiling group (cli/profile_flags.cc; --profile-ranks takes a
+// group; the profiling group (flags/profile_flags.cc; --profile-ranks takes a
 // list). Each moves here as a list of its own where its orders agree.
 #pragma once
 

@@ -1,6 +1,6 @@
 // Megatron-LM flags that choose GPU kernels, fusions, checkpoint back-ends or
 // data-loader mechanics: Megatron's example scripts pass them and here they
-// change nothing (cli/compat_flags.h registers them on `train`; the run's
+// change nothing (flags/compat_flags.h registers them on `train`; the run's
 // argument list compares them across ranks like every other flag).
 #pragma once
 #include <string>

@@ -8,6 +8,7 @@
 
 #include "args/args_list.h"
 #include "cli/commands.h"
+#include "flags/train_flags.h"
 #include "core/error.h"
 
 namespace mt {

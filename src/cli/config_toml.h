@@ -1,6 +1,6 @@
 // The file `megatron config` writes: a TOML file of `flag-name = value` lines
 // that `megatron train --config` and `megatron plan --config` both read
-// (cli/config_file.h). The model, layout and batch flags both commands take
+// (flags/config_file.h). The model, layout and batch flags both commands take
 // are at the top level; flags only train takes under [train]; the cluster,
 // which only plan takes, under [plan]. Comments say the prediction and the
 // command lines to launch with.

@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
-#include "cli/strict_numbers.h"
+#include "flags/strict_numbers.h"
 #include "convert/convert.h"
 #include "core/error.h"
 #include "core/output_guard.h"

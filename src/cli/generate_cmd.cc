@@ -6,13 +6,13 @@
 
 #include "checkpoint/atomic_file.h"
 #include "cli/commands.h"
-#include "cli/strict_numbers.h"
+#include "flags/strict_numbers.h"
 #include "core/error.h"
 #include "core/output_guard.h"
 #include "data/tokenizer.h"
 #include "comm/mpi_env.h"
 #include "comm/parallel_state.h"
-#include "cli/decoding_model.h"
+#include "decoding/decoding_model.h"
 #include "model/sampling.h"
 #include "args/run_args_check.h"
 

@@ -10,19 +10,33 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "cli/config_file.h"
-#include "cli/unknown_flag.h"
+#include "flags/config_file.h"
+#include "flags/train_flags.h"
+#include "flags/unknown_flag.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "comm/mpi_env.h"
 
 int main(int argc, char** argv) {
+  // Every rank parses the same command line: its refusal is said by rank 0.
+  FILE* const err = mt::launcher_rank() == 0 ? stderr : nullptr;
+  const auto say = [err](const std::string& line) {
+    if (err != nullptr) std::fprintf(err, "error: %s\n", line.c_str());
+  };
+  // `megatron train ...`: the library's megatron::Trainer parses and runs it.
+  if (argc >= 2 && std::string(argv[1]) == "train")
+    return mt::run_train_command(std::vector<std::string>(argv + 2, argv + argc), say);
   CLI::App app{"megatron.cpp: Megatron-LM's GPT training as one native binary"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "megatron.cpp 0.1");
   std::map<CLI::App*, mt::Command> commands;
-  CLI::App* train = app.add_subcommand("train", "train a GPT model (launch with mpirun for many ranks)");
-  commands[train] = mt::add_train_command(*train);
+  // Listed by `megatron --help`; its flags are the Trainer's (run_train_command).
+  CLI::App* train = mt::add_train_subcommand(app);
+  const auto after_train = [&] {  // the words after `train`, when not argv[1]
+    std::vector<std::string> words(argv + 1, argv + argc);
+    words.erase(words.begin(), std::find(words.begin(), words.end(), "train") + 1);
+    return words;
+  };
   CLI::App* gen = app.add_subcommand("generate", "generate text from a checkpoint");
   commands[gen] = mt::add_generate_command(*gen);
   CLI::App* score = app.add_subcommand(
@@ -43,12 +57,11 @@ int main(int argc, char** argv) {
       "config", "a few questions (cluster, model, layout from plan), then a TOML file for "
       "train --config and plan --config");
   commands[config] = mt::add_config_command(*config);
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    MT_CHECK(std::find(mt::kMegatronCommands.begin(), mt::kMegatronCommands.end(),
+                       sub->get_name()) != mt::kMegatronCommands.end(),
+             "internal: add `", sub->get_name(), "` to flags/config_file.h's kMegatronCommands");
   std::vector<std::string> args;  // as given, --config files expanded
-  // Every rank parses the same command line: its refusal is said by rank 0.
-  FILE* const err = mt::launcher_rank() == 0 ? stderr : nullptr;
-  const auto say = [err](const std::string& line) {
-    if (err != nullptr) std::fprintf(err, "error: %s\n", line.c_str());
-  };
   try {
     args = mt::expand_config_args(argc, argv, app);
     std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them last-first
@@ -57,7 +70,10 @@ int main(int argc, char** argv) {
     say(e.what());
     return 2;
   } catch (const CLI::ParseError& e) {
+    // `megatron --help train`: train's usage, as `megatron train --help` prints it.
+    if (e.get_exit_code() == 0 && train->parsed()) return mt::run_train_command({"--help"}, say);
     if (e.get_exit_code() == 0) return app.exit(e);
+    if (train->parsed()) return mt::run_train_command(after_train(), say);
     CLI::App* parsed = app.get_subcommands().empty() ? &app : app.get_subcommands()[0];
     const std::string sub = parsed == &app ? "" : " " + parsed->get_name();
     // A misspelt flag leaves a required one unset too, and CLI11 checks the
@@ -82,6 +98,7 @@ int main(int argc, char** argv) {
     say(what + "; see `megatron" + sub + " --help`");
     return 2;
   }
+  if (train->parsed()) return mt::run_train_command(after_train(), say);
   try {
     for (auto& [sub, run] : commands)
       if (sub->parsed()) return run();

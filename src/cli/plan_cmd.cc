@@ -8,8 +8,8 @@
 
 #include "checkpoint/atomic_file.h"
 #include "cli/commands.h"
-#include "cli/model_flags.h"
-#include "cli/strict_numbers.h"
+#include "flags/model_flags.h"
+#include "flags/strict_numbers.h"
 #include "core/error.h"
 #include "core/output_guard.h"
 #include "comm/mpi_env.h"

@@ -18,9 +18,9 @@
 
 #include "checkpoint/atomic_file.h"
 #include "cli/commands.h"
-#include "cli/decoding_model.h"
+#include "decoding/decoding_model.h"
 #include "model/sampling.h"
-#include "cli/strict_numbers.h"
+#include "flags/strict_numbers.h"
 #include "core/error.h"
 #include "core/output_guard.h"
 #include "core/file_kind.h"

@@ -1,4 +1,4 @@
-#include "cli/compat_flags.h"
+#include "flags/compat_flags.h"
 
 #include <algorithm>
 

@@ -4,7 +4,7 @@
 // checkpoint format is its own re-shardable one, data is memory-mapped
 // in-process), so `train` accepts them — each with the values Megatron
 // accepts — and one start-up note lists those given. Flags whose meaning Megatron has and this build lacks are
-// refused by name in cli/unknown_flag.h instead.
+// refused by name in flags/unknown_flag.h instead.
 #pragma once
 #include <functional>
 #include <memory>

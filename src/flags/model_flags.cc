@@ -1,8 +1,8 @@
-#include "cli/model_flags.h"
+#include "flags/model_flags.h"
 
 #include <string_view>
 
-#include "cli/field_flags.h"
+#include "flags/field_flags.h"
 #include "core/error.h"
 
 namespace mt {

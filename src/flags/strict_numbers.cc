@@ -1,4 +1,4 @@
-#include "cli/strict_numbers.h"
+#include "flags/strict_numbers.h"
 
 #include <charconv>
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "cli/unknown_flag.h"
+#include "flags/unknown_flag.h"
 
 #include <algorithm>
 #include <vector>

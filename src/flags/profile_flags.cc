@@ -1,4 +1,4 @@
-#include "cli/profile_flags.h"
+#include "flags/profile_flags.h"
 
 namespace mt {
 

@@ -1,4 +1,4 @@
-#include "cli/config_file.h"
+#include "flags/config_file.h"
 
 #include <fstream>
 #include <map>
@@ -116,9 +116,7 @@ std::vector<std::string> expand_config_args(int argc, char** argv, const CLI::Ap
   std::set<std::string> given;
   for (const std::string& a : in)
     if (a.rfind("--", 0) == 0) given.insert(a.substr(0, a.find('=')));
-  std::set<std::string> commands;
-  for (const CLI::App* s : app.get_subcommands([](const CLI::App*) { return true; }))
-    commands.insert(s->get_name());
+  const std::set<std::string> commands(kMegatronCommands.begin(), kMegatronCommands.end());
   auto add_file = [&](const std::string& path) {
     for (const auto& item : config_file_items(path, sub, commands))
       if (given.count(item[0]) == 0) from_files.insert(from_files.end(), item.begin(), item.end());

@@ -1,4 +1,4 @@
-#include "cli/decoding_model.h"
+#include "decoding/decoding_model.h"
 
 #include <cmath>
 #include <cstdio>
