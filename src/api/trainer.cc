@@ -75,18 +75,26 @@ void parse(CLI::App& app, CLI::App& train, const std::vector<std::string>& flags
   }
 }
 
+// Ends the whole job with `what`, the run dropped first as unwinding out of
+// the loop did: its resources let go as at a normal end (the --save folder's
+// lock file removed, so that a refused resume leaves the folder as it was).
+[[noreturn]] void fail(std::unique_ptr<mt::TrainingRun>& run, const std::string& what) {
+  run.reset();
+  mt::abort_job(what);
+}
+
 // `f()`, an error in it ending the whole job as the binary's do (misuse,
 // std::logic_error, is the caller's).
 template <class F>
-auto guarded(F&& f) -> decltype(f()) {
+auto guarded(std::unique_ptr<mt::TrainingRun>& run, F&& f) -> decltype(f()) {
   try {
     return f();
   } catch (const std::logic_error&) {
     throw;
   } catch (const mt::Error& e) {
-    mt::abort_job(e.what());
+    fail(run, e.what());
   } catch (const std::exception& e) {
-    mt::abort_job(std::string("unexpected error: ") + e.what());
+    fail(run, std::string("unexpected error: ") + e.what());
   }
 }
 
@@ -140,7 +148,7 @@ void Trainer::set_train_data(std::shared_ptr<const DataSource> source) {
 void Trainer::setup() {
   Impl& s = *impl_;
   if (s.run || s.finished) throw std::logic_error("megatron::Trainer::setup() twice");
-  guarded([&] {
+  guarded(s.run, [&] {
     mt::TrainArgs args = s.args();
     std::shared_ptr<const mt::SampleDataset> samples;
     if (s.train_data) {
@@ -170,7 +178,7 @@ StepLog Trainer::step() {
     throw std::logic_error("megatron::Trainer::step() after --train-iters " +
                            std::to_string(run.args().train_iters) +
                            " (the learning-rate schedule ends there; raise --train-iters)");
-  const mt::StepReport r = guarded([&] { return run.step(); });
+  const mt::StepReport r = guarded(impl_->run, [&] { return run.step(); });
   return StepLog{r.iteration, r.loss, r.grad_norm, r.lr, r.world_rank};
 }
 
@@ -180,7 +188,7 @@ EvalLog Trainer::evaluate() {
     throw std::logic_error("megatron::Trainer::evaluate(): the run has no validation split "
                            "(give --eval-interval and --eval-iters > 0, and a --split with a "
                            "validation weight or a --valid-data-path)");
-  const mt::EvalReport r = guarded([&] { return run.evaluate(); });
+  const mt::EvalReport r = guarded(impl_->run, [&] { return run.evaluate(); });
   return EvalLog{r.iteration, r.loss, r.test, r.world_rank};
 }
 
@@ -188,7 +196,7 @@ void Trainer::save() {
   mt::TrainingRun& run = impl_->set_up("save()");
   if (run.args().save.empty())
     throw std::logic_error("megatron::Trainer::save() without --save DIR");
-  guarded([&] { run.save(); });
+  guarded(impl_->run, [&] { run.save(); });
 }
 
 int64_t Trainer::iteration() const { return impl_->set_up("iteration()").iteration(); }
@@ -201,7 +209,7 @@ int Trainer::run() {
   Impl& s = *impl_;
   if (s.finished) throw std::logic_error("megatron::Trainer::run() twice");
   if (!s.run) setup();
-  return guarded([&] {
+  return guarded(s.run, [&] {
     const int rc = s.run->train();
     s.run.reset();
     s.session->close();
