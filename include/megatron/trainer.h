@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "megatron/data_source.h"
+#include "megatron/flags.h"
 
 namespace megatron {
 
@@ -43,17 +44,6 @@ struct EvalLog {
   double loss = 0;           // mean token loss over --eval-iters batches
   bool test = false;         // the test split, else the validation split
   int world_rank = 0;
-};
-
-// Flags `megatron train` would refuse (the message names the flag and the fix;
-// with --help, the usage).
-struct FlagError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-// --help among the flags: what() is the usage, as `megatron train --help`
-// prints it (a FlagError too).
-struct FlagHelp : FlagError {
-  using FlagError::FlagError;
 };
 
 class Trainer {

@@ -11,9 +11,8 @@
 #include "comm/mpi_env.h"
 #include "core/error.h"
 #include "data/sample_dataset.h"
-#include "flags/config_file.h"
+#include "flags/command_words.h"
 #include "flags/train_flags.h"
-#include "flags/unknown_flag.h"
 #include "train/train_session.h"
 #include "train/trainer.h"
 
@@ -49,31 +48,6 @@ class ProgramSamples final : public mt::SampleDataset {
   mutable std::vector<int32_t> sample_;  // (s + 1,): sample held_
   mutable int64_t held_ = -1;
 };
-
-// The flags as main.cc parses a command line: --config files expanded, CLI11
-// given them last-first; a refusal as one line naming the flag.
-void parse(CLI::App& app, CLI::App& train, const std::vector<std::string>& flags) {
-  std::vector<std::string> words = {"megatron", "train"};
-  words.insert(words.end(), flags.begin(), flags.end());
-  std::vector<char*> argv;
-  for (std::string& w : words) argv.push_back(w.data());
-  std::vector<std::string> args;
-  try {
-    args = mt::expand_config_args(int(argv.size()), argv.data(), app);
-    app.parse(std::vector<std::string>(args.rbegin(), args.rend()));
-  } catch (const mt::Error& e) {
-    throw FlagError(e.what());
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0)  // --help: the usage, as `megatron train --help` prints it
-      throw FlagHelp(train.help());
-    std::vector<std::string> unknown = train.remaining();
-    const auto flag = std::find_if(args.begin(), args.end(), [&](const std::string& a) {
-      return a.rfind("--", 0) == 0 && std::find(unknown.begin(), unknown.end(), a) != unknown.end();
-    });
-    if (flag != args.end()) throw FlagError(mt::unknown_flag_message(*flag, train));
-    throw FlagError(std::string(e.what()) + "; see `megatron train --help`");
-  }
-}
 
 // Ends the whole job with `what`, the run dropped first as unwinding out of
 // the loop did: its resources let go as at a normal end (the --save folder's
@@ -125,7 +99,7 @@ Trainer::Trainer(const std::vector<std::string>& flags) : impl_(std::make_unique
   s.app.require_subcommand(1);
   CLI::App* train = mt::add_train_subcommand(s.app);
   s.args = mt::add_train_flags(*train);
-  parse(s.app, *train, flags);
+  mt::parse_command_words(s.app, *train, flags);
 }
 
 Trainer::~Trainer() = default;

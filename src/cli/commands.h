@@ -1,6 +1,7 @@
-// The subcommands of the `megatron` binary. `train` hands its words to the
-// library's megatron::Trainer; each other registers its flags on a CLI11
-// subcommand and returns the function that runs it.
+// The subcommands of the `megatron` binary. Those on the public API
+// (kWordsCommands: train) hand their words to a library class; each other
+// still registers its flags on a CLI11 subcommand and returns the function
+// that runs it.
 #pragma once
 #include <functional>
 #include <string>
@@ -12,13 +13,32 @@ namespace mt {
 
 using Command = std::function<int()>;
 
-// `megatron train FLAGS...`: the flags after `train`, as given, handed to
-// megatron::Trainer (include/megatron/trainer.h), whose parse is the
-// command's (--config, --help, refusals); a refusal goes to `say`, one line.
-// Returns what the binary exits with: 0, or 2 for flags refused (the run's
-// own errors end the job in the Trainer).
-int run_train_command(const std::vector<std::string>& flags,
-                      const std::function<void(const std::string&)>& say);
+// What a command says about flags it refuses: one line (main.cc prefixes
+// "error: " and says it on rank 0 only).
+using Say = std::function<void(const std::string&)>;
+
+// A command that is a client of the public API takes the words after its
+// name, as given, and hands them to the library class that parses them
+// (--config, --help, refusals: include/megatron/flags.h) and runs. Returns
+// what the binary exits with: the run's own status, or 2 for flags refused
+// (the run's own errors end the job in the library).
+using WordsCommand = int (*)(const std::vector<std::string>& words, const Say& say);
+
+// `body` builds the library's object from the words and runs it: a FlagHelp
+// printed (exit 0), a FlagError said (exit 2), else body's status.
+int run_words(const Say& say, const std::function<int()>& body);
+
+// `megatron train FLAGS...`: megatron::Trainer (include/megatron/trainer.h).
+int run_train_command(const std::vector<std::string>& words, const Say& say);
+
+// The commands on the public API, by name (main.cc dispatches argv[1]).
+struct WordsCommandEntry {
+  const char* name;
+  const char* about;  // one line, for `megatron --help`
+  WordsCommand run;
+};
+extern const std::vector<WordsCommandEntry> kWordsCommands;
+
 Command add_generate_command(CLI::App& app);
 Command add_preprocess_command(CLI::App& app);
 Command add_convert_command(CLI::App& app);

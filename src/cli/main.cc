@@ -11,7 +11,6 @@
 
 #include "cli/commands.h"
 #include "flags/config_file.h"
-#include "flags/train_flags.h"
 #include "flags/unknown_flag.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -23,19 +22,30 @@ int main(int argc, char** argv) {
   const auto say = [err](const std::string& line) {
     if (err != nullptr) std::fprintf(err, "error: %s\n", line.c_str());
   };
-  // `megatron train ...`: the library's megatron::Trainer parses and runs it.
-  if (argc >= 2 && std::string(argv[1]) == "train")
-    return mt::run_train_command(std::vector<std::string>(argv + 2, argv + argc), say);
+  // `megatron train ...` and the other commands on the public API: the
+  // library's class for it parses the words and runs.
+  if (argc >= 2)
+    for (const mt::WordsCommandEntry& c : mt::kWordsCommands)
+      if (argv[1] == std::string(c.name))
+        return c.run(std::vector<std::string>(argv + 2, argv + argc), say);
   CLI::App app{"megatron.cpp: Megatron-LM's GPT training as one native binary"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "megatron.cpp 0.1");
   std::map<CLI::App*, mt::Command> commands;
-  // Listed by `megatron --help`; its flags are the Trainer's (run_train_command).
-  CLI::App* train = mt::add_train_subcommand(app);
-  const auto after_train = [&] {  // the words after `train`, when not argv[1]
-    std::vector<std::string> words(argv + 1, argv + argc);
-    words.erase(words.begin(), std::find(words.begin(), words.end(), "train") + 1);
-    return words;
+  // Listed by `megatron --help`; their flags are the library's (kWordsCommands).
+  std::map<CLI::App*, mt::WordsCommand> words_commands;
+  for (const mt::WordsCommandEntry& c : mt::kWordsCommands)
+    words_commands[app.add_subcommand(c.name, c.about)->prefix_command()] = c.run;
+  // The words after a command on the public API's name, when not argv[1].
+  const auto words_command = [&]() -> std::pair<mt::WordsCommand, std::vector<std::string>> {
+    for (const auto& [sub, run] : words_commands)
+      if (sub->parsed()) {
+        std::vector<std::string> words(argv + 1, argv + argc);
+        words.erase(words.begin(),
+                    std::find(words.begin(), words.end(), sub->get_name()) + 1);
+        return {run, words};
+      }
+    return {nullptr, {}};
   };
   CLI::App* gen = app.add_subcommand("generate", "generate text from a checkpoint");
   commands[gen] = mt::add_generate_command(*gen);
@@ -71,9 +81,10 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const CLI::ParseError& e) {
     // `megatron --help train`: train's usage, as `megatron train --help` prints it.
-    if (e.get_exit_code() == 0 && train->parsed()) return mt::run_train_command({"--help"}, say);
+    const auto [run, words] = words_command();
+    if (e.get_exit_code() == 0 && run != nullptr) return run({"--help"}, say);
     if (e.get_exit_code() == 0) return app.exit(e);
-    if (train->parsed()) return mt::run_train_command(after_train(), say);
+    if (run != nullptr) return run(words, say);
     CLI::App* parsed = app.get_subcommands().empty() ? &app : app.get_subcommands()[0];
     const std::string sub = parsed == &app ? "" : " " + parsed->get_name();
     // A misspelt flag leaves a required one unset too, and CLI11 checks the
@@ -98,7 +109,7 @@ int main(int argc, char** argv) {
     say(what + "; see `megatron" + sub + " --help`");
     return 2;
   }
-  if (train->parsed()) return mt::run_train_command(after_train(), say);
+  if (const auto [run, words] = words_command(); run != nullptr) return run(words, say);
   try {
     for (auto& [sub, run] : commands)
       if (sub->parsed()) return run();

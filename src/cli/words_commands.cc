@@ -1,0 +1,27 @@
+// The commands that are clients of the public API: the table main.cc
+// dispatches, and how each reports flags refused.
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "megatron/flags.h"
+
+namespace mt {
+
+int run_words(const Say& say, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const megatron::FlagHelp& help) {
+    std::fputs(help.what(), stdout);
+    return 0;
+  } catch (const megatron::FlagError& e) {
+    say(e.what());
+    return 2;
+  }
+}
+
+const std::vector<WordsCommandEntry> kWordsCommands = {
+    {"train", "train a GPT model (launch with mpirun for many ranks)",
+     run_train_command},
+};
+
+}  // namespace mt
