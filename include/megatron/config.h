@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include "megatron/flags.h"
+
 namespace megatron {
 
 // A configuration the library refuses (a model, a cluster, a layout): what()
@@ -142,6 +144,7 @@ ModelConfig named_model(const std::string& name);
 // or the sizes by hand), then a TOML file that `megatron train --config` and
 // `megatron plan --config` read.
 struct ConfigOptions {
+  ConfigOptions() {}  // set the fields by name (so that ConfigQuestions({"--yes"}) is the words)
   std::string output = "megatron_config.toml";  // replaced only when told (force, or asked)
   std::string answers;  // a file of `key = value` answers (a key left out takes its default)
   bool yes = false;     // every default, nothing asked
