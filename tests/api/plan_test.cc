@@ -62,7 +62,9 @@ TEST(Plan, ASmallModelOnEightRanksRankedByStepTimeAsPlanJsonSaysIt) {
     EXPECT_TRUE(plans[i].fits) << l.name() << ": " << plans[i].misfit;
     EXPECT_GT(plans[i].memory.total_bytes, 0) << l.name();
     // tokens/s is the global batch's tokens over the step: fastest first.
-    if (i > 0) EXPECT_LE(plans[i - 1].step_time_s, plans[i].step_time_s * (1 + 1e-12)) << i;
+    if (i > 0) {
+      EXPECT_LE(plans[i - 1].step_time_s, plans[i].step_time_s * (1 + 1e-12)) << i;
+    }
   }
   // The binary, run by one rank (the test also runs under mpirun -n 2).
   if (mt::world_rank_or_zero() != 0) return;
