@@ -12,7 +12,7 @@ include(GNUInstallDirs)
 
 set(mt_package_libs mt_core mt_backend mt_kernels mt_comm mt_data mt_chat mt_parallel mt_model
     mt_optim mt_checkpoint mt_pipeline mt_args mt_memory mt_observe mt_train mt_plan mt_convert
-    mt_serve mt_flags mt_decoding mt_api)
+    mt_serve mt_flags mt_decoding mt_wizard mt_api)
 if(TARGET mt_kernels_cuda)  # MT_CUDA: the kernels' CUDA twins
   # An exported target may not name the source tree for its users: src/ is
   # for this build only (the installed package has include/megatron alone).

@@ -60,13 +60,6 @@ int main(int argc, char** argv) {
   CLI::App* conv = app.add_subcommand(
       "convert", "convert Hugging Face gpt2/llama folders <-> megatron.cpp checkpoints");
   commands[conv] = mt::add_convert_command(*conv);
-  CLI::App* plan = app.add_subcommand(
-      "plan", "memory and step time of every TP/PP/DP layout of a model on a cluster (no ranks)");
-  commands[plan] = mt::add_plan_command(*plan);
-  CLI::App* config = app.add_subcommand(
-      "config", "a few questions (cluster, model, layout from plan), then a TOML file for "
-      "train --config and plan --config");
-  commands[config] = mt::add_config_command(*config);
   for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
     MT_CHECK(std::find(mt::kMegatronCommands.begin(), mt::kMegatronCommands.end(),
                        sub->get_name()) != mt::kMegatronCommands.end(),

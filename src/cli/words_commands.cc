@@ -22,6 +22,12 @@ int run_words(const Say& say, const std::function<int()>& body) {
 const std::vector<WordsCommandEntry> kWordsCommands = {
     {"train", "train a GPT model (launch with mpirun for many ranks)",
      run_train_command},
+    {"plan", "memory and step time of every TP/PP/DP layout of a model on a cluster (no ranks)",
+     run_plan_command},
+    {"config",
+     "a few questions (cluster, model, layout from plan), then a TOML file for train --config "
+     "and plan --config",
+     run_config_command},
 };
 
 }  // namespace mt

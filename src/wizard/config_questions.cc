@@ -1,8 +1,8 @@
-#include "cli/config_questions.h"
+#include "wizard/config_questions.h"
 
 #include <algorithm>
 
-#include "cli/named_models.h"
+#include "wizard/named_models.h"
 #include "core/error.h"
 
 namespace mt {

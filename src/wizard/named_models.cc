@@ -1,4 +1,4 @@
-#include "cli/named_models.h"
+#include "wizard/named_models.h"
 
 #include <algorithm>
 

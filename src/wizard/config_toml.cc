@@ -1,4 +1,4 @@
-#include "cli/config_toml.h"
+#include "wizard/config_toml.h"
 
 #include <cmath>
 #include <cstdio>
@@ -7,7 +7,7 @@
 #include <set>
 
 #include "args/args_list.h"
-#include "cli/commands.h"
+#include "flags/plan_flags.h"
 #include "flags/train_flags.h"
 #include "core/error.h"
 
@@ -59,7 +59,7 @@ std::string config_toml(const std::string& model_name, const PlanProblem& pb,
   // The two readers of the file: which flags each takes.
   CLI::App train_app, plan_app;
   add_train_flags(train_app);
-  add_plan_command(plan_app);
+  add_plan_flags(plan_app);
   std::set<std::string> model_flags;
   ModelConfig probe;
   for_each_model_field(probe, [&](const char*, const char* flag, const char*, auto&) {

@@ -5,12 +5,12 @@
 #include <string>
 #include <vector>
 
-#include "cli/config_prompt.h"
+#include "wizard/config_prompt.h"
 #include "plan/plan_layout.h"
 
 namespace mt {
 
-// A named size (cli/named_models.h) or "custom" with its sizes asked; then
+// A named size (wizard/named_models.h) or "custom" with its sizes asked; then
 // the sequence length. `name` is set to the answer.
 ModelConfig ask_model(Prompter& p, std::string* name);
 

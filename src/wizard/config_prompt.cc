@@ -1,4 +1,4 @@
-#include "cli/config_prompt.h"
+#include "wizard/config_prompt.h"
 
 #include <cmath>
 #include <cstdio>
