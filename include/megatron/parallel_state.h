@@ -47,6 +47,11 @@ enum class Group {
   kExpertData,   // MoE: the replicas of the same experts
 };
 
+// This process's world rank as its launcher (mpirun, srun) numbered it, read
+// from the environment without starting MPI; 0 when launched alone. (Say a
+// refusal once, on rank 0, before any collective call.)
+int launcher_rank();
+
 class ParallelState {
  public:
   // Collective over the MPI world (every rank with the same sizes). Throws

@@ -7,6 +7,7 @@
 #include "comm/mpi_env.h"
 #include "comm/parallel_state.h"
 #include "core/error.h"
+#include "core/log.h"
 
 namespace megatron {
 
@@ -39,6 +40,8 @@ mt::GroupKind kind_of(Group g) {
 }
 
 }  // namespace
+
+int launcher_rank() { return mt::launcher_rank(); }
 
 struct ParallelState::Impl {
   mt::MpiEnv mpi;  // first in, last out: the groups are freed before MPI finalises
