@@ -22,6 +22,9 @@ int run_words(const Say& say, const std::function<int()>& body) {
 const std::vector<WordsCommandEntry> kWordsCommands = {
     {"train", "train a GPT model (launch with mpirun for many ranks)",
      run_train_command},
+    {"preprocess", "tokenize text into a Megatron .bin/.idx dataset", run_preprocess_command},
+    {"convert", "convert Hugging Face gpt2/llama folders <-> megatron.cpp checkpoints",
+     run_convert_command},
 };
 
 }  // namespace mt
