@@ -27,6 +27,7 @@
 //                        "megatron", "--load-dir", "llama-hf", "--save-dir", "ckpt"}).run();
 #pragma once
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -70,6 +71,10 @@ class Converter {
   // `flags`: the words after `megatron convert`. Throws FlagError (FlagHelp
   // for --help), as the binary refuses them.
   explicit Converter(const std::vector<std::string>& flags);
+  // The same for a list written out, Converter({"--help"}) (which the options
+  // would otherwise take too).
+  explicit Converter(std::initializer_list<std::string> flags)
+      : Converter(std::vector<std::string>(flags)) {}
   ~Converter();
   Converter(const Converter&) = delete;
   Converter& operator=(const Converter&) = delete;

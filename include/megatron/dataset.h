@@ -29,6 +29,7 @@
 //   megatron::Preprocessor({"--input", "corpus.txt", "--output-prefix", "data/c"}).run();
 #pragma once
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -68,7 +69,7 @@ struct PreprocessSummary {
   int64_t tokens = 0;
   int64_t input_bytes = 0;
   int64_t vocab_size = 0;                     // the tokenizer's
-  int32_t eod = -1;                           // its end-of-document id
+  int32_t eod = -1;                           // the eod id appended (-1: no append_eod)
   std::string vocab_path;                     // char: the vocabulary written
   std::string tokenizer_path;                 // <prefix>_tokenizer.json
   std::vector<std::string> dataset_prefixes;  // one per key: PREFIX.bin / PREFIX.idx
@@ -83,6 +84,10 @@ class Preprocessor {
   // `flags`: the words after `megatron preprocess`. Throws FlagError
   // (FlagHelp for --help), as the binary refuses them.
   explicit Preprocessor(const std::vector<std::string>& flags);
+  // The same for a list written out, Preprocessor({"--help"}) (which the options
+  // would otherwise take too).
+  explicit Preprocessor(std::initializer_list<std::string> flags)
+      : Preprocessor(std::vector<std::string>(flags)) {}
   ~Preprocessor();
   Preprocessor(const Preprocessor&) = delete;
   Preprocessor& operator=(const Preprocessor&) = delete;

@@ -20,7 +20,8 @@ namespace megatron {
 
 namespace {
 
-constexpr const char* kAbout = "convert Hugging Face gpt2/llama folders <-> megatron.cpp checkpoints";
+constexpr const char* kAbout =
+    "convert Hugging Face gpt2/llama folders <-> megatron.cpp checkpoints";
 
 constexpr const char* kFooter =
     "hf -> megatron: --load-dir holds config.json (model_type gpt2, llama or mixtral),\n"

@@ -101,7 +101,8 @@ void make_gpt2_folder(const std::string& hf) {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     std::vector<float>& v = data.emplace_back(size_t(n));
-    const bool norm = name.find("ln_") != std::string::npos && name.find(".weight") != std::string::npos;
+    const bool norm =
+        name.find("ln_") != std::string::npos && name.find(".weight") != std::string::npos;
     for (float& x : v) x = (norm ? 1.0f : 0.0f) + normal(rng);
     w.add(name, mt::StDType::kF32, shape, v.data());
   }
@@ -110,9 +111,11 @@ void make_gpt2_folder(const std::string& hf) {
 }
 
 // name -> (shape, bytes) of a folder's model.safetensors.
-std::map<std::string, std::pair<std::vector<int64_t>, std::string>> tensors(const std::string& dir) {
+using Tensors = std::map<std::string, std::pair<std::vector<int64_t>, std::string>>;
+
+Tensors tensors(const std::string& dir) {
   mt::SafetensorsReader r(dir + "/model.safetensors");
-  std::map<std::string, std::pair<std::vector<int64_t>, std::string>> out;
+  Tensors out;
   for (const std::string& n : r.names()) {
     const mt::StTensorInfo& i = r.info(n);
     EXPECT_EQ(i.dtype, mt::StDType::kF32) << n;

@@ -34,7 +34,8 @@ std::vector<int32_t> sequence(const mt::IndexedDataset& ds, int64_t i) {
 TEST(Dataset, PreprocessWritesTheTokenizersIdsOfEachDocument) {
   mt::test::TempDir dir;
   // Three paragraphs (one with a two-byte character), "\n\n\n" leaves "\n" in the third.
-  const std::vector<std::string> docs = {"The cat sees the river.", "A queen\nhelps a dog, caf\xc3\xa9.",
+  const std::vector<std::string> docs = {"The cat sees the river.",
+                                         "A queen\nhelps a dog, caf\xc3\xa9.",
                                          "\nMy friend finds a red apple."};
   write_text(dir.file("corpus.txt"), docs[0] + "\n\n" + docs[1] + "\n\n\n" + docs[2].substr(1));
   megatron::PreprocessOptions o;
@@ -90,7 +91,8 @@ TEST(Dataset, JsonlWithNullTokenizerGivesOneDatasetPerKey) {
             (std::vector<std::string>{dir.file("j_text_document"), dir.file("j_title_document")}));
   EXPECT_EQ(s.documents, 4);  // 2 lines x 2 keys
   EXPECT_EQ(s.tokens, 8);
-  EXPECT_EQ(s.eod, 10);
+  EXPECT_EQ(s.vocab_size, 11);  // ids 0..9 and eod
+  EXPECT_EQ(s.eod, -1);         // none appended
   const mt::IndexedDataset text(s.dataset_prefixes[0]), title(s.dataset_prefixes[1]);
   EXPECT_EQ(sequence(text, 0), (std::vector<int32_t>{1, 2, 3}));
   EXPECT_EQ(sequence(text, 1), (std::vector<int32_t>{4, 5}));
