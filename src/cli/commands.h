@@ -1,7 +1,7 @@
 // The subcommands of the `megatron` binary. Those on the public API
-// (kWordsCommands: train, preprocess, convert) hand their words to a library class; each other
-// still registers its flags on a CLI11 subcommand and returns the function
-// that runs it.
+// (kWordsCommands: train, preprocess, convert) hand their words to a library
+// class; each other still registers its flags on a CLI11 subcommand and
+// returns the function that runs it.
 #pragma once
 #include <functional>
 #include <string>
