@@ -1,7 +1,7 @@
 // The subcommands of the `megatron` binary. Those on the public API
-// (kWordsCommands: train, plan, config) hand their words to a library class; each other
-// still registers its flags on a CLI11 subcommand and returns the function
-// that runs it.
+// (kWordsCommands: train, plan, config, preprocess, convert) hand their words to a
+// library class; each other still registers its flags on a CLI11 subcommand
+// and returns the function that runs it.
 #pragma once
 #include <functional>
 #include <string>
@@ -34,6 +34,10 @@ int run_train_command(const std::vector<std::string>& words, const Say& say);
 int run_plan_command(const std::vector<std::string>& words, const Say& say);
 // `megatron config FLAGS...`: megatron::ConfigQuestions (include/megatron/config.h).
 int run_config_command(const std::vector<std::string>& words, const Say& say);
+// `megatron preprocess FLAGS...`: megatron::Preprocessor (include/megatron/dataset.h).
+int run_preprocess_command(const std::vector<std::string>& words, const Say& say);
+// `megatron convert FLAGS...`: megatron::Converter (include/megatron/convert.h).
+int run_convert_command(const std::vector<std::string>& words, const Say& say);
 
 // The commands on the public API, by name (main.cc dispatches argv[1]).
 struct WordsCommandEntry {
@@ -44,8 +48,6 @@ struct WordsCommandEntry {
 extern const std::vector<WordsCommandEntry> kWordsCommands;
 
 Command add_generate_command(CLI::App& app);
-Command add_preprocess_command(CLI::App& app);
-Command add_convert_command(CLI::App& app);
 Command add_score_command(CLI::App& app);
 // `megatron serve`: Megatron's and OpenAI's HTTP APIs over a checkpoint.
 Command add_serve_command(CLI::App& app);

@@ -55,11 +55,6 @@ int main(int argc, char** argv) {
   CLI::App* serve = app.add_subcommand(
       "serve", "Megatron's text generation API and an OpenAI-compatible one over a checkpoint");
   commands[serve] = mt::add_serve_command(*serve);
-  CLI::App* pre = app.add_subcommand("preprocess", "tokenize text into a Megatron .bin/.idx dataset");
-  commands[pre] = mt::add_preprocess_command(*pre);
-  CLI::App* conv = app.add_subcommand(
-      "convert", "convert Hugging Face gpt2/llama folders <-> megatron.cpp checkpoints");
-  commands[conv] = mt::add_convert_command(*conv);
   for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
     MT_CHECK(std::find(mt::kMegatronCommands.begin(), mt::kMegatronCommands.end(),
                        sub->get_name()) != mt::kMegatronCommands.end(),

@@ -28,6 +28,9 @@ const std::vector<WordsCommandEntry> kWordsCommands = {
      "a few questions (cluster, model, layout from plan), then a TOML file for train --config "
      "and plan --config",
      run_config_command},
+    {"preprocess", "tokenize text into a Megatron .bin/.idx dataset", run_preprocess_command},
+    {"convert", "convert Hugging Face gpt2/llama folders <-> megatron.cpp checkpoints",
+     run_convert_command},
 };
 
 }  // namespace mt
