@@ -1,5 +1,5 @@
 // The subcommands of the `megatron` binary. Those on the public API
-// (kWordsCommands: train) hand their words to a library class; each other
+// (kWordsCommands: train, serve) hand their words to a library class; each other
 // still registers its flags on a CLI11 subcommand and returns the function
 // that runs it.
 #pragma once
@@ -30,6 +30,8 @@ int run_words(const Say& say, const std::function<int()>& body);
 
 // `megatron train FLAGS...`: megatron::Trainer (include/megatron/trainer.h).
 int run_train_command(const std::vector<std::string>& words, const Say& say);
+// `megatron serve FLAGS...`: megatron::Server (include/megatron/serving.h).
+int run_serve_command(const std::vector<std::string>& words, const Say& say);
 
 // The commands on the public API, by name (main.cc dispatches argv[1]).
 struct WordsCommandEntry {
@@ -43,8 +45,6 @@ Command add_generate_command(CLI::App& app);
 Command add_preprocess_command(CLI::App& app);
 Command add_convert_command(CLI::App& app);
 Command add_score_command(CLI::App& app);
-// `megatron serve`: Megatron's and OpenAI's HTTP APIs over a checkpoint.
-Command add_serve_command(CLI::App& app);
 Command add_plan_command(CLI::App& app);
 // `megatron config`: questions, then a TOML file train --config and plan --config read.
 Command add_config_command(CLI::App& app);

@@ -52,9 +52,6 @@ int main(int argc, char** argv) {
   CLI::App* score = app.add_subcommand(
       "score", "the loss of a checkpoint on a text or JSONL file, per document (no training)");
   commands[score] = mt::add_score_command(*score);
-  CLI::App* serve = app.add_subcommand(
-      "serve", "Megatron's text generation API and an OpenAI-compatible one over a checkpoint");
-  commands[serve] = mt::add_serve_command(*serve);
   CLI::App* pre = app.add_subcommand("preprocess", "tokenize text into a Megatron .bin/.idx dataset");
   commands[pre] = mt::add_preprocess_command(*pre);
   CLI::App* conv = app.add_subcommand(

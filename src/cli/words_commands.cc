@@ -22,6 +22,8 @@ int run_words(const Say& say, const std::function<int()>& body) {
 const std::vector<WordsCommandEntry> kWordsCommands = {
     {"train", "train a GPT model (launch with mpirun for many ranks)",
      run_train_command},
+    {"serve", "Megatron's text generation API and an OpenAI-compatible one over a checkpoint",
+     run_serve_command},
 };
 
 }  // namespace mt
