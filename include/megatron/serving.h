@@ -36,6 +36,7 @@
 //   t.join();
 #pragma once
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -78,6 +79,9 @@ class Server {
   // `flags`: the words after `megatron serve`. Throws FlagError (FlagHelp for
   // --help). Values out of range end the job at start(), as the command does.
   explicit Server(const std::vector<std::string>& flags);
+  // Server({"--load", "ckpt"}): a braced list of strings is the words.
+  explicit Server(std::initializer_list<std::string> flags)
+      : Server(std::vector<std::string>(flags)) {}
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;

@@ -9,6 +9,7 @@
 #include <mpi.h>
 #include <signal.h>
 
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -129,6 +130,7 @@ TEST(Serving, GreedyCompletionOnPortZeroIsTheDecodingSessionsAndStopEndsRun) {
   EXPECT_EQ(answer.at("model"), "tiny");
   EXPECT_FALSE(want.empty());
   EXPECT_EQ(answer.at("choices").at(0).at("text").get<std::string>(), want) << answer.dump();
+  std::printf("[ %s -> %s ]\n", prompt.c_str(), want.c_str());
 }
 
 TEST(Serving, OptionsOutOfRangeAreRefusedNamingTheFlag) {
