@@ -1,7 +1,7 @@
 // The subcommands of the `megatron` binary. Those on the public API
-// (kWordsCommands: train, plan, config, preprocess, convert) hand their words to a
-// library class; each other still registers its flags on a CLI11 subcommand
-// and returns the function that runs it.
+// (kWordsCommands: train, plan, config, preprocess, convert, serve) hand their
+// words to a library class; each other still registers its flags on a CLI11
+// subcommand and returns the function that runs it.
 #pragma once
 #include <functional>
 #include <string>
@@ -38,6 +38,8 @@ int run_config_command(const std::vector<std::string>& words, const Say& say);
 int run_preprocess_command(const std::vector<std::string>& words, const Say& say);
 // `megatron convert FLAGS...`: megatron::Converter (include/megatron/convert.h).
 int run_convert_command(const std::vector<std::string>& words, const Say& say);
+// `megatron serve FLAGS...`: megatron::Server (include/megatron/serving.h).
+int run_serve_command(const std::vector<std::string>& words, const Say& say);
 
 // The commands on the public API, by name (main.cc dispatches argv[1]).
 struct WordsCommandEntry {
@@ -49,7 +51,5 @@ extern const std::vector<WordsCommandEntry> kWordsCommands;
 
 Command add_generate_command(CLI::App& app);
 Command add_score_command(CLI::App& app);
-// `megatron serve`: Megatron's and OpenAI's HTTP APIs over a checkpoint.
-Command add_serve_command(CLI::App& app);
 
 }  // namespace mt

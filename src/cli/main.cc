@@ -52,9 +52,6 @@ int main(int argc, char** argv) {
   CLI::App* score = app.add_subcommand(
       "score", "the loss of a checkpoint on a text or JSONL file, per document (no training)");
   commands[score] = mt::add_score_command(*score);
-  CLI::App* serve = app.add_subcommand(
-      "serve", "Megatron's text generation API and an OpenAI-compatible one over a checkpoint");
-  commands[serve] = mt::add_serve_command(*serve);
   for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
     MT_CHECK(std::find(mt::kMegatronCommands.begin(), mt::kMegatronCommands.end(),
                        sub->get_name()) != mt::kMegatronCommands.end(),

@@ -31,6 +31,8 @@ const std::vector<WordsCommandEntry> kWordsCommands = {
     {"preprocess", "tokenize text into a Megatron .bin/.idx dataset", run_preprocess_command},
     {"convert", "convert Hugging Face gpt2/llama folders <-> megatron.cpp checkpoints",
      run_convert_command},
+    {"serve", "Megatron's text generation API and an OpenAI-compatible one over a checkpoint",
+     run_serve_command},
 };
 
 }  // namespace mt
