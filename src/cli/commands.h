@@ -1,5 +1,5 @@
 // The subcommands of the `megatron` binary. Those on the public API
-// (kWordsCommands: train) hand their words to a library class; each other
+// (kWordsCommands: train, generate, score) hand their words to a library class; each other
 // still registers its flags on a CLI11 subcommand and returns the function
 // that runs it.
 #pragma once
@@ -30,6 +30,10 @@ int run_words(const Say& say, const std::function<int()>& body);
 
 // `megatron train FLAGS...`: megatron::Trainer (include/megatron/trainer.h).
 int run_train_command(const std::vector<std::string>& words, const Say& say);
+// `megatron generate FLAGS...`: megatron::Generator (include/megatron/decoding.h).
+int run_generate_command(const std::vector<std::string>& words, const Say& say);
+// `megatron score FLAGS...`: megatron::Scorer (include/megatron/scoring.h).
+int run_score_command(const std::vector<std::string>& words, const Say& say);
 
 // The commands on the public API, by name (main.cc dispatches argv[1]).
 struct WordsCommandEntry {
@@ -39,10 +43,8 @@ struct WordsCommandEntry {
 };
 extern const std::vector<WordsCommandEntry> kWordsCommands;
 
-Command add_generate_command(CLI::App& app);
 Command add_preprocess_command(CLI::App& app);
 Command add_convert_command(CLI::App& app);
-Command add_score_command(CLI::App& app);
 // `megatron serve`: Megatron's and OpenAI's HTTP APIs over a checkpoint.
 Command add_serve_command(CLI::App& app);
 Command add_plan_command(CLI::App& app);

@@ -47,11 +47,6 @@ int main(int argc, char** argv) {
       }
     return {nullptr, {}};
   };
-  CLI::App* gen = app.add_subcommand("generate", "generate text from a checkpoint");
-  commands[gen] = mt::add_generate_command(*gen);
-  CLI::App* score = app.add_subcommand(
-      "score", "the loss of a checkpoint on a text or JSONL file, per document (no training)");
-  commands[score] = mt::add_score_command(*score);
   CLI::App* serve = app.add_subcommand(
       "serve", "Megatron's text generation API and an OpenAI-compatible one over a checkpoint");
   commands[serve] = mt::add_serve_command(*serve);

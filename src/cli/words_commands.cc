@@ -22,6 +22,9 @@ int run_words(const Say& say, const std::function<int()>& body) {
 const std::vector<WordsCommandEntry> kWordsCommands = {
     {"train", "train a GPT model (launch with mpirun for many ranks)",
      run_train_command},
+    {"generate", "generate text from a checkpoint", run_generate_command},
+    {"score", "the loss of a checkpoint on a text or JSONL file, per document (no training)",
+     run_score_command},
 };
 
 }  // namespace mt
