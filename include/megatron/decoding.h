@@ -1,6 +1,7 @@
-// megatron/decoding.h — a checkpoint decoding many prompts at once, as a
-// library call: the engine of `megatron serve` (continuous batching over a
-// paged key/value cache) without its HTTP server.
+// megatron/decoding.h — a checkpoint decoding text, as a library call: many
+// prompts at once (DecodingSession: the engine of `megatron serve`, continuous
+// batching over a paged key/value cache, without its HTTP server), or one
+// prompt streamed token by token (Generator: `megatron generate`).
 //
 // A DecodingSession loads a checkpoint (a --save directory of `megatron train`,
 // or one `megatron convert` wrote) with its own tokenizer, split over the MPI
@@ -20,12 +21,13 @@
 //   for (const auto& c : s.generate({"Once upon", "The king"}, {.max_tokens = 20}))
 //     std::printf("%s\n", c.text.c_str());
 //
-// A Generator is `megatron generate`: one prompt, its new tokens streamed to a
-// callback as they come, each with the text `megatron generate` prints for it
-// (the same tokens for the same seed: its sampling stream, its context window
-// that restarts on its last half when full). It is built from options, or from
-// the command's words (its flags and `--config`, parsed and refused as the
-// binary does: megatron/flags.h), and run() is the command.
+// A Generator is `megatron generate`: one prompt over the same ranks (the
+// same MPI rules), its new tokens streamed to a callback as they come, each
+// with the text `megatron generate` prints for it (the same tokens for the
+// same seed: its sampling stream, its context window that restarts on its
+// last half when full). It is built from options, or from the command's words
+// (its flags and `--config`, parsed and refused as the binary does:
+// megatron/flags.h), and run() is the command.
 //
 //   megatron::Generator g({.load = "ckpt", .prompt = "Once upon", .max_new_tokens = 20});
 //   g.generate([](const megatron::GeneratedToken& t) { std::fputs(t.text.c_str(), stdout); });
