@@ -1,7 +1,7 @@
 // `megatron config`: a client of the library's public API. The flags after
 // `config` go to megatron::ConfigQuestions as given; it parses them (--help,
 // one line naming a refused flag), asks on this terminal and writes the file.
-#include "cli/commands.h"
+#include "commands.h"
 #include "megatron/config.h"
 
 namespace mt {

@@ -2,7 +2,7 @@
 // `convert` (Megatron-LM's tools/checkpoint/convert.py names) go to
 // megatron::Converter as given; it parses them (--config files, --help, one
 // line naming a refused flag) and converts.
-#include "cli/commands.h"
+#include "commands.h"
 #include "megatron/convert.h"
 
 namespace mt {

@@ -1,107 +1,69 @@
 // megatron: train | generate | score | serve | preprocess | convert | plan |
-// config. Every error becomes one line on stderr and a non-zero exit; in a
-// multi-rank job the whole job is aborted so that no rank waits for one that
-// died. A command line refused is said once, by rank 0 (every rank parses the
-// same one).
-#include <algorithm>
+// config — one client of the library's public API (include/megatron/): each
+// command's words go to the library class that parses and runs them
+// (kWordsCommands). Every error becomes one line on stderr and a non-zero
+// exit; in a multi-rank job the library ends the whole job so that no rank
+// waits for one that died. A command line refused is said once, by rank 0
+// (every rank parses the same one).
 #include <cstdio>
-#include <map>
 #include <string>
 #include <vector>
 
-#include "cli/commands.h"
-#include "flags/config_file.h"
-#include "flags/unknown_flag.h"
-#include "core/error.h"
-#include "core/log.h"
-#include "comm/mpi_env.h"
+#include "commands.h"
+#include "megatron/parallel_state.h"
+
+namespace {
+
+constexpr const char* kAbout = "megatron.cpp: Megatron-LM's GPT training as one native binary";
+
+void print_usage() {
+  std::printf("%s\nUsage: megatron [OPTIONS] SUBCOMMAND\n\nOptions:\n"
+              "  -h,--help                   Print this help message and exit\n"
+              "  --version                   Display program version information and exit\n\n"
+              "Subcommands:\n", kAbout);
+  for (const mt::WordsCommandEntry& c : mt::kWordsCommands)
+    std::printf("  %-28s%s\n", c.name, c.about);
+  std::printf("\n`megatron SUBCOMMAND --help` for a command's flags.\n");
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  // Every rank parses the same command line: its refusal is said by rank 0.
-  FILE* const err = mt::launcher_rank() == 0 ? stderr : nullptr;
+  FILE* const err = megatron::launcher_rank() == 0 ? stderr : nullptr;
   const auto say = [err](const std::string& line) {
     if (err != nullptr) std::fprintf(err, "error: %s\n", line.c_str());
   };
-  // `megatron train ...` and the other commands on the public API: the
-  // library's class for it parses the words and runs.
-  if (argc >= 2)
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  // `megatron --help train` (help first): the command's usage.
+  size_t first = 0;
+  const bool help_first = !args.empty() && (args[0] == "--help" || args[0] == "-h");
+  if (help_first) first = 1;
+  if (args.size() > first)
     for (const mt::WordsCommandEntry& c : mt::kWordsCommands)
-      if (argv[1] == std::string(c.name))
-        return c.run(std::vector<std::string>(argv + 2, argv + argc), say);
-  CLI::App app{"megatron.cpp: Megatron-LM's GPT training as one native binary"};
-  app.require_subcommand(1);
-  app.set_version_flag("--version", "megatron.cpp 0.1");
-  std::map<CLI::App*, mt::Command> commands;
-  // Listed by `megatron --help`; their flags are the library's (kWordsCommands).
-  std::map<CLI::App*, mt::WordsCommand> words_commands;
+      if (args[first] == c.name)
+        return c.run(help_first ? std::vector<std::string>{"--help"}
+                                : std::vector<std::string>(args.begin() + 1, args.end()),
+                     say);
+  if (help_first) {
+    print_usage();
+    return 0;
+  }
+  if (!args.empty() && args[0] == "--version") {
+    std::printf("megatron.cpp 0.1\n");
+    return 0;
+  }
+  if (args.empty()) {
+    say("a subcommand is required; see `megatron --help`");
+    return 2;
+  }
+  std::string names;
   for (const mt::WordsCommandEntry& c : mt::kWordsCommands)
-    words_commands[app.add_subcommand(c.name, c.about)->prefix_command()] = c.run;
-  // The words after a command on the public API's name, when not argv[1].
-  const auto words_command = [&]() -> std::pair<mt::WordsCommand, std::vector<std::string>> {
-    for (const auto& [sub, run] : words_commands)
-      if (sub->parsed()) {
-        std::vector<std::string> words(argv + 1, argv + argc);
-        words.erase(words.begin(),
-                    std::find(words.begin(), words.end(), sub->get_name()) + 1);
-        return {run, words};
-      }
-    return {nullptr, {}};
-  };
-  CLI::App* gen = app.add_subcommand("generate", "generate text from a checkpoint");
-  commands[gen] = mt::add_generate_command(*gen);
-  CLI::App* score = app.add_subcommand(
-      "score", "the loss of a checkpoint on a text or JSONL file, per document (no training)");
-  commands[score] = mt::add_score_command(*score);
-  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
-    MT_CHECK(std::find(mt::kMegatronCommands.begin(), mt::kMegatronCommands.end(),
-                       sub->get_name()) != mt::kMegatronCommands.end(),
-             "internal: add `", sub->get_name(), "` to flags/config_file.h's kMegatronCommands");
-  std::vector<std::string> args;  // as given, --config files expanded
-  try {
-    args = mt::expand_config_args(argc, argv, app);
-    std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them last-first
-    app.parse(std::move(reversed));
-  } catch (const mt::Error& e) {
-    say(e.what());
-    return 2;
-  } catch (const CLI::ParseError& e) {
-    // `megatron --help train`: train's usage, as `megatron train --help` prints it.
-    const auto [run, words] = words_command();
-    if (e.get_exit_code() == 0 && run != nullptr) return run({"--help"}, say);
-    if (e.get_exit_code() == 0) return app.exit(e);
-    if (run != nullptr) return run(words, say);
-    CLI::App* parsed = app.get_subcommands().empty() ? &app : app.get_subcommands()[0];
-    const std::string sub = parsed == &app ? "" : " " + parsed->get_name();
-    // A misspelt flag leaves a required one unset too, and CLI11 checks the
-    // required ones first: name the argument it did not know, the one to fix.
-    std::string what = e.what();
-    std::vector<std::string> unknown = parsed->remaining();
-    std::reverse(unknown.begin(), unknown.end());  // CLI11 was given the arguments last-first
-    if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr && !unknown.empty())
-      what = CLI::ExtrasError(unknown).what();
-    // An unknown flag: refused by name if it is a Megatron flag this build
-    // lacks on purpose, else named with the nearest flag the command has.
-    const bool extras = dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr ||
-                        dynamic_cast<const CLI::RequiredError*>(&e) != nullptr;
-    // The first unknown flag in the order given.
-    const auto flag = std::find_if(args.begin(), args.end(), [&](const std::string& a) {
-      return a.rfind("--", 0) == 0 && std::find(unknown.begin(), unknown.end(), a) != unknown.end();
-    });
-    if (extras && parsed != &app && flag != args.end()) {
-      say(mt::unknown_flag_message(*flag, *parsed));
-      return 2;
-    }
-    say(what + "; see `megatron" + sub + " --help`");
-    return 2;
-  }
-  if (const auto [run, words] = words_command(); run != nullptr) return run(words, say);
-  try {
-    for (auto& [sub, run] : commands)
-      if (sub->parsed()) return run();
-  } catch (const mt::Error& e) {
-    mt::abort_job(e.what());
-  } catch (const std::exception& e) {
-    mt::abort_job(std::string("unexpected error: ") + e.what());
-  }
-  return 0;
+    names += std::string(names.empty() ? "" : ", ") + c.name;
+  if (args[0].rfind("-", 0) == 0)
+    say("unknown flag " + args[0] + " of `megatron` (a flag goes after its command: " + names +
+        "); see `megatron --help`");
+  else
+    say("unknown command `" + args[0] + "`; the commands are " + names +
+        "; see `megatron --help`");
+  return 2;
 }

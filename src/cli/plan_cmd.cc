@@ -1,7 +1,7 @@
 // `megatron plan`: a client of the library's public API. The flags after
 // `plan` go to megatron::Planner as given; it parses them (--config files,
 // --help, one line naming a refused flag) and prints the layouts or calibrates.
-#include "cli/commands.h"
+#include "commands.h"
 #include "megatron/plan.h"
 
 namespace mt {

@@ -2,7 +2,7 @@
 // after `preprocess` (Megatron-LM's tools/preprocess_data.py names) go to
 // megatron::Preprocessor as given; it parses them (--config files, --help,
 // one line naming a refused flag) and writes the .bin/.idx datasets.
-#include "cli/commands.h"
+#include "commands.h"
 #include "megatron/dataset.h"
 
 namespace mt {

@@ -2,7 +2,7 @@
 // `serve` go to megatron::Server as given; it parses them (--config files,
 // --help, one line naming a refused flag), loads the checkpoint and serves
 // Megatron's and OpenAI's APIs over HTTP until SIGINT or SIGTERM.
-#include "cli/commands.h"
+#include "commands.h"
 #include "megatron/serving.h"
 
 namespace mt {

@@ -1,7 +1,7 @@
 // `megatron train`: a client of the library's public API. The flags after
 // `train` go to megatron::Trainer as given; it parses them (--config files,
 // --help, one line naming a refused flag) and runs the loop.
-#include "cli/commands.h"
+#include "commands.h"
 #include "megatron/trainer.h"
 
 namespace mt {
