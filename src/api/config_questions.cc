@@ -4,6 +4,7 @@
 // `config` (cli/config_cmd.cc) is a client of it.
 #include <iostream>
 
+#include "api/job_errors.h"
 #include "comm/mpi_env.h"
 #include "core/error.h"
 #include "flags/command_words.h"
@@ -31,13 +32,7 @@ ConfigQuestions::ConfigQuestions(const std::vector<std::string>& words)
 ConfigQuestions::~ConfigQuestions() = default;
 
 int ConfigQuestions::run(std::istream& in, std::ostream& out) {
-  try {
-    return mt::run_config(impl_->options, in, out);
-  } catch (const mt::Error& e) {
-    mt::abort_job(e.what());
-  } catch (const std::exception& e) {
-    mt::abort_job(std::string("unexpected error: ") + e.what());
-  }
+  return mt::ending_job_on_error([&] { return mt::run_config(impl_->options, in, out); });
 }
 
 int ConfigQuestions::run() { return run(std::cin, std::cout); }

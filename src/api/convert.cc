@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "api/job_errors.h"
 #include "comm/mpi_env.h"
 #include "convert/convert.h"
 #include "core/error.h"
@@ -183,14 +184,10 @@ Converter::~Converter() = default;
 const ConvertOptions& Converter::options() const { return impl_->options; }
 
 int Converter::run() {
-  try {
+  mt::ending_job_on_error([&] {
     MT_CHECK(impl_->refusal.empty(), impl_->refusal);
     impl_->convert();
-  } catch (const mt::Error& e) {
-    mt::abort_job(e.what());
-  } catch (const std::exception& e) {
-    mt::abort_job(std::string("unexpected error: ") + e.what());
-  }
+  });
   return 0;
 }
 

@@ -11,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "api/job_errors.h"
 #include "comm/mpi_env.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -45,17 +46,6 @@ mt::PreprocessOptions internal(const PreprocessOptions& o) {
   return p;
 }
 
-// `f()`, an error in it ending the whole job as the binary's do.
-template <class F>
-auto guarded(F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const mt::Error& e) {
-    mt::abort_job(e.what());
-  } catch (const std::exception& e) {
-    mt::abort_job(std::string("unexpected error: ") + e.what());
-  }
-}
 
 }  // namespace
 
@@ -120,7 +110,7 @@ std::vector<std::string> Preprocessor::outputs() const {
 
 PreprocessSummary Preprocessor::preprocess() {
   const mt::PreprocessOptions o = internal(impl_->options);
-  return guarded([&] {
+  return mt::ending_job_on_error([&] {
     // Before anything is written: no output may replace an input
     // (core/output_guard.h), --overwrite or not.
     mt::OutputGuard paths;

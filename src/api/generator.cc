@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/job_errors.h"
 #include "args/run_args_check.h"
 #include "checkpoint/atomic_file.h"
 #include "comm/mpi_env.h"
@@ -46,19 +47,6 @@ void check_options(const GenerateOptions& o) {
            " must be in [0, 1] (0 or 1: off)");
 }
 
-// `f()`, an error in it ending the whole job as the binary's do.
-template <class F>
-auto guarded(F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const std::logic_error&) {
-    throw;
-  } catch (const mt::Error& e) {
-    mt::abort_job(e.what());
-  } catch (const std::exception& e) {
-    mt::abort_job(std::string("unexpected error: ") + e.what());
-  }
-}
 
 // The flags the binary's `generate` binds; the sampling ones as the float the
 // sampler takes (so a value reaches it exactly as the command parsed it).
@@ -248,7 +236,7 @@ Generation Generator::generate(const std::function<void(const GeneratedToken&)>&
   Impl& s = *impl_;
   if (s.used) throw std::logic_error("megatron::Generator::generate() or run() twice");
   s.used = true;
-  return guarded([&] {
+  return mt::ending_job_on_error([&] {
     s.load();
     return s.decode(on_token);
   });
@@ -258,7 +246,7 @@ int Generator::run() {
   Impl& s = *impl_;
   if (s.used) throw std::logic_error("megatron::Generator::generate() or run() twice");
   s.used = true;
-  return guarded([&] {
+  return mt::ending_job_on_error([&] {
     const GenerateOptions& o = s.options;
     check_options(o);
     // Before anything is read or written: --output-json must not replace a

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/job_errors.h"
 #include "api/model_config.h"
 #include "api/plan_run.h"
 #include "checkpoint/atomic_file.h"
@@ -129,13 +130,8 @@ PlanOptions Planner::options() const { return options_of(*impl_->args); }
 
 int Planner::run() {
   const mt::PlanArgs& a = *impl_->args;
-  try {
-    return a.calibrate || a.calibrate_quick ? run_calibrate(a) : run_plan(a);
-  } catch (const mt::Error& e) {
-    mt::abort_job(e.what());
-  } catch (const std::exception& e) {
-    mt::abort_job(std::string("unexpected error: ") + e.what());
-  }
+  return mt::ending_job_on_error(
+      [&] { return a.calibrate || a.calibrate_quick ? run_calibrate(a) : run_plan(a); });
 }
 
 }  // namespace megatron

@@ -18,6 +18,7 @@
 #include "checkpoint/atomic_file.h"
 #include "comm/mpi_env.h"
 #include "comm/parallel_state.h"
+#include "api/job_errors.h"
 #include "core/error.h"
 #include "core/output_guard.h"
 #include "decoding/decoding_model.h"
@@ -69,19 +70,6 @@ void add_score_flags(CLI::App& app, ScoreFlags& f) {
   mt::make_integer_options_strict(app);
 }
 
-// `f()`, an error in it ending the whole job as the binary's do.
-template <class F>
-auto guarded(F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const std::logic_error&) {
-    throw;
-  } catch (const mt::Error& e) {
-    mt::abort_job(e.what());
-  } catch (const std::exception& e) {
-    mt::abort_job(std::string("unexpected error: ") + e.what());
-  }
-}
 
 // FNV-1a over the documents and their lengths: the same on every rank iff
 // (barring a collision) the documents are.
@@ -220,7 +208,7 @@ Scores Scorer::score() {
   if (s.options.input.empty())
     throw std::invalid_argument("ScoreOptions::input: no file to score; give one, or call "
                                 "score(documents)");
-  return guarded([&] {
+  return mt::ending_job_on_error([&] {
     const ScoreOptions& o = s.options;
     s.connect({{"--load", o.load},
                {"--input", o.input},
@@ -233,7 +221,7 @@ Scores Scorer::score() {
 Scores Scorer::score(const std::vector<std::string>& documents) {
   Impl& s = *impl_;
   s.start("score(documents)");
-  return guarded([&] {
+  return mt::ending_job_on_error([&] {
     s.connect({{"--load", s.options.load},
                {"--append-eod", s.options.append_eod ? "true" : "false"},
                {"documents", documents_digest(documents)}});
@@ -247,7 +235,7 @@ int Scorer::run() {
   // Before anything is read or written: --output-json must not replace the
   // --input text or a file of the --load checkpoint (core/output_guard.h: by
   // path, link or inode, or inside the checkpoint's folders).
-  guarded([&] {
+  mt::ending_job_on_error([&] {
     mt::OutputGuard g;
     g.reads_dir("--load", o.load, mt::OutputGuard::checkpoint_names());
     g.reads_file("--input", o.input);
@@ -255,7 +243,7 @@ int Scorer::run() {
     g.check();
   });
   const Scores r = score();
-  return guarded([&] {
+  return mt::ending_job_on_error([&] {
     std::string out;
     for (size_t d = 0; d < r.documents.size(); ++d) {
       const DocumentScore& ds = r.documents[d];

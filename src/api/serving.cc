@@ -28,6 +28,7 @@
 #include "checkpoint/checkpoint_dir.h"
 #include "comm/mpi_env.h"
 #include "comm/parallel_state.h"
+#include "api/job_errors.h"
 #include "core/error.h"
 #include "decoding/decoding_model.h"
 #include "flags/command_words.h"
@@ -163,20 +164,6 @@ void add_serve_flags(CLI::App& app, ServingOptions& o, mt::DecodingLayout& layou
   mt::make_integer_options_strict(app);
 }
 
-// `f()`, an error in it ending the whole job as the binary's do (misuse,
-// std::logic_error, is the caller's).
-template <class F>
-auto guarded(F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const std::logic_error&) {
-    throw;
-  } catch (const mt::Error& e) {
-    mt::abort_job(e.what());
-  } catch (const std::exception& e) {
-    mt::abort_job(std::string("unexpected error: ") + e.what());
-  }
-}
 
 }  // namespace
 
@@ -244,7 +231,7 @@ void Server::start() {
   Impl& s = *impl_;
   if (s.started) throw std::logic_error("megatron::Server::start() twice");
   s.started = true;
-  guarded([&] {
+  mt::ending_job_on_error([&] {
     const ServingOptions& a = s.o;
     const std::string why = refusal(a, s.pp);
     MT_CHECK(why.empty(), why);
@@ -348,7 +335,7 @@ int Server::run() {
   if (s.finished) throw std::logic_error("megatron::Server::run() twice");
   if (!s.started) start();
   s.finished = true;
-  guarded([&] {
+  mt::ending_job_on_error([&] {
     if (s.ps->world_rank != 0) {
       s.engine->follow();
     } else {

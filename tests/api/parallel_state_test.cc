@@ -11,21 +11,14 @@
 #include <vector>
 
 #include "megatron/parallel_state.h"
+#include "mpi_world.h"
 
 namespace {
 
 using megatron::Group;
 
-int world_size() {
-  int w = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &w);
-  return w;
-}
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
+using mt::test::world_rank;
+using mt::test::world_size;
 
 TEST(PublicParallelState, TensorParallelOverTheWorld) {
   const int w = world_size(), me = world_rank();

@@ -19,30 +19,14 @@
 #include "megatron/decoding.h"
 #include "megatron/serving.h"
 #include "megatron/trainer.h"
+#include "mpi_world.h"
 #include "temp_dir.h"
 
 namespace {
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int n = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-
-// Rank 0's directory, on every rank (the ranks share one machine).
-std::string shared_dir(const mt::test::TempDir& mine) {
-  std::string path = mine.file("");
-  int n = int(path.size());
-  MPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  path.resize(size_t(n));
-  MPI_Bcast(path.data(), n, MPI_CHAR, 0, MPI_COMM_WORLD);
-  return path;
-}
+using mt::test::shared_dir;
+using mt::test::world_rank;
+using mt::test::world_size;
 
 // A character GPT (2 layers, hidden 32, context 64) trained 4 iterations on
 // mock documents over a 28-character vocabulary + end of document: its

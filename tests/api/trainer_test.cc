@@ -19,6 +19,7 @@
 #include "data/dataset_builder.h"
 #include "megatron/data_source.h"
 #include "megatron/trainer.h"
+#include "mpi_world.h"
 #include "temp_dir.h"
 
 namespace {
@@ -58,26 +59,9 @@ Reference run_whole() {
   return ref;
 }
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int n = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-
-// Rank 0's directory, on every rank (the ranks share one machine).
-std::string shared_dir(const mt::test::TempDir& mine) {
-  std::string path = mine.file("");
-  int n = int(path.size());
-  MPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  path.resize(size_t(n));
-  MPI_Bcast(path.data(), n, MPI_CHAR, 0, MPI_COMM_WORLD);
-  return path;
-}
+using mt::test::shared_dir;
+using mt::test::world_rank;
+using mt::test::world_size;
 
 TEST(TrainerSteps, SetupAndStepsGiveRunsLossesBitForBit) {
   const Reference ref = run_whole();

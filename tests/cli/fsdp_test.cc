@@ -132,9 +132,14 @@ TEST(Fsdp, UntiedOutputLayerMatchesOneRank) {
 // TP2 x SP x DP2 measured losses 9.8e-6 and grad norms 1.7e-4 relative with
 // or without FSDP). So the layouts are held to the bf16 layout tolerance
 // (context_parallel_test's 5e-5, grad norms 5e-4) against one rank, and
-// FSDP's losses to round-off (1e-6) against the same layout without it (its
-// per-micro-batch reduce-scatters sum the gradients in another order, so
-// grad norms move by ~1e-5 by iteration 6, within the tolerance above).
+// FSDP's losses to round-off against the same layout without it: its
+// per-micro-batch reduce-scatters sum the gradients in another order, a
+// difference of the same kind as the layout's own from one rank, so FSDP may
+// move the losses no further from the plain layout than the plain layouts
+// are from one rank (or 1e-6, where that is less). The size is the CPU's:
+// with AMX-BF16 GEMMs FSDP stayed within 1e-6; with AVX512-BF16 alone
+// (no AMX) TP2 x SP x DP2 measured 2.96e-6 at iteration 5, the plain layouts
+// 6.61e-6 from one rank.
 TEST(Fsdp, Bf16MatchesBf16OneRank) {
   const std::string tp2 = " --tensor-model-parallel-size 2 --sequence-parallel";
   const std::vector<Layout> fsdp = {{"dp2", 2, kFsdp}, {"tp2_sp_dp2", 4, kFsdp + tp2}};
@@ -144,18 +149,20 @@ TEST(Fsdp, Bf16MatchesBf16OneRank) {
                                 [&](const Layout& l, const RunResult&, const JsonLogLines&,
                                     const JsonLogLines& got) { with_fsdp[l.tag] = got; });
   std::map<std::string, JsonLogLines> plain;
-  mt::test::expect_layouts_match_one_rank(model_flags() + " --bf16",
+  const double plain_worst = mt::test::expect_layouts_match_one_rank(model_flags() + " --bf16",
                                 {{"dp2", 2, ""}, {"tp2_sp_dp2", 4, tp2}}, 5e-5, {"loss"},
                                 "the same layouts without FSDP, bf16",
                                 [&](const Layout& l, const RunResult&, const JsonLogLines&,
                                     const JsonLogLines& got) { plain[l.tag] = got; });
+  const double round_off = std::max(1e-6, plain_worst);
   for (const Layout& l : fsdp) {
     ASSERT_EQ(with_fsdp.count(l.tag), 1u) << l.tag;
     ASSERT_EQ(plain.count(l.tag), 1u) << l.tag;
     for (const auto& [it, j] : plain[l.tag].train)
-      EXPECT_LT(rel(j.at("loss").get<double>(), with_fsdp[l.tag].train.at(it).at("loss").get<double>()),
-                1e-6)
-          << l.tag << " iteration " << it << ": FSDP's loss vs the same layout without it";
+      EXPECT_LE(rel(j.at("loss").get<double>(), with_fsdp[l.tag].train.at(it).at("loss").get<double>()),
+                round_off)
+          << l.tag << " iteration " << it << ": FSDP's loss vs the same layout without it (the "
+          << "plain layouts' worst from one rank: " << plain_worst << ")";
   }
 }
 
