@@ -1,7 +1,7 @@
 // A small character-level checkpoint for the decoding tests of the public API
 // (megatron::Generator, Scorer, DecodingSession), trained once per process by
 // megatron::Trainer on a few sentences (a DataSource) into rank 0's directory (every rank runs it:
-// DP over the world), and the MPI helpers those tests share.
+// DP over the world).
 #pragma once
 #include <mpi.h>
 
@@ -12,29 +12,10 @@
 
 #include "megatron/data_source.h"
 #include "megatron/trainer.h"
+#include "mpi_world.h"
 #include "temp_dir.h"
 
 namespace mt::test {
-
-inline int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-inline int world_size() {
-  int n = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-
-// Rank 0's path `mine`, on every rank (the ranks share one machine).
-inline std::string rank0_path(std::string path) {
-  int n = int(path.size());
-  MPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  path.resize(size_t(n));
-  MPI_Bcast(path.data(), n, MPI_CHAR, 0, MPI_COMM_WORLD);
-  return path;
-}
 
 constexpr int64_t kDecodingContext = 32;  // the checkpoint's --seq-length
 

@@ -21,14 +21,16 @@ inline int world_size() {
   return n;
 }
 
-// Rank 0's directory, on every rank (the ranks share one machine).
-inline std::string shared_dir(const TempDir& mine) {
-  std::string path = mine.file("");
+// Rank 0's `path`, on every rank (the ranks share one machine).
+inline std::string rank0_path(std::string path) {
   int n = int(path.size());
   MPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD);
   path.resize(size_t(n));
   MPI_Bcast(path.data(), n, MPI_CHAR, 0, MPI_COMM_WORLD);
   return path;
 }
+
+// Rank 0's directory, on every rank.
+inline std::string shared_dir(const TempDir& mine) { return rank0_path(mine.file("")); }
 
 }  // namespace mt::test
