@@ -2,9 +2,9 @@
 // (fp32 logits x·Wᵣᵀ, top-k, softmax, optional capacity), a token dispatcher
 // that brings each routed (token, choice) pair to the rank holding its expert
 // (moe_dispatch.h: all-to-all or all-gather over the expert-parallel group),
-// the experts (each a GELU or SwiGLU MLP like the dense block, whole on its
-// rank), and the combine: out(t) = Σ_j gate(t, j) · expert_j(x_t). Sibling of
-// the dense MLP block; the layer picks it by LayerSpec (the MoeMlp kind, block_kinds.h).
+// the experts (moe_experts.h: each a GELU or SwiGLU MLP like the dense block,
+// whole on its rank), and the combine: out(t) = Σ_j gate(t, j) · expert_j(x_t).
+// Sibling of the dense MLP block; the layer picks it by LayerSpec (the MoeMlp kind, block_kinds.h).
 //
 // The block works on this rank's tokens of the residual stream (its SP slab
 // under TP, its CP chunks): n = s_local · b rows, no TP collective. The
