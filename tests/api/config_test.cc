@@ -17,7 +17,7 @@
 #include "megatron/config.h"
 #include "temp_dir.h"
 
-namespace {
+namespace config_test {
 
 TEST(NamedModel, Llama3_8bIsItsPublishedConfig) {
   const megatron::ModelConfig m = megatron::named_model("llama3-8b");
@@ -161,4 +161,4 @@ TEST(ConfigQuestions, WordsAsTheCommandTakesThem) {
   EXPECT_THROW(megatron::ConfigQuestions({"--yess"}), megatron::FlagError);
 }
 
-}  // namespace
+}  // namespace config_test

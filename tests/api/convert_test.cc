@@ -23,21 +23,14 @@
 #include "checkpoint/safetensors.h"
 #include "megatron/convert.h"
 #include "temp_dir.h"
+#include "text_files.h"
 
-namespace {
+namespace convert_test {
 
 constexpr int64_t kVocab = 257, kHidden = 16, kLayers = 2, kHeads = 2, kPositions = 32;
 
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using mt::test::read_text;
+using mt::test::write_text;
 
 // GPT-2's byte-level symbols (bytes_to_unicode): printable bytes stand for
 // themselves, the others for code points 256 + n, as UTF-8.
@@ -236,4 +229,4 @@ TEST(ConvertFlags, RefusedFlagsAreFlagErrorsNamingThem) {
   }
 }
 
-}  // namespace
+}  // namespace convert_test

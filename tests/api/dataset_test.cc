@@ -17,12 +17,11 @@
 #include "data/tokenizer.h"
 #include "megatron/dataset.h"
 #include "temp_dir.h"
+#include "text_files.h"
 
-namespace {
+namespace dataset_test {
 
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
+using mt::test::write_text;
 
 // Sequence i of `ds`, whole.
 std::vector<int32_t> sequence(const mt::IndexedDataset& ds, int64_t i) {
@@ -159,4 +158,4 @@ TEST(DatasetFlags, RefusedFlagsAreFlagErrorsNamingThem) {
   }
 }
 
-}  // namespace
+}  // namespace dataset_test

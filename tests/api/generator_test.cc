@@ -16,7 +16,7 @@
 #include "megatron/decoding.h"
 
 namespace mt::test {
-namespace {
+namespace generator_test {
 
 megatron::GenerateOptions options(const std::string& prompt, int64_t n, uint64_t seed) {
   megatron::GenerateOptions o;
@@ -148,5 +148,5 @@ TEST(GeneratorWords, TheFlagsBecomeTheOptions) {
   EXPECT_EQ(o.expert_parallel, 1);
 }
 
-}  // namespace
+}  // namespace generator_test
 }  // namespace mt::test

@@ -13,7 +13,7 @@
 #include "megatron/parallel_state.h"
 #include "mpi_world.h"
 
-namespace {
+namespace parallel_state_test {
 
 using megatron::Group;
 
@@ -81,4 +81,4 @@ TEST(PublicParallelState, AWorldThatDoesNotSplitIsRefusedNamingTheSizes) {
   }
 }
 
-}  // namespace
+}  // namespace parallel_state_test

@@ -18,7 +18,7 @@
 #include "comm/mpi_env.h"
 #include "megatron/plan.h"
 
-namespace {
+namespace plan_test {
 
 megatron::ModelConfig small_model() {
   megatron::ModelConfig m;
@@ -169,4 +169,4 @@ TEST(Planner, AnUnknownFlagIsAFlagErrorAndTheFlagsAreThePublicStructs) {
   EXPECT_FALSE(p.options().sequence_parallel.has_value());
 }
 
-}  // namespace
+}  // namespace plan_test

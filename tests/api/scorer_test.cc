@@ -20,7 +20,7 @@
 #include "megatron/scoring.h"
 
 namespace mt::test {
-namespace {
+namespace scorer_test {
 
 // `megatron score --log-probs` of `input`: its JSON lines. Run with a clean
 // environment: this process's MPI singleton must not leak into the binary's.
@@ -161,5 +161,5 @@ TEST(ScorerWords, TheFlagsBecomeTheOptions) {
   EXPECT_THROW(megatron::Scorer(megatron::ScoreOptions{}), std::invalid_argument);  // no load
 }
 
-}  // namespace
+}  // namespace scorer_test
 }  // namespace mt::test

@@ -22,7 +22,7 @@
 #include "mpi_world.h"
 #include "temp_dir.h"
 
-namespace {
+namespace serving_test {
 
 using mt::test::shared_dir;
 using mt::test::world_rank;
@@ -158,4 +158,4 @@ TEST(ServingFlags, AnUnknownFlagIsAFlagErrorNamingIt) {
   }
 }
 
-}  // namespace
+}  // namespace serving_test

@@ -7,7 +7,7 @@
 
 #include "megatron/trainer.h"
 
-namespace {
+namespace trainer_flags_test {
 
 TEST(TrainerFlags, HelpIsAFlagHelpWithTheTrainUsage) {
   try {
@@ -34,4 +34,4 @@ TEST(TrainerFlags, AnUnknownFlagIsAFlagErrorNamingIt) {
   }
 }
 
-}  // namespace
+}  // namespace trainer_flags_test

@@ -22,7 +22,7 @@
 #include "mpi_world.h"
 #include "temp_dir.h"
 
-namespace {
+namespace trainer_test {
 
 constexpr int64_t kSeq = 32, kIters = 6, kGlobalBatch = 8, kVocab = 128;  // NullTokenizer 127 + eod
 
@@ -198,4 +198,4 @@ TEST(TrainerStepsDeathTest, TokenOutOfTheVocabularyEndsTheRunNamingIt) {
       "the vocabulary of size 128");
 }
 
-}  // namespace
+}  // namespace trainer_test

@@ -22,7 +22,7 @@
 #include "temp_dir.h"
 
 namespace mt::chat {
-namespace {
+namespace chat_template_reference_test {
 
 using Json = nlohmann::ordered_json;
 constexpr int64_t kNow = 1721995200;  // 2024-07-26 12:00:00 UTC
@@ -243,5 +243,5 @@ TEST(Constructs, EachRendersAsTheReference) {
   EXPECT_GE(compare_all(cases), 28u);
 }
 
-}  // namespace
+}  // namespace chat_template_reference_test
 }  // namespace mt::chat

@@ -9,7 +9,7 @@
 #include "chat/evaluator.h"
 
 namespace mt::chat {
-namespace {
+namespace interpreter_test {
 
 std::string render(const std::string& src, const nlohmann::ordered_json& vars = nlohmann::ordered_json::object()) {
   ChatTemplate t(src, "<s>", "</s>");
@@ -262,5 +262,5 @@ TEST(ChatTemplateConfig, FlattensTextParts) {
                TemplateError);
 }
 
-}  // namespace
+}  // namespace interpreter_test
 }  // namespace mt::chat

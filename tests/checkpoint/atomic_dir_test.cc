@@ -14,7 +14,7 @@
 #include "temp_dir.h"
 
 namespace mt {
-namespace {
+namespace atomic_dir_test {
 
 namespace fs = std::filesystem;
 
@@ -78,5 +78,5 @@ TEST(AtomicDir, ALockMovesWithItsDirectoryAndLeavesNoFileBehind) {
   EXPECT_FALSE(fs::exists(old_dir_of(d) + "/" + kDirLockFile));
 }
 
-}  // namespace
+}  // namespace atomic_dir_test
 }  // namespace mt

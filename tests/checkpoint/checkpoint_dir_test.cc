@@ -12,9 +12,10 @@
 
 #include "core/error.h"
 #include "temp_dir.h"
+#include "error_of.h"
 
 namespace mt {
-namespace {
+namespace checkpoint_dir_test {
 
 namespace fs = std::filesystem;
 using test::TempDir;
@@ -27,16 +28,7 @@ std::string read(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
-// The error message of f(), or "" if it does not throw.
-template <typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 bool has(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
@@ -265,5 +257,5 @@ TEST(CheckpointDir, UnwritableSaveDirectoryIsFoundAtOnce) {
   EXPECT_TRUE(has(e, "cannot create the --save directory")) << e;
 }
 
-}  // namespace
+}  // namespace checkpoint_dir_test
 }  // namespace mt

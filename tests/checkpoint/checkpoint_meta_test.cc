@@ -10,9 +10,10 @@
 #include "core/error.h"
 #include "model/config.h"
 #include "checkpoint/checkpoint_io.h"
+#include "error_of.h"
 
 namespace mt {
-namespace {
+namespace checkpoint_meta_test {
 
 TEST(CheckpointMeta, FloatArgumentsAreWrittenAsGiven) {
   ModelConfig c;
@@ -56,15 +57,7 @@ TEST(CheckpointMeta, OlderLongFloatsAreTheSameArchitecture) {
   EXPECT_THROW(check_same_architecture(old, model_config_to_json(c), "ckpt"), Error);
 }
 
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::error_of;
 
 // One model written two ways is one architecture (issue 37): compared as
 // resolved models. A real difference names a fix the parser takes.
@@ -108,5 +101,5 @@ TEST(CheckpointMeta, OneModelSpelledTwoWaysIsTheSameArchitecture) {
   EXPECT_NE(norm.find("fix: pass --normalization RMSNorm (the"), std::string::npos) << norm;
 }
 
-}  // namespace
+}  // namespace checkpoint_meta_test
 }  // namespace mt

@@ -8,7 +8,7 @@
 #include <vector>
 
 namespace mt {
-namespace {
+namespace crc32c_test {
 
 std::vector<unsigned char> random_bytes(size_t n, uint32_t seed) {
   std::mt19937 g(seed);
@@ -97,5 +97,5 @@ TEST(Crc32c, HexRoundTrip) {
     EXPECT_FALSE(crc32c_from_hex(bad, &v)) << bad;
 }
 
-}  // namespace
+}  // namespace crc32c_test
 }  // namespace mt

@@ -16,7 +16,7 @@
 #include "temp_dir.h"
 
 namespace mt {
-namespace {
+namespace dir_lock_test {
 
 namespace fs = std::filesystem;
 
@@ -123,5 +123,5 @@ TEST(DirLock, AMissingFolderIsAnErrorNamingTheLockFile) {
   EXPECT_FALSE(lock.locked());
 }
 
-}  // namespace
+}  // namespace dir_lock_test
 }  // namespace mt

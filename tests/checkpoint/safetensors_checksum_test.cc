@@ -6,7 +6,6 @@
 
 #include <cstdio>
 #include <cstring>
-#include <functional>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -15,9 +14,10 @@
 #include "checkpoint/crc32c.h"
 #include "checkpoint/safetensors.h"
 #include "core/error.h"
+#include "error_of.h"
 
 namespace mt {
-namespace {
+namespace safetensors_checksum_test {
 
 namespace fs = std::filesystem;
 
@@ -65,14 +65,7 @@ class SafetensorsChecksumTest : public ::testing::Test {
   std::vector<float> a_, b_;
 };
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 TEST_F(SafetensorsChecksumTest, IntactFilePassesEveryCheck) {
   const std::string p = path("ok.safetensors");
@@ -190,5 +183,5 @@ TEST_F(SafetensorsChecksumTest, MalformedChecksumMetadataIsRefused) {
   EXPECT_EQ(file_with(R"("{\"w\":\"2144df1c\"}")"), "");  // crc32c of four zero bytes
 }
 
-}  // namespace
+}  // namespace safetensors_checksum_test
 }  // namespace mt

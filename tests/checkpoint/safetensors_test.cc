@@ -19,7 +19,7 @@
 #include "checkpoint/crc32c.h"
 
 namespace mt {
-namespace {
+namespace safetensors_test {
 
 namespace fs = std::filesystem;
 
@@ -429,5 +429,5 @@ TEST_F(SafetensorsTest, AtomicWriteReplacesAndLeavesNoTemporary) {
   EXPECT_EQ(parent_dir("/c.txt"), "/");
 }
 
-}  // namespace
+}  // namespace safetensors_test
 }  // namespace mt

@@ -13,7 +13,7 @@
 #include "layout_match_util.h"
 
 namespace mt::test {
-namespace {
+namespace arch_flags_test {
 
 std::string common_flags() {
   return " --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32"
@@ -150,5 +150,5 @@ TEST(ArchFlags, ConflictsAreRefusedAsMegatronRefusesThem) {
     EXPECT_NE(help.output.find(flag), std::string::npos) << flag;
 }
 
-}  // namespace
+}  // namespace arch_flags_test
 }  // namespace mt::test

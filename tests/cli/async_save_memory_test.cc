@@ -7,7 +7,7 @@
 #include "cli_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace async_save_memory_test {
 
 const std::string kModel =
     " --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32";
@@ -98,5 +98,5 @@ TEST_F(AsyncSaveMemory, ShardedBf16OnTwoRanksAndPlanAgrees) {
   EXPECT_TRUE(found) << r.output;
 }
 
-}  // namespace
+}  // namespace async_save_memory_test
 }  // namespace mt::test

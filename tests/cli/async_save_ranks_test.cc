@@ -11,7 +11,7 @@
 #include "cli_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace async_save_ranks_test {
 
 namespace fs = std::filesystem;
 
@@ -111,5 +111,5 @@ INSTANTIATE_TEST_SUITE_P(DataParallel, AsyncSaveRankKill,
                                                           " --use-distributed-optimizer")),
                          [](const auto& info) { return std::string(info.param.first); });
 
-}  // namespace
+}  // namespace async_save_ranks_test
 }  // namespace mt::test

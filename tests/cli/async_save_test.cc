@@ -10,7 +10,7 @@
 #include "cli_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace async_save_test {
 
 namespace fs = std::filesystem;
 
@@ -172,5 +172,5 @@ TEST_F(AsyncSave, UnbuiltOrBadValuesAreRefusedByName) {
   }
 }
 
-}  // namespace
+}  // namespace async_save_test
 }  // namespace mt::test

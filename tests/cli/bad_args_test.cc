@@ -4,7 +4,7 @@
 #include "bad_input_util.h"
 
 namespace mt::test {
-namespace {
+namespace bad_args_test {
 
 class BadArgs : public BadInputFixture {};
 
@@ -166,5 +166,5 @@ TEST_F(BadArgs, ServeSizesAndLayoutsAreRefusedByName) {
   for (const BadInputCase& c : cases) expect_fails(c);
 }
 
-}  // namespace
+}  // namespace bad_args_test
 }  // namespace mt::test

@@ -7,7 +7,7 @@
 #include "bad_input_util.h"
 
 namespace mt::test {
-namespace {
+namespace bad_input_test {
 
 class BadInput : public BadInputFixture {};
 
@@ -168,5 +168,5 @@ TEST(BadInputMpi, ARankThatFailsBringsDownTheJob) {
   EXPECT_NE(r.output.find("corpus_text_document.idx"), std::string::npos) << r.output;
 }
 
-}  // namespace
+}  // namespace bad_input_test
 }  // namespace mt::test

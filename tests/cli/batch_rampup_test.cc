@@ -10,7 +10,7 @@
 #include "layout_match_util.h"
 
 namespace mt::test {
-namespace {
+namespace batch_rampup_test {
 
 // Megatron's RampupBatchsizeNumMicroBatchesCalculator.update, written out
 // again here: the batch after `consumed` samples.
@@ -130,5 +130,5 @@ TEST(BatchRampupLayouts, DataAndPipelineParallelMatchOneRank) {
   EXPECT_LT(worst, 1e-5);
 }
 
-}  // namespace
+}  // namespace batch_rampup_test
 }  // namespace mt::test

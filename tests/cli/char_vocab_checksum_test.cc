@@ -10,7 +10,7 @@
 #include "bad_input_util.h"
 
 namespace mt::test {
-namespace {
+namespace char_vocab_checksum_test {
 
 class CharVocabChecksum : public BadInputFixture {
  protected:
@@ -100,5 +100,5 @@ TEST_F(CharVocabChecksum, AVocabularyEditedAfterPreprocessingIsRefused) {
   EXPECT_EQ(old.exit_code, 0) << old.output;
 }
 
-}  // namespace
+}  // namespace char_vocab_checksum_test
 }  // namespace mt::test

@@ -10,7 +10,7 @@
 #include "cli_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace checkpoint_checksum_test {
 
 namespace fs = std::filesystem;
 
@@ -163,5 +163,5 @@ TEST_F(CheckpointChecksum, ADamagedShardOfOneRankEndsTheWholeJob) {
   EXPECT_LT(secs, 60.0) << r.output;
 }
 
-}  // namespace
+}  // namespace checkpoint_checksum_test
 }  // namespace mt::test

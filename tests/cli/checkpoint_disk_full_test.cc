@@ -11,7 +11,7 @@
 #include "disk_fault_util.h"
 
 namespace mt::test {
-namespace {
+namespace checkpoint_disk_full_test {
 
 namespace fs = std::filesystem;
 
@@ -66,5 +66,5 @@ TEST(CheckpointDiskFull, TheSecondSaveFailsAndThePreviousCheckpointResumesExactl
   }
 }
 
-}  // namespace
+}  // namespace checkpoint_disk_full_test
 }  // namespace mt::test

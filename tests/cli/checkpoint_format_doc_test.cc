@@ -15,7 +15,7 @@
 #include "cli_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace checkpoint_format_doc_test {
 
 namespace fs = std::filesystem;
 using Names = std::set<std::string>;
@@ -137,5 +137,5 @@ TEST(CheckpointFormatDoc, EveryDocumentedNameIsWrittenAndEveryWrittenNameDocumen
   expect_same(doc["moe parameters"], c["parameters"], "moe parameters");
 }
 
-}  // namespace
+}  // namespace checkpoint_format_doc_test
 }  // namespace mt::test

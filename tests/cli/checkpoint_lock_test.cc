@@ -22,7 +22,7 @@
 #include "cli_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace checkpoint_lock_test {
 
 namespace fs = std::filesystem;
 
@@ -190,5 +190,5 @@ TEST_F(CheckpointLock, AConvertIntoAFolderInUseIsRefusedInBothDirections) {
   EXPECT_FALSE(exists(back + kLockFile));
 }
 
-}  // namespace
+}  // namespace checkpoint_lock_test
 }  // namespace mt::test

@@ -12,7 +12,7 @@
 #include "cli_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace checkpoint_safety_test {
 
 namespace fs = std::filesystem;
 
@@ -209,5 +209,5 @@ TEST_F(CheckpointSafety, AModelTooLargeForTheHostIsRefusedBeforeAllocating) {
   EXPECT_LT(secs, 20.0) << "it allocated before refusing:\n" << r.output;
 }
 
-}  // namespace
+}  // namespace checkpoint_safety_test
 }  // namespace mt::test

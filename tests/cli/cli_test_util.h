@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "temp_dir.h"
+#include "text_files.h"
 
 namespace mt::test {
 
@@ -112,16 +113,6 @@ inline void require_torch() {
   ASSERT_EQ(r.exit_code, 0) << "python3-torch is missing (tests/reference/hf_models.py needs it): "
                                "apt-get install python3-torch, or run scripts/install_deps.sh\n"
                             << r.output;
-}
-
-inline std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-inline void write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
 }
 
 // Trains a SentencePiece BPE model of `vocab` pieces on `text_file` with

@@ -7,7 +7,7 @@
 #include "cli_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace comm_timeout_test {
 
 constexpr double kTimeoutMinutes = 0.1;  // 6 s
 constexpr double kTimeoutSeconds = kTimeoutMinutes * 60;
@@ -119,5 +119,5 @@ TEST(CommTimeout, NegativeTimeoutIsRefused) {
   EXPECT_NE(r.output.find("--distributed-timeout-minutes -1"), std::string::npos) << r.output;
 }
 
-}  // namespace
+}  // namespace comm_timeout_test
 }  // namespace mt::test

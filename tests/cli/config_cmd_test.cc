@@ -7,7 +7,7 @@
 #include "cli_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace config_cmd_test {
 
 namespace fs = std::filesystem;
 
@@ -321,5 +321,5 @@ TEST(ConfigCmd, ConfigFileSectionsAreReadByTheirCommandOnly) {
       << r.output;
 }
 
-}  // namespace
+}  // namespace config_cmd_test
 }  // namespace mt::test

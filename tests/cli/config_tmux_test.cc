@@ -11,7 +11,7 @@
 #include "cli_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace config_tmux_test {
 
 namespace fs = std::filesystem;
 
@@ -168,5 +168,5 @@ TEST(ConfigTmux, CtrlDMidwayExitsNonZeroWritingNothing) {
   EXPECT_FALSE(fs::exists(file + ".tmp"));
 }
 
-}  // namespace
+}  // namespace config_tmux_test
 }  // namespace mt::test

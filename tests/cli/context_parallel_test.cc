@@ -17,7 +17,7 @@
 #include "cli_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace context_parallel_test {
 
 struct Layout {
   const char* tag;
@@ -330,5 +330,5 @@ TEST(ContextParallel, MisfitsAreRefusedWithTheNumbers) {
   }
 }
 
-}  // namespace
+}  // namespace context_parallel_test
 }  // namespace mt::test

@@ -18,7 +18,7 @@
 #include "disk_fault_util.h"
 
 namespace mt::test {
-namespace {
+namespace convert_input_test {
 
 namespace fs = std::filesystem;
 
@@ -184,5 +184,5 @@ TEST(ConvertInput, Gpt2VocabularyPaddedBeyondItsTokenizerImportsAsPaddingAndExpo
             (std::vector<int64_t>{50304, 32}));
 }
 
-}  // namespace
+}  // namespace convert_input_test
 }  // namespace mt::test

@@ -13,7 +13,7 @@
 #include "disk_fault_util.h"
 
 namespace mt::test {
-namespace {
+namespace convert_safety_test {
 
 namespace fs = std::filesystem;
 
@@ -191,5 +191,5 @@ TEST(ConvertSafety, AReplacementInterruptedBetweenItsRenamesIsRestored) {
   EXPECT_FALSE(exists(release + ".tmp"));
 }
 
-}  // namespace
+}  // namespace convert_safety_test
 }  // namespace mt::test

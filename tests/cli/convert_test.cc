@@ -19,7 +19,7 @@
 #include "convert_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace convert_test {
 
 namespace fs = std::filesystem;
 
@@ -328,5 +328,5 @@ TEST(ConvertCli, MegatronToHfToMegatronFineTunesToTheSameLosses) {
   expect_same_losses(la, lb, "megatron -> hf -> megatron", 0.0);
 }
 
-}  // namespace
+}  // namespace convert_test
 }  // namespace mt::test

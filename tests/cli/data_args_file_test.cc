@@ -4,7 +4,7 @@
 #include "bad_input_util.h"
 
 namespace mt::test {
-namespace {
+namespace data_args_file_test {
 
 class DataArgsFile : public BadInputFixture {
  protected:
@@ -76,5 +76,5 @@ TEST_F(DataArgsFile, WhatMegatronRefusesIsRefused) {
   }
 }
 
-}  // namespace
+}  // namespace data_args_file_test
 }  // namespace mt::test

@@ -11,7 +11,7 @@
 #include "cli_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace data_blend_test {
 
 bool has(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
@@ -139,5 +139,5 @@ TEST_F(DataBlend, CacheIsWrittenOnceReusedAndRebuiltWhenDamaged) {
                      "rebuilt", 0.0);
 }
 
-}  // namespace
+}  // namespace data_blend_test
 }  // namespace mt::test

@@ -31,7 +31,7 @@
 #include "convert_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace deepseek_convert_test {
 
 const std::string kDeepseekJudge =
     std::string("/usr/bin/python3 ") + MT_SOURCE_DIR + "/tests/reference/deepseek_reference.py";
@@ -489,5 +489,5 @@ TEST(DeepseekConvert, AnMlaModelDeepseekCannotHoldIsRefusedOnExportNamingWhat) {
   EXPECT_FALSE(exists(hf + "/config.json"));
 }
 
-}  // namespace
+}  // namespace deepseek_convert_test
 }  // namespace mt::test

@@ -14,7 +14,7 @@
 #include "layout_match_util.h"
 
 namespace mt::test {
-namespace {
+namespace documents_test {
 
 // One sentence per document (~30 characters), so a 48-token sample holds one
 // or two end-of-document tokens at varying places.
@@ -136,5 +136,5 @@ TEST(Documents, RefusedWithoutAnEndOfDocumentToken) {
   EXPECT_NE(r.output.find("no end-of-document token"), std::string::npos) << r.output;
 }
 
-}  // namespace
+}  // namespace documents_test
 }  // namespace mt::test

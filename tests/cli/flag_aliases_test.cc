@@ -7,7 +7,7 @@
 #include "bad_input_util.h"
 
 namespace mt::test {
-namespace {
+namespace flag_aliases_test {
 
 class FlagAliases : public BadInputFixture {
  protected:
@@ -51,5 +51,5 @@ TEST(FlagAliasesHelp, HelpShowsTheFlags) {
     EXPECT_NE(r.output.find(flag), std::string::npos) << flag;
 }
 
-}  // namespace
+}  // namespace flag_aliases_test
 }  // namespace mt::test

@@ -27,7 +27,7 @@
 #include "layout_match_util.h"
 
 namespace mt::test {
-namespace {
+namespace fsdp_test {
 
 const std::string kFsdp = " --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads";
 const std::string kZero3 =
@@ -258,5 +258,5 @@ TEST_F(FsdpBadArgs, WhatIsNotBuiltIsRefusedInOneLine) {
   for (const BadInputCase& c : cases) expect_fails(c);
 }
 
-}  // namespace
+}  // namespace fsdp_test
 }  // namespace mt::test

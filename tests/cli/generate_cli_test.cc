@@ -5,7 +5,7 @@
 #include "bad_input_util.h"
 
 namespace mt::test {
-namespace {
+namespace generate_cli_test {
 
 class GenerateCli : public BadInputFixture {
  protected:
@@ -101,5 +101,5 @@ TEST_F(GenerateCli, FlagsOutOfRangeNameTheirValue) {
   for (const BadInputCase& c : cases) expect_fails(c);
 }
 
-}  // namespace
+}  // namespace generate_cli_test
 }  // namespace mt::test

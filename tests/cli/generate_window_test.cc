@@ -6,7 +6,7 @@
 #include "bad_input_util.h"
 
 namespace mt::test {
-namespace {
+namespace generate_window_test {
 
 constexpr const char* kNotice = "generate: the context of 16 tokens is full; it restarts on its "
                                 "last 8 tokens, and again each time it fills";
@@ -60,5 +60,5 @@ TEST(GenerateHelp, ExplainsTheContextWindow) {
   EXPECT_NE(r.output.find("it restarts on its last half"), std::string::npos) << r.output;
 }
 
-}  // namespace
+}  // namespace generate_window_test
 }  // namespace mt::test

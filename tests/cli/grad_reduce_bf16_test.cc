@@ -13,7 +13,7 @@
 #include "cli_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace grad_reduce_bf16_test {
 
 struct RunLog {
   std::vector<double> loss, grad_norm;
@@ -118,5 +118,5 @@ TEST_F(GradReduceBf16, NeedsBf16) {
   ASSERT_EQ(both.loss.size(), 4u);
 }
 
-}  // namespace
+}  // namespace grad_reduce_bf16_test
 }  // namespace mt::test

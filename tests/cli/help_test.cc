@@ -7,7 +7,7 @@
 #include "cli_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace help_test {
 
 std::string bench_binary(const std::string& name) {
   return (std::filesystem::path(MT_BINARY).parent_path() / "bench" / name).string();
@@ -126,5 +126,5 @@ TEST(Help, ABenchRunErrorIsOneLineNotAnAbort) {
   EXPECT_EQ(r.output.find("terminate called"), std::string::npos) << r.output;
 }
 
-}  // namespace
+}  // namespace help_test
 }  // namespace mt::test

@@ -15,7 +15,7 @@
 #include "convert_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace hf_golden_test {
 
 const std::string& kJudge = kHfModels;
 
@@ -95,5 +95,5 @@ TEST(HfGolden, LlamaWithItsOwnHeadDimImportsAsKvChannels) {
   EXPECT_EQ(nlohmann::json::parse(read_text(dir.file("back") + "/config.json")).at("head_dim"), 32);
 }
 
-}  // namespace
+}  // namespace hf_golden_test
 }  // namespace mt::test

@@ -7,7 +7,7 @@
 #include "bad_input_util.h"
 
 namespace mt::test {
-namespace {
+namespace inference_memory_test {
 
 // 2^40 positions: a cache of the whole context would be 281 TB (bad_alloc
 // before the fix). RoPE has no position table, so training costs nothing more.
@@ -114,5 +114,5 @@ TEST(InferenceMemoryHelp, SaysWhatTheCacheHolds) {
   }
 }
 
-}  // namespace
+}  // namespace inference_memory_test
 }  // namespace mt::test

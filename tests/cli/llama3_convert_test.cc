@@ -19,7 +19,7 @@
 #include "convert_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace llama3_convert_test {
 
 const nlohmann::json kLlama3Scaling = {{"factor", 8.0},
                                        {"low_freq_factor", 1.0},
@@ -152,5 +152,5 @@ TEST(Llama3Convert, OtherRopeScalingTypesAndBiasesAreRefusedByKey) {
   refused("mlp_bias", "mlp_bias", true, "mlp_bias = true is not supported");
 }
 
-}  // namespace
+}  // namespace llama3_convert_test
 }  // namespace mt::test

@@ -13,7 +13,7 @@
 #include "cli_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace llama_test {
 
 std::string llama_flags() {
   return tiny_model_flags() +
@@ -181,5 +181,5 @@ TEST(Llama, UseCheckpointArgsTakesTheModelFromTheCheckpoint) {
       << none.output;
 }
 
-}  // namespace
+}  // namespace llama_test
 }  // namespace mt::test

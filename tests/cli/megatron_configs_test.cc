@@ -14,7 +14,7 @@
 #include "cli_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace megatron_configs_test {
 
 namespace fs = std::filesystem;
 
@@ -171,5 +171,5 @@ TEST(MegatronConfigs, DeepSeekR1AndV2LiteTrainWithOnlyTheirSizesShrunk) {
   train_configs(deepseek_configs());
 }
 
-}  // namespace
+}  // namespace megatron_configs_test
 }  // namespace mt::test

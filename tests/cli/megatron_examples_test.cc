@@ -33,7 +33,7 @@
 #include "cli_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace megatron_examples_test {
 
 namespace fs = std::filesystem;
 
@@ -252,5 +252,5 @@ TEST_F(MegatronExamples, Llama3_8B_Fp8IsRefusedInOneLine) {
   EXPECT_EQ(fp8_lines, 1) << r.output;
 }
 
-}  // namespace
+}  // namespace megatron_examples_test
 }  // namespace mt::test

@@ -7,7 +7,7 @@
 #include "bad_input_util.h"
 
 namespace mt::test {
-namespace {
+namespace megatron_flags_test {
 
 class MegatronFlags : public BadInputFixture {};
 
@@ -125,5 +125,5 @@ TEST_F(MegatronFlags, ValuesMegatronRefusesAndFlagsNotBuiltAreRefusedByName) {
   }
 }
 
-}  // namespace
+}  // namespace megatron_flags_test
 }  // namespace mt::test

@@ -14,7 +14,7 @@
 #include "cli_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace memory_test {
 
 const char* kClasses[] = {"params", "grads", "optimizer", "activations", "workspace"};
 
@@ -150,5 +150,5 @@ TEST(MemoryReport, MoeRecomputeMovesTheMoeRecordsOutOfTheActivations) {
               predicted(keep, "workspace") / 1e6, predicted(rc, "workspace") / 1e6);
 }
 
-}  // namespace
+}  // namespace memory_test
 }  // namespace mt::test

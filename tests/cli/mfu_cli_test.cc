@@ -6,7 +6,7 @@
 #include "cli_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace mfu_cli_test {
 
 TEST(MfuCli, AnAchievedRateAboveThePeakRaisesItOnce) {
   TempDir dir;
@@ -58,5 +58,5 @@ TEST(MfuCli, TheMeasuredPeakNamesItsShapes) {
       << r.output;
 }
 
-}  // namespace
+}  // namespace mfu_cli_test
 }  // namespace mt::test

@@ -16,7 +16,7 @@
 #include "convert_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace mistral_convert_test {
 
 namespace fs = std::filesystem;
 
@@ -114,5 +114,5 @@ TEST(MistralConvert, SlidingWindowNullAbsentAndQwenWindows) {
   EXPECT_FALSE(exists(dir.file("qwen_some")));
 }
 
-}  // namespace
+}  // namespace mistral_convert_test
 }  // namespace mt::test

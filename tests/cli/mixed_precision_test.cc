@@ -18,7 +18,7 @@
 #include "cli_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace mixed_precision_test {
 
 std::vector<double> losses(const JsonLogLines& log) {
   std::vector<double> out;
@@ -250,5 +250,5 @@ TEST_F(MixedPrecision, BadFlagsAreRefused) {
       << r.output;
 }
 
-}  // namespace
+}  // namespace mixed_precision_test
 }  // namespace mt::test

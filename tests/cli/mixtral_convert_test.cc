@@ -29,7 +29,7 @@
 #include "disk_fault_util.h"
 
 namespace mt::test {
-namespace {
+namespace mixtral_convert_test {
 
 namespace fs = std::filesystem;
 
@@ -228,5 +228,5 @@ TEST(MixtralConvert, RefusesWhatItCannotHonourWithOneLineNamingTheKeyAndTheFix) 
   EXPECT_FALSE(exists(dir.file("moe_hf") + "/config.json"));
 }
 
-}  // namespace
+}  // namespace mixtral_convert_test
 }  // namespace mt::test

@@ -13,7 +13,7 @@
 #include "layout_match_util.h"
 
 namespace mt::test {
-namespace {
+namespace mla_test {
 
 const std::string kBase =
     " --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32"
@@ -127,5 +127,5 @@ TEST(MultiLatentAttention, WhatIsNotBuiltIsRefusedByName) {
   EXPECT_NE(r.output.find("without --multi-latent-attention"), std::string::npos) << r.output;
 }
 
-}  // namespace
+}  // namespace mla_test
 }  // namespace mt::test

@@ -6,7 +6,7 @@
 #include "cli_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace mock_data_test {
 
 // NullTokenizer --vocab-size 127: vocabulary 128, eod 127; mock ids 1, 2, ... mod 128.
 const std::string kNull = " --tokenizer-type NullTokenizer --vocab-size 127";
@@ -163,5 +163,5 @@ TEST(MockData, WrongCombinationsAreOneLine) {
       << split.output;
 }
 
-}  // namespace
+}  // namespace mock_data_test
 }  // namespace mt::test

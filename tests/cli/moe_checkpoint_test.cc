@@ -18,7 +18,7 @@
 #include "cli_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace moe_checkpoint_test {
 
 namespace fs = std::filesystem;
 
@@ -232,5 +232,5 @@ TEST_F(MoeCheckpoint, MissingExpertFileIsNamed) {
       << r.output;
 }
 
-}  // namespace
+}  // namespace moe_checkpoint_test
 }  // namespace mt::test

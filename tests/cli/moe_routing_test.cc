@@ -17,7 +17,7 @@
 #include "layout_match_util.h"
 
 namespace mt::test {
-namespace {
+namespace moe_routing_test {
 
 const char* kRouting =
     " --moe-router-score-function sigmoid --moe-router-topk-scaling-factor 2.5"
@@ -235,5 +235,5 @@ TEST_F(MoeRoutingBadArgs, MisfitRoutingFlagsAreRefusedInOneLine) {
   for (const BadInputCase& c : cases) expect_fails(c);
 }
 
-}  // namespace
+}  // namespace moe_routing_test
 }  // namespace mt::test

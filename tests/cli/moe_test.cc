@@ -18,7 +18,7 @@
 #include "layout_match_util.h"
 
 namespace mt::test {
-namespace {
+namespace moe_test {
 
 // Micro-batch 2 and global batch 8: DP up to 4 without changing the batch.
 std::string moe_flags(int layers = 2) {
@@ -251,5 +251,5 @@ TEST_F(MoeBadArgs, MisfitExpertLayoutsAreRefusedByEveryRank) {
   }
 }
 
-}  // namespace
+}  // namespace moe_test
 }  // namespace mt::test

@@ -15,7 +15,7 @@
 #include "layout_match_util.h"
 
 namespace mt::test {
-namespace {
+namespace mtp_test {
 
 // Llama-style (Megatron's MTP takes RoPE), untied, dropout on, 6 iterations
 // with evaluations at 3 and 6.
@@ -184,5 +184,5 @@ TEST(MtpCli, UnsupportedCombinationsAreRefusedByName) {
   }
 }
 
-}  // namespace
+}  // namespace mtp_test
 }  // namespace mt::test

@@ -16,7 +16,7 @@
 #include "layout_match_util.h"
 
 namespace mt::test {
-namespace {
+namespace optimizer_flags_test {
 
 std::string model_flags(const std::string& extra) {
   return " --num-layers 4 --hidden-size 32 --num-attention-heads 4 --seq-length 32"
@@ -152,5 +152,5 @@ TEST(OptimizerFlags, ResumeWithAnotherLrFollowsMegatronsRule) {
   EXPECT_NE(sgd.output.find("optimizer state is adam's"), std::string::npos) << sgd.output;
 }
 
-}  // namespace
+}  // namespace optimizer_flags_test
 }  // namespace mt::test

@@ -14,7 +14,7 @@
 #include "bad_input_util.h"
 
 namespace mt::test {
-namespace {
+namespace output_paths_test {
 
 namespace fs = std::filesystem;
 
@@ -201,5 +201,5 @@ TEST_F(OutputPaths, AResumeOnADatasetThatChangedStopsUnlessAllowed) {
   EXPECT_EQ(next.output.find("changed since"), std::string::npos) << next.output;
 }
 
-}  // namespace
+}  // namespace output_paths_test
 }  // namespace mt::test

@@ -10,7 +10,7 @@
 #include "cli_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace pipeline_parallel_test {
 
 struct Layout {
   int tp, pp, dp;
@@ -86,5 +86,5 @@ TEST(PipelineParallel, SaveAtTp2Pp2ResumeAtOtherLayouts) {
   for (const auto& [tag, cmd] : others) expect_resume_equal(dir, tag, cmd, ref, 1e-7);
 }
 
-}  // namespace
+}  // namespace pipeline_parallel_test
 }  // namespace mt::test

@@ -5,7 +5,7 @@
 #include "cli_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace plain_log_test {
 
 class PlainLog : public ::testing::Test {
  protected:
@@ -48,5 +48,5 @@ TEST_F(PlainLog, OnATerminalTheProgressLineRedraws) {
   EXPECT_NE(r.output.find("\r\x1b[K iteration 1/6"), std::string::npos) << r.output;
 }
 
-}  // namespace
+}  // namespace plain_log_test
 }  // namespace mt::test

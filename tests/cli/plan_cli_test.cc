@@ -9,7 +9,7 @@
 #include "cli_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace plan_cli_test {
 
 const std::string kModel =
     " --num-layers 4 --hidden-size 256 --num-attention-heads 8 --seq-length 64";
@@ -271,5 +271,5 @@ TEST(PlanCli, CalibrateWritesAProfilePlanRunsWith) {
   EXPECT_GT(json_lines(r.output)[0].at("tokens_per_s").get<double>(), 0);
 }
 
-}  // namespace
+}  // namespace plan_cli_test
 }  // namespace mt::test

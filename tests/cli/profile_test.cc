@@ -10,7 +10,7 @@
 #include "cli_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace profile_test {
 
 // Checks the Trace Event Format and returns the parsed trace.
 nlohmann::json read_trace(const std::string& path) {
@@ -199,5 +199,5 @@ TEST_F(ProfileBadInput, OneLineBeforeTraining) {
   EXPECT_EQ(r.output.find("iteration        1/"), std::string::npos) << "trained:\n" << r.output;
 }
 
-}  // namespace
+}  // namespace profile_test
 }  // namespace mt::test

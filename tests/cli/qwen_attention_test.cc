@@ -16,7 +16,7 @@
 #include "layout_match_util.h"
 
 namespace mt::test {
-namespace {
+namespace qwen_attention_test {
 
 // Qwen3-shaped (head size 16 with h 32 and 4 heads: a·d = 64 = 2h; q/k
 // RMSNorms; 2 query groups; SwiGLU; untied) with Qwen2's QKV bias too, so
@@ -131,5 +131,5 @@ TEST(QwenAttention, CheckpointRecordsTheOptions) {
   EXPECT_NE(bad.output.find("--qk-layernorm"), std::string::npos) << bad.output;
 }
 
-}  // namespace
+}  // namespace qwen_attention_test
 }  // namespace mt::test

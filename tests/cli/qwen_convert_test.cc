@@ -18,7 +18,7 @@
 #include "convert_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace qwen_convert_test {
 
 namespace fs = std::filesystem;
 
@@ -123,7 +123,9 @@ TEST(QwenConvert, TrainedWithQwenOptionsExportsAFolderTheJudgeScoresAsGenerateRe
     const nlohmann::json cfg = nlohmann::json::parse(read_text(hf + "/config.json"));
     EXPECT_EQ(cfg.at("model_type"), family);
     EXPECT_EQ(cfg.at("tie_word_embeddings"), family == "qwen2");
-    if (family == "qwen3") EXPECT_EQ(cfg.at("head_dim"), 16);
+    if (family == "qwen3") {
+      EXPECT_EQ(cfg.at("head_dim"), 16);
+    }
     expect_judge_agrees(megatron(), "", ckpt, hf, dir, family + "_trained_exported");
   }
 }
@@ -140,5 +142,5 @@ TEST(QwenConvert, SlidingLayerTypesRopeScalingAndQwen3AttentionBiasAreRefusedByK
   refused_import("qwen3_moe", "attention_bias", true);
 }
 
-}  // namespace
+}  // namespace qwen_convert_test
 }  // namespace mt::test

@@ -21,7 +21,7 @@
 #include "convert_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace qwen_moe_convert_test {
 
 const char* const kQwenMoeSizes =
     " --hidden 64 --layers 4 --heads 4 --kv-heads 2 --head-dim 32 --ffn 96 --moe-ffn 32"
@@ -169,5 +169,5 @@ TEST(QwenMoeConvert, LayerPatternsAndExpertCountsThatAreNoModelAreRefusedByKey) 
                  "'num_experts_per_tok' 5 is above 'num_experts' 4");
 }
 
-}  // namespace
+}  // namespace qwen_moe_convert_test
 }  // namespace mt::test

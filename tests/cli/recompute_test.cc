@@ -26,7 +26,7 @@
 #include "cli_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace recompute_test {
 
 // "activations 430.8 KB" from the memory line, in bytes.
 double activation_bytes(const std::string& output) {
@@ -197,5 +197,5 @@ TEST(Recompute, SelectiveMoeAndMlpMatchKeepingEverythingAtPp2) {
   expect_selective_recompute_matches({"PP2", mpirun(2), " --pipeline-model-parallel-size 2"});
 }
 
-}  // namespace
+}  // namespace recompute_test
 }  // namespace mt::test

@@ -7,7 +7,7 @@
 #include "cli_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace rerun_mode_test {
 
 size_t count(const std::string& text, const std::string& part) {
   size_t n = 0;
@@ -122,5 +122,5 @@ TEST_F(RerunMode, OnAGpuItIsRefusedByName) {
       << r.output;
 }
 
-}  // namespace
+}  // namespace rerun_mode_test
 }  // namespace mt::test

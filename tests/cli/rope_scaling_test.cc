@@ -12,7 +12,7 @@
 #include "layout_match_util.h"
 
 namespace mt::test {
-namespace {
+namespace rope_scaling_test {
 
 // Llama-shaped, head dim 8 (inv_freq 1, 0.1, 0.01, 0.001: wavelengths 6.3,
 // 63, 628, 6283). Original positions 64 put them in all three regimes:
@@ -126,5 +126,5 @@ TEST(RopeScaling, BadValuesAreRefusedByFlag) {
   EXPECT_NE(c.output.find("--rope-scaling-high-freq-factor 0.5"), std::string::npos) << c.output;
 }
 
-}  // namespace
+}  // namespace rope_scaling_test
 }  // namespace mt::test

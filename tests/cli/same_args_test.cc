@@ -11,7 +11,7 @@
 #include "cli_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace same_args_test {
 
 struct Mpmd {
   RunResult r;
@@ -123,5 +123,5 @@ TEST(SameArgsList, HoldsEveryTrainFlag) {
   EXPECT_GE(shown, int(listed.size())) << r.output;
 }
 
-}  // namespace
+}  // namespace same_args_test
 }  // namespace mt::test

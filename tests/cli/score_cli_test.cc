@@ -8,7 +8,7 @@
 #include "cli_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace score_cli_test {
 
 std::vector<nlohmann::json> json_lines(const std::string& text) {
   std::vector<nlohmann::json> out;
@@ -181,5 +181,5 @@ TEST_F(ScoreCli, AppendEodNeedsAnEndOfDocumentToken) {
   EXPECT_EQ(b.at("ids").back().get<int64_t>(), eod_id);
 }
 
-}  // namespace
+}  // namespace score_cli_test
 }  // namespace mt::test

@@ -5,7 +5,7 @@
 #include "cli_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace sequence_parallel_tp1_test {
 
 size_t count(const std::string& text, const std::string& part) {
   size_t n = 0;
@@ -52,5 +52,5 @@ TEST(SequenceParallelWithoutTp, PlanWarnsOnceAndPlansAsWithout) {
   EXPECT_EQ(sp.output, ref.output);
 }
 
-}  // namespace
+}  // namespace sequence_parallel_tp1_test
 }  // namespace mt::test

@@ -19,7 +19,7 @@
 #include "bad_input_util.h"
 
 namespace mt::test {
-namespace {
+namespace silent_answers_test {
 
 bool has(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
@@ -259,5 +259,5 @@ TEST_F(SilentAnswers, LoadComparesResolvedModelsAndNamesAWorkingFix) {
   EXPECT_EQ(fixed.exit_code, 0) << fixed.output;
 }
 
-}  // namespace
+}  // namespace silent_answers_test
 }  // namespace mt::test

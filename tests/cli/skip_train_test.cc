@@ -9,7 +9,7 @@
 #include "cli_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace skip_train_test {
 
 class SkipTrain : public ::testing::Test {
  protected:
@@ -75,5 +75,5 @@ TEST_F(SkipTrain, WithoutACheckpointItSaysWhatToLoad) {
             std::string::npos) << r.output;
 }
 
-}  // namespace
+}  // namespace skip_train_test
 }  // namespace mt::test

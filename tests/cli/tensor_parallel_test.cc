@@ -11,7 +11,7 @@
 #include "cli_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace tensor_parallel_test {
 
 struct Layout {
   int tp, dp;
@@ -101,5 +101,5 @@ TEST(TensorParallel, CheckpointReshardsAcrossTpForResumeAndGenerate) {
   EXPECT_NE(text(g1.output).find_first_not_of(" \n", 7), std::string::npos) << g1.output;
 }
 
-}  // namespace
+}  // namespace tensor_parallel_test
 }  // namespace mt::test

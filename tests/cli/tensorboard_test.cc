@@ -11,7 +11,7 @@
 #include "tensorboard_reader.h"
 
 namespace mt::test {
-namespace {
+namespace tensorboard_test {
 
 class TensorBoardCli : public ::testing::Test {
  protected:
@@ -249,5 +249,5 @@ TEST_F(TensorBoardCli, ADirectoryThatCannotBeWrittenEndsEveryRankBeforeTraining)
   }
 }
 
-}  // namespace
+}  // namespace tensorboard_test
 }  // namespace mt::test

@@ -8,7 +8,7 @@
 #include "cli_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace tokenizer_cli_test {
 
 namespace fs = std::filesystem;
 
@@ -137,5 +137,5 @@ TEST(TokenizerCli, HuggingFaceTokenizerTrainsGeneratesAndResumesFromTheCheckpoin
   EXPECT_NE(other.output.find("trained with another tokenizer"), std::string::npos) << other.output;
 }
 
-}  // namespace
+}  // namespace tokenizer_cli_test
 }  // namespace mt::test

@@ -6,7 +6,7 @@
 #include "cli_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace train_cli_test {
 
 TEST(TrainCli, ValidationLossFallsWellBelowUnigramEntropy) {
   TempDir dir;
@@ -160,5 +160,5 @@ TEST(TrainCli, ConfigFileStandsInForFlags) {
     EXPECT_EQ(a.train.at(it).at("loss").get<double>(), b.train.at(it).at("loss").get<double>());
 }
 
-}  // namespace
+}  // namespace train_cli_test
 }  // namespace mt::test

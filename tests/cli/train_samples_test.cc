@@ -8,7 +8,7 @@
 #include "bad_input_util.h"
 
 namespace mt::test {
-namespace {
+namespace train_samples_test {
 
 class TrainSamples : public BadInputFixture {
  protected:
@@ -74,5 +74,5 @@ TEST_F(TrainSamples, MixingIterationAndSampleFlagsIsRefusedAsMegatronDoes) {
   for (const BadInputCase& c : cases) expect_fails(c);
 }
 
-}  // namespace
+}  // namespace train_samples_test
 }  // namespace mt::test

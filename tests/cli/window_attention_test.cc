@@ -13,7 +13,7 @@
 #include "layout_match_util.h"
 
 namespace mt::test {
-namespace {
+namespace window_attention_test {
 
 // seq 32: at CP2 four chunks of 8 positions.
 std::string window_flags(const std::string& window) {
@@ -125,5 +125,5 @@ TEST(WindowAttention, BadValuesAndFlagsNotBuiltAreRefusedByName) {
       << skip.output;
 }
 
-}  // namespace
+}  // namespace window_attention_test
 }  // namespace mt::test

@@ -15,7 +15,7 @@
 #include "cli_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace zero_test {
 
 struct Layout {
   int tp, pp, dp;
@@ -160,5 +160,5 @@ TEST(DistributedOptimizer, CheckpointResumesAtOtherDpTpPpAndChecksSlices) {
   EXPECT_EQ(fresh.exit_code, 0) << fresh.output;
 }
 
-}  // namespace
+}  // namespace zero_test
 }  // namespace mt::test

@@ -15,7 +15,7 @@
 #include <vector>
 
 namespace mt {
-namespace {
+namespace bf16_sum_test {
 
 uint16_t bits_of(float x) { return uint16_t(std::bit_cast<uint32_t>(x) >> 16); }  // exact for bf16 values
 float value_of(uint16_t h) { return std::bit_cast<float>(uint32_t(h) << 16); }
@@ -95,5 +95,5 @@ TEST(Bf16Sum, RandomPairsMatchTheReferenceDirectlyAndAsMpiOp) {
   EXPECT_EQ(bf16_sum_op(), bf16_sum_op()) << "one op for the process";
 }
 
-}  // namespace
+}  // namespace bf16_sum_test
 }  // namespace mt

@@ -23,9 +23,10 @@
 #include "comm/comm_backend.h"
 #include "comm/communicator.h"
 #include "core/error.h"
+#include "error_of.h"
 
 namespace mt {
-namespace {
+namespace comm_backend_test {
 
 struct Call {
   std::string op;
@@ -189,15 +190,7 @@ Communicator twins(int size, const CallLog& log, const char* name = "twins") {
   return Communicator(std::make_unique<TwinBackend>(size, log), name);
 }
 
-template <typename F>
-std::string error_of(F&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 TEST(CommBackend, GroupOfOneNeverReachesTheCollectives) {
   auto log = std::make_shared<std::vector<Call>>();
@@ -334,5 +327,5 @@ TEST(CommBackend, FailuresNameTheBackendAndItsReason) {
   EXPECT_THROW(c.send(x, 2, 1, 100), Error);  // above the backend's max_tag
 }
 
-}  // namespace
+}  // namespace comm_backend_test
 }  // namespace mt

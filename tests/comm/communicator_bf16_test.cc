@@ -24,7 +24,7 @@
 #include "kernels/precision.h"
 
 namespace mt {
-namespace {
+namespace communicator_bf16_test {
 
 enum class Values { kIntegers, kRandom };
 
@@ -117,5 +117,5 @@ INSTANTIATE_TEST_SUITE_P(Calls, CommunicatorBf16, ::testing::Bool(),
                            return i.param ? std::string("NonBlocking") : std::string("Blocking");
                          });
 
-}  // namespace
+}  // namespace communicator_bf16_test
 }  // namespace mt

@@ -13,20 +13,12 @@
 
 #include "comm/mpi_backend.h"
 #include "core/error.h"
+#include "error_of.h"
 
 namespace mt {
-namespace {
+namespace communicator_test {
 
-// Message of the mt::Error thrown by fn, or "" if none.
-template <typename F>
-std::string error_of(F&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 TEST(Communicator, WorldMatchesMpi) {
   Communicator world = Communicator::world();
@@ -329,5 +321,5 @@ TEST(Communicator, ErrorsNameOperationGroupAndMpiReason) {
   EXPECT_NE(err.find("MPI_ERR_COUNT"), std::string::npos) << err;
 }
 
-}  // namespace
+}  // namespace communicator_test
 }  // namespace mt

@@ -10,7 +10,7 @@
 #include "comm/communicator.h"
 
 namespace mt {
-namespace {
+namespace communicator_timeline_test {
 
 TEST(CommunicatorTimeline, SpansCarryGroupAndBytes) {
   Communicator c = Communicator::world();
@@ -58,5 +58,5 @@ TEST(CommunicatorTimeline, GatherBytesOfVariableSizes) {
               std::string(size_t(r) * 3, char('a' + r)));
 }
 
-}  // namespace
+}  // namespace communicator_timeline_test
 }  // namespace mt

@@ -12,7 +12,7 @@
 #include "comm/parallel_state.h"
 
 namespace mt {
-namespace {
+namespace context_parallel_mesh_test {
 
 using Groups = std::vector<std::vector<int>>;
 
@@ -165,5 +165,5 @@ TEST(ContextParallelMesh, BuildsTheCpLayoutsOfTheRealWorld) {
   }
 }
 
-}  // namespace
+}  // namespace context_parallel_mesh_test
 }  // namespace mt

@@ -6,7 +6,7 @@
 #include <string>
 
 namespace mt {
-namespace {
+namespace mpi_env_test {
 
 TEST(MpiEnv, NestedEnvDoesNotFinalize) {
   {
@@ -42,5 +42,5 @@ TEST(MpiEnv, AbortJobPrintsAndExitsWithCode) {
   }
 }
 
-}  // namespace
+}  // namespace mpi_env_test
 }  // namespace mt

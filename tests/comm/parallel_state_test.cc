@@ -10,7 +10,7 @@
 #include "core/error.h"
 
 namespace mt {
-namespace {
+namespace parallel_state_test {
 
 using Groups = std::vector<std::vector<int>>;
 
@@ -165,5 +165,5 @@ TEST(ParallelState, MisfitThrowsOnEveryRankBeforeCommunicating) {
   }
 }
 
-}  // namespace
+}  // namespace parallel_state_test
 }  // namespace mt

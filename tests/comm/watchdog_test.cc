@@ -9,7 +9,7 @@
 #include <vector>
 
 namespace mt {
-namespace {
+namespace watchdog_test {
 
 TEST(Watchdog, DescribesMembersAndAbbreviatesLargeGroups) {
   const std::vector<int> two = {0, 2};
@@ -65,5 +65,5 @@ TEST(Watchdog, DoesNotFireOnWaitsShorterThanTheTimeout) {
   EXPECT_EQ(dog.timeout_seconds(), 0.5);
 }
 
-}  // namespace
+}  // namespace watchdog_test
 }  // namespace mt

@@ -6,7 +6,7 @@
 #include <utility>
 
 namespace mt {
-namespace {
+namespace arena_test {
 
 constexpr size_t kMiB = size_t(1) << 20;
 
@@ -62,5 +62,5 @@ TEST(Rss, PeakCoversATouchedBufferAfterItIsFreed) {
   EXPECT_LT(current_rss_bytes(), before + bytes / 2) << "freed buffer still resident";
 }
 
-}  // namespace
+}  // namespace arena_test
 }  // namespace mt

@@ -12,7 +12,7 @@
 #include "core/error.h"
 
 namespace mt {
-namespace {
+namespace output_guard_test {
 
 namespace fs = std::filesystem;
 using test::TempDir;
@@ -128,5 +128,5 @@ TEST(OutputGuard, AFlagsOwnCacheAndEmptyPathsAreNotConflicts) {
   EXPECT_NE(g.first_conflict().find("append to"), std::string::npos) << g.first_conflict();
 }
 
-}  // namespace
+}  // namespace output_guard_test
 }  // namespace mt

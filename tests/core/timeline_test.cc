@@ -10,7 +10,7 @@
 #include <thread>
 
 namespace mt {
-namespace {
+namespace timeline_test {
 
 TEST(Timeline, OffRecordsNothing) {
   Timeline tl(16);
@@ -109,5 +109,5 @@ TEST(Timeline, TraceEventFormatJson) {
   EXPECT_EQ(wait["pid"], 5);
 }
 
-}  // namespace
+}  // namespace timeline_test
 }  // namespace mt

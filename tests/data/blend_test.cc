@@ -15,7 +15,7 @@
 #include "data_test_util.h"
 
 namespace mt {
-namespace {
+namespace blend_test {
 
 using test::error_of;
 using test::has;
@@ -214,5 +214,5 @@ TEST(BlendedDatasetTest, RefusesAnIndexThatSkipsOrOverreads) {
                   "--mid-level-dataset-surplus"));
 }
 
-}  // namespace
+}  // namespace blend_test
 }  // namespace mt

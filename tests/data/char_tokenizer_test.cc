@@ -5,7 +5,7 @@
 #include "data_test_util.h"
 
 namespace mt {
-namespace {
+namespace char_tokenizer_test {
 
 using test::error_of;
 using test::has;
@@ -146,5 +146,5 @@ TEST(NullTokenizer, MegatronSemantics) {
   EXPECT_THROW(NullTokenizer(0), Error);
 }
 
-}  // namespace
+}  // namespace char_tokenizer_test
 }  // namespace mt

@@ -6,7 +6,7 @@
 #include <vector>
 
 namespace mt {
-namespace {
+namespace document_masks_test {
 
 // Megatron's _get_ltor_masks_and_position_ids written as it is (a full
 // (s, s) mask, updated per end-of-document index), as the reference.
@@ -93,5 +93,5 @@ TEST(DocumentMasks, EqualMegatronsMasksOnRandomSamples) {
   }
 }
 
-}  // namespace
+}  // namespace document_masks_test
 }  // namespace mt

@@ -22,7 +22,7 @@
 #include "data_test_util.h"
 
 namespace mt {
-namespace {
+namespace gpt2_bpe_tokenizer_test {
 
 using test::read_file;
 using test::TempDir;
@@ -317,5 +317,5 @@ TEST(Gpt2Bpe, LargerCorpusMatchesJsTiktokenLive) {
   std::printf("[ compared %zu documents, %zu tokens with js-tiktoken ]\n", docs.size(), tokens);
 }
 
-}  // namespace
+}  // namespace gpt2_bpe_tokenizer_test
 }  // namespace mt

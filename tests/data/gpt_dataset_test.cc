@@ -11,7 +11,7 @@
 #include "data_test_util.h"
 
 namespace mt {
-namespace {
+namespace gpt_dataset_test {
 
 using test::error_of;
 using test::has;
@@ -300,5 +300,5 @@ TEST(GptDataset, TinyShakespeareSplitsAndReads) {
   }
 }
 
-}  // namespace
+}  // namespace gpt_dataset_test
 }  // namespace mt

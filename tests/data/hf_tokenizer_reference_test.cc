@@ -25,7 +25,7 @@
 #include "data_test_util.h"
 
 namespace mt {
-namespace {
+namespace hf_tokenizer_reference_test {
 
 using test::read_file;
 using test::TempDir;
@@ -226,5 +226,5 @@ TEST(HfModels, EodAndBosComeFromTheConfig) {
 
 INSTANTIATE_TEST_SUITE_P(Models, HfReference, ::testing::Values("qwen3", "llama3", "gemma3"));
 
-}  // namespace
+}  // namespace hf_tokenizer_reference_test
 }  // namespace mt

@@ -21,7 +21,7 @@
 #include "data_test_util.h"
 
 namespace mt {
-namespace {
+namespace hf_tokenizer_test {
 
 using nlohmann::json;
 using test::error_of;
@@ -381,5 +381,5 @@ TEST(HfTokenizerBadInput, MissingFilesAndUnbuiltStagesAreRefusedByName) {
   EXPECT_TRUE(has(error_of([&] { tok.detokenize(Ids{0, 99}); }), "token id 99 at position 1"));
 }
 
-}  // namespace
+}  // namespace hf_tokenizer_test
 }  // namespace mt

@@ -14,7 +14,7 @@
 #include "data_test_util.h"
 
 namespace mt {
-namespace {
+namespace indexed_dataset_test {
 
 using test::error_of;
 using test::has;
@@ -372,5 +372,5 @@ TEST(MegatronFixture, TinyShakespeareReadsAndDecodes) {
   }
 }
 
-}  // namespace
+}  // namespace indexed_dataset_test
 }  // namespace mt

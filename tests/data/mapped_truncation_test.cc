@@ -14,7 +14,7 @@
 #include "temp_dir.h"
 
 namespace mt {
-namespace {
+namespace mapped_truncation_test {
 
 int read_after_truncation(const std::string& path) {
   MappedFile m(path);
@@ -54,5 +54,5 @@ TEST(MappedTruncation, MessageNamesOffsetAndSize) {
             "/d/x.idx: read at byte 7 failed: the file is no longer the 9 bytes it");
 }
 
-}  // namespace
+}  // namespace mapped_truncation_test
 }  // namespace mt

@@ -18,7 +18,7 @@
 // document i is (numpy.arange(l[i] - 1) + 1) % vocab_size followed by eod.
 
 namespace mt {
-namespace {
+namespace mock_gpt_dataset_test {
 
 using test::error_of;
 using test::has;
@@ -142,5 +142,5 @@ TEST(MockGptDataset, SplitFlagIsNotedAndDataPathsRefused) {
   EXPECT_TRUE(has(error_of([&] { build_dataset_splits(c); }), "--mock-data and a data path"));
 }
 
-}  // namespace
+}  // namespace mock_gpt_dataset_test
 }  // namespace mt

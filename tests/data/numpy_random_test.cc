@@ -12,7 +12,7 @@
 //   numpy.random.default_rng(0).integers(-2**31, 2**30, size=8, dtype=numpy.int32)
 
 namespace mt {
-namespace {
+namespace numpy_random_test {
 
 TEST(NumpyRandom, SeedSequenceStateOfZero) {
   const std::vector<uint32_t> want = {0xb0f478be, 0xdb2cd7e7, 0x2c71ba49, 0xabf4641a,
@@ -78,5 +78,5 @@ TEST(NumpyRandom, EmptyRangeRefused) {
   EXPECT_THROW(numpy_integers_int32(rng, 3, 3, out), Error);
 }
 
-}  // namespace
+}  // namespace numpy_random_test
 }  // namespace mt

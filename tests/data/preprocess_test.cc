@@ -9,7 +9,7 @@
 #include "data_test_util.h"
 
 namespace mt {
-namespace {
+namespace preprocess_test {
 
 using test::error_of;
 using test::has;
@@ -212,5 +212,5 @@ TEST(Preprocess, TinyShakespeareIsByteIdenticalToMegatron) {
   EXPECT_EQ(read_file(st.vocab_path), read_file(test::shared_data("megatron-indexed/vocab.json")));
 }
 
-}  // namespace
+}  // namespace preprocess_test
 }  // namespace mt

@@ -14,7 +14,7 @@
 #include "data_test_util.h"
 
 namespace mt {
-namespace {
+namespace preprocess_tokenizers_test {
 
 using test::error_of;
 using test::has;
@@ -207,5 +207,5 @@ TEST(PreprocessSentencePiece, Llama2DocumentsAreBosTextEos) {
   EXPECT_EQ(st.eod, tok.eos());
 }
 
-}  // namespace
+}  // namespace preprocess_tokenizers_test
 }  // namespace mt

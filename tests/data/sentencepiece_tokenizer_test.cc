@@ -14,7 +14,7 @@
 #include "data_test_util.h"
 
 namespace mt {
-namespace {
+namespace sentencepiece_tokenizer_test {
 
 using test::read_file;
 using test::TempDir;
@@ -171,5 +171,5 @@ TEST_F(SentencePieceTest, StreamingAndErrors) {
   EXPECT_NE(msg.find("/nonexistent/t.model"), std::string::npos) << msg;
 }
 
-}  // namespace
+}  // namespace sentencepiece_tokenizer_test
 }  // namespace mt

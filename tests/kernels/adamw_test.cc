@@ -11,7 +11,7 @@
 #include "kernels/precision.h"
 
 namespace mt {
-namespace {
+namespace adamw_test {
 
 TEST(AdamW, FirstStepByHand) {
   // m = v = 0, step 1: m_hat = g, v_hat = g^2, so the update is lr * g / (|g| + eps).
@@ -92,5 +92,5 @@ TEST(AdamW, RejectsStepZero) {
   EXPECT_THROW(adamw_step(&p, &g, &m, &v, 1, AdamWHyper{}, 0), Error);
 }
 
-}  // namespace
+}  // namespace adamw_test
 }  // namespace mt

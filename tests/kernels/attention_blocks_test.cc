@@ -14,7 +14,7 @@
 #include "kernels/attention.h"
 
 namespace mt {
-namespace {
+namespace attention_blocks_test {
 
 using test::randn;
 
@@ -196,5 +196,5 @@ TEST(AttentionBlocks, RejectsPositionsOutsideTheSequence) {
                Error);
 }
 
-}  // namespace
+}  // namespace attention_blocks_test
 }  // namespace mt

@@ -12,7 +12,7 @@
 #include <vector>
 
 namespace mt {
-namespace {
+namespace attention_decode_test {
 
 constexpr int64_t kA = 6, kG = 2, kD = 8, kKvl = kG * kD;
 
@@ -92,5 +92,5 @@ TEST(AttentionDecode, PagedBlocksOutOfOrderAndAWrappedRing) {
   }
 }
 
-}  // namespace
+}  // namespace attention_decode_test
 }  // namespace mt

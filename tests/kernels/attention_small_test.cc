@@ -11,7 +11,7 @@
 #include "kernel_test_util.h"
 
 namespace mt {
-namespace {
+namespace attention_small_test {
 
 using test::randn;
 
@@ -169,5 +169,5 @@ TEST(AttentionSmall, AppliesOnlyToThePlainCausalSquare) {
   EXPECT_FALSE(with([](AttentionDims& x) { x.b = 1, x.doc_start = starts; }));
 }
 
-}  // namespace
+}  // namespace attention_small_test
 }  // namespace mt

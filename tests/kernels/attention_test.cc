@@ -14,7 +14,7 @@
 #include "kernels/dropout.h"
 
 namespace mt {
-namespace {
+namespace attention_test {
 
 using test::randn;
 
@@ -489,5 +489,5 @@ TEST(Attention, RejectsBadArguments) {
                Error);
 }
 
-}  // namespace
+}  // namespace attention_test
 }  // namespace mt

@@ -18,7 +18,7 @@
 #include "kernels/precision.h"
 
 namespace mt {
-namespace {
+namespace bf16_in_place_test {
 
 // Values that end on every rounding case: ties to even down and up (the
 // low 16 bits exactly 0x8000 with an even / odd bf16 mantissa), just above
@@ -143,5 +143,5 @@ INSTANTIATE_TEST_SUITE_P(OmpThreads, GradBf16, ::testing::Values(1, 2),
                            return "Threads" + std::to_string(i.param);
                          });
 
-}  // namespace
+}  // namespace bf16_in_place_test
 }  // namespace mt

@@ -39,7 +39,7 @@
 #include "kernels/swiglu.h"
 
 namespace mt {
-namespace {
+namespace bf16_storage_test {
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
@@ -408,5 +408,5 @@ TEST(Bf16Storage, AttentionBf16StorageNeedsBf16Math) {
       Error);
 }
 
-}  // namespace
+}  // namespace bf16_storage_test
 }  // namespace mt

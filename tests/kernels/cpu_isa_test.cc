@@ -16,7 +16,7 @@
 #include "kernels/philox_lanes.h"
 
 namespace mt {
-namespace {
+namespace cpu_isa_test {
 
 TEST(CpuIsa, ScalarAndAvx2AlwaysRun) {
   const std::vector<Isa> isas = supported_isas();
@@ -107,5 +107,5 @@ TEST(Fill, ZeroStreamingOnEveryPath) {
   });
 }
 
-}  // namespace
+}  // namespace cpu_isa_test
 }  // namespace mt

@@ -11,7 +11,7 @@
 #include "kernels/kernel_test_util.h"
 
 namespace mt {
-namespace {
+namespace cross_entropy_test {
 
 // Double reference: sum over rows of -log softmax(z)[target].
 double loss_ref(const std::vector<double>& z, const std::vector<int32_t>& t, int64_t v,
@@ -155,5 +155,5 @@ TEST(CrossEntropy, RejectsOutOfRangeTargetNamingIt) {
   EXPECT_EQ(z, std::vector<float>(n * v, 0.f)) << "logits modified before the check";
 }
 
-}  // namespace
+}  // namespace cross_entropy_test
 }  // namespace mt

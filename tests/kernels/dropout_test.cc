@@ -8,7 +8,7 @@
 #include "kernels/kernel_test_util.h"
 
 namespace mt {
-namespace {
+namespace dropout_test {
 
 // Copies x (s, b, h) rows [t0, t0+sl), samples [b0, b0+bl), columns [h0, h0+hl).
 std::vector<float> slice3(const std::vector<float>& x, int64_t b, int64_t h, int64_t t0,
@@ -168,5 +168,5 @@ TEST(Dropout, RejectsBadProbabilityAndShard) {
   EXPECT_THROW(dropout_backward(x.data(), x.data(), w.s, w.b, w.h, d), Error);
 }
 
-}  // namespace
+}  // namespace dropout_test
 }  // namespace mt

@@ -9,7 +9,7 @@
 #include "kernels/kernel_test_util.h"
 
 namespace mt {
-namespace {
+namespace embedding_test {
 
 constexpr int64_t kV = 11, kH = 70;  // h spans two column blocks
 // Repeated ids (3 three times) exercise accumulation in backward.
@@ -103,5 +103,5 @@ TEST(Embedding, RejectsNegativeIds) {
   EXPECT_THROW(embedding_forward(out.data(), ids.data(), table.data(), 2, kH, 0, kV, false), Error);
 }
 
-}  // namespace
+}  // namespace embedding_test
 }  // namespace mt

@@ -8,7 +8,7 @@
 #include "kernels/kernel_test_util.h"
 
 namespace mt {
-namespace {
+namespace gelu_test {
 
 double gelu_ref(double x) {
   const double k = std::sqrt(2.0 / M_PI);
@@ -60,5 +60,5 @@ TEST(Gelu, BackwardMayAliasDout) {
   EXPECT_EQ(separate, dout);
 }
 
-}  // namespace
+}  // namespace gelu_test
 }  // namespace mt

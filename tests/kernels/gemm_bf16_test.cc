@@ -12,7 +12,7 @@
 #include "kernels/cpu_isa.h"
 
 namespace mt {
-namespace {
+namespace gemm_bf16_test {
 
 // On a CPU with AVX512-BF16, on the kernels' AVX-512 path, the kernel must
 // run every case below; elsewhere (or forced to AVX2, see ForcedAvx2Refuses)
@@ -207,5 +207,5 @@ TEST(GemmBf16, RefusedBelowTheAvx512Path) {
   });
 }
 
-}  // namespace
+}  // namespace gemm_bf16_test
 }  // namespace mt

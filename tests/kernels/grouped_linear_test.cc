@@ -14,7 +14,7 @@
 #include "kernels/precision.h"
 
 namespace mt {
-namespace {
+namespace grouped_linear_test {
 
 using test::randn;
 
@@ -68,5 +68,5 @@ TEST_P(GroupedLinear, EachGroupIsItsOwnLinear) {
 
 INSTANTIATE_TEST_SUITE_P(Math, GroupedLinear, ::testing::Values(MathMode::kF32, MathMode::kBF16));
 
-}  // namespace
+}  // namespace grouped_linear_test
 }  // namespace mt

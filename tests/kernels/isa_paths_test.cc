@@ -30,7 +30,7 @@
 #include "kernels/swiglu.h"
 
 namespace mt {
-namespace {
+namespace isa_paths_test {
 
 using test::randn;
 using Outputs = std::map<std::string, std::vector<float>>;
@@ -201,5 +201,5 @@ TEST(IsaPaths, Attention) {
   });
 }
 
-}  // namespace
+}  // namespace isa_paths_test
 }  // namespace mt

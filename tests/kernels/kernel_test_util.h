@@ -35,6 +35,13 @@ inline std::vector<double> to_double(const std::vector<float>& x) {
   return std::vector<double>(x.begin(), x.end());
 }
 
+// Sum of a[i] * b[i] in double (the norms' loss: a fixed weighting of the output).
+inline double dot(const std::vector<double>& a, const std::vector<float>& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
 // Central differences of a scalar double function f at x (each coordinate).
 inline std::vector<double> numeric_grad(const std::function<double(const std::vector<double>&)>& f,
                                         std::vector<double> x, double step = 1e-5) {

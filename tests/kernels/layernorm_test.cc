@@ -9,7 +9,7 @@
 #include "kernels/kernel_test_util.h"
 
 namespace mt {
-namespace {
+namespace layernorm_test {
 
 using test::randn;
 
@@ -29,11 +29,7 @@ std::vector<double> layernorm_ref(const std::vector<double>& x, const std::vecto
   return y;
 }
 
-double dot(const std::vector<double>& a, const std::vector<float>& b) {
-  double s = 0;
-  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
-  return s;
-}
+using test::dot;
 
 TEST(LayerNorm, ForwardMatchesDoubleReference) {
   const int64_t n = 9, c = 150;  // c spans three column blocks, the last partial
@@ -120,5 +116,5 @@ TEST(LayerNorm, BackwardIsDeterministicAcrossThreadCounts) {
   EXPECT_EQ(one, three);
 }
 
-}  // namespace
+}  // namespace layernorm_test
 }  // namespace mt

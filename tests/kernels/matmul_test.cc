@@ -15,7 +15,7 @@
 #include "kernel_test_util.h"
 
 namespace mt {
-namespace {
+namespace matmul_test {
 
 using test::randn;
 
@@ -646,5 +646,5 @@ TEST(Matmul, PeakFlopsIsMeasured) {
   EXPECT_TRUE(std::isfinite(bf16));
 }
 
-}  // namespace
+}  // namespace matmul_test
 }  // namespace mt

@@ -17,7 +17,7 @@
 #include "kernels/moe_router.h"
 
 namespace mt {
-namespace {
+namespace moe_router_sigmoid_test {
 
 using test::randn;
 
@@ -309,5 +309,5 @@ TEST(MoeRouterSigmoid, ChecksGroups) {
   EXPECT_NO_THROW(route(z, 1, 12, 2, sigmoid_routing(1, 5, 0)));       // groups alone: no limit
 }
 
-}  // namespace
+}  // namespace moe_router_sigmoid_test
 }  // namespace mt

@@ -11,7 +11,7 @@
 #include "kernels/kernel_test_util.h"
 
 namespace mt {
-namespace {
+namespace moe_router_test {
 
 using test::randn;
 
@@ -337,5 +337,5 @@ TEST(MoeRouter, SameBitsOnOneAndTwoThreads) {
   EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(double)), 0);
 }
 
-}  // namespace
+}  // namespace moe_router_test
 }  // namespace mt

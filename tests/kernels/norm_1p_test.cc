@@ -12,7 +12,7 @@
 #include "kernels/rmsnorm.h"
 
 namespace mt {
-namespace {
+namespace norm_1p_test {
 
 using test::randn;
 
@@ -35,11 +35,7 @@ std::vector<double> norm_1p_ref(const std::vector<double>& x, const std::vector<
   return y;
 }
 
-double dot(const std::vector<double>& a, const std::vector<float>& b) {
-  double s = 0;
-  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
-  return s;
-}
+using test::dot;
 
 struct Case {
   bool rms;
@@ -108,5 +104,5 @@ INSTANTIATE_TEST_SUITE_P(Kinds, Norm1p, ::testing::Values(Case{false}, Case{true
                            return std::string(info.param.rms ? "RMSNorm" : "LayerNorm");
                          });
 
-}  // namespace
+}  // namespace norm_1p_test
 }  // namespace mt

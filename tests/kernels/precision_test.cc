@@ -14,7 +14,7 @@
 #include "core/rng.h"
 
 namespace mt {
-namespace {
+namespace precision_test {
 
 uint32_t bits(float x) { return std::bit_cast<uint32_t>(x); }
 float from_bits(uint32_t u) { return std::bit_cast<float>(u); }
@@ -248,5 +248,5 @@ TEST(Precision, ConversionsRejectNegativeSizes) {
   f32_to_bf16(nullptr, nullptr, 0);  // empty is fine
 }
 
-}  // namespace
+}  // namespace precision_test
 }  // namespace mt

@@ -10,7 +10,7 @@
 #include "kernels/kernel_test_util.h"
 
 namespace mt {
-namespace {
+namespace reduce_test {
 
 TEST(Reduce, SumSquaresInDouble) {
   const int64_t n = 100003;
@@ -72,5 +72,5 @@ TEST(Reduce, AllFiniteFindsNanAndInfAnywhere) {
     }
 }
 
-}  // namespace
+}  // namespace reduce_test
 }  // namespace mt

@@ -10,7 +10,7 @@
 #include "kernels/kernel_test_util.h"
 
 namespace mt {
-namespace {
+namespace rmsnorm_test {
 
 using test::randn;
 
@@ -27,11 +27,7 @@ std::vector<double> rmsnorm_ref(const std::vector<double>& x, const std::vector<
   return y;
 }
 
-double dot(const std::vector<double>& a, const std::vector<float>& b) {
-  double s = 0;
-  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
-  return s;
-}
+using test::dot;
 
 TEST(RmsNorm, ForwardMatchesDoubleReference) {
   const int64_t n = 9, c = 150;  // c spans three column blocks, the last partial
@@ -115,5 +111,5 @@ TEST(RmsNorm, BadShapeThrows) {
   EXPECT_THROW(rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), 1, 4, 0.f), Error);
 }
 
-}  // namespace
+}  // namespace rmsnorm_test
 }  // namespace mt

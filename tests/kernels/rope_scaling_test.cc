@@ -13,7 +13,7 @@
 #include "kernels/rope.h"
 
 namespace mt {
-namespace {
+namespace rope_scaling_test {
 
 // Written by tests/reference/rope_scaling_reference.py (torch 1.13).
 // head_dim 16, theta 10000, factor 8, low 1, high 4, original 64: column 0
@@ -168,5 +168,5 @@ TEST(RopeScaling, BadYarnValuesThrowNamingTheFlag) {
   EXPECT_NE(message(s).find("--use-rope-scaling"), std::string::npos);
 }
 
-}  // namespace
+}  // namespace rope_scaling_test
 }  // namespace mt

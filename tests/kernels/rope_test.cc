@@ -11,7 +11,7 @@
 #include "kernels/kernel_test_util.h"
 
 namespace mt {
-namespace {
+namespace rope_test {
 
 using test::randn;
 
@@ -227,5 +227,5 @@ TEST(Rope, BadInputThrows) {
   }
 }
 
-}  // namespace
+}  // namespace rope_test
 }  // namespace mt

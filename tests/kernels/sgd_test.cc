@@ -10,7 +10,7 @@
 #include "kernels/precision.h"
 
 namespace mt {
-namespace {
+namespace sgd_test {
 
 TEST(Sgd, FirstStepByHand) {
   // Step 1: buf = g + wd p; p -= lr buf.
@@ -67,5 +67,5 @@ TEST(Sgd, ZeroMomentumIsPlainGradientDescentAndLeavesTheBuffer) {
   EXPECT_EQ(copy[1], bf16_from_f32(p[1]));
 }
 
-}  // namespace
+}  // namespace sgd_test
 }  // namespace mt

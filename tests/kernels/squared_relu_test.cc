@@ -7,7 +7,7 @@
 #include "kernels/kernel_test_util.h"
 
 namespace mt {
-namespace {
+namespace squared_relu_test {
 
 double squared_relu_ref(double x) { return x > 0 ? x * x : 0.0; }
 
@@ -56,5 +56,5 @@ TEST(SquaredRelu, BackwardMayAliasDoutAndIsZeroBelowZero) {
   }
 }
 
-}  // namespace
+}  // namespace squared_relu_test
 }  // namespace mt

@@ -10,7 +10,7 @@
 #include "kernels/kernel_test_util.h"
 
 namespace mt {
-namespace {
+namespace swiglu_test {
 
 using test::randn;
 
@@ -96,5 +96,5 @@ TEST(SwiGlu, BackwardRefusesAliasedDout) {
   EXPECT_THROW(swiglu_backward(buf.data(), in.data(), buf.data() + f, n, f), Error);
 }
 
-}  // namespace
+}  // namespace swiglu_test
 }  // namespace mt

@@ -8,7 +8,7 @@
 #include <vector>
 
 namespace mt {
-namespace {
+namespace vec_math_test {
 
 int64_t ulp_distance(float a, float b) {
   int32_t ia, ib;
@@ -70,5 +70,5 @@ TEST(VecMath, RowMaxFindsTheLargestAnywhere) {
   }
 }
 
-}  // namespace
+}  // namespace vec_math_test
 }  // namespace mt

@@ -13,7 +13,7 @@
 #include "kernels_cuda/cuda_test_util.h"
 
 namespace mt {
-namespace {
+namespace adamw_cuda_test {
 
 using test::OnGpu;
 using test::rel_max_err;
@@ -78,5 +78,5 @@ TEST(AdamWCuda, ChainedStepsMatchTheCpu) {
   }
 }
 
-}  // namespace
+}  // namespace adamw_cuda_test
 }  // namespace mt

@@ -20,7 +20,7 @@
 #include "kernels_cuda/cuda_test_util.h"
 
 namespace mt {
-namespace {
+namespace attention_cuda_test {
 
 using test::OnGpu;
 using test::rel_max_err;
@@ -245,5 +245,5 @@ TEST(AttentionCuda, MergeAndRowDsum) {
   EXPECT_LE(rel_max_err(gdsum.host(), dsum), 1e-4) << "row_dsum";
 }
 
-}  // namespace
+}  // namespace attention_cuda_test
 }  // namespace mt

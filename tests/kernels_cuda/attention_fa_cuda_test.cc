@@ -30,7 +30,7 @@
 #include "kernels_cuda/cuda_test_util.h"
 
 namespace mt {
-namespace {
+namespace attention_fa_cuda_test {
 
 using test::OnGpu;
 using test::rel_max_err;
@@ -211,5 +211,5 @@ TEST(AttentionFaCuda, DISABLED_Throughput) {
   }
 }
 
-}  // namespace
+}  // namespace attention_fa_cuda_test
 }  // namespace mt

@@ -28,7 +28,7 @@
 #include "kernels_cuda/cuda_test_util.h"
 
 namespace mt {
-namespace {
+namespace attention_tc_cuda_test {
 
 using test::OnGpu;
 using test::rel_max_err;
@@ -188,5 +188,5 @@ TEST(AttentionTcCuda, DISABLED_Throughput) {
   }
 }
 
-}  // namespace
+}  // namespace attention_tc_cuda_test
 }  // namespace mt

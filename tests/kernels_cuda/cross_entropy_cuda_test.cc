@@ -17,7 +17,7 @@
 #include "kernels_cuda/cuda_test_util.h"
 
 namespace mt {
-namespace {
+namespace cross_entropy_cuda_test {
 
 using test::OnGpu;
 using test::rel_max_err;
@@ -200,5 +200,5 @@ TEST(CrossEntropyCuda, OutOfRangeTargetIsTheCpusError) {
   EXPECT_NO_THROW(check_targets(good.get(), n, v));
 }
 
-}  // namespace
+}  // namespace cross_entropy_cuda_test
 }  // namespace mt

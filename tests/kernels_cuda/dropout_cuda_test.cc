@@ -12,7 +12,7 @@
 #include "kernels_cuda/cuda_test_util.h"
 
 namespace mt {
-namespace {
+namespace dropout_cuda_test {
 
 using test::OnGpu;
 using test::rel_max_err;
@@ -183,5 +183,5 @@ TEST(DropoutCuda, ZeroProbabilityIsIdentity) {
   EXPECT_EQ(gy.host(), want);  // one addition: exact
 }
 
-}  // namespace
+}  // namespace dropout_cuda_test
 }  // namespace mt

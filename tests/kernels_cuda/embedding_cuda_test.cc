@@ -17,7 +17,7 @@
 #include "kernels_cuda/cuda_test_util.h"
 
 namespace mt {
-namespace {
+namespace embedding_cuda_test {
 
 using test::OnGpu;
 using test::rel_max_err;
@@ -151,5 +151,5 @@ TEST(EmbeddingCuda, NegativeIdIsTheCpusError) {
   EXPECT_EQ(dtable.host(), std::vector<float>(size_t(v * h), 0.f));
 }
 
-}  // namespace
+}  // namespace embedding_cuda_test
 }  // namespace mt

@@ -12,7 +12,7 @@
 #include "kernels_cuda/cuda_test_util.h"
 
 namespace mt {
-namespace {
+namespace gelu_cuda_test {
 
 using test::OnGpu;
 using test::rel_max_err;
@@ -107,5 +107,5 @@ TEST(GeluCuda, ExtremeInputs) {
   }
 }
 
-}  // namespace
+}  // namespace gelu_cuda_test
 }  // namespace mt

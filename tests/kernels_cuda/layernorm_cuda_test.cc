@@ -16,7 +16,7 @@
 #include "kernels_cuda/cuda_test_util.h"
 
 namespace mt {
-namespace {
+namespace layernorm_cuda_test {
 
 using test::OnGpu;
 using test::rel_max_err;
@@ -110,5 +110,5 @@ TEST(LayernormCuda, BackwardIsDeterministic) {
   }
 }
 
-}  // namespace
+}  // namespace layernorm_cuda_test
 }  // namespace mt

@@ -14,7 +14,7 @@
 #include "kernels_cuda/cuda_test_util.h"
 
 namespace mt {
-namespace {
+namespace layout_cuda_test {
 
 using test::OnGpu;
 
@@ -105,5 +105,5 @@ TEST(LayoutCuda, HeadsToSbhAndBack) {
     }
 }
 
-}  // namespace
+}  // namespace layout_cuda_test
 }  // namespace mt

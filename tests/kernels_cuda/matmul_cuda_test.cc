@@ -24,7 +24,7 @@
 #include "kernels_cuda/cuda_test_util.h"
 
 namespace mt {
-namespace {
+namespace matmul_cuda_test {
 
 using test::OnGpu;
 using test::rel_max_err;
@@ -457,5 +457,5 @@ TEST(MatmulCuda, DISABLED_PeakFlopsReport) {
                   cuda::measure_matmul_peak_flops(size, math) / 1e12);
 }
 
-}  // namespace
+}  // namespace matmul_cuda_test
 }  // namespace mt

@@ -14,7 +14,7 @@
 #include "kernels_cuda/cuda_test_util.h"
 
 namespace mt {
-namespace {
+namespace precision_cuda_test {
 
 using test::OnGpu;
 
@@ -125,5 +125,5 @@ TEST(PrecisionCuda, ConvertEveryStoragePair) {
   }
 }
 
-}  // namespace
+}  // namespace precision_cuda_test
 }  // namespace mt

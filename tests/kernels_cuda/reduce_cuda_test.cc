@@ -11,7 +11,7 @@
 #include "kernels_cuda/cuda_test_util.h"
 
 namespace mt {
-namespace {
+namespace reduce_cuda_test {
 
 using test::OnGpu;
 
@@ -78,5 +78,5 @@ TEST(ReduceCuda, AllFinite) {
   EXPECT_TRUE(all_finite(gedge.get(), int64_t(edge.size())));
 }
 
-}  // namespace
+}  // namespace reduce_cuda_test
 }  // namespace mt

@@ -15,7 +15,7 @@
 #include "kernels_cuda/cuda_test_util.h"
 
 namespace mt {
-namespace {
+namespace rmsnorm_cuda_test {
 
 using test::OnGpu;
 using test::rel_max_err;
@@ -89,5 +89,5 @@ TEST(RmsnormCuda, BackwardIsDeterministic) {
   }
 }
 
-}  // namespace
+}  // namespace rmsnorm_cuda_test
 }  // namespace mt

@@ -10,7 +10,7 @@
 #include "kernels_cuda/cuda_test_util.h"
 
 namespace mt {
-namespace {
+namespace rope_cuda_test {
 
 using test::OnGpu;
 using test::rel_max_err;
@@ -74,5 +74,5 @@ TEST(RopeCuda, RebuiltTableIsUploadedAgain) {
   }
 }
 
-}  // namespace
+}  // namespace rope_cuda_test
 }  // namespace mt

@@ -8,7 +8,7 @@
 #include "kernels_cuda/cuda_test_util.h"
 
 namespace mt {
-namespace {
+namespace squared_relu_cuda_test {
 
 using test::OnGpu;
 using test::rel_max_err;
@@ -47,5 +47,5 @@ TEST(SquaredReluCuda, Backward) {
   }
 }
 
-}  // namespace
+}  // namespace squared_relu_cuda_test
 }  // namespace mt

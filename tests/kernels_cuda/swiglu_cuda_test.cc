@@ -10,7 +10,7 @@
 #include "kernels_cuda/cuda_test_util.h"
 
 namespace mt {
-namespace {
+namespace swiglu_cuda_test {
 
 using test::OnGpu;
 using test::rel_max_err;
@@ -76,5 +76,5 @@ TEST(SwigluCuda, Backward) {
   }
 }
 
-}  // namespace
+}  // namespace swiglu_cuda_test
 }  // namespace mt

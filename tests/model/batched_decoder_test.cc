@@ -15,7 +15,7 @@
 #include "decoder_test_util.h"
 
 namespace mt {
-namespace {
+namespace batched_decoder_test {
 
 struct Model {
   ModelConfig cfg;
@@ -231,5 +231,5 @@ TEST(BatchedDecoder, BadRowsAndOptionsAreRefusedByName) {
             std::string::npos);
 }
 
-}  // namespace
+}  // namespace batched_decoder_test
 }  // namespace mt

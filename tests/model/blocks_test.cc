@@ -10,7 +10,7 @@
 #include <string>
 
 namespace mt {
-namespace {
+namespace blocks_test {
 
 // llama: RMSNorm, SwiGLU and 2 query groups for the 4 heads.
 // qwen: llama's block with the head size 24 apart from h/a = 16
@@ -282,11 +282,11 @@ TEST(Blocks, ALayersParametersAreItsBlocksInOrder) {
   }());
 }
 
-}  // namespace
+}  // namespace blocks_test
 }  // namespace mt
 
 namespace mt {
-namespace {
+namespace blocks_test {
 
 // The registry (model/blocks/block_kinds.h): each slot's first kind is the
 // default, a layer takes the first later kind that picks it, and names are
@@ -340,5 +340,5 @@ TEST(BlockKinds, RecomputeScratchHasARecordPerPlaceAndKind) {
   EXPECT_EQ(r.scratch_of, (std::vector<int64_t>{0, 1, 0, -1}));
 }
 
-}  // namespace
+}  // namespace blocks_test
 }  // namespace mt

@@ -14,7 +14,7 @@
 #include "model_test_util.h"
 
 namespace mt {
-namespace {
+namespace documents_test {
 
 // mla: RoPE's configuration with multi-latent attention (its RoPE features
 // rotated at each token's own position too).
@@ -161,5 +161,5 @@ TEST(Documents, LossMaskNormalizesPerMicroBatchOrPerToken) {
   }
 }
 
-}  // namespace
+}  // namespace documents_test
 }  // namespace mt

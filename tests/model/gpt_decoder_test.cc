@@ -13,7 +13,7 @@
 #include "model_test_util.h"
 
 namespace mt {
-namespace {
+namespace gpt_decoder_test {
 
 // positions: the decoder's cache (0: the whole context).
 void expect_decoder_matches_forward(const ModelConfig& cfg, int64_t positions = 0) {
@@ -177,5 +177,5 @@ TEST(GptDecoder, CacheHoldsThePositionsAskedForNotTheWholeContext) {
   EXPECT_GT(GptDecoder::planned_bytes(m.reg, cfg.max_position_embeddings), 2.8e14);
 }
 
-}  // namespace
+}  // namespace gpt_decoder_test
 }  // namespace mt

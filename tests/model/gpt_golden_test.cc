@@ -16,7 +16,7 @@
 #include "optim/optimizer.h"
 
 namespace mt {
-namespace {
+namespace gpt_golden_test {
 
 const char* kFixture = MT_SOURCE_DIR "/tests/fixtures/gpt2_tiny.safetensors";
 const char* kFixtureBf16 = MT_SOURCE_DIR "/tests/fixtures/gpt2_tiny_bf16.safetensors";
@@ -316,5 +316,5 @@ TEST_F(GoldenQwen2, ConfigurationHasTheQwen2Attention) {
 TEST_F(GoldenQwen2, LogitsLossAndGradients) { check_logits_loss_grads(MathMode::kF32, 1e-5, 1e-5); }
 TEST_F(GoldenQwen2, FiveAdamWStepsWithClipping) { expect_five_steps(*this); }
 
-}  // namespace
+}  // namespace gpt_golden_test
 }  // namespace mt

@@ -10,7 +10,7 @@
 #include "model_test_util.h"
 
 namespace mt {
-namespace {
+namespace gpt_gradient_test {
 
 ModelConfig tiny_config(bool llama) {
   ModelConfig cfg;
@@ -217,5 +217,5 @@ TEST(GptGradient, DropoutChangesLossAndIsKeyedByIteration) {
   EXPECT_NE(la, le);
 }
 
-}  // namespace
+}  // namespace gpt_gradient_test
 }  // namespace mt

@@ -12,7 +12,7 @@
 #include "model/config.h"
 
 namespace mt {
-namespace {
+namespace layer_pattern_test {
 
 std::vector<int64_t> eval(const std::string& s) { return eval_layer_pattern("--moe-layer-freq", s); }
 
@@ -65,5 +65,5 @@ TEST(LayerPattern, ConfigReadsExpressions) {
   EXPECT_THROW(b.is_moe_layer(0), Error);
 }
 
-}  // namespace
+}  // namespace layer_pattern_test
 }  // namespace mt

@@ -15,7 +15,7 @@
 #include "model_test_util.h"
 
 namespace mt {
-namespace {
+namespace moe_expert_bias_test {
 
 constexpr int64_t kE = 4, kK = 2, kGroups = 2;  // group top-1: the best pair of experts
 
@@ -126,5 +126,5 @@ TEST(MoeExpertBias, ChoicesLoadsAndBiasFollowTheDirectComputation) {
   for (double c : eval.expert_tokens) EXPECT_EQ(c, 0.0);
 }
 
-}  // namespace
+}  // namespace moe_expert_bias_test
 }  // namespace mt

@@ -14,7 +14,7 @@
 #include "model_test_util.h"
 
 namespace mt {
-namespace {
+namespace moe_gradient_test {
 
 ModelConfig moe_config(const std::string& balancing, bool pre_softmax, double capacity,
                        int64_t shared = 0, bool grouped = false) {
@@ -217,5 +217,5 @@ TEST(MoeGradient, AuxLossScaleScalesOnlyTheRouterLosses) {
   }
 }
 
-}  // namespace
+}  // namespace moe_gradient_test
 }  // namespace mt

@@ -13,7 +13,7 @@
 #include "model_test_util.h"
 
 namespace mt {
-namespace {
+namespace moe_router_dtype_test {
 
 ModelConfig router_config(const std::string& router_dtype) {
   ModelConfig cfg;
@@ -115,5 +115,5 @@ TEST(MoeRouterDtype, Fp32KeepsTheRoutersLogitsAndGatesInFp32InABf16Run) {
   EXPECT_NE(dflt.loss, fp32.loss) << "the flag changes the bf16 run's arithmetic";
 }
 
-}  // namespace
+}  // namespace moe_router_dtype_test
 }  // namespace mt

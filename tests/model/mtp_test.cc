@@ -10,7 +10,7 @@
 #include "model_test_util.h"
 
 namespace mt {
-namespace {
+namespace mtp_test {
 
 ModelConfig mtp_config(int64_t depths, bool tied) {
   ModelConfig cfg;
@@ -205,5 +205,5 @@ TEST(Mtp, RefusedWithLearnedPositions) {
   }
 }
 
-}  // namespace
+}  // namespace mtp_test
 }  // namespace mt

@@ -10,7 +10,7 @@
 #include "core/error.h"
 
 namespace mt {
-namespace {
+namespace params_test {
 
 ModelConfig cfg() {
   ModelConfig c;
@@ -148,5 +148,5 @@ TEST(StageLayerRange, EvenAndUnevenSplits) {
   EXPECT_THROW(stage_layer_range(12, 1, 0, 2, 0), Error);  // needs PP > 1
 }
 
-}  // namespace
+}  // namespace params_test
 }  // namespace mt

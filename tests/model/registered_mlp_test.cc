@@ -12,7 +12,7 @@
 #include "model_test_util.h"
 
 namespace mt {
-namespace {
+namespace registered_mlp_test {
 
 constexpr const char* kName = "test_gated_gelu";
 
@@ -144,5 +144,5 @@ TEST(RegisteredMlp, GradientMatchesFiniteDifferences) {
   EXPECT_EQ(checked, 2 * 5);  // five parameters of the block in each of the two layers
 }
 
-}  // namespace
+}  // namespace registered_mlp_test
 }  // namespace mt

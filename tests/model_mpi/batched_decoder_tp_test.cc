@@ -11,7 +11,7 @@
 #include "model/decoder_test_util.h"
 
 namespace mt {
-namespace {
+namespace batched_decoder_tp_test {
 
 enum class Split { kTensor, kExpert };
 
@@ -70,5 +70,5 @@ TEST(BatchedDecoderRanks, MoeExpertParallelEqualsOneRank) {
   expect_world_matches_one_rank(tiny_moe(), Split::kExpert, "moe EP");
 }
 
-}  // namespace
+}  // namespace batched_decoder_tp_test
 }  // namespace mt

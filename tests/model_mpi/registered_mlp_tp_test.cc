@@ -18,7 +18,7 @@
 #include "model/model_test_util.h"
 
 namespace mt {
-namespace {
+namespace registered_mlp_tp_test {
 
 constexpr const char* kName = "tp_test_gated_gelu";
 
@@ -123,5 +123,5 @@ void expect_tp_equals_one_rank(bool sequence_parallel) {
 TEST(RegisteredMlpRanks, TensorParallelEqualsOneRank) { expect_tp_equals_one_rank(false); }
 TEST(RegisteredMlpRanks, SequenceParallelEqualsOneRank) { expect_tp_equals_one_rank(true); }
 
-}  // namespace
+}  // namespace registered_mlp_tp_test
 }  // namespace mt

@@ -7,7 +7,7 @@
 #include "cli/cli_test_util.h"
 
 namespace mt::test {
-namespace {
+namespace emulated_nodes_test {
 
 const std::string kScript = std::string(MT_SOURCE_DIR) + "/scripts/emulated_nodes.sh";
 
@@ -195,5 +195,5 @@ TEST(EmulatedNodes, SigtermToAllRanksSavesAndResumes) {
   expect_fault_ends_job_and_resume_matches(Fault::kSigtermAllRanks);
 }
 
-}  // namespace
+}  // namespace emulated_nodes_test
 }  // namespace mt::test

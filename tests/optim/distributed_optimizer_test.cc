@@ -19,7 +19,7 @@
 #include "optim/param_gather.h"
 
 namespace mt {
-namespace {
+namespace distributed_optimizer_test {
 
 const char* kWordEmbedding = "embedding.word_embeddings.weight";
 
@@ -324,5 +324,5 @@ TEST(DistributedOptimizer, SegmentsCutParametersAndLoadTheirState) {
   EXPECT_THROW(AdamWOptimizer(reg, oc, {{0, 16}}, nullptr), Error);          // no DP group
 }
 
-}  // namespace
+}  // namespace distributed_optimizer_test
 }  // namespace mt

@@ -18,7 +18,7 @@
 #include "optim_test_util.h"
 
 namespace mt {
-namespace {
+namespace grad_buckets_bf16_test {
 
 float integer_part(int rank, size_t param, int64_t i, int iteration) {
   return float(16 + (rank * 7 + int64_t(param) * 3 + i * 5 + iteration) % 48);
@@ -95,5 +95,5 @@ INSTANTIATE_TEST_SUITE_P(
              (std::get<1>(i.param) ? "ReduceScatter" : "AllReduce");
     });
 
-}  // namespace
+}  // namespace grad_buckets_bf16_test
 }  // namespace mt

@@ -14,7 +14,7 @@
 #include "optim_test_util.h"
 
 namespace mt {
-namespace {
+namespace grad_buckets_test {
 
 // End of parameter i's share of the buffer (its floats and padding).
 int64_t param_end(const ParamRegistry& reg, size_t i) {
@@ -218,5 +218,5 @@ INSTANTIATE_TEST_SUITE_P(Overlap, GradBucketsReduce, ::testing::Bool(),
                            return i.param ? std::string("On") : std::string("Off");
                          });
 
-}  // namespace
+}  // namespace grad_buckets_test
 }  // namespace mt

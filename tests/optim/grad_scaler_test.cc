@@ -17,7 +17,7 @@
 #include "core/error.h"
 
 namespace mt {
-namespace {
+namespace grad_scaler_test {
 
 // Applies `pattern` ('T' overflow, 'F' clean) and returns the scale after each.
 std::vector<double> run(GradScaler& g, const std::string& pattern) {
@@ -152,5 +152,5 @@ TEST(UnscaleAndCheck, OverflowDrivesTheScalerDown) {
   EXPECT_EQ(s.scale(), 512.0);
 }
 
-}  // namespace
+}  // namespace grad_scaler_test
 }  // namespace mt

@@ -7,7 +7,7 @@
 #include "core/error.h"
 
 namespace mt {
-namespace {
+namespace lr_schedule_test {
 
 LrSchedule make(LrDecayStyle style) {
   LrSchedule s;
@@ -76,5 +76,5 @@ TEST(LrSchedule, RejectsBadSettings) {
   EXPECT_EQ(parse_lr_decay_style("WSD"), LrDecayStyle::kWsd);
 }
 
-}  // namespace
+}  // namespace lr_schedule_test
 }  // namespace mt

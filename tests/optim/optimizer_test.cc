@@ -10,7 +10,7 @@
 #include "kernels/reduce.h"
 
 namespace mt {
-namespace {
+namespace optimizer_test {
 
 ModelConfig tiny() {
   ModelConfig c;
@@ -78,5 +78,5 @@ TEST(AdamWOptimizer, WeightDecaySkipsBiasesAndNorms) {
   }
 }
 
-}  // namespace
+}  // namespace optimizer_test
 }  // namespace mt

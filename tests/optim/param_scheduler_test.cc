@@ -15,7 +15,7 @@
 #include "optim/optimizer.h"
 
 namespace mt {
-namespace {
+namespace param_scheduler_test {
 
 // Megatron's get_wd (optimizer_param_scheduler.py), in samples.
 double megatron_wd(double num_steps, double incr_steps, double start, double end,
@@ -153,5 +153,5 @@ TEST(ParamScheduler, SgdOptimizerMatchesTorchFormulas) {
     }
 }
 
-}  // namespace
+}  // namespace param_scheduler_test
 }  // namespace mt

@@ -15,7 +15,7 @@
 #include "optim_test_util.h"
 
 namespace mt {
-namespace {
+namespace staged_grads_test {
 
 TEST(StagedGrads, PoolHoldsEmbeddingsHeadAndTheLargestLayer) {
   const ParamRegistry reg = small_registry();
@@ -109,5 +109,5 @@ TEST(StagedGrads, ReducingAPartAveragesIntoTheShardAndClearsThePool) {
   for (int64_t i = 0; i < sg.shard_floats(); ++i) ASSERT_EQ(sg.shard_grads()[i], 0.f);
 }
 
-}  // namespace
+}  // namespace staged_grads_test
 }  // namespace mt

@@ -15,7 +15,7 @@
 #include "parallel_test_util.h"
 
 namespace mt {
-namespace {
+namespace context_parallel_attention_test {
 
 // The chunk layout: every position is held by exactly one rank, rank i holds
 // chunks i and 2·CP-1-i, in order, and the selected tokens are those positions.
@@ -271,5 +271,5 @@ TEST(ContextParallelAttention, StorageMustMatchTheMath) {
   }
 }
 
-}  // namespace
+}  // namespace context_parallel_attention_test
 }  // namespace mt

@@ -19,7 +19,7 @@
 #include "parallel_test_util.h"
 
 namespace mt {
-namespace {
+namespace mappings_test {
 
 constexpr int64_t kS = 8, kB = 2, kH = 12;  // activations (s, b, h); s divisible by 1, 2, 4
 
@@ -228,5 +228,5 @@ TEST(Mappings, ScatterGatherRoundTripsAndReduceScatterGatherIsAllReduce) {
   expect_close(full.data(), reduced.data(), z.full_n, "gather(reduce_scatter(x)) vs all-reduce");
 }
 
-}  // namespace
+}  // namespace mappings_test
 }  // namespace mt

@@ -29,7 +29,7 @@
 #include "kernels/precision.h"
 
 namespace mt {
-namespace {
+namespace tensor_parallel_linear_test {
 
 constexpr int64_t kS = 8, kB = 2, kN = kS * kB;  // tokens, sequence-first (s, b)
 constexpr int64_t kIn = 12, kOut = 16;           // divisible by 1, 2, 4
@@ -297,5 +297,5 @@ TEST(TpLinearNoGroup, BothLayersArePlainLinear) {
   }
 }
 
-}  // namespace
+}  // namespace tensor_parallel_linear_test
 }  // namespace mt

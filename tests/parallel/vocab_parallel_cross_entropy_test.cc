@@ -22,7 +22,7 @@
 #include "kernels/cross_entropy.h"
 
 namespace mt {
-namespace {
+namespace vocab_parallel_cross_entropy_test {
 
 constexpr int64_t kN = 16, kV = 32;  // rows (s·b), vocabulary; kV divisible by 1, 2, 4
 
@@ -174,5 +174,5 @@ TEST(VocabParallelCrossEntropy, TargetOutOfRangeThrows) {
   tp.barrier();  // every rank threw before any collective: they are still in step
 }
 
-}  // namespace
+}  // namespace vocab_parallel_cross_entropy_test
 }  // namespace mt

@@ -19,7 +19,7 @@
 #include "parallel/vocab_parallel_embedding.h"
 
 namespace mt {
-namespace {
+namespace vocab_parallel_embedding_test {
 
 constexpr int64_t kN = 16, kV = 32, kH = 12;  // tokens (s·b), vocabulary, hidden
 
@@ -130,5 +130,5 @@ TEST(VocabParallelEmbedding, ForwardBackwardPairWithAndWithoutSequenceParallelis
   }
 }
 
-}  // namespace
+}  // namespace vocab_parallel_embedding_test
 }  // namespace mt

@@ -11,7 +11,7 @@
 #include "core/error.h"
 
 namespace mt {
-namespace {
+namespace schedules_test {
 
 TEST(Schedule1F1B, TwoStagesFourMicroBatches) {
   // Stage 0: one warm-up forward, then F/B pairs, then the last backward.
@@ -162,5 +162,5 @@ TEST(ScheduleInterleaved, ForwardBeforeBackwardPerChunkAndSlotsSuffice) {
         }
 }
 
-}  // namespace
+}  // namespace schedules_test
 }  // namespace mt

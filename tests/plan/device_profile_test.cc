@@ -13,7 +13,7 @@
 #include "core/error.h"
 
 namespace mt {
-namespace {
+namespace device_profile_test {
 
 const std::string kDir = std::string(MT_SOURCE_DIR) + "/configs/devices";
 
@@ -159,5 +159,5 @@ TEST(DeviceProfile, OptionalMeasuredFields) {
       << error_of(bad);
 }
 
-}  // namespace
+}  // namespace device_profile_test
 }  // namespace mt

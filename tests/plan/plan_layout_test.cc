@@ -14,7 +14,7 @@
 #include "plan/plan_report.h"
 
 namespace mt {
-namespace {
+namespace plan_layout_test {
 
 PlanProblem tiny(int64_t world, int64_t batch = 8) {
   PlanProblem pb;
@@ -361,11 +361,11 @@ TEST(PlanLayout, TensorParallelDividesTheLocalSizes) {
   EXPECT_TRUE(p.sequence_parallel);
 }
 
-}  // namespace
+}  // namespace plan_layout_test
 }  // namespace mt
 
 namespace mt {
-namespace {
+namespace plan_layout_test {
 
 // An MoE model: EP is enumerated (each dividing the experts and the stage's
 // TP x CP x DP ranks), each rank's parameters hold E/EP experts, and the
@@ -401,5 +401,5 @@ TEST(PlanLayout, MixtureOfExpertsEnumeratesExpertParallelism) {
       << x.describe();
 }
 
-}  // namespace
+}  // namespace plan_layout_test
 }  // namespace mt

@@ -17,7 +17,7 @@
 #include "plan/plan_layout.h"
 
 namespace mt {
-namespace {
+namespace plan_megatron_memory_test {
 
 struct Seed {
   const char* name;
@@ -94,5 +94,5 @@ TEST(PlanMegatronMemory, WeightAndOptimizerWithinOnePercentOfMegatrons) {
   }
 }
 
-}  // namespace
+}  // namespace plan_megatron_memory_test
 }  // namespace mt

@@ -14,7 +14,7 @@
 #include "plan/plan_report.h"
 
 namespace mt {
-namespace {
+namespace plan_time_test {
 
 DeviceProfile flat_device() {
   DeviceProfile d;
@@ -440,5 +440,5 @@ TEST(PlanTime, ExpertGradientsGoOverExpertDataParallel) {
     }
 }
 
-}  // namespace
+}  // namespace plan_time_test
 }  // namespace mt

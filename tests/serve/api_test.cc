@@ -5,7 +5,7 @@
 #include "serve/serve_test_util.h"
 
 namespace mt::test::serve {
-namespace {
+namespace api_test {
 
 class ServeApi : public ServerSuite {
  protected:
@@ -163,5 +163,5 @@ TEST_F(ServeApi, CompletionPromptsAsTextListsAndTokenIds) {
   }
 }
 
-}  // namespace
+}  // namespace api_test
 }  // namespace mt::test::serve

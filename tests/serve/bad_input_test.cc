@@ -14,7 +14,7 @@
 #include "serve/serve_test_util.h"
 
 namespace mt::test::serve {
-namespace {
+namespace bad_input_test {
 
 class ServeBadInput : public ServerSuite {
  protected:
@@ -277,5 +277,5 @@ TEST_F(ServeBurst, TwoHundredAtOnceGet200Or429AndNoMemoryIsKept) {
   EXPECT_EQ(rc, 0) << server->log();
 }
 
-}  // namespace
+}  // namespace bad_input_test
 }  // namespace mt::test::serve

@@ -6,7 +6,7 @@
 #include "serve/serve_test_util.h"
 
 namespace mt::test::serve {
-namespace {
+namespace concurrency_test {
 
 class ServeConcurrency : public ServerSuite {
  protected:
@@ -147,5 +147,5 @@ TEST_F(ServeConcurrency, StreamIsServerSentEvents) {
   EXPECT_GE(events, 3u) << r.body;
 }
 
-}  // namespace
+}  // namespace concurrency_test
 }  // namespace mt::test::serve

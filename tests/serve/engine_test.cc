@@ -12,7 +12,7 @@
 #include "serve/engine.h"
 
 namespace mt::serve {
-namespace {
+namespace engine_test {
 
 struct Tiny {
   ModelConfig cfg;
@@ -164,5 +164,5 @@ TEST(ServeEngine, StopTokensZeroTokensCancellationAndAFullQueue) {
   EXPECT_EQ(engine.submit({gone}), Admission::kStopping);
 }
 
-}  // namespace
+}  // namespace engine_test
 }  // namespace mt::serve

@@ -4,7 +4,7 @@
 #include "serve/serve_test_util.h"
 
 namespace mt::test::serve {
-namespace {
+namespace lifecycle_test {
 
 TEST(ServeLifecycle, PortZeroBindsAFreePortAndSignalsEndItWithExitZero) {
   TempDir dir;
@@ -67,5 +67,5 @@ TEST(ServeLifecycle, SigtermWithAFullQueueEndsPromptlyAndLeavesNoClientWaiting) 
   std::printf("[ stopped in %.2f s; statuses:%s ]\n", stop_s, summary.c_str());
 }
 
-}  // namespace
+}  // namespace lifecycle_test
 }  // namespace mt::test::serve

@@ -6,7 +6,7 @@
 #include "serve/serve_test_util.h"
 
 namespace mt::test::serve {
-namespace {
+namespace openai_sdk_test {
 
 class ServeOpenAi : public ServerSuite {
  protected:
@@ -295,5 +295,5 @@ TEST_F(ServeChat, UnicodeEchoesExactlyAndStreamsWhole) {
   EXPECT_EQ(api.json().at("text")[0].get<std::string>().rfind(prompt, 0), 0u) << api.body;
 }
 
-}  // namespace
+}  // namespace openai_sdk_test
 }  // namespace mt::test::serve

@@ -5,7 +5,7 @@
 #include "serve/serve_test_util.h"
 
 namespace mt::test::serve {
-namespace {
+namespace tensor_parallel_test {
 
 struct Answers {
   std::string completion, streamed;
@@ -95,5 +95,5 @@ TEST(ServeEp2, MoeAnswersAsOneRank) {
   expect_two_ranks_answer_as_one(moe_checkpoint(), "--expert-model-parallel-size 2", "ep2");
 }
 
-}  // namespace
+}  // namespace tensor_parallel_test
 }  // namespace mt::test::serve

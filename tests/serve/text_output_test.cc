@@ -7,7 +7,7 @@
 #include "serve/text_output.h"
 
 namespace mt::serve {
-namespace {
+namespace text_output_test {
 
 std::string feed(const Tokenizer& tok, TextOutput& out, const std::string& text,
                  std::vector<std::string>* pieces = nullptr) {
@@ -52,5 +52,5 @@ TEST(TextOutput, StopStringsCutTheTextAndHoldBackWhatMayBeginOne) {
   }
 }
 
-}  // namespace
+}  // namespace text_output_test
 }  // namespace mt::serve

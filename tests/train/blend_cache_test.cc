@@ -14,7 +14,7 @@
 #include "temp_dir.h"
 
 namespace mt {
-namespace {
+namespace blend_cache_test {
 
 std::string read_all(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -91,5 +91,5 @@ TEST_F(BlendCacheFile, TrailingBytesAndAnotherBlendAreSaidAsSuch) {
   EXPECT_EQ(problem, "the index of another blend (its description differs)");
 }
 
-}  // namespace
+}  // namespace blend_cache_test
 }  // namespace mt

@@ -8,7 +8,7 @@
 #include "../temp_dir.h"
 
 namespace mt {
-namespace {
+namespace data_fingerprint_test {
 
 void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;
@@ -84,5 +84,5 @@ TEST(DataFingerprint, MockDataIsRecordedAndASwitchOfSourceNoted) {
   EXPECT_EQ(changed_dataset(real, mock, "ck"), "");
 }
 
-}  // namespace
+}  // namespace data_fingerprint_test
 }  // namespace mt

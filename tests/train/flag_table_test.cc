@@ -14,7 +14,7 @@
 #include "args/args_list.h"
 
 namespace mt {
-namespace {
+namespace flag_table_test {
 
 // A value other than `v` of its type.
 template <class T>
@@ -83,5 +83,5 @@ TEST(FlagTable, ASwitchThatClearsIsListedNegated) {
   EXPECT_EQ(listed, "true");
 }
 
-}  // namespace
+}  // namespace flag_table_test
 }  // namespace mt

@@ -15,7 +15,7 @@
 #include "model/gpt.h"
 
 namespace mt {
-namespace {
+namespace memory_report_test {
 
 // GPT-2 small on one rank: s=1024, b=1, h=768, 12 heads, f=3072, v=50304, 12 layers.
 MemoryPlan gpt2_small() {
@@ -280,5 +280,5 @@ TEST(MemoryReport, MtpDepthsAgreeWithWhatTheModelCarves) {
       }
 }
 
-}  // namespace
+}  // namespace memory_report_test
 }  // namespace mt

@@ -13,7 +13,7 @@
 #include <string>
 
 namespace mt {
-namespace {
+namespace metrics_test {
 
 TEST(MfuPeak, BelowThePeakIsAchievedOverPeak) {
   MfuPeak p{200e9, 200e9, "measured at start-up, best of 3 shapes", false};
@@ -89,5 +89,5 @@ TEST(Flops, MtpDepthsCountAsMegatronsFormula) {
               1e-9 * flops_per_iteration(c, 8));
 }
 
-}  // namespace
+}  // namespace metrics_test
 }  // namespace mt

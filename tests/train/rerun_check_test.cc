@@ -7,7 +7,7 @@
 #include <limits>
 
 namespace mt {
-namespace {
+namespace rerun_check_test {
 
 TEST(RerunCheck, CompareResultsIsMegatronsCompareFloats) {
   const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
@@ -38,5 +38,5 @@ TEST(RerunCheck, StatsPrintAsQuickStats) {
             "p90= 1.000E+00, p99= 1.000E+00, p99.9= 1.000E+00, max: 1.000E+00");
 }
 
-}  // namespace
+}  // namespace rerun_check_test
 }  // namespace mt

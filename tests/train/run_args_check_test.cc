@@ -12,7 +12,7 @@
 #include "core/error.h"
 
 namespace mt {
-namespace {
+namespace run_args_check_test {
 
 std::string value_of(const ArgList& list, const std::string& flag) {
   for (const auto& [f, v] : list)
@@ -96,5 +96,5 @@ TEST(ArgumentDifference, AnotherFlagListIsAnotherBuild) {
   EXPECT_NE(argument_difference(mine, 1, theirs).find("--something-else"), std::string::npos);
 }
 
-}  // namespace
+}  // namespace run_args_check_test
 }  // namespace mt

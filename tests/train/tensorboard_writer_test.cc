@@ -14,7 +14,7 @@
 #include "tensorboard_reader.h"
 
 namespace mt {
-namespace {
+namespace tensorboard_writer_test {
 
 std::string hex(const std::string& bytes) {
   static const char* d = "0123456789abcdef";
@@ -117,5 +117,5 @@ TEST(TensorBoardWriter, RefusesAFileOrAPathUnderAFile) {
   }
 }
 
-}  // namespace
+}  // namespace tensorboard_writer_test
 }  // namespace mt
