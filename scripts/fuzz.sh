@@ -33,7 +33,7 @@ TMPDIR="$work" build-fuzz/tests/fuzz/make_corpus build-fuzz/corpus
 
 # The targets run side by side, one per core: each gets about SECONDS of one
 # core, in SECONDS x targets / cores of wall time (3 targets on 2 cores: 1.5x).
-cores=$(nproc)
+cores=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)  # nproc alone obeys OMP_NUM_THREADS
 wall=$(( (secs * ${#targets[@]} + cores - 1) / cores ))
 [ "$wall" -ge "$secs" ] || wall=$secs
 echo "fuzz: ${targets[*]} side by side for ${wall}s (~${secs}s of a core each)"
