@@ -169,6 +169,30 @@ TEST(Matmul, BiasAndAccumulate) {
   check_matmul(s, true, "batched trans_a bias + accumulate");
 }
 
+// B's rows 2560 floats apart (a multiple of 256, not a power of two), where
+// oneDNN 2.6 reads B at a fraction of its speed: matmul copies B to rows
+// n + 16 apart first (its scratch grows by that much) and computes the same
+// numbers, in every math mode, plain or accumulating, with B's rows packed
+// (ldb = n) or wider apart (ldb 5120).
+TEST(Matmul, BRowsAtASlowStrideAreCopiedFirstWithTheSameResult) {
+  MatmulShape s;
+  s.m = 5;
+  s.n = 2560;
+  s.k = 64;
+  const int64_t before = matmul_scratch_bytes();
+  check_matmul(s, true, "ldb 2560");
+  EXPECT_GE(matmul_scratch_bytes() - before, int64_t(s.k * (s.n + 16) * sizeof(float)));
+  s.trans_a = true;
+  s.accumulate = true;
+  check_matmul(s, true, "trans_a, accumulate");
+  s.ldb = 5120;
+  check_matmul(s, false, "ldb 5120");
+  for (MathMode math : {MathMode::kF16, MathMode::kBF16}) {
+    s.math = math;
+    check_matmul(s, true, "ldb 5120, low precision");
+  }
+}
+
 TEST(Matmul, RejectsBadShapes) {
   std::vector<float> buf(64);
   MatmulShape s;
