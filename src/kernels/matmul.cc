@@ -24,11 +24,13 @@
 // small's bf16 step it is ~5-7% faster than oneDNN's brgemm (bench/README.md).
 // The batched attention products, fp32 and fp16 stay on oneDNN.
 //
-// Implementations oneDNN 2.6.3 picks on this machine (AVX-512 EPYC; see them
-// with ONEDNN_VERBOSE=2): fp32 linear forward and both backward products
-// "brg:avx512_core"; the fp32 batched attention products with non-dense batch
-// strides "gemm:jit" (230-290 GFLOP/s on 2 cores); no shape falls back to
-// "ref:any", so nothing is copied into dense layouts in fp32.
+// fp32 routes (sgemm_route below): an unbatched product without a bias whose
+// B is not transposed (the linear layers' input and weight gradients, the LM
+// head's) goes to oneDNN's dnnl_sgemm ("gemm:jit"), the rest to a cached
+// matmul primitive ("brg:avx512_core" on AVX-512 for the forward products;
+// the batched attention products with non-dense batch strides "gemm:jit").
+// No shape falls back to "ref:any", so nothing is copied into dense layouts
+// in fp32. See the primitives with ONEDNN_VERBOSE=2.
 #include "kernels/matmul.h"
 
 #include <algorithm>
@@ -49,6 +51,7 @@
 #include "core/error.h"
 #include "kernels/cuda/matmul.h"
 #include "kernels/gemm_bf16.h"
+#include "kernels/matmul_pack.h"
 
 namespace mt {
 namespace {
@@ -96,7 +99,6 @@ struct MatmulCache {
   HostBuffer scratch_dout;          // linear_backward: bf16 dout, shared by both products
   HostBuffer scratch_bias;          // a bf16 bias widened to fp32
   HostBuffer scratch_c;             // fp32 C before its bf16 rounding (no oneDNN bf16)
-  HostBuffer scratch_b_rows;        // an fp32 B re-strided (restride_rows)
 };
 
 MatmulCache& matmul_cache() {
@@ -178,84 +180,20 @@ MatmulEntry create_entry(const MatmulKey& key, const dnnl::engine& engine) {
   }
 }
 
-// dst (batch·rows, cols) dense = convert(src), src being `batch` matrices of
-// `rows` rows of `cols` values, row stride ld, batch stride bs. OpenMP over rows
-// (or over elements when src is dense too).
-template <typename T, typename Src, typename Convert>
-void pack_dense(T* dst, const Src* src, int64_t batch, int64_t rows, int64_t cols, int64_t ld,
-                int64_t bs, Convert convert) {
-  constexpr int64_t kParallelMin = 1 << 15;  // elements; below, the fork costs more
-  const int64_t total_rows = batch * rows, n = total_rows * cols;
-  if (ld == cols && (batch == 1 || bs == rows * cols)) {
-#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
-    for (int64_t i = 0; i < n; ++i) dst[i] = convert(src[i]);
-    return;
-  }
-#pragma omp parallel for schedule(static) if (n >= kParallelMin)
-  for (int64_t r = 0; r < total_rows; ++r) {
-    const Src* in = src + (r / rows) * bs + (r % rows) * ld;
-    T* out = dst + r * cols;
-#pragma omp simd
-    for (int64_t j = 0; j < cols; ++j) out[j] = convert(in[j]);
-  }
-}
-
-// Packs operand x (stored `rows` × `cols`, strides *ld / *bs) into dense
-// scratch in the representation `math` needs, and rewrites *ld / *bs to dense.
-const void* pack_operand(HostBuffer& buf, const float* x, MathMode math, int64_t batch,
-                         int64_t rows, int64_t cols, int64_t* ld, int64_t* bs) {
-  const int64_t n = batch * rows * cols;
-  const void* out;
-  if (math == MathMode::kBF16) {
-    auto* dst = static_cast<uint16_t*>(grown(buf, size_t(n) * sizeof(uint16_t)));
-    pack_dense(dst, x, batch, rows, cols, *ld, *bs, [](float v) { return bf16_from_f32(v); });
-    out = dst;
-  } else {
-    auto* dst = static_cast<float*>(grown(buf, size_t(n) * sizeof(float)));
-    pack_dense(dst, x, batch, rows, cols, *ld, *bs, [](float v) { return f16_round(v); });
-    out = dst;
-  }
-  *ld = cols;
-  *bs = rows * cols;
-  return out;
-}
-
-// bf16 without oneDNN's bf16 matmul: operand x (or its bf16 twin x16, in
-// x's layout) as fp32 values rounded to bf16, packed dense into scratch.
-const float* pack_bf16_as_f32(HostBuffer& buf, const float* x, const uint16_t* x16, int64_t batch,
-                              int64_t rows, int64_t cols, int64_t* ld, int64_t* bs) {
-  auto* dst = static_cast<float*>(grown(buf, size_t(batch * rows * cols) * sizeof(float)));
-  if (x16 != nullptr)
-    pack_dense(dst, x16, batch, rows, cols, *ld, *bs, [](uint16_t v) { return f32_from_bf16(v); });
-  else
-    pack_dense(dst, x, batch, rows, cols, *ld, *bs,
-               [](float v) { return f32_from_bf16(bf16_from_f32(v)); });
-  *ld = cols;
-  *bs = rows * cols;
-  return dst;
-}
-
-// oneDNN 2.6's fp32 matmul reads a row-major B (k, n) at a third to two thirds
-// of its speed when the rows lie a multiple of 256 floats apart, but not a power
-// of two (they then share cache sets): the ffn widths 1536-14336 of GPT-2, Llama,
-// Mistral, in fc2's input gradient (B = W) and weight gradient (B = its input).
-// Measured 2026-11-30 on an AVX-512 Xeon, 2 threads, m 1024, k 768: n 3072
-// 66-106 GFLOP/s, 188-260 with rows n + 16 apart; n 2560 125 -> 198, 5120 83 ->
-// 210, 14336 94 -> 180; n 1024, 2048, 4096 the same either way. Such a B is
-// copied to rows n + kRowPad floats apart first (k·n floats, a few % of the product).
-constexpr int64_t kRowPad = 16;
-
-bool slow_row_stride(int64_t ld) { return ld >= 1536 && ld % 256 == 0 && (ld & (ld - 1)) != 0; }
-
-const float* restride_rows(HostBuffer& buf, const float* x, int64_t rows, int64_t cols,
-                           int64_t* ld) {
-  const int64_t in_ld = *ld, out_ld = cols + kRowPad;
-  auto* dst = static_cast<float*>(grown(buf, size_t(rows * out_ld) * sizeof(float)));
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r)
-    std::memcpy(dst + r * out_ld, x + r * in_ld, size_t(cols) * sizeof(float));
-  *ld = out_ld;
-  return dst;
+// oneDNN 2.6 on AVX-512 gives a dense fp32 matmul primitive to its brgemm
+// kernels ("brg:avx512_core"), which read a non-transposed B (k, n) slowly:
+// measured 2026-11-30 on an AVX-512 Xeon, 2 threads, GFLOP/s (brgemm ->
+// dnnl_sgemm, oneDNN's own packed GEMM, "gemm:jit"), GPT-2 small's products:
+// the input gradients qkv 229 -> 280, fc1 248 -> 288, fc2 165 -> 248, LM head
+// 161 -> 227; fc2's weight gradient 146 -> 272 (B's rows 3072 floats apart);
+// the other weight gradients and 2048^3 alike or better (236 -> 274); 2-3x at
+// the small shapes of tests and tiny models. A transposed B (the forward
+// products) is as fast either way, and a bias fuses only into the primitive:
+// those stay on it, as do batched products. fp16 (emulated) and bf16 without
+// bf16 instructions reach here as fp32 products and take the same route.
+bool sgemm_route(const MatmulKey& key) {
+  return key.math != MathMode::kBF16 && key.batch == 1 && !key.trans_b && !key.has_bias &&
+         !key.c_bf16;
 }
 
 // Whether oneDNN can create bf16 matmuls here (it cannot on CPUs without
@@ -360,33 +298,39 @@ void matmul_impl(WriteView c_out, const float* a, const float* b, ReadView bias_
       return;
     }
   }
-  if (key.math != MathMode::kBF16 && !s.trans_b && key.batch == 1 && slow_row_stride(key.ldb)) {
-    b_data = restride_rows(cache.scratch_b_rows, static_cast<const float*>(b_data), s.k, s.n,
-                           &key.ldb);
-    key.bsb = s.k * key.ldb;
+  if (sgemm_route(key)) {
+    const dnnl_status_t st =
+        dnnl_sgemm(s.trans_a ? 'T' : 'N', 'N', s.m, s.n, s.k, 1.f,
+                   static_cast<const float*>(a_data), key.lda, static_cast<const float*>(b_data),
+                   key.ldb, s.accumulate ? 1.f : 0.f, static_cast<float*>(c_data), key.ldc);
+    MT_CHECK(st == dnnl_success, "matmul: oneDNN sgemm failed with status ", int(st), " for m=",
+             s.m, " n=", s.n, " k=", s.k, " lda=", key.lda, " ldb=", key.ldb, " ldc=", key.ldc,
+             "; fix: check the buffers and strides");
+  } else {
+    auto it = cache.entries.find(key);
+    if (it == cache.entries.end())
+      it = cache.entries.emplace(key, create_entry(key, cache.engine)).first;
+    MatmulEntry& e = it->second;
+    e.a_mem.set_data_handle(const_cast<void*>(a_data));
+    e.b_mem.set_data_handle(const_cast<void*>(b_data));
+    e.c_mem.set_data_handle(c_data);
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, e.a_mem.get()},
+                               {DNNL_ARG_WEIGHTS, e.b_mem.get()},
+                               {DNNL_ARG_DST, e.c_mem.get()},
+                               {DNNL_ARG_BIAS, nullptr}};
+    int nargs = 3;
+    if (bias) {
+      e.bias_mem.set_data_handle(const_cast<float*>(bias));
+      args[3].memory = e.bias_mem.get();
+      nargs = 4;
+    }
+    const dnnl_status_t st =
+        dnnl_primitive_execute(e.prim.get(), cache.stream.get(), nargs, args);
+    MT_CHECK(st == dnnl_success, "matmul: oneDNN execute failed with status ", int(st),
+             " for m=", s.m, " n=", s.n, " k=", s.k, " math=", math_mode_name(s.math),
+             "; fix: check the buffers and strides");
+    cache.stream.wait();
   }
-  auto it = cache.entries.find(key);
-  if (it == cache.entries.end())
-    it = cache.entries.emplace(key, create_entry(key, cache.engine)).first;
-  MatmulEntry& e = it->second;
-  e.a_mem.set_data_handle(const_cast<void*>(a_data));
-  e.b_mem.set_data_handle(const_cast<void*>(b_data));
-  e.c_mem.set_data_handle(c_data);
-  dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, e.a_mem.get()},
-                             {DNNL_ARG_WEIGHTS, e.b_mem.get()},
-                             {DNNL_ARG_DST, e.c_mem.get()},
-                             {DNNL_ARG_BIAS, nullptr}};
-  int nargs = 3;
-  if (bias) {
-    e.bias_mem.set_data_handle(const_cast<float*>(bias));
-    args[3].memory = e.bias_mem.get();
-    nargs = 4;
-  }
-  const dnnl_status_t st = dnnl_primitive_execute(e.prim.get(), cache.stream.get(), nargs, args);
-  MT_CHECK(st == dnnl_success, "matmul: oneDNN execute failed with status ", int(st),
-           " for m=", s.m, " n=", s.n, " k=", s.k, " math=", math_mode_name(s.math),
-           "; fix: check the buffers and strides");
-  cache.stream.wait();
   if (c_out.bf16 && c_data != c_out.bf16)
     f32_to_bf16(c_out.bf16, static_cast<const float*>(c_data), s.batch * s.m * s.n);
 }
@@ -409,8 +353,7 @@ int64_t matmul_scratch_bytes() {
   MatmulCache& cache = matmul_cache();
   std::lock_guard<std::mutex> lock(cache.mu);
   return int64_t(cache.scratch_a.size() + cache.scratch_b.size() + cache.scratch_dout.size() +
-                 cache.scratch_bias.size() + cache.scratch_c.size() +
-                 cache.scratch_b_rows.size()) +
+                 cache.scratch_bias.size() + cache.scratch_c.size()) +
          gemm_bf16_scratch_bytes();
 }
 

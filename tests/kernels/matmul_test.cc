@@ -169,28 +169,63 @@ TEST(Matmul, BiasAndAccumulate) {
   check_matmul(s, true, "batched trans_a bias + accumulate");
 }
 
-// B's rows 2560 floats apart (a multiple of 256, not a power of two), where
-// oneDNN 2.6 reads B at a fraction of its speed: matmul copies B to rows
-// n + 16 apart first (its scratch grows by that much) and computes the same
-// numbers, in every math mode, plain or accumulating, with B's rows packed
-// (ldb = n) or wider apart (ldb 5120).
-TEST(Matmul, BRowsAtASlowStrideAreCopiedFirstWithTheSameResult) {
-  MatmulShape s;
-  s.m = 5;
-  s.n = 2560;
-  s.k = 64;
-  const int64_t before = matmul_scratch_bytes();
-  check_matmul(s, true, "ldb 2560");
-  EXPECT_GE(matmul_scratch_bytes() - before, int64_t(s.k * (s.n + 16) * sizeof(float)));
-  s.trans_a = true;
-  s.accumulate = true;
-  check_matmul(s, true, "trans_a, accumulate");
-  s.ldb = 5120;
-  check_matmul(s, false, "ldb 5120");
-  for (MathMode math : {MathMode::kF16, MathMode::kBF16}) {
+// An unbatched product with neither a bias nor a transposed B (the linear
+// layers' input and weight gradients) runs on oneDNN's sgemm: no primitive is
+// created for it, and the numbers are the same as every other route's, in
+// every math mode, plain or accumulating, with A transposed or not, with B's
+// rows packed (ldb = n, also 2560: a multiple of 256 that the brgemm primitive
+// read slowly) or wider apart, and with C's padding and prior contents (NaN
+// where C is overwritten) as the other routes treat them.
+TEST(Matmul, GradientShapesRunOnSgemmWithTheSameResult) {
+  for (MathMode math : {MathMode::kF32, MathMode::kF16, MathMode::kBF16}) {
+    // bf16 with bf16 instructions has its own routes (gemm_bf16.h, the bf16 primitive).
+    const bool sgemm = math != MathMode::kBF16 || !matmul_bf16_native();
+    MatmulShape s;
+    s.m = 5;
+    s.n = 2560;
+    s.k = 64;
     s.math = math;
-    check_matmul(s, true, "ldb 5120, low precision");
+    const int64_t before = matmul_primitive_count();
+    check_matmul(s, false, "ldb 2560");
+    s.trans_a = true;
+    s.accumulate = true;
+    check_matmul(s, false, "trans_a, accumulate");
+    s.ldb = 2600;
+    s.ldc = 2570;
+    check_matmul(s, false, "ldb 2600, ldc 2570");
+    s.trans_a = false;
+    s.accumulate = false;
+    s.lda = 70;
+    check_matmul(s, false, "lda 70");
+    if (sgemm) {
+      EXPECT_EQ(matmul_primitive_count(), before) << math_mode_name(math);
+    }
+    // beta = 0: a NaN already in C must not leak into the product.
+    std::vector<float> a(5 * 64, 0.5f), b(64 * 8, 0.25f), c(5 * 8, std::nanf(""));
+    MatmulShape t;
+    t.m = 5;
+    t.n = 8;
+    t.k = 64;
+    t.math = math;
+    matmul(c.data(), a.data(), b.data(), nullptr, t);
+    for (float x : c) EXPECT_EQ(x, 8.f) << math_mode_name(math);
   }
+  // A bias, a transposed B or a batch keep the primitive.
+  MatmulShape s;
+  s.m = 6;
+  s.n = 7;
+  s.k = 9;
+  std::vector<float> a(2 * 6 * 9, 1.f), b(2 * 9 * 7, 1.f), c(2 * 6 * 7), bias(7, 0.5f);
+  int64_t count = matmul_primitive_count();
+  matmul(c.data(), a.data(), b.data(), bias.data(), s);
+  EXPECT_EQ(matmul_primitive_count(), ++count);
+  s.trans_b = true;
+  matmul(c.data(), a.data(), b.data(), nullptr, s);
+  EXPECT_EQ(matmul_primitive_count(), ++count);
+  s.trans_b = false;
+  s.batch = 2;
+  matmul(c.data(), a.data(), b.data(), nullptr, s);
+  EXPECT_EQ(matmul_primitive_count(), ++count);
 }
 
 TEST(Matmul, RejectsBadShapes) {
@@ -207,11 +242,13 @@ TEST(Matmul, RejectsBadShapes) {
   EXPECT_THROW(matmul(nullptr, buf.data(), buf.data(), nullptr, s), Error);
 }
 
+// (B transposed: products without a bias and with a plain B run on sgemm.)
 TEST(Matmul, PrimitiveCacheDoesNotGrowForRepeatedShapes) {
   MatmulShape s;
   s.m = 11;
   s.n = 12;
   s.k = 13;
+  s.trans_b = true;
   std::vector<float> a(11 * 13, 1.f), b(13 * 12, 1.f), c(11 * 12), bias(12, 0.5f);
   matmul(c.data(), a.data(), b.data(), nullptr, s);
   const int64_t after_first = matmul_primitive_count();
@@ -221,6 +258,7 @@ TEST(Matmul, PrimitiveCacheDoesNotGrowForRepeatedShapes) {
   // Explicit dense strides are the same primitive as 0 = dense.
   MatmulShape explicit_dense = s;
   explicit_dense.lda = 13;
+  explicit_dense.ldb = 13;
   explicit_dense.ldc = 12;
   matmul(c.data(), a.data(), b.data(), nullptr, explicit_dense);
   EXPECT_EQ(matmul_primitive_count(), after_first);
@@ -357,10 +395,11 @@ INSTANTIATE_TEST_SUITE_P(Math, MatmulMixed, ::testing::Values(MathMode::kBF16, M
                          });
 
 TEST(MatmulMixedCache, MathModeIsPartOfTheKeyAndScratchIsReused) {
-  MatmulShape s;
+  MatmulShape s;  // B transposed: the primitive route
   s.m = 19;
   s.n = 21;
   s.k = 23;
+  s.trans_b = true;
   std::vector<float> a(19 * 23, 1.5f), b(23 * 21, 0.5f), c(19 * 21);
   matmul(c.data(), a.data(), b.data(), nullptr, s);
   const int64_t base = matmul_primitive_count();
