@@ -31,6 +31,19 @@ inline std::vector<float> randn(int64_t n, std::string_view name, float scale = 
   return x;
 }
 
+// The operand values a GEMM in `math` computes with.
+inline std::vector<float> rounded(const std::vector<float>& x, MathMode math) {
+  std::vector<float> y(x);
+  if (math == MathMode::kBF16) {
+    std::vector<uint16_t> h(x.size());
+    f32_to_bf16(h.data(), x.data(), int64_t(x.size()));
+    bf16_to_f32(y.data(), h.data(), int64_t(h.size()));
+  } else if (math == MathMode::kF16) {
+    round_to_f16(y.data(), x.data(), int64_t(x.size()));
+  }
+  return y;
+}
+
 inline std::vector<double> to_double(const std::vector<float>& x) {
   return std::vector<double>(x.begin(), x.end());
 }
