@@ -41,7 +41,6 @@
 #include <map>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <vector>

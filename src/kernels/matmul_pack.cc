@@ -1,7 +1,6 @@
 // Dense operand copies for the matmul kernel's low-precision paths (matmul_pack.h).
 #include "kernels/matmul_pack.h"
 
-#include "core/error.h"
 #include "kernels/precision.h"
 
 namespace mt {
