@@ -32,8 +32,8 @@ nlohmann::json read_trace(const std::string& path) {
 // the spans inside it that nothing else recorded holds (top level), summed
 // by kind.
 struct Sums {
-  // comm: waits and collectives outside forward/backward, gradient sync included
-  double iteration = 0, compute = 0, recv = 0, comm = 0;
+  double iteration = 0, recv = 0;     // recv: the receive waits (the bubble)
+  double spans = 0;                   // every top-level span
   std::map<std::string, double> top;  // every top-level kind
   int forwards = 0, backwards = 0;
 };
@@ -58,10 +58,9 @@ std::map<std::pair<int, int64_t>, Sums> sums_of(const nlohmann::json& trace) {
     top_end[key] = ts + dur;
     Sums& s = out[key];
     const std::string cat = e.at("cat");
-    if (cat == "forward" || cat == "backward") s.compute += dur;
     if (cat == "pipeline_recv") s.recv += dur;
-    if (cat == "comm_wait" || cat == "collective" || cat == "grad_sync") s.comm += dur;
     s.top[cat] += dur;
+    s.spans += dur;
     s.forwards += cat == "forward";
     s.backwards += cat == "backward";
   }
@@ -124,14 +123,20 @@ TEST(Profile, Tp2Pp2TimelineMatchesTheLog) {
       EXPECT_TRUE(cats[rank].count(c)) << "rank " << rank << " has no " << c << " span";
 
   // Per rank and iteration: the iteration span is the logged iteration time;
-  // forward + backward and the waits fill it (within 10%): the bubble
-  // (receive waits) and the exposed communication outside them (the last
-  // stage's last sends and its gradient sync wait for the first stage's
-  // last backward, longer when the ranks share cores); the bubble
-  // (receive waits / iteration time, training_log.cc's definition) is the
-  // logged bubble of the rank's stage (within 10%).
+  // the top-level spans (forward, backward, the receive waits — the bubble —
+  // the sends, the exposed communication and the optimizer step) fill it:
+  // never more than it (within 10%), and on the better of the two
+  // iterations within 10% of it. Only the better one: four ranks share two
+  // cores here (and CI runs another test beside this one), so a rank taken
+  // off its core while between two spans leaves a hole of a scheduler slice
+  // (~4 ms of a ~40 ms iteration) in a random iteration; a phase the
+  // timeline does not record leaves it in both. The bubble (receive waits /
+  // iteration time, training_log.cc's definition) is the logged bubble of
+  // the rank's stage (within 10%).
   const auto sums = sums_of(trace);
-  for (int rank = 0; rank < 4; ++rank)
+  for (int rank = 0; rank < 4; ++rank) {
+    double best_fill = 0;
+    std::string fills;
     for (int64_t it : {2, 3}) {
       const std::string where = "rank " + std::to_string(rank) + " iteration " + std::to_string(it);
       const Sums& s = sums.at({rank, it});
@@ -140,16 +145,22 @@ TEST(Profile, Tp2Pp2TimelineMatchesTheLog) {
       EXPECT_EQ(s.forwards, 8) << where;
       EXPECT_EQ(s.backwards, 8) << where;
       EXPECT_NEAR(s.iteration, logged_us, 0.1 * logged_us) << where;
-      std::string kinds;
-      for (const auto& [k, v] : s.top) kinds += " " + k + " " + std::to_string(v);
-      EXPECT_NEAR(s.compute + s.recv + s.comm, logged_us, 0.1 * logged_us)
-          << where << ": logged " << logged_us << " us, top-level spans (us):" << kinds;
+      std::string spans =
+          where + ": logged " + std::to_string(logged_us) + " us, top-level spans (us):";
+      for (const auto& [k, v] : s.top) spans += " " + k + " " + std::to_string(v);
+      EXPECT_LE(s.spans, 1.1 * logged_us) << spans;
+      best_fill = std::max(best_fill, s.spans / logged_us);
+      fills += "\n" + spans;
       const double logged_bubble = logged.at("bubble_per_stage").at(size_t(rank / 2));
       if (rank % 2 == 0) {  // rank 0's pipeline (TP rank 0) is the one logged
         EXPECT_NEAR(s.recv / s.iteration, logged_bubble, 0.1 * logged_bubble + 1e-3)
             << where << ": trace bubble vs logged";
       }
     }
+    EXPECT_GE(best_fill, 0.9) << "rank " << rank
+                              << ": the spans leave over 10% of both iterations unrecorded"
+                              << fills;
+  }
 }
 
 TEST(Profile, RangeFollowsMegatronAndDefaultsToSaveDir) {
