@@ -4,9 +4,9 @@
 // forward + backward at p=0.1 against p=0 (the difference is the masks' cost,
 // per score and pass), the norms, activations, RoPE, cross-entropy, AdamW,
 // casts, and zero_streaming of a 256 MB gradient buffer; then config (a)'s
-// attention and GELU (bench_config_a). One JSON line per
-// kernel: best-of-N milliseconds, and ns per element. The path comes from the
-// environment:
+// attention, GELU and the attention block's layout copies (bench_config_a).
+// One JSON line per kernel: best-of-N milliseconds, and ns per element. The
+// path comes from the environment:
 //   for isa in scalar avx2 avx512; do MT_ISA=$isa build/bench/bench_cpu_paths; done
 // (oneDNN picks its own, ONEDNN_MAX_CPU_ISA=AVX2 to pin it). With -march=native
 // the compiler-vectorised kernels' paths are alike (GCC's tuning for AVX-512
@@ -32,6 +32,7 @@
 #include "kernels/fill.h"
 #include "kernels/gelu.h"
 #include "kernels/layernorm.h"
+#include "kernels/layout.h"
 #include "kernels/precision.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
@@ -130,6 +131,21 @@ void bench_config_a() {
   report("gelu_forward (a)", best_ms([&] { mt::gelu_forward(y.data(), x.data(), m); }), m);
   report("gelu_backward (a)", best_ms([&] { mt::gelu_backward(y.data(), x.data(), g.data(), m); }),
          m);
+  // The attention block's layout copies around it: (s, b, 3h) qkv <-> (b, a,
+  // s, d) heads, and the context back to (s, b, h) and its gradient in.
+  std::vector<float> qkv(static_cast<size_t>(3 * n)), sbh(static_cast<size_t>(n));
+  for (int64_t i = 0; i < 3 * n; ++i) qkv[size_t(i)] = 0.01f * float(i % 101);
+  const int64_t s = dims.s, b = dims.b, a = dims.a, d = dims.d;
+  report("qkv_to_heads (a)", best_ms([&] {
+           mt::qkv_to_heads(q.data(), k.data(), v.data(), qkv.data(), s, b, a, a, d);
+         }), 3 * n);
+  report("heads_to_qkv (a)", best_ms([&] {
+           mt::heads_to_qkv(qkv.data(), dq.data(), dk.data(), dv.data(), s, b, a, a, d);
+         }), 3 * n);
+  report("heads_to_sbh (a)", best_ms([&] { mt::heads_to_sbh(sbh.data(), ctx.data(), s, b, a, d); }),
+         n);
+  report("sbh_to_heads (a)", best_ms([&] { mt::sbh_to_heads(dctx.data(), sbh.data(), s, b, a, d); }),
+         n);
 }
 
 // The masks alone (one thread's Philox lanes and compare): 128-element runs

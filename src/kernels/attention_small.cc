@@ -88,12 +88,31 @@ inline auto visible_lanes(int64_t j0, int64_t nk) {
   }
 }
 
-template <class V>
-inline float lane(const V& v, int t) {
-  if constexpr (sizeof(V) == sizeof(float))
+// The largest and the sum of a register's lanes: folded in halves (each
+// step combines the register with itself rotated by H lanes), log2(W) steps.
+template <class L, int H, class Op>
+inline typename L::V fold_step(typename L::V v, Op op) {
+  typename L::VI rotate{};
+#pragma GCC unroll 16
+  for (int p = 0; p < L::kW; ++p) rotate[p] = (p + H) % L::kW;
+  v = op(v, __builtin_shuffle(v, rotate));
+  if constexpr (H > 1) v = fold_step<L, H / 2>(v, op);
+  return v;
+}
+template <class L, class Op>
+inline float fold_lanes(typename L::V v, Op op) {
+  if constexpr (L::kW == 1)
     return v;
   else
-    return v[t];
+    return fold_step<L, L::kW / 2>(v, op)[0];
+}
+template <class L>
+inline float lanes_max(typename L::V v) {
+  return fold_lanes<L>(v, [](auto x, auto y) { return x > y ? x : y; });
+}
+template <class L>
+inline float lanes_sum(typename L::V v) {
+  return fold_lanes<L>(v, [](auto x, auto y) { return x + y; });
 }
 
 struct Sizes {
@@ -190,11 +209,50 @@ inline void unpad_copy(float* out, const float* src, const Sizes& z) {
   }
 }
 
-// dst (d, sp) = xᵀ, x (s, d); keys [s, sp) zero.
+// A W x W block (r: its W rows) transposed in registers, step H after step:
+// for each pair of rows (i, i + H), in each run of 2H lanes, row i takes the
+// first H lanes of itself then of row i + H, and row i + H the last H of
+// each. Steps H = W/2, ..., 1 transpose the block (the first swaps its
+// quarters, each next one the quarters of the quarters).
+template <class L, int H>
+inline void transpose_steps(typename L::V* r) {
+  typename L::VI lo{}, hi{};
+#pragma GCC unroll 16
+  for (int p = 0; p < L::kW; ++p) {
+    const int run = p / (2 * H) * (2 * H), off = p % (2 * H);
+    lo[p] = off < H ? run + off : L::kW + run + off - H;
+    hi[p] = off < H ? run + H + off : L::kW + run + off;
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < L::kW; ++i)
+    if ((i & H) == 0) {
+      const typename L::V a = __builtin_shuffle(r[i], r[i + H], lo);
+      r[i + H] = __builtin_shuffle(r[i], r[i + H], hi);
+      r[i] = a;
+    }
+  if constexpr (H > 1) transpose_steps<L, H / 2>(r);
+}
+
+// dst (d, sp) = xᵀ, x (s, d); keys [s, sp) zero. Whole W x W blocks in
+// registers, the rest (d or s not a multiple of W, the scalar path) a float
+// at a time.
+template <class L>
 inline void pad_transpose(float* dst, const float* x, const Sizes& z) {
+  using V = typename L::V;
+  constexpr int W = L::kW;
+  const int64_t s_blocks = W > 1 ? z.s / W * W : 0, d_blocks = W > 1 ? z.d / W * W : 0;
+  if constexpr (W > 1) {
+    for (int64_t t0 = 0; t0 < d_blocks; t0 += W)
+      for (int64_t j0 = 0; j0 < s_blocks; j0 += W) {
+        V r[W];
+        for (int i = 0; i < W; ++i) r[i] = *reinterpret_cast<const V*>(x + (j0 + i) * z.d + t0);
+        transpose_steps<L, W / 2>(r);
+        for (int i = 0; i < W; ++i) *reinterpret_cast<V*>(dst + (t0 + i) * z.sp + j0) = r[i];
+      }
+  }
   for (int64_t t = 0; t < z.d; ++t) {
     float* row = dst + t * z.sp;
-    for (int64_t j = 0; j < z.s; ++j) row[j] = x[j * z.d + t];
+    for (int64_t j = t < d_blocks ? s_blocks : 0; j < z.s; ++j) row[j] = x[j * z.d + t];
     std::fill(row + z.s, row + z.sp, 0.f);
   }
 }
@@ -226,7 +284,7 @@ inline void forward_head(const Head& hd, const Sizes& z) {
   float* sc = vs + sp * dp;  // (sp, sp): S, then P
   float* o = sc + sp * sp;   // (sp, dp)
   pad_copy(qs, hd.q, z);
-  pad_transpose(kt, hd.k, z);
+  pad_transpose<L>(kt, hd.k, z);
   pad_copy(vs, hd.v, z);
   product<L, false>(
       sc, sp, qs, dp, kt, sp, s, [&](int64_t i0) { return causal_cols<L>(z, i0); },
@@ -245,9 +303,7 @@ inline void forward_head(const Head& hd, const Sizes& z) {
       const V seen = visible_lanes<L>(j0, nk) ? x : ninf;
       vmax = vmax > seen ? vmax : seen;
     }
-    float mx = -INFINITY;
-    for (int t = 0; t < W; ++t) mx = std::max(mx, lane(vmax, t));
-    const float shift = mx * z.scale;
+    const float shift = lanes_max<L>(vmax) * z.scale;
     V vsum = zero;
     for (int64_t j0 = 0; j0 < nv; j0 += W) {
       V* x = reinterpret_cast<V*>(row + j0);
@@ -259,8 +315,7 @@ inline void forward_head(const Head& hd, const Sizes& z) {
       *x = e;
       vsum += e;
     }
-    float sum = 0.f;
-    for (int t = 0; t < W; ++t) sum += lane(vsum, t);
+    const float sum = lanes_sum<L>(vsum);
     hd.lse[i] = shift + std::log(sum);
     const float inv = 1.f / sum;
     for (int64_t j0 = 0; j0 < nv; j0 += W) {
@@ -290,8 +345,8 @@ inline void backward_head(const Head& hd, const Sizes& z) {
   pad_copy(qs, hd.q, z);
   pad_copy(dos, hd.dctx, z);
   pad_copy(ks, hd.k, z);
-  pad_transpose(kt, hd.k, z);
-  pad_transpose(vt, hd.v, z);
+  pad_transpose<L>(kt, hd.k, z);
+  pad_transpose<L>(vt, hd.v, z);
   auto cols = [&](int64_t i0) { return causal_cols<L>(z, i0); };
   auto head_size = [&](int64_t) { return std::pair<int64_t, int64_t>(0, d); };
   product<L, false>(p, sp, qs, dp, kt, sp, s, cols, head_size);    // S
