@@ -3,6 +3,7 @@
 // the reference on operands rounded as the math mode rounds them, with weights,
 // bias and activations stored in bf16 as a bf16 model holds them.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <string>
@@ -210,6 +211,43 @@ TEST(LinearMixedStorage, WeightGradientFromBf16Activations) {
     linear_backward(dinp.data(), dw.data(), nullptr, ReadView(g16.data()), ReadView(inp16.data()),
                     w.data(), n, in, out, false, cm);
     expect_all_close(dw, ref_dw, 1e-5, "dweight, bf16 dout");
+  }
+}
+
+// fp32 on two threads, a small layer's input and weight gradients run side by
+// side, one thread each (matmul.cc): each is the product one thread gives
+// (bit for bit the one-thread run, where they run one after the other), dinp
+// accumulating only when asked, dweight and dbias always.
+TEST(Linear, GradientsSideBySideOnTwoThreadsAreOneThreadsProducts) {
+  const int64_t n = 96, in = 64, out = 48;
+  const auto inp = randn(n * in, "inp"), w = randn(out * in, "w"), g = randn(n * out, "g");
+  const int threads = omp_get_max_threads();
+  for (const bool accumulate : {false, true}) {
+    auto run = [&](int t) {
+      omp_set_num_threads(t);
+      std::vector<float> dinp(static_cast<size_t>(n * in), 0.5f), dw(w.size(), 0.25f),
+          db(size_t(out), -1.f);
+      linear_backward(dinp.data(), dw.data(), db.data(), g.data(), inp.data(), w.data(), n, in,
+                      out, accumulate);
+      return std::vector<std::vector<float>>{dinp, dw, db};
+    };
+    const auto two = run(2), one = run(1);
+    omp_set_num_threads(threads);
+    for (size_t o = 0; o < 3; ++o)
+      for (size_t i = 0; i < one[o].size(); ++i)
+        ASSERT_EQ(two[o][i], one[o][i]) << "output " << o << " [" << i << "]";
+    // And the products themselves: dinp (+)= g · W, dweight = 0.25 + gᵀ · inp.
+    for (int64_t r = 0; r < n; r += 7)
+      for (int64_t c = 0; c < in; c += 5) {
+        double x = accumulate ? 0.5 : 0.0, y = 0.25;
+        for (int64_t o = 0; o < out; ++o)
+          x += double(g[size_t(r * out + o)]) * w[size_t(o * in + c)];
+        EXPECT_NEAR(two[0][size_t(r * in + c)], x, 1e-4) << r << "," << c;
+        if (r >= out) continue;
+        for (int64_t k = 0; k < n; ++k)
+          y += double(g[size_t(k * out + r)]) * inp[size_t(k * in + c)];
+        EXPECT_NEAR(two[1][size_t(r * in + c)], y, 1e-4) << r << "," << c;
+      }
   }
 }
 
