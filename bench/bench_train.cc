@@ -86,12 +86,15 @@ void run(const BenchConfig& bc, int threads, mt::ParallelState& ps, const BenchO
   const int64_t m = o.m, vpp = o.vpp;
   omp_set_num_threads(threads);
   // MFU against the peak of the GEMMs' math (bf16 ~2x fp32 here), measured
-  // before and after the timed steps and between them (untimed): the highest
-  // reading. On a shared machine a burst of other load can cover a reading
-  // and understate the peak (once 0.26 TFLOP/s where the others read 0.30,
-  // an MFU of 0.87 for an ordinary step); ~12 readings spread over the run
-  // leave the burst out.
-  double peak = mt::measure_matmul_peak_flops(2048, o.math);
+  // before and after the timed steps (best of 3 s each) and, in runs of 20
+  // or more steps, ~10 times between them (untimed): the highest reading. On
+  // a shared machine a burst of other load can cover a short reading and
+  // understate the peak (0.25-0.26 TFLOP/s where others read 0.30-0.32, an
+  // MFU of 0.87 for an ordinary GPT-2-small step); readings spread over the
+  // run leave the burst out. (Short runs get no readings between their
+  // steps: each step would follow one.)
+  const std::vector<mt::PeakShape> peak_shapes = mt::matmul_peak_shapes(2048);
+  double peak = mt::measure_matmul_peak(peak_shapes, o.math, 3.0).flops;
   mt::ModelConfig c;
   c.num_layers = bc.layers;
   c.num_attention_heads = bc.heads;
@@ -180,7 +183,7 @@ void run(const BenchConfig& bc, int threads, mt::ParallelState& ps, const BenchO
   sync.reset_timers();
   double wait = 0;
   std::vector<double> step_sec;  // each iteration's, for the median
-  const int64_t peak_every = std::max<int64_t>(1, iters / 10);
+  const int64_t peak_every = iters >= 20 ? iters / 10 : iters;
   double timed = 0;
   for (int64_t i = 0; i < iters; ++i) {
     mt::Timer step;
@@ -188,7 +191,7 @@ void run(const BenchConfig& bc, int threads, mt::ParallelState& ps, const BenchO
     step_sec.push_back(step.seconds());
     timed += step_sec.back();
     if ((i + 1) % peak_every == 0 && i + 1 < iters) {
-      peak = std::max(peak, mt::measure_matmul_peak(mt::matmul_peak_shapes(2048), o.math, 0).flops);
+      peak = std::max(peak, mt::measure_matmul_peak(peak_shapes, o.math, 0).flops);
       ps.world_comm.barrier();  // every rank back at the same point before the next step
     }
   }
@@ -197,7 +200,7 @@ void run(const BenchConfig& bc, int threads, mt::ParallelState& ps, const BenchO
   // a few iterations, which the mean (ms_per_iter, mfu) keeps and this drops.
   std::nth_element(step_sec.begin(), step_sec.begin() + iters / 2, step_sec.end());
   const double median_sec = step_sec[size_t(iters / 2)];
-  peak = std::max(peak, mt::measure_matmul_peak_flops(2048, o.math));
+  peak = std::max(peak, mt::measure_matmul_peak(peak_shapes, o.math, 3.0).flops);
   std::vector<float> bubble(size_t(ps.pp_size));
   const float mine = float(wait / double(iters) / sec);
   ps.pp_comm.all_gather(bubble.data(), &mine, 1);
