@@ -1,5 +1,6 @@
 // AdamW as torch.optim.AdamW (decoupled weight decay, bias correction).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 namespace mt {
@@ -18,5 +19,22 @@ struct AdamWHyper {
 // (the bf16 weight copy of mixed precision, without a second sweep).
 void adamw_step(float* param, const float* grad, float* m, float* v, int64_t n,
                 const AdamWHyper& h, int64_t step, uint16_t* param_bf16 = nullptr);
+
+// One tensor (or a part of one) of a step over many: adamw_step's arguments.
+struct AdamWSegment {
+  float* param;
+  const float* grad;
+  float* m;
+  float* v;
+  int64_t n;
+  AdamWHyper h;
+  uint16_t* param_bf16 = nullptr;
+};
+
+// adamw_step on each segment (the same numbers, element for element), on the
+// host in one parallel region: every thread takes its slice of every segment
+// (a model's small tensors do not pay a region each: config (a) has 52).
+// Segments live all on the host or all on the device.
+void adamw_step(const AdamWSegment* segments, size_t count, int64_t step);
 
 }  // namespace mt

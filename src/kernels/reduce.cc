@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "backend/device.h"
 #include "core/error.h"
@@ -23,22 +24,39 @@ constexpr int kMaxThreads = 256;
 }  // namespace
 
 double sum_squares(const float* x, int64_t n) {
-  if (MT_ON_DEVICE(x)) return cuda::sum_squares(x, n);
-  double partial[kMaxThreads] = {};
+  const FloatRange r{x, n};
+  return sum_squares(&r, 1);
+}
+
+double sum_squares(const FloatRange* ranges, size_t count) {
+  if (count == 0) return 0.0;
+  if (MT_ON_DEVICE(ranges[0].x)) {
+    double total = 0.0;
+    for (size_t i = 0; i < count; ++i) total += cuda::sum_squares(ranges[i].x, ranges[i].n);
+    return total;
+  }
   const int nt = std::max(1, std::min(omp_get_max_threads(), kMaxThreads));
+  std::vector<double> partial(count * size_t(nt), 0.0);  // [range][thread]
   int used = 1;
 #pragma omp parallel num_threads(nt)
   {
-    const int tid = omp_get_thread_num(), count = omp_get_num_threads();
-    const int64_t lo = n * tid / count, hi = n * (tid + 1) / count;
-    double acc = 0.0;
+    const int tid = omp_get_thread_num(), threads = omp_get_num_threads();
+    for (size_t r = 0; r < count; ++r) {
+      const float* x = ranges[r].x;
+      const int64_t n = ranges[r].n, lo = n * tid / threads, hi = n * (tid + 1) / threads;
+      double acc = 0.0;
 #pragma omp simd reduction(+ : acc)
-    for (int64_t i = lo; i < hi; ++i) acc += double(x[i]) * double(x[i]);
-    partial[tid] = acc;
-    if (tid == 0) used = count;
+      for (int64_t i = lo; i < hi; ++i) acc += double(x[i]) * double(x[i]);
+      partial[r * size_t(nt) + size_t(tid)] = acc;
+    }
+    if (tid == 0) used = threads;
   }
   double total = 0.0;
-  for (int t = 0; t < used; ++t) total += partial[t];
+  for (size_t r = 0; r < count; ++r) {
+    double range_total = 0.0;  // the range's partials in thread order
+    for (int t = 0; t < used; ++t) range_total += partial[r * size_t(nt) + size_t(t)];
+    total += range_total;
+  }
   return total;
 }
 

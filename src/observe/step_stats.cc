@@ -10,11 +10,14 @@ namespace mt {
 
 namespace {
 
-double zeros(const float* x, int64_t n) {
-  MT_CHECK(!on_device(x), "--log-num-zeros-in-grad counts on the host; not built for --device "
-           "cuda yet; fix: leave out --log-num-zeros-in-grad on GPU runs");
+double zeros(const FloatRange* ranges, size_t count) {
   int64_t z = 0;
-  for (int64_t i = 0; i < n; ++i) z += x[i] == 0.0f;
+  for (size_t r = 0; r < count; ++r) {
+    const float* x = ranges[r].x;
+    MT_CHECK(!on_device(x), "--log-num-zeros-in-grad counts on the host; not built for --device "
+             "cuda yet; fix: leave out --log-num-zeros-in-grad on GPU runs");
+    for (int64_t i = 0; i < ranges[r].n; ++i) z += x[i] == 0.0f;
+  }
   return double(z);
 }
 

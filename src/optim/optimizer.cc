@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "backend/device.h"
 #include "core/error.h"
@@ -73,29 +74,24 @@ double AdamWOptimizer::group_sum_squares(const float* grads, GradGroup group) co
 double AdamWOptimizer::group_sum(const float* data, bool packed, SegmentSum f,
                                  GradGroup group) const {
   const StageLayout& st = reg_.stage();
-  double sq = 0;
-  // On the GPU each sum is a wait for the device: adjacent counted segments
-  // are summed as one range there (one wait per step with one rank).
+  // The counted segments' ranges, summed in one call (one parallel region on
+  // the host). On the GPU each sum is a wait for the device: there adjacent
+  // ranges are merged into one (one wait per step with one rank); on the host
+  // they stay apart, so the sum's bits do not depend on how segments abut.
   const bool merge = on_device(data);
-  int64_t run_begin = 0, run_end = 0;
+  std::vector<FloatRange> ranges;
   for (const OptimSegment& s : segments_) {
     const ParamSpec& p = reg_.params()[s.param];
     if (p.grad_group != group) continue;
     if (p.grad_group == GradGroup::kDataParallel && p.tp_replicated() && st.tp_rank != 0) continue;
     if (p.tied && !st.has_embedding) continue;  // the first stage's copy counts
-    const int64_t at = packed ? s.state : s.begin;
-    if (!merge) {
-      sq += f(data + at, s.size());
-      continue;
-    }
-    if (at != run_end) {
-      if (run_end > run_begin) sq += f(data + run_begin, run_end - run_begin);
-      run_begin = at;
-    }
-    run_end = at + s.size();
+    const float* at = data + (packed ? s.state : s.begin);
+    if (merge && !ranges.empty() && ranges.back().x + ranges.back().n == at)
+      ranges.back().n += s.size();
+    else
+      ranges.push_back({at, s.size()});
   }
-  if (run_end > run_begin) sq += f(data + run_begin, run_end - run_begin);
-  return sq;
+  return ranges.empty() ? 0.0 : f(ranges.data(), ranges.size());
 }
 
 float AdamWOptimizer::clip_coefficient(double norm) const {
@@ -114,6 +110,8 @@ void AdamWOptimizer::step(float* params, const float* grads, const StepRates& ra
            " (internal error)");
   ++steps_;
   const double wd = std::isnan(rates.weight_decay) ? cfg_.weight_decay : rates.weight_decay;
+  std::vector<AdamWSegment> adamw;  // every segment's update, in one pass
+  adamw.reserve(segments_.size());
   for (const OptimSegment& s : segments_) {
     const ParamSpec& p = reg_.params()[s.param];
     const float lr = float(p.embedding_or_output ? rates.decoupled_lr : rates.lr);
@@ -132,8 +130,9 @@ void AdamWOptimizer::step(float* params, const float* grads, const StepRates& ra
     h.eps = cfg_.eps;
     h.grad_scale = grad_scale;
     h.weight_decay = decay;
-    adamw_step(w, grads + grad_offset(s), m_ + s.state, v_ + s.state, s.size(), h, steps_, w16);
+    adamw.push_back({w, grads + grad_offset(s), m_ + s.state, v_ + s.state, s.size(), h, w16});
   }
+  adamw_step(adamw.data(), adamw.size(), steps_);
 }
 
 void AdamWOptimizer::set_param_state(size_t param, const float* m, const float* v) {

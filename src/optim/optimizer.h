@@ -32,6 +32,7 @@
 #include "core/arena.h"
 #include "comm/communicator.h"
 #include "kernels/adamw.h"
+#include "kernels/reduce.h"
 #include "model/params.h"
 #include "optim/grad_buckets.h"
 #include "optim/param_scheduler.h"
@@ -99,7 +100,8 @@ class AdamWOptimizer {
   // --log-num-zeros-in-grad the zero gradients. `packed`: segment s's data
   // at s.state (the optimizer's layout: main weights, packed gradients),
   // else at s.begin (the registry's offsets).
-  using SegmentSum = double (*)(const float* x, int64_t n);
+  // f sums over all the ranges it is given, in their order.
+  using SegmentSum = double (*)(const FloatRange* ranges, size_t count);
   double global_sum(const float* data, bool packed, SegmentSum f, Communicator* mp,
                     const Communicator* emp = nullptr) const;
   bool packed_grads() const { return packed_grads_; }

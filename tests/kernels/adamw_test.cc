@@ -1,6 +1,7 @@
 #include "kernels/adamw.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <string>
@@ -85,6 +86,56 @@ TEST(AdamW, WritesTheBf16CopyOfTheUpdate) {
     ASSERT_EQ(p2[size_t(i)], p[size_t(i)]) << i;
     ASSERT_EQ(copy[size_t(i)], bf16_from_f32(p[size_t(i)])) << i;
   }
+}
+
+TEST(AdamW, SegmentsInOnePassAreEachSegmentsStep) {
+  // Segments of a model: each its own lr, decay, clip factor and bf16 copy,
+  // sizes below and above the thread count; one call over all of them must
+  // give what one call per segment gives, bit for bit, on every thread count.
+  const std::vector<int64_t> sizes = {1, 3, 4099, 128, 0, 70001};
+  const int saved = omp_get_max_threads();
+  for (int threads : {1, 2, 3}) {
+    omp_set_num_threads(threads);
+    std::vector<std::vector<float>> p[2], g, m[2], v[2];
+    std::vector<std::vector<uint16_t>> copy[2];
+    std::vector<AdamWHyper> hs;
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      const int64_t n = sizes[k];
+      g.push_back(test::randn(n, "adamw.seg.g" + std::to_string(k), 1e-2f));
+      AdamWHyper h;
+      h.lr = 1e-3f * float(k + 1);
+      h.weight_decay = k % 2 ? 0.1f : 0.f;
+      h.grad_scale = k == 2 ? 0.5f : 1.f;
+      hs.push_back(h);
+      for (int w = 0; w < 2; ++w) {
+        p[w].push_back(test::randn(n, "adamw.seg.p" + std::to_string(k)));
+        m[w].push_back(std::vector<float>(size_t(n), 1e-3f));
+        v[w].push_back(std::vector<float>(size_t(n), 1e-5f));
+        copy[w].push_back(std::vector<uint16_t>(size_t(n), 0));
+      }
+    }
+    for (int64_t step = 1; step <= 3; ++step) {
+      std::vector<AdamWSegment> segs;
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        uint16_t* c0 = k % 3 == 0 ? copy[0][k].data() : nullptr;
+        uint16_t* c1 = k % 3 == 0 ? copy[1][k].data() : nullptr;
+        adamw_step(p[0][k].data(), g[k].data(), m[0][k].data(), v[0][k].data(), sizes[k], hs[k],
+                   step, c0);
+        segs.push_back({p[1][k].data(), g[k].data(), m[1][k].data(), v[1][k].data(), sizes[k],
+                        hs[k], c1});
+      }
+      adamw_step(segs.data(), segs.size(), step);
+    }
+    for (size_t k = 0; k < sizes.size(); ++k)
+      for (size_t i = 0; i < size_t(sizes[k]); ++i) {
+        ASSERT_EQ(p[1][k][i], p[0][k][i]) << threads << " threads, segment " << k << " [" << i << "]";
+        ASSERT_EQ(m[1][k][i], m[0][k][i]) << k << " " << i;
+        ASSERT_EQ(v[1][k][i], v[0][k][i]) << k << " " << i;
+        ASSERT_EQ(copy[1][k][i], copy[0][k][i]) << k << " " << i;
+      }
+    EXPECT_NE(p[1][2][7], test::randn(sizes[2], "adamw.seg.p2")[7]);  // it stepped
+  }
+  omp_set_num_threads(saved);
 }
 
 TEST(AdamW, RejectsStepZero) {

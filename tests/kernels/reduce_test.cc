@@ -41,6 +41,33 @@ TEST(Reduce, SumSquaresDeterministicForAThreadCount) {
   }
 }
 
+TEST(Reduce, SumSquaresOverRangesIsTheRangesSumsInOrder) {
+  // The optimizer's segments: sizes below, at and above the thread count,
+  // an empty one, and ranges that abut (summed apart all the same).
+  const std::vector<int64_t> sizes = {1, 0, 3, 128, 4099, 2, 70001, 5};
+  int64_t total = 0;
+  for (int64_t s : sizes) total += s;
+  auto x = test::randn(total, "red.ranges", 2.f, 0.1f);
+  std::vector<FloatRange> ranges;
+  int64_t at = 0;
+  for (int64_t s : sizes) {
+    ranges.push_back({x.data() + at, s});
+    at += s;
+  }
+  const int saved = omp_get_max_threads();
+  for (int threads : {1, 2, 3}) {
+    omp_set_num_threads(threads);
+    double want = 0;
+    for (const FloatRange& r : ranges) want += sum_squares(r.x, r.n);
+    EXPECT_EQ(sum_squares(ranges.data(), ranges.size()), want) << threads << " threads";
+    double exact = 0;
+    for (float e : x) exact += double(e) * e;
+    EXPECT_NEAR(want, exact, 1e-12 * exact);
+  }
+  omp_set_num_threads(saved);
+  EXPECT_EQ(sum_squares(ranges.data(), 0), 0.0);
+}
+
 TEST(Reduce, ScaleInplace) {
   auto x = test::randn(1001, "red.s");
   auto y = x;
