@@ -435,23 +435,32 @@ PeakMeasurement measure_matmul_peak(const std::vector<PeakShape>& shapes, MathMo
   // A peak, not a typical rate: each shape's best run. The first round
   // includes creating the primitives, so there are at least 2.
   double last_round = 0;
+  std::vector<std::vector<double>> runs(shapes.size());  // each shape's, from round 2 on
   while (r.rounds < 2 || (r.rounds < 100 && since(start) + last_round <= budget_seconds)) {
     const auto round_start = std::chrono::steady_clock::now();
     for (size_t i = 0; i < shapes.size(); ++i) {
       Operands& o = ops[i];
       const double flop = 2.0 * double(o.s.m) * double(o.s.n) * double(o.s.k);
+      double round_best = 0;  // over the kernels
       for (int kernel = 0; kernel < kernels; ++kernel) {
         const auto t0 = std::chrono::steady_clock::now();
         matmul_impl(o.c.data(), o.a.data(), o.b.data(), nullptr, o.s,
                     bf16 ? o.b16.data() : nullptr, bf16 ? o.a16.data() : nullptr, kernel == 1);
-        r.shape_flops[i] = std::max(r.shape_flops[i], flop / since(t0));
+        round_best = std::max(round_best, flop / since(t0));
       }
+      r.shape_flops[i] = std::max(r.shape_flops[i], round_best);
+      if (r.rounds > 0) runs[i].push_back(round_best);
     }
     last_round = since(round_start);
     ++r.rounds;
   }
   r.seconds = since(start);
-  r.flops = *std::max_element(r.shape_flops.begin(), r.shape_flops.end());
+  const size_t best = size_t(std::max_element(r.shape_flops.begin(), r.shape_flops.end()) -
+                             r.shape_flops.begin());
+  r.flops = r.shape_flops[best];
+  std::vector<double>& mine = runs[best];
+  std::nth_element(mine.begin(), mine.begin() + mine.size() / 2, mine.end());
+  r.median_ratio = mine[mine.size() / 2] / r.flops;
   return r;
 }
 

@@ -90,6 +90,11 @@ struct PeakMeasurement {
   std::vector<PeakShape> shapes;
   std::vector<double> shape_flops;  // each shape's best FLOP/s (in bf16 over both kernels)
   int rounds = 0;                   // runs of every shape (and kernel)
+  // The median run of the best shape over its best run (<= 1): how far the
+  // peak product itself falls short of its own best when run again and
+  // again (on a shared machine, the neighbours' load; the first round, which
+  // creates the primitives, left out).
+  double median_ratio = 1;
   double seconds = 0;               // the measurement's wall time
   // "2048x2048x2048 171.2, 4096x2048x1024 180.3 GFLOP/s, best of 3 rounds in 1.02 s"
   std::string describe() const;

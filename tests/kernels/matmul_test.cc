@@ -476,6 +476,8 @@ TEST(Matmul, PeakIsTheBestOfItsShapes) {
       best = std::max(best, f);
     }
     EXPECT_EQ(m.flops, best);
+    EXPECT_GT(m.median_ratio, 0.0);  // a median of rates that include the best
+    EXPECT_LE(m.median_ratio, 1.0);
     EXPECT_NE(m.describe().find("128x128x128 "), std::string::npos) << m.describe();
     EXPECT_NE(m.describe().find("96x80x48 "), std::string::npos) << m.describe();
   }
