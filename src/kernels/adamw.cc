@@ -10,8 +10,6 @@
 // clipping (torch's grad.mul_(clip_coef)) is the product by grad_scale.
 #include "kernels/adamw.h"
 
-#include <omp.h>
-
 #include <cmath>
 #include <vector>
 
@@ -102,16 +100,8 @@ void adamw_step(const AdamWSegment* segments, size_t count, int64_t step) {
     }
     return;
   }
-  const Isa isa = active_isa();
-#pragma omp parallel
-  {
-    const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-    const AdamWFactors* fs = f.data();
-    if (isa == Isa::kAvx512)
-      on_avx512_wide([=] { adamw_thread(segments, fs, count, t, nt); });
-    else
-      on_isa(isa, [=] { adamw_thread(segments, fs, count, t, nt); });
-  }
+  const AdamWFactors* fs = f.data();
+  on_threads_on_isa([=](int64_t t, int64_t nt) { adamw_thread(segments, fs, count, t, nt); });
 }
 
 // param, m, v (n): updated in place (=). grad (n): read only. param_bf16: =.

@@ -101,23 +101,31 @@ void on_isa(Isa isa, Body body) {
     body();
 }
 
-// body(begin, end) over [0, n) cut into one contiguous slice per OpenMP
-// thread (as `omp parallel for schedule(static)`), each slice on the active
-// path (on_isa; AVX-512 with 512-bit registers, on_avx512_wide): for
-// element-wise kernels only, whose `omp simd` loop is body's.
-// On the calling thread alone below `parallel_min` elements.
+// body(t, nt) on each of the nt OpenMP threads of one parallel region (t its
+// number), on the active path (on_isa; AVX-512 with 512-bit registers,
+// on_avx512_wide): for element-wise kernels only, whose `omp simd` loops are
+// body's. On the calling thread alone (t 0 of 1) when `parallel` is false.
 template <class Body>
-void for_slices_on_isa(int64_t n, Body body, int64_t parallel_min = 0) {
+void on_threads_on_isa(Body body, bool parallel = true) {
   const Isa isa = active_isa();
-#pragma omp parallel if (n >= parallel_min)
+#pragma omp parallel if (parallel)
   {
     const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-    const int64_t begin = n * t / nt, end = n * (t + 1) / nt;
     if (isa == Isa::kAvx512)
-      on_avx512_wide([=] { body(begin, end); });
+      on_avx512_wide([=] { body(t, nt); });
     else
-      on_isa(isa, [=] { body(begin, end); });
+      on_isa(isa, [=] { body(t, nt); });
   }
+}
+
+// body(begin, end) over [0, n) cut into one contiguous slice per OpenMP
+// thread (as `omp parallel for schedule(static)`), each slice on the active
+// path (on_threads_on_isa). On the calling thread alone below `parallel_min`
+// elements.
+template <class Body>
+void for_slices_on_isa(int64_t n, Body body, int64_t parallel_min = 0) {
+  on_threads_on_isa([=](int64_t t, int64_t nt) { body(n * t / nt, n * (t + 1) / nt); },
+                    n >= parallel_min);
 }
 
 // Every path this CPU can run, narrowest first: scalar, AVX2 (on every CPU we
